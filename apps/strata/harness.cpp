@@ -1,0 +1,116 @@
+#include "apps/strata/harness.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <unistd.h>
+
+#include "lib/error.h"
+#include "lib/zone.h"
+
+namespace strata::app {
+
+std::atomic<bool> g_interrupted{false};
+
+namespace {
+
+void stop_if_interrupted() {
+  if (g_interrupted.load(std::memory_order_relaxed)) {
+    throw Error("interrupted: stopped before the measurement finished; no report written", ExitCode::kInterrupted);
+  }
+}
+
+binding::IValue traced_call(const frontend::PreparedCall& call, Timeline& timeline, DeviceSession& session,
+                            uint32_t op_id) {
+  tracing::ActiveScope scope(&timeline);
+  timeline.set_op(op_id);
+  session.begin_call(op_id);
+  binding::IValue out = call.op->call(call.args);
+  session.end_call();
+  timeline.set_op(0);
+  return out;
+}
+
+double untraced_call_ns(const frontend::PreparedCall& call, DeviceSession& session) {
+  const uint64_t t0 = host_clock::ticks();
+  binding::IValue out = call.op->call(call.args);
+  session.end_call();
+  const uint64_t t1 = host_clock::ticks();
+  return double(host_clock::ticks_to_ns(t1) - host_clock::ticks_to_ns(t0));
+}
+
+// Progress on stderr for long runs, only when a person is watching.
+class Progress {
+ public:
+  explicit Progress(int64_t total) : total_(total), enabled_(isatty(STDERR_FILENO) && total > 0) {}
+  void update(int64_t done, double elapsed_s) {
+    if (!enabled_ || elapsed_s < 2.0) return;
+    std::fprintf(stderr, "\r  measuring: %lld/%lld calls", static_cast<long long>(done), static_cast<long long>(total_));
+    shown_ = true;
+  }
+  ~Progress() {
+    if (shown_) std::fprintf(stderr, "\r%40s\r", "");
+  }
+
+ private:
+  int64_t total_;
+  bool enabled_;
+  bool shown_ = false;
+};
+
+}  // namespace
+
+HarnessResult run_harness(const frontend::PreparedCall& call, const HarnessOptions& options, Timeline& timeline,
+                          DeviceSession& session) {
+  HarnessResult r;
+  uint32_t next_id = 1;
+  // The cold call: first use of the operator, its handles, lazily loaded code. Reported apart.
+  r.cold_ids.push_back(next_id);
+  const uint64_t cold0 = host_clock::ticks();
+  r.last_result = traced_call(call, timeline, session, next_id++);
+  const double cold_ns = double(host_clock::ticks_to_ns(host_clock::ticks()) - host_clock::ticks_to_ns(cold0));
+
+  std::vector<double> warm;
+  for (int64_t i = 0; i < options.warmup; ++i) {
+    stop_if_interrupted();
+    warm.push_back(untraced_call_ns(call, session));
+  }
+  r.warmup = options.warmup;
+  r.repeat = options.repeat;
+  if (r.repeat == 0) {
+    // Size the run from the warm calls (or the cold one): each timed call runs twice (traced + untraced).
+    double per_call = warm.empty() ? cold_ns : *std::min_element(warm.begin(), warm.end());
+    const double per_iteration = per_call * (options.untraced_comparison ? 2.0 : 1.0);
+    r.repeat = std::clamp<int64_t>(static_cast<int64_t>(options.budget_s * 1e9 / std::max(per_iteration, 1.0)), 10,
+                                   10000);
+    r.repeat_auto = true;
+  }
+  Progress progress(r.repeat);
+  const uint64_t start = host_clock::ticks();
+  for (int64_t i = 0; i < r.repeat; ++i) {
+    stop_if_interrupted();
+    r.timed_ids.push_back(next_id);
+    r.last_result = traced_call(call, timeline, session, next_id++);
+    if (options.untraced_comparison) r.untraced_ns.push_back(untraced_call_ns(call, session));
+    progress.update(i + 1, double(host_clock::ticks_to_ns(host_clock::ticks()) - host_clock::ticks_to_ns(start)) * 1e-9);
+  }
+  stop_if_interrupted();
+  return r;
+}
+
+double measure_probe_cost_ns() {
+  constexpr int kZones = 20000;
+  double best = 1e9;
+  for (int round = 0; round < 3; ++round) {
+    Timeline t(kZones + 16);
+    tracing::ActiveScope scope(&t);
+    const uint64_t t0 = host_clock::ticks();
+    for (int i = 0; i < kZones; ++i) {
+      STRATA_ZONE(zone, Layer::kHarness, "probe");
+    }
+    const uint64_t t1 = host_clock::ticks();
+    best = std::min(best, double(host_clock::ticks_to_ns(t1) - host_clock::ticks_to_ns(t0)) / kZones);
+  }
+  return best;
+}
+
+}  // namespace strata::app

@@ -1,0 +1,42 @@
+// The measurement loop: one cold call, W untraced warm-ups, then R timed calls, each traced into the
+// timeline under its own op id and each followed by the same call untraced (interleaved, so both see
+// the same machine state) to show what tracing itself costs.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "apps/strata/device_session.h"
+#include "layers/frontend/frontend.h"
+#include "lib/timeline.h"
+
+namespace strata::app {
+
+// Set by the SIGINT/SIGTERM handler; the harness stops at the next call boundary.
+extern std::atomic<bool> g_interrupted;
+
+struct HarnessOptions {
+  int64_t warmup = 3;
+  int64_t repeat = 0;          // 0 = auto: as many as fit in `budget_s`, at least 10, at most 10000
+  double budget_s = 1.0;
+  bool untraced_comparison = true;
+};
+
+struct HarnessResult {
+  std::vector<uint32_t> cold_ids;
+  std::vector<uint32_t> timed_ids;
+  std::vector<double> untraced_ns;  // wall of each untraced call
+  binding::IValue last_result;
+  int64_t warmup = 0;
+  int64_t repeat = 0;
+  bool repeat_auto = false;
+};
+
+HarnessResult run_harness(const frontend::PreparedCall& call, const HarnessOptions& options, Timeline& timeline,
+                          DeviceSession& session);
+
+// Measured cost of one zone (open + close) on this machine, in ns.
+double measure_probe_cost_ns();
+
+}  // namespace strata::app

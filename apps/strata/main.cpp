@@ -1,0 +1,98 @@
+// strata: trace one tensor operation through every layer of a real tensor stack.
+#include <csignal>
+#include <cstring>
+#include <iostream>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+
+#include "apps/strata/commands.h"
+#include "apps/strata/harness.h"
+#include "lib/error.h"
+#include "lib/output_file.h"
+
+namespace {
+
+void on_signal(int sig) {
+  // First signal: stop at the next call boundary. Second: the run is stuck inside a call; leave now,
+  // without a partial output file.
+  if (strata::app::g_interrupted.exchange(true)) {
+    strata::remove_pending_output();
+    const char msg[] = "\nstrata: interrupted\n";
+    ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)ignored;
+    _exit(128 + sig);
+  }
+}
+
+const char* kExamples = R"(
+examples:
+  strata trace matmul 1024                      # where one 1024^3 matmul spends its time
+  strata trace matmul 512x1024x256 --check      # M x K x N, checked against a float64 reference
+  strata trace linear 32x768x3072 --requires-grad
+  strata trace conv 32x64x56x56 --out-channels 64 --kernel 3 --pad 1
+  strata trace relu 1048576 --chrome-trace relu.json
+  strata ops                                    # operators, schemas and the keys with kernels
+
+exit codes: 0 ok, 1 failure (library error, output not written), 2 usage error,
+            3 --check failed, 4 device unavailable, 130 interrupted
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+
+  CLI::App app{"strata: trace one tensor operation through binding, dispatch, library, launch, queue and GPU"};
+  app.footer(kExamples);
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("strata ") + STRATA_VERSION);
+
+  strata::app::TraceOptions t;
+  int64_t out_channels = 0;
+  CLI::App* trace = app.add_subcommand("trace", "Run one op many times and print where each call's time went");
+  trace->add_option("op", t.op, "matmul | linear | conv | relu | add")->required();
+  trace->add_option("spec", t.spec, "sizes, e.g. 1024 or 512x1024x256 (see the formats below)")->required();
+  trace->add_option("--device", t.device, "auto | cpu | cuda | cuda:N  (auto: the GPU if one works, else the CPU)")
+      ->capture_default_str();
+  trace->add_option("--dtype", t.dtype, "f32 | f64 (CPU and GPU) | f16 | bf16 (GPU)")->capture_default_str();
+  trace->add_option("--repeat", t.repeat, "timed calls (default: as many as fit in --budget, 10 to 10000)");
+  trace->add_option("--warmup", t.warmup, "untraced calls between the cold call and the timed ones")->capture_default_str();
+  trace->add_option("--budget", t.budget_s, "seconds of timed calls when --repeat is not given")->capture_default_str();
+  trace->add_option("--seed", t.seed, "seed of the random inputs (uniform in [-1, 1))")->capture_default_str();
+  trace->add_flag("--requires-grad", t.requires_grad, "inputs require grad: the Autograd key records a backward node");
+  trace->add_flag("--check", t.check, "compare the result with a float64 reference; exit 3 if outside tolerance");
+  trace->add_flag("--tf32", t.tf32, "f32 matmul/linear/conv on TF32 tensor cores (CUDA only)");
+  trace->add_flag("--no-device-timing", t.no_device_timing, "do not start CUPTI: host timers only");
+  trace->add_option("--json", t.json_path, "write every figure and the environment to FILE (JSON)");
+  trace->add_option("--chrome-trace", t.chrome_trace_path, "write a Chrome trace JSON timeline to FILE (Perfetto)");
+  auto* oc = trace->add_option("--out-channels", out_channels, "conv: output channels K (default: input channels)");
+  trace->add_option("--kernel", t.conv.kernel, "conv: square kernel size R")->capture_default_str();
+  trace->add_option("--stride", t.conv.stride, "conv: stride")->capture_default_str();
+  trace->add_option("--pad", t.conv.pad, "conv: zero padding on each side")->capture_default_str();
+  trace->footer("op formats:\n" + strata::frontend::spec_help() + kExamples);
+
+  CLI::App* ops = app.add_subcommand("ops", "List operators, their schemas, and the dispatch keys that have kernels");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);  // --help, --version
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);  // prints the message (and usage hints) to stderr
+    return static_cast<int>(strata::ExitCode::kUsage);
+  }
+  try {
+    if (*oc) t.conv.out_channels = out_channels;
+    if (*trace) return strata::app::run_trace(t);
+    if (*ops) return strata::app::run_ops();
+  } catch (const strata::Error& e) {
+    std::cerr << "strata: " << (e.code() == strata::ExitCode::kUsage ? "usage error: " : "error: ") << e.what() << "\n";
+    return static_cast<int>(e.code());
+  } catch (const std::exception& e) {
+    std::cerr << "strata: internal error: " << e.what() << "\n";
+    return static_cast<int>(strata::ExitCode::kFailure);
+  }
+  return 0;
+}

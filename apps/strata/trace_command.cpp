@@ -1,0 +1,178 @@
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "apps/strata/commands.h"
+#include "apps/strata/device_session.h"
+#include "apps/strata/harness.h"
+#include "layers/kernels/cpu/cpu_kernels.h"
+#include "layers/kernels/reference/reference.h"
+#include "lib/error.h"
+#include "lib/output_file.h"
+#include "reports/chrome_trace.h"
+#include "reports/json_report.h"
+#include "reports/table.h"
+
+namespace strata::app {
+namespace {
+
+std::string cpu_model() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(colon + 2);
+    }
+  }
+  return "unknown";
+}
+
+// The dispatch key path one call took, from the spans of one timed call ("Autograd > CPU").
+std::string key_path(const Timeline& timeline, uint32_t op_id) {
+  std::string path;
+  for (const Span& s : timeline.spans()) {
+    if (s.op_id == op_id && s.layer == Layer::kDispatch) path += (path.empty() ? "" : " > ") + std::string(s.name);
+  }
+  return path;
+}
+
+void validate_values(const TraceOptions& o) {
+  if (o.repeat && (*o.repeat < 1 || *o.repeat > 1'000'000)) {
+    throw UsageError("--repeat must be between 1 and 1000000, got " + std::to_string(*o.repeat) +
+                     " (leave it out to size the run automatically)");
+  }
+  if (o.warmup < 0 || o.warmup > 1'000'000) {
+    throw UsageError("--warmup must be between 0 and 1000000, got " + std::to_string(o.warmup));
+  }
+  if (!(o.budget_s > 0 && o.budget_s <= 3600)) {
+    throw UsageError("--budget must be between 0 and 3600 seconds, got " + std::to_string(o.budget_s));
+  }
+}
+
+}  // namespace
+
+int run_trace(const TraceOptions& o) {
+  // Everything the user typed is checked before any tensor is allocated or any file is touched.
+  validate_values(o);
+  const std::optional<DType> dtype = parse_dtype(o.dtype);
+  if (!dtype) throw UsageError("unknown dtype '" + o.dtype + "'; allowed: f32, f64, f16, bf16");
+  const frontend::OpSpec spec = frontend::parse_op_spec(o.op, o.spec, o.conv);
+  if (!o.json_path.empty()) check_output_path(o.json_path);
+  if (!o.chrome_trace_path.empty()) check_output_path(o.chrome_trace_path);
+  if (!o.json_path.empty() && o.json_path == o.chrome_trace_path) {
+    throw UsageError("--json and --chrome-trace name the same file '" + o.json_path + "'");
+  }
+  const DeviceChoice choice = choose_device(frontend::parse_device(o.device));
+  if (choice.device.is_cpu() && (*dtype == DType::kF16 || *dtype == DType::kBF16)) {
+    throw UsageError("--dtype " + o.dtype + " needs a CUDA device: the CPU backend computes in f32 and f64");
+  }
+  if (o.tf32 && *dtype != DType::kF32) throw UsageError("--tf32 applies to --dtype f32 only, got " + o.dtype);
+
+  SessionOptions session_options;
+  session_options.tf32 = o.tf32;
+  session_options.device_timing = !o.no_device_timing;
+  std::unique_ptr<DeviceSession> session = open_device_session(choice.device, session_options);
+
+  frontend::PreparedCall call =
+      frontend::prepare_call(spec, *dtype, choice.device, o.seed, o.requires_grad, available_bytes(choice.device));
+
+  HarnessOptions h;
+  h.warmup = o.warmup;
+  h.repeat = o.repeat.value_or(0);
+  h.budget_s = o.budget_s;
+  Timeline timeline;
+  HarnessResult run = run_harness(call, h, timeline, *session);
+  session->finish(timeline);
+
+  reports::TraceReport rep;
+  rep.op = spec.op;
+  rep.spec = spec.text;
+  rep.description = call.description;
+  rep.schema = call.op->schema().text;
+  rep.dtype = std::string(dtype_name(*dtype)) + (o.tf32 ? " (tf32 math)" : "");
+  rep.device = choice.device.str();
+  rep.device_reason = choice.reason;
+  rep.flops = call.flops;
+  rep.steady = reports::compute_breakdown(timeline, run.timed_ids);
+  rep.cold = reports::compute_breakdown(timeline, run.cold_ids);
+  rep.keys = key_path(timeline, run.timed_ids.front());
+  rep.warmup = static_cast<size_t>(run.warmup);
+  rep.repeat = static_cast<size_t>(run.repeat);
+  rep.repeat_auto = run.repeat_auto;
+  rep.probe_ns = measure_probe_cost_ns();
+  size_t spans_in_timed = 0;
+  for (const Span& s : timeline.spans()) spans_in_timed += (s.op_id >= run.timed_ids.front()) ? 1 : 0;
+  rep.probes_per_call = double(spans_in_timed) / double(run.timed_ids.size());
+  rep.untraced_call_ns = reports::Distribution::of(run.untraced_ns).median;
+
+  const auto clock = host_clock::info();
+  rep.env.strata_version = STRATA_VERSION;
+  rep.env.cpu_model = cpu_model();
+  rep.env.cpu_threads = static_cast<int>(std::thread::hardware_concurrency());
+  rep.env.blas_config = kernels::cpu::blas_config();
+  rep.env.blas_threads = kernels::cpu::blas_threads();
+  rep.env.clock_source = std::string(clock.source);
+  rep.env.clock_ns_per_tick = clock.ns_per_tick;
+  rep.env.clock_read_ns = clock.read_cost_ns;
+
+  // Words for each row, from what this call actually did.
+  rep.row_what.push_back({"binding", "schema " + rep.schema.substr(0, rep.schema.find(" ->"))});
+  for (const reports::BreakdownRow& row : rep.steady.rows) {
+    if (row.layer != "dispatch") continue;
+    if (row.key == "Autograd") {
+      const auto& out = run.last_result.tensor();
+      rep.row_what.push_back({"dispatch/Autograd", std::string("record ") + (out.grad_fn() ? out.grad_fn()->name() : "?") +
+                                                       " (saves " + std::to_string(out.grad_fn() ? out.grad_fn()->num_saved() : 0) +
+                                                       " tensors), redispatch"});
+    } else {
+      rep.row_what.push_back({"dispatch/" + row.key, row.key + " kernel: key set + table lookup"});
+    }
+  }
+  if (choice.device.is_cpu()) {
+    std::string lib;
+    for (const reports::BreakdownRow& row : rep.steady.rows)
+      if (row.layer == "library")
+        for (const auto& n : row.names) lib += (lib.empty() ? "" : " > ") + n;
+    rep.row_what.push_back({"library", lib + (call.gemm_shape.empty() ? "" : " " + call.gemm_shape) + ", output alloc"});
+    rep.row_what.push_back({"launch/na", "n/a on the CPU: no launch, the library call computes in place"});
+    rep.row_what.push_back({"queue/na", "n/a on the CPU: nothing is queued"});
+    rep.row_what.push_back({"gpu/na", "n/a on the CPU: the compute is inside the library row"});
+    rep.row_what.push_back({"wall", "binding begin -> library end"});
+    rep.device = "cpu (" + std::to_string(rep.env.blas_threads) + " OpenBLAS threads)";
+  } else {
+    rep.row_what.push_back({"wall", "binding begin -> last kernel end"});
+  }
+  session->describe(rep);
+
+  if (o.check) {
+    rep.check.ran = true;
+    rep.check.relative_error = reference::relative_error(run.last_result.tensor(), frontend::reference_result(spec, call));
+    rep.check.tolerance = reference::tolerance(*dtype, o.tf32);
+  }
+
+  reports::print_trace_table(rep, std::cout);
+  std::cout.flush();
+  if (!o.json_path.empty()) {
+    write_file_atomically(o.json_path, reports::trace_report_json(rep));
+    std::cout << "wrote " << o.json_path << "\n";
+  }
+  if (!o.chrome_trace_path.empty()) {
+    reports::ChromeTraceWriter writer;
+    writer.add_metadata("strata version", STRATA_VERSION);
+    writer.add_metadata("op", rep.spec + "  " + rep.description + "  " + rep.dtype);
+    writer.add_metadata("device", rep.device);
+    for (const auto& [k, v] : rep.env.device) writer.add_metadata(k, v);
+    writer.add_timeline(timeline, "eager");
+    write_file_atomically(o.chrome_trace_path, writer.str());
+    std::cout << "wrote " << o.chrome_trace_path << " (open in https://ui.perfetto.dev or chrome://tracing)\n";
+  }
+  if (!rep.check.passed()) {
+    std::cerr << "strata: check failed: relative error " << rep.check.relative_error << " exceeds the " << rep.dtype
+              << " tolerance " << rep.check.tolerance << "\n";
+    return static_cast<int>(ExitCode::kCheckFailed);
+  }
+  return 0;
+}
+
+}  // namespace strata::app

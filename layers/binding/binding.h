@@ -1,0 +1,91 @@
+// The binding layer: the analogue of pybind11 / PyTorch's python_arg_parser. A caller hands over
+// dynamic, boxed values (IValue); they are matched against the operator's schema (parsed once from the
+// text the dispatcher registered), defaults are filled in, types are checked, and the typed C++ entry
+// point in strata::ops is called. The result is boxed again. Every mismatch quotes the schema.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "lib/tensor.h"
+
+namespace strata::binding {
+
+class IValue {
+ public:
+  IValue() = default;  // None
+  IValue(Tensor t) : value_(std::move(t)) {}
+  IValue(int64_t i) : value_(i) {}
+  IValue(int i) : value_(static_cast<int64_t>(i)) {}
+  IValue(double d) : value_(d) {}
+  IValue(bool b) : value_(b) {}
+
+  bool is_none() const { return std::holds_alternative<std::monostate>(value_); }
+  bool is_tensor() const { return std::holds_alternative<Tensor>(value_); }
+  bool is_int() const { return std::holds_alternative<int64_t>(value_); }
+  bool is_double() const { return std::holds_alternative<double>(value_); }
+  bool is_bool() const { return std::holds_alternative<bool>(value_); }
+
+  const Tensor& tensor() const { return std::get<Tensor>(value_); }
+  int64_t to_int() const { return std::get<int64_t>(value_); }
+  double to_double() const { return is_int() ? static_cast<double>(std::get<int64_t>(value_)) : std::get<double>(value_); }
+  bool to_bool() const { return std::get<bool>(value_); }
+
+  std::string type_name() const;  // "Tensor", "int", "float", "bool", "None"
+  std::string repr() const;       // "None", "3", "Tensor[2x3] f32 cpu"
+
+ private:
+  std::variant<std::monostate, Tensor, int64_t, double, bool> value_;
+};
+
+enum class ArgType { kTensor, kOptionalTensor, kInt, kFloat, kBool };
+const char* arg_type_name(ArgType type);
+
+struct Argument {
+  std::string name;
+  ArgType type = ArgType::kTensor;
+  std::optional<IValue> default_value;
+  bool keyword_only = false;
+};
+
+struct Schema {
+  std::string name;
+  std::vector<Argument> arguments;
+  std::string returns;
+  std::string text;  // as registered, quoted in every error message
+};
+
+// Parses "name(Type arg[=default], ..., *, Type kwarg=default) -> Type". Throws Error naming the
+// column and what was expected there.
+Schema parse_schema(std::string_view text);
+
+struct Kwarg {
+  std::string_view name;
+  IValue value;
+};
+
+class BoundOperator {
+ public:
+  using Invoke = IValue (*)(const IValue* const* args);
+  BoundOperator(Schema schema, Invoke invoke) : schema_(std::move(schema)), invoke_(invoke) {}
+
+  const Schema& schema() const { return schema_; }
+  // Matches, converts and calls, inside a Binding-layer zone. Throws UsageError on a mismatch.
+  IValue call(std::span<const IValue> args, std::span<const Kwarg> kwargs = {}) const;
+
+ private:
+  Schema schema_;
+  Invoke invoke_;
+};
+
+// The operator named `name`, bound on first use. Throws UsageError listing the known operators.
+const BoundOperator& find_operator(std::string_view name);
+std::vector<const BoundOperator*> all_operators();
+
+}  // namespace strata::binding

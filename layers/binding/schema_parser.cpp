@@ -1,0 +1,148 @@
+// A small recursive-descent parser for operator schemas (a subset of PyTorch's native_functions.yaml
+// grammar: the types strata's operators use, defaults, and '*' for keyword-only arguments).
+#include <cctype>
+#include <charconv>
+
+#include "layers/binding/binding.h"
+#include "lib/error.h"
+
+namespace strata::binding {
+namespace {
+
+class Parser {
+ public:
+  explicit Parser(std::string_view text) : text_(text) {}
+
+  Schema parse() {
+    Schema schema;
+    schema.text = std::string(text_);
+    skip_space();
+    schema.name = identifier("operator name");
+    expect('(');
+    bool keyword_only = false;
+    skip_space();
+    if (!consume(')')) {
+      while (true) {
+        skip_space();
+        if (consume('*')) {
+          if (keyword_only) fail("a second '*'");
+          keyword_only = true;
+        } else {
+          Argument arg = argument();
+          arg.keyword_only = keyword_only;
+          for (const Argument& other : schema.arguments)
+            if (other.name == arg.name) fail("a second argument named '" + arg.name + "'");
+          if (!arg.default_value && !arg.keyword_only && !schema.arguments.empty() &&
+              schema.arguments.back().default_value && !schema.arguments.back().keyword_only)
+            fail("argument '" + arg.name + "' without a default after one with a default");
+          schema.arguments.push_back(std::move(arg));
+        }
+        skip_space();
+        if (consume(')')) break;
+        expect(',');
+      }
+    }
+    skip_space();
+    expect('-');
+    expect('>');
+    skip_space();
+    schema.returns = identifier("return type");
+    skip_space();
+    if (pos_ != text_.size()) fail("end of schema");
+    return schema;
+  }
+
+ private:
+  Argument argument() {
+    Argument arg;
+    std::string type = identifier("argument type");
+    bool optional = consume('?');
+    if (type == "Tensor") {
+      arg.type = optional ? ArgType::kOptionalTensor : ArgType::kTensor;
+    } else if (optional) {
+      fail("'?' only after Tensor");
+    } else if (type == "int") {
+      arg.type = ArgType::kInt;
+    } else if (type == "float") {
+      arg.type = ArgType::kFloat;
+    } else if (type == "bool") {
+      arg.type = ArgType::kBool;
+    } else {
+      pos_ -= type.size();
+      fail("a type (Tensor, Tensor?, int, float, bool)");
+    }
+    skip_space();
+    arg.name = identifier("argument name");
+    skip_space();
+    if (consume('=')) {
+      skip_space();
+      arg.default_value = default_value(arg.type);
+    }
+    return arg;
+  }
+
+  IValue default_value(ArgType type) {
+    size_t start = pos_;
+    while (pos_ < text_.size() && text_[pos_] != ',' && text_[pos_] != ')' && !std::isspace(uc(text_[pos_]))) ++pos_;
+    std::string_view token = text_.substr(start, pos_ - start);
+    if (token == "None") {
+      if (type != ArgType::kOptionalTensor) fail_at(start, "a default that fits the type (None is for Tensor?)");
+      return IValue();
+    }
+    if (type == ArgType::kBool) {
+      if (token == "True") return IValue(true);
+      if (token == "False") return IValue(false);
+      fail_at(start, "True or False");
+    }
+    if (type == ArgType::kInt) {
+      int64_t v = 0;
+      auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), v);
+      if (ec != std::errc() || end != token.data() + token.size()) fail_at(start, "an integer default");
+      return IValue(v);
+    }
+    if (type == ArgType::kFloat) {
+      double v = 0;
+      auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), v);
+      if (ec != std::errc() || end != token.data() + token.size()) fail_at(start, "a number default");
+      return IValue(v);
+    }
+    fail_at(start, "no default (a Tensor cannot have one)");
+  }
+
+  std::string identifier(const char* what) {
+    size_t start = pos_;
+    while (pos_ < text_.size() && (std::isalnum(uc(text_[pos_])) || text_[pos_] == '_')) ++pos_;
+    if (start == pos_ || std::isdigit(uc(text_[start]))) fail(what);
+    return std::string(text_.substr(start, pos_ - start));
+  }
+
+  static unsigned char uc(char c) { return static_cast<unsigned char>(c); }
+  void skip_space() {
+    while (pos_ < text_.size() && std::isspace(uc(text_[pos_]))) ++pos_;
+  }
+  bool consume(char c) {
+    if (pos_ < text_.size() && text_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  void expect(char c) {
+    if (!consume(c)) fail(std::string("'") + c + "'");
+  }
+  [[noreturn]] void fail(const std::string& expected) { fail_at(pos_, expected); }
+  [[noreturn]] void fail_at(size_t at, const std::string& expected) {
+    std::string found = at < text_.size() ? "'" + std::string(1, text_[at]) + "'" : "the end";
+    throw Error("bad schema \"" + std::string(text_) + "\": expected " + expected + " at column " +
+                std::to_string(at + 1) + ", found " + found);
+  }
+
+  std::string_view text_;
+  size_t pos_ = 0;
+};
+
+}  // namespace
+
+Schema parse_schema(std::string_view text) { return Parser(text).parse(); }
+
+}  // namespace strata::binding

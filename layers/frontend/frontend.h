@@ -1,0 +1,81 @@
+// The frontend: turns what the user typed ("matmul 1024", "conv 32x64x56x56 --out-channels 64 ...")
+// into an OpSpec, refuses anything malformed or too large for the device BEFORE allocating, and creates
+// the input tensors from a seeded RNG. Every refusal is a UsageError that names what was wrong and what
+// is allowed.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "layers/binding/binding.h"
+#include "lib/device.h"
+#include "lib/dtype.h"
+
+namespace strata::frontend {
+
+enum class OpKind { kMatmul, kLinear, kConv, kRelu, kAdd };
+
+struct ConvOptions {
+  std::optional<int64_t> out_channels;  // default: the input's channel count
+  int64_t kernel = 3;
+  int64_t stride = 1;
+  int64_t pad = 0;
+};
+
+struct OpSpec {
+  OpKind kind = OpKind::kMatmul;
+  std::string op;    // the operator name in the binding layer: matmul, linear, conv2d, relu, add
+  std::string text;  // what the user typed, for messages
+  // matmul: M, K, N. linear: B, IN, OUT. conv: N, C, H, W. relu/add: the tensor's shape.
+  std::vector<int64_t> dims;
+  ConvOptions conv;
+};
+
+// The ops `strata trace` accepts and their spec formats, for --help and error messages.
+std::string spec_help();
+
+// Parses a size list "1024", "512x1024x256". Throws UsageError for empty fields, signs, exponents,
+// zero, stray characters and values beyond 2^31-1 (the BLAS index limit).
+std::vector<int64_t> parse_dims(std::string_view text);
+
+OpSpec parse_op_spec(std::string_view op, std::string_view dims, const ConvOptions& conv = {});
+
+// "cpu", "cuda", "cuda:N" (and "auto", which the caller resolves). Throws UsageError.
+struct DeviceRequest {
+  bool automatic = false;
+  bool any_cuda = false;  // "cuda" without an index
+  Device device;
+};
+DeviceRequest parse_device(std::string_view text);
+
+struct PreparedCall {
+  const binding::BoundOperator* op = nullptr;
+  std::vector<binding::IValue> args;
+  std::string description;  // "[1024x1024] @ [1024x1024]"
+  std::string gemm_shape;   // "1024x1024x1024" (MxKxN) for GEMM-based ops, "" otherwise
+  double flops = 0;         // floating-point operations of one call
+  size_t bytes = 0;         // memory the call needs: inputs, output, workspace
+};
+
+// Bytes a call would need on its device (inputs + output + workspace), overflow-checked. Throws
+// UsageError if it does not even fit in 64 bits.
+size_t required_bytes(const OpSpec& spec, DType dtype);
+
+// Throws UsageError with the bytes needed and the bytes available when `bytes` will not fit.
+void check_fits(size_t bytes, size_t available, const Device& device, const std::string& what);
+size_t available_host_bytes();  // MemAvailable from /proc/meminfo
+
+// Sizes, checks, and creates the inputs (uniform in [-1, 1) from `seed`, never zeros).
+PreparedCall prepare_call(const OpSpec& spec, DType dtype, Device device, uint64_t seed, bool requires_grad,
+                          size_t available_bytes);
+
+// A tensor of `shape` with values uniform in [-1, 1) from `seed`, created on the host and copied.
+Tensor random_tensor(const Shape& shape, DType dtype, Device device, uint64_t seed);
+
+// The float64 reference for a prepared call (layers/kernels/reference).
+std::vector<double> reference_result(const OpSpec& spec, const PreparedCall& call);
+
+}  // namespace strata::frontend

@@ -1,0 +1,22 @@
+// CPU kernels: OpenBLAS for GEMM (matmul, linear, and conv2d as im2col + GEMM), plain loops the compiler
+// vectorises for relu and add. f32 and f64. Each kernel validates its arguments (lib/op_shapes.h),
+// allocates its output, and runs inside a Library-layer zone.
+#pragma once
+
+#include <string>
+
+#include "lib/tensor.h"
+
+namespace strata::kernels::cpu {
+
+Tensor matmul(const Tensor& self, const Tensor& other);
+Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias);  // bias may be undefined
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride, int64_t padding);
+Tensor relu(const Tensor& self);
+Tensor add(const Tensor& self, const Tensor& other, double alpha);
+
+// What the environment report prints: OpenBLAS's own config string and thread count.
+std::string blas_config();
+int blas_threads();
+
+}  // namespace strata::kernels::cpu

@@ -1,0 +1,81 @@
+#include <cblas.h>
+
+#include <cstring>
+
+#include "layers/kernels/cpu/cpu_common.h"
+#include "layers/kernels/cpu/cpu_kernels.h"
+#include "lib/op_shapes.h"
+#include "lib/zone.h"
+
+// OpenBLAS declares these in its own cblas.h; Debian's generic cblas.h may not.
+extern "C" {
+char* openblas_get_config(void);
+int openblas_get_num_threads(void);
+}
+
+namespace strata::kernels::cpu {
+namespace {
+
+// Row-major C[M,N] = A[M,K] * op(B) + beta * C, with op(B) = B ([K,N]) or B^T (B stored [N,K]).
+void gemm(DType dtype, bool transpose_b, int64_t m, int64_t n, int64_t k, const void* a, const void* b,
+          double beta, void* c) {
+  const CBLAS_TRANSPOSE tb = transpose_b ? CblasTrans : CblasNoTrans;
+  const auto ldb = static_cast<blasint>(transpose_b ? k : n);
+  const auto M = static_cast<blasint>(m), N = static_cast<blasint>(n), K = static_cast<blasint>(k);
+  if (dtype == DType::kF32) {
+    STRATA_ZONE(zone, Layer::kLibrary, "cblas_sgemm");
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, M, N, K, 1.0f, static_cast<const float*>(a), K,
+                static_cast<const float*>(b), ldb, static_cast<float>(beta), static_cast<float*>(c), N);
+  } else {
+    STRATA_ZONE(zone, Layer::kLibrary, "cblas_dgemm");
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, M, N, K, 1.0, static_cast<const double*>(a), K,
+                static_cast<const double*>(b), ldb, beta, static_cast<double*>(c), N);
+  }
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& self, const Tensor& other) {
+  STRATA_ZONE(zone, Layer::kLibrary, "matmul (cpu)");
+  check_cpu_input("matmul", self);
+  check_cpu_input("matmul", other);
+  op_shapes::check_same_dtype_and_device("matmul", self, other);
+  Shape out_shape = op_shapes::matmul(self.sizes(), other.sizes());
+  Tensor out = Tensor::empty(out_shape, self.dtype(), self.device());
+  gemm(self.dtype(), false, out_shape[0], out_shape[1], self.size(1), self.data_ptr(), other.data_ptr(), 0.0,
+       out.data_ptr());
+  return out;
+}
+
+Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  STRATA_ZONE(zone, Layer::kLibrary, "linear (cpu)");
+  check_cpu_input("linear", input);
+  check_cpu_input("linear", weight);
+  op_shapes::check_same_dtype_and_device("linear", input, weight);
+  if (bias.defined()) {
+    check_cpu_input("linear", bias);
+    op_shapes::check_same_dtype_and_device("linear", input, bias);
+  }
+  Shape out_shape = op_shapes::linear(input.sizes(), weight.sizes(), bias.defined() ? &bias.sizes() : nullptr);
+  Tensor out = Tensor::empty(out_shape, input.dtype(), input.device());
+  const int64_t rows = out_shape[0], cols = out_shape[1];
+  // addmm: seed every output row with the bias, then let the GEMM accumulate onto it (beta = 1).
+  if (bias.defined()) {
+    const size_t row_bytes = static_cast<size_t>(cols) * element_size(out.dtype());
+    auto* dst = static_cast<char*>(out.data_ptr());
+    for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * row_bytes, bias.data_ptr(), row_bytes);
+  }
+  gemm(input.dtype(), true, rows, cols, input.size(1), input.data_ptr(), weight.data_ptr(),
+       bias.defined() ? 1.0 : 0.0, out.data_ptr());
+  return out;
+}
+
+// Shared with conv.cpp.
+void gemm_for_conv(DType dtype, int64_t m, int64_t n, int64_t k, const void* a, const void* b, void* c) {
+  gemm(dtype, false, m, n, k, a, b, 0.0, c);
+}
+
+std::string blas_config() { return openblas_get_config(); }
+int blas_threads() { return openblas_get_num_threads(); }
+
+}  // namespace strata::kernels::cpu

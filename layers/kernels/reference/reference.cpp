@@ -1,0 +1,181 @@
+#include "layers/kernels/reference/reference.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "lib/error.h"
+#include "lib/op_shapes.h"
+
+namespace strata::reference {
+
+float half_to_float(uint16_t h) {
+  const uint32_t sign = (h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1f;
+  const uint32_t mant = h & 0x3ff;
+  float value;
+  if (exp == 0) {
+    value = std::ldexp(static_cast<float>(mant), -24);  // subnormal
+  } else if (exp == 31) {
+    value = mant ? NAN : INFINITY;
+  } else {
+    value = std::ldexp(static_cast<float>(mant | 0x400), static_cast<int>(exp) - 25);
+  }
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  bits |= sign;
+  std::memcpy(&value, &bits, 4);
+  return value;
+}
+
+uint16_t float_to_half(float f) {
+  // Round to nearest even through the float's bits; inputs strata generates are in [-1, 1].
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const uint32_t sign = (x >> 16) & 0x8000u;
+  const int32_t exp = static_cast<int32_t>((x >> 23) & 0xff) - 127 + 15;
+  uint32_t mant = x & 0x7fffff;
+  if (exp <= 0) {
+    if (exp < -10) return static_cast<uint16_t>(sign);
+    mant |= 0x800000;
+    const int shift = 14 - exp;
+    uint32_t half = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (half & 1))) ++half;
+    return static_cast<uint16_t>(sign | half);
+  }
+  if (exp >= 31) return static_cast<uint16_t>(sign | 0x7c00);
+  uint32_t half = sign | (static_cast<uint32_t>(exp) << 10) | (mant >> 13);
+  const uint32_t rem = mant & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (half & 1))) ++half;
+  return static_cast<uint16_t>(half);
+}
+
+float bf16_to_float(uint16_t b) {
+  uint32_t bits = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t float_to_bf16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  x += 0x7fff + ((x >> 16) & 1);  // round to nearest even
+  return static_cast<uint16_t>(x >> 16);
+}
+
+std::vector<double> to_double(const Tensor& t) {
+  if (!t.defined()) return {};
+  Tensor host = t.to(kCPU);
+  const int64_t n = host.numel();
+  std::vector<double> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    switch (host.dtype()) {
+      case DType::kF32: out[static_cast<size_t>(i)] = host.data<float>()[i]; break;
+      case DType::kF64: out[static_cast<size_t>(i)] = host.data<double>()[i]; break;
+      case DType::kF16: out[static_cast<size_t>(i)] = half_to_float(host.data<uint16_t>()[i]); break;
+      case DType::kBF16: out[static_cast<size_t>(i)] = bf16_to_float(host.data<uint16_t>()[i]); break;
+    }
+  }
+  return out;
+}
+
+std::vector<double> matmul(const Tensor& self, const Tensor& other) {
+  const Shape out = op_shapes::matmul(self.sizes(), other.sizes());
+  const int64_t m = out[0], n = out[1], k = self.size(1);
+  const auto a = to_double(self), b = to_double(other);
+  std::vector<double> c(static_cast<size_t>(m * n), 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t p = 0; p < k; ++p) {
+      const double av = a[static_cast<size_t>(i * k + p)];
+      for (int64_t j = 0; j < n; ++j) c[static_cast<size_t>(i * n + j)] += av * b[static_cast<size_t>(p * n + j)];
+    }
+  return c;
+}
+
+std::vector<double> linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  const Shape out = op_shapes::linear(input.sizes(), weight.sizes(), bias.defined() ? &bias.sizes() : nullptr);
+  const int64_t rows = out[0], cols = out[1], k = input.size(1);
+  const auto x = to_double(input), w = to_double(weight), b = to_double(bias);
+  std::vector<double> y(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      double acc = bias.defined() ? b[static_cast<size_t>(c)] : 0.0;
+      for (int64_t p = 0; p < k; ++p) acc += x[static_cast<size_t>(r * k + p)] * w[static_cast<size_t>(c * k + p)];
+      y[static_cast<size_t>(r * cols + c)] = acc;
+    }
+  return y;
+}
+
+std::vector<double> conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride,
+                           int64_t padding) {
+  const auto g = op_shapes::conv2d(input.sizes(), weight.sizes(), bias.defined() ? &bias.sizes() : nullptr,
+                                   stride, padding);
+  const auto x = to_double(input), w = to_double(weight), b = to_double(bias);
+  std::vector<double> y(static_cast<size_t>(g.output().numel()));
+  size_t o = 0;
+  for (int64_t n = 0; n < g.batch; ++n)
+    for (int64_t k = 0; k < g.out_channels; ++k)
+      for (int64_t oh = 0; oh < g.out_height; ++oh)
+        for (int64_t ow = 0; ow < g.out_width; ++ow) {
+          double acc = bias.defined() ? b[static_cast<size_t>(k)] : 0.0;
+          for (int64_t c = 0; c < g.in_channels; ++c)
+            for (int64_t r = 0; r < g.kernel_h; ++r) {
+              const int64_t ih = oh * stride - padding + r;
+              if (ih < 0 || ih >= g.height) continue;
+              for (int64_t s = 0; s < g.kernel_w; ++s) {
+                const int64_t iw = ow * stride - padding + s;
+                if (iw < 0 || iw >= g.width) continue;
+                acc += x[static_cast<size_t>(((n * g.in_channels + c) * g.height + ih) * g.width + iw)] *
+                       w[static_cast<size_t>(((k * g.in_channels + c) * g.kernel_h + r) * g.kernel_w + s)];
+              }
+            }
+          y[o++] = acc;
+        }
+  return y;
+}
+
+std::vector<double> relu(const Tensor& self) {
+  auto v = to_double(self);
+  for (double& x : v) x = x > 0 ? x : 0;
+  return v;
+}
+
+std::vector<double> add(const Tensor& self, const Tensor& other, double alpha) {
+  op_shapes::elementwise(self.sizes(), other.sizes());
+  auto a = to_double(self);
+  const auto b = to_double(other);
+  for (size_t i = 0; i < a.size(); ++i) a[i] += alpha * b[i];
+  return a;
+}
+
+double relative_error(const Tensor& out, const std::vector<double>& ref) {
+  const auto got = to_double(out);
+  if (got.size() != ref.size()) {
+    throw Error("relative_error: result has " + std::to_string(got.size()) + " elements, reference " +
+                std::to_string(ref.size()));
+  }
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    diff += (got[i] - ref[i]) * (got[i] - ref[i]);
+    norm += ref[i] * ref[i];
+  }
+  if (!std::isfinite(diff)) return INFINITY;
+  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+double tolerance(DType dtype, bool tf32) {
+  // Relative-norm bounds: a few unit roundoffs times the growth of a long dot product. f32 GEMM with
+  // K = 4096 measures ~1e-7 here; the bounds leave head-room without letting a wrong kernel through
+  // (a transposed operand or a missed bias gives errors of order 1).
+  if (tf32) return 5e-3;  // 10-bit mantissa inputs
+  switch (dtype) {
+    case DType::kF64: return 1e-12;
+    case DType::kF32: return 1e-5;
+    case DType::kF16: return 5e-3;
+    case DType::kBF16: return 3e-2;
+  }
+  return 0;
+}
+
+}  // namespace strata::reference

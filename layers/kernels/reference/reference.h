@@ -1,0 +1,35 @@
+// The float64 reference every kernel path is checked against (tests and `--check`): naive loops in
+// double precision over host copies of the inputs, deliberately sharing no code with any backend
+// (no BLAS, no im2col), so that a bug in a backend cannot hide in its own reference.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "lib/tensor.h"
+
+namespace strata::reference {
+
+// Host copy of any tensor's values as doubles (f16/bf16 decoded bit-exactly).
+std::vector<double> to_double(const Tensor& t);
+
+std::vector<double> matmul(const Tensor& self, const Tensor& other);
+std::vector<double> linear(const Tensor& input, const Tensor& weight, const Tensor& bias);
+std::vector<double> conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride,
+                           int64_t padding);
+std::vector<double> relu(const Tensor& self);
+std::vector<double> add(const Tensor& self, const Tensor& other, double alpha);
+
+// ||out - ref||_2 / ||ref||_2: one number that does not blow up on individual near-zero entries.
+double relative_error(const Tensor& out, const std::vector<double>& ref);
+
+// The tolerance on relative_error for results computed in `dtype` (tf32 = f32 with TF32 tensor cores).
+double tolerance(DType dtype, bool tf32 = false);
+
+// Half-precision helpers shared by the reference and the frontend's random fill.
+float half_to_float(uint16_t h);
+uint16_t float_to_half(float f);
+float bf16_to_float(uint16_t b);
+uint16_t float_to_bf16(float f);
+
+}  // namespace strata::reference

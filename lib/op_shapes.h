@@ -1,0 +1,30 @@
+// The shape rules of every operator: what each accepts and what it returns. One place, shared by the
+// frontend (which refuses a bad spec, and sizes the memory it needs, before allocating anything) and the
+// kernels (which refuse whatever reaches them through the binding layer). Violations are UsageErrors that
+// say what was given and what would be accepted.
+#pragma once
+
+#include <cstdint>
+
+#include "lib/tensor.h"
+
+namespace strata::op_shapes {
+
+Shape matmul(const Shape& self, const Shape& other);                            // [M,K] @ [K,N]
+Shape linear(const Shape& input, const Shape& weight, const Shape* bias);       // [B,IN] x [OUT,IN]^T + [OUT]
+Shape elementwise(const Shape& self, const Shape& other);                       // identical shapes
+
+struct Conv2dGeometry {
+  int64_t batch, in_channels, height, width;     // input NCHW
+  int64_t out_channels, kernel_h, kernel_w;      // weight KCRS
+  int64_t stride, padding;
+  int64_t out_height, out_width;
+  Shape output() const { return Shape{batch, out_channels, out_height, out_width}; }
+};
+Conv2dGeometry conv2d(const Shape& input, const Shape& weight, const Shape* bias, int64_t stride,
+                      int64_t padding);
+
+// Tensors of one call must agree on dtype and device; `op` names the operator in the message.
+void check_same_dtype_and_device(const char* op, const Tensor& a, const Tensor& b);
+
+}  // namespace strata::op_shapes

@@ -1,0 +1,85 @@
+#include "lib/tensor.h"
+
+#include <cstring>
+
+#include "lib/error.h"
+
+namespace strata {
+
+Shape::Shape(std::initializer_list<int64_t> list) {
+  if (list.size() > kMaxDims) throw Error("Shape: more than 4 dimensions");
+  for (int64_t d : list) dims[static_cast<size_t>(ndim++)] = d;
+}
+
+int64_t Shape::numel() const {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; ++i) n *= dims[static_cast<size_t>(i)];
+  return n;
+}
+
+std::string Shape::str() const {
+  std::string out;
+  for (int i = 0; i < ndim; ++i) {
+    if (i) out += 'x';
+    out += std::to_string(dims[static_cast<size_t>(i)]);
+  }
+  return out;
+}
+
+bool operator==(const Shape& a, const Shape& b) {
+  if (a.ndim != b.ndim) return false;
+  for (int i = 0; i < a.ndim; ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
+Tensor Tensor::empty(const Shape& sizes, DType dtype, Device device) {
+  Tensor t;
+  t.sizes_ = sizes;
+  t.strides_.ndim = sizes.ndim;
+  int64_t stride = 1;
+  for (int i = sizes.ndim - 1; i >= 0; --i) {
+    t.strides_[i] = stride;
+    stride *= sizes[i];
+  }
+  t.dtype_ = dtype;
+  t.device_ = device;
+  t.storage_ = allocator_for(device).allocate(t.nbytes(), device);
+  return t;
+}
+
+bool Tensor::is_contiguous() const {
+  int64_t stride = 1;
+  for (int i = sizes_.ndim - 1; i >= 0; --i) {
+    if (sizes_[i] != 1 && strides_[i] != stride) return false;
+    stride *= sizes_[i];
+  }
+  return true;
+}
+
+void* Tensor::data_ptr() const {
+  if (!storage_) return nullptr;
+  return static_cast<char*>(storage_->data()) + offset_ * static_cast<int64_t>(element_size(dtype_));
+}
+
+Tensor Tensor::to(Device device) const {
+  if (device == device_) return *this;
+  if (!is_contiguous()) throw Error("Tensor::to: only contiguous tensors can be copied between devices");
+  Tensor out = empty(sizes_, dtype_, device);
+  if (device_.is_cpu()) {
+    allocator_for(device).copy_from_host(out.data_ptr(), data_ptr(), nbytes(), device);
+  } else if (device.is_cpu()) {
+    allocator_for(device_).copy_to_host(out.data_ptr(), data_ptr(), nbytes(), device_);
+  } else {
+    throw Error("Tensor::to: device-to-device copies are not supported (" + device_.str() + " -> " +
+                device.str() + ")");
+  }
+  out.requires_grad_ = requires_grad_;
+  return out;
+}
+
+std::string Tensor::str() const {
+  return "[" + sizes_.str() + "] " + std::string(dtype_name(dtype_)) + " " + device_.str();
+}
+
+}  // namespace strata

@@ -1,0 +1,78 @@
+// Tensor: shared Storage plus a view (sizes, strides, offset), a dtype and a device.
+// At most 4 dimensions (NCHW is the largest strata needs), kept inline so that creating an output tensor
+// costs one allocation for the storage and nothing for its metadata.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+
+#include "lib/device.h"
+#include "lib/dtype.h"
+#include "lib/grad_node.h"
+#include "lib/storage.h"
+
+namespace strata {
+
+struct Shape {
+  static constexpr int kMaxDims = 4;
+  std::array<int64_t, kMaxDims> dims{};
+  int ndim = 0;
+
+  Shape() = default;
+  Shape(std::initializer_list<int64_t> list);
+  int64_t operator[](int i) const { return dims[static_cast<size_t>(i)]; }
+  int64_t& operator[](int i) { return dims[static_cast<size_t>(i)]; }
+  int64_t numel() const;
+  std::string str() const;  // "1024x1024"
+  friend bool operator==(const Shape& a, const Shape& b);
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+
+  // Uninitialised memory from the device's allocator. The caller checks sizes first (frontend does).
+  static Tensor empty(const Shape& sizes, DType dtype, Device device);
+
+  bool defined() const { return storage_ != nullptr; }
+  const Shape& sizes() const { return sizes_; }
+  const Shape& strides() const { return strides_; }
+  int dim() const { return sizes_.ndim; }
+  int64_t size(int i) const { return sizes_[i]; }
+  int64_t numel() const { return sizes_.numel(); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(dtype_); }
+  DType dtype() const { return dtype_; }
+  Device device() const { return device_; }
+  bool is_contiguous() const;
+
+  void* data_ptr() const;
+  template <typename T>
+  T* data() const {
+    return static_cast<T*>(data_ptr());
+  }
+
+  bool requires_grad() const { return requires_grad_; }
+  void set_requires_grad(bool value) { requires_grad_ = value; }
+  const std::shared_ptr<GradNode>& grad_fn() const { return grad_fn_; }
+  void set_grad_fn(std::shared_ptr<GradNode> node) { grad_fn_ = std::move(node); }
+
+  // A contiguous copy on another device (host <-> device through the device's allocator).
+  Tensor to(Device device) const;
+
+  std::string str() const;  // "[1024x1024] f32 cpu"
+
+ private:
+  std::shared_ptr<Storage> storage_;
+  Shape sizes_;
+  Shape strides_;
+  int64_t offset_ = 0;
+  DType dtype_ = DType::kF32;
+  Device device_ = kCPU;
+  bool requires_grad_ = false;
+  std::shared_ptr<GradNode> grad_fn_;
+};
+
+}  // namespace strata

@@ -1,0 +1,160 @@
+// The Timeline: every host span of a traced run plus the device records the CUPTI layer converted into
+// strata's own structs. Layers write spans through zones (lib/zone.h); reports read the finished
+// timeline and never call back into layers. All times share one axis: see Note [One host clock].
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lib/host_clock.h"
+
+namespace strata {
+
+// The layer that owns a span; the breakdown has one row per layer (dispatch one per key).
+enum class Layer : uint8_t {
+  kFrontend,  // tensor creation, spec parsing (setup, not per call)
+  kBinding,   // boxed arguments matched against the schema
+  kDispatch,  // key-set computation, table lookup, wrapper-key work (span name = the key)
+  kLibrary,   // the backend kernel's host side: BLAS, cuBLAS/cuDNN host work, allocation of outputs
+  kRuntime,   // synchronisation, graph capture/instantiate/launch as seen from the host
+  kHarness,   // strata's own measurement loop (iterations), never part of an op's breakdown
+};
+const char* layer_name(Layer layer);
+
+struct Span {
+  uint64_t begin = 0;  // raw host_clock ticks; Timeline::ns() converts
+  uint64_t end = 0;
+  int32_t parent = -1;  // index into Timeline::spans(), -1 for a root
+  uint32_t op_id = 0;   // 0 = outside any op call
+  Layer layer = Layer::kHarness;
+  const char* name = "";  // static string: zones never allocate
+};
+
+// ---- Device-side records, produced by layers/device/cupti from CUPTI activity records ------------
+enum class ApiDomain : uint8_t { kRuntime, kDriver };
+
+struct ApiCallRecord {  // a CUDA runtime or driver API call (CUPTI RUNTIME / DRIVER activity)
+  std::string name;     // "cuLaunchKernelEx", "cudaGraphLaunch", ...
+  ApiDomain domain = ApiDomain::kRuntime;
+  uint32_t cbid = 0;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  uint32_t correlation_id = 0;
+  uint32_t thread_id = 0;
+  bool is_launch = false;  // a call that puts work on a stream (kernel launch, graph launch)
+};
+
+struct KernelRecord {  // one GPU kernel execution (CUPTI CONCURRENT_KERNEL activity)
+  std::string name;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  int64_t queued_ns = -1;     // -1 when CUPTI did not provide latency timestamps
+  int64_t submitted_ns = -1;
+  uint32_t correlation_id = 0;
+  uint32_t device_id = 0;
+  uint32_t context_id = 0;
+  uint32_t stream_id = 0;
+  int32_t grid[3] = {0, 0, 0};
+  int32_t block[3] = {0, 0, 0};
+  int32_t registers_per_thread = 0;
+  int32_t static_shared_bytes = 0;
+  int32_t dynamic_shared_bytes = 0;
+  uint64_t graph_node_id = 0;  // non-zero for kernels replayed from a CUDA Graph
+  uint32_t graph_id = 0;
+};
+
+struct MemoryRecord {  // memcpy / memset on the GPU (CUPTI MEMCPY / MEMSET activity)
+  std::string kind;  // "HtoD", "DtoH", "DtoD", "memset", ...
+  uint64_t bytes = 0;
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+  uint32_t correlation_id = 0;
+  uint32_t device_id = 0;
+  uint32_t stream_id = 0;
+};
+
+struct OverheadRecord {  // CUPTI OVERHEAD activity: work the tool or the driver did on our behalf
+  std::string kind;      // "lazy module load", "CUPTI buffer flush", ...
+  int64_t start_ns = 0;
+  int64_t end_ns = 0;
+};
+
+struct ExternalCorrelation {  // CUPTI EXTERNAL_CORRELATION: which op a CUDA API call belonged to
+  uint32_t correlation_id = 0;
+  uint64_t external_id = 0;  // = Span::op_id
+};
+
+struct GraphNodeOrigin {  // recorded at capture time: which op created a graph node
+  uint64_t graph_node_id = 0;
+  uint32_t op_id = 0;
+};
+
+struct DeviceTrace {
+  bool enabled = false;            // CUPTI collected records for this run
+  std::string unavailable_reason;  // why not, in one line, when !enabled
+  uint64_t dropped_records = 0;    // cuptiActivityGetNumDroppedRecords after the flush
+  std::vector<ApiCallRecord> api_calls;
+  std::vector<KernelRecord> kernels;
+  std::vector<MemoryRecord> memory;
+  std::vector<OverheadRecord> overhead;
+  std::vector<ExternalCorrelation> external;
+  std::vector<GraphNodeOrigin> graph_nodes;
+};
+
+class Timeline {
+ public:
+  explicit Timeline(size_t reserve_spans = 1 << 14);
+
+  int32_t open(Layer layer, const char* name) {
+    int32_t index = static_cast<int32_t>(spans_.size());
+    spans_.push_back(Span{host_clock::ticks(), 0, current_, op_id_, layer, name});
+    current_ = index;
+    return index;
+  }
+  void close(int32_t index) noexcept {
+    spans_[static_cast<size_t>(index)].end = host_clock::ticks();
+    current_ = spans_[static_cast<size_t>(index)].parent;
+  }
+  void rename(int32_t index, const char* name) noexcept { spans_[static_cast<size_t>(index)].name = name; }
+
+  // Spans opened after this belong to op `op_id` (0 = none). The harness numbers calls 1, 2, ...
+  void set_op(uint32_t op_id) noexcept { op_id_ = op_id; }
+  uint32_t op() const noexcept { return op_id_; }
+
+  const std::vector<Span>& spans() const { return spans_; }
+  int64_t ns(uint64_t ticks) const noexcept { return host_clock::ticks_to_ns(ticks); }
+  int64_t begin_ns(const Span& s) const noexcept { return ns(s.begin); }
+  int64_t end_ns(const Span& s) const noexcept { return ns(s.end); }
+
+  // For tests and for converting other sources: append a finished span with times in ns.
+  // Only valid when the clock source is steady_clock or for timelines built by hand (see tests).
+  int32_t add_span(Layer layer, const char* name, uint64_t begin, uint64_t end, int32_t parent,
+                   uint32_t op_id);
+
+  DeviceTrace device;
+
+ private:
+  std::vector<Span> spans_;
+  int32_t current_ = -1;
+  uint32_t op_id_ = 0;
+};
+
+// The timeline zones record into on this thread; nullptr = tracing off (zones cost one branch).
+namespace tracing {
+inline thread_local Timeline* t_active = nullptr;
+inline Timeline* active() noexcept { return t_active; }
+// RAII: activates a timeline for the scope, restores the previous one after.
+class ActiveScope {
+ public:
+  explicit ActiveScope(Timeline* timeline) noexcept : previous_(t_active) { t_active = timeline; }
+  ~ActiveScope() { t_active = previous_; }
+  ActiveScope(const ActiveScope&) = delete;
+  ActiveScope& operator=(const ActiveScope&) = delete;
+
+ private:
+  Timeline* previous_;
+};
+}  // namespace tracing
+
+}  // namespace strata

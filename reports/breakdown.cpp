@@ -1,0 +1,207 @@
+#include "reports/breakdown.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <unordered_map>
+
+namespace strata::reports {
+
+Distribution Distribution::of(std::vector<double> samples) {
+  Distribution d;
+  d.samples = std::move(samples);
+  if (d.samples.empty()) return d;
+  std::vector<double> sorted = d.samples;
+  std::sort(sorted.begin(), sorted.end());
+  // Nearest-rank percentiles: every reported figure is one that was actually measured.
+  auto rank = [&](double q) {
+    size_t i = static_cast<size_t>(std::ceil(q * double(sorted.size())));
+    return sorted[std::min(sorted.size() - 1, i == 0 ? 0 : i - 1)];
+  };
+  d.median = rank(0.5);
+  d.p90 = rank(0.9);
+  d.min = sorted.front();
+  d.max = sorted.back();
+  double sum = 0;
+  for (double x : sorted) sum += x;
+  d.mean = sum / double(sorted.size());
+  return d;
+}
+
+std::vector<double> span_self_ns(const Timeline& timeline) {
+  const auto& spans = timeline.spans();
+  std::vector<double> self(spans.size());
+  for (size_t i = 0; i < spans.size(); ++i) {
+    self[i] = double(timeline.end_ns(spans[i]) - timeline.begin_ns(spans[i]));
+  }
+  for (size_t i = 0; i < spans.size(); ++i) {
+    if (spans[i].parent >= 0) {
+      self[static_cast<size_t>(spans[i].parent)] -= double(timeline.end_ns(spans[i]) - timeline.begin_ns(spans[i]));
+    }
+  }
+  return self;
+}
+
+namespace {
+
+void add_name(std::vector<std::string>& names, const std::string& name) {
+  if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+}
+
+// Length of the union of [start, end) intervals.
+double union_ns(std::vector<std::pair<int64_t, int64_t>>& intervals) {
+  std::sort(intervals.begin(), intervals.end());
+  double total = 0;
+  int64_t cur_start = 0, cur_end = INT64_MIN;
+  for (auto [s, e] : intervals) {
+    if (s > cur_end) {
+      if (cur_end != INT64_MIN) total += double(cur_end - cur_start);
+      cur_start = s;
+      cur_end = e;
+    } else {
+      cur_end = std::max(cur_end, e);
+    }
+  }
+  if (cur_end != INT64_MIN) total += double(cur_end - cur_start);
+  return total;
+}
+
+}  // namespace
+
+LayerBreakdown compute_breakdown(const Timeline& timeline, std::span<const uint32_t> op_ids) {
+  LayerBreakdown out;
+  out.calls = op_ids.size();
+  const auto& spans = timeline.spans();
+  const std::vector<double> self = span_self_ns(timeline);
+  const DeviceTrace& dev = timeline.device;
+  out.has_device_records = dev.enabled;
+
+  std::unordered_map<uint32_t, size_t> slot;  // op id -> position in op_ids
+  for (size_t i = 0; i < op_ids.size(); ++i) slot[op_ids[i]] = i;
+  const size_t n = op_ids.size();
+
+  // Host rows. Dispatch keys are discovered from span names, highest-priority first as they nest.
+  std::vector<double> binding(n, 0), library(n, 0), launch(n, 0), queue(n, 0), gpu(n, 0);
+  std::vector<int64_t> first_begin(n, INT64_MAX), last_end(n, INT64_MIN);
+  std::vector<std::string> dispatch_keys;
+  std::map<std::string, std::vector<double>> dispatch;
+  BreakdownRow binding_row{"binding", "", {}, {}, true}, library_row{"library", "", {}, {}, true};
+  for (size_t i = 0; i < spans.size(); ++i) {
+    const Span& s = spans[i];
+    auto it = slot.find(s.op_id);
+    if (it == slot.end()) continue;
+    const size_t k = it->second;
+    first_begin[k] = std::min(first_begin[k], timeline.begin_ns(s));
+    last_end[k] = std::max(last_end[k], timeline.end_ns(s));
+    switch (s.layer) {
+      case Layer::kBinding:
+        binding[k] += self[i];
+        add_name(binding_row.names, s.name);
+        break;
+      case Layer::kDispatch: {
+        auto& v = dispatch[s.name];
+        if (v.empty()) {
+          v.assign(n, 0);
+          dispatch_keys.push_back(s.name);
+        }
+        v[k] += self[i];
+        break;
+      }
+      case Layer::kLibrary:
+        library[k] += self[i];
+        add_name(library_row.names, s.name);
+        break;
+      default:
+        break;  // frontend, runtime and harness spans are not part of an op's per-call cost
+    }
+  }
+
+  // Device rows: API calls and kernels joined to ops through the external correlation records.
+  BreakdownRow launch_row{"launch", "", {}, {}, dev.enabled}, queue_row{"queue", "", {}, {}, dev.enabled},
+      gpu_row{"gpu", "", {}, {}, dev.enabled};
+  if (dev.enabled) {
+    std::unordered_map<uint32_t, size_t> corr_to_op;  // correlation id -> slot
+    for (const ExternalCorrelation& ec : dev.external) {
+      auto it = slot.find(static_cast<uint32_t>(ec.external_id));
+      if (it != slot.end()) corr_to_op[ec.correlation_id] = it->second;
+    }
+    std::unordered_map<uint32_t, const ApiCallRecord*> launch_by_corr;
+    for (const ApiCallRecord& api : dev.api_calls) {
+      auto it = corr_to_op.find(api.correlation_id);
+      if (it == corr_to_op.end() || !api.is_launch) continue;
+      launch[it->second] += double(api.end_ns - api.start_ns);
+      launch_by_corr[api.correlation_id] = &api;
+      add_name(launch_row.names, api.name);
+    }
+    std::vector<std::vector<std::pair<int64_t, int64_t>>> intervals(n);
+    std::vector<int64_t> first_kernel(n, INT64_MAX), first_kernel_launch(n, 0);
+    std::map<std::string, size_t> kernel_index;
+    std::vector<std::vector<double>> kernel_samples;
+    std::unordered_map<uint32_t, bool> corr_has_kernel;
+    for (const KernelRecord& kr : dev.kernels) {
+      auto it = corr_to_op.find(kr.correlation_id);
+      if (it == corr_to_op.end()) continue;
+      auto lit = launch_by_corr.find(kr.correlation_id);
+      if (lit == launch_by_corr.end()) {
+        ++out.unmatched_kernels;
+        continue;
+      }
+      corr_has_kernel[kr.correlation_id] = true;
+      const size_t k = it->second;
+      intervals[k].push_back({kr.start_ns, kr.end_ns});
+      if (kr.start_ns < first_kernel[k]) {
+        first_kernel[k] = kr.start_ns;
+        first_kernel_launch[k] = lit->second->start_ns;
+      }
+      last_end[k] = std::max(last_end[k], kr.end_ns);
+      add_name(gpu_row.names, kr.name);
+      auto [kit, inserted] = kernel_index.try_emplace(kr.name, out.kernels.size());
+      if (inserted) {
+        KernelSummary ks;
+        ks.name = kr.name;
+        std::memcpy(ks.grid, kr.grid, sizeof ks.grid);
+        std::memcpy(ks.block, kr.block, sizeof ks.block);
+        ks.registers_per_thread = kr.registers_per_thread;
+        ks.shared_bytes = kr.static_shared_bytes + kr.dynamic_shared_bytes;
+        ks.device_id = kr.device_id;
+        ks.stream_id = kr.stream_id;
+        out.kernels.push_back(ks);
+        kernel_samples.emplace_back();
+      }
+      kernel_samples[kit->second].push_back(double(kr.end_ns - kr.start_ns));
+    }
+    for (const auto& [corr, api] : launch_by_corr) {
+      if (!corr_has_kernel.count(corr)) ++out.unmatched_launches;
+    }
+    for (size_t k = 0; k < n; ++k) {
+      gpu[k] = union_ns(intervals[k]);
+      queue[k] = first_kernel[k] == INT64_MAX ? 0 : double(first_kernel[k] - first_kernel_launch[k]);
+      // Launch calls happen inside library zones on the same clock: they are launch, not library.
+      library[k] = std::max(0.0, library[k] - launch[k]);
+    }
+    for (size_t i = 0; i < out.kernels.size(); ++i) out.kernels[i].ns = Distribution::of(kernel_samples[i]);
+  }
+
+  binding_row.ns = Distribution::of(binding);
+  out.rows.push_back(std::move(binding_row));
+  for (const std::string& key : dispatch_keys) {
+    BreakdownRow row{"dispatch", key, {key}, Distribution::of(dispatch[key]), true};
+    out.rows.push_back(std::move(row));
+  }
+  library_row.ns = Distribution::of(library);
+  out.rows.push_back(std::move(library_row));
+  launch_row.ns = Distribution::of(launch);
+  queue_row.ns = Distribution::of(queue);
+  gpu_row.ns = Distribution::of(gpu);
+  out.rows.push_back(std::move(launch_row));
+  out.rows.push_back(std::move(queue_row));
+  out.rows.push_back(std::move(gpu_row));
+
+  std::vector<double> wall(n, 0);
+  for (size_t k = 0; k < n; ++k) wall[k] = last_end[k] > first_begin[k] ? double(last_end[k] - first_begin[k]) : 0;
+  out.wall = Distribution::of(wall);
+  return out;
+}
+
+}  // namespace strata::reports

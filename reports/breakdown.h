@@ -1,0 +1,62 @@
+// The per-layer breakdown of one op call, computed from a finished Timeline (DESIGN.md):
+//   binding / dispatch (one row per key) / library : self time of that layer's spans (span minus children)
+//   launch : the CUDA launch API calls of the op (CUPTI API records joined by correlation id)
+//   queue  : first kernel start - begin of the launch call that enqueued it
+//   gpu    : union of the op's kernel intervals
+//   wall   : first span begin -> max(last span end, last kernel end)
+// Every figure is a distribution over the timed calls. Measuring is separate from printing: this file
+// produces named figures, reports/table.* formats them.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "lib/timeline.h"
+
+namespace strata::reports {
+
+struct Distribution {
+  std::vector<double> samples;  // ns, in call order
+  double median = 0, p90 = 0, min = 0, max = 0, mean = 0;
+  static Distribution of(std::vector<double> samples);
+  size_t count() const { return samples.size(); }
+};
+
+struct BreakdownRow {
+  std::string layer;  // "binding", "dispatch", "library", "launch", "queue", "gpu"
+  std::string key;    // for dispatch rows: the dispatch key ("Autograd", "CPU", ...)
+  std::vector<std::string> names;  // distinct span / API names that make up the row, in first-seen order
+  Distribution ns;
+  bool applicable = true;
+};
+
+struct KernelSummary {  // one GPU kernel of the op (identical launches across calls merged)
+  std::string name;
+  int32_t grid[3] = {0, 0, 0};
+  int32_t block[3] = {0, 0, 0};
+  int32_t registers_per_thread = 0;
+  int32_t shared_bytes = 0;  // static + dynamic
+  uint32_t device_id = 0;
+  uint32_t stream_id = 0;
+  Distribution ns;
+};
+
+struct LayerBreakdown {
+  std::vector<BreakdownRow> rows;
+  Distribution wall;
+  std::vector<KernelSummary> kernels;
+  size_t calls = 0;
+  bool has_device_records = false;
+  uint64_t unmatched_launches = 0;  // launch API calls with no kernel record
+  uint64_t unmatched_kernels = 0;   // kernel records whose correlation id matches no launch of these ops
+};
+
+// Figures for the calls numbered `op_ids` in `timeline`.
+LayerBreakdown compute_breakdown(const Timeline& timeline, std::span<const uint32_t> op_ids);
+
+// Self time of each span (its duration minus its children's), in ns, indexed like timeline.spans().
+std::vector<double> span_self_ns(const Timeline& timeline);
+
+}  // namespace strata::reports

@@ -1,0 +1,85 @@
+#include "reports/json_report.h"
+
+#include <nlohmann/json.hpp>
+
+namespace strata::reports {
+namespace {
+
+using nlohmann::json;
+
+json distribution(const Distribution& d) {
+  return json{{"unit", "ns"},      {"count", d.count()}, {"median", d.median}, {"p90", d.p90},
+              {"min", d.min},      {"max", d.max},       {"mean", d.mean},     {"samples", d.samples}};
+}
+
+json breakdown(const LayerBreakdown& b, const TraceReport& rep) {
+  json rows = json::array();
+  for (const BreakdownRow& r : b.rows) {
+    json row{{"layer", r.layer}, {"applicable", r.applicable}, {"names", r.names}};
+    if (!r.key.empty()) row["key"] = r.key;
+    const std::string what = rep.what(r.layer + (r.key.empty() ? "" : "/" + r.key));
+    if (!what.empty()) row["what"] = what;
+    if (r.applicable) row["time"] = distribution(r.ns);
+    rows.push_back(row);
+  }
+  json kernels = json::array();
+  for (const KernelSummary& k : b.kernels) {
+    kernels.push_back({{"name", k.name},
+                       {"grid", {k.grid[0], k.grid[1], k.grid[2]}},
+                       {"block", {k.block[0], k.block[1], k.block[2]}},
+                       {"registers_per_thread", k.registers_per_thread},
+                       {"shared_bytes", k.shared_bytes},
+                       {"device", k.device_id},
+                       {"stream", k.stream_id},
+                       {"time", distribution(k.ns)}});
+  }
+  return json{{"calls", b.calls},
+              {"rows", rows},
+              {"wall", distribution(b.wall)},
+              {"kernels", kernels},
+              {"device_records", b.has_device_records},
+              {"unmatched_launches", b.unmatched_launches},
+              {"unmatched_kernels", b.unmatched_kernels}};
+}
+
+}  // namespace
+
+std::string trace_report_json(const TraceReport& rep) {
+  json env{{"strata_version", rep.env.strata_version},
+           {"cpu_model", rep.env.cpu_model},
+           {"cpu_threads", rep.env.cpu_threads},
+           {"blas_config", rep.env.blas_config},
+           {"blas_threads", rep.env.blas_threads},
+           {"clock", {{"source", rep.env.clock_source}, {"ns_per_tick", rep.env.clock_ns_per_tick},
+                      {"read_cost_ns", rep.env.clock_read_ns}}}};
+  json device = json::object();
+  for (const auto& [k, v] : rep.env.device) device[k] = v;
+  env["device"] = device;
+  json doc{{"op", rep.op},
+           {"spec", rep.spec},
+           {"description", rep.description},
+           {"schema", rep.schema},
+           {"dtype", rep.dtype},
+           {"device", rep.device},
+           {"device_reason", rep.device_reason},
+           {"dispatch_keys", rep.keys},
+           {"flops_per_call", rep.flops},
+           {"warmup", rep.warmup},
+           {"repeat", rep.repeat},
+           {"repeat_auto", rep.repeat_auto},
+           {"probe", {{"cost_ns", rep.probe_ns}, {"zones_per_call", rep.probes_per_call}}},
+           {"untraced_wall_median_ns", rep.untraced_call_ns},
+           {"steady", breakdown(rep.steady, rep)},
+           {"cold", breakdown(rep.cold, rep)},
+           {"notes", rep.notes},
+           {"environment", env}};
+  if (rep.flops > 0 && rep.steady.wall.median > 0) doc["achieved_flops_per_s"] = rep.flops / (rep.steady.wall.median * 1e-9);
+  if (rep.peak_flops > 0) doc["peak"] = {{"flops_per_s", rep.peak_flops}, {"source", rep.peak_source}};
+  if (rep.check.ran) {
+    doc["check"] = {{"relative_error", rep.check.relative_error}, {"tolerance", rep.check.tolerance},
+                    {"passed", rep.check.passed()}};
+  }
+  return doc.dump(2) + "\n";
+}
+
+}  // namespace strata::reports

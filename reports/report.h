@@ -1,0 +1,67 @@
+// Everything one `strata trace` run measured, as named figures: what the printers (table, JSON, Chrome
+// trace) format. Nothing here is computed by a printer; see Note [Measuring is separate from printing]
+// in breakdown.h.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "reports/breakdown.h"
+
+namespace strata::reports {
+
+struct Environment {
+  std::string strata_version;
+  std::string cpu_model;
+  int cpu_threads = 0;
+  std::string blas_config;
+  int blas_threads = 0;
+  std::string clock_source;  // "tsc" or "steady_clock", see Note [One host clock]
+  double clock_ns_per_tick = 1.0;
+  double clock_read_ns = 0;
+  std::vector<std::pair<std::string, std::string>> device;  // GPU properties, when one was used
+};
+
+struct CheckResult {
+  bool ran = false;
+  double relative_error = 0;
+  double tolerance = 0;
+  bool passed() const { return !ran || relative_error <= tolerance; }
+};
+
+struct TraceReport {
+  std::string op;           // "matmul"
+  std::string spec;         // "matmul 1024"
+  std::string description;  // "[1024x1024] @ [1024x1024]"
+  std::string schema;       // "matmul(Tensor self, Tensor other) -> Tensor"
+  std::string dtype;        // "f32"
+  std::string device;       // "cpu" / "cuda:0 NVIDIA H200"
+  std::string device_reason;  // why this device (auto selection), one line
+  std::string keys;         // the dispatch key path of a call, "Autograd > CPU"
+  double flops = 0;         // of one call
+  double peak_flops = 0;    // the device's peak for this dtype, 0 when unknown
+  std::string peak_source;  // where the peak figure comes from
+
+  LayerBreakdown steady;  // the timed calls
+  LayerBreakdown cold;    // the first call, alone
+  size_t warmup = 0;
+  size_t repeat = 0;
+  bool repeat_auto = false;
+
+  double probe_ns = 0;           // measured cost of one zone (open + close)
+  double probes_per_call = 0;    // zones per call
+  double untraced_call_ns = 0;   // median wall of the same call with tracing off, for comparison
+
+  CheckResult check;
+  Environment env;
+  std::vector<std::pair<std::string, std::string>> row_what;  // ("dispatch/Autograd", "record MmBackward")
+  std::vector<std::string> notes;  // e.g. why GPU timing is unavailable
+  std::string what(const std::string& row) const;
+};
+
+// "41.70 ms", "0.09 us": a duration in ns with a unit that keeps 3-4 significant digits.
+std::string format_ns(double ns);
+std::string format_rate(double flops_per_s);  // "52.1 GFLOP/s"
+
+}  // namespace strata::reports

@@ -1,0 +1,111 @@
+#include "reports/table.h"
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+namespace strata::reports {
+
+std::string TraceReport::what(const std::string& row) const {
+  for (const auto& [k, v] : row_what)
+    if (k == row) return v;
+  return "";
+}
+
+std::string format_ns(double ns) {
+  char buf[64];
+  double a = std::fabs(ns);
+  if (a < 1e6) std::snprintf(buf, sizeof buf, "%.2f us", ns / 1e3);
+  else if (a < 1e9) std::snprintf(buf, sizeof buf, "%.2f ms", ns / 1e6);
+  else std::snprintf(buf, sizeof buf, "%.3f s", ns / 1e9);
+  return buf;
+}
+
+std::string format_rate(double flops_per_s) {
+  char buf[64];
+  if (flops_per_s >= 1e12) std::snprintf(buf, sizeof buf, "%.1f TFLOP/s", flops_per_s / 1e12);
+  else if (flops_per_s >= 1e9) std::snprintf(buf, sizeof buf, "%.1f GFLOP/s", flops_per_s / 1e9);
+  else std::snprintf(buf, sizeof buf, "%.1f MFLOP/s", flops_per_s / 1e6);
+  return buf;
+}
+
+namespace {
+
+std::string pad(std::string s, size_t width) {
+  if (s.size() < width) s.append(width - s.size(), ' ');
+  return s;
+}
+std::string lpad(std::string s, size_t width) {
+  if (s.size() < width) s.insert(0, width - s.size(), ' ');
+  return s;
+}
+std::string truncate(std::string s, size_t width) {
+  if (s.size() > width) s = s.substr(0, width - 3) + "...";
+  return s;
+}
+std::string percent(double part, double whole) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", whole > 0 ? 100.0 * part / whole : 0.0);
+  return buf;
+}
+
+std::string row_label(const BreakdownRow& r) { return r.layer; }
+
+std::string default_what(const BreakdownRow& r) {
+  std::string s;
+  for (const std::string& n : r.names) s += (s.empty() ? "" : " > ") + n;
+  return s;
+}
+
+}  // namespace
+
+void print_trace_table(const TraceReport& rep, std::ostream& out) {
+  constexpr size_t kWhat = 46;
+  out << rep.op << "  " << rep.description << "  " << rep.dtype << "  " << rep.device << "   keys: " << rep.keys
+      << "\n";
+  if (!rep.device_reason.empty()) out << "device: " << rep.device_reason << "\n";
+  out << pad("layer", 10) << pad("what", kWhat) << lpad("median", 11) << lpad("p90", 11) << lpad("share", 8) << "\n";
+  const double wall = rep.steady.wall.median;
+  for (const BreakdownRow& r : rep.steady.rows) {
+    std::string key = r.layer + (r.key.empty() ? "" : "/" + r.key);
+    std::string what = rep.what(key);
+    if (what.empty()) what = default_what(r);
+    if (!r.applicable) {
+      std::string na = rep.what(key + "/na");
+      out << pad(row_label(r), 10) << (na.empty() ? "n/a" : na) << "\n";
+      continue;
+    }
+    out << pad(row_label(r), 10) << pad(truncate(what, kWhat - 1), kWhat) << lpad(format_ns(r.ns.median), 11)
+        << lpad(format_ns(r.ns.p90), 11) << lpad(percent(r.ns.median, wall), 8) << "\n";
+  }
+  std::string rate;
+  if (rep.flops > 0 && wall > 0) {
+    rate = format_rate(rep.flops / (wall * 1e-9)) + " (" + rep.dtype + ")";
+    if (rep.peak_flops > 0) rate += ", " + percent(rep.flops / (wall * 1e-9), rep.peak_flops) + " of peak";
+  }
+  out << pad("wall", 10) << pad(truncate(rep.what("wall"), kWhat - 1), kWhat) << lpad(format_ns(wall), 11)
+      << lpad(format_ns(rep.steady.wall.p90), 11) << "  " << rate << "\n";
+  for (const KernelSummary& k : rep.steady.kernels) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "  grid %dx%dx%d block %dx%dx%d  %d regs  %d B smem  stream %u", k.grid[0], k.grid[1],
+                  k.grid[2], k.block[0], k.block[1], k.block[2], k.registers_per_thread, k.shared_bytes, k.stream_id);
+    out << "  kernel " << truncate(k.name, 70) << "\n    " << format_ns(k.ns.median) << " median" << buf << "\n";
+  }
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "cold first call: %s   timed calls: %zu%s after %zu warm-up   probe cost: %.0f ns x %.0f zones per call (clock: %s)",
+                format_ns(rep.cold.wall.median).c_str(), rep.repeat, rep.repeat_auto ? " (auto)" : "", rep.warmup,
+                rep.probe_ns, rep.probes_per_call, rep.env.clock_source.c_str());
+  out << buf << "\n";
+  if (rep.untraced_call_ns > 0) {
+    out << "same call with tracing off: " << format_ns(rep.untraced_call_ns) << " median wall\n";
+  }
+  if (rep.check.ran) {
+    std::snprintf(buf, sizeof buf, "check: relative error %.3g vs float64 reference (tolerance %.1g for %s): %s",
+                  rep.check.relative_error, rep.check.tolerance, rep.dtype.c_str(),
+                  rep.check.passed() ? "PASS" : "FAIL");
+    out << buf << "\n";
+  }
+  for (const std::string& note : rep.notes) out << "note: " << note << "\n";
+}
+
+}  // namespace strata::reports
