@@ -29,5 +29,6 @@ struct TraceOptions {
 
 int run_trace(const TraceOptions& options);
 int run_ops();
+int run_devices();  // device_session_{cpu,cuda}.cpp
 
 }  // namespace strata::app

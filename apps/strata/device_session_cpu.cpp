@@ -1,4 +1,7 @@
 // Device selection and sessions for a build without the CUDA layers (STRATA_CUDA=OFF, or no toolkit).
+#include <iostream>
+
+#include "apps/strata/commands.h"
 #include "apps/strata/device_session.h"
 #include "lib/error.h"
 
@@ -22,6 +25,12 @@ std::unique_ptr<DeviceSession> open_device_session(Device device, const SessionO
   if (options.tf32) throw UsageError("--tf32 selects TF32 tensor-core math and needs a CUDA device");
   (void)device;
   return std::make_unique<DeviceSession>();
+}
+
+int run_devices() {
+  std::cout << "cpu: " << frontend::available_host_bytes() / (1024 * 1024) << " MiB available\n"
+            << "cuda: none: this strata was built without CUDA support (STRATA_CUDA=OFF or no toolkit)\n";
+  return 0;
 }
 
 }  // namespace strata::app

@@ -74,6 +74,7 @@ int main(int argc, char** argv) {
   trace->footer("op formats:\n" + strata::frontend::spec_help() + kExamples);
 
   CLI::App* ops = app.add_subcommand("ops", "List operators, their schemas, and the dispatch keys that have kernels");
+  CLI::App* devices = app.add_subcommand("devices", "List the devices strata can use, or say exactly why there is no GPU");
 
   try {
     app.parse(argc, argv);
@@ -87,6 +88,7 @@ int main(int argc, char** argv) {
     if (*oc) t.conv.out_channels = out_channels;
     if (*trace) return strata::app::run_trace(t);
     if (*ops) return strata::app::run_ops();
+    if (*devices) return strata::app::run_devices();
   } catch (const strata::Error& e) {
     std::cerr << "strata: " << (e.code() == strata::ExitCode::kUsage ? "usage error: " : "error: ") << e.what() << "\n";
     return static_cast<int>(e.code());

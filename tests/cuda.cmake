@@ -1,0 +1,1 @@
+# CUDA tests: see tests/CMakeLists.txt
