@@ -54,6 +54,7 @@ void conv2d_impl(const Tensor& input, const Tensor& weight, const Tensor& bias,
       im2col(in + n * g.in_channels * g.height * g.width, g, columns.data());
     }
     T* image_out = dst + n * g.out_channels * out_hw;
+    STRATA_ZONE(gemm_zone, Layer::kLibrary, input.dtype() == DType::kF32 ? "cblas_sgemm" : "cblas_dgemm");
     gemm_for_conv(input.dtype(), g.out_channels, out_hw, crs, weight.data_ptr(), columns.data(), image_out);
     if (bias.defined()) {
       const T* b = bias.data<T>();
