@@ -82,16 +82,19 @@ LayerBreakdown compute_breakdown(const Timeline& timeline, std::span<const uint3
   const size_t n = op_ids.size();
 
   // Host rows. Dispatch keys are discovered from span names, highest-priority first as they nest.
-  std::vector<double> binding(n, 0), library(n, 0), launch(n, 0), queue(n, 0), gpu(n, 0);
+  std::vector<double> binding(n, 0), library(n, 0), runtime(n, 0), launch(n, 0), queue(n, 0), gpu(n, 0);
   std::vector<int64_t> first_begin(n, INT64_MAX), last_end(n, INT64_MIN);
+  std::vector<std::vector<size_t>> op_spans(n);  // span indices of each op
   std::vector<std::string> dispatch_keys;
   std::map<std::string, std::vector<double>> dispatch;
-  BreakdownRow binding_row{"binding", "", {}, {}, true}, library_row{"library", "", {}, {}, true};
+  BreakdownRow binding_row{"binding", "", {}, {}, true}, library_row{"library", "", {}, {}, true},
+      runtime_row{"runtime", "", {}, {}, true};
   for (size_t i = 0; i < spans.size(); ++i) {
     const Span& s = spans[i];
     auto it = slot.find(s.op_id);
     if (it == slot.end()) continue;
     const size_t k = it->second;
+    op_spans[k].push_back(i);
     first_begin[k] = std::min(first_begin[k], timeline.begin_ns(s));
     last_end[k] = std::max(last_end[k], timeline.end_ns(s));
     switch (s.layer) {
@@ -112,8 +115,12 @@ LayerBreakdown compute_breakdown(const Timeline& timeline, std::span<const uint3
         library[k] += self[i];
         add_name(library_row.names, s.name);
         break;
+      case Layer::kRuntime:
+        runtime[k] += self[i];
+        add_name(runtime_row.names, s.name);
+        break;
       default:
-        break;  // frontend, runtime and harness spans are not part of an op's per-call cost
+        break;  // frontend and harness spans are not part of an op's per-call cost
     }
   }
 
@@ -130,7 +137,24 @@ LayerBreakdown compute_breakdown(const Timeline& timeline, std::span<const uint3
     for (const ApiCallRecord& api : dev.api_calls) {
       auto it = corr_to_op.find(api.correlation_id);
       if (it == corr_to_op.end() || !api.is_launch) continue;
-      launch[it->second] += double(api.end_ns - api.start_ns);
+      const size_t k = it->second;
+      const double dur = double(api.end_ns - api.start_ns);
+      launch[k] += dur;
+      // The launch call ran inside some host zone on the same clock (a library call, or the runtime's
+      // graph/plan launch): that time is launch, not the enclosing zone's. Find the innermost zone.
+      const Span* inner = nullptr;
+      for (size_t si : op_spans[k]) {
+        const Span& s = spans[si];
+        if (timeline.begin_ns(s) <= api.start_ns && api.end_ns <= timeline.end_ns(s) &&
+            (inner == nullptr || timeline.end_ns(s) - timeline.begin_ns(s) < timeline.end_ns(*inner) - timeline.begin_ns(*inner)))
+          inner = &s;
+      }
+      if (inner != nullptr) {
+        if (inner->layer == Layer::kLibrary) library[k] -= dur;
+        else if (inner->layer == Layer::kRuntime) runtime[k] -= dur;
+        else if (inner->layer == Layer::kBinding) binding[k] -= dur;
+        else if (inner->layer == Layer::kDispatch) dispatch[inner->name][k] -= dur;
+      }
       launch_by_corr[api.correlation_id] = &api;
       add_name(launch_row.names, api.name);
     }
@@ -177,8 +201,6 @@ LayerBreakdown compute_breakdown(const Timeline& timeline, std::span<const uint3
     for (size_t k = 0; k < n; ++k) {
       gpu[k] = union_ns(intervals[k]);
       queue[k] = first_kernel[k] == INT64_MAX ? 0 : double(first_kernel[k] - first_kernel_launch[k]);
-      // Launch calls happen inside library zones on the same clock: they are launch, not library.
-      library[k] = std::max(0.0, library[k] - launch[k]);
     }
     for (size_t i = 0; i < out.kernels.size(); ++i) out.kernels[i].ns = Distribution::of(kernel_samples[i]);
   }
@@ -191,6 +213,10 @@ LayerBreakdown compute_breakdown(const Timeline& timeline, std::span<const uint3
   }
   library_row.ns = Distribution::of(library);
   out.rows.push_back(std::move(library_row));
+  if (!runtime_row.names.empty()) {  // only when a runtime zone ran (allocator, graph or plan replay)
+    runtime_row.ns = Distribution::of(runtime);
+    out.rows.push_back(std::move(runtime_row));
+  }
   launch_row.ns = Distribution::of(launch);
   queue_row.ns = Distribution::of(queue);
   gpu_row.ns = Distribution::of(gpu);

@@ -1,5 +1,6 @@
 // The per-layer breakdown of one op call, computed from a finished Timeline (DESIGN.md):
 //   binding / dispatch (one row per key) / library : self time of that layer's spans (span minus children)
+//   runtime: self time of Runtime-layer spans (allocator, graph/plan replay), present only when any ran
 //   launch : the CUDA launch API calls of the op (CUPTI API records joined by correlation id)
 //   queue  : first kernel start - begin of the launch call that enqueued it
 //   gpu    : union of the op's kernel intervals
@@ -25,7 +26,7 @@ struct Distribution {
 };
 
 struct BreakdownRow {
-  std::string layer;  // "binding", "dispatch", "library", "launch", "queue", "gpu"
+  std::string layer;  // "binding", "dispatch", "library", "runtime", "launch", "queue", "gpu"
   std::string key;    // for dispatch rows: the dispatch key ("Autograd", "CPU", ...)
   std::vector<std::string> names;  // distinct span / API names that make up the row, in first-seen order
   Distribution ns;

@@ -106,8 +106,9 @@ int64_t earliest_ns(const Timeline& t) {
 
 }  // namespace
 
-void ChromeTraceWriter::add_timeline(const Timeline& timeline, const std::string& label, int group) {
-  sources_.push_back({&timeline, label, group});
+void ChromeTraceWriter::add_timeline(const Timeline& timeline, const std::string& label, int group, int64_t from_ns,
+                                     int64_t to_ns) {
+  sources_.push_back({&timeline, label, group, from_ns, to_ns});
 }
 
 void ChromeTraceWriter::add_metadata(const std::string& key, const std::string& value) {
@@ -127,6 +128,7 @@ std::string ChromeTraceWriter::str() const {
     ev.meta("thread_name", hpid, host_tid, "main thread");
     ev.sort_index(hpid, src.group * 100);
     for (const Span& s : t.spans()) {
+      if (!src.contains(t.begin_ns(s))) continue;
       ev.complete(s.name, layer_name(s.layer), t.begin_ns(s), t.end_ns(s), hpid, host_tid,
                   s.op_id ? "\"op\":" + std::to_string(s.op_id) : "");
     }
@@ -135,6 +137,7 @@ std::string ChromeTraceWriter::str() const {
     for (const auto& e : d.external) external[e.correlation_id] = e.external_id;
     std::unordered_map<uint32_t, const ApiCallRecord*> launches;
     for (const ApiCallRecord& a : d.api_calls) {
+      if (!src.contains(a.start_ns)) continue;
       std::string args = "\"correlation\":" + std::to_string(a.correlation_id) + ",\"cbid\":" + std::to_string(a.cbid);
       if (auto it = external.find(a.correlation_id); it != external.end()) args += ",\"op\":" + std::to_string(it->second);
       // API records carry the OS thread id; strata calls CUDA from the thread its zones run on.
@@ -145,6 +148,9 @@ std::string ChromeTraceWriter::str() const {
     std::set<std::pair<int, uint64_t>> gpu_tracks;
     std::set<uint32_t> flowed;
     for (const KernelRecord& k : d.kernels) {
+      // A kernel belongs where its launch call was made (it may start after the window closed).
+      auto launch = launches.find(k.correlation_id);
+      if (launch == launches.end() && !src.contains(k.start_ns)) continue;
       const int gpid = gpu_pid(src.group, k.device_id);
       const uint64_t tid = stream_tid(k.stream_id);
       gpu_tracks.insert({gpid, tid});
@@ -159,15 +165,15 @@ std::string ChromeTraceWriter::str() const {
       if (auto it = external.find(k.correlation_id); it != external.end()) a += ",\"op\":" + std::to_string(it->second);
       ev.complete(k.name, "kernel", k.start_ns, k.end_ns, gpid, tid, a);
       // One arrow per launch call (a graph launch enqueues many kernels: the arrow goes to the first).
-      auto lit = launches.find(k.correlation_id);
-      if (lit != launches.end() && flowed.insert(k.correlation_id).second) {
-        const ApiCallRecord& l = *lit->second;
+      if (launch != launches.end() && flowed.insert(k.correlation_id).second) {
+        const ApiCallRecord& l = *launch->second;
         const uint32_t id = k.correlation_id + 1'000'000u * static_cast<uint32_t>(src.group);
         ev.flow(true, id, l.start_ns, hpid, host_tid);
         ev.flow(false, id, k.start_ns, gpid, tid);
       }
     }
     for (const MemoryRecord& m : d.memory) {
+      if (!src.contains(m.start_ns)) continue;
       const int gpid = gpu_pid(src.group, m.device_id);
       gpu_tracks.insert({gpid, stream_tid(m.stream_id)});
       ev.complete(m.kind, m.kind == "memset" ? "gpu_memset" : "gpu_memcpy", m.start_ns, m.end_ns, gpid,

@@ -19,7 +19,10 @@ class ChromeTraceWriter {
  public:
   // Adds every span and device record of `timeline`. `label` names the process group ("eager",
   // "graph replay"); `group` (0, 1, ...) keeps the pids of several timelines apart in one file.
-  void add_timeline(const Timeline& timeline, const std::string& label, int group = 0);
+  // With a window [from_ns, to_ns), only events that begin inside it are written: one timeline holding
+  // two phases (eager, then replay) becomes two clearly named process groups.
+  void add_timeline(const Timeline& timeline, const std::string& label, int group = 0,
+                    int64_t from_ns = INT64_MIN, int64_t to_ns = INT64_MAX);
   // A string pair for the header's "strata" object (device properties, op, version).
   void add_metadata(const std::string& key, const std::string& value);
   std::string str() const;
@@ -29,6 +32,8 @@ class ChromeTraceWriter {
     const Timeline* timeline;
     std::string label;
     int group;
+    int64_t from_ns, to_ns;
+    bool contains(int64_t t) const { return from_ns <= t && t < to_ns; }
   };
   std::vector<Source> sources_;
   std::vector<std::pair<std::string, std::string>> metadata_;

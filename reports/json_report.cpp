@@ -82,4 +82,38 @@ std::string trace_report_json(const TraceReport& rep) {
   return doc.dump(2) + "\n";
 }
 
+namespace {
+
+json mode(const ModeFigures& m) {
+  return json{{"label", m.label},       {"unit", "ns per op"},  {"rounds", m.rounds},     {"binding", m.binding},
+              {"dispatch", m.dispatch}, {"library", m.library}, {"runtime", m.runtime},   {"launch", m.launch},
+              {"queue", m.queue},       {"gpu", m.gpu},         {"gpu_idle", m.gpu_idle}, {"wall", m.wall},
+              {"wall_p90", m.wall_p90}, {"device_records", m.has_device}};
+}
+
+}  // namespace
+
+std::string comparison_json(const Comparison& c, const TraceReport& ctx) {
+  json doc{{"op", ctx.op},
+           {"spec", ctx.spec},
+           {"description", ctx.description},
+           {"dtype", ctx.dtype},
+           {"device", ctx.device},
+           {"device_reason", ctx.device_reason},
+           {"ops_per_replay", c.ops_per_replay},
+           {"eager", mode(c.eager)},
+           {"replay", mode(c.replay)},
+           {"one_time_ns", {{"capture", c.capture_ns}, {"instantiate", c.instantiate_ns}, {"first_replay", c.first_replay_ns}}},
+           {"speedup_wall_per_op", c.speedup()},
+           {"verdict", c.verdict()},
+           {"notes", ctx.notes},
+           {"environment", {{"strata_version", ctx.env.strata_version}, {"cpu_model", ctx.env.cpu_model},
+                            {"blas_threads", ctx.env.blas_threads}, {"clock", ctx.env.clock_source}}}};
+  if (ctx.check.ran) {
+    doc["check"] = {{"relative_error", ctx.check.relative_error}, {"tolerance", ctx.check.tolerance},
+                    {"passed", ctx.check.passed()}};
+  }
+  return doc.dump(2) + "\n";
+}
+
 }  // namespace strata::reports

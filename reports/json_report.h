@@ -4,10 +4,15 @@
 
 #include <string>
 
+#include "reports/comparison.h"
 #include "reports/report.h"
 
 namespace strata::reports {
 
 std::string trace_report_json(const TraceReport& report);
+
+// `strata compare --json`: both modes' per-op figures, the one-time costs, the verdict, and `context`
+// (the op, device and environment, as in the trace report).
+std::string comparison_json(const Comparison& comparison, const TraceReport& context);
 
 }  // namespace strata::reports

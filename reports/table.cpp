@@ -108,4 +108,38 @@ void print_trace_table(const TraceReport& rep, std::ostream& out) {
   for (const std::string& note : rep.notes) out << "note: " << note << "\n";
 }
 
+void print_comparison_table(const std::string& header, const Comparison& c, std::ostream& out) {
+  out << header << "\n";
+  const std::string replay_col = c.replay.label + " (per op)";
+  out << pad("layer", 10) << lpad("eager (per op)", 16) << lpad(replay_col, std::max<size_t>(16, replay_col.size() + 2)) << "\n";
+  const size_t w2 = std::max<size_t>(16, replay_col.size() + 2);
+  auto line = [&](const char* name, double e, double r, bool eager_applies, bool replay_applies) {
+    out << pad(name, 10) << lpad(eager_applies ? format_ns(e) : "-", 16) << lpad(replay_applies ? format_ns(r) : "-", w2) << "\n";
+  };
+  const bool device = c.eager.has_device;
+  line("binding", c.eager.binding, c.replay.binding, true, c.replay.binding > 0);
+  line("dispatch", c.eager.dispatch, c.replay.dispatch, true, c.replay.dispatch > 0);
+  line("library", c.eager.library, c.replay.library, true, true);
+  line("runtime", c.eager.runtime, c.replay.runtime, c.eager.runtime > 0, true);
+  if (device) {
+    line("launch", c.eager.launch, c.replay.launch, true, true);
+    line("queue", c.eager.queue, c.replay.queue, true, true);
+    line("gpu", c.eager.gpu, c.replay.gpu, true, true);
+    line("gpu idle", c.eager.gpu_idle, c.replay.gpu_idle, true, true);
+  } else {
+    out << pad("launch", 10) << "n/a on the CPU (queue, gpu too): the library row holds the compute\n";
+  }
+  char speed[64];
+  std::snprintf(speed, sizeof speed, "   %.2fx", c.speedup());
+  out << pad("wall", 10) << lpad(format_ns(c.eager.wall), 16) << lpad(format_ns(c.replay.wall), w2) << speed << "\n";
+  char buf[320];
+  std::snprintf(buf, sizeof buf,
+                "%lld ops per replay, %zu rounds each; one-time: capture %s (K calls through the full stack), "
+                "instantiate %s, first replay %s",
+                static_cast<long long>(c.ops_per_replay), c.eager.rounds, format_ns(c.capture_ns).c_str(),
+                format_ns(c.instantiate_ns).c_str(), format_ns(c.first_replay_ns).c_str());
+  out << buf << "\n";
+  out << "verdict: " << c.verdict() << "\n";
+}
+
 }  // namespace strata::reports

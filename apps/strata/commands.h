@@ -2,10 +2,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
+#include "apps/strata/device_session.h"
 #include "layers/frontend/frontend.h"
+#include "reports/report.h"
 
 namespace strata::app {
 
@@ -27,8 +30,27 @@ struct TraceOptions {
   frontend::ConvOptions conv;
 };
 
+struct CompareOptions {
+  TraceOptions trace;
+  int64_t ops_per_graph = 8;
+};
+
+// What trace and compare share: the checked options, the device session and the prepared call.
+struct Prepared {
+  frontend::OpSpec spec;
+  DType dtype = DType::kF32;
+  DeviceChoice choice;
+  std::unique_ptr<DeviceSession> session;
+  frontend::PreparedCall call;
+};
+Prepared prepare_trace(const TraceOptions& options);
+// The op, device and environment part of a report (no figures).
+reports::TraceReport describe_context(const Prepared& prepared, const TraceOptions& options);
+
 int run_trace(const TraceOptions& options);
+int run_compare(const CompareOptions& options);
 int run_ops();
+int run_check_trace(const std::string& path);  // exit 0 when valid, 1 with one line per violation
 int run_devices();  // device_session_{cpu,cuda}.cpp
 
 }  // namespace strata::app

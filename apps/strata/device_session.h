@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -29,14 +30,35 @@ struct SessionOptions {
   bool device_timing = true;  // CUPTI on a GPU; no effect on the CPU
 };
 
+// K calls captured once and replayed: a CUDA Graph on a GPU; on the CPU a plan of the resolved kernel
+// calls (recorded through the full stack, replayed without binding and dispatch), never called a graph.
+class Replay {
+ public:
+  virtual ~Replay() = default;
+  virtual std::string kind() const = 0;  // "CUDA Graph", "plan replay"
+  virtual void replay() = 0;             // all K ops once; host side inside a Runtime-layer zone
+  virtual binding::IValue last_result() const = 0;
+};
+
+struct CaptureCost {
+  double capture_ns = 0;      // issuing the K calls through the full stack while recording
+  double instantiate_ns = 0;  // turning the recording into something replayable
+};
+
 class DeviceSession {
  public:
   virtual ~DeviceSession() = default;
-  virtual void begin_call(uint32_t /*op_id*/) {}
-  virtual void end_call() {}                        // wait until the call's device work is done
-  virtual void finish(Timeline& /*timeline*/) {}    // move device records into the timeline
+  virtual void begin_call(uint32_t /*op_id*/) {}  // work issued from now on belongs to op_id
+  virtual void end_call() {}                      // the op's work has been issued
+  virtual void synchronize() {}                   // wait until all issued device work is done
+  virtual void finish(Timeline& /*timeline*/) {}  // move device records into the timeline
   virtual void describe(reports::TraceReport& /*report*/) {}  // device properties, peak, notes
+  // Captures what `issue` does (K calls through the full stack). The default records a CPU plan.
+  virtual std::unique_ptr<Replay> capture(const std::function<void()>& issue, CaptureCost& cost);
 };
+
+// The CPU plan replay (plan_replay.cpp), also used by sessions whose device is the CPU.
+std::unique_ptr<Replay> capture_plan(const std::function<void()>& issue, CaptureCost& cost);
 
 std::unique_ptr<DeviceSession> open_device_session(Device device, const SessionOptions& options);
 

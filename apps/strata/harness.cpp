@@ -26,6 +26,7 @@ binding::IValue traced_call(const frontend::PreparedCall& call, Timeline& timeli
   session.begin_call(op_id);
   binding::IValue out = call.op->call(call.args);
   session.end_call();
+  session.synchronize();
   timeline.set_op(0);
   return out;
 }
@@ -33,7 +34,7 @@ binding::IValue traced_call(const frontend::PreparedCall& call, Timeline& timeli
 double untraced_call_ns(const frontend::PreparedCall& call, DeviceSession& session) {
   const uint64_t t0 = host_clock::ticks();
   binding::IValue out = call.op->call(call.args);
-  session.end_call();
+  session.synchronize();
   const uint64_t t1 = host_clock::ticks();
   return double(host_clock::ticks_to_ns(t1) - host_clock::ticks_to_ns(t0));
 }

@@ -25,6 +25,30 @@ void on_signal(int sig) {
   }
 }
 
+// The options `trace` and `compare` share: the op, its sizes, the device, and what to measure and write.
+CLI::Option* add_op_options(CLI::App* cmd, strata::app::TraceOptions& t, int64_t& out_channels) {
+  cmd->add_option("op", t.op, "matmul | linear | conv | relu | add")->required();
+  cmd->add_option("spec", t.spec, "sizes, e.g. 1024 or 512x1024x256 (see the formats below)")->required();
+  cmd->add_option("--device", t.device, "auto | cpu | cuda | cuda:N  (auto: the GPU if one works, else the CPU)")
+      ->capture_default_str();
+  cmd->add_option("--dtype", t.dtype, "f32 | f64 (CPU and GPU) | f16 | bf16 (GPU)")->capture_default_str();
+  cmd->add_option("--repeat", t.repeat, "timed calls (default: as many as fit in --budget, 10 to 10000)");
+  cmd->add_option("--warmup", t.warmup, "untraced calls between the cold call and the timed ones")->capture_default_str();
+  cmd->add_option("--budget", t.budget_s, "seconds of timed calls when --repeat is not given")->capture_default_str();
+  cmd->add_option("--seed", t.seed, "seed of the random inputs (uniform in [-1, 1))")->capture_default_str();
+  cmd->add_flag("--requires-grad", t.requires_grad, "inputs require grad: the Autograd key records a backward node");
+  cmd->add_flag("--check", t.check, "compare the result with a float64 reference; exit 3 if outside tolerance");
+  cmd->add_flag("--tf32", t.tf32, "f32 matmul/linear/conv on TF32 tensor cores (CUDA only)");
+  cmd->add_flag("--no-device-timing", t.no_device_timing, "do not start CUPTI: host timers only");
+  cmd->add_option("--json", t.json_path, "write every figure and the environment to FILE (JSON)");
+  cmd->add_option("--chrome-trace", t.chrome_trace_path, "write a Chrome trace JSON timeline to FILE (Perfetto)");
+  CLI::Option* oc = cmd->add_option("--out-channels", out_channels, "conv: output channels K (default: input channels)");
+  cmd->add_option("--kernel", t.conv.kernel, "conv: square kernel size R")->capture_default_str();
+  cmd->add_option("--stride", t.conv.stride, "conv: stride")->capture_default_str();
+  cmd->add_option("--pad", t.conv.pad, "conv: zero padding on each side")->capture_default_str();
+  return oc;
+}
+
 const char* kExamples = R"(
 examples:
   strata trace matmul 1024                      # where one 1024^3 matmul spends its time
@@ -32,6 +56,7 @@ examples:
   strata trace linear 32x768x3072 --requires-grad
   strata trace conv 32x64x56x56 --out-channels 64 --kernel 3 --pad 1
   strata trace relu 1048576 --chrome-trace relu.json
+  strata compare matmul 64 --ops-per-graph 16   # eager vs graph (GPU) / plan (CPU) replay
   strata ops                                    # operators, schemas and the keys with kernels
 
 exit codes: 0 ok, 1 failure (library error, output not written), 2 usage error,
@@ -52,26 +77,22 @@ int main(int argc, char** argv) {
   strata::app::TraceOptions t;
   int64_t out_channels = 0;
   CLI::App* trace = app.add_subcommand("trace", "Run one op many times and print where each call's time went");
-  trace->add_option("op", t.op, "matmul | linear | conv | relu | add")->required();
-  trace->add_option("spec", t.spec, "sizes, e.g. 1024 or 512x1024x256 (see the formats below)")->required();
-  trace->add_option("--device", t.device, "auto | cpu | cuda | cuda:N  (auto: the GPU if one works, else the CPU)")
-      ->capture_default_str();
-  trace->add_option("--dtype", t.dtype, "f32 | f64 (CPU and GPU) | f16 | bf16 (GPU)")->capture_default_str();
-  trace->add_option("--repeat", t.repeat, "timed calls (default: as many as fit in --budget, 10 to 10000)");
-  trace->add_option("--warmup", t.warmup, "untraced calls between the cold call and the timed ones")->capture_default_str();
-  trace->add_option("--budget", t.budget_s, "seconds of timed calls when --repeat is not given")->capture_default_str();
-  trace->add_option("--seed", t.seed, "seed of the random inputs (uniform in [-1, 1))")->capture_default_str();
-  trace->add_flag("--requires-grad", t.requires_grad, "inputs require grad: the Autograd key records a backward node");
-  trace->add_flag("--check", t.check, "compare the result with a float64 reference; exit 3 if outside tolerance");
-  trace->add_flag("--tf32", t.tf32, "f32 matmul/linear/conv on TF32 tensor cores (CUDA only)");
-  trace->add_flag("--no-device-timing", t.no_device_timing, "do not start CUPTI: host timers only");
-  trace->add_option("--json", t.json_path, "write every figure and the environment to FILE (JSON)");
-  trace->add_option("--chrome-trace", t.chrome_trace_path, "write a Chrome trace JSON timeline to FILE (Perfetto)");
-  auto* oc = trace->add_option("--out-channels", out_channels, "conv: output channels K (default: input channels)");
-  trace->add_option("--kernel", t.conv.kernel, "conv: square kernel size R")->capture_default_str();
-  trace->add_option("--stride", t.conv.stride, "conv: stride")->capture_default_str();
-  trace->add_option("--pad", t.conv.pad, "conv: zero padding on each side")->capture_default_str();
+  CLI::Option* oc = add_op_options(trace, t, out_channels);
   trace->footer("op formats:\n" + strata::frontend::spec_help() + kExamples);
+
+  strata::app::CompareOptions c;
+  int64_t compare_out_channels = 0;
+  CLI::App* compare = app.add_subcommand(
+      "compare", "Run one op eager and replayed (CUDA Graph on a GPU, plan replay on the CPU), side by side");
+  CLI::Option* coc = add_op_options(compare, c.trace, compare_out_channels);
+  compare->add_option("--ops-per-graph", c.ops_per_graph, "K: consecutive calls captured into one graph / plan")
+      ->capture_default_str();
+  compare->footer("--repeat is the number of rounds (K calls eager, or one replay of K calls) per mode.\n"
+                  "op formats:\n" + strata::frontend::spec_help() + kExamples);
+
+  std::string trace_file;
+  CLI::App* check_trace = app.add_subcommand("check-trace", "Check a Chrome trace JSON file against strata's trace invariants");
+  check_trace->add_option("file", trace_file, "the trace to check")->required();
 
   CLI::App* ops = app.add_subcommand("ops", "List operators, their schemas, and the dispatch keys that have kernels");
   CLI::App* devices = app.add_subcommand("devices", "List the devices strata can use, or say exactly why there is no GPU");
@@ -86,8 +107,11 @@ int main(int argc, char** argv) {
   }
   try {
     if (*oc) t.conv.out_channels = out_channels;
+    if (*coc) c.trace.conv.out_channels = compare_out_channels;
     if (*trace) return strata::app::run_trace(t);
+    if (*compare) return strata::app::run_compare(c);
     if (*ops) return strata::app::run_ops();
+    if (*check_trace) return strata::app::run_check_trace(trace_file);
     if (*devices) return strata::app::run_devices();
   } catch (const strata::Error& e) {
     std::cerr << "strata: " << (e.code() == strata::ExitCode::kUsage ? "usage error: " : "error: ") << e.what() << "\n";

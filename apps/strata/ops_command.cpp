@@ -1,10 +1,14 @@
 // `strata ops`: every operator, its schema, and which dispatch keys have kernels, with who registered
 // them (the analogue of torch._C._dispatch_dump).
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "apps/strata/commands.h"
 #include "layers/binding/binding.h"
 #include "layers/dispatch/dispatch.h"
+#include "lib/error.h"
+#include "reports/chrome_trace.h"
 
 namespace strata::app {
 
@@ -24,6 +28,17 @@ int run_ops() {
     std::cout << dispatch_key_name(static_cast<DispatchKey>(k)) << (k > 1 ? " > " : "\n");
   }
   return 0;
+}
+
+int run_check_trace(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw UsageError("cannot read '" + path + "'");
+  std::stringstream text;
+  text << in.rdbuf();
+  const auto errors = reports::check_chrome_trace(text.str());
+  for (const std::string& e : errors) std::cout << path << ": " << e << "\n";
+  if (errors.empty()) std::cout << path << ": valid (every invariant of DESIGN.md holds)\n";
+  return errors.empty() ? 0 : static_cast<int>(ExitCode::kFailure);
 }
 
 }  // namespace strata::app

@@ -52,30 +52,63 @@ void validate_values(const TraceOptions& o) {
 
 }  // namespace
 
-int run_trace(const TraceOptions& o) {
+Prepared prepare_trace(const TraceOptions& o) {
   // Everything the user typed is checked before any tensor is allocated or any file is touched.
   validate_values(o);
+  Prepared p;
   const std::optional<DType> dtype = parse_dtype(o.dtype);
   if (!dtype) throw UsageError("unknown dtype '" + o.dtype + "'; allowed: f32, f64, f16, bf16");
-  const frontend::OpSpec spec = frontend::parse_op_spec(o.op, o.spec, o.conv);
+  p.dtype = *dtype;
+  p.spec = frontend::parse_op_spec(o.op, o.spec, o.conv);
   if (!o.json_path.empty()) check_output_path(o.json_path);
   if (!o.chrome_trace_path.empty()) check_output_path(o.chrome_trace_path);
   if (!o.json_path.empty() && o.json_path == o.chrome_trace_path) {
     throw UsageError("--json and --chrome-trace name the same file '" + o.json_path + "'");
   }
-  const DeviceChoice choice = choose_device(frontend::parse_device(o.device));
-  if (choice.device.is_cpu() && (*dtype == DType::kF16 || *dtype == DType::kBF16)) {
+  p.choice = choose_device(frontend::parse_device(o.device));
+  if (p.choice.device.is_cpu() && (p.dtype == DType::kF16 || p.dtype == DType::kBF16)) {
     throw UsageError("--dtype " + o.dtype + " needs a CUDA device: the CPU backend computes in f32 and f64");
   }
-  if (o.tf32 && *dtype != DType::kF32) throw UsageError("--tf32 applies to --dtype f32 only, got " + o.dtype);
+  if (o.tf32 && p.dtype != DType::kF32) throw UsageError("--tf32 applies to --dtype f32 only, got " + o.dtype);
 
   SessionOptions session_options;
   session_options.tf32 = o.tf32;
   session_options.device_timing = !o.no_device_timing;
-  std::unique_ptr<DeviceSession> session = open_device_session(choice.device, session_options);
+  p.session = open_device_session(p.choice.device, session_options);
+  p.call = frontend::prepare_call(p.spec, p.dtype, p.choice.device, o.seed, o.requires_grad,
+                                  available_bytes(p.choice.device));
+  return p;
+}
 
-  frontend::PreparedCall call =
-      frontend::prepare_call(spec, *dtype, choice.device, o.seed, o.requires_grad, available_bytes(choice.device));
+reports::TraceReport describe_context(const Prepared& p, const TraceOptions& o) {
+  reports::TraceReport rep;
+  rep.op = p.spec.op;
+  rep.spec = p.spec.text;
+  rep.description = p.call.description;
+  rep.schema = p.call.op->schema().text;
+  rep.dtype = std::string(dtype_name(p.dtype)) + (o.tf32 ? " (tf32 math)" : "");
+  rep.device = p.choice.device.str();
+  rep.device_reason = p.choice.reason;
+  rep.flops = p.call.flops;
+  const auto clock = host_clock::info();
+  rep.env.strata_version = STRATA_VERSION;
+  rep.env.cpu_model = cpu_model();
+  rep.env.cpu_threads = static_cast<int>(std::thread::hardware_concurrency());
+  rep.env.blas_config = kernels::cpu::blas_config();
+  rep.env.blas_threads = kernels::cpu::blas_threads();
+  rep.env.clock_source = std::string(clock.source);
+  rep.env.clock_ns_per_tick = clock.ns_per_tick;
+  rep.env.clock_read_ns = clock.read_cost_ns;
+  if (p.choice.device.is_cpu()) rep.device = "cpu (" + std::to_string(rep.env.blas_threads) + " OpenBLAS threads)";
+  return rep;
+}
+
+int run_trace(const TraceOptions& o) {
+  Prepared p = prepare_trace(o);
+  const frontend::OpSpec& spec = p.spec;
+  const frontend::PreparedCall& call = p.call;
+  const DeviceChoice& choice = p.choice;
+  DeviceSession* session = p.session.get();
 
   HarnessOptions h;
   h.warmup = o.warmup;
@@ -85,15 +118,7 @@ int run_trace(const TraceOptions& o) {
   HarnessResult run = run_harness(call, h, timeline, *session);
   session->finish(timeline);
 
-  reports::TraceReport rep;
-  rep.op = spec.op;
-  rep.spec = spec.text;
-  rep.description = call.description;
-  rep.schema = call.op->schema().text;
-  rep.dtype = std::string(dtype_name(*dtype)) + (o.tf32 ? " (tf32 math)" : "");
-  rep.device = choice.device.str();
-  rep.device_reason = choice.reason;
-  rep.flops = call.flops;
+  reports::TraceReport rep = describe_context(p, o);
   rep.steady = reports::compute_breakdown(timeline, run.timed_ids);
   rep.cold = reports::compute_breakdown(timeline, run.cold_ids);
   rep.keys = key_path(timeline, run.timed_ids.front());
@@ -105,16 +130,6 @@ int run_trace(const TraceOptions& o) {
   for (const Span& s : timeline.spans()) spans_in_timed += (s.op_id >= run.timed_ids.front()) ? 1 : 0;
   rep.probes_per_call = double(spans_in_timed) / double(run.timed_ids.size());
   rep.untraced_call_ns = reports::Distribution::of(run.untraced_ns).median;
-
-  const auto clock = host_clock::info();
-  rep.env.strata_version = STRATA_VERSION;
-  rep.env.cpu_model = cpu_model();
-  rep.env.cpu_threads = static_cast<int>(std::thread::hardware_concurrency());
-  rep.env.blas_config = kernels::cpu::blas_config();
-  rep.env.blas_threads = kernels::cpu::blas_threads();
-  rep.env.clock_source = std::string(clock.source);
-  rep.env.clock_ns_per_tick = clock.ns_per_tick;
-  rep.env.clock_read_ns = clock.read_cost_ns;
 
   // Words for each row, from what this call actually did.
   rep.row_what.push_back({"binding", "schema " + rep.schema.substr(0, rep.schema.find(" ->"))});
@@ -139,7 +154,6 @@ int run_trace(const TraceOptions& o) {
     rep.row_what.push_back({"queue/na", "n/a on the CPU: nothing is queued"});
     rep.row_what.push_back({"gpu/na", "n/a on the CPU: the compute is inside the library row"});
     rep.row_what.push_back({"wall", "binding begin -> library end"});
-    rep.device = "cpu (" + std::to_string(rep.env.blas_threads) + " OpenBLAS threads)";
   } else {
     rep.row_what.push_back({"wall", "binding begin -> last kernel end"});
   }
@@ -148,7 +162,7 @@ int run_trace(const TraceOptions& o) {
   if (o.check) {
     rep.check.ran = true;
     rep.check.relative_error = reference::relative_error(run.last_result.tensor(), frontend::reference_result(spec, call));
-    rep.check.tolerance = reference::tolerance(*dtype, o.tf32);
+    rep.check.tolerance = reference::tolerance(p.dtype, o.tf32);
   }
 
   reports::print_trace_table(rep, std::cout);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,30 @@ class OperatorEntry {
   std::array<std::string, kNumDispatchKeys> debug_;  // who registered what: beside the table, not in it
 };
 
+// Plan recording (DESIGN.md "Modes": plan replay on a machine without a GPU). While a recorder is
+// active on this thread, every call that reaches a backend kernel is also recorded as that resolved
+// kernel call with its arguments; replaying the plan runs exactly those kernels again, without binding
+// and without dispatch. This is the CPU analogue of capturing a CUDA Graph through the full stack.
+struct PlanStep {
+  const char* op;
+  DispatchKey key;
+  std::function<Tensor()> run;
+};
+namespace dispatch_tls {
+inline thread_local std::vector<PlanStep>* t_plan_recorder = nullptr;
+}  // namespace dispatch_tls
+
+class PlanRecordingGuard {
+ public:
+  explicit PlanRecordingGuard(std::vector<PlanStep>* steps) : saved_(dispatch_tls::t_plan_recorder) {
+    dispatch_tls::t_plan_recorder = steps;
+  }
+  ~PlanRecordingGuard() { dispatch_tls::t_plan_recorder = saved_; }
+
+ private:
+  std::vector<PlanStep>* saved_;
+};
+
 class Dispatcher {
  public:
   // The first call registers every backend through the one explicit list in backend_registry.cpp.
@@ -91,7 +116,12 @@ class Dispatcher {
     if (fn == nullptr) [[unlikely]]
       e.throw_missing_kernel(key, ks);
     zone.rename(dispatch_key_name(key));
-    return reinterpret_cast<typename OpTraits<Op>::Fn*>(fn)(ks, args...);
+    auto* kernel = reinterpret_cast<typename OpTraits<Op>::Fn*>(fn);
+    if (dispatch_tls::t_plan_recorder != nullptr && key <= DispatchKey::kCUDA) [[unlikely]] {
+      // Arguments are copied: a plan owns what its kernels read (tensors share their storage).
+      dispatch_tls::t_plan_recorder->push_back({e.name(), key, [kernel, ks, args...] { return kernel(ks, args...); }});
+    }
+    return kernel(ks, args...);
   }
 
   // For wrapper kernels: they pass ks with their own key removed (c10's redispatch).

@@ -1,0 +1,169 @@
+// `strata compare`: the same op eager and replayed (CUDA Graph on a GPU, plan replay on the CPU), in one
+// process, rounds of K ops each, every figure per op. See docs/compare.md.
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+
+#include "apps/strata/commands.h"
+#include "apps/strata/device_session.h"
+#include "apps/strata/harness.h"
+#include "layers/kernels/reference/reference.h"
+#include "lib/error.h"
+#include "lib/output_file.h"
+#include "lib/zone.h"
+#include "reports/chrome_trace.h"
+#include "reports/comparison.h"
+#include "reports/json_report.h"
+#include "reports/table.h"
+
+namespace strata::app {
+namespace {
+
+double elapsed_ns(uint64_t since) {
+  return double(host_clock::ticks_to_ns(host_clock::ticks()) - host_clock::ticks_to_ns(since));
+}
+
+}  // namespace
+
+int run_compare(const CompareOptions& o) {
+  if (o.ops_per_graph < 1 || o.ops_per_graph > 4096) {
+    throw UsageError("--ops-per-graph must be between 1 and 4096, got " + std::to_string(o.ops_per_graph));
+  }
+  Prepared p = prepare_trace(o.trace);
+  const int64_t k = o.ops_per_graph;
+  DeviceSession& session = *p.session;
+  const frontend::PreparedCall& call = p.call;
+  Timeline timeline;
+  uint32_t next_id = 1;
+
+  // Eager: rounds of K calls through the full stack, one synchronisation per round (as a graph replay
+  // has), so that both modes keep the device equally busy.
+  auto eager_round = [&](bool traced, std::vector<uint32_t>* ids) {
+    binding::IValue out;
+    for (int64_t i = 0; i < k; ++i) {
+      if (traced) {
+        tracing::ActiveScope scope(&timeline);
+        timeline.set_op(next_id);
+        session.begin_call(next_id);
+        out = call.op->call(call.args);
+        session.end_call();
+        timeline.set_op(0);
+        ids->push_back(next_id++);
+      } else {
+        out = call.op->call(call.args);
+      }
+    }
+    session.synchronize();
+    return out;
+  };
+  // The cold call and warm-ups are untraced here: `strata trace` reports the cold call.
+  binding::IValue eager_out = eager_round(false, nullptr);
+  const uint64_t w0 = host_clock::ticks();
+  for (int64_t i = 0; i < o.trace.warmup; ++i) eager_round(false, nullptr);
+  int64_t rounds = o.trace.repeat.value_or(0);
+  const bool rounds_auto = rounds == 0;
+  if (rounds_auto) {
+    // Half the budget per mode; each timed round costs about one warm-up round.
+    const double per_round = o.trace.warmup > 0 ? elapsed_ns(w0) / double(o.trace.warmup) : 1e6;
+    rounds = std::clamp<int64_t>(static_cast<int64_t>(o.trace.budget_s * 0.5e9 / std::max(per_round, 1.0)), 10, 2000);
+  }
+  std::vector<std::vector<uint32_t>> eager_ids(static_cast<size_t>(rounds));
+  std::vector<double> eager_wall;
+  const int64_t eager_begin = host_clock::now_ns();
+  for (int64_t r = 0; r < rounds; ++r) {
+    if (g_interrupted) throw Error("interrupted: no report written", ExitCode::kInterrupted);
+    const uint64_t t0 = host_clock::ticks();
+    eager_out = eager_round(true, &eager_ids[static_cast<size_t>(r)]);
+    eager_wall.push_back(elapsed_ns(t0));
+  }
+  const int64_t eager_end = host_clock::now_ns();
+
+  // Replay: capture K calls through the full stack once, then replay them.
+  reports::Comparison c;
+  c.ops_per_replay = k;
+  CaptureCost cost;
+  std::unique_ptr<Replay> replay = session.capture([&] { eager_round(false, nullptr); }, cost);
+  c.capture_ns = cost.capture_ns;
+  c.instantiate_ns = cost.instantiate_ns;
+  {
+    const uint64_t t0 = host_clock::ticks();
+    replay->replay();
+    session.synchronize();
+    c.first_replay_ns = elapsed_ns(t0);
+  }
+  for (int64_t i = 0; i < o.trace.warmup; ++i) {
+    replay->replay();
+    session.synchronize();
+  }
+  std::vector<std::vector<uint32_t>> replay_ids;
+  std::vector<double> replay_wall;
+  const int64_t replay_begin = host_clock::now_ns();
+  for (int64_t r = 0; r < rounds; ++r) {
+    if (g_interrupted) throw Error("interrupted: no report written", ExitCode::kInterrupted);
+    const uint64_t t0 = host_clock::ticks();
+    {
+      tracing::ActiveScope scope(&timeline);
+      timeline.set_op(next_id);
+      session.begin_call(next_id);
+      replay->replay();
+      session.end_call();
+      timeline.set_op(0);
+    }
+    session.synchronize();
+    replay_wall.push_back(elapsed_ns(t0));
+    replay_ids.push_back({next_id++});
+  }
+  const int64_t replay_end = host_clock::now_ns();
+  session.finish(timeline);
+
+  c.eager = reports::mode_figures("eager", timeline, eager_ids, eager_wall, k);
+  c.replay = reports::mode_figures(replay->kind(), timeline, replay_ids, replay_wall, k);
+
+  reports::TraceReport ctx = describe_context(p, o.trace);
+  session.describe(ctx);
+  if (o.trace.check) {
+    // Both modes must compute the same thing: each result against the float64 reference.
+    const auto ref = frontend::reference_result(p.spec, call);
+    const double tol = reference::tolerance(p.dtype, o.trace.tf32);
+    const double e_err = reference::relative_error(eager_out.tensor(), ref);
+    const double r_err = reference::relative_error(replay->last_result().tensor(), ref);
+    ctx.check.ran = true;
+    ctx.check.relative_error = std::max(e_err, r_err);
+    ctx.check.tolerance = tol;
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "check: relative error vs float64 reference: eager %.3g, %s %.3g (tolerance %.1g): %s",
+                  e_err, replay->kind().c_str(), r_err, tol, std::max(e_err, r_err) <= tol ? "PASS" : "FAIL");
+    ctx.notes.push_back(buf);
+  }
+  if (replay->kind() == "plan replay") {
+    ctx.notes.push_back("no GPU in use: the replay is a plan of the resolved kernel calls (no binding, no dispatch), "
+                        "not a CUDA Graph");
+  }
+  std::string header = "compare " + ctx.op + "  " + ctx.description + "  " + ctx.dtype + "  " + ctx.device +
+                       "   eager vs " + replay->kind();
+  reports::print_comparison_table(header, c, std::cout);
+  for (const std::string& note : ctx.notes) std::cout << "note: " << note << "\n";
+  std::cout.flush();
+  if (!o.trace.json_path.empty()) {
+    write_file_atomically(o.trace.json_path, reports::comparison_json(c, ctx));
+    std::cout << "wrote " << o.trace.json_path << "\n";
+  }
+  if (!o.trace.chrome_trace_path.empty()) {
+    reports::ChromeTraceWriter writer;
+    writer.add_metadata("strata version", STRATA_VERSION);
+    writer.add_metadata("op", header);
+    for (const auto& [key, v] : ctx.env.device) writer.add_metadata(key, v);
+    writer.add_timeline(timeline, "eager", 0, eager_begin, eager_end);
+    writer.add_timeline(timeline, replay->kind(), 1, replay_begin, replay_end);
+    write_file_atomically(o.trace.chrome_trace_path, writer.str());
+    std::cout << "wrote " << o.trace.chrome_trace_path << "\n";
+  }
+  if (!ctx.check.passed()) {
+    std::cerr << "strata: check failed: relative error " << ctx.check.relative_error << " exceeds the tolerance "
+              << ctx.check.tolerance << "\n";
+    return static_cast<int>(ExitCode::kCheckFailed);
+  }
+  return 0;
+}
+
+}  // namespace strata::app

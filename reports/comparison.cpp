@@ -1,0 +1,115 @@
+#include "reports/comparison.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <unordered_map>
+
+#include "reports/report.h"
+
+namespace strata::reports {
+namespace {
+
+double median_of(std::vector<double> v) { return Distribution::of(std::move(v)).median; }
+
+}  // namespace
+
+ModeFigures mode_figures(const std::string& label, const Timeline& timeline,
+                         const std::vector<std::vector<uint32_t>>& rounds, const std::vector<double>& round_wall_ns,
+                         int64_t k) {
+  ModeFigures f;
+  f.label = label;
+  f.rounds = rounds.size();
+  f.has_device = timeline.device.enabled;
+  const double per = 1.0 / double(std::max<int64_t>(k, 1));
+  std::vector<double> binding, dispatch, library, runtime, launch, queue, gpu, idle;
+  // Op id -> round, for the device records.
+  std::unordered_map<uint64_t, size_t> round_of;
+  for (size_t r = 0; r < rounds.size(); ++r)
+    for (uint32_t id : rounds[r]) round_of[id] = r;
+  for (const auto& ids : rounds) {
+    LayerBreakdown b = compute_breakdown(timeline, ids);
+    double sums[7] = {0, 0, 0, 0, 0, 0, 0};
+    for (const BreakdownRow& row : b.rows) {
+      double total = 0;
+      for (double x : row.ns.samples) total += x;
+      if (row.layer == "binding") sums[0] += total;
+      else if (row.layer == "dispatch") sums[1] += total;
+      else if (row.layer == "library") sums[2] += total;
+      else if (row.layer == "runtime") sums[3] += total;
+      else if (row.layer == "launch") sums[4] += total;
+      else if (row.layer == "queue") sums[5] += total;
+      else if (row.layer == "gpu") sums[6] += total;
+    }
+    binding.push_back(sums[0] * per);
+    dispatch.push_back(sums[1] * per);
+    library.push_back(sums[2] * per);
+    runtime.push_back(sums[3] * per);
+    launch.push_back(sums[4] * per);
+    queue.push_back(sums[5] * per);
+    gpu.push_back(sums[6] * per);
+  }
+  if (f.has_device) {
+    std::unordered_map<uint32_t, uint64_t> corr_to_op;
+    for (const ExternalCorrelation& e : timeline.device.external) corr_to_op[e.correlation_id] = e.external_id;
+    std::vector<std::vector<std::pair<int64_t, int64_t>>> per_round(rounds.size());
+    for (const KernelRecord& kr : timeline.device.kernels) {
+      auto c = corr_to_op.find(kr.correlation_id);
+      if (c == corr_to_op.end()) continue;
+      auto r = round_of.find(c->second);
+      if (r != round_of.end()) per_round[r->second].push_back({kr.start_ns, kr.end_ns});
+    }
+    for (auto& ks : per_round) {
+      std::sort(ks.begin(), ks.end());
+      double gaps = 0;
+      int64_t reach = ks.empty() ? 0 : ks.front().second;
+      for (size_t i = 1; i < ks.size(); ++i) {
+        if (ks[i].first > reach) gaps += double(ks[i].first - reach);
+        reach = std::max(reach, ks[i].second);
+      }
+      idle.push_back(gaps * per);
+    }
+  }
+  f.binding = median_of(binding);
+  f.dispatch = median_of(dispatch);
+  f.library = median_of(library);
+  f.runtime = median_of(runtime);
+  f.launch = median_of(launch);
+  f.queue = median_of(queue);
+  f.gpu = median_of(gpu);
+  f.gpu_idle = idle.empty() ? 0 : median_of(idle);
+  std::vector<double> wall;
+  for (double w : round_wall_ns) wall.push_back(w * per);
+  Distribution d = Distribution::of(wall);
+  f.wall = d.median;
+  f.wall_p90 = d.p90;
+  return f;
+}
+
+std::string Comparison::verdict() const {
+  char buf[512];
+  const double host = eager.host();
+  const double share = eager.wall > 0 ? host / eager.wall : 0;
+  // Noise: the spread between median and p90 of the two walls. A difference inside it is no difference.
+  const double noise = std::max(eager.wall_p90 - eager.wall, replay.wall_p90 - replay.wall);
+  const double saved = eager.wall - replay.wall;
+  std::string bound;
+  if (eager.has_device && eager.gpu > 0) {
+    bound = host > eager.gpu ? "overhead-bound: the host spends " + format_ns(host) + " per op issuing work the GPU runs in " + format_ns(eager.gpu)
+                             : "compute-bound: the GPU runs " + format_ns(eager.gpu) + " per op against " + format_ns(host) + " of host overhead";
+  } else {
+    std::snprintf(buf, sizeof buf, "%s: binding + dispatch are %.1f%% of the eager wall per op",
+                  share >= 0.5 ? "overhead-bound" : "compute-bound", 100.0 * share);
+    bound = buf;
+  }
+  std::string effect;
+  if (std::abs(saved) <= noise) {
+    effect = replay.label + " makes no difference beyond noise (" + format_ns(saved) + " per op, noise " + format_ns(noise) + ")";
+  } else {
+    std::snprintf(buf, sizeof buf, "%s %s wall per op by %s (%.2fx)", replay.label.c_str(), saved > 0 ? "cuts" : "adds to",
+                  format_ns(std::abs(saved)).c_str(), speedup());
+    effect = buf;
+  }
+  return bound + "; " + effect;
+}
+
+}  // namespace strata::reports
