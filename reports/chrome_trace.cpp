@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -216,41 +217,64 @@ std::vector<std::string> check_chrome_trace(const std::string& text) {
   std::map<int64_t, Flow> flows;
   std::vector<std::tuple<std::pair<int64_t, int64_t>, int64_t, int64_t>> flow_points;  // track, ts, id
   auto to_ns = [](double us) { return static_cast<int64_t>(std::llround(us * 1000.0)); };
+  // Beyond this many microseconds (about 127 years) a time no longer fits int64 nanoseconds once a
+  // duration is added to it; such a trace is refused rather than wrapped.
+  constexpr double kMaxUs = 4e15;
+  // A crafted or foreign trace may carry any JSON type anywhere: every field is type-checked before it
+  // is read, so malformed input gives a line in the report, never an exception.
+  auto integer = [](const nlohmann::json& e, const char* key) -> std::optional<int64_t> {
+    auto it = e.find(key);
+    if (it == e.end() || !it->is_number_integer()) return std::nullopt;
+    return it->get<int64_t>();
+  };
   size_t index = 0;
   for (const auto& e : doc["traceEvents"]) {
     const std::string where = "event " + std::to_string(index++);
-    if (!e.is_object() || !e.contains("ph")) {
+    if (!e.is_object() || !e.contains("ph") || !e["ph"].is_string()) {
       errors.push_back(where + ": not an object with 'ph'");
       continue;
     }
     const std::string ph = e["ph"].get<std::string>();
-    if (!e.contains("pid") || !e.contains("tid")) {
-      errors.push_back(where + ": missing pid/tid");
+    const std::optional<int64_t> pid = integer(e, "pid"), tid = integer(e, "tid");
+    if (!pid || !tid) {
+      errors.push_back(where + ": missing pid/tid, or not integers");
       continue;
     }
-    if (e["tid"].is_number() && e["tid"].get<int64_t>() == 0) errors.push_back(where + ": tid is 0");
+    if (*tid == 0) errors.push_back(where + ": tid is 0");
     if (!e.contains("ts") || !e["ts"].is_number()) {
       errors.push_back(where + ": missing numeric ts");
       continue;
     }
     const double ts = e["ts"].get<double>();
-    if (!std::isfinite(ts) || ts < 0) errors.push_back(where + ": ts " + std::to_string(ts) + " is negative or not finite");
-    const auto track = std::make_pair(e["pid"].get<int64_t>(), e["tid"].get<int64_t>());
+    if (!std::isfinite(ts) || ts < 0) {
+      errors.push_back(where + ": ts " + std::to_string(ts) + " is negative or not finite");
+      continue;
+    }
+    if (ts > kMaxUs) {
+      errors.push_back(where + ": ts " + std::to_string(ts) + " us is out of range");
+      continue;
+    }
+    const auto track = std::make_pair(*pid, *tid);
     if (ph == "X") {
       if (!e.contains("dur") || !e["dur"].is_number() || e["dur"].get<double>() < 0) {
         errors.push_back(where + ": X event without a non-negative dur");
         continue;
       }
-      const int64_t b = to_ns(ts);
-      tracks[track].push_back({b, b + to_ns(e["dur"].get<double>())});
-    } else if (ph == "s" || ph == "f") {
-      if (!e.contains("id")) {
-        errors.push_back(where + ": flow event without id");
+      const double dur = e["dur"].get<double>();
+      if (dur > kMaxUs) {
+        errors.push_back(where + ": dur " + std::to_string(dur) + " us is out of range");
         continue;
       }
-      const int64_t id = e["id"].get<int64_t>();
-      (ph == "s" ? flows[id].starts : flows[id].ends)++;
-      flow_points.emplace_back(track, to_ns(ts), id);
+      const int64_t b = to_ns(ts);
+      tracks[track].push_back({b, b + to_ns(dur)});
+    } else if (ph == "s" || ph == "f") {
+      const std::optional<int64_t> id = integer(e, "id");
+      if (!id) {
+        errors.push_back(where + ": flow event without id (an integer)");
+        continue;
+      }
+      (ph == "s" ? flows[*id].starts : flows[*id].ends)++;
+      flow_points.emplace_back(track, to_ns(ts), *id);
     }
   }
   for (auto& [track, slices] : tracks) {

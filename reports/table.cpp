@@ -91,10 +91,17 @@ void print_trace_table(const TraceReport& rep, std::ostream& out) {
                   k.grid[2], k.block[0], k.block[1], k.block[2], k.registers_per_thread, k.shared_bytes, k.stream_id);
     out << "  kernel " << truncate(k.name, 70) << "\n    " << format_ns(k.ns.median) << " median" << buf << "\n";
   }
+  // The cold call is shown apart, row by row: it carries first-use costs users want to see, not average.
+  std::string cold;
+  for (const BreakdownRow& r : rep.cold.rows) {
+    if (!r.applicable || r.ns.median <= 0) continue;
+    cold += (cold.empty() ? "" : ", ") + r.layer + (r.key.empty() ? "" : "/" + r.key) + " " + format_ns(r.ns.median);
+  }
+  out << "cold first call: " << format_ns(rep.cold.wall.median) << " (" << cold << ")\n";
   char buf[256];
-  std::snprintf(buf, sizeof buf, "cold first call: %s   timed calls: %zu%s after %zu warm-up   probe cost: %.0f ns x %.0f zones per call (clock: %s)",
-                format_ns(rep.cold.wall.median).c_str(), rep.repeat, rep.repeat_auto ? " (auto)" : "", rep.warmup,
-                rep.probe_ns, rep.probes_per_call, rep.env.clock_source.c_str());
+  std::snprintf(buf, sizeof buf, "timed calls: %zu%s after %zu warm-up   probe cost: %.0f ns x %.0f zones per call (clock: %s)",
+                rep.repeat, rep.repeat_auto ? " (auto)" : "", rep.warmup, rep.probe_ns, rep.probes_per_call,
+                rep.env.clock_source.c_str());
   out << buf << "\n";
   if (rep.untraced_call_ns > 0) {
     out << "same call with tracing off: " << format_ns(rep.untraced_call_ns) << " median wall\n";

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <unistd.h>
 
+#include <spdlog/spdlog.h>
+
 #include "lib/error.h"
 #include "lib/zone.h"
 
@@ -11,13 +13,13 @@ namespace strata::app {
 
 std::atomic<bool> g_interrupted{false};
 
-namespace {
-
 void stop_if_interrupted() {
   if (g_interrupted.load(std::memory_order_relaxed)) {
     throw Error("interrupted: stopped before the measurement finished; no report written", ExitCode::kInterrupted);
   }
 }
+
+namespace {
 
 binding::IValue traced_call(const frontend::PreparedCall& call, Timeline& timeline, DeviceSession& session,
                             uint32_t op_id) {
@@ -69,6 +71,9 @@ HarnessResult run_harness(const frontend::PreparedCall& call, const HarnessOptio
   const uint64_t cold0 = host_clock::ticks();
   r.last_result = traced_call(call, timeline, session, next_id++);
   const double cold_ns = double(host_clock::ticks_to_ns(host_clock::ticks()) - host_clock::ticks_to_ns(cold0));
+  // Note [One output at a time]: the frontend checked memory for the inputs and ONE output, so a
+  // result is released before the next call makes another (the timed loop keeps the last one only).
+  r.last_result = binding::IValue();
 
   std::vector<double> warm;
   for (int64_t i = 0; i < options.warmup; ++i) {
@@ -84,14 +89,20 @@ HarnessResult run_harness(const frontend::PreparedCall& call, const HarnessOptio
     r.repeat = std::clamp<int64_t>(static_cast<int64_t>(options.budget_s * 1e9 / std::max(per_iteration, 1.0)), 10,
                                    10000);
     r.repeat_auto = true;
+    spdlog::debug("auto repeat: fastest warm call {:.0f} ns, budget {} s -> {} timed calls", per_call, options.budget_s,
+                  r.repeat);
   }
+  spdlog::debug("cold call {:.0f} ns; {} warm-up, {} timed calls, tracing comparison {}", cold_ns, r.warmup, r.repeat,
+                options.untraced_comparison ? "on" : "off");
   Progress progress(r.repeat);
   const uint64_t start = host_clock::ticks();
   for (int64_t i = 0; i < r.repeat; ++i) {
     stop_if_interrupted();
+    // Untraced first, then traced, so the traced result can be kept: see Note [One output at a time].
+    r.last_result = binding::IValue();
+    if (options.untraced_comparison) r.untraced_ns.push_back(untraced_call_ns(call, session));
     r.timed_ids.push_back(next_id);
     r.last_result = traced_call(call, timeline, session, next_id++);
-    if (options.untraced_comparison) r.untraced_ns.push_back(untraced_call_ns(call, session));
     progress.update(i + 1, double(host_clock::ticks_to_ns(host_clock::ticks()) - host_clock::ticks_to_ns(start)) * 1e-9);
   }
   stop_if_interrupted();

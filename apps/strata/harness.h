@@ -1,5 +1,5 @@
 // The measurement loop: one cold call, W untraced warm-ups, then R timed calls, each traced into the
-// timeline under its own op id and each followed by the same call untraced (interleaved, so both see
+// timeline under its own op id and each preceded by the same call untraced (interleaved, so both see
 // the same machine state) to show what tracing itself costs.
 #pragma once
 
@@ -15,6 +15,8 @@ namespace strata::app {
 
 // Set by the SIGINT/SIGTERM handler; the harness stops at the next call boundary.
 extern std::atomic<bool> g_interrupted;
+// Throws Error with ExitCode::kInterrupted once the flag is set (see docs/errors.md).
+void stop_if_interrupted();
 
 struct HarnessOptions {
   int64_t warmup = 3;

@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include "apps/strata/commands.h"
 #include "apps/strata/harness.h"
@@ -13,15 +15,16 @@
 
 namespace {
 
-void on_signal(int sig) {
+void on_signal(int) {
   // First signal: stop at the next call boundary. Second: the run is stuck inside a call; leave now,
-  // without a partial output file.
+  // without a partial output file. SIGINT and SIGTERM both end with exit code 130 either way, so a
+  // script sees one code for "interrupted, no report" (docs/errors.md).
   if (strata::app::g_interrupted.exchange(true)) {
     strata::remove_pending_output();
     const char msg[] = "\nstrata: interrupted\n";
     ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
     (void)ignored;
-    _exit(128 + sig);
+    _exit(static_cast<int>(strata::ExitCode::kInterrupted));
   }
 }
 
@@ -73,6 +76,8 @@ int main(int argc, char** argv) {
   app.footer(kExamples);
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("strata ") + STRATA_VERSION);
+  bool verbose = false;
+  app.add_flag("-v,--verbose", verbose, "log how strata sizes and runs the measurement (to stderr)");
 
   strata::app::TraceOptions t;
   int64_t out_channels = 0;
@@ -105,6 +110,10 @@ int main(int argc, char** argv) {
     app.exit(e);  // prints the message (and usage hints) to stderr
     return static_cast<int>(strata::ExitCode::kUsage);
   }
+  // Diagnostics go to stderr through spdlog, so stdout carries only the report.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("strata"));
+  spdlog::set_pattern("strata: %l: %v");
+  spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::warn);
   try {
     if (*oc) t.conv.out_channels = out_channels;
     if (*coc) c.trace.conv.out_channels = compare_out_channels;

@@ -2,6 +2,8 @@
 #include <iostream>
 #include <thread>
 
+#include <spdlog/spdlog.h>
+
 #include "apps/strata/commands.h"
 #include "apps/strata/device_session.h"
 #include "apps/strata/harness.h"
@@ -62,14 +64,22 @@ Prepared prepare_trace(const TraceOptions& o) {
   p.spec = frontend::parse_op_spec(o.op, o.spec, o.conv);
   if (!o.json_path.empty()) check_output_path(o.json_path);
   if (!o.chrome_trace_path.empty()) check_output_path(o.chrome_trace_path);
-  if (!o.json_path.empty() && o.json_path == o.chrome_trace_path) {
+  if (!o.json_path.empty() && !o.chrome_trace_path.empty() && same_output_file(o.json_path, o.chrome_trace_path)) {
     throw UsageError("--json and --chrome-trace name the same file '" + o.json_path + "'");
   }
   p.choice = choose_device(frontend::parse_device(o.device));
+  const auto clock = host_clock::info();
+  spdlog::debug("device {} ({}); clock {} at {:.4f} ns/tick, {:.1f} ns per read", p.choice.device.str(),
+                p.choice.reason.empty() ? "as requested" : p.choice.reason, clock.source, clock.ns_per_tick,
+                clock.read_cost_ns);
   if (p.choice.device.is_cpu() && (p.dtype == DType::kF16 || p.dtype == DType::kBF16)) {
     throw UsageError("--dtype " + o.dtype + " needs a CUDA device: the CPU backend computes in f32 and f64");
   }
   if (o.tf32 && p.dtype != DType::kF32) throw UsageError("--tf32 applies to --dtype f32 only, got " + o.dtype);
+  // Refused here, for every build, rather than left to the device session of whichever build this is.
+  if (o.tf32 && p.choice.device.is_cpu()) {
+    throw UsageError("--tf32 selects TF32 tensor-core math and needs a CUDA device; the CPU computes f32 in f32");
+  }
 
   SessionOptions session_options;
   session_options.tf32 = o.tf32;
@@ -165,13 +175,17 @@ int run_trace(const TraceOptions& o) {
     rep.check.tolerance = reference::tolerance(p.dtype, o.tf32);
   }
 
+  // A signal that arrived after the last call still means "no report": nothing is printed or written.
+  stop_if_interrupted();
   reports::print_trace_table(rep, std::cout);
   std::cout.flush();
   if (!o.json_path.empty()) {
+    stop_if_interrupted();
     write_file_atomically(o.json_path, reports::trace_report_json(rep));
     std::cout << "wrote " << o.json_path << "\n";
   }
   if (!o.chrome_trace_path.empty()) {
+    stop_if_interrupted();
     reports::ChromeTraceWriter writer;
     writer.add_metadata("strata version", STRATA_VERSION);
     writer.add_metadata("op", rep.spec + "  " + rep.description + "  " + rep.dtype);

@@ -1,0 +1,2 @@
+// placeholder, replaced below
+#include "apps/strata/device_session_cpu.cpp"
