@@ -85,6 +85,23 @@ ModeFigures mode_figures(const std::string& label, const Timeline& timeline,
   return f;
 }
 
+GraphAttribution attribute_graph_kernels(const DeviceTrace& device) {
+  GraphAttribution a;
+  std::unordered_map<uint64_t, uint32_t> node_to_op;
+  for (const GraphNodeOrigin& n : device.graph_nodes) node_to_op[n.graph_node_id] = n.op_id;
+  a.op_of_kernel.assign(device.kernels.size(), 0);
+  for (size_t i = 0; i < device.kernels.size(); ++i) {
+    const KernelRecord& k = device.kernels[i];
+    if (k.graph_node_id == 0) continue;
+    ++a.replayed_kernels;
+    auto it = node_to_op.find(k.graph_node_id);
+    if (it == node_to_op.end()) continue;
+    a.op_of_kernel[i] = it->second;
+    ++a.attributed;
+  }
+  return a;
+}
+
 std::string Comparison::verdict() const {
   char buf[512];
   const double host = eager.host();

@@ -38,4 +38,15 @@ struct Comparison {
   std::string verdict() const;
 };
 
+// CUDA Graph replay: CUPTI reports every replayed kernel with the graph launch's correlation id and the
+// id of the graph node it ran from. At capture time strata records which op created each node
+// (DeviceTrace::graph_nodes, from CUPTI resource callbacks); this maps every replayed kernel back to
+// that op. Kineto stops at the graph launch.
+struct GraphAttribution {
+  size_t replayed_kernels = 0;  // kernels with a graph node id
+  size_t attributed = 0;        // of those, how many map to a captured op
+  std::vector<uint32_t> op_of_kernel;  // per DeviceTrace::kernels entry: capture-time op id, 0 = none
+};
+GraphAttribution attribute_graph_kernels(const DeviceTrace& device);
+
 }  // namespace strata::reports

@@ -1,0 +1,81 @@
+// `strata compare` end to end on the CPU: plan replay computes what eager computes, both modes land in
+// one valid Chrome trace and one JSON report, and bad --ops-per-graph values are refused.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/strata/device_session.h"
+#include "layers/frontend/frontend.h"
+#include "layers/kernels/reference/reference.h"
+#include "reports/chrome_trace.h"
+#include "tests/support/subprocess.h"
+
+using namespace strata;
+
+TEST_CASE("plan replay runs the recorded kernels and computes the same results as eager") {
+  for (const char* op : {"matmul", "linear", "conv", "relu", "add"}) {
+    CAPTURE(op);
+    std::string dims = std::string(op) == "conv" ? "2x3x9x9" : (std::string(op) == "linear" ? "5x7x3" : "33");
+    auto spec = frontend::parse_op_spec(op, dims);
+    auto call = frontend::prepare_call(spec, DType::kF64, kCPU, 7, false, SIZE_MAX);
+    binding::IValue eager = call.op->call(call.args);
+    app::CaptureCost cost;
+    auto replay = app::capture_plan([&] { call.op->call(call.args); call.op->call(call.args); }, cost);
+    CHECK(replay->kind() == "plan replay");
+    replay->replay();
+    const auto ref = frontend::reference_result(spec, call);
+    CHECK(reference::relative_error(replay->last_result().tensor(), ref) <= reference::tolerance(DType::kF64));
+    // Same kernels, same inputs: bit-identical to eager.
+    CHECK(reference::relative_error(replay->last_result().tensor(), reference::to_double(eager.tensor())) == 0.0);
+  }
+}
+
+TEST_CASE("a plan records only backend kernels: Autograd runs at capture, not at replay") {
+  auto spec = frontend::parse_op_spec("matmul", "8");
+  auto call = frontend::prepare_call(spec, DType::kF32, kCPU, 1, /*requires_grad=*/true, SIZE_MAX);
+  app::CaptureCost cost;
+  auto replay = app::capture_plan([&] { call.op->call(call.args); }, cost);
+  replay->replay();
+  // The replayed output comes straight from the CPU kernel: no backward node was recorded for it.
+  CHECK_FALSE(replay->last_result().tensor().grad_fn());
+}
+
+TEST_CASE("strata compare on the CPU: table, verdict, JSON and one Chrome trace with both modes") {
+  test::TempDir dir;
+  const std::string json = dir.file("c.json"), trace = dir.file("c.trace.json");
+  auto r = test::run_strata({"compare", "matmul", "32", "--ops-per-graph", "4", "--repeat", "5", "--warmup", "1",
+                             "--check", "--json", json, "--chrome-trace", trace});
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.find("eager vs plan replay") != std::string::npos);
+  CHECK(r.out.find("verdict: ") != std::string::npos);
+  CHECK(r.out.find("PASS") != std::string::npos);
+  // Never called a graph on the CPU: the only mention is the note saying it is not one.
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = r.out.find(what); at != std::string::npos; at = r.out.find(what, at + 1)) ++n;
+    return n;
+  };
+  CHECK(count("CUDA Graph") == count("not a CUDA Graph"));
+  CHECK(count("not a CUDA Graph") == 1);
+  auto doc = nlohmann::json::parse(test::read_file(json));
+  CHECK(doc["ops_per_replay"] == 4);
+  CHECK(doc["eager"]["rounds"] == 5);
+  CHECK(doc["replay"]["label"] == "plan replay");
+  CHECK(doc["eager"]["binding"].get<double>() > 0);
+  CHECK(doc["replay"]["binding"].get<double>() == 0);
+  CHECK(doc["check"]["passed"] == true);
+  const std::string text = test::read_file(trace);
+  CHECK(reports::check_chrome_trace(text).empty());
+  CHECK(text.find("strata host (eager)") != std::string::npos);
+  CHECK(text.find("strata host (plan replay)") != std::string::npos);
+}
+
+TEST_CASE("strata compare refuses a bad --ops-per-graph with exit 2 and writes nothing") {
+  test::TempDir dir;
+  for (const char* k : {"0", "-1", "5000"}) {
+    auto r = test::run_strata({"compare", "matmul", "16", "--ops-per-graph", k, "--json", dir.file("x.json")});
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("--ops-per-graph must be between 1 and 4096") != std::string::npos);
+  }
+  CHECK(dir.entries().empty());
+}

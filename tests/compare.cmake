@@ -1,0 +1,4 @@
+# strata compare: the comparison arithmetic and graph-node attribution (reports), plan replay and the
+# command end to end (apps).
+strata_add_test(test_reports_comparison reports/comparison_test.cpp)
+strata_add_test(test_apps_compare apps/compare_test.cpp LABELS e2e)
