@@ -142,6 +142,10 @@ class Timeline {
   void set_op(uint32_t op_id) noexcept { op_id_ = op_id; }
   uint32_t op() const noexcept { return op_id_; }
 
+  // Makes room (pre-faulted) for `spans` more spans, so that no zone in the timed region pays for the
+  // buffer growing under it.
+  void reserve_more(size_t spans) { spans_.reserve(spans_.size() + spans); }
+
   const SpanVector& spans() const { return spans_; }
   int64_t ns(uint64_t ticks) const noexcept { return host_clock::ticks_to_ns(ticks); }
   int64_t begin_ns(const Span& s) const noexcept { return ns(s.begin); }

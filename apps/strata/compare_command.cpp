@@ -67,6 +67,8 @@ int run_compare(const CompareOptions& o) {
     const double per_round = o.trace.warmup > 0 ? elapsed_ns(w0) / double(o.trace.warmup) : 1e6;
     rounds = std::clamp<int64_t>(static_cast<int64_t>(o.trace.budget_s * 0.5e9 / std::max(per_round, 1.0)), 10, 2000);
   }
+  // Room for every span of both phases (a call writes a handful), so the buffer never grows mid-round.
+  timeline.reserve_more(static_cast<size_t>(rounds) * static_cast<size_t>(k + 1) * 8 + 64);
   std::vector<std::vector<uint32_t>> eager_ids(static_cast<size_t>(rounds));
   std::vector<double> eager_wall;
   const int64_t eager_begin = host_clock::now_ns();

@@ -94,6 +94,8 @@ HarnessResult run_harness(const frontend::PreparedCall& call, const HarnessOptio
   }
   spdlog::debug("cold call {:.0f} ns; {} warm-up, {} timed calls, tracing comparison {}", cold_ns, r.warmup, r.repeat,
                 options.untraced_comparison ? "on" : "off");
+  // The cold call shows how many spans one call writes; make room for all timed calls up front.
+  timeline.reserve_more(static_cast<size_t>(r.repeat) * (timeline.spans().size() + 2) + 64);
   Progress progress(r.repeat);
   const uint64_t start = host_clock::ticks();
   for (int64_t i = 0; i < r.repeat; ++i) {
