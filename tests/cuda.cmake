@@ -1,1 +1,29 @@
-# CUDA tests: see tests/CMakeLists.txt
+# The CUDA layers' tests, included from tests/CMakeLists.txt when STRATA_WITH_CUDA.
+#  - Host-only tests (no label) run on every machine with the toolkit, GPU or not: CUPTI record conversion
+#    and the joins behind the breakdown, fed hand-built records of the real CUPTI structs; the checking
+#    macros; device selection and what strata says without a driver.
+#  - GPU tests (label gpu) are programs whose main (runtime/cuda/gpu_test_main.cpp) exits 77 with the reason
+#    when no usable device is present; ctest reports them as skipped. One ctest test per program: the CUPTI
+#    test needs a fresh process (one CUPTI session per process), the others share one CUDA context.
+
+strata_add_test(test_device_cupti device/cupti/record_conversion_test.cpp device/cupti/correlation_join_test.cpp)
+target_link_libraries(test_device_cupti PRIVATE CUDA::cupti)
+
+strata_add_test(test_runtime_cuda runtime/cuda/runtime_host_test.cpp runtime/cuda/device_selection_test.cpp)
+target_link_libraries(test_runtime_cuda PRIVATE CUDA::cudart CUDA::cublas strata_cudnn)
+
+function(strata_add_gpu_test name)
+  add_executable(${name} runtime/cuda/gpu_test_main.cpp ${ARGN})
+  target_link_libraries(${name} PRIVATE doctest::doctest strata_test_support strata_app nlohmann_json::nlohmann_json
+    CUDA::cudart)
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
+  target_compile_definitions(${name} PRIVATE STRATA_BIN="$<TARGET_FILE:strata>" STRATA_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  add_dependencies(${name} strata)
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 900)
+endfunction()
+
+strata_add_gpu_test(test_kernels_cuda_gpu kernels/cuda/cuda_kernels_test.cpp)
+strata_add_gpu_test(test_runtime_cuda_gpu runtime/cuda/runtime_gpu_test.cpp)
+strata_add_gpu_test(test_device_cupti_gpu device/cupti/cupti_session_gpu_test.cpp)
+strata_add_gpu_test(test_trace_cuda_gpu device/cupti/trace_gpu_test.cpp)

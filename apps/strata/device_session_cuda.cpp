@@ -1,2 +1,272 @@
-// placeholder, replaced below
-#include "apps/strata/device_session_cpu.cpp"
+// Device selection and sessions for a build with the CUDA layers (the no-CUDA build compiles
+// device_session_cpu.cpp instead). The CUDA session owns the order of start-up, which matters:
+//   0. ask CUPTI for latency timestamps (it wants that before CUDA initialises: choose_device);
+//   1. probe the runtime (cudaGetDeviceCount: loads the driver, creates no context);
+//   2. start CUPTI (latency timestamps and the host-clock callback must precede the first context);
+//   3. create the context, strata's stream and the allocator (runtime::cuda::init_device), timed as setup.
+// After the run it flushes CUPTI into the timeline and turns what it saw into notes for the report.
+#include <algorithm>
+#include <initializer_list>
+#include <iostream>
+#include <optional>
+#include <string_view>
+
+#include "apps/strata/commands.h"
+#include "apps/strata/device_session.h"
+#include "layers/device/cupti/cupti_trace.h"
+#include "layers/kernels/cuda/cuda_kernels.h"
+#include "layers/runtime/cuda/cuda_runtime_layer.h"
+#include "lib/error.h"
+#include "lib/host_clock.h"
+
+namespace strata::app {
+namespace {
+
+namespace rt = runtime::cuda;
+
+std::string mhz(int khz) { return std::to_string(khz / 1000) + " MHz"; }
+
+// What the cold call spent on one-time work, from its zones and CUPTI's OVERHEAD records.
+std::string cold_call_note(const Timeline& timeline, uint32_t cold_op, double context_ns) {
+  int64_t begin = INT64_MAX, end = INT64_MIN;
+  double handles = 0, search = 0, malloc_ns = 0;
+  int mallocs = 0;
+  auto named = [](const Span& s, std::initializer_list<const char*> names) {
+    for (const char* n : names)
+      if (std::string_view(s.name) == n) return true;
+    return false;
+  };
+  for (const Span& s : timeline.spans()) {
+    if (s.op_id != cold_op) continue;
+    const double d = double(timeline.end_ns(s) - timeline.begin_ns(s));
+    begin = std::min(begin, timeline.begin_ns(s));
+    end = std::max(end, timeline.end_ns(s));
+    if (named(s, {"cublasCreate", "cublasLtCreate", "cudnnCreate"})) handles += d;
+    if (named(s, {"cudnnFindConvolutionForwardAlgorithmEx", "cublasLtMatmulAlgoGetHeuristic"})) search += d;
+    if (named(s, {"cudaMalloc"})) {
+      malloc_ns += d;
+      ++mallocs;
+    }
+  }
+  if (begin > end) return "";
+  double loading = 0;
+  int loads = 0;
+  for (const OverheadRecord& o : timeline.device.overhead) {
+    if (o.kind != "module loading" && o.kind != "lazy function loading" && o.kind != "JIT compilation") continue;
+    const int64_t b = std::max(o.start_ns, begin), e = std::min(o.end_ns, end);
+    if (e > b) {
+      loading += double(e - b);
+      ++loads;
+    }
+  }
+  std::string note = "cold call " + reports::format_ns(double(end - begin)) + " (host spans):";
+  std::string parts;
+  auto part = [&](const std::string& text) { parts += (parts.empty() ? " " : ", ") + text; };
+  if (handles > 0) part("cuBLAS/cuDNN handle creation " + reports::format_ns(handles));
+  if (loads > 0) part("kernel module loading " + reports::format_ns(loading) + " (" + std::to_string(loads) + " CUPTI overhead records)");
+  if (search > 0) part("algorithm search " + reports::format_ns(search));
+  if (mallocs > 0) part("cudaMalloc " + reports::format_ns(malloc_ns) + " (" + std::to_string(mallocs) + " blocks)");
+  if (parts.empty()) part("no handle creation, module loading, search or allocation seen");
+  if (!timeline.device.enabled) parts += "; module loading unknown without CUPTI";
+  return note + parts + "; context creation (" + reports::format_ns(context_ns) +
+         ") happened at session start and is not included";
+}
+
+class CudaSession final : public DeviceSession {
+ public:
+  CudaSession(Device device, const SessionOptions& options) : device_(device), options_(options) {
+    if (options.device_timing) {
+      cupti_reason_ = cupti::start_session();
+    } else {
+      cupti_reason_ = "--no-device-timing: CUPTI was not started";
+    }
+    const int64_t t0 = host_clock::now_ns();
+    rt::init_device(device.index);
+    context_ns_ = double(host_clock::now_ns() - t0);
+    kernels::cuda::set_tf32(options.tf32);
+  }
+
+  void begin_call(uint32_t op_id) override {
+    // The cold call is the first call only if nothing ran before it (`strata compare` warms up untraced,
+    // and its first traced call is not cold).
+    if (cold_op_ == 0 && !ran_untraced_) cold_op_ = op_id;
+    if (cupti_reason_.empty()) {
+      cupti::push_op(op_id);
+      pushed_ = true;
+    }
+  }
+
+  void end_call() override {
+    if (pushed_) {
+      cupti::pop_op();
+      pushed_ = false;
+    }
+  }
+
+  void synchronize() override {
+    if (cold_op_ == 0) ran_untraced_ = true;
+    rt::synchronize(device_.index);
+  }
+
+  void finish(Timeline& timeline) override {
+    rt::synchronize(device_.index);
+    if (cupti_reason_.empty()) {
+      cupti::finish_session(timeline.device);
+    } else {
+      timeline.device.enabled = false;
+      timeline.device.unavailable_reason = cupti_reason_;
+    }
+    notes_ = cupti::trace_notes(timeline.device);
+    for (const std::string& w : cupti::session_warnings()) notes_.push_back("CUPTI: " + w);
+    if (cold_op_ != 0) {
+      if (std::string cold = cold_call_note(timeline, cold_op_, context_ns_); !cold.empty()) notes_.push_back(cold);
+    }
+    device_enabled_ = timeline.device.enabled;
+  }
+
+  void describe(reports::TraceReport& report) override {
+    const rt::DeviceInfo info = rt::device_info(device_.index);
+    report.device = device_.str() + " " + info.name;
+    auto& env = report.env.device;
+    env.emplace_back("name", info.name);
+    env.emplace_back("index", device_.str());
+    env.emplace_back("SMs", std::to_string(info.sm_count));
+    env.emplace_back("compute capability", std::to_string(info.cc_major) + "." + std::to_string(info.cc_minor));
+    env.emplace_back("memory", format_bytes(double(info.total_bytes)) + " (" + format_bytes(double(info.free_bytes)) + " free)");
+    env.emplace_back("SM clock (peak)", mhz(info.clock_khz));
+    env.emplace_back("memory clock (peak)", mhz(info.memory_clock_khz));
+    env.emplace_back("memory bus", std::to_string(info.memory_bus_bits) + " bit");
+    env.emplace_back("PCI bus", info.pci_bus_id);
+    env.emplace_back("CUDA driver", rt::cuda_version_string(info.driver_version));
+    env.emplace_back("CUDA runtime", rt::cuda_version_string(info.runtime_version));
+    env.emplace_back("cuBLAS", info.cublas_version);
+    env.emplace_back("cuBLASLt", info.cublaslt_version);
+    env.emplace_back("cuDNN", info.cudnn_version);
+    env.emplace_back("CUPTI", cupti::cupti_version());
+    env.emplace_back("GPU timing", device_enabled_ ? "CUPTI activity records" : "off: " + cupti_reason_);
+
+    const std::string dtype_text = report.dtype.substr(0, report.dtype.find(' '));
+    if (const std::optional<DType> dtype = parse_dtype(dtype_text)) {
+      const rt::PeakFlops peak = rt::published_peak(info.name, info.cc_major, info.cc_minor, *dtype, options_.tf32);
+      report.peak_flops = peak.flops;
+      report.peak_source = peak.source;
+    }
+
+    if (device_enabled_) {
+      report.row_what.push_back({"queue", "launch call begin -> first kernel start"});
+      for (const reports::BreakdownRow& row : report.steady.rows) {
+        if (row.layer == "launch" && !row.names.empty()) {
+          std::string names;
+          for (const std::string& n : row.names) names += (names.empty() ? "" : " > ") + n;
+          report.row_what.push_back({"launch", names + " (CUPTI API records)"});
+        }
+        if (row.layer == "gpu" && !row.names.empty()) {
+          report.row_what.push_back(
+              {"gpu", row.names.front() + (row.names.size() > 1 ? " (+" + std::to_string(row.names.size() - 1) + " more)" : "")});
+        }
+      }
+    } else {
+      const std::string na = "n/a: GPU timing is off (" + cupti_reason_ + ")";
+      for (const char* row : {"launch/na", "queue/na", "gpu/na"}) report.row_what.push_back({row, na});
+    }
+
+    for (const std::string& n : notes_) report.notes.push_back(n);
+    if (report.steady.unmatched_launches > 0) {
+      report.notes.push_back(std::to_string(report.steady.unmatched_launches) +
+                             " launch calls of the timed calls have no kernel record (dropped records or failed launches)");
+    }
+    if (report.steady.unmatched_kernels > 0) {
+      report.notes.push_back(std::to_string(report.steady.unmatched_kernels) +
+                             " kernels of the timed calls have no launch record; they count in no row");
+    }
+    const rt::AllocatorStats stats = rt::allocator_stats(device_.index);
+    report.notes.push_back("caching allocator: " + std::to_string(stats.cuda_mallocs) + " cudaMalloc in this run (" +
+                           format_bytes(double(stats.bytes_reserved)) + " reserved), " +
+                           std::to_string(stats.cache_hits) + " allocations served from the cache");
+    if (!report.peak_source.empty() && report.peak_flops == 0) report.notes.push_back("peak: " + report.peak_source);
+  }
+
+ private:
+  Device device_;
+  SessionOptions options_;
+  std::string cupti_reason_;  // why CUPTI is off; "" when it runs
+  bool pushed_ = false;
+  bool ran_untraced_ = false;
+  bool device_enabled_ = false;
+  uint32_t cold_op_ = 0;
+  double context_ns_ = 0;
+  std::vector<std::string> notes_;
+};
+
+std::string request_text(const frontend::DeviceRequest& request) {
+  return request.any_cuda ? std::string("cuda") : request.device.str();
+}
+
+}  // namespace
+
+DeviceChoice choose_device(const frontend::DeviceRequest& request) {
+  // The probe below initialises CUDA; CUPTI's latency timestamps must be requested before that.
+  if (request.automatic || request.device.is_cuda()) cupti::enable_latency_timestamps();
+  if (request.automatic) {
+    const rt::Probe p = rt::probe();
+    if (!p.usable) return {kCPU, "auto chose the CPU: " + p.reason};
+    try {
+      if (std::string why = rt::unsupported_reason(0); !why.empty()) return {kCPU, "auto chose the CPU: " + why};
+    } catch (const Error& e) {
+      return {kCPU, std::string("auto chose the CPU: ") + e.what()};
+    }
+    return {Device{DeviceType::kCUDA, 0},
+            "auto chose cuda:0 (" + std::to_string(p.device_count) + " CUDA device" + (p.device_count == 1 ? "" : "s") + " found)"};
+  }
+  if (!request.device.is_cuda()) return {kCPU, ""};
+  const rt::Probe p = rt::probe();
+  if (!p.usable) {
+    throw UnavailableError("--device " + request_text(request) + ": " + p.reason + "; use --device cpu (or auto)");
+  }
+  if (request.device.index >= p.device_count) {
+    throw UnavailableError("--device " + request.device.str() + ": this machine has " + std::to_string(p.device_count) +
+                           " CUDA device" + (p.device_count == 1 ? "" : "s") + " (cuda:0" +
+                           (p.device_count > 1 ? " to cuda:" + std::to_string(p.device_count - 1) : "") + ")");
+  }
+  if (std::string why = rt::unsupported_reason(request.device.index); !why.empty()) {
+    throw UnavailableError("--device " + request.device.str() + ": " + why);
+  }
+  return {request.device, ""};
+}
+
+size_t available_bytes(Device device) {
+  if (device.is_cuda()) return rt::free_bytes(device.index);
+  return frontend::available_host_bytes();
+}
+
+std::unique_ptr<DeviceSession> open_device_session(Device device, const SessionOptions& options) {
+  if (device.is_cuda()) return std::make_unique<CudaSession>(device, options);
+  if (options.tf32) throw UsageError("--tf32 selects TF32 tensor-core math and needs a CUDA device");
+  return std::make_unique<DeviceSession>();
+}
+
+int run_devices() {
+  std::cout << "cpu: " << frontend::available_host_bytes() / (1024 * 1024) << " MiB available\n";
+  const rt::Probe p = rt::probe();
+  if (!p.usable) {
+    std::cout << "cuda: none: " << p.reason << "\n";
+    return 0;
+  }
+  for (int i = 0; i < p.device_count; ++i) {
+    const rt::DeviceInfo info = rt::device_info(i);
+    std::cout << "cuda:" << i << ": " << info.name << ", " << info.sm_count << " SMs, compute capability "
+              << info.cc_major << "." << info.cc_minor << ", " << format_bytes(double(info.total_bytes)) << " ("
+              << format_bytes(double(info.free_bytes)) << " free), SM clock " << mhz(info.clock_khz) << ", PCI "
+              << info.pci_bus_id << "\n";
+    if (std::string why = rt::unsupported_reason(i); !why.empty()) std::cout << "  not usable by strata: " << why << "\n";
+    if (i == p.device_count - 1) {
+      std::cout << "  CUDA driver " << rt::cuda_version_string(info.driver_version) << ", runtime "
+                << rt::cuda_version_string(info.runtime_version) << ", cuBLAS " << info.cublas_version << ", cuBLASLt "
+                << info.cublaslt_version << ", cuDNN " << info.cudnn_version << ", CUPTI " << cupti::cupti_version()
+                << "\n";
+    }
+  }
+  return 0;
+}
+
+}  // namespace strata::app

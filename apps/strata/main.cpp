@@ -43,8 +43,12 @@ CLI::Option* add_op_options(CLI::App* cmd, strata::app::TraceOptions& t, int64_t
   cmd->add_flag("--check", t.check, "compare the result with a float64 reference; exit 3 if outside tolerance");
   cmd->add_flag("--tf32", t.tf32, "f32 matmul/linear/conv on TF32 tensor cores (CUDA only)");
   cmd->add_flag("--no-device-timing", t.no_device_timing, "do not start CUPTI: host timers only");
-  cmd->add_option("--json", t.json_path, "write every figure and the environment to FILE (JSON)");
-  cmd->add_option("--chrome-trace", t.chrome_trace_path, "write a Chrome trace JSON timeline to FILE (Perfetto)");
+  // An empty path would read as "no file requested" later on: refuse it here instead of ignoring it.
+  const CLI::Validator non_empty([](std::string& v) { return v.empty() ? std::string("output path is empty") : ""; },
+                                 "FILE");
+  cmd->add_option("--json", t.json_path, "write every figure and the environment to FILE (JSON)")->check(non_empty);
+  cmd->add_option("--chrome-trace", t.chrome_trace_path, "write a Chrome trace JSON timeline to FILE (Perfetto)")
+      ->check(non_empty);
   CLI::Option* oc = cmd->add_option("--out-channels", out_channels, "conv: output channels K (default: input channels)");
   cmd->add_option("--kernel", t.conv.kernel, "conv: square kernel size R")->capture_default_str();
   cmd->add_option("--stride", t.conv.stride, "conv: stride")->capture_default_str();

@@ -1,5 +1,6 @@
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -48,7 +49,9 @@ void validate_values(const TraceOptions& o) {
     throw UsageError("--warmup must be between 0 and 1000000, got " + std::to_string(o.warmup));
   }
   if (!(o.budget_s > 0 && o.budget_s <= 3600)) {
-    throw UsageError("--budget must be between 0 and 3600 seconds, got " + std::to_string(o.budget_s));
+    std::ostringstream got;
+    got << o.budget_s;  // as typed ("0", "1e-3"), not std::to_string's "0.000000"
+    throw UsageError("--budget must be more than 0 and at most 3600 seconds, got " + got.str());
   }
 }
 

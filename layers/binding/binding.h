@@ -73,7 +73,8 @@ struct Kwarg {
 class BoundOperator {
  public:
   using Invoke = IValue (*)(const IValue* const* args);
-  BoundOperator(Schema schema, Invoke invoke) : schema_(std::move(schema)), invoke_(invoke) {}
+  // Throws Error for a schema with more arguments than call() can match (8).
+  BoundOperator(Schema schema, Invoke invoke);
 
   const Schema& schema() const { return schema_; }
   // Matches, converts and calls, inside a Binding-layer zone. Throws UsageError on a mismatch.

@@ -56,6 +56,15 @@ bool accepts(ArgType type, const IValue& v) {
 
 }  // namespace
 
+BoundOperator::BoundOperator(Schema schema, Invoke invoke) : schema_(std::move(schema)), invoke_(invoke) {
+  // call() matches into a fixed array of kMaxArgs slots (no allocation per call): refuse here what
+  // would overflow it there.
+  if (schema_.arguments.size() > kMaxArgs) {
+    throw Error("binding: " + schema_.name + " has more than " + std::to_string(kMaxArgs) +
+                " arguments, the most a bound operator takes: " + schema_.text);
+  }
+}
+
 IValue BoundOperator::call(std::span<const IValue> args, std::span<const Kwarg> kwargs) const {
   STRATA_ZONE(zone, Layer::kBinding, schema_.name.c_str());
   const auto& params = schema_.arguments;
@@ -123,9 +132,7 @@ const std::vector<BoundOperator>& registry() {
   static const std::vector<BoundOperator> ops = [] {
     std::vector<BoundOperator> out;
     for (const OperatorEntry& e : Dispatcher::instance().operators()) {
-      Schema schema = parse_schema(e.schema());
-      if (schema.arguments.size() > kMaxArgs) throw Error("binding: too many arguments in " + schema.text);
-      out.emplace_back(std::move(schema), kInvokers[static_cast<size_t>(e.id())]);
+      out.emplace_back(parse_schema(e.schema()), kInvokers[static_cast<size_t>(e.id())]);
     }
     return out;
   }();

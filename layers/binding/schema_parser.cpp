@@ -2,6 +2,7 @@
 // grammar: the types strata's operators use, defaults, and '*' for keyword-only arguments).
 #include <cctype>
 #include <charconv>
+#include <cstdio>
 
 #include "layers/binding/binding.h"
 #include "lib/error.h"
@@ -112,7 +113,7 @@ class Parser {
   std::string identifier(const char* what) {
     size_t start = pos_;
     while (pos_ < text_.size() && (std::isalnum(uc(text_[pos_])) || text_[pos_] == '_')) ++pos_;
-    if (start == pos_ || std::isdigit(uc(text_[start]))) fail(what);
+    if (start == pos_ || std::isdigit(uc(text_[start]))) fail_at(start, what);
     return std::string(text_.substr(start, pos_ - start));
   }
 
@@ -132,9 +133,23 @@ class Parser {
   }
   [[noreturn]] void fail(const std::string& expected) { fail_at(pos_, expected); }
   [[noreturn]] void fail_at(size_t at, const std::string& expected) {
-    std::string found = at < text_.size() ? "'" + std::string(1, text_[at]) + "'" : "the end";
-    throw Error("bad schema \"" + std::string(text_) + "\": expected " + expected + " at column " +
+    std::string found = at < text_.size() ? "'" + printable(text_.substr(at, 1)) + "'" : "the end";
+    throw Error("bad schema \"" + printable(text_) + "\": expected " + expected + " at column " +
                 std::to_string(at + 1) + ", found " + found);
+  }
+  // Control and non-ASCII bytes as \xNN: a NUL would cut the message short (what() is a C string).
+  static std::string printable(std::string_view s) {
+    std::string out;
+    for (char c : s) {
+      if (uc(c) >= 0x20 && uc(c) < 0x7f) {
+        out += c;
+      } else {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "\\x%02x", uc(c));
+        out += buf;
+      }
+    }
+    return out;
   }
 
   std::string_view text_;

@@ -1,4 +1,5 @@
 #include <charconv>
+#include <cstdio>
 #include <limits>
 #include <string>
 
@@ -10,7 +11,22 @@ namespace {
 
 constexpr int64_t kMaxDim = std::numeric_limits<int32_t>::max();  // BLAS and CUDA index with int32
 
-std::string quote(std::string_view s) { return "'" + std::string(s) + "'"; }
+// What the user typed, quoted for a message. Control and non-ASCII bytes are shown as \xNN: written
+// raw they would garble the terminal, and a NUL would cut the message short (what() is a C string).
+std::string quote(std::string_view s) {
+  std::string out = "'";
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f) {
+      out += c;
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    }
+  }
+  return out + "'";
+}
 
 }  // namespace
 
@@ -38,8 +54,8 @@ std::vector<int64_t> parse_dims(std::string_view text) {
     }
     for (char c : field) {
       if (c < '0' || c > '9') {
-        std::string why = (c == '-') ? "a negative size" : (c == '+') ? "a sign" : (c == 'e' || c == 'E' || c == '.') ? "not a whole number written in digits" : "the character " + quote(std::string(1, c));
-        throw UsageError("size " + quote(text) + " has " + why + " in " + quote(field) + ": " + allowed);
+        std::string why = (c == '-') ? "is negative" : (c == '+') ? "has a sign" : (c == 'e' || c == 'E' || c == '.') ? "is not a whole number written in digits" : "has the character " + quote(std::string_view(&c, 1));
+        throw UsageError("size " + quote(text) + ": " + quote(field) + " " + why + "; " + allowed);
       }
     }
     int64_t value = 0;

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <fstream>
 #include <random>
 #include <string>
@@ -14,12 +15,15 @@ namespace {
 using binding::IValue;
 
 // Sizes multiply in 128 bits and are refused past 2^63: "matmul 99999x99999x99999" must be a clear
-// refusal, never a wrapped-around small allocation.
+// refusal, never a wrapped-around small allocation. Even 128 bits wrap: an im2col workspace is a product
+// of five sizes of up to ~2^33 each, so every partial product saturates at 2^64 (anything that large is
+// refused anyway, and 2^64 times one more size still fits in 128 bits).
 class ByteCount {
  public:
   void add_tensor(std::initializer_list<int64_t> dims, size_t element) {
+    constexpr unsigned __int128 kSaturated = static_cast<unsigned __int128>(1) << 64;
     unsigned __int128 n = element;
-    for (int64_t d : dims) n *= static_cast<unsigned __int128>(d);
+    for (int64_t d : dims) n = std::min(n * static_cast<unsigned __int128>(d), kSaturated);
     total_ += n;
   }
   size_t value(const OpSpec& spec) const {
@@ -70,7 +74,6 @@ size_t required_bytes(const OpSpec& spec, DType dtype) {
     }
     case OpKind::kRelu:
     case OpKind::kAdd: {
-      ByteCount one;
       int64_t n = 1;
       for (int64_t x : d) {
         if (__builtin_mul_overflow(n, x, &n)) throw UsageError(spec.text + " has more than 2^63 elements");

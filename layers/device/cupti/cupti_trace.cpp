@@ -1,0 +1,556 @@
+// The only translation unit in strata that includes cupti.h (STYLE.md rule 6).
+//
+// Note [One CUPTI session]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// CUPTI 13.0 gives wrong graph-launch correlation ids from the second profiling session on in one process
+// (fixed in 13.1 Update 1), and the host-clock timestamp callback must be registered before any activity
+// kind is enabled. So strata starts CUPTI at most once per process, before the first CUDA context, and a
+// second start_session() in the same process is refused with that reason instead of producing subtly
+// wrong joins. The session state is never destroyed: CUPTI may still call the buffer callbacks while the
+// process exits.
+#include "layers/device/cupti/cupti_trace.h"
+
+#include <cupti.h>
+#include <cxxabi.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <unordered_set>
+#include <utility>
+
+#include "lib/host_clock.h"
+
+namespace strata::cupti {
+namespace {
+
+std::string result_name(CUptiResult r) {
+  const char* s = nullptr;
+  if (cuptiGetResultString(r, &s) == CUPTI_SUCCESS && s != nullptr) return s;
+  return "CUptiResult " + std::to_string(static_cast<int>(r));
+}
+
+// CUPTI_TIMESTAMP_UNKNOWN (0) means "not collected"; strata's structs use -1 for that.
+int64_t optional_timestamp(uint64_t t) { return t == CUPTI_TIMESTAMP_UNKNOWN ? -1 : static_cast<int64_t>(t); }
+
+std::string demangle(const char* name) {
+  if (name == nullptr) return "(unnamed kernel)";
+  if (std::strncmp(name, "_Z", 2) != 0) return name;
+  int status = 0;
+  char* out = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  std::string result = (status == 0 && out != nullptr) ? std::string(out) : std::string(name);
+  std::free(out);
+  return result;
+}
+
+std::string memcpy_kind_name(uint8_t kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "HtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "DtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOA: return "HtoA";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOH: return "AtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOA: return "AtoA";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOD: return "AtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOA: return "DtoA";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "DtoD";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return "HtoH";
+    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return "PtoP";
+    default: return "memcpy";
+  }
+}
+
+std::string overhead_kind_name(CUpti_ActivityOverheadKind kind) {
+  switch (kind) {
+    case CUPTI_ACTIVITY_OVERHEAD_DRIVER_COMPILER: return "JIT compilation";
+    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_BUFFER_FLUSH: return "CUPTI buffer flush";
+    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_INSTRUMENTATION: return "CUPTI instrumentation";
+    case CUPTI_ACTIVITY_OVERHEAD_CUPTI_RESOURCE: return "CUPTI resource";
+    case CUPTI_ACTIVITY_OVERHEAD_RUNTIME_TRIGGERED_MODULE_LOADING: return "module loading";
+    case CUPTI_ACTIVITY_OVERHEAD_LAZY_FUNCTION_LOADING: return "lazy function loading";
+    case CUPTI_ACTIVITY_OVERHEAD_COMMAND_BUFFER_FULL: return "command buffer full";
+    case CUPTI_ACTIVITY_OVERHEAD_ACTIVITY_BUFFER_REQUEST: return "CUPTI buffer request";
+    case CUPTI_ACTIVITY_OVERHEAD_UVM_ACTIVITY_INIT: return "UVM activity init";
+    default: return "unknown overhead";
+  }
+}
+
+// ---- Session state ----------------------------------------------------------------------------------------
+
+constexpr size_t kBufferBytes = size_t{8} << 20;
+constexpr size_t kBufferAlignment = 8;  // CUPTI's requirement for activity buffers
+
+// Two locks, so that no CUPTI call is ever made while holding the lock CUPTI's callbacks take (a callback
+// fired from inside cuptiActivityDisable or cuptiActivityFlushAll on this thread would deadlock):
+//  - control: start/finish, the subscriber and the enabled kinds; held across CUPTI calls;
+//  - mutex: what the callbacks fill in; never held across a CUPTI call.
+struct Session {
+  std::mutex control;
+  std::mutex mutex;
+  bool started_once = false;
+  std::atomic<bool> active{false};
+  CUpti_SubscriberHandle subscriber = nullptr;
+  std::vector<CUpti_ActivityKind> enabled_kinds;
+  std::vector<std::pair<uint8_t*, size_t>> completed;  // filled buffers, converted at finish
+  uint64_t dropped_in_callbacks = 0;
+  std::vector<ExternalCorrelation> callback_correlations;
+  std::vector<std::string> warnings;  // optional features that could not be enabled, failures after start
+};
+
+Session& session() {
+  static Session* s = new Session();  // never destroyed: see Note [One CUPTI session]
+  return *s;
+}
+
+// Whether the early cuptiActivityEnableLatencyTimestamps (before cuInit) succeeded.
+std::atomic<bool> g_latency_enabled{false};
+
+// The op whose calls this thread is making; read by the launch callback.
+thread_local uint64_t t_current_op = 0;
+
+uint64_t CUPTIAPI host_timestamp() { return static_cast<uint64_t>(host_clock::now_ns()); }
+
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(kBufferAlignment, kBufferBytes));
+  *size = *buffer == nullptr ? 0 : kBufferBytes;  // 0: CUPTI drops the records and counts them
+  *max_records = 0;                                // as many as fit
+}
+
+void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t /*size*/,
+                               size_t valid_size) {
+  size_t dropped = 0;
+  if (cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped) != CUPTI_SUCCESS) dropped = 0;
+  Session& s = session();
+  std::lock_guard lock(s.mutex);
+  s.dropped_in_callbacks += dropped;
+  if (buffer != nullptr) s.completed.emplace_back(buffer, valid_size);
+}
+
+// Launch callbacks (both domains): remember which op each launch belongs to, from the host side. The
+// EXTERNAL_CORRELATION records say the same; this is the fallback when one of those is dropped.
+void CUPTIAPI on_api_callback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_CallbackId /*cbid*/,
+                              const void* data) {
+  if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
+  const auto* cb = static_cast<const CUpti_CallbackData*>(data);
+  if (cb->callbackSite != CUPTI_API_ENTER || t_current_op == 0) return;
+  Session& s = session();
+  std::lock_guard lock(s.mutex);
+  s.callback_correlations.push_back({cb->correlationId, t_current_op});
+}
+
+constexpr CUpti_CallbackId kRuntimeLaunchCbids[] = {
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunch_v3020,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunch_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernelMultiDevice_v9000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_v10000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+    CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+    // nvcc 13 lowers kernel<<<...>>> to __cudaLaunchKernel (see DESIGN.md, Facts about CUDA 13).
+    CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,
+    CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
+};
+
+constexpr CUpti_CallbackId kDriverLaunchCbids[] = {
+    CUPTI_DRIVER_TRACE_CBID_cuLaunch,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchGrid,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchGridAsync,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
+    CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
+    // cuBLAS 13 and cuDNN 9 launch through the driver (DESIGN.md).
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
+    CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+};
+
+void warn(Session& s, std::string text) {
+  std::lock_guard lock(s.mutex);
+  if (s.warnings.size() < 16) s.warnings.push_back(std::move(text));
+}
+
+void teardown_under_control(Session& s) {
+  for (CUpti_ActivityKind kind : s.enabled_kinds) (void)cuptiActivityDisable(kind);
+  s.enabled_kinds.clear();
+  if (s.subscriber != nullptr) {
+    (void)cuptiUnsubscribe(s.subscriber);
+    s.subscriber = nullptr;
+  }
+  s.active.store(false);
+}
+
+std::string subscribe_under_control(Session& s) {
+#ifdef CUpti_SubscriberParams_STRUCT_SIZE
+  char holder[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN + 64] = {};
+  CUpti_SubscriberParams params{};
+  params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+  params.subscriberName = "strata";
+  params.oldSubscriberName = holder;
+  params.oldSubscriberSize = sizeof holder;
+  const CUptiResult r = cuptiSubscribe_v2(&s.subscriber, &on_api_callback, nullptr, &params);
+  const char* call = "cuptiSubscribe_v2";
+#else
+  const char holder[] = "";
+  const CUptiResult r = cuptiSubscribe(&s.subscriber, &on_api_callback, nullptr);
+  const char* call = "cuptiSubscribe";
+#endif
+  if (r == CUPTI_SUCCESS) return "";
+  s.subscriber = nullptr;
+  if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+    const std::string who = holder[0] != '\0' ? std::string(holder) : std::string("another CUPTI client");
+    return who + " already holds CUPTI's one subscription (running under Nsight Systems / Nsight Compute?); "
+                 "run strata outside the other tool to get GPU timing";
+  }
+  return std::string(call) + " failed: " + result_name(r);
+}
+
+}  // namespace
+
+// ---- Record conversion ---------------------------------------------------------------------------------------
+
+bool is_launch_api(ApiDomain domain, uint32_t cbid) {
+  if (domain == ApiDomain::kRuntime) {
+    return std::find(std::begin(kRuntimeLaunchCbids), std::end(kRuntimeLaunchCbids), cbid) != std::end(kRuntimeLaunchCbids);
+  }
+  return std::find(std::begin(kDriverLaunchCbids), std::end(kDriverLaunchCbids), cbid) != std::end(kDriverLaunchCbids);
+}
+
+std::string api_name(ApiDomain domain, uint32_t cbid) {
+  static std::mutex mutex;
+  static std::unordered_map<uint64_t, std::string> cache;
+  const uint64_t key = (uint64_t{domain == ApiDomain::kDriver} << 32) | cbid;
+  std::lock_guard lock(mutex);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  const char* raw = nullptr;
+  const CUpti_CallbackDomain d = domain == ApiDomain::kRuntime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API;
+  std::string name;
+  if (cuptiGetCallbackName(d, cbid, &raw) == CUPTI_SUCCESS && raw != nullptr) {
+    name = raw;
+    // "cudaLaunchKernel_v7000" -> "cudaLaunchKernel": the suffix is the API version CUPTI tracks.
+    const size_t v = name.rfind("_v");
+    if (v != std::string::npos && v + 2 < name.size() &&
+        std::all_of(name.begin() + static_cast<std::ptrdiff_t>(v) + 2, name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      name.erase(v);
+    }
+  } else {
+    name = std::string(domain == ApiDomain::kRuntime ? "runtime" : "driver") + " API cbid " + std::to_string(cbid);
+  }
+  cache.emplace(key, name);
+  return name;
+}
+
+bool RecordConverter::add(const void* raw) {
+  const auto* record = static_cast<const CUpti_Activity*>(raw);
+  switch (record->kind) {
+    case CUPTI_ACTIVITY_KIND_KERNEL:
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
+      const auto* k = static_cast<const CUpti_ActivityKernel10*>(raw);
+      KernelRecord r;
+      auto [it, inserted] = kernel_names_.try_emplace(k->name);
+      if (inserted) it->second = demangle(k->name);
+      r.name = it->second;
+      r.start_ns = static_cast<int64_t>(k->start);
+      r.end_ns = static_cast<int64_t>(k->end);
+      r.queued_ns = optional_timestamp(k->queued);
+      r.submitted_ns = optional_timestamp(k->submitted);
+      r.correlation_id = k->correlationId;
+      r.device_id = k->deviceId;
+      r.context_id = k->contextId;
+      r.stream_id = k->streamId;
+      r.grid[0] = k->gridX;
+      r.grid[1] = k->gridY;
+      r.grid[2] = k->gridZ;
+      r.block[0] = k->blockX;
+      r.block[1] = k->blockY;
+      r.block[2] = k->blockZ;
+      r.registers_per_thread = k->registersPerThread;
+      r.static_shared_bytes = k->staticSharedMemory;
+      r.dynamic_shared_bytes = k->dynamicSharedMemory;
+      r.graph_node_id = k->graphNodeId;
+      r.graph_id = k->graphId;
+      out_.kernels.push_back(std::move(r));
+      return true;
+    }
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER:
+    case CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API: {
+      const auto* a = static_cast<const CUpti_ActivityAPI*>(raw);
+      ApiCallRecord r;
+      r.domain = record->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? ApiDomain::kRuntime : ApiDomain::kDriver;
+      r.cbid = a->cbid;
+      if (record->kind == CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API) {
+        // A driver launch outside any public API call (CUPTI leaves cbid unused): still a launch.
+        r.name = "driver-internal launch";
+        r.is_launch = true;
+      } else {
+        r.name = api_name(r.domain, r.cbid);
+        r.is_launch = is_launch_api(r.domain, r.cbid);
+      }
+      r.start_ns = static_cast<int64_t>(a->start);
+      r.end_ns = static_cast<int64_t>(a->end);
+      r.correlation_id = a->correlationId;
+      r.thread_id = a->threadId;
+      out_.api_calls.push_back(std::move(r));
+      return true;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMCPY: {
+      const auto* m = static_cast<const CUpti_ActivityMemcpy6*>(raw);
+      out_.memory.push_back(MemoryRecord{memcpy_kind_name(m->copyKind), m->bytes, static_cast<int64_t>(m->start),
+                                         static_cast<int64_t>(m->end), m->correlationId, m->deviceId, m->streamId});
+      return true;
+    }
+    case CUPTI_ACTIVITY_KIND_MEMSET: {
+      const auto* m = static_cast<const CUpti_ActivityMemset4*>(raw);
+      out_.memory.push_back(MemoryRecord{"memset", m->bytes, static_cast<int64_t>(m->start),
+                                         static_cast<int64_t>(m->end), m->correlationId, m->deviceId, m->streamId});
+      return true;
+    }
+    case CUPTI_ACTIVITY_KIND_OVERHEAD: {
+      const auto* o = static_cast<const CUpti_ActivityOverhead3*>(raw);
+      out_.overhead.push_back(
+          OverheadRecord{overhead_kind_name(o->overheadKind), static_cast<int64_t>(o->start), static_cast<int64_t>(o->end)});
+      return true;
+    }
+    case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
+      const auto* e = static_cast<const CUpti_ActivityExternalCorrelation*>(raw);
+      // Only strata's own tag; another library's CUSTOM kinds would name ops strata never numbered.
+      if (e->externalKind != CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) break;
+      out_.external.push_back(ExternalCorrelation{e->correlationId, e->externalId});
+      return true;
+    }
+    default:
+      break;
+  }
+  ++ignored_;
+  return false;
+}
+
+size_t resolve_nested_launches(DeviceTrace& trace) {
+  std::unordered_set<uint32_t> with_work;
+  for (const KernelRecord& k : trace.kernels) with_work.insert(k.correlation_id);
+  for (const MemoryRecord& m : trace.memory) with_work.insert(m.correlation_id);
+  std::vector<ApiCallRecord*> launches;
+  for (ApiCallRecord& a : trace.api_calls)
+    if (a.is_launch) launches.push_back(&a);
+  // Per thread, outer calls first: by start, and the longer of two calls that start together first.
+  std::sort(launches.begin(), launches.end(), [](const ApiCallRecord* a, const ApiCallRecord* b) {
+    if (a->thread_id != b->thread_id) return a->thread_id < b->thread_id;
+    if (a->start_ns != b->start_ns) return a->start_ns < b->start_ns;
+    return a->end_ns > b->end_ns;
+  });
+  size_t demoted = 0;
+  std::vector<ApiCallRecord*> open;
+  for (ApiCallRecord* a : launches) {
+    while (!open.empty() && (open.back()->thread_id != a->thread_id || open.back()->end_ns < a->start_ns)) open.pop_back();
+    if (!open.empty() && a->end_ns <= open.back()->end_ns) {
+      ApiCallRecord* outer = open.back();
+      const bool inner_work = with_work.count(a->correlation_id) > 0;
+      const bool outer_work = with_work.count(outer->correlation_id) > 0;
+      if (!inner_work) {
+        a->is_launch = false;
+        ++demoted;
+        continue;
+      }
+      if (!outer_work && outer->is_launch) {
+        outer->is_launch = false;
+        ++demoted;
+      }
+    }
+    open.push_back(a);
+  }
+  return demoted;
+}
+
+size_t merge_callback_correlations(DeviceTrace& trace, const std::vector<ExternalCorrelation>& from_callbacks) {
+  std::unordered_set<uint32_t> known;
+  for (const ExternalCorrelation& e : trace.external) known.insert(e.correlation_id);
+  size_t added = 0;
+  for (const ExternalCorrelation& e : from_callbacks) {
+    if (known.insert(e.correlation_id).second) {
+      trace.external.push_back(e);
+      ++added;
+    }
+  }
+  return added;
+}
+
+std::vector<std::string> trace_notes(const DeviceTrace& trace) {
+  std::vector<std::string> notes;
+  if (!trace.enabled) {
+    notes.push_back("GPU timing unavailable: " +
+                    (trace.unavailable_reason.empty() ? std::string("CUPTI was not started") : trace.unavailable_reason) +
+                    "; launch, queue and gpu rows are not measured (host timers only)");
+  }
+  if (trace.dropped_records > 0) {
+    notes.push_back("CUPTI dropped " + std::to_string(trace.dropped_records) +
+                    " activity records (its buffers were full): launch, queue and gpu rows may miss calls");
+  }
+  return notes;
+}
+
+// ---- The session -------------------------------------------------------------------------------------------
+
+std::string start_session() {
+  Session& s = session();
+  std::lock_guard control(s.control);
+  if (s.started_once) {
+    return "CUPTI was already used once in this process; strata profiles one session per process "
+           "(CUPTI 13.0 gives wrong graph-launch correlation ids from the second session on)";
+  }
+  s.started_once = true;
+  host_clock::calibrate();  // the timestamp callback below reads the calibrated clock from CUPTI's threads
+
+  if (std::string reason = subscribe_under_control(s); !reason.empty()) return reason;
+  auto fail = [&](const char* call, CUptiResult r) {
+    teardown_under_control(s);
+    return std::string(call) + " failed: " + result_name(r);
+  };
+
+  size_t callbacks_enabled = 0;
+  for (CUpti_CallbackId cbid : kRuntimeLaunchCbids)
+    callbacks_enabled += cuptiEnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, cbid) == CUPTI_SUCCESS;
+  for (CUpti_CallbackId cbid : kDriverLaunchCbids)
+    callbacks_enabled += cuptiEnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid) == CUPTI_SUCCESS;
+  if (callbacks_enabled == 0) warn(s, "no launch callbacks (op tags come from activity records only)");
+
+  // CUPTI documents this as "before initialization of CUDA"; device selection already tried before its
+  // probe. A late success still helps if only the context (not cuInit) is what matters.
+  if (!g_latency_enabled.load()) {
+    if (CUptiResult r = cuptiActivityEnableLatencyTimestamps(1); r != CUPTI_SUCCESS) {
+      warn(s, "no queued/submitted kernel timestamps (" + result_name(r) + ")");
+    } else {
+      warn(s, "latency timestamps enabled only after CUDA initialised: queued/submitted may be missing");
+    }
+  }
+  // See Note [One host clock]: CUPTI stamps its records with strata's clock, so no skew fitting is needed.
+  // Without it records would be on CLOCK_REALTIME and every device row would be wrong: not optional.
+  if (CUptiResult r = cuptiActivityRegisterTimestampCallback(&host_timestamp); r != CUPTI_SUCCESS) {
+    return fail("cuptiActivityRegisterTimestampCallback", r);
+  }
+  if (CUptiResult r = cuptiActivityRegisterCallbacks(&buffer_requested, &buffer_completed); r != CUPTI_SUCCESS) {
+    return fail("cuptiActivityRegisterCallbacks", r);
+  }
+  struct Kind {
+    CUpti_ActivityKind kind;
+    const char* name;
+    bool required;
+  };
+  constexpr Kind kKinds[] = {
+      {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, "EXTERNAL_CORRELATION", true},
+      {CUPTI_ACTIVITY_KIND_RUNTIME, "RUNTIME", true},
+      {CUPTI_ACTIVITY_KIND_DRIVER, "DRIVER", true},
+      {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "CONCURRENT_KERNEL", true},
+      {CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API, "INTERNAL_LAUNCH_API", false},
+      {CUPTI_ACTIVITY_KIND_MEMCPY, "MEMCPY", false},
+      {CUPTI_ACTIVITY_KIND_MEMSET, "MEMSET", false},
+      {CUPTI_ACTIVITY_KIND_OVERHEAD, "OVERHEAD", false},
+  };
+  for (const Kind& k : kKinds) {
+    const CUptiResult r = cuptiActivityEnable(k.kind);
+    if (r == CUPTI_SUCCESS) {
+      s.enabled_kinds.push_back(k.kind);
+    } else if (k.required) {
+      return fail((std::string("cuptiActivityEnable(") + k.name + ")").c_str(), r);
+    } else {
+      warn(s, std::string("no ") + k.name + " records (" + result_name(r) + ")");
+    }
+  }
+  {
+    std::lock_guard lock(s.mutex);
+    s.callback_correlations.reserve(size_t{1} << 16);  // no reallocation inside timed calls
+  }
+  s.active.store(true);
+  return "";
+}
+
+void enable_latency_timestamps() noexcept {
+  if (cuptiActivityEnableLatencyTimestamps(1) == CUPTI_SUCCESS) g_latency_enabled.store(true);
+}
+
+bool session_active() noexcept { return session().active.load(std::memory_order_relaxed); }
+
+void push_op(uint64_t op_id) noexcept {
+  if (!session_active()) return;
+  t_current_op = op_id;
+  const CUptiResult r = cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, op_id);
+  if (r != CUPTI_SUCCESS) {
+    warn(session(), "cuptiActivityPushExternalCorrelationId failed: " + result_name(r));
+  }
+}
+
+void pop_op() noexcept {
+  if (!session_active()) return;
+  t_current_op = 0;
+  uint64_t last = 0;
+  const CUptiResult r = cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
+  if (r != CUPTI_SUCCESS) {
+    warn(session(), "cuptiActivityPopExternalCorrelationId failed: " + result_name(r));
+  }
+}
+
+void finish_session(DeviceTrace& out) {
+  Session& s = session();
+  std::lock_guard control(s.control);
+  if (!s.active.load()) {
+    out.enabled = false;
+    if (out.unavailable_reason.empty()) out.unavailable_reason = "CUPTI session not active";
+    return;
+  }
+  // Forced: also hands over buffers that are only partly full, which is all of them after a short run.
+  const CUptiResult flushed = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  if (flushed != CUPTI_SUCCESS) warn(s, "cuptiActivityFlushAll failed: " + result_name(flushed));
+  size_t dropped_global = 0;
+  if (cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped_global) != CUPTI_SUCCESS) dropped_global = 0;
+  teardown_under_control(s);  // one session per process: nothing is recorded after this point
+
+  std::vector<std::pair<uint8_t*, size_t>> buffers;
+  std::vector<ExternalCorrelation> callback_correlations;
+  {
+    std::lock_guard lock(s.mutex);
+    buffers.swap(s.completed);
+    callback_correlations.swap(s.callback_correlations);
+    out.dropped_records += s.dropped_in_callbacks + dropped_global;
+    s.dropped_in_callbacks = 0;
+  }
+  RecordConverter converter(out);
+  for (auto [buffer, valid] : buffers) {
+    CUpti_Activity* record = nullptr;
+    for (;;) {
+      const CUptiResult r = cuptiActivityGetNextRecord(buffer, valid, &record);
+      if (r == CUPTI_ERROR_MAX_LIMIT_REACHED) break;  // the normal end of a buffer
+      if (r != CUPTI_SUCCESS) {
+        warn(s, "cuptiActivityGetNextRecord failed: " + result_name(r) + " (rest of a buffer lost)");
+        break;
+      }
+      converter.add(record);
+    }
+    std::free(buffer);
+  }
+  merge_callback_correlations(out, callback_correlations);
+  resolve_nested_launches(out);
+  out.enabled = !(out.api_calls.empty() && out.kernels.empty() && flushed != CUPTI_SUCCESS);
+  if (!out.enabled) out.unavailable_reason = "cuptiActivityFlushAll failed: " + result_name(flushed);
+}
+
+std::vector<std::string> session_warnings() {
+  Session& s = session();
+  std::lock_guard lock(s.mutex);
+  return s.warnings;
+}
+
+std::string cupti_version() {
+  uint32_t api = 0;
+  const CUptiResult r = cuptiGetVersion(&api);
+  if (r != CUPTI_SUCCESS) return "unavailable (" + result_name(r) + ")";
+  return "API " + std::to_string(api);
+}
+
+}  // namespace strata::cupti

@@ -1,0 +1,86 @@
+// layers/device/cupti: GPU-side timing from CUPTI, turned into strata's own structs (lib/timeline.h).
+// cupti_trace.cpp is the only translation unit in strata that includes cupti.h (Kineto's CuptiActivityApi
+// is the model); everything downstream reads DeviceTrace and is testable without a GPU.
+//
+// Two halves:
+//  - record conversion: plain functions that take raw CUPTI activity records (a pointer to a
+//    CUpti_Activity of any kind) and append ApiCallRecord / KernelRecord / ... to a DeviceTrace. Tests
+//    feed them hand-built records of the real CUPTI structs.
+//  - the profiling session: subscribe, enable launch callbacks and activity kinds, tag every call with
+//    its op id (external correlation), flush, convert. One per process (see Note [One CUPTI session]).
+// Tracing failures never throw (STYLE.md rule 9): a session that cannot start says why, in one line, and
+// the run goes on with host timers only.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "lib/timeline.h"
+
+namespace strata::cupti {
+
+// ---- Record conversion ---------------------------------------------------------------------------------
+
+class RecordConverter {
+ public:
+  explicit RecordConverter(DeviceTrace& out) : out_(out) {}
+  // Appends what the record says to the trace. Returns false (and counts it) for kinds strata ignores.
+  bool add(const void* record);
+  uint64_t ignored() const { return ignored_; }
+
+ private:
+  DeviceTrace& out_;
+  uint64_t ignored_ = 0;
+  std::unordered_map<const char*, std::string> kernel_names_;  // CUPTI shares one name pointer per kernel
+};
+
+// True for the API calls that put a kernel or a graph on a stream, in either domain. Joins never use
+// this: they go through correlation ids; it only decides which calls form the launch row.
+bool is_launch_api(ApiDomain domain, uint32_t cbid);
+
+// The call's name without CUPTI's version suffix: "__cudaLaunchKernel", "cuLaunchKernelEx".
+std::string api_name(ApiDomain domain, uint32_t cbid);
+
+// A launch call that encloses another launch call on the same thread (a runtime call implemented by a
+// driver call) would count twice in the launch row. Of each such pair, the call whose correlation id no
+// kernel or memory record carries stops being a launch. Returns how many were demoted.
+size_t resolve_nested_launches(DeviceTrace& trace);
+
+// Adds op tags seen by the launch callbacks for correlation ids that no EXTERNAL_CORRELATION record
+// covers (a dropped record would otherwise leave the launch without an op). Returns how many were added.
+size_t merge_callback_correlations(DeviceTrace& trace, const std::vector<ExternalCorrelation>& from_callbacks);
+
+// What a reader must know about the trace's completeness: dropped records, why collection was off.
+std::vector<std::string> trace_notes(const DeviceTrace& trace);
+
+// ---- The profiling session -------------------------------------------------------------------------------
+
+// Asks CUPTI for queued/submitted kernel timestamps. CUPTI wants this before CUDA initialises (before the
+// runtime's first call loads the driver), so device selection calls it ahead of its probe; start_session
+// repeats it if this early call did not succeed. Never fails loudly: the result only decides a warning.
+void enable_latency_timestamps() noexcept;
+
+// Starts the process's one CUPTI session. Call after the runtime has found a driver and BEFORE the first
+// CUDA context exists (latency timestamps must be enabled before it). Returns "" on success, else the
+// one-line reason GPU timing is unavailable.
+std::string start_session();
+bool session_active() noexcept;
+
+// Tags the CUDA calls that follow on this thread with `op_id` (Span::op_id), until pop_op.
+void push_op(uint64_t op_id) noexcept;
+void pop_op() noexcept;
+
+// Ends the session: forced flush (synchronise the device first), converts every record into `out`,
+// counts dropped records. Sets out.enabled, or out.unavailable_reason when nothing could be collected.
+void finish_session(DeviceTrace& out);
+
+// What did not work but did not stop the session: optional record kinds, latency timestamps, failed
+// push/pop or flush calls. One line each, for the report's notes.
+std::vector<std::string> session_warnings();
+
+// "API 130001", or "unavailable (reason)".
+std::string cupti_version();
+
+}  // namespace strata::cupti

@@ -1,0 +1,216 @@
+// matmul and linear on cuBLAS.
+//
+// Note [Row-major GEMM on column-major cuBLAS]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// strata's tensors are row-major; cuBLAS is column-major. A row-major [R, C] matrix read column-major is
+// its transpose [C, R] with leading dimension C. So instead of C = A B (row-major) strata asks cuBLAS for
+// C^T = B^T A^T (column-major), which is the same memory, by passing B first: no copies, no transposes.
+//  - matmul: C[M,N] = A[M,K] B[K,N]  ->  gemm(N, N, m=N, n=M, k=K, B ld=N, A ld=K, C ld=N).
+//  - linear: Y[B,OUT] = X[B,IN] W[OUT,IN]^T + b  ->  Y^T[OUT,B] = W X^T: W read column-major is W^T
+//    [IN,OUT] ld=IN, so op(A) = T; X read column-major is X^T [IN,B] ld=IN, op(B) = N; m=OUT, n=B, k=IN.
+//    The bias is per OUT, i.e. per row of the column-major result: exactly cuBLASLt's BIAS epilogue,
+//    which adds it inside the GEMM kernel instead of in a second kernel.
+#include <cublasLt.h>
+#include <cublas_v2.h>
+
+#include <array>
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+#include "layers/kernels/cuda/cuda_common.h"
+#include "layers/kernels/cuda/cuda_kernels.h"
+#include "layers/kernels/cuda/pointwise_launch.h"
+#include "lib/op_shapes.h"
+#include "lib/zone.h"
+
+namespace strata::kernels::cuda {
+namespace {
+
+std::atomic<bool> g_tf32{false};
+
+constexpr int kMaxDevices = 64;
+// What cuBLAS documents for Hopper and newer; also enough for cuBLASLt's heuristics on these shapes.
+constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+
+struct CublasHandles {
+  std::once_flag once;
+  cublasHandle_t blas = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  std::shared_ptr<Storage> workspace;  // shared by both handles: they only ever run on strata's one stream
+};
+std::array<CublasHandles, kMaxDevices> g_handles;
+
+// Created on first use, so handle creation is part of the first (cold) call, in its own zone.
+CublasHandles& handles_for(const Tensor& t, cudaStream_t stream) {
+  const int device = t.device().index;
+  if (device < 0 || device >= kMaxDevices) throw Error("cuBLAS: no device " + t.device().str());
+  CublasHandles& h = g_handles[static_cast<size_t>(device)];
+  std::call_once(h.once, [&] {
+    {
+      STRATA_ZONE(zone, Layer::kLibrary, "cublasCreate");
+      STRATA_CUBLAS_CHECK(cublasCreate(&h.blas));
+    }
+    STRATA_CUBLAS_CHECK(cublasSetStream(h.blas, stream));
+    {
+      STRATA_ZONE(zone, Layer::kLibrary, "cublasLtCreate");
+      STRATA_CUBLAS_CHECK(cublasLtCreate(&h.lt));
+    }
+    // cuBLAS would otherwise cudaMalloc a workspace of its own per stream; this one comes from the cache.
+    h.workspace = runtime::cuda::caching_allocator().allocate(kWorkspaceBytes, t.device());
+    STRATA_CUBLAS_CHECK(cublasSetWorkspace(h.blas, h.workspace->data(), kWorkspaceBytes));
+  });
+  return h;
+}
+
+struct GemmTypes {
+  cudaDataType data;
+  cublasComputeType_t compute;
+  cudaDataType scale;
+  // alpha = 1 and beta = 0 or 1 in the scale type.
+  float f_one = 1.0f, f_zero = 0.0f;
+  double d_one = 1.0, d_zero = 0.0;
+  const void* one() const { return scale == CUDA_R_64F ? static_cast<const void*>(&d_one) : &f_one; }
+  const void* zero() const { return scale == CUDA_R_64F ? static_cast<const void*>(&d_zero) : &f_zero; }
+};
+
+// f16 / bf16 inputs and outputs with f32 accumulation (tensor cores); f32 exact unless --tf32.
+GemmTypes gemm_types(DType dtype) {
+  switch (dtype) {
+    case DType::kF32:
+      return {CUDA_R_32F, g_tf32.load() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F};
+    case DType::kF64: return {CUDA_R_64F, CUBLAS_COMPUTE_64F, CUDA_R_64F};
+    case DType::kF16: return {CUDA_R_16F, CUBLAS_COMPUTE_32F, CUDA_R_32F};
+    case DType::kBF16: return {CUDA_R_16BF, CUBLAS_COMPUTE_32F, CUDA_R_32F};
+  }
+  throw Error("cuBLAS: unknown dtype");
+}
+
+// One cuBLASLt plan per linear shape: descriptors plus the algorithm the heuristic picked. Building it is
+// host work worth tens of microseconds, paid once in the cold call; steady calls only set the bias pointer.
+struct LtPlan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  size_t workspace_bytes = 0;
+  bool usable = false;  // false: the heuristic found nothing; linear takes the GemmEx path instead
+};
+using LtKey = std::tuple<int, DType, bool, int, int, int>;  // device, dtype, tf32, rows, in, out
+std::mutex g_lt_mutex;
+std::map<LtKey, std::unique_ptr<LtPlan>> g_lt_plans;
+
+LtPlan& lt_plan(const CublasHandles& h, const Tensor& input, const Tensor& bias, int rows, int in, int out,
+                const GemmTypes& t) {
+  const LtKey key{input.device().index, input.dtype(), g_tf32.load(), rows, in, out};
+  std::lock_guard lock(g_lt_mutex);
+  auto [it, inserted] = g_lt_plans.try_emplace(key);
+  if (!inserted) return *it->second;
+  STRATA_ZONE(zone, Layer::kLibrary, "cublasLtMatmulAlgoGetHeuristic");
+  auto plan = std::make_unique<LtPlan>();
+  STRATA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, t.compute, t.scale));
+  const cublasOperation_t transa = CUBLAS_OP_T, transb = CUBLAS_OP_N;
+  const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  const void* bias_ptr = bias.data_ptr();
+  STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof transa));
+  STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof transb));
+  STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+  // The heuristic reads the pointer's alignment; the caching allocator's blocks are all 512-byte aligned.
+  STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr));
+  // Layouts as stored (before op): see Note [Row-major GEMM on column-major cuBLAS].
+  STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, t.data, static_cast<uint64_t>(in), static_cast<uint64_t>(out), in));
+  STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, t.data, static_cast<uint64_t>(in), static_cast<uint64_t>(rows), in));
+  STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, t.data, static_cast<uint64_t>(out), static_cast<uint64_t>(rows), out));
+  cublasLtMatmulPreference_t pref = nullptr;
+  STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t max_workspace = kWorkspaceBytes;
+  STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                           &max_workspace, sizeof max_workspace));
+  cublasLtMatmulHeuristicResult_t result{};
+  int returned = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(h.lt, plan->desc, plan->a, plan->b, plan->c, plan->c,
+                                                               pref, 1, &result, &returned);
+  STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+  // NOT_SUPPORTED / no result: this combination has no epilogue kernel; fall back rather than fail.
+  if (status == CUBLAS_STATUS_SUCCESS && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
+    plan->algo = result.algo;
+    plan->workspace_bytes = result.workspaceSize;
+    plan->usable = true;
+  } else if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED) {
+    STRATA_CUBLAS_CHECK(status);
+  }
+  it->second = std::move(plan);
+  return *it->second;
+}
+
+}  // namespace
+
+void set_tf32(bool enabled) { g_tf32.store(enabled); }
+bool tf32_enabled() { return g_tf32.load(); }
+
+Tensor matmul(const Tensor& self, const Tensor& other) {
+  STRATA_ZONE(zone, Layer::kLibrary, "matmul (cuda)");
+  check_cuda_input("matmul", self);
+  check_cuda_input("matmul", other);
+  op_shapes::check_same_dtype_and_device("matmul", self, other);
+  const Shape out_shape = op_shapes::matmul(self.sizes(), other.sizes());
+  const int m = checked_int("matmul", out_shape[0]), n = checked_int("matmul", out_shape[1]);
+  const int k = checked_int("matmul", self.size(1));
+  const cudaStream_t stream = device_stream(self);
+  CublasHandles& h = handles_for(self, stream);
+  Tensor out = Tensor::empty(out_shape, self.dtype(), self.device());
+  const GemmTypes t = gemm_types(self.dtype());
+  STRATA_ZONE(call, Layer::kLibrary, "cublasGemmEx");
+  // See Note [Row-major GEMM on column-major cuBLAS].
+  STRATA_CUBLAS_CHECK(cublasGemmEx(h.blas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, t.one(), other.data_ptr(), t.data, n,
+                                   self.data_ptr(), t.data, k, t.zero(), out.data_ptr(), t.data, n, t.compute,
+                                   CUBLAS_GEMM_DEFAULT));
+  return out;
+}
+
+Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  STRATA_ZONE(zone, Layer::kLibrary, "linear (cuda)");
+  check_cuda_input("linear", input);
+  check_cuda_input("linear", weight);
+  op_shapes::check_same_dtype_and_device("linear", input, weight);
+  if (bias.defined()) {
+    check_cuda_input("linear", bias);
+    op_shapes::check_same_dtype_and_device("linear", input, bias);
+  }
+  const Shape out_shape = op_shapes::linear(input.sizes(), weight.sizes(), bias.defined() ? &bias.sizes() : nullptr);
+  const int rows = checked_int("linear", out_shape[0]), out_features = checked_int("linear", out_shape[1]);
+  const int in_features = checked_int("linear", input.size(1));
+  const cudaStream_t stream = device_stream(input);
+  CublasHandles& h = handles_for(input, stream);
+  Tensor out = Tensor::empty(out_shape, input.dtype(), input.device());
+  const GemmTypes t = gemm_types(input.dtype());
+
+  // cuBLASLt's f64 GEMMs have no bias epilogue; those take the GemmEx path below.
+  if (bias.defined() && input.dtype() != DType::kF64) {
+    LtPlan& plan = lt_plan(h, input, bias, rows, in_features, out_features, t);
+    if (plan.usable) {
+      const void* bias_ptr = bias.data_ptr();
+      STRATA_CUBLAS_CHECK(
+          cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr));
+      STRATA_ZONE(call, Layer::kLibrary, "cublasLtMatmul");
+      STRATA_CUBLAS_CHECK(cublasLtMatmul(h.lt, plan.desc, t.one(), weight.data_ptr(), plan.a, input.data_ptr(), plan.b,
+                                         t.zero(), out.data_ptr(), plan.c, out.data_ptr(), plan.c, &plan.algo,
+                                         h.workspace->data(), plan.workspace_bytes, stream));
+      return out;
+    }
+  }
+  // addmm: seed every output row with the bias, then let the GEMM accumulate onto it (beta = 1).
+  if (bias.defined()) {
+    STRATA_ZONE(seed, Layer::kLibrary, "bias_rows_kernel<<<>>>");
+    launch_bias_rows(input.dtype(), bias.data_ptr(), out.data_ptr(), rows, out_features, stream);
+  }
+  STRATA_ZONE(call, Layer::kLibrary, "cublasGemmEx");
+  STRATA_CUBLAS_CHECK(cublasGemmEx(h.blas, CUBLAS_OP_T, CUBLAS_OP_N, out_features, rows, in_features, t.one(),
+                                   weight.data_ptr(), t.data, in_features, input.data_ptr(), t.data, in_features,
+                                   bias.defined() ? t.one() : t.zero(), out.data_ptr(), t.data, out_features, t.compute,
+                                   CUBLAS_GEMM_DEFAULT));
+  return out;
+}
+
+}  // namespace strata::kernels::cuda

@@ -1,0 +1,25 @@
+// The CUDA backend: cuBLAS for matmul (cublasGemmEx) and linear (cuBLASLt with a bias epilogue), cuDNN for
+// conv2d (algorithm picked by cuDNN's own timed search, once per shape), strata's own CUDA kernels for
+// relu, add and the conv bias. f32, f64, f16 and bf16; f16/bf16 GEMMs and convs run on tensor cores with
+// f32 accumulation. Same signatures as layers/kernels/cpu/cpu_kernels.h. Every kernel validates its
+// arguments (lib/op_shapes.h), allocates its output from the caching allocator, and queues its work on
+// strata's stream of the tensors' device; host work sits in Library-layer zones named after the call.
+#pragma once
+
+#include <cstdint>
+
+#include "lib/tensor.h"
+
+namespace strata::kernels::cuda {
+
+Tensor matmul(const Tensor& self, const Tensor& other);
+Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias);  // bias may be undefined
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride, int64_t padding);
+Tensor relu(const Tensor& self);
+Tensor add(const Tensor& self, const Tensor& other, double alpha);
+
+// f32 matmul / linear / conv2d on TF32 tensor cores (--tf32). Off by default: f32 means f32 math.
+void set_tf32(bool enabled);
+bool tf32_enabled();
+
+}  // namespace strata::kernels::cuda

@@ -1,0 +1,210 @@
+// conv2d on cuDNN, with the algorithm chosen by cuDNN's own timed search.
+//
+// cuDNN 9 keeps the v7-style convolution API (deprecated, not removed) next to the graph API. strata uses
+// it because cudnnFindConvolutionForwardAlgorithmEx is exactly the step users want to see: cuDNN runs
+// every applicable algorithm on the real buffers and ranks them by time. The search runs once per shape
+// (device, dtype, math mode, sizes), in the cold call, in its own zone; steady calls reuse the plan.
+// The bias is added by strata's own kernel afterwards (cuDNN's fused bias path is limited to one algorithm
+// and would defeat the search).
+#include <cudnn.h>
+
+#include <algorithm>
+#include <array>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+#include "layers/kernels/cuda/cuda_common.h"
+#include "layers/kernels/cuda/cuda_kernels.h"
+#include "layers/kernels/cuda/pointwise_launch.h"
+#include "lib/op_shapes.h"
+#include "lib/zone.h"
+
+namespace strata::kernels::cuda {
+namespace {
+
+constexpr int kMaxDevices = 64;
+// Upper bound on the workspace offered to the search: algorithms that want more are not considered.
+constexpr size_t kMaxSearchWorkspace = size_t{1} << 30;
+
+struct CudnnHandle {
+  std::once_flag once;
+  cudnnHandle_t handle = nullptr;
+};
+std::array<CudnnHandle, kMaxDevices> g_handles;
+
+cudnnHandle_t handle_for(const Tensor& t, cudaStream_t stream) {
+  const int device = t.device().index;
+  if (device < 0 || device >= kMaxDevices) throw Error("cuDNN: no device " + t.device().str());
+  CudnnHandle& h = g_handles[static_cast<size_t>(device)];
+  std::call_once(h.once, [&] {
+    {
+      STRATA_ZONE(zone, Layer::kLibrary, "cudnnCreate");
+      STRATA_CUDNN_CHECK(cudnnCreate(&h.handle));
+    }
+    STRATA_CUDNN_CHECK(cudnnSetStream(h.handle, stream));
+  });
+  return h.handle;
+}
+
+cudnnDataType_t cudnn_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return CUDNN_DATA_FLOAT;
+    case DType::kF64: return CUDNN_DATA_DOUBLE;
+    case DType::kF16: return CUDNN_DATA_HALF;
+    case DType::kBF16: return CUDNN_DATA_BFLOAT16;
+  }
+  throw Error("cuDNN: unknown dtype");
+}
+
+// f16 / bf16 accumulate in f32; f32 and f64 in their own precision.
+cudnnDataType_t compute_dtype(DType dtype) { return dtype == DType::kF64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT; }
+
+// On Ampere and newer CUDNN_DEFAULT_MATH lets f32 convolutions run on TF32 tensor cores; only FMA_MATH
+// keeps f32 exact, so that is what plain f32 asks for (PyTorch does the same when allow_tf32 is off).
+cudnnMathType_t requested_math(DType dtype, bool tf32) {
+  switch (dtype) {
+    case DType::kF32: return tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+    case DType::kF16:
+    case DType::kBF16: return CUDNN_TENSOR_OP_MATH;
+    case DType::kF64: return CUDNN_DEFAULT_MATH;
+  }
+  return CUDNN_DEFAULT_MATH;
+}
+
+bool acceptable_math(DType dtype, bool tf32, cudnnMathType_t math) {
+  if (dtype == DType::kF32 && !tf32) return math == CUDNN_FMA_MATH;
+  return true;
+}
+
+struct ConvPlan {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  cudnnConvolutionFwdAlgo_t algo{};
+  size_t workspace_bytes = 0;
+};
+using ConvKey = std::tuple<int, DType, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+std::mutex g_plan_mutex;
+std::map<ConvKey, std::unique_ptr<ConvPlan>> g_plans;
+
+std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, const Tensor& input, const Tensor& weight, Tensor& out,
+                                    const op_shapes::Conv2dGeometry& g, bool tf32) {
+  const DType dtype = input.dtype();
+  const cudnnDataType_t dt = cudnn_dtype(dtype);
+  auto plan = std::make_unique<ConvPlan>();
+  auto n = [](int64_t v) { return checked_int("conv2d", v); };
+  STRATA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&plan->x));
+  STRATA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&plan->y));
+  STRATA_CUDNN_CHECK(cudnnCreateFilterDescriptor(&plan->w));
+  STRATA_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&plan->conv));
+  STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->x, CUDNN_TENSOR_NCHW, dt, n(g.batch), n(g.in_channels),
+                                                n(g.height), n(g.width)));
+  STRATA_CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan->w, dt, CUDNN_TENSOR_NCHW, n(g.out_channels), n(g.in_channels),
+                                                n(g.kernel_h), n(g.kernel_w)));
+  STRATA_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(plan->conv, n(g.padding), n(g.padding), n(g.stride), n(g.stride),
+                                                     1, 1, CUDNN_CROSS_CORRELATION, compute_dtype(dtype)));
+  STRATA_CUDNN_CHECK(cudnnSetConvolutionMathType(plan->conv, requested_math(dtype, tf32)));
+  int on = 0, oc = 0, oh = 0, ow = 0;
+  STRATA_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(plan->conv, plan->x, plan->w, &on, &oc, &oh, &ow));
+  if (on != g.batch || oc != g.out_channels || oh != g.out_height || ow != g.out_width) {
+    throw Error("conv2d: cuDNN computes output " + Shape{on, oc, oh, ow}.str() + " but strata expects " +
+                g.output().str());
+  }
+  STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->y, CUDNN_TENSOR_NCHW, dt, on, oc, oh, ow));
+
+  STRATA_ZONE(zone, Layer::kLibrary, "cudnnFindConvolutionForwardAlgorithmEx");
+  // Offer the search the largest workspace any algorithm asks for (within a budget and free memory), so
+  // no algorithm is skipped for want of memory. Sizes of unsupported algorithms fail and are skipped.
+  const size_t budget = std::min(kMaxSearchWorkspace, runtime::cuda::free_bytes(input.device().index) / 2);
+  size_t search_bytes = 0;
+  for (int a = 0; a < CUDNN_CONVOLUTION_FWD_ALGO_COUNT; ++a) {
+    size_t bytes = 0;
+    if (cudnnGetConvolutionForwardWorkspaceSize(handle, plan->x, plan->w, plan->conv, plan->y,
+                                                static_cast<cudnnConvolutionFwdAlgo_t>(a), &bytes) == CUDNN_STATUS_SUCCESS &&
+        bytes <= budget) {
+      search_bytes = std::max(search_bytes, bytes);
+    }
+  }
+  std::shared_ptr<Storage> search_workspace =
+      search_bytes > 0 ? runtime::cuda::caching_allocator().allocate(search_bytes, input.device()) : nullptr;
+  int max_results = 0;
+  STRATA_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &max_results));
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> results(static_cast<size_t>(std::max(max_results, 1)));
+  int returned = 0;
+  // Runs on the real buffers: the output is overwritten, which the forward call below does again anyway.
+  STRATA_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(
+      handle, plan->x, input.data_ptr(), plan->w, weight.data_ptr(), plan->conv, plan->y, out.data_ptr(),
+      static_cast<int>(results.size()), &returned, results.data(), search_workspace ? search_workspace->data() : nullptr,
+      search_bytes));
+  // Results come sorted by measured time; take the fastest that worked and keeps the requested precision.
+  const cudnnConvolutionFwdAlgoPerf_t* best = nullptr;
+  for (int i = 0; i < returned; ++i) {
+    const cudnnConvolutionFwdAlgoPerf_t& r = results[static_cast<size_t>(i)];
+    if (r.status == CUDNN_STATUS_SUCCESS && r.memory <= search_bytes && acceptable_math(dtype, tf32, r.mathType)) {
+      best = &r;
+      break;
+    }
+  }
+  if (best == nullptr) {
+    throw Error("conv2d: cuDNN found no forward algorithm for input " + input.str() + " weight " + weight.str() +
+                (dtype == DType::kF32 && !tf32 ? " in exact f32 math (try --tf32)" : ""));
+  }
+  plan->algo = best->algo;
+  plan->workspace_bytes = best->memory;
+  STRATA_CUDNN_CHECK(cudnnSetConvolutionMathType(plan->conv, best->mathType));
+  return plan;
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride, int64_t padding) {
+  STRATA_ZONE(zone, Layer::kLibrary, "conv2d (cuda)");
+  check_cuda_input("conv2d", input);
+  check_cuda_input("conv2d", weight);
+  op_shapes::check_same_dtype_and_device("conv2d", input, weight);
+  if (bias.defined()) {
+    check_cuda_input("conv2d", bias);
+    op_shapes::check_same_dtype_and_device("conv2d", input, bias);
+  }
+  const op_shapes::Conv2dGeometry g =
+      op_shapes::conv2d(input.sizes(), weight.sizes(), bias.defined() ? &bias.sizes() : nullptr, stride, padding);
+  const cudaStream_t stream = device_stream(input);
+  const cudnnHandle_t handle = handle_for(input, stream);
+  Tensor out = Tensor::empty(g.output(), input.dtype(), input.device());
+
+  const bool tf32 = input.dtype() == DType::kF32 && tf32_enabled();
+  const ConvKey key{input.device().index, input.dtype(), tf32, g.batch, g.in_channels, g.height, g.width,
+                    g.out_channels, g.kernel_h, g.kernel_w, g.stride, g.padding};
+  ConvPlan* plan = nullptr;
+  {
+    std::lock_guard lock(g_plan_mutex);
+    auto it = g_plans.find(key);
+    if (it == g_plans.end()) it = g_plans.emplace(key, make_plan(handle, input, weight, out, g, tf32)).first;
+    plan = it->second.get();
+  }
+  std::shared_ptr<Storage> workspace =
+      plan->workspace_bytes > 0 ? runtime::cuda::caching_allocator().allocate(plan->workspace_bytes, input.device())
+                                : nullptr;
+  // Scaling factors are double for double data and float otherwise (cuDNN's rule).
+  const float f_one = 1.0f, f_zero = 0.0f;
+  const double d_one = 1.0, d_zero = 0.0;
+  const bool f64 = input.dtype() == DType::kF64;
+  {
+    STRATA_ZONE(call, Layer::kLibrary, "cudnnConvolutionForward");
+    STRATA_CUDNN_CHECK(cudnnConvolutionForward(
+        handle, f64 ? static_cast<const void*>(&d_one) : &f_one, plan->x, input.data_ptr(), plan->w, weight.data_ptr(),
+        plan->conv, plan->algo, workspace ? workspace->data() : nullptr, plan->workspace_bytes,
+        f64 ? static_cast<const void*>(&d_zero) : &f_zero, plan->y, out.data_ptr()));
+  }
+  if (bias.defined()) {
+    STRATA_ZONE(call, Layer::kLibrary, "conv_bias_kernel<<<>>>");
+    launch_bias_channels(input.dtype(), bias.data_ptr(), out.data_ptr(), out.numel(), g.out_channels,
+                         g.out_height * g.out_width, stream);
+  }
+  return out;
+}
+
+}  // namespace strata::kernels::cuda

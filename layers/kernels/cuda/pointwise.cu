@@ -1,0 +1,131 @@
+// strata's own CUDA kernels: relu, add, and the two bias broadcasts (linear's fallback path, conv2d).
+// Grid-stride loops over contiguous memory: these ops are bandwidth-bound, so what matters is coalesced
+// access and enough blocks in flight, not arithmetic. Half types compute in f32, f64 in f64.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <type_traits>
+
+#include "layers/kernels/cuda/pointwise_launch.h"
+#include "layers/runtime/cuda/cuda_runtime_layer.h"
+
+namespace strata::kernels::cuda {
+namespace {
+
+template <typename T>
+struct Math {
+  using Acc = T;
+  static __device__ Acc load(T v) { return v; }
+  static __device__ T store(Acc v) { return v; }
+};
+template <>
+struct Math<__half> {
+  using Acc = float;
+  static __device__ Acc load(__half v) { return __half2float(v); }
+  static __device__ __half store(Acc v) { return __float2half_rn(v); }
+};
+template <>
+struct Math<__nv_bfloat16> {
+  using Acc = float;
+  static __device__ Acc load(__nv_bfloat16 v) { return __bfloat162float(v); }
+  static __device__ __nv_bfloat16 store(Acc v) { return __float2bfloat16_rn(v); }
+};
+
+constexpr int kThreads = 256;
+
+// Enough blocks to fill any GPU strata supports many times over; the loops stride past the rest.
+unsigned int blocks_for(int64_t n) {
+  return static_cast<unsigned int>(std::min<int64_t>((n + kThreads - 1) / kThreads, int64_t{1} << 20));
+}
+
+__device__ int64_t first_index() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
+__device__ int64_t grid_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
+
+template <typename T>
+__global__ void relu_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n) {
+  using M = Math<T>;
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    const typename M::Acc v = M::load(x[i]);
+    // `v < 0 ? 0 : v` rather than max(v, 0): NaN stays NaN, as in PyTorch.
+    y[i] = M::store(v < typename M::Acc(0) ? typename M::Acc(0) : v);
+  }
+}
+
+template <typename T>
+__global__ void add_kernel(const T* __restrict__ a, const T* __restrict__ b, typename Math<T>::Acc alpha,
+                           T* __restrict__ y, int64_t n) {
+  using M = Math<T>;
+  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = M::store(M::load(a[i]) + alpha * M::load(b[i]));
+}
+
+template <typename T>
+__global__ void bias_rows_kernel(const T* __restrict__ bias, T* __restrict__ y, int64_t rows, int64_t cols) {
+  const int64_t n = rows * cols;
+  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = bias[i % cols];
+}
+
+template <typename T>
+__global__ void bias_channels_kernel(const T* __restrict__ bias, T* __restrict__ y, int64_t total, int64_t channels,
+                                     int64_t plane) {
+  using M = Math<T>;
+  for (int64_t i = first_index(); i < total; i += grid_stride()) {
+    y[i] = M::store(M::load(y[i]) + M::load(bias[(i / plane) % channels]));
+  }
+}
+
+// Calls f with a null pointer of the element type of `dtype`, so one switch serves every launcher.
+template <typename F>
+void with_type(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::kF32: f(static_cast<float*>(nullptr)); break;
+    case DType::kF64: f(static_cast<double*>(nullptr)); break;
+    case DType::kF16: f(static_cast<__half*>(nullptr)); break;
+    case DType::kBF16: f(static_cast<__nv_bfloat16*>(nullptr)); break;
+  }
+}
+
+}  // namespace
+
+void launch_relu(DType dtype, const void* x, void* y, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  with_type(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    relu_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), n);
+  });
+  STRATA_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_add(DType dtype, const void* a, const void* b, double alpha, void* y, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  with_type(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    using Acc = typename Math<T>::Acc;
+    add_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(a), static_cast<const T*>(b),
+                                                          static_cast<Acc>(alpha), static_cast<T*>(y), n);
+  });
+  STRATA_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_bias_rows(DType dtype, const void* bias, void* y, int64_t rows, int64_t cols, cudaStream_t stream) {
+  if (rows * cols == 0) return;
+  with_type(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    bias_rows_kernel<T><<<blocks_for(rows * cols), kThreads, 0, stream>>>(static_cast<const T*>(bias),
+                                                                          static_cast<T*>(y), rows, cols);
+  });
+  STRATA_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_bias_channels(DType dtype, const void* bias, void* y, int64_t total, int64_t channels, int64_t plane,
+                          cudaStream_t stream) {
+  if (total == 0) return;
+  with_type(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    bias_channels_kernel<T><<<blocks_for(total), kThreads, 0, stream>>>(static_cast<const T*>(bias),
+                                                                        static_cast<T*>(y), total, channels, plane);
+  });
+  STRATA_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace strata::kernels::cuda

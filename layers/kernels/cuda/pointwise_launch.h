@@ -1,0 +1,22 @@
+// Private to layers/kernels/cuda: host launchers of strata's own kernels (pointwise.cu). Kept free of
+// lib/zone.h so that nvcc never parses the host clock's intrinsics; the callers put the zones around them.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "lib/dtype.h"
+
+namespace strata::kernels::cuda {
+
+void launch_relu(DType dtype, const void* x, void* y, int64_t n, cudaStream_t stream);
+// y = a + alpha * b (PyTorch's add(self, other, alpha)).
+void launch_add(DType dtype, const void* a, const void* b, double alpha, void* y, int64_t n, cudaStream_t stream);
+// y[r, c] = bias[c] for a row-major [rows, cols] y: seeds a GEMM that then accumulates with beta = 1.
+void launch_bias_rows(DType dtype, const void* bias, void* y, int64_t rows, int64_t cols, cudaStream_t stream);
+// y[n, c, h, w] += bias[c] for an NCHW y with `plane` = h * w.
+void launch_bias_channels(DType dtype, const void* bias, void* y, int64_t total, int64_t channels, int64_t plane,
+                          cudaStream_t stream);
+
+}  // namespace strata::kernels::cuda

@@ -1,0 +1,155 @@
+// The caching device allocator. cudaMalloc costs tens of microseconds to milliseconds and synchronises
+// the device, so a steady-state call that paid it would measure the allocator, not the op. Freed blocks
+// wait in a per-device free list keyed by their rounded size and are handed out again as-is (no splitting:
+// strata repeats one call with one set of shapes, so exact-size reuse hits every time after the first).
+//
+// Reuse without events is safe because every kernel strata runs on a device goes to that device's one
+// stream (see stream()): a block freed by the host while a kernel still reads it can only be handed to work
+// queued later on the same stream, which runs after that kernel. A second stream would need event fencing.
+#include <array>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "layers/runtime/cuda/cuda_runtime_layer.h"
+#include "lib/error.h"
+#include "lib/zone.h"
+
+namespace strata::runtime::cuda {
+namespace {
+
+constexpr size_t kSmallGranule = 512;
+constexpr size_t kSmallLimit = size_t{1} << 20;
+constexpr size_t kLargeGranule = size_t{2} << 20;
+constexpr int kMaxDevices = 64;
+
+struct Pool {
+  std::mutex mutex;
+  std::unordered_map<size_t, std::vector<void*>> free_blocks;  // rounded size -> blocks
+  AllocatorStats stats;
+};
+
+class CachingAllocator final : public Allocator {
+ public:
+  std::shared_ptr<Storage> allocate(size_t nbytes, Device device) override {
+    Pool& p = pool(device);
+    const size_t size = rounded_allocation_size(nbytes);
+    void* ptr = nullptr;
+    {
+      std::lock_guard lock(p.mutex);
+      auto it = p.free_blocks.find(size);
+      if (it != p.free_blocks.end() && !it->second.empty()) {
+        ptr = it->second.back();
+        it->second.pop_back();
+        ++p.stats.cache_hits;
+        p.stats.bytes_cached -= size;
+      }
+    }
+    if (ptr == nullptr) ptr = malloc_block(p, device.index, size);
+    return std::make_shared<Storage>(ptr, nbytes, device, &CachingAllocator::release, &p);
+  }
+
+  void copy_to_host(void* host_dst, const void* device_src, size_t nbytes, Device device) override {
+    if (nbytes == 0) return;
+    STRATA_ZONE(zone, Layer::kRuntime, "cudaMemcpyAsync DtoH");
+    set_current_device(device.index);
+    const cudaStream_t s = stream(device.index);
+    STRATA_CUDA_CHECK(cudaMemcpyAsync(host_dst, device_src, nbytes, cudaMemcpyDeviceToHost, s));
+    STRATA_CUDA_CHECK(cudaStreamSynchronize(s));
+  }
+
+  void copy_from_host(void* device_dst, const void* host_src, size_t nbytes, Device device) override {
+    if (nbytes == 0) return;
+    STRATA_ZONE(zone, Layer::kRuntime, "cudaMemcpyAsync HtoD");
+    set_current_device(device.index);
+    const cudaStream_t s = stream(device.index);
+    STRATA_CUDA_CHECK(cudaMemcpyAsync(device_dst, host_src, nbytes, cudaMemcpyHostToDevice, s));
+    // Pageable source: the caller may free or reuse it as soon as we return.
+    STRATA_CUDA_CHECK(cudaStreamSynchronize(s));
+  }
+
+  AllocatorStats stats(int index) {
+    Pool& p = pools_.at(static_cast<size_t>(index));
+    std::lock_guard lock(p.mutex);
+    return p.stats;
+  }
+
+ private:
+  Pool& pool(Device device) {
+    if (!device.is_cuda() || device.index < 0 || device.index >= kMaxDevices) {
+      throw Error("the CUDA caching allocator got device " + device.str());
+    }
+    return pools_[static_cast<size_t>(device.index)];
+  }
+
+  static void* malloc_block(Pool& p, int index, size_t size) {
+    STRATA_ZONE(zone, Layer::kRuntime, "cudaMalloc");
+    set_current_device(index);
+    void* ptr = nullptr;
+    cudaError_t e = cudaMalloc(&ptr, size);
+    if (e == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      // What the cache holds may be exactly what is missing: give it back to the driver and try once more.
+      release_cached(p);
+      e = cudaMalloc(&ptr, size);
+      if (e == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        size_t free = 0, total = 0;
+        (void)cudaMemGetInfo(&free, &total);
+        throw UnavailableError("out of device memory on cuda:" + std::to_string(index) + ": cudaMalloc of " +
+                               format_bytes(double(size)) + " failed with " + format_bytes(double(free)) +
+                               " free of " + format_bytes(double(total)));
+      }
+    }
+    if (e != cudaSuccess) throw_cuda_error(static_cast<int>(e), "cudaMalloc(&ptr, size)", __FILE__, __LINE__);
+    std::lock_guard lock(p.mutex);
+    ++p.stats.cuda_mallocs;
+    p.stats.bytes_reserved += size;
+    return ptr;
+  }
+
+  static void release_cached(Pool& p) {
+    std::lock_guard lock(p.mutex);
+    for (auto& [size, blocks] : p.free_blocks) {
+      for (void* block : blocks) {
+        (void)cudaFree(block);
+        p.stats.bytes_reserved -= size;
+        p.stats.bytes_cached -= size;
+      }
+      blocks.clear();
+    }
+  }
+
+  static void release(void* context, void* data, size_t nbytes) {
+    Pool& p = *static_cast<Pool*>(context);
+    const size_t size = rounded_allocation_size(nbytes);
+    std::lock_guard lock(p.mutex);
+    p.free_blocks[size].push_back(data);
+    p.stats.bytes_cached += size;
+  }
+
+  std::array<Pool, kMaxDevices> pools_;
+};
+
+CachingAllocator& instance() {
+  // Never destroyed: tensors released during static destruction must still find their pool, and
+  // cudaFree after the runtime has shut down would only fail.
+  static CachingAllocator* allocator = new CachingAllocator();
+  return *allocator;
+}
+
+}  // namespace
+
+size_t rounded_allocation_size(size_t nbytes) {
+  if (nbytes <= kSmallLimit) return nbytes == 0 ? kSmallGranule : (nbytes + kSmallGranule - 1) / kSmallGranule * kSmallGranule;
+  return (nbytes + kLargeGranule - 1) / kLargeGranule * kLargeGranule;
+}
+
+Allocator& caching_allocator() { return instance(); }
+
+AllocatorStats allocator_stats(int index) {
+  if (index < 0 || index >= kMaxDevices) throw Error("allocator_stats: no device cuda:" + std::to_string(index));
+  return instance().stats(index);
+}
+
+}  // namespace strata::runtime::cuda

@@ -1,0 +1,149 @@
+// layers/runtime/cuda: what strata needs from the CUDA runtime, in one place. Probing (never throws),
+// device discovery, one stream per device, events, the caching device allocator behind lib's Allocator,
+// host <-> device copies, and the checking macros every CUDA / cuBLAS / cuDNN call goes through.
+//
+// Nothing here links libcuda: the program must start, and say why there is no GPU, on a machine without
+// a driver. The runtime (libcudart, shared) loads the driver itself and reports its absence as an error
+// code, which probe() turns into one line of text.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "lib/dtype.h"
+#include "lib/storage.h"
+
+namespace strata::runtime::cuda {
+
+// ---- Probing and discovery ---------------------------------------------------------------------------
+
+struct Probe {
+  bool usable = false;
+  int device_count = 0;
+  int error_code = 0;  // the cudaError_t of cudaGetDeviceCount, 0 when it succeeded
+  std::string reason;  // one line, when !usable: "no CUDA driver (cudaErrorInsufficientDriver)"
+};
+
+// Asks the runtime how many devices it sees. Never throws; the answer is computed once per process
+// (the runtime caches its own driver load, so a second answer could not differ anyway).
+Probe probe() noexcept;
+
+// "" when strata has code for device `index`, else why not (compute capability below 8.0).
+std::string unsupported_reason(int index);
+
+struct DeviceInfo {
+  int index = 0;
+  std::string name;
+  int sm_count = 0;
+  int cc_major = 0, cc_minor = 0;
+  size_t total_bytes = 0, free_bytes = 0;
+  int clock_khz = 0;         // peak SM clock
+  int memory_clock_khz = 0;  // peak memory clock
+  int memory_bus_bits = 0;
+  std::string pci_bus_id;
+  int driver_version = 0;   // CUDA version the driver supports, 13000 = 13.0
+  int runtime_version = 0;  // libcudart in use
+  std::string cublas_version, cublaslt_version, cudnn_version;
+};
+
+// Properties of device `index`. Creates the device's primary context (free memory needs one).
+DeviceInfo device_info(int index);
+
+std::string cuda_version_string(int version);  // 13000 -> "13.0"
+
+// ---- Devices, streams, events -----------------------------------------------------------------------
+
+// Creates the context and strata's stream on device `index` and registers the caching allocator for
+// DeviceType::kCUDA. Idempotent. Context creation is setup, so callers do it before the first traced call.
+void init_device(int index);
+
+// Makes `index` current on this thread (cheap when it already is: no runtime call).
+void set_current_device(int index);
+
+// strata's stream on `index` (init_device first). All of strata's work on a device goes to this one
+// stream, which is what lets the caching allocator reuse a freed block without an event.
+cudaStream_t stream(int index);
+
+// Blocks until everything strata queued on `index` has finished.
+void synchronize(int index);
+
+size_t free_bytes(int index);
+
+// A CUDA event on the current device, for GPU-side intervals (used by the raw-library baseline).
+class Event {
+ public:
+  Event();
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  void record(cudaStream_t stream);
+  void synchronize();
+  cudaEvent_t get() const { return event_; }
+  // Milliseconds between two recorded events (both must have completed).
+  static float elapsed_ms(const Event& start, const Event& end);
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+// ---- Memory ---------------------------------------------------------------------------------------------
+
+// The caching device allocator (one per process). Freed blocks go back to a per-device free list keyed by
+// rounded size, so steady-state calls never reach cudaMalloc; a miss runs cudaMalloc inside a Runtime zone.
+Allocator& caching_allocator();
+
+struct AllocatorStats {
+  uint64_t cuda_mallocs = 0;   // cache misses
+  uint64_t cache_hits = 0;
+  uint64_t bytes_reserved = 0; // held from cudaMalloc, in use or cached
+  uint64_t bytes_cached = 0;   // free, waiting in the cache
+};
+AllocatorStats allocator_stats(int index);
+
+// The rounding the cache applies: 512 B granules below 1 MiB, 2 MiB granules above.
+size_t rounded_allocation_size(size_t nbytes);
+
+// ---- Published peak figures -----------------------------------------------------------------------------
+
+struct PeakFlops {
+  double flops = 0;    // dense, per second; 0 when unknown
+  std::string source;  // where the figure comes from, in words
+};
+// Dense peak of the device for math in `dtype` (tf32 = f32 inputs on TF32 tensor cores), from NVIDIA's
+// published datasheet figures for the GPUs strata knows; 0 with the reason otherwise.
+PeakFlops published_peak(const std::string& device_name, int cc_major, int cc_minor, DType dtype, bool tf32);
+
+// ---- Checking ---------------------------------------------------------------------------------------------
+// nvbench's NVBENCH_CUDA_CALL is the model: the error carries file, line, the call's text and the library's
+// own error name and string. Out-of-memory statuses throw UnavailableError (exit 4), everything else Error.
+
+[[noreturn]] void throw_cuda_error(int error, const char* call, const char* file, int line);
+[[noreturn]] void throw_cublas_error(int status, const char* call, const char* file, int line);
+[[noreturn]] void throw_cudnn_error(int status, const char* call, const char* file, int line);
+
+}  // namespace strata::runtime::cuda
+
+#define STRATA_CUDA_CHECK(call)                                                                       \
+  do {                                                                                                \
+    const cudaError_t strata_status_ = (call);                                                        \
+    if (strata_status_ != cudaSuccess) [[unlikely]]                                                   \
+      ::strata::runtime::cuda::throw_cuda_error(static_cast<int>(strata_status_), #call, __FILE__, __LINE__); \
+  } while (0)
+
+// The cuBLAS and cuDNN variants expand in files that include cublas / cudnn headers; this header does not.
+#define STRATA_CUBLAS_CHECK(call)                                                                     \
+  do {                                                                                                \
+    const auto strata_status_ = (call);                                                               \
+    if (static_cast<int>(strata_status_) != 0) [[unlikely]]                                           \
+      ::strata::runtime::cuda::throw_cublas_error(static_cast<int>(strata_status_), #call, __FILE__, __LINE__); \
+  } while (0)
+
+#define STRATA_CUDNN_CHECK(call)                                                                      \
+  do {                                                                                                \
+    const auto strata_status_ = (call);                                                               \
+    if (static_cast<int>(strata_status_) != 0) [[unlikely]]                                           \
+      ::strata::runtime::cuda::throw_cudnn_error(static_cast<int>(strata_status_), #call, __FILE__, __LINE__); \
+  } while (0)

@@ -1,0 +1,235 @@
+#include <cublasLt.h>
+#include <cublas_api.h>
+#include <cudnn.h>
+
+#include <array>
+#include <cstdio>
+#include <mutex>
+
+#include "layers/runtime/cuda/cuda_runtime_layer.h"
+#include "lib/error.h"
+
+namespace strata::runtime::cuda {
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+struct DeviceState {
+  std::once_flag once;
+  cudaStream_t stream = nullptr;
+};
+std::array<DeviceState, kMaxDevices> g_devices;
+
+// cudaSetDevice is per thread; remembering it here saves a runtime call (and a CUPTI record) per op.
+thread_local int t_current_device = -1;
+
+std::string name_of(cudaError_t e) { return cudaGetErrorName(e); }
+
+// "layers/runtime/cuda/runtime.cpp" rather than the absolute path the build passed in __FILE__.
+std::string short_path(const char* file) {
+  std::string path = file;
+  size_t best = std::string::npos;
+  for (const char* top : {"/layers/", "/apps/", "/tests/", "/bench/", "/lib/", "/reports/"}) {
+    const size_t at = path.rfind(top);
+    if (at != std::string::npos && (best == std::string::npos || at < best)) best = at;
+  }
+  return best == std::string::npos ? path : path.substr(best + 1);
+}
+
+std::string failure(const char* call, const std::string& what, const char* file, int line) {
+  return std::string(call) + " failed: " + what + " [" + short_path(file) + ":" + std::to_string(line) + "]";
+}
+
+std::string version3(size_t v) {  // cuBLASLt and cuDNN 9 both encode major*10000 + minor*100 + patch
+  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
+}
+
+Probe do_probe() {
+  Probe p;
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  p.error_code = static_cast<int>(e);
+  if (e == cudaSuccess && count > 0) {
+    p.usable = true;
+    p.device_count = count;
+    return p;
+  }
+  if (e == cudaSuccess) {
+    p.reason = "the CUDA runtime sees no device (check nvidia-smi and CUDA_VISIBLE_DEVICES)";
+  } else if (e == cudaErrorInsufficientDriver) {
+    int driver = 0;
+    if (cudaDriverGetVersion(&driver) == cudaSuccess && driver > 0) {
+      int runtime = 0;
+      (void)cudaRuntimeGetVersion(&runtime);
+      p.reason = "the NVIDIA driver supports CUDA " + cuda_version_string(driver) + " but this strata needs CUDA " +
+                 cuda_version_string(runtime) + " (cudaErrorInsufficientDriver); update the driver";
+    } else {
+      p.reason = "no CUDA driver (cudaErrorInsufficientDriver)";
+    }
+  } else if (e == cudaErrorStubLibrary) {
+    p.reason = "no CUDA driver: only the toolkit's stub libcuda.so was found (cudaErrorStubLibrary)";
+  } else if (e == cudaErrorNoDevice) {
+    p.reason = "no CUDA device is visible (cudaErrorNoDevice); check nvidia-smi and CUDA_VISIBLE_DEVICES";
+  } else {
+    p.reason = "CUDA is not usable: cudaGetDeviceCount failed with " + name_of(e) + " (" + cudaGetErrorString(e) + ")";
+  }
+  // The failed call may leave a non-sticky error behind; clear it so later calls do not inherit it.
+  (void)cudaGetLastError();
+  return p;
+}
+
+void check_index(int index) {
+  const Probe p = probe();
+  if (!p.usable) throw UnavailableError("cuda:" + std::to_string(index) + ": " + p.reason);
+  if (index < 0 || index >= p.device_count || index >= kMaxDevices) {
+    throw UnavailableError("cuda:" + std::to_string(index) + " does not exist: this machine has " +
+                           std::to_string(p.device_count) + " CUDA device" + (p.device_count == 1 ? "" : "s") +
+                           " (cuda:0" + (p.device_count > 1 ? " to cuda:" + std::to_string(p.device_count - 1) : "") +
+                           ")");
+  }
+}
+
+}  // namespace
+
+Probe probe() noexcept {
+  static const Probe result = [] {
+    try {
+      return do_probe();
+    } catch (...) {
+      Probe p;
+      p.reason = "probing the CUDA runtime failed unexpectedly";
+      return p;
+    }
+  }();
+  return result;
+}
+
+std::string cuda_version_string(int version) {
+  return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
+}
+
+std::string unsupported_reason(int index) {
+  check_index(index);
+  int major = 0, minor = 0;
+  STRATA_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index));
+  STRATA_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, index));
+  if (major >= 8) return "";
+  return "cuda:" + std::to_string(index) + " has compute capability " + std::to_string(major) + "." +
+         std::to_string(minor) + "; strata's CUDA kernels are built for 8.0 and newer";
+}
+
+DeviceInfo device_info(int index) {
+  check_index(index);
+  DeviceInfo info;
+  info.index = index;
+  cudaDeviceProp prop{};
+  STRATA_CUDA_CHECK(cudaGetDeviceProperties(&prop, index));
+  info.name = prop.name;
+  info.sm_count = prop.multiProcessorCount;
+  info.cc_major = prop.major;
+  info.cc_minor = prop.minor;
+  info.memory_bus_bits = prop.memoryBusWidth;
+  // CUDA 13 removed the clock fields from cudaDeviceProp; the attributes remain.
+  STRATA_CUDA_CHECK(cudaDeviceGetAttribute(&info.clock_khz, cudaDevAttrClockRate, index));
+  STRATA_CUDA_CHECK(cudaDeviceGetAttribute(&info.memory_clock_khz, cudaDevAttrMemoryClockRate, index));
+  char bus[32] = {};
+  STRATA_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, index));
+  info.pci_bus_id = bus;
+  set_current_device(index);
+  STRATA_CUDA_CHECK(cudaMemGetInfo(&info.free_bytes, &info.total_bytes));
+  STRATA_CUDA_CHECK(cudaDriverGetVersion(&info.driver_version));
+  STRATA_CUDA_CHECK(cudaRuntimeGetVersion(&info.runtime_version));
+  int major = 0, minor = 0, patch = 0;
+  STRATA_CUBLAS_CHECK(cublasGetProperty(MAJOR_VERSION, &major));
+  STRATA_CUBLAS_CHECK(cublasGetProperty(MINOR_VERSION, &minor));
+  STRATA_CUBLAS_CHECK(cublasGetProperty(PATCH_LEVEL, &patch));
+  info.cublas_version = std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
+  info.cublaslt_version = version3(cublasLtGetVersion());
+  info.cudnn_version = version3(cudnnGetVersion());
+  return info;
+}
+
+void init_device(int index) {
+  check_index(index);
+  DeviceState& d = g_devices[static_cast<size_t>(index)];
+  std::call_once(d.once, [&] {
+    set_current_device(index);
+    // Creates the primary context now, so that its cost is setup and not part of the first traced call.
+    STRATA_CUDA_CHECK(cudaFree(nullptr));
+    // Non-blocking: strata's stream never waits for work that something else put on the legacy stream.
+    STRATA_CUDA_CHECK(cudaStreamCreateWithFlags(&d.stream, cudaStreamNonBlocking));
+    register_allocator(DeviceType::kCUDA, &caching_allocator());
+  });
+}
+
+void set_current_device(int index) {
+  if (t_current_device == index) return;
+  STRATA_CUDA_CHECK(cudaSetDevice(index));
+  t_current_device = index;
+}
+
+cudaStream_t stream(int index) {
+  if (index < 0 || index >= kMaxDevices || g_devices[static_cast<size_t>(index)].stream == nullptr) {
+    throw Error("cuda:" + std::to_string(index) + " is not initialised (runtime::cuda::init_device was not called)");
+  }
+  return g_devices[static_cast<size_t>(index)].stream;
+}
+
+void synchronize(int index) { STRATA_CUDA_CHECK(cudaStreamSynchronize(stream(index))); }
+
+size_t free_bytes(int index) {
+  check_index(index);
+  set_current_device(index);
+  size_t free = 0, total = 0;
+  STRATA_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return free;
+}
+
+Event::Event() { STRATA_CUDA_CHECK(cudaEventCreate(&event_)); }
+Event::~Event() {
+  if (event_ != nullptr) (void)cudaEventDestroy(event_);  // never throw from a destructor
+}
+void Event::record(cudaStream_t s) { STRATA_CUDA_CHECK(cudaEventRecord(event_, s)); }
+void Event::synchronize() { STRATA_CUDA_CHECK(cudaEventSynchronize(event_)); }
+float Event::elapsed_ms(const Event& start, const Event& end) {
+  float ms = 0;
+  STRATA_CUDA_CHECK(cudaEventElapsedTime(&ms, start.event_, end.event_));
+  return ms;
+}
+
+void throw_cuda_error(int error, const char* call, const char* file, int line) {
+  const auto e = static_cast<cudaError_t>(error);
+  // Clears a non-sticky error so that the next, unrelated call does not report it again.
+  (void)cudaGetLastError();
+  const std::string msg = failure(call, name_of(e) + " (" + cudaGetErrorString(e) + ")", file, line);
+  if (e == cudaErrorMemoryAllocation) throw UnavailableError("out of device memory: " + msg);
+  throw Error(msg);
+}
+
+void throw_cublas_error(int status, const char* call, const char* file, int line) {
+  const auto s = static_cast<cublasStatus_t>(status);
+  const std::string msg =
+      failure(call, std::string(cublasGetStatusName(s)) + " (" + cublasGetStatusString(s) + ")", file, line);
+  if (s == CUBLAS_STATUS_ALLOC_FAILED) throw UnavailableError("out of memory in cuBLAS: " + msg);
+  throw Error(msg);
+}
+
+void throw_cudnn_error(int status, const char* call, const char* file, int line) {
+  const auto s = static_cast<cudnnStatus_t>(status);
+  std::string what = cudnnGetErrorString(s);
+  // cuDNN 9 keeps a longer explanation of the last failure on this thread; it is often the useful part.
+  char detail[512] = {};
+  cudnnGetLastErrorString(detail, sizeof detail);
+  std::string extra = detail;
+  for (char& c : extra)
+    if (c == '\n' || c == '\r') c = ' ';
+  if (!extra.empty()) what += ": " + extra;
+  const std::string msg = failure(call, what, file, line);
+  if (s == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED ||
+      s == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED) {
+    throw UnavailableError("out of memory in cuDNN: " + msg);
+  }
+  throw Error(msg);
+}
+
+}  // namespace strata::runtime::cuda

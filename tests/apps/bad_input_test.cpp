@@ -1,0 +1,182 @@
+// End-to-end: the catalogue of bad input. Each case checks the exit code, one clear message on stderr
+// (no stack trace, no "terminate called"), no partial table on stdout, and no file left behind.
+#include <doctest/doctest.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "tests/apps/e2e.h"
+
+using namespace strata::test;
+
+TEST_CASE("every malformed size is refused with exit 2 and the reason") {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"", "missing size"},
+      {"1024x", "empty field at the end"},
+      {"x1024", "empty field at the start"},
+      {"0", "contains 0"},
+      {"-5", "is negative"},
+      {"1e3", "is not a whole number"},
+      {"99999999999999999999", "is too large"},
+      {"2147483648", "at most 2147483647"},
+      {"1x2x3x4x5", "more than 4 fields"},
+      {"1x1", "matmul takes N (square) or MxKxN"},
+      {"1x2x3x4", "matmul takes N (square) or MxKxN"},
+      {"12ab", "has the character 'a'"},
+      {"10 24", "has the character ' '"},
+      {"+5", "has a sign"},
+  };
+  for (const auto& [spec, message] : cases) {
+    CAPTURE(spec);
+    check_refused(run_strata(cpu({"trace", "matmul", spec})), 2, message);
+  }
+  check_refused(run_strata(cpu({"trace", "linear", "32x64"})), 2, "linear takes BxINxOUT");
+  check_refused(run_strata(cpu({"trace", "conv", "1x3x8"})), 2, "conv takes NxCxHxW");
+  check_refused(run_strata(cpu({"trace", "relu", "1x2x3x4x5"})), 2, "more than 4 fields");
+}
+
+TEST_CASE("a size too large for memory is refused before allocating, with the bytes it would need") {
+  // 3 x 10^14 floats: the message must come from the size check, not from the allocator or the OOM killer.
+  check_refused(run_strata(cpu({"trace", "matmul", "10000000"})), 2,
+                "matmul 10000000 (f32) needs 1.07 PiB on cpu but only");
+  check_refused(run_strata(cpu({"trace", "matmul", "2147483647", "--dtype", "f64"})), 2, "more than 2^63 bytes");
+  check_refused(run_strata(cpu({"trace", "add", "65536x65536x65536x65536"})), 2, "more than 2^63");
+  // Sizes whose byte count overflows even 128-bit products (see tests/frontend/prepare_test.cpp).
+  check_refused(run_strata(cpu({"trace", "conv", "1073741825x2x2x2", "--out-channels", "2147483646", "--kernel", "1",
+                                 "--pad", "2147483647", "--dtype", "f64"})),
+                2, "more than 2^63 bytes");
+}
+
+TEST_CASE("conv options that do not fit the input are refused") {
+  check_refused(run_strata(cpu({"trace", "conv", "1x3x4x4", "--kernel", "5"})), 2,
+                "--kernel 5 is larger than the padded input 4x4");
+  check_refused(run_strata(cpu({"trace", "conv", "1x3x4x4", "--stride", "0"})), 2, "--stride must be at least 1, got 0");
+  check_refused(run_strata(cpu({"trace", "conv", "1x3x4x4", "--pad", "-1"})), 2, "--pad must be 0 or more");
+  check_refused(run_strata(cpu({"trace", "conv", "1x3x4x4", "--out-channels", "0"})), 2, "--out-channels must be");
+  check_refused(run_strata(cpu({"trace", "conv", "1x3x4x4", "--kernel", "0"})), 2, "--kernel must be at least 1");
+}
+
+TEST_CASE("unknown ops, options and values are usage errors") {
+  const RunResult unknown = run_strata(cpu({"trace", "gemm", "1024"}));
+  check_refused(unknown, 2, "unknown op 'gemm'");
+  CHECK(contains(unknown.err, "matmul N | MxKxN"));  // it lists what is accepted
+
+  // Option parsing errors come from CLI11: its message, exit 2, nothing on stdout.
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"trace", "matmul", "64", "--bogus"}, {"trace", "matmul", "64", "--repeat", "abc"},
+        {"trace", "matmul"}, {"frobnicate"}, {}}) {
+    const RunResult r = run_strata(args);
+    check_no_crash(r);
+    INFO(r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(r.out.empty());
+    CHECK_FALSE(r.err.empty());
+    CHECK(count_lines(r.err) <= 3);
+  }
+  CHECK(contains(run_strata({"trace", "matmul", "64", "--bogus"}).err, "--bogus"));
+
+  check_refused(run_strata({"trace", "matmul", "64", "--repeat", "0"}), 2, "--repeat must be between 1 and 1000000, got 0");
+  check_refused(run_strata({"trace", "matmul", "64", "--repeat", "-3"}), 2, "--repeat must be between");
+  check_refused(run_strata({"trace", "matmul", "64", "--repeat", "3", "--warmup", "-1"}), 2, "--warmup must be between");
+  check_refused(run_strata({"trace", "matmul", "64", "--budget", "0"}), 2, "--budget must be more than 0");
+  check_refused(run_strata(cpu({"trace", "matmul", "64", "--dtype", "f128"})), 2, "unknown dtype 'f128'");
+}
+
+TEST_CASE("half precision and TF32 on the CPU are refused: they need a GPU") {
+  check_refused(run_strata(cpu({"trace", "matmul", "64", "--dtype", "f16"})), 2,
+                "--dtype f16 needs a CUDA device");
+  check_refused(run_strata(cpu({"trace", "matmul", "64", "--dtype", "bf16"})), 2,
+                "--dtype bf16 needs a CUDA device");
+  check_refused(run_strata(cpu({"trace", "matmul", "64", "--tf32"})), 2,
+                "--tf32 selects TF32 tensor-core math and needs a CUDA device");
+  check_refused(run_strata(cpu({"trace", "matmul", "64", "--tf32", "--dtype", "f64"})), 2,
+                "--tf32 applies to --dtype f32 only");
+}
+
+TEST_CASE("--device: unknown names are usage errors, cuda without a usable GPU is exit 4") {
+  check_refused(run_strata(fast({"trace", "matmul", "64", "--device", "foo"})), 2, "unknown device 'foo'");
+  check_refused(run_strata(fast({"trace", "matmul", "64", "--device", "cuda:x"})), 2, "the index after 'cuda:'");
+  // Without the NVIDIA driver's device nodes no GPU can be usable, whichever build this is.
+  const bool driver_present = exists("/dev/nvidiactl") || exists("/dev/nvidia0");
+  for (const char* device : {"cuda", "cuda:0"}) {
+    CAPTURE(device);
+    const RunResult r = run_strata(fast({"trace", "matmul", "64", "--device", device}));
+    if (!STRATA_TEST_CUDA_BUILD || !driver_present) {
+      check_refused(r, 4, "cuda");
+    } else if (r.exit_code == 0) {
+      MESSAGE("a GPU is usable here: exit 4 is checked on machines without one");
+    } else {
+      check_refused(r, 4, "cuda");
+    }
+  }
+}
+
+TEST_CASE("unwritable output paths are refused before the run, leaving nothing behind") {
+  TempDir dir;
+  const std::string missing = dir.file("no/such/dir/out.json");
+  for (const char* option : {"--json", "--chrome-trace"}) {
+    CAPTURE(option);
+    check_refused(run_strata(cpu({"trace", "matmul", "64", option, dir.path()})), 2, "is a directory");
+    check_refused(run_strata(cpu({"trace", "matmul", "64", option, dir.path() + "/"})), 2, "names a directory");
+    check_refused(run_strata(cpu({"trace", "matmul", "64", option, missing})), 2, "does not exist");
+    // /proc accepts no new files, even from root.
+    check_refused(run_strata(cpu({"trace", "matmul", "64", option, "/proc/strata-e2e.json"})), 2,
+                  "cannot create a file in directory '/proc'");
+    // An empty path is caught by the option parser (CLI11's message), not ignored as "no file".
+    const RunResult empty = run_strata(cpu({"trace", "matmul", "64", option, ""}));
+    check_no_crash(empty);
+    CHECK(empty.exit_code == 2);
+    CHECK(contains(empty.err, "output path is empty"));
+    CHECK(empty.out.empty());
+  }
+  CHECK(dir.entries().empty());
+  CHECK_FALSE(exists("/proc/strata-e2e.json"));
+}
+
+TEST_CASE("a directory without write permission is refused (needs a non-root user)") {
+  if (is_root()) {
+    MESSAGE("skipped: root may write into a 0555 directory; the /proc case covers a refusal that holds for root");
+    return;
+  }
+  TempDir dir;
+  const std::string ro = dir.file("ro");
+  REQUIRE(mkdir(ro.c_str(), 0555) == 0);
+  check_refused(run_strata(cpu({"trace", "matmul", "64", "--json", ro + "/out.json"})), 2, "Permission denied");
+}
+
+TEST_CASE("--json and --chrome-trace naming the same file is refused, however it is spelled") {
+  TempDir dir;
+  const std::string path = dir.file("same.json");
+  check_refused(run_strata(cpu({"trace", "matmul", "64", "--json", path, "--chrome-trace", path})), 2,
+                "name the same file");
+  check_refused(run_strata(cpu({"trace", "matmul", "64", "--json", "same.json", "--chrome-trace", "./same.json"}),
+                           RunOptions{dir.path()}),
+                2, "name the same file");
+  CHECK(dir.entries().empty());
+}
+
+TEST_CASE("a full disk while writing: exit 1, the reason, and no file or temporary left") {
+  TempDir dir;
+  // RLIMIT_FSIZE of 512 bytes: the report is several KiB, so the write fails part-way with EFBIG, the
+  // way it would on a file system that fills up.
+  RunOptions small;
+  small.file_size_limit = 512;
+  const RunResult r = run_strata(cpu({"trace", "matmul", "64", "--json", dir.file("out.json")}), small);
+  check_no_crash(r);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 1);
+  CHECK(contains(r.err, "cannot write '" + dir.file("out.json") + "' (write): File too large"));
+  CHECK(count_of(r.err, "strata: ") == 1);
+  CHECK_FALSE(contains(r.out, "wrote "));
+  CHECK(dir.entries().empty());
+  // /dev/full: a device whose every write fails with ENOSPC.
+  const RunResult full = run_strata(cpu({"trace", "matmul", "64", "--chrome-trace", "/dev/full"}));
+  check_no_crash(full);
+  CHECK(full.exit_code == 1);
+  CHECK(contains(full.err, "No space left on device"));
+  struct stat st {};
+  REQUIRE(stat("/dev/full", &st) == 0);
+  CHECK(S_ISCHR(st.st_mode));
+}

@@ -1,0 +1,239 @@
+// End-to-end: what `strata` prints and writes when things go right.
+#include <doctest/doctest.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "reports/chrome_trace.h"
+#include "tests/apps/e2e.h"
+
+using namespace strata::test;
+
+namespace {
+
+// The table row that starts with `layer` (the first word of a line), or "".
+std::string table_line(const std::string& out, const std::string& layer) {
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(layer + " ", 0) == 0) return line;
+  return "";
+}
+
+// DESIGN.md: every Chrome trace the tests write must satisfy the invariants.
+void check_trace_file(const std::string& path) {
+  const std::string text = read_file(path);
+  const auto errors = strata::reports::check_chrome_trace(text);
+  std::string all;
+  for (const auto& e : errors) all += e + "\n";
+  INFO(all);
+  CHECK(errors.empty());
+}
+
+}  // namespace
+
+TEST_CASE("trace matmul 64: the table has the binding, dispatch, library and wall rows") {
+  const RunResult r = run_strata(cpu({"trace", "matmul", "64"}));
+  check_no_crash(r);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.err.empty());
+  CHECK(r.out.rfind("matmul  [64x64] @ [64x64]  f32  cpu", 0) == 0);
+  CHECK(contains(r.out, "keys: CPU"));
+  CHECK(contains(table_line(r.out, "binding"), "schema matmul(Tensor self, Tensor other)"));
+  CHECK(contains(table_line(r.out, "dispatch"), "CPU kernel"));
+  CHECK(contains(table_line(r.out, "library"), "cblas_sgemm 64x64x64"));
+  CHECK(contains(table_line(r.out, "wall"), "GFLOP/s"));
+  // The GPU rows say why they are empty on the CPU instead of showing zeros.
+  CHECK(contains(table_line(r.out, "launch"), "n/a on the CPU"));
+  CHECK(contains(table_line(r.out, "gpu"), "n/a on the CPU"));
+  CHECK(contains(r.out, "timed calls: 3 after 0 warm-up"));
+}
+
+TEST_CASE("--requires-grad adds the Autograd row before the CPU row") {
+  const RunResult r = run_strata(cpu({"trace", "linear", "4x16x8", "--requires-grad"}));
+  check_no_crash(r);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.out, "keys: Autograd > CPU"));
+  const size_t autograd = r.out.find("record AddmmBackward");
+  const size_t cpu = r.out.find("CPU kernel: key set + table lookup");
+  CHECK(autograd != std::string::npos);
+  CHECK(cpu != std::string::npos);
+  CHECK(autograd < cpu);
+}
+
+TEST_CASE("--json writes every figure, parseable, and nothing else into the directory") {
+  TempDir dir;
+  const std::string path = dir.file("report.json");
+  const RunResult r = run_strata(cpu({"trace", "matmul", "32x16x8", "--json", path, "--requires-grad"}));
+  check_no_crash(r);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.out, "wrote " + path));
+  CHECK(dir.entries() == std::vector<std::string>{"report.json"});
+  const auto doc = nlohmann::json::parse(read_file(path));
+  CHECK(doc["op"] == "matmul");
+  CHECK(doc["spec"] == "matmul 32x16x8");
+  CHECK(doc["dispatch_keys"] == "Autograd > CPU");
+  CHECK(doc["repeat"] == 3);
+  CHECK(doc["warmup"] == 0);
+  CHECK(doc["flops_per_call"] == 2.0 * 32 * 16 * 8);
+  CHECK(doc["steady"]["calls"] == 3);
+  CHECK(doc["cold"]["calls"] == 1);
+  std::vector<std::string> layers;
+  for (const auto& row : doc["steady"]["rows"]) {
+    layers.push_back(row["layer"].get<std::string>() + (row.contains("key") ? "/" + row["key"].get<std::string>() : ""));
+    if (row["applicable"] == true) {
+      CHECK(row["time"]["samples"].size() == 3);
+      CHECK(row["time"]["median"].get<double>() >= 0);
+    }
+  }
+  CHECK(layers == std::vector<std::string>{"binding", "dispatch/Autograd", "dispatch/CPU", "library", "launch", "queue",
+                                           "gpu"});
+  CHECK(doc["steady"]["wall"]["samples"].size() == 3);
+  CHECK(doc["steady"]["wall"]["median"].get<double>() > 0);
+  CHECK(doc["environment"]["blas_threads"].get<int>() >= 1);
+}
+
+TEST_CASE("--chrome-trace writes a trace that satisfies every invariant, with --json beside it") {
+  TempDir dir;
+  const std::string trace = dir.file("trace.json"), report = dir.file("report.json");
+  const RunResult r =
+      run_strata(cpu({"trace", "conv", "1x3x8x8", "--out-channels", "4", "--pad", "1", "--chrome-trace", trace,
+                       "--json", report, "--requires-grad"}));
+  check_no_crash(r);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(dir.entries() == std::vector<std::string>{"report.json", "trace.json"});
+  check_trace_file(trace);
+  const auto doc = nlohmann::json::parse(read_file(trace));
+  int binding = 0, dispatch = 0, library = 0;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    binding += e["cat"] == "binding";
+    dispatch += e["cat"] == "dispatch";
+    library += e["cat"] == "library";
+  }
+  CHECK(binding == 4);  // the cold call and three timed calls
+  CHECK(dispatch == 8);  // Autograd and CPU in each
+  CHECK(library >= 4);
+}
+
+TEST_CASE("every op passes --check against the float64 reference, in f32 and f64") {
+  const std::vector<std::vector<std::string>> ops = {
+      {"matmul", "33x17x9"},
+      {"linear", "5x16x7"},
+      {"conv", "2x3x9x7", "--out-channels", "4", "--kernel", "3", "--stride", "2", "--pad", "1"},
+      {"relu", "1000"},
+      {"add", "10x100"},
+  };
+  for (const auto& op : ops) {
+    for (const char* dtype : {"f32", "f64"}) {
+      std::vector<std::string> args = {"trace"};
+      args.insert(args.end(), op.begin(), op.end());
+      args.push_back("--check");
+      args.push_back("--dtype");
+      args.push_back(dtype);
+      const RunResult r = run_strata(cpu(args));
+      CAPTURE(op[0]);
+      CAPTURE(dtype);
+      check_no_crash(r);
+      INFO(r.out << r.err);
+      CHECK(r.exit_code == 0);
+      CHECK(contains(r.out, "check: relative error"));
+      CHECK(contains(r.out, ": PASS"));
+    }
+  }
+}
+
+TEST_CASE("--json /dev/stdout appends the report after the table, /dev/null stays a device") {
+  RunResult r = run_strata(cpu({"trace", "relu", "64", "--json", "/dev/stdout"}));
+  check_no_crash(r);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const size_t table = r.out.find("relu  [64]");
+  const size_t json = r.out.find("\"op\": \"relu\"");
+  CHECK(table == 0);
+  CHECK(json != std::string::npos);
+  r = run_strata(cpu({"trace", "relu", "64", "--chrome-trace", "/dev/null"}));
+  check_no_crash(r);
+  CHECK(r.exit_code == 0);
+  struct stat st {};
+  REQUIRE(stat("/dev/null", &st) == 0);
+  CHECK(S_ISCHR(st.st_mode));
+}
+
+TEST_CASE("an existing output file is replaced, and a symlink to it is kept") {
+  TempDir dir;
+  const std::string real = dir.file("real.json");
+  {
+    const RunResult r = run_strata(cpu({"trace", "add", "8", "--json", real}));
+    REQUIRE(r.exit_code == 0);
+  }
+  REQUIRE(symlink("real.json", dir.file("link.json").c_str()) == 0);
+  const RunResult r = run_strata(cpu({"trace", "relu", "8", "--json", dir.file("link.json")}));
+  check_no_crash(r);
+  REQUIRE(r.exit_code == 0);
+  CHECK(nlohmann::json::parse(read_file(real))["op"] == "relu");
+  CHECK(dir.entries() == std::vector<std::string>{"link.json", "real.json"});
+}
+
+TEST_CASE("strata ops lists every operator, its schema, and the keys with kernels") {
+  const RunResult r = run_strata({"ops"});
+  check_no_crash(r);
+  REQUIRE(r.exit_code == 0);
+  for (const char* schema : {"matmul(Tensor self, Tensor other) -> Tensor",
+                             "linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor",
+                             "conv2d(Tensor input, Tensor weight, Tensor? bias=None, int stride=1, int padding=0) -> Tensor",
+                             "relu(Tensor self) -> Tensor", "add(Tensor self, Tensor other, *, float alpha=1) -> Tensor"}) {
+    CHECK_MESSAGE(contains(r.out, std::string(schema) + "\n"), schema);
+  }
+  CHECK(count_of(r.out, "  Autograd  layers/dispatch/autograd.cpp") == 5);
+  CHECK(count_of(r.out, "  CPU       layers/kernels/cpu/") == 5);
+  CHECK(contains(r.out, "keys in priority order (highest first): Autocast > Autograd > CUDA > CPU"));
+}
+
+TEST_CASE("--help texts name the ops, the options and the exit codes") {
+  RunResult r = run_strata({"--help"});
+  check_no_crash(r);
+  CHECK(r.exit_code == 0);
+  for (const char* s : {"trace", "ops", "devices", "exit codes: 0 ok", "130 interrupted"}) CHECK_MESSAGE(contains(r.out, s), s);
+  r = run_strata({"trace", "--help"});
+  check_no_crash(r);
+  CHECK(r.exit_code == 0);
+  for (const char* s : {"--device", "--dtype", "--repeat", "--warmup", "--requires-grad", "--check", "--json",
+                        "--chrome-trace", "--out-channels", "--kernel", "--stride", "--pad", "matmul N | MxKxN",
+                        "linear BxINxOUT", "conv NxCxHxW"}) {
+    CHECK_MESSAGE(contains(r.out, s), s);
+  }
+  r = run_strata({"--version"});
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.rfind("strata ", 0) == 0);
+}
+
+TEST_CASE("strata devices answers on any machine") {
+  const RunResult r = run_strata({"devices"});
+  check_no_crash(r);
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.out, "cpu:"));
+  CHECK(contains(r.out, "cuda"));
+}
+
+TEST_CASE("on a GPU, --chrome-trace with kernels and launch arrows also satisfies every invariant") {
+  // Runs where a CUDA build finds a usable GPU; elsewhere it says why it did nothing.
+  TempDir dir;
+  const std::string trace = dir.file("gpu.json");
+  const RunResult r = run_strata(fast({"trace", "matmul", "256", "--device", "cuda", "--chrome-trace", trace}));
+  check_no_crash(r);
+  if (r.exit_code == 4) {
+    MESSAGE("skipped: no usable GPU (" << r.err << ")");
+    return;
+  }
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  check_trace_file(trace);
+}

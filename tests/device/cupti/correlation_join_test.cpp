@@ -1,0 +1,184 @@
+// From CUPTI records to breakdown rows, without a GPU: hand-built records of the real CUPTI structs go
+// through the real conversion (layers/device/cupti), land in a Timeline next to hand-built host spans, and
+// reports::compute_breakdown joins them: API calls to ops through EXTERNAL_CORRELATION, kernels to launch
+// calls through the correlation id, never by cbid. Overlapping kernels, launches from both domains in one
+// op, and missing records on either side.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "layers/device/cupti/cupti_trace.h"
+#include "reports/breakdown.h"
+#include "tests/device/cupti/cupti_records.h"
+#include "tests/reports/steady_clock.h"
+
+using namespace strata;
+using namespace strata::test;
+
+namespace {
+
+const reports::BreakdownRow& row(const reports::LayerBreakdown& b, const std::string& layer) {
+  for (const reports::BreakdownRow& r : b.rows)
+    if (r.layer == layer) return r;
+  FAIL("no row " << layer);
+  static reports::BreakdownRow none;
+  return none;
+}
+
+// Op 1: matmul through cuBLAS, one driver launch (cuLaunchKernelEx), one kernel.
+//   binding [1000, 3000] > CUDA [1100, 2900] > matmul (cuda) [1200, 2800] > cublasGemmEx [1500, 2700]
+//   cuLaunchKernelEx [1600, 2600]  ->  kernel [3500, 13500]
+// Op 2: linear, a cuBLAS driver launch and a strata runtime launch whose kernels overlap on the GPU.
+//   binding [20000, 24000] > linear (cuda) [20100, 23900]
+//   cuLaunchKernelEx [20200, 20700] -> kernel A [25000, 30000];  __cudaLaunchKernel [21000, 21400] ->
+//   kernel B [28000, 33000]; cudaGetLastError [21500, 21510] (tagged, not a launch)
+// Op 3: records missing on both sides: a launch whose kernel record is lost, a kernel whose launch is.
+//   binding [40000, 41000] > relu (cuda) [40100, 40900]; launch [40200, 40300] (no kernel);
+//   kernel [42000, 43000] (no launch record)
+// Op 4: launch and kernel whose EXTERNAL_CORRELATION record was dropped; the launch callback saw it.
+// Plus a kernel of an op that is not being reported (op 9), which must not leak into any row.
+Timeline build_timeline() {
+  Timeline t;
+  {
+    const int32_t b = t.add_span(Layer::kBinding, "matmul", 1000, 3000, -1, 1);
+    const int32_t d = t.add_span(Layer::kDispatch, "CUDA", 1100, 2900, b, 1);
+    const int32_t l = t.add_span(Layer::kLibrary, "matmul (cuda)", 1200, 2800, d, 1);
+    t.add_span(Layer::kLibrary, "cublasGemmEx", 1500, 2700, l, 1);
+  }
+  {
+    const int32_t b = t.add_span(Layer::kBinding, "linear", 20000, 24000, -1, 2);
+    t.add_span(Layer::kLibrary, "linear (cuda)", 20100, 23900, b, 2);
+  }
+  {
+    const int32_t b = t.add_span(Layer::kBinding, "relu", 40000, 41000, -1, 3);
+    t.add_span(Layer::kLibrary, "relu (cuda)", 40100, 40900, b, 3);
+  }
+  {
+    const int32_t b = t.add_span(Layer::kBinding, "relu", 50000, 51000, -1, 4);
+    t.add_span(Layer::kLibrary, "relu (cuda)", 50100, 50900, b, 4);
+  }
+
+  cupti::RecordConverter convert(t.device);
+  const auto ext1 = external_record(100, 1);
+  const auto launch1 = driver_record(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, 1600, 2600, 100);
+  const auto kernel1 = kernel_record("sm90_xmma_gemm_f32f32", 3500, 13500, 100, 2700, 2900);
+
+  const auto ext2a = external_record(200, 2), ext2b = external_record(201, 2), ext2c = external_record(202, 2);
+  const auto launch2a = driver_record(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, 20200, 20700, 200);
+  const auto launch2b = runtime_record(CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000, 21000, 21400, 201);
+  const auto error2 = runtime_record(CUPTI_RUNTIME_TRACE_CBID_cudaGetLastError_v3020, 21500, 21510, 202);
+  const auto kernel2a = kernel_record("gemm", 25000, 30000, 200);
+  auto kernel2b = kernel_record("_Z16bias_rows_kernelIfEvPKT_PS0_ll", 28000, 33000, 201);
+  kernel2b.streamId = 14;
+
+  const auto ext3a = external_record(300, 3), ext3b = external_record(301, 3);
+  const auto launch3 = runtime_record(CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000, 40200, 40300, 300);
+  const auto kernel3 = kernel_record("relu", 42000, 43000, 301);
+
+  const auto launch4 = runtime_record(CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000, 50200, 50400, 400);
+  const auto kernel4 = kernel_record("relu", 52000, 52500, 400);
+
+  const auto ext9 = external_record(900, 9);
+  const auto launch9 = runtime_record(CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000, 60000, 60100, 900);
+  const auto kernel9 = kernel_record("other", 61000, 62000, 900);
+
+  // CUPTI delivers records grouped by buffer, not in time order; the joins must not care.
+  for (const void* r : std::initializer_list<const void*>{
+           &kernel2b, &kernel1, &ext1, &launch1, &ext2a, &ext2b, &ext2c, &launch2a, &launch2b, &error2, &kernel2a,
+           &kernel3, &ext3a, &ext3b, &launch3, &launch4, &kernel4, &ext9, &launch9, &kernel9}) {
+    REQUIRE(convert.add(r));
+  }
+  CHECK(cupti::merge_callback_correlations(t.device, {{400, 4}, {100, 1}}) == 1);
+  t.device.enabled = true;
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("the clock is pinned to steady_clock, so span ticks are the records' nanoseconds") {
+  REQUIRE(test::steady_clock_in_use());
+}
+
+TEST_CASE("one op, one driver launch, one kernel: launch, queue and gpu rows, and library minus the launch") {
+  const Timeline t = build_timeline();
+  const std::vector<uint32_t> ops{1};
+  const reports::LayerBreakdown b = reports::compute_breakdown(t, ops);
+  CHECK(b.has_device_records);
+  CHECK(row(b, "launch").ns.median == 1000);
+  CHECK(row(b, "launch").names == std::vector<std::string>{"cuLaunchKernelEx"});
+  CHECK(row(b, "queue").ns.median == 3500 - 1600);
+  CHECK(row(b, "gpu").ns.median == 10000);
+  CHECK(row(b, "gpu").names == std::vector<std::string>{"sm90_xmma_gemm_f32f32"});
+  // matmul (cuda) self 400 + cublasGemmEx self 1200, of which 1000 was the launch call.
+  CHECK(row(b, "library").ns.median == 600);
+  CHECK(row(b, "binding").ns.median == 200);
+  CHECK(b.wall.median == 13500 - 1000);
+  REQUIRE(b.kernels.size() == 1);
+  CHECK(b.kernels[0].grid[0] == 8);
+  CHECK(b.kernels[0].shared_bytes == 1024 + 49152);
+  CHECK(b.unmatched_launches == 0);
+  CHECK(b.unmatched_kernels == 0);
+}
+
+TEST_CASE("launches from both domains in one op add up and overlapping kernels count once in gpu") {
+  const Timeline t = build_timeline();
+  const std::vector<uint32_t> ops{2};
+  const reports::LayerBreakdown b = reports::compute_breakdown(t, ops);
+  CHECK(row(b, "launch").ns.median == 500 + 400);  // cudaGetLastError is tagged with the op, but not a launch
+  CHECK(row(b, "launch").names == std::vector<std::string>{"cuLaunchKernelEx", "__cudaLaunchKernel"});
+  CHECK(row(b, "gpu").ns.median == 33000 - 25000);  // union of [25000, 30000] and [28000, 33000]
+  CHECK(row(b, "queue").ns.median == 25000 - 20200);  // first kernel start - its own launch call's begin
+  CHECK(b.wall.median == 33000 - 20000);
+  REQUIRE(b.kernels.size() == 2);
+  const auto bias = std::find_if(b.kernels.begin(), b.kernels.end(),
+                                 [](const reports::KernelSummary& k) { return k.stream_id == 14; });
+  REQUIRE(bias != b.kernels.end());
+  CHECK(bias->name == "void bias_rows_kernel<float>(float const*, float*, long, long)");
+}
+
+TEST_CASE("missing records are counted, not guessed: a launch without kernel, a kernel without launch") {
+  const Timeline t = build_timeline();
+  const std::vector<uint32_t> ops{3};
+  const reports::LayerBreakdown b = reports::compute_breakdown(t, ops);
+  CHECK(b.unmatched_launches == 1);
+  CHECK(b.unmatched_kernels == 1);
+  CHECK(row(b, "launch").ns.median == 100);
+  CHECK(row(b, "gpu").ns.median == 0);
+  CHECK(row(b, "queue").ns.median == 0);
+  CHECK(b.wall.median == 1000);  // an unjoined kernel does not stretch the wall
+}
+
+TEST_CASE("a dropped EXTERNAL_CORRELATION record is made good by the launch callback's tag") {
+  const Timeline t = build_timeline();
+  const std::vector<uint32_t> ops{4};
+  const reports::LayerBreakdown b = reports::compute_breakdown(t, ops);
+  CHECK(row(b, "launch").ns.median == 200);
+  CHECK(row(b, "gpu").ns.median == 500);
+  CHECK(row(b, "queue").ns.median == 52000 - 50200);
+}
+
+TEST_CASE("distributions over several ops without another op's kernels leaking in") {
+  const Timeline t = build_timeline();
+  const std::vector<uint32_t> ops{1, 2, 3, 4};
+  const reports::LayerBreakdown b = reports::compute_breakdown(t, ops);
+  CHECK(row(b, "launch").ns.samples == std::vector<double>{1000, 900, 100, 200});
+  CHECK(row(b, "gpu").ns.samples == std::vector<double>{10000, 8000, 0, 500});
+  for (const auto& k : b.kernels) CHECK(k.name != "other");
+  CHECK(b.unmatched_launches == 1);
+  CHECK(b.unmatched_kernels == 1);
+}
+
+TEST_CASE("without device records the launch, queue and gpu rows say they are not applicable") {
+  Timeline t = build_timeline();
+  t.device.enabled = false;
+  t.device.unavailable_reason = "no CUDA driver (cudaErrorInsufficientDriver)";
+  const std::vector<uint32_t> ops{1};
+  const reports::LayerBreakdown b = reports::compute_breakdown(t, ops);
+  CHECK_FALSE(b.has_device_records);
+  CHECK_FALSE(row(b, "launch").applicable);
+  CHECK_FALSE(row(b, "queue").applicable);
+  CHECK_FALSE(row(b, "gpu").applicable);
+  CHECK(row(b, "library").ns.median == 1600);  // nothing is subtracted without launch records
+}

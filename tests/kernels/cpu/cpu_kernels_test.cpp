@@ -1,0 +1,181 @@
+// Every CPU kernel against the float64 reference (layers/kernels/reference) with the per-dtype tolerance,
+// on fresh random inputs in [-1, 1) (never zeros) and on shapes that catch transposed operands, swapped
+// strides and off-by-one borders: non-square, 1-sized, stride 2 with padding.
+//
+// "Fresh": the seed differs on every run and is printed with any failure; set STRATA_TEST_SEED to replay.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "layers/dispatch/dispatch.h"
+#include "layers/frontend/frontend.h"
+#include "layers/kernels/cpu/cpu_kernels.h"
+#include "layers/kernels/reference/reference.h"
+#include "lib/error.h"
+#include "lib/op_shapes.h"
+
+using namespace strata;
+namespace cpu = strata::kernels::cpu;
+
+namespace {
+
+uint64_t run_seed() {
+  static const uint64_t seed = []() -> uint64_t {
+    if (const char* s = std::getenv("STRATA_TEST_SEED")) return std::strtoull(s, nullptr, 10);
+    return static_cast<uint64_t>(std::random_device{}()) << 32 | std::random_device{}();
+  }();
+  return seed;
+}
+
+Tensor rnd(const Shape& s, DType dtype, uint64_t stream) {
+  Tensor t = frontend::random_tensor(s, dtype, kCPU, run_seed() + stream * 7919);
+  // The premise of every comparison below: the inputs are not zeros.
+  const auto v = reference::to_double(t);
+  for (double x : v) REQUIRE(x != 0.0);
+  return t;
+}
+
+const DType kDTypes[] = {DType::kF32, DType::kF64};
+
+void check_close(const Tensor& out, const std::vector<double>& ref, DType dtype) {
+  const double err = reference::relative_error(out, ref);
+  CAPTURE(err);
+  CHECK(err <= reference::tolerance(dtype));
+}
+
+}  // namespace
+
+TEST_CASE("matmul matches the reference (f32 and f64, square, non-square, 1-sized)") {
+  INFO("seed " << run_seed());
+  const std::vector<std::array<int64_t, 3>> shapes = {
+      {1, 1, 1}, {1, 7, 1}, {7, 1, 5}, {1, 64, 33}, {33, 64, 1}, {17, 31, 23}, {64, 64, 64}, {128, 3, 96}, {5, 300, 2}};
+  for (DType dtype : kDTypes) {
+    for (auto [m, k, n] : shapes) {
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(Shape({m, k, n}).str());
+      Tensor a = rnd(Shape{m, k}, dtype, 1), b = rnd(Shape{k, n}, dtype, 2);
+      Tensor out = cpu::matmul(a, b);
+      CHECK(out.sizes() == Shape{m, n});
+      CHECK(out.dtype() == dtype);
+      check_close(out, reference::matmul(a, b), dtype);
+    }
+  }
+}
+
+TEST_CASE("linear matches the reference, with and without bias") {
+  INFO("seed " << run_seed());
+  const std::vector<std::array<int64_t, 3>> shapes = {{1, 1, 1}, {1, 16, 9}, {9, 16, 1}, {32, 7, 5}, {3, 128, 64}};
+  for (DType dtype : kDTypes) {
+    for (auto [batch, in, out_features] : shapes) {
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(Shape({batch, in, out_features}).str());
+      Tensor x = rnd(Shape{batch, in}, dtype, 1), w = rnd(Shape{out_features, in}, dtype, 2),
+             b = rnd(Shape{out_features}, dtype, 3);
+      Tensor with_bias = cpu::linear(x, w, b);
+      CHECK(with_bias.sizes() == Shape{batch, out_features});
+      check_close(with_bias, reference::linear(x, w, b), dtype);
+      check_close(cpu::linear(x, w, Tensor()), reference::linear(x, w, Tensor()), dtype);
+    }
+  }
+}
+
+TEST_CASE("conv2d matches the reference: stride, padding, non-square, 1x1 kernels, batches, bias") {
+  INFO("seed " << run_seed());
+  struct Case {
+    Shape input, weight;
+    int64_t stride, padding;
+    bool bias;
+  };
+  const std::vector<Case> cases = {
+      {Shape{1, 1, 1, 1}, Shape{1, 1, 1, 1}, 1, 0, false},
+      {Shape{1, 1, 5, 5}, Shape{1, 1, 3, 3}, 1, 0, true},
+      {Shape{2, 3, 9, 7}, Shape{4, 3, 3, 3}, 2, 1, true},   // non-square input, stride 2, pad 1
+      {Shape{1, 2, 8, 5}, Shape{3, 2, 1, 1}, 1, 0, true},   // 1x1 kernel
+      {Shape{3, 4, 6, 6}, Shape{5, 4, 5, 5}, 1, 2, false},  // padding 2
+      {Shape{1, 2, 7, 11}, Shape{2, 2, 3, 3}, 3, 0, true},  // stride 3 with a remainder
+      {Shape{1, 1, 2, 2}, Shape{1, 1, 4, 4}, 1, 1, true},   // kernel as large as the padded input -> 1x1
+      {Shape{2, 1, 4, 3}, Shape{1, 1, 2, 3}, 2, 0, true},   // non-square kernel (the kernel accepts one)
+  };
+  for (DType dtype : kDTypes) {
+    for (const Case& c : cases) {
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(c.input.str());
+      CAPTURE(c.weight.str());
+      CAPTURE(c.stride);
+      CAPTURE(c.padding);
+      Tensor x = rnd(c.input, dtype, 1), w = rnd(c.weight, dtype, 2);
+      Tensor b = c.bias ? rnd(Shape{c.weight[0]}, dtype, 3) : Tensor();
+      Tensor out = cpu::conv2d(x, w, b, c.stride, c.padding);
+      const auto g = op_shapes::conv2d(c.input, c.weight, nullptr, c.stride, c.padding);
+      CHECK(out.sizes() == g.output());
+      check_close(out, reference::conv2d(x, w, b, c.stride, c.padding), dtype);
+    }
+  }
+}
+
+TEST_CASE("relu matches the reference exactly, add within the tolerance") {
+  INFO("seed " << run_seed());
+  for (DType dtype : kDTypes) {
+    for (const Shape& s : {Shape{1}, Shape{7}, Shape{1000}, Shape{3, 5}, Shape{2, 3, 4, 5}}) {
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(s.str());
+      Tensor a = rnd(s, dtype, 1), b = rnd(s, dtype, 2);
+      Tensor r = cpu::relu(a);
+      CHECK(r.sizes() == s);
+      // relu only selects values: exact in every precision. add rounds its sum to the dtype.
+      CHECK(reference::relative_error(r, reference::relu(a)) == 0.0);
+      for (double alpha : {1.0, -0.5, 0.3}) {
+        CAPTURE(alpha);
+        check_close(cpu::add(a, b, alpha), reference::add(a, b, alpha), dtype);
+      }
+    }
+  }
+}
+
+TEST_CASE("the comparison would catch a wrong kernel") {
+  // A transposed operand, a dropped bias and a shifted conv window must all land far outside the
+  // tolerance; otherwise the tests above prove nothing.
+  INFO("seed " << run_seed());
+  Tensor a = rnd(Shape{16, 16}, DType::kF32, 1), b = rnd(Shape{16, 16}, DType::kF32, 2);
+  CHECK(reference::relative_error(cpu::matmul(b, a), reference::matmul(a, b)) > 0.1);
+  Tensor x = rnd(Shape{4, 8}, DType::kF32, 3), w = rnd(Shape{5, 8}, DType::kF32, 4), bias = rnd(Shape{5}, DType::kF32, 5);
+  CHECK(reference::relative_error(cpu::linear(x, w, Tensor()), reference::linear(x, w, bias)) > 0.05);
+  Tensor ci = rnd(Shape{1, 2, 6, 6}, DType::kF32, 6), cw = rnd(Shape{2, 2, 3, 3}, DType::kF32, 7);
+  CHECK(reference::relative_error(cpu::conv2d(ci, cw, Tensor(), 1, 1), reference::conv2d(ci, cw, Tensor(), 1, 1)) <=
+        reference::tolerance(DType::kF32));
+  Tensor shifted = cpu::conv2d(ci, cw, Tensor(), 1, 1);
+  auto ref = reference::conv2d(ci, cw, Tensor(), 1, 1);
+  ref.insert(ref.begin(), ref.back());
+  ref.pop_back();
+  CHECK(reference::relative_error(shifted, ref) > 0.1);
+}
+
+TEST_CASE("CPU kernels refuse what they cannot compute, with the reason") {
+  Tensor f32 = rnd(Shape{2, 2}, DType::kF32, 1), f64 = rnd(Shape{2, 2}, DType::kF64, 2);
+  CHECK_THROWS_WITH_AS(cpu::matmul(f32, f64), doctest::Contains("matmul: dtypes differ"), UsageError);
+  Tensor half = Tensor::empty(Shape{2, 2}, DType::kF16, kCPU);
+  CHECK_THROWS_WITH_AS(cpu::relu(half), doctest::Contains("the CPU backend supports f32 and f64, got f16"), UsageError);
+  CHECK_THROWS_WITH_AS(cpu::add(f32, rnd(Shape{4}, DType::kF32, 3), 1.0), doctest::Contains("does not broadcast"),
+                       UsageError);
+  CHECK_THROWS_WITH_AS(cpu::linear(f32, rnd(Shape{3, 2}, DType::kF32, 4), rnd(Shape{2}, DType::kF32, 5)),
+                       doctest::Contains("bias must be [3]"), UsageError);
+  CHECK_THROWS_WITH_AS(cpu::conv2d(rnd(Shape{1, 1, 2, 2}, DType::kF32, 6), rnd(Shape{1, 1, 3, 3}, DType::kF32, 7),
+                                   Tensor(), 1, 0),
+                       doctest::Contains("larger than the padded input"), UsageError);
+}
+
+TEST_CASE("the full path (binding, dispatcher, CPU kernel) computes the same as the kernel alone") {
+  // Catches argument order mistakes between layers: stride and padding swapped would change the shape.
+  INFO("seed " << run_seed());
+  Tensor x = rnd(Shape{1, 2, 9, 9}, DType::kF64, 1), w = rnd(Shape{3, 2, 3, 3}, DType::kF64, 2),
+         b = rnd(Shape{3}, DType::kF64, 3);
+  binding::IValue out = binding::find_operator("conv2d").call(
+      std::vector<binding::IValue>{x, w, b, binding::IValue(2), binding::IValue(1)});
+  CHECK(out.tensor().sizes() == Shape{1, 3, 5, 5});
+  check_close(out.tensor(), reference::conv2d(x, w, b, 2, 1), DType::kF64);
+  CHECK(!cpu::blas_config().empty());
+  CHECK(cpu::blas_threads() >= 1);
+}

@@ -1,0 +1,168 @@
+// Every CUDA kernel path (layers/kernels/cuda) against the float64 reference (layers/kernels/reference),
+// on fresh random inputs (frontend::random_tensor, uniform in [-1, 1), never zeros), with the per-dtype
+// tolerance of reference::tolerance. GPU only (ctest label gpu): gpu_test_main.cpp skips without a device.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "layers/frontend/frontend.h"
+#include "layers/kernels/cuda/cuda_kernels.h"
+#include "layers/kernels/reference/reference.h"
+#include "layers/runtime/cuda/cuda_runtime_layer.h"
+#include "lib/error.h"
+
+using namespace strata;
+namespace cuda = strata::kernels::cuda;
+
+namespace {
+
+const Device kGpu{DeviceType::kCUDA, 0};
+constexpr DType kDTypes[] = {DType::kF32, DType::kF64, DType::kF16, DType::kBF16};
+
+void init() { runtime::cuda::init_device(0); }
+
+uint64_t g_seed = 1000;
+Tensor random(const Shape& shape, DType dtype) { return frontend::random_tensor(shape, dtype, kGpu, g_seed++); }
+
+void check_against_reference(const Tensor& out, const std::vector<double>& ref, DType dtype, bool tf32 = false) {
+  REQUIRE(out.device() == kGpu);
+  REQUIRE(out.dtype() == dtype);
+  const double error = reference::relative_error(out, ref);
+  const double tolerance = reference::tolerance(dtype, tf32);
+  CAPTURE(error);
+  CAPTURE(tolerance);
+  CHECK(error <= tolerance);
+}
+
+// TF32 is process-wide state; restore it whatever a test does.
+struct Tf32Scope {
+  explicit Tf32Scope(bool on) { cuda::set_tf32(on); }
+  ~Tf32Scope() { cuda::set_tf32(false); }
+};
+
+}  // namespace
+
+TEST_CASE("matmul: cublasGemmEx in every dtype, square and odd shapes, against float64") {
+  init();
+  struct Mkn {
+    int64_t m, k, n;
+  };
+  for (const Mkn s : {Mkn{64, 64, 64}, Mkn{257, 129, 63}, Mkn{1, 1024, 1}, Mkn{128, 4096, 96}}) {
+    for (DType dtype : kDTypes) {
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(s.m);
+      CAPTURE(s.k);
+      CAPTURE(s.n);
+      const Tensor a = random({s.m, s.k}, dtype), b = random({s.k, s.n}, dtype);
+      const Tensor out = cuda::matmul(a, b);
+      CHECK(out.sizes() == Shape{s.m, s.n});
+      check_against_reference(out, reference::matmul(a, b), dtype);
+    }
+  }
+}
+
+TEST_CASE("matmul and linear with --tf32: TF32 tensor cores within the tf32 tolerance") {
+  init();
+  Tf32Scope tf32(true);
+  CHECK(cuda::tf32_enabled());
+  const Tensor a = random({256, 512}, DType::kF32), b = random({512, 192}, DType::kF32);
+  check_against_reference(cuda::matmul(a, b), reference::matmul(a, b), DType::kF32, true);
+  const Tensor x = random({32, 768}, DType::kF32), w = random({384, 768}, DType::kF32), bias = random({384}, DType::kF32);
+  check_against_reference(cuda::linear(x, w, bias), reference::linear(x, w, bias), DType::kF32, true);
+}
+
+TEST_CASE("linear: cuBLASLt bias epilogue (f32/f16/bf16), GemmEx + bias kernel (f64), and no bias") {
+  init();
+  struct Shape3 {
+    int64_t batch, in, out;
+  };
+  for (const Shape3 s : {Shape3{32, 768, 3072}, Shape3{7, 33, 65}}) {
+    for (DType dtype : kDTypes) {
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(s.batch);
+      CAPTURE(s.in);
+      CAPTURE(s.out);
+      const Tensor x = random({s.batch, s.in}, dtype), w = random({s.out, s.in}, dtype), b = random({s.out}, dtype);
+      const Tensor with_bias = cuda::linear(x, w, b);
+      CHECK(with_bias.sizes() == Shape{s.batch, s.out});
+      check_against_reference(with_bias, reference::linear(x, w, b), dtype);
+      check_against_reference(cuda::linear(x, w, Tensor()), reference::linear(x, w, Tensor()), dtype);
+    }
+  }
+}
+
+TEST_CASE("conv2d: cuDNN's searched algorithm plus strata's bias kernel, strides and padding, every dtype") {
+  init();
+  struct Conv {
+    int64_t n, c, h, w, k, r, stride, pad;
+  };
+  for (const Conv s : {Conv{2, 8, 16, 16, 16, 3, 1, 1}, Conv{1, 3, 17, 13, 5, 3, 2, 0}, Conv{4, 16, 8, 8, 32, 1, 1, 0}}) {
+    for (DType dtype : kDTypes) {
+      CAPTURE(dtype_name(dtype));
+      INFO("conv " << s.n << "x" << s.c << "x" << s.h << "x" << s.w << " K " << s.k << " R " << s.r << " stride "
+                   << s.stride << " pad " << s.pad);
+      const Tensor x = random({s.n, s.c, s.h, s.w}, dtype), w = random({s.k, s.c, s.r, s.r}, dtype);
+      const Tensor b = random({s.k}, dtype);
+      check_against_reference(cuda::conv2d(x, w, b, s.stride, s.pad), reference::conv2d(x, w, b, s.stride, s.pad), dtype);
+      check_against_reference(cuda::conv2d(x, w, Tensor(), s.stride, s.pad),
+                              reference::conv2d(x, w, Tensor(), s.stride, s.pad), dtype);
+    }
+  }
+}
+
+TEST_CASE("conv2d with --tf32") {
+  init();
+  Tf32Scope tf32(true);
+  const Tensor x = random({4, 32, 28, 28}, DType::kF32), w = random({64, 32, 3, 3}, DType::kF32);
+  const Tensor b = random({64}, DType::kF32);
+  check_against_reference(cuda::conv2d(x, w, b, 1, 1), reference::conv2d(x, w, b, 1, 1), DType::kF32, true);
+}
+
+TEST_CASE("relu and add: strata's own kernels, sizes around the block and grid edges, every dtype") {
+  init();
+  for (int64_t n : {int64_t{1}, int64_t{255}, int64_t{256}, int64_t{257}, int64_t{1} << 20, (int64_t{1} << 20) + 3}) {
+    for (DType dtype : kDTypes) {
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(n);
+      const Tensor a = random({n}, dtype), b = random({n}, dtype);
+      check_against_reference(cuda::relu(a), reference::relu(a), dtype);
+      check_against_reference(cuda::add(a, b, 1.0), reference::add(a, b, 1.0), dtype);
+      check_against_reference(cuda::add(a, b, -0.5), reference::add(a, b, -0.5), dtype);
+    }
+  }
+}
+
+TEST_CASE("relu keeps exactly the non-negative values and zeroes the rest") {
+  init();
+  const Tensor x = random({4096}, DType::kF32);
+  const Tensor y = cuda::relu(x).to(kCPU), xh = x.to(kCPU);
+  for (int64_t i = 0; i < 4096; ++i) {
+    const float v = xh.data<float>()[i];
+    CHECK(y.data<float>()[i] == (v < 0 ? 0.0f : v));
+  }
+}
+
+TEST_CASE("second calls reuse cached plans and blocks, and give identical results") {
+  init();
+  const Tensor x = random({8, 16, 32, 32}, DType::kF16), w = random({16, 16, 3, 3}, DType::kF16);
+  const Tensor b = random({16}, DType::kF16);
+  const Tensor first = cuda::conv2d(x, w, b, 1, 1).to(kCPU);
+  const auto before = runtime::cuda::allocator_stats(0);
+  const Tensor second = cuda::conv2d(x, w, b, 1, 1).to(kCPU);
+  const auto after = runtime::cuda::allocator_stats(0);
+  CHECK(std::memcmp(first.data_ptr(), second.data_ptr(), first.nbytes()) == 0);
+  CHECK(after.cuda_mallocs == before.cuda_mallocs);  // steady state never reaches cudaMalloc
+  CHECK(after.cache_hits > before.cache_hits);
+}
+
+TEST_CASE("kernels refuse CPU tensors and mixed dtypes with a UsageError") {
+  init();
+  const Tensor g = random({4, 4}, DType::kF32), h = random({4, 4}, DType::kF16);
+  const Tensor c = frontend::random_tensor({4, 4}, DType::kF32, kCPU, 1);
+  CHECK_THROWS_AS(cuda::matmul(g, c), UsageError);
+  CHECK_THROWS_AS(cuda::matmul(g, h), UsageError);
+  CHECK_THROWS_AS(cuda::relu(c), UsageError);
+  CHECK_THROWS_AS(cuda::add(g, h, 1.0), UsageError);
+}

@@ -1,0 +1,93 @@
+// The float64 reference itself (layers/kernels/reference): hand-computed values, the error measure and
+// the half-precision conversions the frontend and --check rely on.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "layers/kernels/reference/reference.h"
+
+using namespace strata;
+
+namespace {
+
+Tensor make(const Shape& s, std::vector<double> values, DType dtype = DType::kF64) {
+  Tensor t = Tensor::empty(s, dtype, kCPU);
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (dtype == DType::kF64) t.data<double>()[i] = values[i];
+    else t.data<float>()[i] = static_cast<float>(values[i]);
+  }
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("reference values computed by hand") {
+  Tensor a = make(Shape{2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor b = make(Shape{3, 2}, {7, 8, 9, 10, 11, 12});
+  CHECK(reference::matmul(a, b) == std::vector<double>{58, 64, 139, 154});
+  // linear: x [2,3] times w [2,3]^T plus bias.
+  Tensor w = make(Shape{2, 3}, {1, 0, -1, 0.5, 0.5, 0.5});
+  Tensor bias = make(Shape{2}, {10, -10});
+  CHECK(reference::linear(a, w, bias) == std::vector<double>{8, -7, 8, -2.5});
+  CHECK(reference::relu(make(Shape{4}, {-1, 0, 2, -0.5})) == std::vector<double>{0, 0, 2, 0});
+  CHECK(reference::add(make(Shape{2}, {1, 2}), make(Shape{2}, {3, 4}), -2) == std::vector<double>{-5, -6});
+  // conv 1x1x3x3 with a 2x2 kernel of ones, padding 0: sums of 2x2 windows.
+  Tensor img = make(Shape{1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  Tensor ones = make(Shape{1, 1, 2, 2}, {1, 1, 1, 1});
+  CHECK(reference::conv2d(img, ones, Tensor(), 1, 0) == std::vector<double>{12, 16, 24, 28});
+  // With padding 1 and stride 2: windows at (-1,-1), (-1,1), (1,-1), (1,1).
+  CHECK(reference::conv2d(img, ones, Tensor(), 2, 1) == std::vector<double>{1, 5, 11, 28});
+}
+
+TEST_CASE("relative_error: zero for equal, scale-free, infinite for NaN, refuses a size mismatch") {
+  Tensor t = make(Shape{2}, {3, 4});
+  CHECK(reference::relative_error(t, {3, 4}) == 0.0);
+  CHECK(reference::relative_error(t, {0, 0}) == doctest::Approx(5.0));  // ||ref|| = 0: the absolute norm
+  CHECK(reference::relative_error(t, {3, 5}) == doctest::Approx(1.0 / std::sqrt(34.0)));
+  Tensor nan = make(Shape{2}, {NAN, 4});
+  CHECK(std::isinf(reference::relative_error(nan, {3, 4})));
+  CHECK_THROWS(reference::relative_error(t, {1, 2, 3}));
+}
+
+TEST_CASE("tolerances: tighter for wider types, looser with TF32") {
+  CHECK(reference::tolerance(DType::kF64) < reference::tolerance(DType::kF32));
+  CHECK(reference::tolerance(DType::kF32) < reference::tolerance(DType::kF16));
+  CHECK(reference::tolerance(DType::kF16) < reference::tolerance(DType::kBF16));
+  CHECK(reference::tolerance(DType::kF32, true) > reference::tolerance(DType::kF32));
+}
+
+TEST_CASE("half and bfloat16 conversions: exact values, rounding to nearest even, specials") {
+  CHECK(reference::float_to_half(1.0f) == 0x3c00);
+  CHECK(reference::float_to_half(-2.0f) == 0xc000);
+  CHECK(reference::float_to_half(0.0f) == 0x0000);
+  CHECK(reference::half_to_float(0x3c00) == 1.0f);
+  CHECK(reference::half_to_float(0x0001) == std::ldexp(1.0f, -24));  // smallest subnormal
+  CHECK(std::isinf(reference::half_to_float(0x7c00)));
+  CHECK(std::isnan(reference::half_to_float(0x7e00)));
+  CHECK(reference::float_to_half(1e6f) == 0x7c00);  // overflow -> inf
+  // 1 + 2^-11 is halfway between 1 and the next half (1 + 2^-10): ties go to even (1.0).
+  CHECK(reference::float_to_half(1.0f + std::ldexp(1.0f, -11)) == 0x3c00);
+  CHECK(reference::float_to_half(1.0f + 3 * std::ldexp(1.0f, -11)) == 0x3c02);
+  CHECK(reference::bf16_to_float(reference::float_to_bf16(1.5f)) == 1.5f);
+  CHECK(reference::float_to_bf16(1.0f) == 0x3f80);
+  // Every half in [-1, 1] survives the round trip through float.
+  for (uint32_t h = 0; h <= 0x3c00; ++h) {
+    const uint16_t bits = static_cast<uint16_t>(h);
+    REQUIRE(reference::float_to_half(reference::half_to_float(bits)) == bits);
+    REQUIRE(reference::float_to_half(reference::half_to_float(bits | 0x8000)) == (bits | 0x8000));
+  }
+}
+
+TEST_CASE("to_double decodes every dtype") {
+  Tensor h = Tensor::empty(Shape{2}, DType::kF16, kCPU);
+  h.data<uint16_t>()[0] = reference::float_to_half(0.5f);
+  h.data<uint16_t>()[1] = reference::float_to_half(-0.25f);
+  CHECK(reference::to_double(h) == std::vector<double>{0.5, -0.25});
+  Tensor bf = Tensor::empty(Shape{1}, DType::kBF16, kCPU);
+  bf.data<uint16_t>()[0] = reference::float_to_bf16(3.0f);
+  CHECK(reference::to_double(bf) == std::vector<double>{3.0});
+  CHECK(reference::to_double(make(Shape{2}, {1.5, 2.5}, DType::kF32)) == std::vector<double>{1.5, 2.5});
+  CHECK(reference::to_double(Tensor()).empty());
+}

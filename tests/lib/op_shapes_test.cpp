@@ -1,0 +1,80 @@
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "lib/error.h"
+#include "lib/op_shapes.h"
+
+using namespace strata;
+
+namespace {
+std::string usage_message(auto&& fn) {
+  try {
+    fn();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "<no UsageError>";
+}
+}  // namespace
+
+TEST_CASE("matmul shapes: MxK @ KxN -> MxN") {
+  CHECK(op_shapes::matmul(Shape{2, 3}, Shape{3, 5}) == Shape{2, 5});
+  CHECK(op_shapes::matmul(Shape{1, 1}, Shape{1, 7}) == Shape{1, 7});
+  const std::string inner = usage_message([] { op_shapes::matmul(Shape{2, 3}, Shape{4, 5}); });
+  CHECK(inner.find("inner dimensions differ: [2x3] @ [4x5]") != std::string::npos);
+  const std::string rank = usage_message([] { op_shapes::matmul(Shape{2, 3, 4}, Shape{4, 5}); });
+  CHECK(rank.find("two 2-D tensors") != std::string::npos);
+}
+
+TEST_CASE("linear shapes, with and without bias") {
+  const Shape bias{5};
+  CHECK(op_shapes::linear(Shape{2, 3}, Shape{5, 3}, nullptr) == Shape{2, 5});
+  CHECK(op_shapes::linear(Shape{2, 3}, Shape{5, 3}, &bias) == Shape{2, 5});
+  const Shape wrong_bias{3};
+  CHECK(usage_message([&] { op_shapes::linear(Shape{2, 3}, Shape{5, 3}, &wrong_bias); }).find("bias must be [5]") !=
+        std::string::npos);
+  CHECK(usage_message([] { op_shapes::linear(Shape{2, 4}, Shape{5, 3}, nullptr); }).find("input features differ") !=
+        std::string::npos);
+}
+
+TEST_CASE("elementwise shapes must be identical: no broadcasting") {
+  CHECK(op_shapes::elementwise(Shape{4, 4}, Shape{4, 4}) == Shape{4, 4});
+  CHECK(usage_message([] { op_shapes::elementwise(Shape{4, 4}, Shape{4}); }).find("does not broadcast") !=
+        std::string::npos);
+}
+
+TEST_CASE("conv2d geometry: output size from stride and padding") {
+  // (H + 2P - R) / S + 1: (7 + 2 - 3) / 2 + 1 = 4, (5 + 2 - 3) / 2 + 1 = 3
+  auto g = op_shapes::conv2d(Shape{2, 3, 7, 5}, Shape{4, 3, 3, 3}, nullptr, 2, 1);
+  CHECK(g.out_height == 4);
+  CHECK(g.out_width == 3);
+  CHECK(g.output() == Shape{2, 4, 4, 3});
+  // A kernel exactly as large as the padded input gives a 1x1 output.
+  auto exact = op_shapes::conv2d(Shape{1, 1, 3, 3}, Shape{1, 1, 5, 5}, nullptr, 1, 1);
+  CHECK(exact.output() == Shape{1, 1, 1, 1});
+}
+
+TEST_CASE("conv2d refusals name the problem") {
+  CHECK(usage_message([] { op_shapes::conv2d(Shape{1, 1, 2, 2}, Shape{1, 1, 3, 3}, nullptr, 1, 0); })
+            .find("larger than the padded input 2x2") != std::string::npos);
+  CHECK(usage_message([] { op_shapes::conv2d(Shape{1, 1, 4, 4}, Shape{1, 1, 3, 3}, nullptr, 0, 0); })
+            .find("stride must be at least 1") != std::string::npos);
+  CHECK(usage_message([] { op_shapes::conv2d(Shape{1, 1, 4, 4}, Shape{1, 1, 3, 3}, nullptr, 1, -1); })
+            .find("padding must be 0 or more") != std::string::npos);
+  CHECK(usage_message([] { op_shapes::conv2d(Shape{1, 2, 4, 4}, Shape{1, 3, 3, 3}, nullptr, 1, 0); })
+            .find("channels differ") != std::string::npos);
+  const Shape bad_bias{2};
+  CHECK(usage_message([&] { op_shapes::conv2d(Shape{1, 1, 4, 4}, Shape{3, 1, 3, 3}, &bad_bias, 1, 0); })
+            .find("bias must be [3]") != std::string::npos);
+  CHECK(usage_message([] { op_shapes::conv2d(Shape{1, 4, 4}, Shape{1, 1, 3, 3}, nullptr, 1, 0); })
+            .find("[N,C,H,W]") != std::string::npos);
+}
+
+TEST_CASE("tensors of one call must share dtype and device") {
+  Tensor a = Tensor::empty(Shape{2}, DType::kF32, kCPU);
+  Tensor b = Tensor::empty(Shape{2}, DType::kF64, kCPU);
+  CHECK_NOTHROW(op_shapes::check_same_dtype_and_device("add", a, a));
+  CHECK(usage_message([&] { op_shapes::check_same_dtype_and_device("add", a, b); }) ==
+        "add: dtypes differ: [2] f32 cpu and [2] f64 cpu");
+}

@@ -1,0 +1,104 @@
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "lib/host_clock.h"
+#include "lib/timeline.h"
+#include "lib/zone.h"
+
+using namespace strata;
+
+TEST_CASE("the host clock is monotonic and its tick conversion preserves order") {
+  host_clock::calibrate();
+  const auto info = host_clock::info();
+  CHECK((info.source == "tsc" || info.source == "steady_clock"));
+  CHECK(info.ns_per_tick > 0);
+  CHECK(info.read_cost_ns > 0);
+  uint64_t previous_ticks = host_clock::ticks();
+  int64_t previous_ns = host_clock::ticks_to_ns(previous_ticks);
+  for (int i = 0; i < 100000; ++i) {
+    const uint64_t t = host_clock::ticks();
+    const int64_t ns = host_clock::ticks_to_ns(t);
+    REQUIRE(t >= previous_ticks);
+    REQUIRE(ns >= previous_ns);
+    previous_ticks = t;
+    previous_ns = ns;
+  }
+}
+
+TEST_CASE("zones nest: parents, op ids and names are recorded as the code ran") {
+  Timeline timeline;
+  {
+    tracing::ActiveScope scope(&timeline);
+    timeline.set_op(7);
+    STRATA_ZONE(outer, Layer::kBinding, "outer");
+    {
+      STRATA_ZONE(inner, Layer::kDispatch, "keys");
+      inner.rename("CPU");
+      STRATA_ZONE(leaf, Layer::kLibrary, "leaf");
+    }
+    STRATA_ZONE(sibling, Layer::kLibrary, "sibling");
+  }
+  const auto& s = timeline.spans();
+#if STRATA_TRACING
+  REQUIRE(s.size() == 4);
+  CHECK(std::string(s[0].name) == "outer");
+  CHECK(s[0].parent == -1);
+  CHECK(std::string(s[1].name) == "CPU");  // renamed after it opened
+  CHECK(s[1].parent == 0);
+  CHECK(s[2].parent == 1);
+  CHECK(s[3].parent == 0);  // the sibling's parent is outer again: close() restored the current span
+  for (const Span& span : s) {
+    CHECK(span.op_id == 7);
+    CHECK(span.end >= span.begin);
+  }
+  CHECK(s[0].begin <= s[1].begin);
+  CHECK(s[1].end <= s[0].end);
+  CHECK(s[2].end <= s[1].end);
+#else
+  CHECK(s.empty());
+#endif
+}
+
+TEST_CASE("zones record nothing without an active timeline, and ActiveScope restores the previous one") {
+  Timeline a, b;
+  {
+    STRATA_ZONE(z, Layer::kLibrary, "nowhere");
+  }
+  CHECK(tracing::active() == nullptr);
+  {
+    tracing::ActiveScope sa(&a);
+    {
+      tracing::ActiveScope sb(&b);
+      CHECK(tracing::active() == &b);
+      STRATA_ZONE(z, Layer::kLibrary, "in b");
+    }
+    CHECK(tracing::active() == &a);
+  }
+  CHECK(tracing::active() == nullptr);
+  CHECK(a.spans().empty());
+#if STRATA_TRACING
+  CHECK(b.spans().size() == 1);
+#endif
+}
+
+TEST_CASE("add_span appends finished spans with the given values") {
+  Timeline t;
+  const int32_t root = t.add_span(Layer::kBinding, "b", 100, 200, -1, 3);
+  const int32_t child = t.add_span(Layer::kLibrary, "l", 120, 180, root, 3);
+  CHECK(root == 0);
+  CHECK(child == 1);
+  CHECK(t.spans()[1].parent == 0);
+  CHECK(t.spans()[1].begin == 120);
+  CHECK(t.spans()[1].end == 180);
+  CHECK(std::string(layer_name(t.spans()[1].layer)) == "library");
+}
+
+TEST_CASE("layer names") {
+  CHECK(std::string(layer_name(Layer::kFrontend)) == "frontend");
+  CHECK(std::string(layer_name(Layer::kBinding)) == "binding");
+  CHECK(std::string(layer_name(Layer::kDispatch)) == "dispatch");
+  CHECK(std::string(layer_name(Layer::kLibrary)) == "library");
+  CHECK(std::string(layer_name(Layer::kRuntime)) == "runtime");
+  CHECK(std::string(layer_name(Layer::kHarness)) == "harness");
+}

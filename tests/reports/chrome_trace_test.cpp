@@ -1,0 +1,220 @@
+// The Chrome trace writer and its validator (reports/chrome_trace.cpp). The writer's output must pass
+// check_chrome_trace for every kind of timeline; the validator must reject each violation of
+// DESIGN.md's invariants on crafted traces, and never throw on malformed input.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "reports/chrome_trace.h"
+#include "lib/zone.h"
+#include "tests/reports/steady_clock.h"
+
+using namespace strata;
+using namespace strata::reports;
+
+namespace {
+
+std::string joined(const std::vector<std::string>& errors) {
+  std::string s;
+  for (const std::string& e : errors) s += e + "\n";
+  return s;
+}
+
+// A trace around `events` (a JSON array body).
+std::string trace(const std::string& events) { return "{\"traceEvents\":[" + events + "]}"; }
+
+bool rejects(const std::string& text, const std::string& expected) {
+  std::vector<std::string> errors;
+  try {
+    errors = check_chrome_trace(text);
+  } catch (const std::exception& e) {
+    FAIL("check_chrome_trace threw: " << e.what());
+  }
+  const std::string all = joined(errors);
+  INFO(all);
+  return !errors.empty() && all.find(expected) != std::string::npos;
+}
+
+Timeline device_timeline() {
+  Timeline t;
+  const int32_t b = t.add_span(Layer::kBinding, "matmul", 1000, 5000, -1, 1);
+  const int32_t d = t.add_span(Layer::kDispatch, "CUDA", 1100, 4900, b, 1);
+  t.add_span(Layer::kLibrary, "cublas \"gemm\"\n", 1200, 4800, d, 1);  // a name that needs escaping
+  t.add_span(Layer::kBinding, "matmul", 6000, 6000, -1, 2);            // zero-length span
+  t.device.enabled = true;
+  ApiCallRecord launch;
+  launch.name = "cuLaunchKernelEx";
+  launch.domain = ApiDomain::kDriver;
+  launch.start_ns = 2000;
+  launch.end_ns = 2500;
+  launch.correlation_id = 5;
+  launch.is_launch = true;
+  t.device.api_calls.push_back(launch);
+  KernelRecord k;
+  k.name = "sm90_gemm";
+  k.start_ns = 3000;
+  k.end_ns = 9000;
+  k.correlation_id = 5;
+  k.stream_id = 0;  // stream 0 must not become tid 0
+  t.device.kernels.push_back(k);
+  KernelRecord k2 = k;
+  k2.start_ns = 9000;  // back to back with the first on the same stream
+  k2.end_ns = 9500;
+  t.device.kernels.push_back(k2);
+  MemoryRecord m;
+  m.kind = "HtoD";
+  m.bytes = 4096;
+  m.start_ns = 500;  // earlier than any span: the base time must account for it
+  m.end_ns = 900;
+  m.stream_id = 3;
+  t.device.memory.push_back(m);
+  t.device.external.push_back({5, 1});
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("the writer's output passes the validator: host spans, API calls, kernels, memcpy, flows") {
+  REQUIRE(test::steady_clock_in_use());
+  Timeline t = device_timeline();
+  ChromeTraceWriter w;
+  w.add_metadata("device", "NVIDIA \"test\" GPU");
+  w.add_timeline(t, "eager");
+  const std::string text = w.str();
+  const auto errors = check_chrome_trace(text);
+  INFO(joined(errors));
+  CHECK(errors.empty());
+
+  const auto doc = nlohmann::json::parse(text);
+  CHECK(doc["displayTimeUnit"] == "ns");
+  CHECK(doc["baseTimeNanoseconds"] == 500);
+  CHECK(doc["strata"]["device"] == "NVIDIA \"test\" GPU");
+  int spans = 0, kernels = 0, flows_s = 0, flows_f = 0, api = 0, memcpy = 0;
+  for (const auto& e : doc["traceEvents"]) {
+    CHECK(e["tid"] != 0);
+    if (e["ph"] == "X" && e["cat"] == "kernel") {
+      ++kernels;
+      CHECK(e["tid"] == 1);
+      CHECK(e["args"]["op"] == 1);
+    }
+    if (e["ph"] == "X" && (e["cat"] == "binding" || e["cat"] == "dispatch" || e["cat"] == "library")) ++spans;
+    if (e["ph"] == "X" && e["cat"] == "cuda_driver") ++api;
+    if (e["ph"] == "X" && e["cat"] == "gpu_memcpy") ++memcpy;
+    if (e["ph"] == "s") ++flows_s;
+    if (e["ph"] == "f") {
+      ++flows_f;
+      CHECK(e["bp"] == "e");
+      CHECK(e["cat"] == "ac2g");
+    }
+  }
+  CHECK(spans == 4);
+  CHECK(kernels == 2);
+  CHECK(api == 1);
+  CHECK(memcpy == 1);
+  // One arrow per launch call, to its first kernel.
+  CHECK(flows_s == 1);
+  CHECK(flows_f == 1);
+  // Timestamps relative to the base, in microseconds with exactly three decimals.
+  CHECK(text.find("\"ts\":0.500,\"dur\":4.000") != std::string::npos);  // the binding span 1000..5000
+  CHECK(text.find("cublas \\\"gemm\\\"\\n") != std::string::npos);
+}
+
+TEST_CASE("an empty timeline, and two timelines in one file, are valid traces") {
+  REQUIRE(test::steady_clock_in_use());
+  Timeline empty;
+  ChromeTraceWriter w0;
+  w0.add_timeline(empty, "eager");
+  CHECK(check_chrome_trace(w0.str()).empty());
+
+  Timeline a = device_timeline(), b = device_timeline();
+  ChromeTraceWriter w;
+  w.add_timeline(a, "eager", 0);
+  w.add_timeline(b, "graph replay", 1);
+  const std::string text = w.str();
+  const auto errors = check_chrome_trace(text);
+  INFO(joined(errors));
+  CHECK(errors.empty());  // flow ids and pids of the two groups do not collide
+}
+
+TEST_CASE("a real traced call writes a valid trace") {
+  Timeline t;
+  {
+    tracing::ActiveScope scope(&t);
+    for (uint32_t op = 1; op <= 3; ++op) {
+      t.set_op(op);
+      STRATA_ZONE(b, Layer::kBinding, "relu");
+      STRATA_ZONE(d, Layer::kDispatch, "CPU");
+      STRATA_ZONE(l, Layer::kLibrary, "relu (cpu loop)");
+    }
+  }
+  ChromeTraceWriter w;
+  w.add_timeline(t, "eager");
+  const auto errors = check_chrome_trace(w.str());
+  INFO(joined(errors));
+  CHECK(errors.empty());
+}
+
+TEST_CASE("the validator accepts a minimal correct trace") {
+  const std::string ok = trace(
+      R"({"ph":"X","name":"a","ts":1.0,"dur":10.0,"pid":1,"tid":2},)"
+      R"({"ph":"X","name":"b","ts":2.0,"dur":3.0,"pid":1,"tid":2},)"
+      R"({"ph":"X","name":"k","ts":5.0,"dur":1.0,"pid":10,"tid":7},)"
+      R"({"ph":"s","id":1,"ts":2.5,"pid":1,"tid":2},)"
+      R"({"ph":"f","id":1,"ts":5.0,"pid":10,"tid":7,"bp":"e"},)"
+      R"({"ph":"M","name":"thread_name","ts":0,"pid":1,"tid":2,"args":{"name":"main"}})");
+  CHECK(check_chrome_trace(ok).empty());
+}
+
+TEST_CASE("the validator rejects each violation of the invariants") {
+  const std::string x = R"({"ph":"X","name":"a","ts":1.0,"dur":10.0,"pid":1,"tid":2})";
+  CHECK(rejects("{\"traceEvents\":[", "not valid JSON"));
+  CHECK(rejects(trace(R"({"ph":"X","ts":NaN,"dur":1,"pid":1,"tid":2})"), "not valid JSON"));
+  CHECK(rejects(trace(R"({"ph":"X","ts":Infinity,"dur":1,"pid":1,"tid":2})"), "not valid JSON"));
+  CHECK(rejects("[]", "top level must be an object with a traceEvents array"));
+  CHECK(rejects("{\"traceEvents\":{}}", "traceEvents array"));
+  CHECK(rejects(trace(R"({"ph":"X","ts":-1.0,"dur":1,"pid":1,"tid":2})"), "negative"));
+  CHECK(rejects(trace(R"({"ph":"X","ts":1.0,"dur":1,"pid":1,"tid":0})"), "tid is 0"));
+  CHECK(rejects(trace(R"({"ph":"X","ts":1.0,"pid":1,"tid":2})"), "X event without a non-negative dur"));
+  CHECK(rejects(trace(R"({"ph":"X","ts":1.0,"dur":-2,"pid":1,"tid":2})"), "non-negative dur"));
+  CHECK(rejects(trace(R"({"ph":"X","dur":1,"pid":1,"tid":2})"), "missing numeric ts"));
+  CHECK(rejects(trace(R"({"ph":"X","ts":1,"dur":1})"), "missing pid/tid"));
+  CHECK(rejects(trace(R"(3)"), "not an object with 'ph'"));
+  // Partial overlap on one track: [1, 11] and [5, 15].
+  CHECK(rejects(trace(x + R"(,{"ph":"X","name":"b","ts":5.0,"dur":10.0,"pid":1,"tid":2})"),
+                "X events overlap without nesting"));
+  // The same two intervals on different tracks are fine.
+  CHECK(check_chrome_trace(trace(x + R"(,{"ph":"X","name":"b","ts":5.0,"dur":10.0,"pid":1,"tid":3})")).empty());
+  // A flow with two starts, and one without an end.
+  CHECK(rejects(trace(x + R"(,{"ph":"s","id":4,"ts":2,"pid":1,"tid":2},{"ph":"s","id":4,"ts":3,"pid":1,"tid":2},)"
+                          R"({"ph":"f","id":4,"ts":4,"pid":1,"tid":2})"),
+                "flow id 4 has 2 start(s) and 1 end(s)"));
+  CHECK(rejects(trace(x + R"(,{"ph":"s","id":4,"ts":2,"pid":1,"tid":2})"), "flow id 4 has 1 start(s) and 0 end(s)"));
+  // A flow endpoint outside every X on its track (ts 20 is after [1, 11]); and on a track with no X.
+  CHECK(rejects(trace(x + R"(,{"ph":"s","id":4,"ts":2,"pid":1,"tid":2},{"ph":"f","id":4,"ts":20,"pid":1,"tid":2})"),
+                "flow id 4 has an endpoint outside every X event on its track"));
+  CHECK(rejects(trace(x + R"(,{"ph":"s","id":4,"ts":2,"pid":1,"tid":2},{"ph":"f","id":4,"ts":2,"pid":1,"tid":9})"),
+                "endpoint outside every X event"));
+  CHECK(rejects(trace(R"({"ph":"s","ts":2,"pid":1,"tid":2})"), "flow event without id"));
+}
+
+TEST_CASE("the validator reports wrongly typed fields instead of throwing") {
+  CHECK(rejects(trace(R"({"ph":"X","ts":1,"dur":1,"pid":1,"tid":"main"})"), "pid/tid"));
+  CHECK(rejects(trace(R"({"ph":"X","ts":1,"dur":1,"pid":"p","tid":2})"), "pid/tid"));
+  CHECK(rejects(trace(R"({"ph":7,"ts":1,"dur":1,"pid":1,"tid":2})"), "'ph'"));
+  CHECK(rejects(trace(R"({"ph":"X","ts":"1","dur":1,"pid":1,"tid":2})"), "missing numeric ts"));
+  CHECK(rejects(trace(R"({"ph":"X","ts":1,"dur":1,"pid":1,"tid":2},{"ph":"s","id":"0x1","ts":1,"pid":1,"tid":2})"),
+                "flow event without id"));
+  CHECK(rejects(trace(R"({"ph":"X","ts":1,"dur":1,"pid":1.5,"tid":2})"), "pid/tid"));
+  // Times so large that nanoseconds overflow 64 bits are refused, not wrapped.
+  CHECK(rejects(trace(R"({"ph":"X","ts":1e300,"dur":1,"pid":1,"tid":2})"), "out of range"));
+  CHECK(rejects(trace(R"({"ph":"X","ts":1,"dur":1e300,"pid":1,"tid":2})"), "out of range"));
+}
+
+TEST_CASE("json_escape") {
+  CHECK(json_escape("plain") == "plain");
+  CHECK(json_escape("a\"b\\c\nd\te\r") == "a\\\"b\\\\c\\nd\\te\\r");
+  CHECK(json_escape(std::string("\x01", 1)) == "\\u0001");
+  CHECK(nlohmann::json::parse("\"" + json_escape("x\x1f\"y\\") + "\"") == "x\x1f\"y\\");
+}

@@ -1,0 +1,76 @@
+// The --json report (reports/json_report.cpp): every figure, parseable, with the samples.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "reports/json_report.h"
+
+using namespace strata;
+using namespace strata::reports;
+
+namespace {
+
+TraceReport sample_report() {
+  TraceReport r;
+  r.op = "matmul";
+  r.spec = "matmul 64";
+  r.description = "[64x64] @ [64x64]";
+  r.schema = "matmul(Tensor self, Tensor other) -> Tensor";
+  r.dtype = "f32";
+  r.device = "cpu (2 OpenBLAS threads)";
+  r.keys = "Autograd > CPU";
+  r.flops = 2.0 * 64 * 64 * 64;
+  r.warmup = 1;
+  r.repeat = 3;
+  r.steady.calls = 3;
+  r.steady.rows.push_back({"binding", "", {"matmul"}, Distribution::of({100, 300, 200}), true});
+  r.steady.rows.push_back({"dispatch", "Autograd", {"Autograd"}, Distribution::of({50, 50, 50}), true});
+  r.steady.rows.push_back({"library", "", {"cblas_sgemm"}, Distribution::of({1000, 2000, 3000}), true});
+  r.steady.rows.push_back({"gpu", "", {}, {}, false});
+  r.steady.wall = Distribution::of({1200, 2400, 3300});
+  r.cold.calls = 1;
+  r.cold.wall = Distribution::of({9000});
+  r.row_what = {{"dispatch/Autograd", "record MmBackward"}};
+  r.check.ran = true;
+  r.check.relative_error = 1e-7;
+  r.check.tolerance = 1e-5;
+  r.env.clock_source = "steady_clock";
+  r.notes = {"a note"};
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("the JSON report parses and carries every figure with its samples") {
+  const auto doc = nlohmann::json::parse(trace_report_json(sample_report()));
+  CHECK(doc["op"] == "matmul");
+  CHECK(doc["dispatch_keys"] == "Autograd > CPU");
+  CHECK(doc["repeat"] == 3);
+  CHECK(doc["steady"]["calls"] == 3);
+  const auto& rows = doc["steady"]["rows"];
+  REQUIRE(rows.size() == 4);
+  CHECK(rows[0]["layer"] == "binding");
+  CHECK(rows[0]["time"]["median"] == 200);
+  CHECK(rows[0]["time"]["p90"] == 300);
+  CHECK(rows[0]["time"]["unit"] == "ns");
+  CHECK(rows[0]["time"]["samples"] == nlohmann::json::array({100, 300, 200}));
+  CHECK(rows[1]["key"] == "Autograd");
+  CHECK(rows[1]["what"] == "record MmBackward");
+  CHECK(rows[3]["applicable"] == false);
+  CHECK_FALSE(rows[3].contains("time"));  // not applicable: no invented zeros
+  CHECK(doc["steady"]["wall"]["median"] == 2400);
+  CHECK(doc["cold"]["wall"]["median"] == 9000);
+  CHECK(doc["achieved_flops_per_s"].get<double>() == doctest::Approx(2.0 * 64 * 64 * 64 / 2400e-9));
+  CHECK(doc["check"]["passed"] == true);
+  CHECK(doc["notes"][0] == "a note");
+  CHECK(doc["environment"]["clock"]["source"] == "steady_clock");
+}
+
+TEST_CASE("a failed check is reported as failed") {
+  TraceReport r = sample_report();
+  r.check.relative_error = 1.0;
+  const auto doc = nlohmann::json::parse(trace_report_json(r));
+  CHECK(doc["check"]["passed"] == false);
+  r.check.ran = false;
+  CHECK_FALSE(nlohmann::json::parse(trace_report_json(r)).contains("check"));
+}

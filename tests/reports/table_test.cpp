@@ -1,0 +1,55 @@
+// The breakdown table (reports/table.cpp): rows, units and the summary lines.
+#include <doctest/doctest.h>
+
+#include <sstream>
+
+#include "reports/table.h"
+
+using namespace strata;
+using namespace strata::reports;
+
+TEST_CASE("format_ns picks a unit that keeps the digits readable") {
+  CHECK(format_ns(90) == "0.09 us");
+  CHECK(format_ns(41700) == "41.70 us");
+  CHECK(format_ns(2.5e6) == "2.50 ms");
+  CHECK(format_ns(3.25e9) == "3.250 s");
+  CHECK(format_rate(60.1e12) == "60.1 TFLOP/s");
+  CHECK(format_rate(20.6e9) == "20.6 GFLOP/s");
+  CHECK(format_rate(5e6) == "5.0 MFLOP/s");
+}
+
+TEST_CASE("the table: header, one line per row, n/a rows, wall with the rate, check and notes") {
+  TraceReport r;
+  r.op = "matmul";
+  r.description = "[64x64] @ [64x64]";
+  r.dtype = "f32";
+  r.device = "cpu";
+  r.keys = "CPU";
+  r.flops = 1e5;
+  r.steady.rows.push_back({"binding", "", {"matmul"}, Distribution::of({100}), true});
+  r.steady.rows.push_back({"dispatch", "CPU", {"CPU"}, Distribution::of({100}), true});
+  r.steady.rows.push_back({"library", "", {"cblas_sgemm"}, Distribution::of({800}), true});
+  r.steady.rows.push_back({"launch", "", {}, {}, false});
+  r.steady.wall = Distribution::of({1000});
+  r.row_what = {{"launch/na", "n/a on the CPU: no launch"}, {"wall", "binding begin -> library end"}};
+  r.check.ran = true;
+  r.check.relative_error = 2e-7;
+  r.check.tolerance = 1e-5;
+  r.notes = {"GPU timing unavailable"};
+  std::ostringstream out;
+  print_trace_table(r, out);
+  const std::string t = out.str();
+  INFO(t);
+  CHECK(t.find("matmul  [64x64] @ [64x64]  f32  cpu   keys: CPU\n") == 0);
+  CHECK(t.find("layer     what") != std::string::npos);
+  CHECK(t.find("binding   matmul") != std::string::npos);
+  CHECK(t.find("0.10 us") != std::string::npos);
+  CHECK(t.find("10.0%") != std::string::npos);  // binding share of the wall
+  CHECK(t.find("80.0%") != std::string::npos);
+  CHECK(t.find("launch    n/a on the CPU: no launch\n") != std::string::npos);
+  CHECK(t.find("wall      binding begin -> library end") != std::string::npos);
+  CHECK(t.find("100.0 GFLOP/s (f32)") != std::string::npos);  // 1e5 flops in 1 us
+  CHECK(t.find("check: relative error 2e-07") != std::string::npos);
+  CHECK(t.find("PASS") != std::string::npos);
+  CHECK(t.find("note: GPU timing unavailable\n") != std::string::npos);
+}

@@ -1,0 +1,164 @@
+// layers/runtime/cuda on any machine, GPU or not: probing never throws and explains itself, the checking
+// macros carry file, line, the call's text and the library's own error name, out-of-memory statuses are
+// UnavailableError (exit 4), the allocator's rounding, the published-peak table, and what happens when a
+// device is asked for where there is none.
+#include <doctest/doctest.h>
+
+#include <cublas_api.h>
+#include <cudnn.h>
+
+#include <string>
+
+#include "layers/runtime/cuda/cuda_runtime_layer.h"
+#include "lib/error.h"
+
+using namespace strata;
+namespace rt = strata::runtime::cuda;
+
+namespace {
+
+// A stand-in for a library call that fails, so the macro's "call text" is predictable.
+cudaError_t cuda_call_returning(cudaError_t e) { return e; }
+cublasStatus_t cublas_call_returning(cublasStatus_t s) { return s; }
+cudnnStatus_t cudnn_call_returning(cudnnStatus_t s) { return s; }
+
+template <typename F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("probe() never throws, and explains an unusable CUDA in one line") {
+  const rt::Probe p = rt::probe();
+  if (p.usable) {
+    CHECK(p.device_count > 0);
+    CHECK(p.reason.empty());
+    MESSAGE("this machine has " << p.device_count << " CUDA device(s)");
+    return;
+  }
+  CHECK(p.device_count == 0);
+  CHECK_FALSE(p.reason.empty());
+  CHECK(p.reason.find('\n') == std::string::npos);
+  // Without a driver the runtime says cudaErrorInsufficientDriver (35), or cudaErrorStubLibrary (34) when
+  // only the toolkit's stub libcuda is on the library path; the reason names the error either way.
+  if (p.error_code == cudaErrorInsufficientDriver) CHECK(contains(p.reason, "cudaErrorInsufficientDriver"));
+  if (p.error_code == cudaErrorStubLibrary) CHECK(contains(p.reason, "cudaErrorStubLibrary"));
+  if (p.error_code == cudaErrorNoDevice) CHECK(contains(p.reason, "cudaErrorNoDevice"));
+  // Asked twice, the same answer (the runtime caches its driver load; so does probe()).
+  CHECK(rt::probe().reason == p.reason);
+}
+
+TEST_CASE("STRATA_CUDA_CHECK: file, line, the call's text and the runtime's error name and string") {
+  CHECK_NOTHROW(STRATA_CUDA_CHECK(cuda_call_returning(cudaSuccess)));
+  const int line = __LINE__ + 1;
+  const std::string msg = message_of([] { STRATA_CUDA_CHECK(cuda_call_returning(cudaErrorInvalidValue)); });
+  CHECK(contains(msg, "cuda_call_returning(cudaErrorInvalidValue) failed"));
+  CHECK(contains(msg, "cudaErrorInvalidValue"));
+  CHECK(contains(msg, cudaGetErrorString(cudaErrorInvalidValue)));
+  CHECK(contains(msg, "tests/runtime/cuda/runtime_host_test.cpp:" + std::to_string(line)));
+  CHECK_THROWS_AS(STRATA_CUDA_CHECK(cuda_call_returning(cudaErrorInvalidValue)), Error);
+}
+
+TEST_CASE("device out of memory is UnavailableError (exit 4), other CUDA failures exit 1") {
+  try {
+    STRATA_CUDA_CHECK(cuda_call_returning(cudaErrorMemoryAllocation));
+    FAIL("no throw");
+  } catch (const UnavailableError& e) {
+    CHECK(e.code() == ExitCode::kUnavailable);
+    CHECK(contains(e.what(), "out of device memory"));
+    CHECK(contains(e.what(), "cudaErrorMemoryAllocation"));
+  }
+  try {
+    STRATA_CUDA_CHECK(cuda_call_returning(cudaErrorLaunchFailure));
+    FAIL("no throw");
+  } catch (const UnavailableError&) {
+    FAIL("a launch failure is not an out-of-memory");
+  } catch (const Error& e) {
+    CHECK(e.code() == ExitCode::kFailure);
+  }
+}
+
+TEST_CASE("STRATA_CUBLAS_CHECK names the cuBLAS status and allocation failure is UnavailableError") {
+  CHECK_NOTHROW(STRATA_CUBLAS_CHECK(cublas_call_returning(CUBLAS_STATUS_SUCCESS)));
+  const std::string msg = message_of([] { STRATA_CUBLAS_CHECK(cublas_call_returning(CUBLAS_STATUS_NOT_INITIALIZED)); });
+  CHECK(contains(msg, "cublas_call_returning(CUBLAS_STATUS_NOT_INITIALIZED) failed: CUBLAS_STATUS_NOT_INITIALIZED"));
+  CHECK(contains(msg, cublasGetStatusString(CUBLAS_STATUS_NOT_INITIALIZED)));
+  CHECK(contains(msg, "runtime_host_test.cpp:"));
+  CHECK_THROWS_AS(STRATA_CUBLAS_CHECK(cublas_call_returning(CUBLAS_STATUS_ALLOC_FAILED)), UnavailableError);
+}
+
+TEST_CASE("STRATA_CUDNN_CHECK names the cuDNN status and device allocation failure is UnavailableError") {
+  CHECK_NOTHROW(STRATA_CUDNN_CHECK(cudnn_call_returning(CUDNN_STATUS_SUCCESS)));
+  const std::string msg = message_of([] { STRATA_CUDNN_CHECK(cudnn_call_returning(CUDNN_STATUS_BAD_PARAM)); });
+  CHECK(contains(msg, "cudnn_call_returning(CUDNN_STATUS_BAD_PARAM) failed: CUDNN_STATUS_BAD_PARAM"));
+  CHECK(msg.find('\n') == std::string::npos);
+  CHECK_THROWS_AS(STRATA_CUDNN_CHECK(cudnn_call_returning(CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED)),
+                  UnavailableError);
+  CHECK_THROWS_AS(STRATA_CUDNN_CHECK(cudnn_call_returning(CUDNN_STATUS_EXECUTION_FAILED)), Error);
+}
+
+TEST_CASE("the caching allocator's size classes") {
+  CHECK(rt::rounded_allocation_size(0) == 512);
+  CHECK(rt::rounded_allocation_size(1) == 512);
+  CHECK(rt::rounded_allocation_size(512) == 512);
+  CHECK(rt::rounded_allocation_size(513) == 1024);
+  CHECK(rt::rounded_allocation_size(size_t{1} << 20) == size_t{1} << 20);
+  CHECK(rt::rounded_allocation_size((size_t{1} << 20) + 1) == size_t{2} << 20);
+  CHECK(rt::rounded_allocation_size(size_t{3} << 20) == size_t{4} << 20);
+  CHECK(rt::rounded_allocation_size(size_t{4} << 20) == size_t{4} << 20);
+}
+
+TEST_CASE("published peaks: datasheet figures for known GPUs, 0 with the reason for the rest") {
+  auto peak = [](const char* name, int major, int minor, DType dtype, bool tf32 = false) {
+    return rt::published_peak(name, major, minor, dtype, tf32);
+  };
+  CHECK(peak("NVIDIA H200", 9, 0, DType::kF32).flops == doctest::Approx(67e12));
+  CHECK(peak("NVIDIA H200", 9, 0, DType::kF32, true).flops == doctest::Approx(494.7e12));
+  CHECK(peak("NVIDIA H200", 9, 0, DType::kBF16).flops == doctest::Approx(989.4e12));
+  CHECK(peak("NVIDIA H200", 9, 0, DType::kF16).flops == doctest::Approx(989.4e12));
+  CHECK(peak("NVIDIA H200", 9, 0, DType::kF64).flops == doctest::Approx(67e12));
+  CHECK(peak("NVIDIA H200 NVL", 9, 0, DType::kF32).flops == doctest::Approx(60e12));
+  CHECK(peak("NVIDIA H100 80GB HBM3", 9, 0, DType::kBF16).flops == doctest::Approx(989.4e12));
+  CHECK(peak("NVIDIA H100 PCIe", 9, 0, DType::kF16).flops == doctest::Approx(756.5e12));
+  CHECK(peak("NVIDIA A100-SXM4-80GB", 8, 0, DType::kF32, true).flops == doctest::Approx(156e12));
+  const rt::PeakFlops h200 = peak("NVIDIA H200", 9, 0, DType::kF32);
+  CHECK(contains(h200.source, "NVIDIA datasheet"));
+  CHECK(contains(h200.source, "H200 SXM"));
+  CHECK(contains(h200.source, "dense"));
+
+  const rt::PeakFlops unknown = peak("NVIDIA GeForce RTX 4090", 8, 9, DType::kF32);
+  CHECK(unknown.flops == 0);
+  CHECK(contains(unknown.source, "unknown"));
+  CHECK(contains(unknown.source, "RTX 4090"));
+  // A name that matches but a compute capability that does not: a different part, no figure.
+  CHECK(peak("NVIDIA H200", 8, 0, DType::kF32).flops == 0);
+}
+
+TEST_CASE("CUDA version numbers print as major.minor") {
+  CHECK(rt::cuda_version_string(13000) == "13.0");
+  CHECK(rt::cuda_version_string(12040) == "12.4");
+  CHECK(rt::cuda_version_string(11080) == "11.8");
+}
+
+TEST_CASE("asking for a device that is not there: UnavailableError with the reason, never a crash") {
+  const rt::Probe p = rt::probe();
+  const int missing = p.usable ? p.device_count : 0;
+  CHECK_THROWS_AS(rt::init_device(missing), UnavailableError);
+  CHECK_THROWS_AS(rt::device_info(missing), UnavailableError);
+  CHECK_THROWS_AS(rt::unsupported_reason(missing), UnavailableError);
+  const std::string msg = message_of([&] { rt::init_device(missing); });
+  if (p.usable) {
+    CHECK(contains(msg, "this machine has " + std::to_string(p.device_count)));
+  } else {
+    CHECK(contains(msg, p.reason));
+  }
+  CHECK_THROWS_AS(rt::stream(missing), Error);
+}
