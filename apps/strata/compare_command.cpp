@@ -84,7 +84,11 @@ int run_compare(const CompareOptions& o) {
   reports::Comparison c;
   c.ops_per_replay = k;
   CaptureCost cost;
-  std::unique_ptr<Replay> replay = session.capture([&] { eager_round(false, nullptr); }, cost);
+  // The captured calls get op ids of their own: graph nodes are attributed to them (CUPTI resource
+  // callbacks), and through the nodes every replayed kernel.
+  std::vector<uint32_t> capture_ids;
+  for (int64_t i = 0; i < k; ++i) capture_ids.push_back(next_id++);
+  std::unique_ptr<Replay> replay = session.capture([&] { return call.op->call(call.args); }, capture_ids, cost);
   c.capture_ns = cost.capture_ns;
   c.instantiate_ns = cost.instantiate_ns;
   {
@@ -119,6 +123,7 @@ int run_compare(const CompareOptions& o) {
   session.finish(timeline);
 
   c.eager = reports::mode_figures("eager", timeline, eager_ids, eager_wall, k);
+  const reports::GraphAttribution attribution = reports::attribute_graph_kernels(timeline.device);
   c.replay = reports::mode_figures(replay->kind(), timeline, replay_ids, replay_wall, k);
 
   reports::TraceReport ctx = describe_context(p, o.trace);
@@ -136,6 +141,14 @@ int run_compare(const CompareOptions& o) {
     std::snprintf(buf, sizeof buf, "check: relative error vs float64 reference: eager %.3g, %s %.3g (tolerance %.1g): %s",
                   e_err, replay->kind().c_str(), r_err, tol, std::max(e_err, r_err) <= tol ? "PASS" : "FAIL");
     ctx.notes.push_back(buf);
+  }
+  if (attribution.replayed_kernels > 0) {
+    ctx.notes.push_back("graph replay: " + std::to_string(attribution.attributed) + " of " +
+                        std::to_string(attribution.replayed_kernels) +
+                        " replayed kernels attributed to the op that created their graph node" +
+                        (attribution.attributed == attribution.replayed_kernels ? "" : " (the rest: no node record)"));
+  } else if (timeline.device.enabled && replay->kind() != "plan replay") {
+    ctx.notes.push_back("graph replay: CUPTI reported no replayed kernels with graph node ids");
   }
   if (replay->kind() == "plan replay") {
     ctx.notes.push_back("no GPU in use: the replay is a plan of the resolved kernel calls (no binding, no dispatch), "

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "layers/frontend/frontend.h"
 #include "lib/timeline.h"
@@ -53,12 +54,15 @@ class DeviceSession {
   virtual void synchronize() {}                   // wait until all issued device work is done
   virtual void finish(Timeline& /*timeline*/) {}  // move device records into the timeline
   virtual void describe(reports::TraceReport& /*report*/) {}  // device properties, peak, notes
-  // Captures what `issue` does (K calls through the full stack). The default records a CPU plan.
-  virtual std::unique_ptr<Replay> capture(const std::function<void()>& issue, CaptureCost& cost);
+  // Captures one call of `call_once` per id in `op_ids` (each through the full stack, tagged with its
+  // id) for replay. The default records a CPU plan; the CUDA session captures a CUDA Graph.
+  virtual std::unique_ptr<Replay> capture(const std::function<binding::IValue()>& call_once,
+                                          const std::vector<uint32_t>& op_ids, CaptureCost& cost);
 };
 
 // The CPU plan replay (plan_replay.cpp), also used by sessions whose device is the CPU.
-std::unique_ptr<Replay> capture_plan(const std::function<void()>& issue, CaptureCost& cost);
+std::unique_ptr<Replay> capture_plan(DeviceSession& session, const std::function<binding::IValue()>& call_once,
+                                     const std::vector<uint32_t>& op_ids, CaptureCost& cost);
 
 std::unique_ptr<DeviceSession> open_device_session(Device device, const SessionOptions& options);
 

@@ -72,6 +72,30 @@ std::string cold_call_note(const Timeline& timeline, uint32_t cold_op, double co
          ") happened at session start and is not included";
 }
 
+// K calls captured into a CUDA Graph through the full stack; the outputs of the captured calls are kept:
+// the graph writes into their memory at every replay, and the last one is what --check reads.
+class GraphReplay final : public Replay {
+ public:
+  GraphReplay(std::unique_ptr<rt::CapturedGraph> graph, std::vector<binding::IValue> outputs)
+      : graph_(std::move(graph)), outputs_(std::move(outputs)) {}
+  std::string kind() const override { return "CUDA Graph"; }
+  void replay() override { graph_->launch(); }
+  binding::IValue last_result() const override { return outputs_.back(); }
+
+ private:
+  std::unique_ptr<rt::CapturedGraph> graph_;
+  std::vector<binding::IValue> outputs_;
+};
+
+// The call that broke a capture: the innermost library or runtime zone the capture was in when the stream
+// stopped capturing (zones are recorded into a scratch timeline during capture for exactly this).
+std::string last_library_call(const Timeline& scratch) {
+  for (auto it = scratch.spans().rbegin(); it != scratch.spans().rend(); ++it) {
+    if (it->layer == Layer::kLibrary || it->layer == Layer::kRuntime) return it->name;
+  }
+  return "an unknown call";
+}
+
 class CudaSession final : public DeviceSession {
  public:
   CudaSession(Device device, const SessionOptions& options) : device_(device), options_(options) {
@@ -106,6 +130,28 @@ class CudaSession final : public DeviceSession {
   void synchronize() override {
     if (cold_op_ == 0) ran_untraced_ = true;
     rt::synchronize(device_.index);
+  }
+
+  std::unique_ptr<Replay> capture(const std::function<binding::IValue()>& call_once, const std::vector<uint32_t>& op_ids,
+                                  CaptureCost& cost) override {
+    std::vector<binding::IValue> outputs;
+    Timeline scratch(4096);
+    auto graph = std::make_unique<rt::CapturedGraph>(device_.index, [&] {
+      tracing::ActiveScope scope(&scratch);
+      for (size_t i = 0; i < op_ids.size(); ++i) {
+        begin_call(op_ids[i]);
+        outputs.push_back(call_once());
+        end_call();
+        if (!rt::capture_valid(device_.index)) {
+          throw Error("call " + std::to_string(i + 1) + " of " + std::to_string(op_ids.size()) + " (" +
+                      last_library_call(scratch) + ") invalidated the stream capture; this op cannot be replayed "
+                      "from a CUDA Graph");
+        }
+      }
+    });
+    cost.capture_ns = graph->capture_ns();
+    cost.instantiate_ns = graph->instantiate_ns();
+    return std::make_unique<GraphReplay>(std::move(graph), std::move(outputs));
   }
 
   void finish(Timeline& timeline) override {

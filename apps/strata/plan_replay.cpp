@@ -27,12 +27,17 @@ class PlanReplay final : public Replay {
 
 }  // namespace
 
-std::unique_ptr<Replay> capture_plan(const std::function<void()>& issue, CaptureCost& cost) {
+std::unique_ptr<Replay> capture_plan(DeviceSession& session, const std::function<binding::IValue()>& call_once,
+                                     const std::vector<uint32_t>& op_ids, CaptureCost& cost) {
   std::vector<PlanStep> steps;
   const int64_t t0 = host_clock::now_ns();
   {
     PlanRecordingGuard guard(&steps);
-    issue();
+    for (uint32_t id : op_ids) {
+      session.begin_call(id);
+      call_once();
+      session.end_call();
+    }
   }
   const int64_t t1 = host_clock::now_ns();
   if (steps.empty()) throw Error("plan capture recorded no kernel calls");
@@ -42,8 +47,9 @@ std::unique_ptr<Replay> capture_plan(const std::function<void()>& issue, Capture
   return plan;
 }
 
-std::unique_ptr<Replay> DeviceSession::capture(const std::function<void()>& issue, CaptureCost& cost) {
-  return capture_plan(issue, cost);
+std::unique_ptr<Replay> DeviceSession::capture(const std::function<binding::IValue()>& call_once,
+                                               const std::vector<uint32_t>& op_ids, CaptureCost& cost) {
+  return capture_plan(*this, call_once, op_ids, cost);
 }
 
 }  // namespace strata::app

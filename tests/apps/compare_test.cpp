@@ -20,7 +20,8 @@ TEST_CASE("plan replay runs the recorded kernels and computes the same results a
     auto call = frontend::prepare_call(spec, DType::kF64, kCPU, 7, false, SIZE_MAX);
     binding::IValue eager = call.op->call(call.args);
     app::CaptureCost cost;
-    auto replay = app::capture_plan([&] { call.op->call(call.args); call.op->call(call.args); }, cost);
+    app::DeviceSession cpu;
+    auto replay = app::capture_plan(cpu, [&] { return call.op->call(call.args); }, {1, 2}, cost);
     CHECK(replay->kind() == "plan replay");
     replay->replay();
     const auto ref = frontend::reference_result(spec, call);
@@ -34,7 +35,8 @@ TEST_CASE("a plan records only backend kernels: Autograd runs at capture, not at
   auto spec = frontend::parse_op_spec("matmul", "8");
   auto call = frontend::prepare_call(spec, DType::kF32, kCPU, 1, /*requires_grad=*/true, SIZE_MAX);
   app::CaptureCost cost;
-  auto replay = app::capture_plan([&] { call.op->call(call.args); }, cost);
+  app::DeviceSession cpu;
+  auto replay = app::capture_plan(cpu, [&] { return call.op->call(call.args); }, {1}, cost);
   replay->replay();
   // The replayed output comes straight from the CPU kernel: no backward node was recorded for it.
   CHECK_FALSE(replay->last_result().tensor().grad_fn());

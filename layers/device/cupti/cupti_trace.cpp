@@ -95,6 +95,7 @@ struct Session {
   std::vector<std::pair<uint8_t*, size_t>> completed;  // filled buffers, converted at finish
   uint64_t dropped_in_callbacks = 0;
   std::vector<ExternalCorrelation> callback_correlations;
+  std::vector<GraphNodeOrigin> graph_nodes;  // from resource callbacks, see on_graph_node
   std::vector<std::string> warnings;  // optional features that could not be enabled, failures after start
 };
 
@@ -129,8 +130,39 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* b
 
 // Launch callbacks (both domains): remember which op each launch belongs to, from the host side. The
 // EXTERNAL_CORRELATION records say the same; this is the fallback when one of those is dropped.
-void CUPTIAPI on_api_callback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_CallbackId /*cbid*/,
+// Graph nodes (resource callbacks): which op created each node. A node created while an op is being
+// captured belongs to that op; the executable graph's nodes are clones of those (new ids), and replayed
+// kernel records may carry either id, so a clone inherits its original's op. This is what lets strata
+// attribute every replayed kernel to the op and layer that created it (reports/comparison.h).
+void on_graph_node(CUpti_CallbackId cbid, const CUpti_ResourceData* resource) {
+  const auto* graph = static_cast<const CUpti_GraphData*>(resource->resourceDescriptor);
+  if (graph == nullptr || graph->node == nullptr) return;
+  uint64_t node_id = 0;
+  if (cuptiGetGraphNodeId(graph->node, &node_id) != CUPTI_SUCCESS) return;
+  Session& s = session();
+  std::lock_guard lock(s.mutex);
+  if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED) {
+    if (t_current_op != 0) s.graph_nodes.push_back({node_id, static_cast<uint32_t>(t_current_op)});
+    return;
+  }
+  uint64_t original_id = 0;  // CLONED
+  if (graph->originalNode == nullptr || cuptiGetGraphNodeId(graph->originalNode, &original_id) != CUPTI_SUCCESS) return;
+  for (size_t i = 0, n = s.graph_nodes.size(); i < n; ++i) {
+    if (s.graph_nodes[i].graph_node_id == original_id) {
+      s.graph_nodes.push_back({node_id, s.graph_nodes[i].op_id});
+      return;
+    }
+  }
+}
+
+void CUPTIAPI on_api_callback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                               const void* data) {
+  if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
+    if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED || cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED) {
+      on_graph_node(cbid, static_cast<const CUpti_ResourceData*>(data));
+    }
+    return;
+  }
   if (domain != CUPTI_CB_DOMAIN_RUNTIME_API && domain != CUPTI_CB_DOMAIN_DRIVER_API) return;
   const auto* cb = static_cast<const CUpti_CallbackData*>(data);
   if (cb->callbackSite != CUPTI_API_ENTER || t_current_op == 0) return;
@@ -420,6 +452,10 @@ std::string start_session() {
   for (CUpti_CallbackId cbid : kDriverLaunchCbids)
     callbacks_enabled += cuptiEnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid) == CUPTI_SUCCESS;
   if (callbacks_enabled == 0) warn(s, "no launch callbacks (op tags come from activity records only)");
+  size_t graph_callbacks = 0;
+  for (CUpti_CallbackId cbid : {CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED})
+    graph_callbacks += cuptiEnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_RESOURCE, cbid) == CUPTI_SUCCESS;
+  if (graph_callbacks < 2) warn(s, "no graph node callbacks: replayed graph kernels cannot be attributed to ops");
 
   // CUPTI documents this as "before initialization of CUDA"; device selection already tried before its
   // probe. A late success still helps if only the context (not cuInit) is what matters.
@@ -466,6 +502,7 @@ std::string start_session() {
   {
     std::lock_guard lock(s.mutex);
     s.callback_correlations.reserve(size_t{1} << 16);  // no reallocation inside timed calls
+    s.graph_nodes.reserve(1024);
   }
   s.active.store(true);
   return "";
@@ -517,6 +554,8 @@ void finish_session(DeviceTrace& out) {
     std::lock_guard lock(s.mutex);
     buffers.swap(s.completed);
     callback_correlations.swap(s.callback_correlations);
+    for (const GraphNodeOrigin& g : s.graph_nodes) out.graph_nodes.push_back(g);
+    s.graph_nodes.clear();
     out.dropped_records += s.dropped_in_callbacks + dropped_global;
     s.dropped_in_callbacks = 0;
   }

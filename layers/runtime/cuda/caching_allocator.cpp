@@ -27,6 +27,9 @@ struct Pool {
   std::mutex mutex;
   std::unordered_map<size_t, std::vector<void*>> free_blocks;  // rounded size -> blocks
   AllocatorStats stats;
+  // While a CUDA Graph is being captured, freed blocks go here instead of the free list: the graph keeps
+  // reading and writing them at every replay, so no later allocation may be handed one (see HeldBlocks).
+  std::vector<std::pair<void*, size_t>>* hold = nullptr;
 };
 
 class CachingAllocator final : public Allocator {
@@ -124,9 +127,31 @@ class CachingAllocator final : public Allocator {
     Pool& p = *static_cast<Pool*>(context);
     const size_t size = rounded_allocation_size(nbytes);
     std::lock_guard lock(p.mutex);
+    if (p.hold != nullptr) {
+      p.hold->emplace_back(data, size);
+      return;
+    }
     p.free_blocks[size].push_back(data);
     p.stats.bytes_cached += size;
   }
+
+ public:
+  void hold_frees(int index, std::vector<std::pair<void*, size_t>>* sink) {
+    Pool& p = pools_.at(static_cast<size_t>(index));
+    std::lock_guard lock(p.mutex);
+    p.hold = sink;
+  }
+
+  void give_back(int index, const std::vector<std::pair<void*, size_t>>& blocks) {
+    Pool& p = pools_.at(static_cast<size_t>(index));
+    std::lock_guard lock(p.mutex);
+    for (auto [data, size] : blocks) {
+      p.free_blocks[size].push_back(data);
+      p.stats.bytes_cached += size;
+    }
+  }
+
+ private:
 
   std::array<Pool, kMaxDevices> pools_;
 };
@@ -146,6 +171,18 @@ size_t rounded_allocation_size(size_t nbytes) {
 }
 
 Allocator& caching_allocator() { return instance(); }
+
+HeldBlocks::HeldBlocks(int index) : index_(index) { instance().hold_frees(index, &blocks_); }
+
+void HeldBlocks::stop() {
+  if (holding_) instance().hold_frees(index_, nullptr);
+  holding_ = false;
+}
+
+HeldBlocks::~HeldBlocks() {
+  stop();
+  instance().give_back(index_, blocks_);
+}
 
 AllocatorStats allocator_stats(int index) {
   if (index < 0 || index >= kMaxDevices) throw Error("allocator_stats: no device cuda:" + std::to_string(index));

@@ -11,7 +11,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "lib/dtype.h"
 #include "lib/storage.h"
@@ -103,8 +106,56 @@ struct AllocatorStats {
 };
 AllocatorStats allocator_stats(int index);
 
+// Blocks freed while this object holds them are kept out of the cache until it is destroyed: a CUDA Graph
+// captured meanwhile still uses them (workspaces, intermediates) at every replay. Give each CapturedGraph
+// one and destroy it with the graph.
+class HeldBlocks {
+ public:
+  explicit HeldBlocks(int index);
+  ~HeldBlocks();
+  HeldBlocks(const HeldBlocks&) = delete;
+  HeldBlocks& operator=(const HeldBlocks&) = delete;
+  void stop();  // frees from now on go to the cache again; what was held stays held
+
+ private:
+  int index_;
+  bool holding_ = true;
+  std::vector<std::pair<void*, size_t>> blocks_;
+};
+
 // The rounding the cache applies: 512 B granules below 1 MiB, 2 MiB granules above.
 size_t rounded_allocation_size(size_t nbytes);
+
+// ---- CUDA Graphs --------------------------------------------------------------------------------------------
+
+// Captures what `issue` enqueues on strata's stream of device `index` (K calls through the full stack:
+// binding, dispatch, library, launch) into a CUDA Graph, and instantiates it. Callers check
+// capture_valid() between their calls to name the one that broke a capture. Anything that cannot be
+// captured ends the capture and throws Error naming what failed.
+class CapturedGraph {
+ public:
+  CapturedGraph(int index, const std::function<void()>& issue);
+  ~CapturedGraph();
+  CapturedGraph(const CapturedGraph&) = delete;
+  CapturedGraph& operator=(const CapturedGraph&) = delete;
+
+  void launch();  // cudaGraphLaunch on strata's stream, inside a Runtime-layer zone
+  size_t nodes() const { return nodes_; }
+  double capture_ns() const { return capture_ns_; }
+  double instantiate_ns() const { return instantiate_ns_; }
+
+ private:
+  int index_;
+  HeldBlocks held_;
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+  size_t nodes_ = 0;
+  double capture_ns_ = 0;
+  double instantiate_ns_ = 0;
+};
+
+// False once something on strata's stream of `index` has invalidated the capture in progress.
+bool capture_valid(int index);
 
 // ---- Published peak figures -----------------------------------------------------------------------------
 

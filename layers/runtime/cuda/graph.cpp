@@ -1,0 +1,62 @@
+// CUDA Graph capture and replay of strata's own calls (`strata compare` on a GPU).
+#include <cuda_runtime_api.h>
+
+#include "layers/runtime/cuda/cuda_runtime_layer.h"
+#include "lib/error.h"
+#include "lib/host_clock.h"
+#include "lib/zone.h"
+
+namespace strata::runtime::cuda {
+
+bool capture_valid(int index) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream(index), &status) != cudaSuccess) return false;
+  return status == cudaStreamCaptureStatusActive;
+}
+
+CapturedGraph::CapturedGraph(int index, const std::function<void()>& issue) : index_(index), held_(index) {
+  set_current_device(index);
+  const cudaStream_t s = stream(index);
+  // Everything strata would run before the capture has run: a capture must not pick up other work.
+  STRATA_CUDA_CHECK(cudaStreamSynchronize(s));
+  const int64_t t0 = host_clock::now_ns();
+  // Relaxed: the caching allocator may still need a fresh block mid-capture (cudaMalloc is refused in the
+  // stricter modes), and strata issues nothing on other streams or threads that could leak into the graph.
+  STRATA_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+  try {
+    issue();
+  } catch (const std::exception& e) {
+    cudaGraph_t broken = nullptr;
+    (void)cudaStreamEndCapture(s, &broken);  // leave capture mode whatever happened
+    if (broken != nullptr) (void)cudaGraphDestroy(broken);
+    (void)cudaGetLastError();
+    held_.stop();
+    throw Error(std::string("CUDA Graph capture failed: ") + e.what());
+  }
+  const cudaError_t ended = cudaStreamEndCapture(s, &graph_);
+  held_.stop();
+  if (ended != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw Error(std::string("CUDA Graph capture failed: cudaStreamEndCapture: ") + cudaGetErrorName(ended) + " (" +
+                cudaGetErrorString(ended) + "): a call made during capture cannot be captured");
+  }
+  const int64_t t1 = host_clock::now_ns();
+  STRATA_CUDA_CHECK(cudaGraphGetNodes(graph_, nullptr, &nodes_));
+  STRATA_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+  capture_ns_ = double(t1 - t0);
+  instantiate_ns_ = double(host_clock::now_ns() - t1);
+}
+
+CapturedGraph::~CapturedGraph() {
+  // The held blocks go back to the cache when held_ is destroyed: wait until no replay still uses them.
+  (void)cudaStreamSynchronize(stream(index_));
+  if (exec_ != nullptr) (void)cudaGraphExecDestroy(exec_);
+  if (graph_ != nullptr) (void)cudaGraphDestroy(graph_);
+}
+
+void CapturedGraph::launch() {
+  STRATA_ZONE(zone, Layer::kRuntime, "cudaGraphLaunch");
+  STRATA_CUDA_CHECK(cudaGraphLaunch(exec_, stream(index_)));
+}
+
+}  // namespace strata::runtime::cuda
