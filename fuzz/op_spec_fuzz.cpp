@@ -84,7 +84,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   try {
-    const frontend::OpSpec spec = frontend::parse_op_spec(f[0], f.size() > 1 ? f[1] : std::string_view(), conv);
+    const frontend::OpSpec spec =
+        frontend::parse_op_spec(f[0], f.size() > 1 ? f[1] : std::string_view(), conv);
     check_accepted(spec);
   } catch (const UsageError&) {
   }

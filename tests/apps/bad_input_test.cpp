@@ -1,7 +1,6 @@
 // End-to-end: the catalogue of bad input. Each case checks the exit code, one clear message on stderr
 // (no stack trace, no "terminate called"), no partial table on stdout, and no file left behind.
 #include <doctest/doctest.h>
-
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -41,21 +40,25 @@ TEST_CASE("a size too large for memory is refused before allocating, with the by
   // 3 x 10^14 floats: the message must come from the size check, not from the allocator or the OOM killer.
   check_refused(run_strata(cpu({"trace", "matmul", "10000000"})), 2,
                 "matmul 10000000 (f32) needs 1.07 PiB on cpu but only");
-  check_refused(run_strata(cpu({"trace", "matmul", "2147483647", "--dtype", "f64"})), 2, "more than 2^63 bytes");
+  check_refused(run_strata(cpu({"trace", "matmul", "2147483647", "--dtype", "f64"})), 2,
+                "more than 2^63 bytes");
   check_refused(run_strata(cpu({"trace", "add", "65536x65536x65536x65536"})), 2, "more than 2^63");
   // Sizes whose byte count overflows even 128-bit products (see tests/frontend/prepare_test.cpp).
-  check_refused(run_strata(cpu({"trace", "conv", "1073741825x2x2x2", "--out-channels", "2147483646", "--kernel", "1",
-                                 "--pad", "2147483647", "--dtype", "f64"})),
+  check_refused(run_strata(cpu({"trace", "conv", "1073741825x2x2x2", "--out-channels", "2147483646",
+                                "--kernel", "1", "--pad", "2147483647", "--dtype", "f64"})),
                 2, "more than 2^63 bytes");
 }
 
 TEST_CASE("conv options that do not fit the input are refused") {
   check_refused(run_strata(cpu({"trace", "conv", "1x3x4x4", "--kernel", "5"})), 2,
                 "--kernel 5 is larger than the padded input 4x4");
-  check_refused(run_strata(cpu({"trace", "conv", "1x3x4x4", "--stride", "0"})), 2, "--stride must be at least 1, got 0");
+  check_refused(run_strata(cpu({"trace", "conv", "1x3x4x4", "--stride", "0"})), 2,
+                "--stride must be at least 1, got 0");
   check_refused(run_strata(cpu({"trace", "conv", "1x3x4x4", "--pad", "-1"})), 2, "--pad must be 0 or more");
-  check_refused(run_strata(cpu({"trace", "conv", "1x3x4x4", "--out-channels", "0"})), 2, "--out-channels must be");
-  check_refused(run_strata(cpu({"trace", "conv", "1x3x4x4", "--kernel", "0"})), 2, "--kernel must be at least 1");
+  check_refused(run_strata(cpu({"trace", "conv", "1x3x4x4", "--out-channels", "0"})), 2,
+                "--out-channels must be");
+  check_refused(run_strata(cpu({"trace", "conv", "1x3x4x4", "--kernel", "0"})), 2,
+                "--kernel must be at least 1");
 }
 
 TEST_CASE("unknown ops, options and values are usage errors") {
@@ -64,9 +67,11 @@ TEST_CASE("unknown ops, options and values are usage errors") {
   CHECK(contains(unknown.err, "matmul N | MxKxN"));  // it lists what is accepted
 
   // Option parsing errors come from CLI11: its message, exit 2, nothing on stdout.
-  for (const std::vector<std::string>& args :
-       {std::vector<std::string>{"trace", "matmul", "64", "--bogus"}, {"trace", "matmul", "64", "--repeat", "abc"},
-        {"trace", "matmul"}, {"frobnicate"}, {}}) {
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"trace", "matmul", "64", "--bogus"},
+                                               {"trace", "matmul", "64", "--repeat", "abc"},
+                                               {"trace", "matmul"},
+                                               {"frobnicate"},
+                                               {}}) {
     const RunResult r = run_strata(args);
     check_no_crash(r);
     INFO(r.err);
@@ -77,9 +82,11 @@ TEST_CASE("unknown ops, options and values are usage errors") {
   }
   CHECK(contains(run_strata({"trace", "matmul", "64", "--bogus"}).err, "--bogus"));
 
-  check_refused(run_strata({"trace", "matmul", "64", "--repeat", "0"}), 2, "--repeat must be between 1 and 1000000, got 0");
+  check_refused(run_strata({"trace", "matmul", "64", "--repeat", "0"}), 2,
+                "--repeat must be between 1 and 1000000, got 0");
   check_refused(run_strata({"trace", "matmul", "64", "--repeat", "-3"}), 2, "--repeat must be between");
-  check_refused(run_strata({"trace", "matmul", "64", "--repeat", "3", "--warmup", "-1"}), 2, "--warmup must be between");
+  check_refused(run_strata({"trace", "matmul", "64", "--repeat", "3", "--warmup", "-1"}), 2,
+                "--warmup must be between");
   check_refused(run_strata({"trace", "matmul", "64", "--budget", "0"}), 2, "--budget must be more than 0");
   check_refused(run_strata(cpu({"trace", "matmul", "64", "--dtype", "f128"})), 2, "unknown dtype 'f128'");
 }
@@ -97,7 +104,8 @@ TEST_CASE("half precision and TF32 on the CPU are refused: they need a GPU") {
 
 TEST_CASE("--device: unknown names are usage errors, cuda without a usable GPU is exit 4") {
   check_refused(run_strata(fast({"trace", "matmul", "64", "--device", "foo"})), 2, "unknown device 'foo'");
-  check_refused(run_strata(fast({"trace", "matmul", "64", "--device", "cuda:x"})), 2, "the index after 'cuda:'");
+  check_refused(run_strata(fast({"trace", "matmul", "64", "--device", "cuda:x"})), 2,
+                "the index after 'cuda:'");
   // Without the NVIDIA driver's device nodes no GPU can be usable, whichever build this is.
   const bool driver_present = exists("/dev/nvidiactl") || exists("/dev/nvidia0");
   for (const char* device : {"cuda", "cuda:0"}) {
@@ -119,7 +127,8 @@ TEST_CASE("unwritable output paths are refused before the run, leaving nothing b
   for (const char* option : {"--json", "--chrome-trace"}) {
     CAPTURE(option);
     check_refused(run_strata(cpu({"trace", "matmul", "64", option, dir.path()})), 2, "is a directory");
-    check_refused(run_strata(cpu({"trace", "matmul", "64", option, dir.path() + "/"})), 2, "names a directory");
+    check_refused(run_strata(cpu({"trace", "matmul", "64", option, dir.path() + "/"})), 2,
+                  "names a directory");
     check_refused(run_strata(cpu({"trace", "matmul", "64", option, missing})), 2, "does not exist");
     // /proc accepts no new files, even from root.
     check_refused(run_strata(cpu({"trace", "matmul", "64", option, "/proc/strata-e2e.json"})), 2,
@@ -137,13 +146,15 @@ TEST_CASE("unwritable output paths are refused before the run, leaving nothing b
 
 TEST_CASE("a directory without write permission is refused (needs a non-root user)") {
   if (is_root()) {
-    MESSAGE("skipped: root may write into a 0555 directory; the /proc case covers a refusal that holds for root");
+    MESSAGE(
+        "skipped: root may write into a 0555 directory; the /proc case covers a refusal that holds for root");
     return;
   }
   TempDir dir;
   const std::string ro = dir.file("ro");
   REQUIRE(mkdir(ro.c_str(), 0555) == 0);
-  check_refused(run_strata(cpu({"trace", "matmul", "64", "--json", ro + "/out.json"})), 2, "Permission denied");
+  check_refused(run_strata(cpu({"trace", "matmul", "64", "--json", ro + "/out.json"})), 2,
+                "Permission denied");
 }
 
 TEST_CASE("--json and --chrome-trace naming the same file is refused, however it is spelled") {
@@ -151,9 +162,10 @@ TEST_CASE("--json and --chrome-trace naming the same file is refused, however it
   const std::string path = dir.file("same.json");
   check_refused(run_strata(cpu({"trace", "matmul", "64", "--json", path, "--chrome-trace", path})), 2,
                 "name the same file");
-  check_refused(run_strata(cpu({"trace", "matmul", "64", "--json", "same.json", "--chrome-trace", "./same.json"}),
-                           RunOptions{dir.path()}),
-                2, "name the same file");
+  check_refused(
+      run_strata(cpu({"trace", "matmul", "64", "--json", "same.json", "--chrome-trace", "./same.json"}),
+                 RunOptions{dir.path()}),
+      2, "name the same file");
   CHECK(dir.entries().empty());
 }
 

@@ -1,6 +1,5 @@
 // End-to-end: what `strata` prints and writes when things go right.
 #include <doctest/doctest.h>
-
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -86,14 +85,15 @@ TEST_CASE("--json writes every figure, parseable, and nothing else into the dire
   CHECK(doc["cold"]["calls"] == 1);
   std::vector<std::string> layers;
   for (const auto& row : doc["steady"]["rows"]) {
-    layers.push_back(row["layer"].get<std::string>() + (row.contains("key") ? "/" + row["key"].get<std::string>() : ""));
+    layers.push_back(row["layer"].get<std::string>() +
+                     (row.contains("key") ? "/" + row["key"].get<std::string>() : ""));
     if (row["applicable"] == true) {
       CHECK(row["time"]["samples"].size() == 3);
       CHECK(row["time"]["median"].get<double>() >= 0);
     }
   }
-  CHECK(layers == std::vector<std::string>{"binding", "dispatch/Autograd", "dispatch/CPU", "library", "launch", "queue",
-                                           "gpu"});
+  CHECK(layers == std::vector<std::string>{"binding", "dispatch/Autograd", "dispatch/CPU", "library",
+                                           "launch", "queue", "gpu"});
   CHECK(doc["steady"]["wall"]["samples"].size() == 3);
   CHECK(doc["steady"]["wall"]["median"].get<double>() > 0);
   CHECK(doc["environment"]["blas_threads"].get<int>() >= 1);
@@ -102,9 +102,8 @@ TEST_CASE("--json writes every figure, parseable, and nothing else into the dire
 TEST_CASE("--chrome-trace writes a trace that satisfies every invariant, with --json beside it") {
   TempDir dir;
   const std::string trace = dir.file("trace.json"), report = dir.file("report.json");
-  const RunResult r =
-      run_strata(cpu({"trace", "conv", "1x3x8x8", "--out-channels", "4", "--pad", "1", "--chrome-trace", trace,
-                       "--json", report, "--requires-grad"}));
+  const RunResult r = run_strata(cpu({"trace", "conv", "1x3x8x8", "--out-channels", "4", "--pad", "1",
+                                      "--chrome-trace", trace, "--json", report, "--requires-grad"}));
   check_no_crash(r);
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
@@ -118,7 +117,7 @@ TEST_CASE("--chrome-trace writes a trace that satisfies every invariant, with --
     dispatch += e["cat"] == "dispatch";
     library += e["cat"] == "library";
   }
-  CHECK(binding == 4);  // the cold call and three timed calls
+  CHECK(binding == 4);   // the cold call and three timed calls
   CHECK(dispatch == 8);  // Autograd and CPU in each
   CHECK(library >= 4);
 }
@@ -186,10 +185,11 @@ TEST_CASE("strata ops lists every operator, its schema, and the keys with kernel
   const RunResult r = run_strata({"ops"});
   check_no_crash(r);
   REQUIRE(r.exit_code == 0);
-  for (const char* schema : {"matmul(Tensor self, Tensor other) -> Tensor",
-                             "linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor",
-                             "conv2d(Tensor input, Tensor weight, Tensor? bias=None, int stride=1, int padding=0) -> Tensor",
-                             "relu(Tensor self) -> Tensor", "add(Tensor self, Tensor other, *, float alpha=1) -> Tensor"}) {
+  for (const char* schema :
+       {"matmul(Tensor self, Tensor other) -> Tensor",
+        "linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor",
+        "conv2d(Tensor input, Tensor weight, Tensor? bias=None, int stride=1, int padding=0) -> Tensor",
+        "relu(Tensor self) -> Tensor", "add(Tensor self, Tensor other, *, float alpha=1) -> Tensor"}) {
     CHECK_MESSAGE(contains(r.out, std::string(schema) + "\n"), schema);
   }
   CHECK(count_of(r.out, "  Autograd  layers/dispatch/autograd.cpp") == 5);
@@ -201,13 +201,14 @@ TEST_CASE("--help texts name the ops, the options and the exit codes") {
   RunResult r = run_strata({"--help"});
   check_no_crash(r);
   CHECK(r.exit_code == 0);
-  for (const char* s : {"trace", "ops", "devices", "exit codes: 0 ok", "130 interrupted"}) CHECK_MESSAGE(contains(r.out, s), s);
+  for (const char* s : {"trace", "ops", "devices", "exit codes: 0 ok", "130 interrupted"})
+    CHECK_MESSAGE(contains(r.out, s), s);
   r = run_strata({"trace", "--help"});
   check_no_crash(r);
   CHECK(r.exit_code == 0);
   for (const char* s : {"--device", "--dtype", "--repeat", "--warmup", "--requires-grad", "--check", "--json",
-                        "--chrome-trace", "--out-channels", "--kernel", "--stride", "--pad", "matmul N | MxKxN",
-                        "linear BxINxOUT", "conv NxCxHxW"}) {
+                        "--chrome-trace", "--out-channels", "--kernel", "--stride", "--pad",
+                        "matmul N | MxKxN", "linear BxINxOUT", "conv NxCxHxW"}) {
     CHECK_MESSAGE(contains(r.out, s), s);
   }
   r = run_strata({"--version"});
@@ -227,7 +228,8 @@ TEST_CASE("on a GPU, --chrome-trace with kernels and launch arrows also satisfie
   // Runs where a CUDA build finds a usable GPU; elsewhere it says why it did nothing.
   TempDir dir;
   const std::string trace = dir.file("gpu.json");
-  const RunResult r = run_strata(fast({"trace", "matmul", "256", "--device", "cuda", "--chrome-trace", trace}));
+  const RunResult r =
+      run_strata(fast({"trace", "matmul", "256", "--device", "cuda", "--chrome-trace", trace}));
   check_no_crash(r);
   if (r.exit_code == 4) {
     MESSAGE("skipped: no usable GPU (" << r.err << ")");

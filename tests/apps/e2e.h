@@ -40,8 +40,8 @@ inline std::vector<std::string> cpu(std::vector<std::string> args) {
 inline void check_no_crash(const RunResult& r) {
   INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
   CHECK(r.term_signal == 0);
-  for (const char* bad : {"terminate called", "Aborted", "AddressSanitizer", "LeakSanitizer", "runtime error:",
-                          "Segmentation fault", "what():", "internal error"}) {
+  for (const char* bad : {"terminate called", "Aborted", "AddressSanitizer", "LeakSanitizer",
+                          "runtime error:", "Segmentation fault", "what():", "internal error"}) {
     CHECK_MESSAGE(!contains(r.err, bad), "stderr contains '" << bad << "'");
   }
 }

@@ -1,12 +1,13 @@
 // The measurement loop (apps/strata/harness.cpp): call numbering, automatic sizing, interruption at a
 // call boundary, and the memory it holds at once, which must stay within what the frontend checked.
+#include "apps/strata/harness.h"
+
 #include <doctest/doctest.h>
 
 #include <atomic>
 #include <cstdlib>
 
 #include "apps/strata/device_session.h"
-#include "apps/strata/harness.h"
 #include "layers/frontend/frontend.h"
 #include "lib/error.h"
 #include "lib/storage.h"
@@ -20,7 +21,8 @@ namespace {
 class CountingAllocator final : public Allocator {
  public:
   std::shared_ptr<Storage> allocate(size_t nbytes, Device device) override {
-    void* data = std::aligned_alloc(kCpuAlignment, (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment + kCpuAlignment);
+    void* data = std::aligned_alloc(
+        kCpuAlignment, (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment + kCpuAlignment);
     live_ += nbytes;
     peak_ = std::max(peak_, live_);
     return std::make_shared<Storage>(
@@ -112,7 +114,8 @@ TEST_CASE("the harness never holds more tensor memory than the frontend checked 
   for (const char* op : {"matmul", "linear", "relu", "add"}) {
     CAPTURE(op);
     CountingScope counting;
-    const frontend::OpSpec spec = frontend::parse_op_spec(op, std::string(op) == "relu" || std::string(op) == "add" ? "4096" : "16x32x8");
+    const frontend::OpSpec spec = frontend::parse_op_spec(
+        op, std::string(op) == "relu" || std::string(op) == "add" ? "4096" : "16x32x8");
     const frontend::PreparedCall call =
         frontend::prepare_call(spec, DType::kF32, kCPU, 1, false, frontend::available_host_bytes());
     HarnessOptions o;

@@ -5,7 +5,6 @@
 // start-up and inside the measurement loop), then signals it. Nothing is asserted about how long that
 // takes; wait()'s timeout only guards against a child that never stops.
 #include <doctest/doctest.h>
-
 #include <signal.h>
 #include <unistd.h>
 
@@ -32,8 +31,8 @@ void check_interrupted(const RunResult& r, const TempDir& dir) {
   INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
   CHECK(r.exit_code == 130);
   CHECK(contains(r.err, "interrupted"));
-  CHECK(r.out.empty());           // no table
-  CHECK(dir.entries().empty());   // no report, no trace, no *.tmp.*
+  CHECK(r.out.empty());          // no table
+  CHECK(dir.entries().empty());  // no report, no trace, no *.tmp.*
 }
 
 }  // namespace

@@ -41,22 +41,28 @@ TEST_CASE("IValue: type names and reprs") {
 }
 
 TEST_CASE("find_operator knows every operator and lists them when asked for another") {
-  for (const char* name : {"matmul", "linear", "conv2d", "relu", "add"}) CHECK(find_operator(name).schema().name == name);
+  for (const char* name : {"matmul", "linear", "conv2d", "relu", "add"})
+    CHECK(find_operator(name).schema().name == name);
   CHECK(all_operators().size() == 5);
   CHECK_THROWS_WITH_AS(find_operator("gemm"),
-                       "unknown operator 'gemm'; known operators: matmul, linear, conv2d, relu, add", UsageError);
+                       "unknown operator 'gemm'; known operators: matmul, linear, conv2d, relu, add",
+                       UsageError);
 }
 
 TEST_CASE("type mismatches name the argument, its position and the schema") {
   const BoundOperator& mm = find_operator("matmul");
   const std::string msg = call_error(mm, {rnd(Shape{2, 2}, 1), IValue(3)});
-  CHECK(msg == "matmul(): argument 'other' (position 2) must be Tensor, not int\n"
-               "  schema: matmul(Tensor self, Tensor other) -> Tensor");
-  CHECK(contains(call_error(mm, {IValue(), rnd(Shape{2, 2}, 1)}), "argument 'self' (position 1) must be Tensor, not None"));
+  CHECK(msg ==
+        "matmul(): argument 'other' (position 2) must be Tensor, not int\n"
+        "  schema: matmul(Tensor self, Tensor other) -> Tensor");
+  CHECK(contains(call_error(mm, {IValue(), rnd(Shape{2, 2}, 1)}),
+                 "argument 'self' (position 1) must be Tensor, not None"));
   const BoundOperator& conv = find_operator("conv2d");
   Tensor x = rnd(Shape{1, 1, 4, 4}, 1), w = rnd(Shape{1, 1, 3, 3}, 2);
-  CHECK(contains(call_error(conv, {x, w, IValue(), IValue(1.5)}), "argument 'stride' (position 4) must be int, not float"));
-  CHECK(contains(call_error(conv, {x, w, IValue(3)}), "argument 'bias' (position 3) must be Tensor?, not int"));
+  CHECK(contains(call_error(conv, {x, w, IValue(), IValue(1.5)}),
+                 "argument 'stride' (position 4) must be int, not float"));
+  CHECK(
+      contains(call_error(conv, {x, w, IValue(3)}), "argument 'bias' (position 3) must be Tensor?, not int"));
 }
 
 TEST_CASE("arity mismatches: too many positionals, missing required arguments") {
@@ -67,37 +73,43 @@ TEST_CASE("arity mismatches: too many positionals, missing required arguments") 
   CHECK(contains(call_error(mm, {}), "missing required argument 'self' (position 1)"));
   CHECK(contains(call_error(find_operator("relu"), {a, a}), "takes 1 positional argument but 2 were given"));
   // alpha is keyword-only: passing it positionally is one positional too many.
-  CHECK(contains(call_error(find_operator("add"), {a, a, IValue(2.0)}), "takes 2 positional arguments but 3 were given"));
+  CHECK(contains(call_error(find_operator("add"), {a, a, IValue(2.0)}),
+                 "takes 2 positional arguments but 3 were given"));
   CHECK(contains(call_error(mm, {a}), "schema: matmul(Tensor self, Tensor other) -> Tensor"));
 }
 
 TEST_CASE("keyword arguments: by name, unknown names, duplicates") {
   const BoundOperator& add = find_operator("add");
   Tensor a = rnd(Shape{3, 4}, 1), b = rnd(Shape{3, 4}, 2);
-  CHECK(contains(call_error(add, {a, b}, {{"beta", IValue(1.0)}}), "got an unexpected keyword argument 'beta'"));
+  CHECK(contains(call_error(add, {a, b}, {{"beta", IValue(1.0)}}),
+                 "got an unexpected keyword argument 'beta'"));
   CHECK(contains(call_error(add, {a, b}, {{"other", b}}), "got multiple values for argument 'other'"));
-  CHECK(contains(call_error(add, {a, b}, {{"alpha", IValue(true)}}), "argument 'alpha' (position 3) must be float, not bool"));
+  CHECK(contains(call_error(add, {a, b}, {{"alpha", IValue(true)}}),
+                 "argument 'alpha' (position 3) must be float, not bool"));
   // Positional arguments may also be passed by keyword, as in Python.
   IValue out = add.call(std::vector<IValue>{a}, std::vector<Kwarg>{{"other", b}, {"alpha", IValue(-2.0)}});
   const auto expected = reference::add(a, b, -2.0);
   CHECK(reference::relative_error(out.tensor(), expected) <= reference::tolerance(DType::kF64));
   // An int alpha is promoted to float.
   out = add.call(std::vector<IValue>{a, b}, std::vector<Kwarg>{{"alpha", IValue(3)}});
-  CHECK(reference::relative_error(out.tensor(), reference::add(a, b, 3.0)) <= reference::tolerance(DType::kF64));
+  CHECK(reference::relative_error(out.tensor(), reference::add(a, b, 3.0)) <=
+        reference::tolerance(DType::kF64));
 }
 
 TEST_CASE("defaults fill what the caller left out") {
   Tensor x = rnd(Shape{2, 3}, 1), w = rnd(Shape{4, 3}, 2);
   // linear's bias defaults to None: no bias added.
   IValue out = find_operator("linear").call(std::vector<IValue>{x, w});
-  CHECK(reference::relative_error(out.tensor(), reference::linear(x, w, Tensor())) <= reference::tolerance(DType::kF64));
+  CHECK(reference::relative_error(out.tensor(), reference::linear(x, w, Tensor())) <=
+        reference::tolerance(DType::kF64));
   // conv2d's stride=1, padding=0 defaults: a 5x5 input and 3x3 kernel give 3x3.
   Tensor ci = rnd(Shape{1, 2, 5, 5}, 3), cw = rnd(Shape{3, 2, 3, 3}, 4);
   out = find_operator("conv2d").call(std::vector<IValue>{ci, cw});
   CHECK(out.tensor().sizes() == Shape{1, 3, 3, 3});
   // add's alpha defaults to 1.
   out = find_operator("add").call(std::vector<IValue>{x, x});
-  CHECK(reference::relative_error(out.tensor(), reference::add(x, x, 1.0)) <= reference::tolerance(DType::kF64));
+  CHECK(reference::relative_error(out.tensor(), reference::add(x, x, 1.0)) <=
+        reference::tolerance(DType::kF64));
 }
 
 TEST_CASE("shape errors from the kernel come through the binding as UsageErrors") {

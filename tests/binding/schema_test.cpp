@@ -25,7 +25,8 @@ std::string schema_error(std::string_view text) {
 
 TEST_CASE("a full schema: types, defaults, keyword-only arguments, return type") {
   const Schema s = parse_schema(
-      "conv2d(Tensor input, Tensor weight, Tensor? bias=None, int stride=1, int padding=0, *, float alpha=0.5, "
+      "conv2d(Tensor input, Tensor weight, Tensor? bias=None, int stride=1, int padding=0, *, float "
+      "alpha=0.5, "
       "bool flag=True) -> Tensor");
   CHECK(s.name == "conv2d");
   CHECK(s.returns == "Tensor");
@@ -63,18 +64,21 @@ TEST_CASE("every schema the dispatcher registers parses") {
 
 TEST_CASE("malformed schemas: the message names the column and what was expected") {
   CHECK(schema_error("") == "bad schema \"\": expected operator name at column 1, found the end");
-  CHECK(schema_error("1f() -> Tensor").find("expected operator name at column 1, found '1'") != std::string::npos);
+  CHECK(schema_error("1f() -> Tensor").find("expected operator name at column 1, found '1'") !=
+        std::string::npos);
   CHECK(schema_error("f -> Tensor").find("expected '(' at column 2, found ' '") != std::string::npos);
   CHECK(schema_error("f(Tensor) -> Tensor").find("expected argument name at column 9, found ')'") !=
         std::string::npos);
-  CHECK(schema_error("f(Tensr a) -> Tensor").find("expected a type (Tensor, Tensor?, int, float, bool) at column 3") !=
-        std::string::npos);
+  CHECK(schema_error("f(Tensr a) -> Tensor")
+            .find("expected a type (Tensor, Tensor?, int, float, bool) at column 3") != std::string::npos);
   CHECK(schema_error("f(int? a) -> Tensor").find("'?' only after Tensor") != std::string::npos);
-  CHECK(schema_error("f(Tensor a, Tensor a) -> Tensor").find("a second argument named 'a'") != std::string::npos);
+  CHECK(schema_error("f(Tensor a, Tensor a) -> Tensor").find("a second argument named 'a'") !=
+        std::string::npos);
   CHECK(schema_error("f(int a=1, int b) -> Tensor").find("'b' without a default after one with a default") !=
         std::string::npos);
   CHECK(schema_error("f(*, int a, *, int b) -> Tensor").find("a second '*'") != std::string::npos);
-  CHECK(schema_error("f(int a=x) -> Tensor").find("an integer default at column 9, found 'x'") != std::string::npos);
+  CHECK(schema_error("f(int a=x) -> Tensor").find("an integer default at column 9, found 'x'") !=
+        std::string::npos);
   CHECK(schema_error("f(int a=1.5) -> Tensor").find("an integer default") != std::string::npos);
   CHECK(schema_error("f(float a=one) -> Tensor").find("a number default") != std::string::npos);
   CHECK(schema_error("f(bool a=1) -> Tensor").find("True or False") != std::string::npos);
@@ -92,5 +96,6 @@ TEST_CASE("control bytes in a schema are shown escaped, and do not cut the messa
   // Found by fuzz/schema_fuzz.cpp: a NUL in the text ended what() before the column was named.
   const std::string text("f(int a, int b)\0\0 -> Tensor", 27);
   const std::string msg = schema_error(text);
-  CHECK(msg == "bad schema \"f(int a, int b)\\x00\\x00 -> Tensor\": expected '-' at column 16, found '\\x00'");
+  CHECK(msg ==
+        "bad schema \"f(int a, int b)\\x00\\x00 -> Tensor\": expected '-' at column 16, found '\\x00'");
 }

@@ -151,24 +151,26 @@ TEST_CASE("a missing kernel is an error that lists the keys that do have kernels
     return;
   }
   std::string have;
-  for (DispatchKey k : mm.keys_with_kernels()) have += (have.empty() ? "" : ", ") + std::string(dispatch_key_name(k));
+  for (DispatchKey k : mm.keys_with_kernels())
+    have += (have.empty() ? "" : ", ") + std::string(dispatch_key_name(k));
   CHECK(have.find("Autograd") != std::string::npos);
   CHECK(have.find("CPU") != std::string::npos);
   Tensor a = rnd(Shape{2, 2}, 1);
   IncludeKeyGuard include(DispatchKey::kAutocast);
-  CHECK_THROWS_WITH_AS(ops::matmul(a, a),
-                       ("matmul has no kernel for dispatch key Autocast (key set: Autocast > CPU); kernels exist for: " +
-                        have)
-                           .c_str(),
-                       UnavailableError);
+  CHECK_THROWS_WITH_AS(
+      ops::matmul(a, a),
+      ("matmul has no kernel for dispatch key Autocast (key set: Autocast > CPU); kernels exist for: " + have)
+          .c_str(),
+      UnavailableError);
 }
 
 TEST_CASE("registering a second kernel for a key, or one for Undefined, is refused and names who was first") {
   Dispatcher& d = Dispatcher::instance();
   auto fn = [](DispatchKeySet, const Tensor& t) { return t; };
-  CHECK_THROWS_WITH_AS(d.register_kernel<OpId::kRelu>(DispatchKey::kCPU, fn, "test"),
-                       doctest::Contains("relu already has a CPU kernel, registered by layers/kernels/cpu/pointwise.cpp"),
-                       Error);
+  CHECK_THROWS_WITH_AS(
+      d.register_kernel<OpId::kRelu>(DispatchKey::kCPU, fn, "test"),
+      doctest::Contains("relu already has a CPU kernel, registered by layers/kernels/cpu/pointwise.cpp"),
+      Error);
   CHECK_THROWS_WITH_AS(d.register_kernel<OpId::kRelu>(DispatchKey::kUndefined, fn, "test"),
                        doctest::Contains("cannot register a kernel for key Undefined"), Error);
 }
@@ -187,7 +189,8 @@ Tensor relu_autocast(DispatchKeySet ks, const Tensor& self) {
 TEST_CASE("a registered wrapper key runs first and redispatches through the lower keys in priority order") {
   Dispatcher& d = Dispatcher::instance();
   if (d.entry(OpId::kRelu).kernel(DispatchKey::kAutocast) == nullptr) {
-    d.register_kernel<OpId::kRelu>(DispatchKey::kAutocast, relu_autocast, "tests/dispatch/dispatcher_test.cpp");
+    d.register_kernel<OpId::kRelu>(DispatchKey::kAutocast, relu_autocast,
+                                   "tests/dispatch/dispatcher_test.cpp");
   }
   CHECK(d.entry(OpId::kRelu).registered_by(DispatchKey::kAutocast) == "tests/dispatch/dispatcher_test.cpp");
   CHECK(d.entry(OpId::kRelu).keys_with_kernels().front() == DispatchKey::kAutocast);  // priority order

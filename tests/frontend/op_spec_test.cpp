@@ -63,7 +63,10 @@ TEST_CASE("parse_dims refuses every malformed size with the reason") {
   CHECK(contains(dims_error("1024 "), "the character ' '"));
   CHECK(contains(dims_error("1,024"), "the character ','"));
   CHECK(contains(dims_error("1024X1024"), "the character 'X'"));
-  CHECK(contains(dims_error(std::string_view("12\0" "3", 4)), "has the character '\\x00'"));
+  CHECK(contains(dims_error(std::string_view("12\0"
+                                             "3",
+                                             4)),
+                 "has the character '\\x00'"));
   for (const char* bad : {"abc", "-5", "1e3", "1024 ", "+5"}) {
     CAPTURE(bad);
     CHECK(contains(dims_error(bad), allowed));

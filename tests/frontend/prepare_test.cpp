@@ -48,7 +48,8 @@ TEST_CASE("required_bytes refuses sizes past 2^63 bytes instead of wrapping arou
   CHECK(bytes_error(parse_op_spec("matmul", "2147483647"), DType::kF64).find("more than 2^63 bytes") !=
         std::string::npos);
   // (2^31 - 1) * 2 + 1 + (2^31 - 1) elements of 8 bytes: large, but a number, left to check_fits.
-  CHECK(required_bytes(parse_op_spec("matmul", "2147483647x1x1"), DType::kF64) == 8ull * (2 * 2147483647ull + 1));
+  CHECK(required_bytes(parse_op_spec("matmul", "2147483647x1x1"), DType::kF64) ==
+        8ull * (2 * 2147483647ull + 1));
 }
 
 TEST_CASE("a conv whose byte count overflows 128 bits is refused, not wrapped to a small number") {
@@ -66,7 +67,8 @@ TEST_CASE("a conv whose byte count overflows 128 bits is refused, not wrapped to
 TEST_CASE("relu/add element counts past 2^63 are refused") {
   CHECK(bytes_error(parse_op_spec("relu", "2147483647x2147483647x2147483647"), DType::kF32).find("2^63") !=
         std::string::npos);
-  CHECK(bytes_error(parse_op_spec("add", "65536x65536x65536x65536"), DType::kF32).find("2^63") != std::string::npos);
+  CHECK(bytes_error(parse_op_spec("add", "65536x65536x65536x65536"), DType::kF32).find("2^63") !=
+        std::string::npos);
 }
 
 TEST_CASE("check_fits says what is needed and what is available") {

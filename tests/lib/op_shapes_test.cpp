@@ -1,9 +1,10 @@
+#include "lib/op_shapes.h"
+
 #include <doctest/doctest.h>
 
 #include <string>
 
 #include "lib/error.h"
-#include "lib/op_shapes.h"
 
 using namespace strata;
 
@@ -32,16 +33,19 @@ TEST_CASE("linear shapes, with and without bias") {
   CHECK(op_shapes::linear(Shape{2, 3}, Shape{5, 3}, nullptr) == Shape{2, 5});
   CHECK(op_shapes::linear(Shape{2, 3}, Shape{5, 3}, &bias) == Shape{2, 5});
   const Shape wrong_bias{3};
-  CHECK(usage_message([&] { op_shapes::linear(Shape{2, 3}, Shape{5, 3}, &wrong_bias); }).find("bias must be [5]") !=
-        std::string::npos);
-  CHECK(usage_message([] { op_shapes::linear(Shape{2, 4}, Shape{5, 3}, nullptr); }).find("input features differ") !=
-        std::string::npos);
+  CHECK(usage_message([&] {
+          op_shapes::linear(Shape{2, 3}, Shape{5, 3}, &wrong_bias);
+        }).find("bias must be [5]") != std::string::npos);
+  CHECK(usage_message([] {
+          op_shapes::linear(Shape{2, 4}, Shape{5, 3}, nullptr);
+        }).find("input features differ") != std::string::npos);
 }
 
 TEST_CASE("elementwise shapes must be identical: no broadcasting") {
   CHECK(op_shapes::elementwise(Shape{4, 4}, Shape{4, 4}) == Shape{4, 4});
-  CHECK(usage_message([] { op_shapes::elementwise(Shape{4, 4}, Shape{4}); }).find("does not broadcast") !=
-        std::string::npos);
+  CHECK(usage_message([] {
+          op_shapes::elementwise(Shape{4, 4}, Shape{4});
+        }).find("does not broadcast") != std::string::npos);
 }
 
 TEST_CASE("conv2d geometry: output size from stride and padding") {
@@ -56,19 +60,25 @@ TEST_CASE("conv2d geometry: output size from stride and padding") {
 }
 
 TEST_CASE("conv2d refusals name the problem") {
-  CHECK(usage_message([] { op_shapes::conv2d(Shape{1, 1, 2, 2}, Shape{1, 1, 3, 3}, nullptr, 1, 0); })
-            .find("larger than the padded input 2x2") != std::string::npos);
-  CHECK(usage_message([] { op_shapes::conv2d(Shape{1, 1, 4, 4}, Shape{1, 1, 3, 3}, nullptr, 0, 0); })
-            .find("stride must be at least 1") != std::string::npos);
-  CHECK(usage_message([] { op_shapes::conv2d(Shape{1, 1, 4, 4}, Shape{1, 1, 3, 3}, nullptr, 1, -1); })
-            .find("padding must be 0 or more") != std::string::npos);
-  CHECK(usage_message([] { op_shapes::conv2d(Shape{1, 2, 4, 4}, Shape{1, 3, 3, 3}, nullptr, 1, 0); })
-            .find("channels differ") != std::string::npos);
+  CHECK(usage_message([] {
+          op_shapes::conv2d(Shape{1, 1, 2, 2}, Shape{1, 1, 3, 3}, nullptr, 1, 0);
+        }).find("larger than the padded input 2x2") != std::string::npos);
+  CHECK(usage_message([] {
+          op_shapes::conv2d(Shape{1, 1, 4, 4}, Shape{1, 1, 3, 3}, nullptr, 0, 0);
+        }).find("stride must be at least 1") != std::string::npos);
+  CHECK(usage_message([] {
+          op_shapes::conv2d(Shape{1, 1, 4, 4}, Shape{1, 1, 3, 3}, nullptr, 1, -1);
+        }).find("padding must be 0 or more") != std::string::npos);
+  CHECK(usage_message([] {
+          op_shapes::conv2d(Shape{1, 2, 4, 4}, Shape{1, 3, 3, 3}, nullptr, 1, 0);
+        }).find("channels differ") != std::string::npos);
   const Shape bad_bias{2};
-  CHECK(usage_message([&] { op_shapes::conv2d(Shape{1, 1, 4, 4}, Shape{3, 1, 3, 3}, &bad_bias, 1, 0); })
-            .find("bias must be [3]") != std::string::npos);
-  CHECK(usage_message([] { op_shapes::conv2d(Shape{1, 4, 4}, Shape{1, 1, 3, 3}, nullptr, 1, 0); })
-            .find("[N,C,H,W]") != std::string::npos);
+  CHECK(usage_message([&] {
+          op_shapes::conv2d(Shape{1, 1, 4, 4}, Shape{3, 1, 3, 3}, &bad_bias, 1, 0);
+        }).find("bias must be [3]") != std::string::npos);
+  CHECK(usage_message([] {
+          op_shapes::conv2d(Shape{1, 4, 4}, Shape{1, 1, 3, 3}, nullptr, 1, 0);
+        }).find("[N,C,H,W]") != std::string::npos);
 }
 
 TEST_CASE("tensors of one call must share dtype and device") {

@@ -1,8 +1,9 @@
 // Atomic output files (lib/output_file.h). The tests may run as root, where permission bits do not stop
 // anything; cases that depend on them say so and are skipped for root, and the root-proof cases (/proc,
 // a file where a directory should be, a file-size limit) stand in for them.
-#include <doctest/doctest.h>
+#include "lib/output_file.h"
 
+#include <doctest/doctest.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -11,7 +12,6 @@
 #include <string>
 
 #include "lib/error.h"
-#include "lib/output_file.h"
 #include "tests/support/subprocess.h"
 
 using namespace strata;
@@ -63,7 +63,8 @@ TEST_CASE("check_output_path refuses paths that cannot be written, naming the re
   CHECK(contains(usage_message(""), "output path is empty"));
   CHECK(contains(usage_message(dir.path() + "/"), "names a directory"));
   CHECK(contains(usage_message(dir.path()), "is a directory"));
-  CHECK(contains(usage_message(dir.file("missing/out.json")), "directory '" + dir.file("missing") + "' does not exist"));
+  CHECK(contains(usage_message(dir.file("missing/out.json")),
+                 "directory '" + dir.file("missing") + "' does not exist"));
   write_file_atomically(dir.file("plain"), "x");
   CHECK(contains(usage_message(dir.file("plain/out.json")), "is not a directory"));
   // /proc refuses new files even to root; access(W_OK) alone would have said yes to root.

@@ -1,9 +1,10 @@
+#include "lib/timeline.h"
+
 #include <doctest/doctest.h>
 
 #include <string>
 
 #include "lib/host_clock.h"
-#include "lib/timeline.h"
 #include "lib/zone.h"
 
 using namespace strata;
@@ -62,9 +63,7 @@ TEST_CASE("zones nest: parents, op ids and names are recorded as the code ran") 
 
 TEST_CASE("zones record nothing without an active timeline, and ActiveScope restores the previous one") {
   Timeline a, b;
-  {
-    STRATA_ZONE(z, Layer::kLibrary, "nowhere");
-  }
+  { STRATA_ZONE(z, Layer::kLibrary, "nowhere"); }
   CHECK(tracing::active() == nullptr);
   {
     tracing::ActiveScope sa(&a);

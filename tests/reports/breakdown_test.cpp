@@ -1,6 +1,8 @@
 // Breakdown arithmetic (reports/breakdown.cpp) on hand-built timelines with known times: self time is a
 // span minus its children, one dispatch row per key, wall from the first span to the last span or kernel,
 // percentiles by nearest rank, and the device rows from synthetic CUPTI-like records.
+#include "reports/breakdown.h"
+
 #include <doctest/doctest.h>
 
 #include <string>
@@ -8,7 +10,6 @@
 
 #include "layers/binding/binding.h"
 #include "layers/frontend/frontend.h"
-#include "reports/breakdown.h"
 #include "tests/reports/steady_clock.h"
 
 using namespace strata;
@@ -85,8 +86,8 @@ TEST_CASE("host rows: self time per layer, one dispatch row per key, wall, over 
   const std::vector<uint32_t> ids = {1, 2, 3};
   const LayerBreakdown b = compute_breakdown(t, ids);
   CHECK(b.calls == 3);
-  CHECK(row_ids(b) == std::vector<std::string>{"binding", "dispatch/Autograd", "dispatch/CPU", "library", "launch",
-                                                "queue", "gpu"});
+  CHECK(row_ids(b) == std::vector<std::string>{"binding", "dispatch/Autograd", "dispatch/CPU", "library",
+                                               "launch", "queue", "gpu"});
   CHECK(row(b, "binding").ns.samples == std::vector<double>{20, 60, 40});
   CHECK(row(b, "binding").ns.median == 40);
   CHECK(row(b, "binding").ns.p90 == 60);
@@ -153,11 +154,11 @@ TEST_CASE("device rows: launch, queue, gpu (union of overlapping kernels), unmat
     k.stream_id = 7;
     return k;
   };
-  d.kernels = {kernel("gemm_a", 11, 300, 400),   // op 1: two overlapping kernels and one apart:
-               kernel("gemm_b", 11, 350, 450),   //   union = [300, 450] + [500, 520] = 170
+  d.kernels = {kernel("gemm_a", 11, 300, 400),  // op 1: two overlapping kernels and one apart:
+               kernel("gemm_b", 11, 350, 450),  //   union = [300, 450] + [500, 520] = 170
                kernel("gemm_a", 11, 500, 520),
-               kernel("orphan", 13, 600, 700),   // op 1's correlation, but no launch: unmatched kernel
-               kernel("other", 99, 0, 5000),     // belongs to no op of this breakdown: ignored
+               kernel("orphan", 13, 600, 700),  // op 1's correlation, but no launch: unmatched kernel
+               kernel("other", 99, 0, 5000),    // belongs to no op of this breakdown: ignored
                kernel("gemm_a", 21, 1200, 1300)};
   const std::vector<uint32_t> ids = {1, 2};
   const LayerBreakdown b = compute_breakdown(t, ids);
@@ -198,8 +199,8 @@ TEST_CASE("a real traced call: every row non-negative and the rows add up to the
   const std::vector<uint32_t> ids = {1};
   const LayerBreakdown b = compute_breakdown(t, ids);
 #if STRATA_TRACING
-  CHECK(row_ids(b) == std::vector<std::string>{"binding", "dispatch/Autograd", "dispatch/CPU", "library", "launch",
-                                                "queue", "gpu"});
+  CHECK(row_ids(b) == std::vector<std::string>{"binding", "dispatch/Autograd", "dispatch/CPU", "library",
+                                               "launch", "queue", "gpu"});
   double sum = 0;
   for (const BreakdownRow& r : b.rows) {
     if (!r.applicable) continue;

@@ -1,13 +1,14 @@
 // The Chrome trace writer and its validator (reports/chrome_trace.cpp). The writer's output must pass
 // check_chrome_trace for every kind of timeline; the validator must reject each violation of
 // DESIGN.md's invariants on crafted traces, and never throw on malformed input.
+#include "reports/chrome_trace.h"
+
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "reports/chrome_trace.h"
 #include "lib/zone.h"
 #include "tests/reports/steady_clock.h"
 
@@ -157,13 +158,13 @@ TEST_CASE("a real traced call writes a valid trace") {
 }
 
 TEST_CASE("the validator accepts a minimal correct trace") {
-  const std::string ok = trace(
-      R"({"ph":"X","name":"a","ts":1.0,"dur":10.0,"pid":1,"tid":2},)"
-      R"({"ph":"X","name":"b","ts":2.0,"dur":3.0,"pid":1,"tid":2},)"
-      R"({"ph":"X","name":"k","ts":5.0,"dur":1.0,"pid":10,"tid":7},)"
-      R"({"ph":"s","id":1,"ts":2.5,"pid":1,"tid":2},)"
-      R"({"ph":"f","id":1,"ts":5.0,"pid":10,"tid":7,"bp":"e"},)"
-      R"({"ph":"M","name":"thread_name","ts":0,"pid":1,"tid":2,"args":{"name":"main"}})");
+  const std::string ok =
+      trace(R"({"ph":"X","name":"a","ts":1.0,"dur":10.0,"pid":1,"tid":2},)"
+            R"({"ph":"X","name":"b","ts":2.0,"dur":3.0,"pid":1,"tid":2},)"
+            R"({"ph":"X","name":"k","ts":5.0,"dur":1.0,"pid":10,"tid":7},)"
+            R"({"ph":"s","id":1,"ts":2.5,"pid":1,"tid":2},)"
+            R"({"ph":"f","id":1,"ts":5.0,"pid":10,"tid":7,"bp":"e"},)"
+            R"({"ph":"M","name":"thread_name","ts":0,"pid":1,"tid":2,"args":{"name":"main"}})");
   CHECK(check_chrome_trace(ok).empty());
 }
 
@@ -185,17 +186,22 @@ TEST_CASE("the validator rejects each violation of the invariants") {
   CHECK(rejects(trace(x + R"(,{"ph":"X","name":"b","ts":5.0,"dur":10.0,"pid":1,"tid":2})"),
                 "X events overlap without nesting"));
   // The same two intervals on different tracks are fine.
-  CHECK(check_chrome_trace(trace(x + R"(,{"ph":"X","name":"b","ts":5.0,"dur":10.0,"pid":1,"tid":3})")).empty());
+  CHECK(
+      check_chrome_trace(trace(x + R"(,{"ph":"X","name":"b","ts":5.0,"dur":10.0,"pid":1,"tid":3})")).empty());
   // A flow with two starts, and one without an end.
-  CHECK(rejects(trace(x + R"(,{"ph":"s","id":4,"ts":2,"pid":1,"tid":2},{"ph":"s","id":4,"ts":3,"pid":1,"tid":2},)"
-                          R"({"ph":"f","id":4,"ts":4,"pid":1,"tid":2})"),
-                "flow id 4 has 2 start(s) and 1 end(s)"));
-  CHECK(rejects(trace(x + R"(,{"ph":"s","id":4,"ts":2,"pid":1,"tid":2})"), "flow id 4 has 1 start(s) and 0 end(s)"));
+  CHECK(rejects(
+      trace(x + R"(,{"ph":"s","id":4,"ts":2,"pid":1,"tid":2},{"ph":"s","id":4,"ts":3,"pid":1,"tid":2},)"
+                R"({"ph":"f","id":4,"ts":4,"pid":1,"tid":2})"),
+      "flow id 4 has 2 start(s) and 1 end(s)"));
+  CHECK(rejects(trace(x + R"(,{"ph":"s","id":4,"ts":2,"pid":1,"tid":2})"),
+                "flow id 4 has 1 start(s) and 0 end(s)"));
   // A flow endpoint outside every X on its track (ts 20 is after [1, 11]); and on a track with no X.
-  CHECK(rejects(trace(x + R"(,{"ph":"s","id":4,"ts":2,"pid":1,"tid":2},{"ph":"f","id":4,"ts":20,"pid":1,"tid":2})"),
-                "flow id 4 has an endpoint outside every X event on its track"));
-  CHECK(rejects(trace(x + R"(,{"ph":"s","id":4,"ts":2,"pid":1,"tid":2},{"ph":"f","id":4,"ts":2,"pid":1,"tid":9})"),
-                "endpoint outside every X event"));
+  CHECK(rejects(
+      trace(x + R"(,{"ph":"s","id":4,"ts":2,"pid":1,"tid":2},{"ph":"f","id":4,"ts":20,"pid":1,"tid":2})"),
+      "flow id 4 has an endpoint outside every X event on its track"));
+  CHECK(rejects(
+      trace(x + R"(,{"ph":"s","id":4,"ts":2,"pid":1,"tid":2},{"ph":"f","id":4,"ts":2,"pid":1,"tid":9})"),
+      "endpoint outside every X event"));
   CHECK(rejects(trace(R"({"ph":"s","ts":2,"pid":1,"tid":2})"), "flow event without id"));
 }
 
@@ -204,8 +210,9 @@ TEST_CASE("the validator reports wrongly typed fields instead of throwing") {
   CHECK(rejects(trace(R"({"ph":"X","ts":1,"dur":1,"pid":"p","tid":2})"), "pid/tid"));
   CHECK(rejects(trace(R"({"ph":7,"ts":1,"dur":1,"pid":1,"tid":2})"), "'ph'"));
   CHECK(rejects(trace(R"({"ph":"X","ts":"1","dur":1,"pid":1,"tid":2})"), "missing numeric ts"));
-  CHECK(rejects(trace(R"({"ph":"X","ts":1,"dur":1,"pid":1,"tid":2},{"ph":"s","id":"0x1","ts":1,"pid":1,"tid":2})"),
-                "flow event without id"));
+  CHECK(rejects(
+      trace(R"({"ph":"X","ts":1,"dur":1,"pid":1,"tid":2},{"ph":"s","id":"0x1","ts":1,"pid":1,"tid":2})"),
+      "flow event without id"));
   CHECK(rejects(trace(R"({"ph":"X","ts":1,"dur":1,"pid":1.5,"tid":2})"), "pid/tid"));
   // Times so large that nanoseconds overflow 64 bits are refused, not wrapped.
   CHECK(rejects(trace(R"({"ph":"X","ts":1e300,"dur":1,"pid":1,"tid":2})"), "out of range"));

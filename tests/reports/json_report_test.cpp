@@ -1,9 +1,9 @@
 // The --json report (reports/json_report.cpp): every figure, parseable, with the samples.
+#include "reports/json_report.h"
+
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
-
-#include "reports/json_report.h"
 
 using namespace strata;
 using namespace strata::reports;

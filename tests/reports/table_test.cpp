@@ -1,9 +1,9 @@
 // The breakdown table (reports/table.cpp): rows, units and the summary lines.
+#include "reports/table.h"
+
 #include <doctest/doctest.h>
 
 #include <sstream>
-
-#include "reports/table.h"
 
 using namespace strata;
 using namespace strata::reports;

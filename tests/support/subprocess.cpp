@@ -40,7 +40,8 @@ Subprocess::Subprocess(const std::vector<std::string>& args, const RunOptions& o
   envp.push_back(nullptr);
 
   int out_pipe[2], err_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+  if (pipe2(out_pipe, O_CLOEXEC) != 0 || pipe2(err_pipe, O_CLOEXEC) != 0)
+    throw std::runtime_error("pipe failed");
   pid_ = fork();
   if (pid_ < 0) throw std::runtime_error("fork failed");
   if (pid_ == 0) {
@@ -51,7 +52,9 @@ Subprocess::Subprocess(const std::vector<std::string>& args, const RunOptions& o
       // With SIGXFSZ ignored, a write past the limit fails with EFBIG instead of killing the process:
       // exactly what a full disk looks like to strata (a write that fails part-way).
       signal(SIGXFSZ, SIG_IGN);
-      struct rlimit rl {static_cast<rlim_t>(options.file_size_limit), static_cast<rlim_t>(options.file_size_limit)};
+      struct rlimit rl {
+        static_cast<rlim_t>(options.file_size_limit), static_cast<rlim_t>(options.file_size_limit)
+      };
       if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(126);
     }
     // The test runner may have left signals blocked or ignored; strata must see them as a shell would.
@@ -91,7 +94,7 @@ int64_t Subprocess::cpu_ticks() const {
   std::string skip;
   for (int i = 0; i < 10; ++i) fields >> skip;  // ppid .. cmajflt (fields 4-13)
   int64_t utime = 0, stime = 0;
-  fields >> utime >> stime;                      // fields 14 and 15
+  fields >> utime >> stime;  // fields 14 and 15
   return utime + stime;
 }
 
@@ -137,24 +140,27 @@ RunResult run_strata(const std::vector<std::string>& args, const RunOptions& opt
 TempDir::TempDir() {
   const char* base = std::getenv("TMPDIR");
   std::string tmpl = std::string(base && *base ? base : "/tmp") + "/strata-test.XXXXXX";
-  if (mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed: " + std::string(std::strerror(errno)));
+  if (mkdtemp(tmpl.data()) == nullptr)
+    throw std::runtime_error("mkdtemp failed: " + std::string(std::strerror(errno)));
   path_ = tmpl;
 }
 
 TempDir::~TempDir() {
   std::error_code ec;
   // A test may have made the directory read-only; give write permission back before removing it.
-  std::filesystem::permissions(path_, std::filesystem::perms::owner_all, std::filesystem::perm_options::add, ec);
+  std::filesystem::permissions(path_, std::filesystem::perms::owner_all, std::filesystem::perm_options::add,
+                               ec);
   for (const auto& entry : std::filesystem::directory_iterator(path_, ec)) {
-    std::filesystem::permissions(entry.path(), std::filesystem::perms::owner_all, std::filesystem::perm_options::add,
-                                 ec);
+    std::filesystem::permissions(entry.path(), std::filesystem::perms::owner_all,
+                                 std::filesystem::perm_options::add, ec);
   }
   std::filesystem::remove_all(path_, ec);
 }
 
 std::vector<std::string> TempDir::entries() const {
   std::vector<std::string> names;
-  for (const auto& entry : std::filesystem::directory_iterator(path_)) names.push_back(entry.path().filename());
+  for (const auto& entry : std::filesystem::directory_iterator(path_))
+    names.push_back(entry.path().filename());
   std::sort(names.begin(), names.end());
   return names;
 }
@@ -170,7 +176,9 @@ std::string read_file(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-int count_lines(const std::string& text) { return static_cast<int>(std::count(text.begin(), text.end(), '\n')); }
+int count_lines(const std::string& text) {
+  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+}
 
 bool is_root() { return geteuid() == 0; }
 

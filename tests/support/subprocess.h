@@ -13,16 +13,16 @@
 namespace strata::test {
 
 struct RunResult {
-  int exit_code = -1;    // -1 when the child was killed by a signal
-  int term_signal = 0;   // the signal that killed it, 0 when it exited
+  int exit_code = -1;   // -1 when the child was killed by a signal
+  int term_signal = 0;  // the signal that killed it, 0 when it exited
   std::string out;
   std::string err;
 };
 
 struct RunOptions {
-  std::string cwd;                 // "" = the test's working directory
-  int64_t file_size_limit = -1;    // RLIMIT_FSIZE in bytes; -1 = unchanged (SIGXFSZ is ignored in the child)
-  std::vector<std::string> env;    // extra NAME=value entries
+  std::string cwd;               // "" = the test's working directory
+  int64_t file_size_limit = -1;  // RLIMIT_FSIZE in bytes; -1 = unchanged (SIGXFSZ is ignored in the child)
+  std::vector<std::string> env;  // extra NAME=value entries
 };
 
 // A running strata process. The constructor starts it; wait() collects everything.

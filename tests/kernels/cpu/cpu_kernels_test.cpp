@@ -3,6 +3,8 @@
 // strides and off-by-one borders: non-square, 1-sized, stride 2 with padding.
 //
 // "Fresh": the seed differs on every run and is printed with any failure; set STRATA_TEST_SEED to replay.
+#include "layers/kernels/cpu/cpu_kernels.h"
+
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -12,7 +14,6 @@
 
 #include "layers/dispatch/dispatch.h"
 #include "layers/frontend/frontend.h"
-#include "layers/kernels/cpu/cpu_kernels.h"
 #include "layers/kernels/reference/reference.h"
 #include "lib/error.h"
 #include "lib/op_shapes.h"
@@ -50,8 +51,9 @@ void check_close(const Tensor& out, const std::vector<double>& ref, DType dtype)
 
 TEST_CASE("matmul matches the reference (f32 and f64, square, non-square, 1-sized)") {
   INFO("seed " << run_seed());
-  const std::vector<std::array<int64_t, 3>> shapes = {
-      {1, 1, 1}, {1, 7, 1}, {7, 1, 5}, {1, 64, 33}, {33, 64, 1}, {17, 31, 23}, {64, 64, 64}, {128, 3, 96}, {5, 300, 2}};
+  const std::vector<std::array<int64_t, 3>> shapes = {{1, 1, 1},    {1, 7, 1},    {7, 1, 5},
+                                                      {1, 64, 33},  {33, 64, 1},  {17, 31, 23},
+                                                      {64, 64, 64}, {128, 3, 96}, {5, 300, 2}};
   for (DType dtype : kDTypes) {
     for (auto [m, k, n] : shapes) {
       CAPTURE(dtype_name(dtype));
@@ -67,7 +69,8 @@ TEST_CASE("matmul matches the reference (f32 and f64, square, non-square, 1-size
 
 TEST_CASE("linear matches the reference, with and without bias") {
   INFO("seed " << run_seed());
-  const std::vector<std::array<int64_t, 3>> shapes = {{1, 1, 1}, {1, 16, 9}, {9, 16, 1}, {32, 7, 5}, {3, 128, 64}};
+  const std::vector<std::array<int64_t, 3>> shapes = {
+      {1, 1, 1}, {1, 16, 9}, {9, 16, 1}, {32, 7, 5}, {3, 128, 64}};
   for (DType dtype : kDTypes) {
     for (auto [batch, in, out_features] : shapes) {
       CAPTURE(dtype_name(dtype));
@@ -90,8 +93,7 @@ TEST_CASE("conv2d matches the reference: stride, padding, non-square, 1x1 kernel
     bool bias;
   };
   const std::vector<Case> cases = {
-      {Shape{1, 1, 1, 1}, Shape{1, 1, 1, 1}, 1, 0, false},
-      {Shape{1, 1, 5, 5}, Shape{1, 1, 3, 3}, 1, 0, true},
+      {Shape{1, 1, 1, 1}, Shape{1, 1, 1, 1}, 1, 0, false}, {Shape{1, 1, 5, 5}, Shape{1, 1, 3, 3}, 1, 0, true},
       {Shape{2, 3, 9, 7}, Shape{4, 3, 3, 3}, 2, 1, true},   // non-square input, stride 2, pad 1
       {Shape{1, 2, 8, 5}, Shape{3, 2, 1, 1}, 1, 0, true},   // 1x1 kernel
       {Shape{3, 4, 6, 6}, Shape{5, 4, 5, 5}, 1, 2, false},  // padding 2
@@ -141,10 +143,12 @@ TEST_CASE("the comparison would catch a wrong kernel") {
   INFO("seed " << run_seed());
   Tensor a = rnd(Shape{16, 16}, DType::kF32, 1), b = rnd(Shape{16, 16}, DType::kF32, 2);
   CHECK(reference::relative_error(cpu::matmul(b, a), reference::matmul(a, b)) > 0.1);
-  Tensor x = rnd(Shape{4, 8}, DType::kF32, 3), w = rnd(Shape{5, 8}, DType::kF32, 4), bias = rnd(Shape{5}, DType::kF32, 5);
+  Tensor x = rnd(Shape{4, 8}, DType::kF32, 3), w = rnd(Shape{5, 8}, DType::kF32, 4),
+         bias = rnd(Shape{5}, DType::kF32, 5);
   CHECK(reference::relative_error(cpu::linear(x, w, Tensor()), reference::linear(x, w, bias)) > 0.05);
   Tensor ci = rnd(Shape{1, 2, 6, 6}, DType::kF32, 6), cw = rnd(Shape{2, 2, 3, 3}, DType::kF32, 7);
-  CHECK(reference::relative_error(cpu::conv2d(ci, cw, Tensor(), 1, 1), reference::conv2d(ci, cw, Tensor(), 1, 1)) <=
+  CHECK(reference::relative_error(cpu::conv2d(ci, cw, Tensor(), 1, 1),
+                                  reference::conv2d(ci, cw, Tensor(), 1, 1)) <=
         reference::tolerance(DType::kF32));
   Tensor shifted = cpu::conv2d(ci, cw, Tensor(), 1, 1);
   auto ref = reference::conv2d(ci, cw, Tensor(), 1, 1);
@@ -157,13 +161,14 @@ TEST_CASE("CPU kernels refuse what they cannot compute, with the reason") {
   Tensor f32 = rnd(Shape{2, 2}, DType::kF32, 1), f64 = rnd(Shape{2, 2}, DType::kF64, 2);
   CHECK_THROWS_WITH_AS(cpu::matmul(f32, f64), doctest::Contains("matmul: dtypes differ"), UsageError);
   Tensor half = Tensor::empty(Shape{2, 2}, DType::kF16, kCPU);
-  CHECK_THROWS_WITH_AS(cpu::relu(half), doctest::Contains("the CPU backend supports f32 and f64, got f16"), UsageError);
-  CHECK_THROWS_WITH_AS(cpu::add(f32, rnd(Shape{4}, DType::kF32, 3), 1.0), doctest::Contains("does not broadcast"),
+  CHECK_THROWS_WITH_AS(cpu::relu(half), doctest::Contains("the CPU backend supports f32 and f64, got f16"),
                        UsageError);
+  CHECK_THROWS_WITH_AS(cpu::add(f32, rnd(Shape{4}, DType::kF32, 3), 1.0),
+                       doctest::Contains("does not broadcast"), UsageError);
   CHECK_THROWS_WITH_AS(cpu::linear(f32, rnd(Shape{3, 2}, DType::kF32, 4), rnd(Shape{2}, DType::kF32, 5)),
                        doctest::Contains("bias must be [3]"), UsageError);
-  CHECK_THROWS_WITH_AS(cpu::conv2d(rnd(Shape{1, 1, 2, 2}, DType::kF32, 6), rnd(Shape{1, 1, 3, 3}, DType::kF32, 7),
-                                   Tensor(), 1, 0),
+  CHECK_THROWS_WITH_AS(cpu::conv2d(rnd(Shape{1, 1, 2, 2}, DType::kF32, 6),
+                                   rnd(Shape{1, 1, 3, 3}, DType::kF32, 7), Tensor(), 1, 0),
                        doctest::Contains("larger than the padded input"), UsageError);
 }
 

@@ -1,12 +1,12 @@
 // The float64 reference itself (layers/kernels/reference): hand-computed values, the error measure and
 // the half-precision conversions the frontend and --check rely on.
+#include "layers/kernels/reference/reference.h"
+
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <cstring>
 #include <vector>
-
-#include "layers/kernels/reference/reference.h"
 
 using namespace strata;
 
@@ -15,8 +15,10 @@ namespace {
 Tensor make(const Shape& s, std::vector<double> values, DType dtype = DType::kF64) {
   Tensor t = Tensor::empty(s, dtype, kCPU);
   for (size_t i = 0; i < values.size(); ++i) {
-    if (dtype == DType::kF64) t.data<double>()[i] = values[i];
-    else t.data<float>()[i] = static_cast<float>(values[i]);
+    if (dtype == DType::kF64)
+      t.data<double>()[i] = values[i];
+    else
+      t.data<float>()[i] = static_cast<float>(values[i]);
   }
   return t;
 }
