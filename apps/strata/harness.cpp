@@ -94,8 +94,16 @@ HarnessResult run_harness(const frontend::PreparedCall& call, const HarnessOptio
   }
   spdlog::debug("cold call {:.0f} ns; {} warm-up, {} timed calls, tracing comparison {}", cold_ns, r.warmup, r.repeat,
                 options.untraced_comparison ? "on" : "off");
-  // The cold call shows how many spans one call writes; make room for all timed calls up front.
-  timeline.reserve_more(static_cast<size_t>(r.repeat) * (timeline.spans().size() + 2) + 64);
+  // The cold call shows how many spans one call writes; make room for all timed calls up front. That
+  // buffer is memory too: refuse a run whose spans alone would crowd out the op (half of what is free).
+  const size_t spans_needed = static_cast<size_t>(r.repeat) * (timeline.spans().size() + 2) + 64;
+  const size_t span_bytes = spans_needed * sizeof(Span);
+  if (span_bytes > frontend::available_host_bytes() / 2) {
+    throw UsageError("--repeat " + std::to_string(r.repeat) + " would record " + std::to_string(spans_needed) +
+                     " spans (" + format_bytes(double(span_bytes)) + " of host memory, more than half of what is " +
+                     "available); lower --repeat");
+  }
+  timeline.reserve_more(spans_needed);
   Progress progress(r.repeat);
   const uint64_t start = host_clock::ticks();
   for (int64_t i = 0; i < r.repeat; ++i) {

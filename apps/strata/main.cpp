@@ -1,8 +1,11 @@
 // strata: trace one tensor operation through every layer of a real tensor stack.
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 #include <iostream>
 #include <unistd.h>
+
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -56,6 +59,21 @@ CLI::Option* add_op_options(CLI::App* cmd, strata::app::TraceOptions& t, int64_t
   return oc;
 }
 
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
 const char* kExamples = R"(
 examples:
   strata trace matmul 1024                      # where one 1024^3 matmul spends its time
@@ -106,6 +124,25 @@ int main(int argc, char** argv) {
   CLI::App* ops = app.add_subcommand("ops", "List operators, their schemas, and the dispatch keys that have kernels");
   CLI::App* devices = app.add_subcommand("devices", "List the devices strata can use, or say exactly why there is no GPU");
 
+  // CLI11 answers an unknown command with "A subcommand is required"; name what was typed instead, and
+  // the nearest command when it looks like a typo ("trcae").
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string typed = argv[1], known, nearest;
+    size_t best = 3;  // suggest only within two edits
+    bool found = false;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+      const std::string& name = sub->get_name();
+      found = found || name == typed;
+      known += (known.empty() ? "" : ", ") + name;
+      if (size_t d = edit_distance(typed, name); d < best) best = d, nearest = name;
+    }
+    if (!found) {
+      std::cerr << "strata: usage error: unknown command '" << typed << "'"
+                << (nearest.empty() ? "" : "; did you mean '" + nearest + "'?") << "\n  commands: " << known
+                << " (see strata --help)\n";
+      return static_cast<int>(strata::ExitCode::kUsage);
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {

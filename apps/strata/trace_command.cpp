@@ -88,6 +88,13 @@ Prepared prepare_trace(const TraceOptions& o) {
   session_options.tf32 = o.tf32;
   session_options.device_timing = !o.no_device_timing;
   p.session = open_device_session(p.choice.device, session_options);
+  if (o.check) {
+    // The float64 reference holds host copies of the inputs and two of the output in double precision;
+    // twice the op's own size in f64 bounds that from above.
+    const size_t reference_bytes = 2 * frontend::required_bytes(p.spec, DType::kF64);
+    frontend::check_fits(reference_bytes, frontend::available_host_bytes(), kCPU,
+                         "--check's float64 reference for " + p.spec.text + " (leave out --check, or choose smaller sizes)");
+  }
   p.call = frontend::prepare_call(p.spec, p.dtype, p.choice.device, o.seed, o.requires_grad,
                                   available_bytes(p.choice.device));
   return p;

@@ -39,7 +39,13 @@ class Parser {
           schema.arguments.push_back(std::move(arg));
         }
         skip_space();
-        if (consume(')')) break;
+        if (pos_ < text_.size() && text_[pos_] == ')') {
+          // A '*' promises keyword-only arguments; one with nothing after it is a typo in the schema.
+          if (keyword_only && (schema.arguments.empty() || !schema.arguments.back().keyword_only))
+            fail("a keyword-only argument after '*'");
+          ++pos_;
+          break;
+        }
         expect(',');
       }
     }

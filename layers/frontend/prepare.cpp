@@ -1,5 +1,8 @@
 #include <algorithm>
+#include <charconv>
 #include <fstream>
+#include <optional>
+#include <utility>
 #include <random>
 #include <string>
 
@@ -86,15 +89,46 @@ size_t required_bytes(const OpSpec& spec, DType dtype) {
   return bytes.value(spec);
 }
 
+namespace {
+
+// A number read from a cgroup file; nullopt for "max", a missing file or anything unparsable.
+std::optional<size_t> read_cgroup_bytes(const char* path) {
+  std::ifstream in(path);
+  std::string text;
+  if (!(in >> text) || text == "max") return std::nullopt;
+  size_t value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+}  // namespace
+
 size_t available_host_bytes() {
+  size_t available = SIZE_MAX;  // unknown: let the allocator decide
   std::ifstream meminfo("/proc/meminfo");
   std::string key;
   size_t kib = 0;
   std::string unit;
   while (meminfo >> key >> kib >> unit) {
-    if (key == "MemAvailable:") return kib * 1024;
+    if (key == "MemAvailable:") {
+      available = kib * 1024;
+      break;
+    }
   }
-  return SIZE_MAX;  // unknown: let the allocator decide
+  // In a container the cgroup limit binds first: MemAvailable describes the whole machine, and a request
+  // that fits there but not in the cgroup ends with the OOM killer instead of a refusal. v2, then v1.
+  const std::pair<const char*, const char*> cgroups[] = {
+      {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"},
+      {"/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"}};
+  for (const auto& [limit_path, usage_path] : cgroups) {
+    const std::optional<size_t> limit = read_cgroup_bytes(limit_path);
+    if (!limit) continue;
+    const size_t used = read_cgroup_bytes(usage_path).value_or(0);
+    available = std::min(available, *limit > used ? *limit - used : 0);
+    break;
+  }
+  return available;
 }
 
 void check_fits(size_t bytes, size_t available, const Device& device, const std::string& what) {

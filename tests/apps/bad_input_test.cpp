@@ -81,6 +81,11 @@ TEST_CASE("unknown ops, options and values are usage errors") {
     CHECK(count_lines(r.err) <= 3);
   }
   CHECK(contains(run_strata({"trace", "matmul", "64", "--bogus"}).err, "--bogus"));
+  // An unknown command is named, with the nearest one when it looks like a typo.
+  check_refused(run_strata({"frobnicate"}), 2, "unknown command 'frobnicate'");
+  const RunResult typo = run_strata({"trcae", "matmul", "64"});
+  check_refused(typo, 2, "unknown command 'trcae'; did you mean 'trace'?");
+  CHECK(contains(typo.err, "commands: trace, compare"));
 
   check_refused(run_strata({"trace", "matmul", "64", "--repeat", "0"}), 2,
                 "--repeat must be between 1 and 1000000, got 0");
@@ -162,9 +167,10 @@ TEST_CASE("--json and --chrome-trace naming the same file is refused, however it
   const std::string path = dir.file("same.json");
   check_refused(run_strata(cpu({"trace", "matmul", "64", "--json", path, "--chrome-trace", path})), 2,
                 "name the same file");
+  RunOptions in_dir;
+  in_dir.cwd = dir.path();
   check_refused(
-      run_strata(cpu({"trace", "matmul", "64", "--json", "same.json", "--chrome-trace", "./same.json"}),
-                 RunOptions{dir.path()}),
+      run_strata(cpu({"trace", "matmul", "64", "--json", "same.json", "--chrome-trace", "./same.json"}), in_dir),
       2, "name the same file");
   CHECK(dir.entries().empty());
 }

@@ -99,3 +99,11 @@ TEST_CASE("control bytes in a schema are shown escaped, and do not cut the messa
   CHECK(msg ==
         "bad schema \"f(int a, int b)\\x00\\x00 -> Tensor\": expected '-' at column 16, found '\\x00'");
 }
+
+TEST_CASE("a '*' with no keyword-only argument after it is refused") {
+  CHECK_THROWS_WITH_AS(strata::binding::parse_schema("f(Tensor self, *) -> Tensor"),
+                       doctest::Contains("a keyword-only argument after '*'"), strata::Error);
+  CHECK_THROWS_WITH_AS(strata::binding::parse_schema("f(*) -> Tensor"),
+                       doctest::Contains("a keyword-only argument after '*'"), strata::Error);
+  CHECK(strata::binding::parse_schema("f(Tensor self, *, float alpha=1) -> Tensor").arguments.back().keyword_only);
+}
