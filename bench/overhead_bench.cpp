@@ -112,10 +112,12 @@ int main(int argc, char** argv) {
     std::vector<Variant> v;
     v.push_back({"raw cblas_sgemm", [&] { raw(); }, {}});
     v.push_back({"strata eager, tracing off", [&] { strata_mm(); }, {}});
-    const int big_rounds = std::max(5, rounds / 3);
-    run(v, big_rounds, 3);
+    // One call per round, alternating: at ~40 ms a call, machine noise moves on the scale of seconds,
+    // and only call-by-call alternation lets both variants see the same machine.
+    const int big_rounds = std::max(10, rounds);
+    run(v, big_rounds, 1);
     const double raw_ns = median(v[0].round_ns), off = median(v[1].round_ns);
-    std::printf("\nmatmul n=1024, %d rounds x 3 calls\n", big_rounds);
+    std::printf("\nmatmul n=1024, %d rounds x 1 call, alternating\n", big_rounds);
     for (auto& x : v)
       std::printf("  %-36s %8.3f ms/call  %6.1f GFLOP/s\n", x.name.c_str(), median(x.round_ns) / 1e6,
                   2.0 * 1024 * 1024 * 1024 / median(x.round_ns));
@@ -131,12 +133,16 @@ int main(int argc, char** argv) {
       RawSgemm raw(s);
       std::vector<Variant> v;
       v.push_back({"raw", [&] { raw(); }, {}});
-      run(v, 5, 2);
-      const double gflops = 2.0 * n * double(n) * n / median(v[0].round_ns);
-      std::printf("  raw cblas_sgemm n=%d: %.1f GFLOP/s\n", n, gflops);
+      run(v, 9, 1);
+      // A ceiling is what the machine can do: the fastest call, with the median beside it for honesty.
+      const double fastest = *std::min_element(v[0].round_ns.begin(), v[0].round_ns.end());
+      const double flop = 2.0 * n * double(n) * n;
+      const double gflops = flop / fastest;
+      std::printf("  raw cblas_sgemm n=%d: best %.1f GFLOP/s, median %.1f GFLOP/s\n", n, gflops,
+                  flop / median(v[0].round_ns));
       if (gflops > best) best = gflops, best_n = n;
     }
-    std::printf("GEMM ceiling measured here: %.1f GFLOP/s (raw cblas_sgemm, n=%d)\n", best, best_n);
+    std::printf("GEMM ceiling measured here: %.1f GFLOP/s (fastest raw cblas_sgemm call, n=%d)\n", best, best_n);
   }
   return 0;
 }

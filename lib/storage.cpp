@@ -3,12 +3,57 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <unordered_map>
+#include <vector>
 
 #include "lib/error.h"
 
 namespace strata {
 namespace {
+
+// Freed blocks of 256 KiB and more are kept and handed out again for the same size. A fresh large malloc
+// is an mmap whose pages fault in on first touch (a 4 MiB matmul output: 1024 faults, about half a
+// millisecond here), which every call would otherwise pay and the raw-BLAS baseline, writing into one
+// preallocated buffer, never does. strata repeats one call with one set of shapes, so exact-size reuse
+// hits every time after the first. At most kMaxCached bytes wait; past that, blocks are freed.
+class LargeBlockCache {
+ public:
+  static constexpr size_t kMinBytes = size_t{256} << 10;
+  static constexpr size_t kMaxCached = size_t{1} << 30;
+
+  void* take(size_t bytes) {
+    std::lock_guard lock(mutex_);
+    auto it = free_.find(bytes);
+    if (it == free_.end() || it->second.empty()) return nullptr;
+    void* block = it->second.back();
+    it->second.pop_back();
+    cached_ -= bytes;
+    return block;
+  }
+  void give(void* block, size_t bytes) {
+    {
+      std::lock_guard lock(mutex_);
+      if (cached_ + bytes <= kMaxCached) {
+        free_[bytes].push_back(block);
+        cached_ += bytes;
+        return;
+      }
+    }
+    std::free(block);
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<size_t, std::vector<void*>> free_;
+  size_t cached_ = 0;
+};
+
+LargeBlockCache& large_blocks() {
+  static LargeBlockCache* cache = new LargeBlockCache();  // never destroyed: storages may outlive statics
+  return *cache;
+}
 
 class CpuAllocator final : public Allocator {
  public:
@@ -19,13 +64,17 @@ class CpuAllocator final : public Allocator {
     if (nbytes > SIZE_MAX - kCpuAlignment) {
       throw UnavailableError("out of host memory: cannot allocate " + format_bytes(double(nbytes)));
     }
-    void* raw = std::malloc(nbytes + kCpuAlignment);
+    const size_t bytes = nbytes + kCpuAlignment;
+    const bool large = bytes >= LargeBlockCache::kMinBytes;
+    void* raw = large ? large_blocks().take(bytes) : nullptr;
+    if (raw == nullptr) raw = std::malloc(bytes);
     if (raw == nullptr) {
       throw UnavailableError("out of host memory: could not allocate " + format_bytes(double(nbytes)));
     }
     auto aligned = (reinterpret_cast<uintptr_t>(raw) + kCpuAlignment) & ~uintptr_t{kCpuAlignment - 1};
-    return std::make_shared<Storage>(reinterpret_cast<void*>(aligned), nbytes, device,
-                                     [](void* original, void*, size_t) { std::free(original); }, raw);
+    Storage::Deleter deleter = large ? [](void* original, void*, size_t n) { large_blocks().give(original, n + kCpuAlignment); }
+                                     : [](void* original, void*, size_t) { std::free(original); };
+    return std::make_shared<Storage>(reinterpret_cast<void*>(aligned), nbytes, device, deleter, raw);
   }
   void copy_to_host(void* dst, const void* src, size_t nbytes, Device) override {
     std::memcpy(dst, src, nbytes);
