@@ -60,7 +60,7 @@ std::string default_what(const BreakdownRow& r) {
 }  // namespace
 
 void print_trace_table(const TraceReport& rep, std::ostream& out) {
-  constexpr size_t kWhat = 46;
+  constexpr size_t kWhat = 52;
   out << rep.op << "  " << rep.description << "  " << rep.dtype << "  " << rep.device << "   keys: " << rep.keys
       << "\n";
   if (!rep.device_reason.empty()) out << "device: " << rep.device_reason << "\n";
