@@ -27,4 +27,18 @@ Conv2dGeometry conv2d(const Shape& input, const Shape& weight, const Shape* bias
 // Tensors of one call must agree on dtype and device; `op` names the operator in the message.
 void check_same_dtype_and_device(const char* op, const Tensor& a, const Tensor& b);
 
+// The argument checks every kernel starts with: each defined operand passes the backend's own check
+// (`backend_check(op, tensor)`: device, dtype, layout) and agrees with the first on dtype and device.
+// An undefined tensor is an absent optional one (a bias) and is skipped.
+template <typename BackendCheck, typename... Rest>
+void check_operands(const char* op, BackendCheck&& backend_check, const Tensor& first, const Rest&... rest) {
+  backend_check(op, first);
+  auto one = [&](const Tensor& t) {
+    if (!t.defined()) return;
+    backend_check(op, t);
+    check_same_dtype_and_device(op, first, t);
+  };
+  (one(rest), ...);
+}
+
 }  // namespace strata::op_shapes

@@ -70,13 +70,7 @@ void conv2d_impl(const Tensor& input, const Tensor& weight, const Tensor& bias,
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride, int64_t padding) {
   STRATA_ZONE(zone, Layer::kLibrary, "conv2d (cpu)");
-  check_cpu_input("conv2d", input);
-  check_cpu_input("conv2d", weight);
-  op_shapes::check_same_dtype_and_device("conv2d", input, weight);
-  if (bias.defined()) {
-    check_cpu_input("conv2d", bias);
-    op_shapes::check_same_dtype_and_device("conv2d", input, bias);
-  }
+  op_shapes::check_operands("conv2d", check_cpu_input, input, weight, bias);
   auto g = op_shapes::conv2d(input.sizes(), weight.sizes(), bias.defined() ? &bias.sizes() : nullptr, stride,
                              padding);
   Tensor out = Tensor::empty(g.output(), input.dtype(), input.device());

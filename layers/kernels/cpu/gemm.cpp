@@ -39,9 +39,7 @@ const char* gemm_name(DType dtype) { return dtype == DType::kF32 ? "cblas_sgemm"
 
 Tensor matmul(const Tensor& self, const Tensor& other) {
   STRATA_ZONE(zone, Layer::kLibrary, "matmul (cpu)");
-  check_cpu_input("matmul", self);
-  check_cpu_input("matmul", other);
-  op_shapes::check_same_dtype_and_device("matmul", self, other);
+  op_shapes::check_operands("matmul", check_cpu_input, self, other);
   Shape out_shape = op_shapes::matmul(self.sizes(), other.sizes());
   zone.rename(gemm_name(self.dtype()));
   Tensor out = Tensor::empty(out_shape, self.dtype(), self.device());
@@ -52,13 +50,7 @@ Tensor matmul(const Tensor& self, const Tensor& other) {
 
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   STRATA_ZONE(zone, Layer::kLibrary, "linear (cpu)");
-  check_cpu_input("linear", input);
-  check_cpu_input("linear", weight);
-  op_shapes::check_same_dtype_and_device("linear", input, weight);
-  if (bias.defined()) {
-    check_cpu_input("linear", bias);
-    op_shapes::check_same_dtype_and_device("linear", input, bias);
-  }
+  op_shapes::check_operands("linear", check_cpu_input, input, weight, bias);
   Shape out_shape = op_shapes::linear(input.sizes(), weight.sizes(), bias.defined() ? &bias.sizes() : nullptr);
   zone.rename(gemm_name(input.dtype()));
   Tensor out = Tensor::empty(out_shape, input.dtype(), input.device());

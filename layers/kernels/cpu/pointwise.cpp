@@ -34,9 +34,7 @@ Tensor relu(const Tensor& self) {
 
 Tensor add(const Tensor& self, const Tensor& other, double alpha) {
   STRATA_ZONE(zone, Layer::kLibrary, "add (cpu loop)");
-  check_cpu_input("add", self);
-  check_cpu_input("add", other);
-  op_shapes::check_same_dtype_and_device("add", self, other);
+  op_shapes::check_operands("add", check_cpu_input, self, other);
   Tensor out = Tensor::empty(op_shapes::elementwise(self.sizes(), other.sizes()), self.dtype(), self.device());
   if (self.dtype() == DType::kF32) {
     add_loop(self.data<float>(), other.data<float>(), static_cast<float>(alpha), out.data<float>(),

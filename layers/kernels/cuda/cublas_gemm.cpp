@@ -151,9 +151,7 @@ bool tf32_enabled() { return g_tf32.load(); }
 
 Tensor matmul(const Tensor& self, const Tensor& other) {
   STRATA_ZONE(zone, Layer::kLibrary, "matmul (cuda)");
-  check_cuda_input("matmul", self);
-  check_cuda_input("matmul", other);
-  op_shapes::check_same_dtype_and_device("matmul", self, other);
+  op_shapes::check_operands("matmul", check_cuda_input, self, other);
   const Shape out_shape = op_shapes::matmul(self.sizes(), other.sizes());
   const int m = checked_int("matmul", out_shape[0]), n = checked_int("matmul", out_shape[1]);
   const int k = checked_int("matmul", self.size(1));
@@ -171,13 +169,7 @@ Tensor matmul(const Tensor& self, const Tensor& other) {
 
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   STRATA_ZONE(zone, Layer::kLibrary, "linear (cuda)");
-  check_cuda_input("linear", input);
-  check_cuda_input("linear", weight);
-  op_shapes::check_same_dtype_and_device("linear", input, weight);
-  if (bias.defined()) {
-    check_cuda_input("linear", bias);
-    op_shapes::check_same_dtype_and_device("linear", input, bias);
-  }
+  op_shapes::check_operands("linear", check_cuda_input, input, weight, bias);
   const Shape out_shape = op_shapes::linear(input.sizes(), weight.sizes(), bias.defined() ? &bias.sizes() : nullptr);
   const int rows = checked_int("linear", out_shape[0]), out_features = checked_int("linear", out_shape[1]);
   const int in_features = checked_int("linear", input.size(1));

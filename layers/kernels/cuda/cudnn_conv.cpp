@@ -162,13 +162,7 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, const Tensor& input, c
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride, int64_t padding) {
   STRATA_ZONE(zone, Layer::kLibrary, "conv2d (cuda)");
-  check_cuda_input("conv2d", input);
-  check_cuda_input("conv2d", weight);
-  op_shapes::check_same_dtype_and_device("conv2d", input, weight);
-  if (bias.defined()) {
-    check_cuda_input("conv2d", bias);
-    op_shapes::check_same_dtype_and_device("conv2d", input, bias);
-  }
+  op_shapes::check_operands("conv2d", check_cuda_input, input, weight, bias);
   const op_shapes::Conv2dGeometry g =
       op_shapes::conv2d(input.sizes(), weight.sizes(), bias.defined() ? &bias.sizes() : nullptr, stride, padding);
   const cudaStream_t stream = device_stream(input);

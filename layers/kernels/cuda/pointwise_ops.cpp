@@ -20,9 +20,7 @@ Tensor relu(const Tensor& self) {
 
 Tensor add(const Tensor& self, const Tensor& other, double alpha) {
   STRATA_ZONE(zone, Layer::kLibrary, "add (cuda)");
-  check_cuda_input("add", self);
-  check_cuda_input("add", other);
-  op_shapes::check_same_dtype_and_device("add", self, other);
+  op_shapes::check_operands("add", check_cuda_input, self, other);
   const Shape out_shape = op_shapes::elementwise(self.sizes(), other.sizes());
   const cudaStream_t stream = device_stream(self);
   Tensor out = Tensor::empty(out_shape, self.dtype(), self.device());
