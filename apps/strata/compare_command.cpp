@@ -41,6 +41,7 @@ int run_compare(const CompareOptions& o) {
   auto eager_round = [&](bool traced, std::vector<uint32_t>* ids) {
     binding::IValue out;
     for (int64_t i = 0; i < k; ++i) {
+      out = binding::IValue();  // one output alive at a time: see Note [One output at a time] (harness.cpp)
       if (traced) {
         tracing::ActiveScope scope(&timeline);
         timeline.set_op(next_id);
@@ -58,6 +59,13 @@ int run_compare(const CompareOptions& o) {
   };
   // The cold call and warm-ups are untraced here: `strata trace` reports the cold call.
   binding::IValue eager_out = eager_round(false, nullptr);
+  // A captured graph keeps the output of each of its K calls alive (it writes them at every replay); the
+  // frontend sized the request for one. Refuse here, before capturing, what would not fit.
+  // (A CPU plan keeps only its latest output.)
+  const size_t outputs_bytes = static_cast<size_t>(p.choice.device.is_cuda() ? k : 1) * eager_out.tensor().nbytes();
+  frontend::check_fits(outputs_bytes, available_bytes(p.choice.device), p.choice.device,
+                       "--ops-per-graph " + std::to_string(k) + " (the replay keeps " + std::to_string(k) +
+                           " outputs alive; lower --ops-per-graph)");
   const uint64_t w0 = host_clock::ticks();
   for (int64_t i = 0; i < o.trace.warmup; ++i) eager_round(false, nullptr);
   int64_t rounds = o.trace.repeat.value_or(0);
