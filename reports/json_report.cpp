@@ -74,6 +74,10 @@ std::string trace_report_json(const TraceReport& rep) {
            {"notes", rep.notes},
            {"environment", env}};
   if (rep.flops > 0 && rep.steady.wall.median > 0) doc["achieved_flops_per_s"] = rep.flops / (rep.steady.wall.median * 1e-9);
+  if (rep.bytes_moved > 0) {
+    doc["bytes_moved_per_call"] = rep.bytes_moved;
+    if (rep.steady.wall.median > 0) doc["achieved_bytes_per_s"] = rep.bytes_moved / (rep.steady.wall.median * 1e-9);
+  }
   if (rep.peak_flops > 0) doc["peak"] = {{"flops_per_s", rep.peak_flops}, {"source", rep.peak_source}};
   if (rep.check.ran) {
     doc["check"] = {{"relative_error", rep.check.relative_error}, {"tolerance", rep.check.tolerance},

@@ -40,6 +40,7 @@ struct TraceReport {
   std::string device_reason;  // why this device (auto selection), one line
   std::string keys;         // the dispatch key path of a call, "Autograd > CPU"
   double flops = 0;         // of one call
+  double bytes_moved = 0;   // of one call, for memory-bound ops (their rate is GB/s, not FLOP/s)
   double peak_flops = 0;    // the device's peak for this dtype, 0 when unknown
   std::string peak_source;  // where the peak figure comes from
 
@@ -63,5 +64,6 @@ struct TraceReport {
 // "41.70 ms", "0.09 us": a duration in ns with a unit that keeps 3-4 significant digits.
 std::string format_ns(double ns);
 std::string format_rate(double flops_per_s);  // "52.1 GFLOP/s"
+std::string format_bandwidth(double bytes_per_s);  // "12.3 GB/s" (10^9 bytes)
 
 }  // namespace strata::reports

@@ -29,6 +29,13 @@ std::string format_rate(double flops_per_s) {
   return buf;
 }
 
+std::string format_bandwidth(double bytes_per_s) {
+  char buf[64];
+  if (bytes_per_s >= 1e12) std::snprintf(buf, sizeof buf, "%.2f TB/s", bytes_per_s / 1e12);
+  else std::snprintf(buf, sizeof buf, "%.1f GB/s", bytes_per_s / 1e9);
+  return buf;
+}
+
 namespace {
 
 std::string pad(std::string s, size_t width) {
@@ -79,7 +86,10 @@ void print_trace_table(const TraceReport& rep, std::ostream& out) {
         << lpad(format_ns(r.ns.p90), 11) << lpad(percent(r.ns.median, wall), 8) << "\n";
   }
   std::string rate;
-  if (rep.flops > 0 && wall > 0) {
+  if (rep.bytes_moved > 0 && wall > 0) {
+    // A pointwise op does one operation per element: its rate is the memory it streams, not its FLOPs.
+    rate = format_bandwidth(rep.bytes_moved / (wall * 1e-9)) + " (bytes read + written)";
+  } else if (rep.flops > 0 && wall > 0) {
     rate = format_rate(rep.flops / (wall * 1e-9)) + " (" + rep.dtype + ")";
     if (rep.peak_flops > 0) rate += ", " + percent(rep.flops / (wall * 1e-9), rep.peak_flops) + " of peak";
   }

@@ -57,6 +57,7 @@ struct PreparedCall {
   std::string description;  // "[1024x1024] @ [1024x1024]"
   std::string gemm_shape;   // "1024x1024x1024" (MxKxN) for GEMM-based ops, "" otherwise
   double flops = 0;         // floating-point operations of one call
+  double bytes_moved = 0;   // memory-bound ops (relu, add): bytes one call must read and write; else 0
   size_t bytes = 0;         // memory the call needs: inputs, output, workspace
 };
 

@@ -213,10 +213,12 @@ PreparedCall prepare_call(const OpSpec& spec, DType dtype, Device device, uint64
         call.args = {make(s, 1, requires_grad)};
         call.description = "[" + s.str() + "]";
         call.flops = double(s.numel());
+        call.bytes_moved = 2.0 * double(s.numel()) * double(element_size(dtype));  // read x, write y
       } else {
         call.args = {make(s, 1, requires_grad), make(s, 2, requires_grad)};
         call.description = "[" + s.str() + "] + [" + s.str() + "]";
         call.flops = double(s.numel());
+        call.bytes_moved = 3.0 * double(s.numel()) * double(element_size(dtype));  // read a and b, write out
       }
       break;
     }

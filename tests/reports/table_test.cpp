@@ -53,3 +53,20 @@ TEST_CASE("the table: header, one line per row, n/a rows, wall with the rate, ch
   CHECK(t.find("PASS") != std::string::npos);
   CHECK(t.find("note: GPU timing unavailable\n") != std::string::npos);
 }
+
+TEST_CASE("a memory-bound op's rate is its bandwidth, not FLOP/s") {
+  CHECK(format_bandwidth(12.34e9) == "12.3 GB/s");
+  CHECK(format_bandwidth(3.3e12) == "3.30 TB/s");
+  TraceReport r;
+  r.op = "relu";
+  r.dtype = "f32";
+  r.flops = 1000;
+  r.bytes_moved = 8000;  // 1000 f32 read + 1000 written
+  r.steady.rows.push_back({"library", "", {"relu (cpu loop)"}, Distribution::of({1000}), true});
+  r.steady.wall = Distribution::of({1000});
+  std::ostringstream out;
+  print_trace_table(r, out);
+  INFO(out.str());
+  CHECK(out.str().find("8.0 GB/s (bytes read + written)") != std::string::npos);  // 8000 B in 1 us
+  CHECK(out.str().find("FLOP/s") == std::string::npos);
+}
