@@ -96,6 +96,9 @@ struct Session {
   uint64_t dropped_in_callbacks = 0;
   std::vector<ExternalCorrelation> callback_correlations;
   std::vector<GraphNodeOrigin> graph_nodes;  // from resource callbacks, see on_graph_node
+  // graph node id -> op, the same pairs indexed: each clone looks its original up inside
+  // cudaGraphInstantiate, whose time strata reports, so a scan of graph_nodes would add O(nodes^2) to it.
+  std::unordered_map<uint64_t, uint32_t> node_ops;
   std::vector<std::string> warnings;  // optional features that could not be enabled, failures after start
 };
 
@@ -142,16 +145,18 @@ void on_graph_node(CUpti_CallbackId cbid, const CUpti_ResourceData* resource) {
   Session& s = session();
   std::lock_guard lock(s.mutex);
   if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED) {
-    if (t_current_op != 0) s.graph_nodes.push_back({node_id, static_cast<uint32_t>(t_current_op)});
+    if (t_current_op != 0) {
+      s.graph_nodes.push_back({node_id, static_cast<uint32_t>(t_current_op)});
+      s.node_ops.emplace(node_id, static_cast<uint32_t>(t_current_op));
+    }
     return;
   }
   uint64_t original_id = 0;  // CLONED
   if (graph->originalNode == nullptr || cuptiGetGraphNodeId(graph->originalNode, &original_id) != CUPTI_SUCCESS) return;
-  for (size_t i = 0, n = s.graph_nodes.size(); i < n; ++i) {
-    if (s.graph_nodes[i].graph_node_id == original_id) {
-      s.graph_nodes.push_back({node_id, s.graph_nodes[i].op_id});
-      return;
-    }
+  if (auto it = s.node_ops.find(original_id); it != s.node_ops.end()) {
+    const uint32_t op = it->second;
+    s.graph_nodes.push_back({node_id, op});
+    s.node_ops.emplace(node_id, op);
   }
 }
 
@@ -556,6 +561,7 @@ void finish_session(DeviceTrace& out) {
     callback_correlations.swap(s.callback_correlations);
     for (const GraphNodeOrigin& g : s.graph_nodes) out.graph_nodes.push_back(g);
     s.graph_nodes.clear();
+    s.node_ops.clear();
     out.dropped_records += s.dropped_in_callbacks + dropped_global;
     s.dropped_in_callbacks = 0;
   }

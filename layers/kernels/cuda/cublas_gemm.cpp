@@ -105,8 +105,9 @@ LtPlan& lt_plan(const CublasHandles& h, const Tensor& input, const Tensor& bias,
                 const GemmTypes& t) {
   const LtKey key{input.device().index, input.dtype(), g_tf32.load(), rows, in, out};
   std::lock_guard lock(g_lt_mutex);
-  auto [it, inserted] = g_lt_plans.try_emplace(key);
-  if (!inserted) return *it->second;
+  // Inserted only once built: a cuBLASLt failure below throws, and an empty entry left behind would be
+  // dereferenced by the next call of this shape.
+  if (auto it = g_lt_plans.find(key); it != g_lt_plans.end()) return *it->second;
   STRATA_ZONE(zone, Layer::kLibrary, "cublasLtMatmulAlgoGetHeuristic");
   auto plan = std::make_unique<LtPlan>();
   STRATA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, t.compute, t.scale));
@@ -140,8 +141,7 @@ LtPlan& lt_plan(const CublasHandles& h, const Tensor& input, const Tensor& bias,
   } else if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED) {
     STRATA_CUBLAS_CHECK(status);
   }
-  it->second = std::move(plan);
-  return *it->second;
+  return *g_lt_plans.emplace(key, std::move(plan)).first->second;
 }
 
 }  // namespace
