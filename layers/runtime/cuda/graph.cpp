@@ -41,8 +41,14 @@ CapturedGraph::CapturedGraph(int index, const std::function<void()>& issue) : in
                 cudaGetErrorString(ended) + "): a call made during capture cannot be captured");
   }
   const int64_t t1 = host_clock::now_ns();
-  STRATA_CUDA_CHECK(cudaGraphGetNodes(graph_, nullptr, &nodes_));
-  STRATA_CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+  // The destructor does not run when the constructor throws: release the captured graph on failure.
+  cudaError_t e = cudaGraphGetNodes(graph_, nullptr, &nodes_);
+  if (e == cudaSuccess) e = cudaGraphInstantiate(&exec_, graph_, 0);
+  if (e != cudaSuccess) {
+    (void)cudaGraphDestroy(graph_);
+    graph_ = nullptr;
+    throw_cuda_error(static_cast<int>(e), "cudaGraphInstantiate(&exec_, graph_, 0)", __FILE__, __LINE__);
+  }
   capture_ns_ = double(t1 - t0);
   instantiate_ns_ = double(host_clock::now_ns() - t1);
 }
