@@ -10,6 +10,7 @@
 #include <iostream>
 #include <optional>
 #include <string_view>
+#include <unordered_set>
 
 #include "apps/strata/commands.h"
 #include "apps/strata/device_session.h"
@@ -136,6 +137,7 @@ class CudaSession final : public DeviceSession {
                                   CaptureCost& cost) override {
     std::vector<binding::IValue> outputs;
     Timeline scratch(4096);
+    std::unordered_set<cudaGraphNode_t> seen;
     auto graph = std::make_unique<rt::CapturedGraph>(device_.index, [&] {
       tracing::ActiveScope scope(&scratch);
       for (size_t i = 0; i < op_ids.size(); ++i) {
@@ -147,6 +149,11 @@ class CudaSession final : public DeviceSession {
                       last_library_call(scratch) + ") invalidated the stream capture; this op cannot be replayed "
                       "from a CUDA Graph");
         }
+        // The nodes this call added belong to it, whether or not CUPTI's node callbacks said so.
+        std::vector<void*> fresh;
+        for (cudaGraphNode_t node : rt::capturing_graph_nodes(device_.index))
+          if (seen.insert(node).second) fresh.push_back(node);
+        if (cupti_reason_.empty()) cupti::attribute_graph_nodes(fresh, op_ids[i]);
       }
     });
     cost.capture_ns = graph->capture_ns();

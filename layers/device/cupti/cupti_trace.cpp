@@ -131,8 +131,6 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* b
   if (buffer != nullptr) s.completed.emplace_back(buffer, valid_size);
 }
 
-// Launch callbacks (both domains): remember which op each launch belongs to, from the host side. The
-// EXTERNAL_CORRELATION records say the same; this is the fallback when one of those is dropped.
 // Graph nodes (resource callbacks): which op created each node. A node created while an op is being
 // captured belongs to that op; the executable graph's nodes are clones of those (new ids), and replayed
 // kernel records may carry either id, so a clone inherits its original's op. This is what lets strata
@@ -160,6 +158,8 @@ void on_graph_node(CUpti_CallbackId cbid, const CUpti_ResourceData* resource) {
   }
 }
 
+// Launch callbacks (both domains): remember which op each launch belongs to, from the host side. The
+// EXTERNAL_CORRELATION records say the same; this is the fallback when one of those is dropped.
 void CUPTIAPI on_api_callback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
                               const void* data) {
   if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
@@ -525,6 +525,17 @@ void push_op(uint64_t op_id) noexcept {
   const CUptiResult r = cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, op_id);
   if (r != CUPTI_SUCCESS) {
     warn(session(), "cuptiActivityPushExternalCorrelationId failed: " + result_name(r));
+  }
+}
+
+void attribute_graph_nodes(const std::vector<void*>& nodes, uint32_t op_id) noexcept {
+  if (!session_active()) return;
+  Session& s = session();
+  for (void* node : nodes) {
+    uint64_t id = 0;
+    if (cuptiGetGraphNodeId(static_cast<CUgraphNode>(node), &id) != CUPTI_SUCCESS) continue;
+    std::lock_guard lock(s.mutex);
+    if (s.node_ops.emplace(id, op_id).second) s.graph_nodes.push_back({id, op_id});  // first record wins
   }
 }
 

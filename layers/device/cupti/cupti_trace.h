@@ -72,6 +72,11 @@ bool session_active() noexcept;
 void push_op(uint64_t op_id) noexcept;
 void pop_op() noexcept;
 
+// Records that graph nodes `nodes` (cudaGraphNode_t handles of a graph being captured) were created by
+// op `op_id`, unless a resource callback already attributed them. Called after each captured op: the
+// fallback for drivers that create captured nodes without a GRAPHNODE_CREATED callback.
+void attribute_graph_nodes(const std::vector<void*>& nodes, uint32_t op_id) noexcept;
+
 // Ends the session: forced flush (synchronise the device first), converts every record into `out`,
 // counts dropped records. Sets out.enabled, or out.unavailable_reason when nothing could be collected.
 void finish_session(DeviceTrace& out);

@@ -157,6 +157,10 @@ class CapturedGraph {
 // False once something on strata's stream of `index` has invalidated the capture in progress.
 bool capture_valid(int index);
 
+// The nodes of the graph being captured on strata's stream of `index`; empty when nothing is being
+// captured or the query fails (it only feeds attribution, never the capture itself).
+std::vector<cudaGraphNode_t> capturing_graph_nodes(int index) noexcept;
+
 // ---- Published peak figures -----------------------------------------------------------------------------
 
 struct PeakFlops {

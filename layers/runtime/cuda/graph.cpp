@@ -14,6 +14,25 @@ bool capture_valid(int index) {
   return status == cudaStreamCaptureStatusActive;
 }
 
+std::vector<cudaGraphNode_t> capturing_graph_nodes(int index) noexcept {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  cudaGraph_t graph = nullptr;
+  size_t count = 0;
+  if (cudaStreamGetCaptureInfo(stream(index), &status, nullptr, &graph) != cudaSuccess ||
+      status != cudaStreamCaptureStatusActive || graph == nullptr ||
+      cudaGraphGetNodes(graph, nullptr, &count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return {};
+  }
+  std::vector<cudaGraphNode_t> nodes(count);
+  if (count > 0 && cudaGraphGetNodes(graph, nodes.data(), &count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return {};
+  }
+  nodes.resize(count);
+  return nodes;
+}
+
 CapturedGraph::CapturedGraph(int index, const std::function<void()>& issue) : index_(index), held_(index) {
   set_current_device(index);
   const cudaStream_t s = stream(index);
