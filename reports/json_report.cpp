@@ -42,19 +42,28 @@ json breakdown(const LayerBreakdown& b, const TraceReport& rep) {
               {"unmatched_kernels", b.unmatched_kernels}};
 }
 
+// The machine and library versions behind the figures; every report carries the same block.
+json environment(const Environment& e) {
+  json env{{"strata_version", e.strata_version},
+           {"cpu_model", e.cpu_model},
+           {"cpu_threads", e.cpu_threads},
+           {"blas_config", e.blas_config},
+           {"blas_threads", e.blas_threads},
+           {"clock", {{"source", e.clock_source}, {"ns_per_tick", e.clock_ns_per_tick},
+                      {"read_cost_ns", e.clock_read_ns}}}};
+  json device = json::object();
+  for (const auto& [k, v] : e.device) device[k] = v;
+  env["device"] = device;
+  return env;
+}
+
+json check(const CheckResult& c) {
+  return json{{"relative_error", c.relative_error}, {"tolerance", c.tolerance}, {"passed", c.passed()}};
+}
+
 }  // namespace
 
 std::string trace_report_json(const TraceReport& rep) {
-  json env{{"strata_version", rep.env.strata_version},
-           {"cpu_model", rep.env.cpu_model},
-           {"cpu_threads", rep.env.cpu_threads},
-           {"blas_config", rep.env.blas_config},
-           {"blas_threads", rep.env.blas_threads},
-           {"clock", {{"source", rep.env.clock_source}, {"ns_per_tick", rep.env.clock_ns_per_tick},
-                      {"read_cost_ns", rep.env.clock_read_ns}}}};
-  json device = json::object();
-  for (const auto& [k, v] : rep.env.device) device[k] = v;
-  env["device"] = device;
   json doc{{"op", rep.op},
            {"spec", rep.spec},
            {"description", rep.description},
@@ -72,17 +81,14 @@ std::string trace_report_json(const TraceReport& rep) {
            {"steady", breakdown(rep.steady, rep)},
            {"cold", breakdown(rep.cold, rep)},
            {"notes", rep.notes},
-           {"environment", env}};
+           {"environment", environment(rep.env)}};
   if (rep.flops > 0 && rep.steady.wall.median > 0) doc["achieved_flops_per_s"] = rep.flops / (rep.steady.wall.median * 1e-9);
   if (rep.bytes_moved > 0) {
     doc["bytes_moved_per_call"] = rep.bytes_moved;
     if (rep.steady.wall.median > 0) doc["achieved_bytes_per_s"] = rep.bytes_moved / (rep.steady.wall.median * 1e-9);
   }
   if (rep.peak_flops > 0) doc["peak"] = {{"flops_per_s", rep.peak_flops}, {"source", rep.peak_source}};
-  if (rep.check.ran) {
-    doc["check"] = {{"relative_error", rep.check.relative_error}, {"tolerance", rep.check.tolerance},
-                    {"passed", rep.check.passed()}};
-  }
+  if (rep.check.ran) doc["check"] = check(rep.check);
   return doc.dump(2) + "\n";
 }
 
@@ -111,12 +117,8 @@ std::string comparison_json(const Comparison& c, const TraceReport& ctx) {
            {"speedup_wall_per_op", c.speedup()},
            {"verdict", c.verdict()},
            {"notes", ctx.notes},
-           {"environment", {{"strata_version", ctx.env.strata_version}, {"cpu_model", ctx.env.cpu_model},
-                            {"blas_threads", ctx.env.blas_threads}, {"clock", ctx.env.clock_source}}}};
-  if (ctx.check.ran) {
-    doc["check"] = {{"relative_error", ctx.check.relative_error}, {"tolerance", ctx.check.tolerance},
-                    {"passed", ctx.check.passed()}};
-  }
+           {"environment", environment(ctx.env)}};
+  if (ctx.check.ran) doc["check"] = check(ctx.check);
   return doc.dump(2) + "\n";
 }
 

@@ -10,6 +10,7 @@
 // OpenBLAS declares these in its own cblas.h; Debian's generic cblas.h may not.
 extern "C" {
 char* openblas_get_config(void);
+char* openblas_get_corename(void);
 int openblas_get_num_threads(void);
 }
 
@@ -71,7 +72,9 @@ void gemm_for_conv(DType dtype, int64_t m, int64_t n, int64_t k, const void* a, 
   gemm(dtype, false, m, n, k, a, b, 0.0, c);
 }
 
-std::string blas_config() { return openblas_get_config(); }
+// The build's config names its baseline target (Debian builds for Prescott with DYNAMIC_ARCH); the
+// kernels that actually run are the core chosen at run time, so the report names that one too.
+std::string blas_config() { return std::string(openblas_get_config()) + " (running core: " + openblas_get_corename() + ")"; }
 int blas_threads() { return openblas_get_num_threads(); }
 
 }  // namespace strata::kernels::cpu
