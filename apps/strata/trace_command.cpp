@@ -120,7 +120,10 @@ reports::TraceReport describe_context(const Prepared& p, const TraceOptions& o) 
   rep.env.clock_source = std::string(clock.source);
   rep.env.clock_ns_per_tick = clock.ns_per_tick;
   rep.env.clock_read_ns = clock.read_cost_ns;
-  if (p.choice.device.is_cpu()) rep.device = "cpu (" + std::to_string(rep.env.blas_threads) + " OpenBLAS threads)";
+  if (p.choice.device.is_cpu()) {
+    rep.device = "cpu (" + std::to_string(rep.env.blas_threads) + " OpenBLAS threads)";
+    if (std::string warning = kernels::cpu::blas_kernel_warning(); !warning.empty()) rep.notes.push_back(warning);
+  }
   return rep;
 }
 

@@ -18,5 +18,8 @@ Tensor add(const Tensor& self, const Tensor& other, double alpha);
 // What the environment report prints: OpenBLAS's own config string and thread count.
 std::string blas_config();
 int blas_threads();
+// "" or one line: OpenBLAS runs pre-AVX kernels on a CPU with AVX2/AVX-512 (its CPU detection did not
+// recognise the CPU, common in VMs), so the library row measures slower kernels than the CPU could run.
+std::string blas_kernel_warning();
 
 }  // namespace strata::kernels::cpu

@@ -1,6 +1,8 @@
 #include <cblas.h>
 
 #include <cstring>
+#include <fstream>
+#include <string>
 
 #include "layers/kernels/cpu/cpu_common.h"
 #include "layers/kernels/cpu/cpu_kernels.h"
@@ -76,5 +78,29 @@ void gemm_for_conv(DType dtype, int64_t m, int64_t n, int64_t k, const void* a, 
 // kernels that actually run are the core chosen at run time, so the report names that one too.
 std::string blas_config() { return std::string(openblas_get_config()) + " (running core: " + openblas_get_corename() + ")"; }
 int blas_threads() { return openblas_get_num_threads(); }
+
+std::string blas_kernel_warning() {
+  const std::string core = openblas_get_corename();
+  // OpenBLAS's cores without AVX: what it falls back to when it does not know the CPU.
+  static constexpr const char* kPreAvx[] = {"Prescott", "Core2", "Penryn", "Dunnington", "Nehalem", "Atom", "Katmai",
+                                            "Coppermine", "Northwood", "Banias", "Opteron", "Barcelona"};
+  bool pre_avx = false;
+  for (const char* c : kPreAvx) pre_avx = pre_avx || core == c;
+  if (!pre_avx) return "";
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  bool avx2 = false, avx512 = false;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("flags", 0) != 0) continue;
+    avx2 = line.find(" avx2") != std::string::npos && line.find(" fma") != std::string::npos;
+    avx512 = line.find(" avx512f") != std::string::npos;
+    break;
+  }
+  if (!avx2) return "";
+  const std::string suggest = avx512 ? "SkylakeX" : "Haswell";
+  return "OpenBLAS runs its " + core + " kernels on a CPU with " + (avx512 ? "AVX-512" : "AVX2") +
+         " (it did not recognise this CPU, common in VMs), so the library row measures slower kernels than "
+         "this CPU can run; OPENBLAS_CORETYPE=" + suggest + " selects the " + (avx512 ? "AVX-512" : "AVX2") + " ones";
+}
 
 }  // namespace strata::kernels::cpu

@@ -1,5 +1,6 @@
 #include "layers/kernels/reference/reference.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -155,13 +156,19 @@ double relative_error(const Tensor& out, const std::vector<double>& ref) {
     throw Error("relative_error: result has " + std::to_string(got.size()) + " elements, reference " +
                 std::to_string(ref.size()));
   }
+  // Note [Error against the inputs' scale]: inputs are uniform in [-1, 1), so every output is built from
+  // terms of order one. An output that happens to cancel to nearly zero (one product plus a bias, say)
+  // would make a plain norm-relative error explode on ordinary rounding, and a test on small shapes fail
+  // for some seeds. So each reference value counts at least kScaleFloor in the denominator: a wrong
+  // kernel still errs by the inputs' scale and fails, a correct one is never judged by a cancellation.
+  constexpr double kScaleFloor = 0.25;
   double diff = 0, norm = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
     diff += (got[i] - ref[i]) * (got[i] - ref[i]);
-    norm += ref[i] * ref[i];
+    norm += std::max(ref[i] * ref[i], kScaleFloor * kScaleFloor);
   }
   if (!std::isfinite(diff)) return INFINITY;
-  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+  return ref.empty() ? 0.0 : std::sqrt(diff / norm);
 }
 
 double tolerance(DType dtype, bool tf32) {

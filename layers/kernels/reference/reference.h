@@ -20,7 +20,8 @@ std::vector<double> conv2d(const Tensor& input, const Tensor& weight, const Tens
 std::vector<double> relu(const Tensor& self);
 std::vector<double> add(const Tensor& self, const Tensor& other, double alpha);
 
-// ||out - ref||_2 / ||ref||_2: one number that does not blow up on individual near-zero entries.
+// ||out - ref||_2 / ||max(|ref|, 0.25)||_2: one number that does not blow up on individual near-zero
+// entries, nor on an output that cancels to nearly zero (see Note [Error against the inputs' scale]).
 double relative_error(const Tensor& out, const std::vector<double>& ref);
 
 // The tolerance on relative_error for results computed in `dtype` (tf32 = f32 with TF32 tensor cores).

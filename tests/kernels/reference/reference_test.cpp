@@ -46,8 +46,13 @@ TEST_CASE("reference values computed by hand") {
 TEST_CASE("relative_error: zero for equal, scale-free, infinite for NaN, refuses a size mismatch") {
   Tensor t = make(Shape{2}, {3, 4});
   CHECK(reference::relative_error(t, {3, 4}) == 0.0);
-  CHECK(reference::relative_error(t, {0, 0}) == doctest::Approx(5.0));  // ||ref|| = 0: the absolute norm
+  // ||ref|| = 0: measured against the inputs' scale (0.25 per element), never divided by zero.
+  CHECK(reference::relative_error(t, {0, 0}) == doctest::Approx(5.0 / std::sqrt(2 * 0.0625)));
   CHECK(reference::relative_error(t, {3, 5}) == doctest::Approx(1.0 / std::sqrt(34.0)));
+  // An output that cancels to nearly zero is judged against the inputs' scale, not its own tiny value:
+  // an f32-sized rounding error on it stays an f32-sized relative error.
+  Tensor tiny = make(Shape{1}, {1e-9 + 1e-7});
+  CHECK(reference::relative_error(tiny, {1e-9}) == doctest::Approx(1e-7 / 0.25));
   Tensor nan = make(Shape{2}, {NAN, 4});
   CHECK(std::isinf(reference::relative_error(nan, {3, 4})));
   CHECK_THROWS(reference::relative_error(t, {1, 2, 3}));
