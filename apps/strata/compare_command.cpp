@@ -81,7 +81,7 @@ int run_compare(const CompareOptions& o) {
   std::vector<double> eager_wall;
   const int64_t eager_begin = host_clock::now_ns();
   for (int64_t r = 0; r < rounds; ++r) {
-    if (g_interrupted) throw Error("interrupted: no report written", ExitCode::kInterrupted);
+    stop_if_interrupted();
     const uint64_t t0 = host_clock::ticks();
     eager_out = eager_round(true, &eager_ids[static_cast<size_t>(r)]);
     eager_wall.push_back(elapsed_ns(t0));
@@ -113,7 +113,7 @@ int run_compare(const CompareOptions& o) {
   std::vector<double> replay_wall;
   const int64_t replay_begin = host_clock::now_ns();
   for (int64_t r = 0; r < rounds; ++r) {
-    if (g_interrupted) throw Error("interrupted: no report written", ExitCode::kInterrupted);
+    stop_if_interrupted();
     const uint64_t t0 = host_clock::ticks();
     {
       tracing::ActiveScope scope(&timeline);
@@ -164,14 +164,18 @@ int run_compare(const CompareOptions& o) {
   }
   std::string header = "compare " + ctx.op + "  " + ctx.description + "  " + ctx.dtype + "  " + ctx.device +
                        "   eager vs " + replay->kind();
+  // As in trace: a signal that arrived after the last round still means "no report".
+  stop_if_interrupted();
   reports::print_comparison_table(header, c, std::cout);
   for (const std::string& note : ctx.notes) std::cout << "note: " << note << "\n";
   std::cout.flush();
   if (!o.trace.json_path.empty()) {
+    stop_if_interrupted();
     write_file_atomically(o.trace.json_path, reports::comparison_json(c, ctx));
     std::cout << "wrote " << o.trace.json_path << "\n";
   }
   if (!o.trace.chrome_trace_path.empty()) {
+    stop_if_interrupted();
     reports::ChromeTraceWriter writer;
     writer.add_metadata("strata version", STRATA_VERSION);
     writer.add_metadata("op", header);
