@@ -37,6 +37,8 @@ inline uint64_t ticks() noexcept {
 
 int64_t ticks_to_ns(uint64_t ticks) noexcept;  // on the steady_clock axis
 inline int64_t now_ns() noexcept { return ticks_to_ns(ticks()); }
+// Nanoseconds from a ticks() reading until now.
+inline double elapsed_ns(uint64_t since) noexcept { return double(now_ns() - ticks_to_ns(since)); }
 
 struct Info {
   std::string_view source;    // "tsc" or "steady_clock"

@@ -17,14 +17,6 @@
 #include "reports/table.h"
 
 namespace strata::app {
-namespace {
-
-double elapsed_ns(uint64_t since) {
-  return double(host_clock::ticks_to_ns(host_clock::ticks()) - host_clock::ticks_to_ns(since));
-}
-
-}  // namespace
-
 int run_compare(const CompareOptions& o) {
   if (o.ops_per_graph < 1 || o.ops_per_graph > 4096) {
     throw UsageError("--ops-per-graph must be between 1 and 4096, got " + std::to_string(o.ops_per_graph));
@@ -72,7 +64,7 @@ int run_compare(const CompareOptions& o) {
   const bool rounds_auto = rounds == 0;
   if (rounds_auto) {
     // Half the budget per mode; each timed round costs about one warm-up round.
-    const double per_round = o.trace.warmup > 0 ? elapsed_ns(w0) / double(o.trace.warmup) : 1e6;
+    const double per_round = o.trace.warmup > 0 ? host_clock::elapsed_ns(w0) / double(o.trace.warmup) : 1e6;
     rounds = std::clamp<int64_t>(static_cast<int64_t>(o.trace.budget_s * 0.5e9 / std::max(per_round, 1.0)), 10, 2000);
   }
   // Room for every span of both phases (a call writes a handful), so the buffer never grows mid-round.
@@ -84,7 +76,7 @@ int run_compare(const CompareOptions& o) {
     stop_if_interrupted();
     const uint64_t t0 = host_clock::ticks();
     eager_out = eager_round(true, &eager_ids[static_cast<size_t>(r)]);
-    eager_wall.push_back(elapsed_ns(t0));
+    eager_wall.push_back(host_clock::elapsed_ns(t0));
   }
   const int64_t eager_end = host_clock::now_ns();
 
@@ -103,7 +95,7 @@ int run_compare(const CompareOptions& o) {
     const uint64_t t0 = host_clock::ticks();
     replay->replay();
     session.synchronize();
-    c.first_replay_ns = elapsed_ns(t0);
+    c.first_replay_ns = host_clock::elapsed_ns(t0);
   }
   for (int64_t i = 0; i < o.trace.warmup; ++i) {
     replay->replay();
@@ -124,7 +116,7 @@ int run_compare(const CompareOptions& o) {
       timeline.set_op(0);
     }
     session.synchronize();
-    replay_wall.push_back(elapsed_ns(t0));
+    replay_wall.push_back(host_clock::elapsed_ns(t0));
     replay_ids.push_back({next_id++});
   }
   const int64_t replay_end = host_clock::now_ns();

@@ -70,7 +70,7 @@ HarnessResult run_harness(const frontend::PreparedCall& call, const HarnessOptio
   r.cold_ids.push_back(next_id);
   const uint64_t cold0 = host_clock::ticks();
   r.last_result = traced_call(call, timeline, session, next_id++);
-  const double cold_ns = double(host_clock::ticks_to_ns(host_clock::ticks()) - host_clock::ticks_to_ns(cold0));
+  const double cold_ns = host_clock::elapsed_ns(cold0);
   // Note [One output at a time]: the frontend checked memory for the inputs and ONE output, so a
   // result is released before the next call makes another (the timed loop keeps the last one only).
   r.last_result = binding::IValue();
@@ -113,7 +113,7 @@ HarnessResult run_harness(const frontend::PreparedCall& call, const HarnessOptio
     if (options.untraced_comparison) r.untraced_ns.push_back(untraced_call_ns(call, session));
     r.timed_ids.push_back(next_id);
     r.last_result = traced_call(call, timeline, session, next_id++);
-    progress.update(i + 1, double(host_clock::ticks_to_ns(host_clock::ticks()) - host_clock::ticks_to_ns(start)) * 1e-9);
+    progress.update(i + 1, host_clock::elapsed_ns(start) * 1e-9);
   }
   stop_if_interrupted();
   return r;
