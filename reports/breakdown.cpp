@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <unordered_map>
+
+#include "reports/report.h"
 
 namespace strata::reports {
 
@@ -228,6 +231,17 @@ LayerBreakdown compute_breakdown(const Timeline& timeline, std::span<const uint3
   for (size_t k = 0; k < n; ++k) wall[k] = last_end[k] > first_begin[k] ? double(last_end[k] - first_begin[k]) : 0;
   out.wall = Distribution::of(wall);
   return out;
+}
+
+std::string spread_note(const Distribution& wall, const std::string& context, double ratio) {
+  if (wall.count() < 2 || wall.median <= 0 || wall.p90 < ratio * wall.median) return {};
+  char times[32];
+  std::snprintf(times, sizeof times, "%.1fx", wall.p90 / wall.median);
+  std::string note = "the timed calls varied widely: wall p90 " + format_ns(wall.p90) + " is " + times +
+                     " the median " + format_ns(wall.median) + " (min " + format_ns(wall.min) + ", max " +
+                     format_ns(wall.max) + ")";
+  if (!context.empty()) note += "; " + context;
+  return note + ". Something else probably competed for the machine; rerun on a quiet one before trusting these figures";
 }
 
 }  // namespace strata::reports

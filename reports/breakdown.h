@@ -57,6 +57,12 @@ struct LayerBreakdown {
 // Figures for the calls numbered `op_ids` in `timeline`.
 LayerBreakdown compute_breakdown(const Timeline& timeline, std::span<const uint32_t> op_ids);
 
+// One line for the report when the timed calls varied widely (p90 at least `ratio` x the median): a
+// reader should know the figures came from a noisy run (seen here: OpenBLAS threads sharing 2 cores with
+// a build ran 30x slower than alone, median included). Empty when the spread
+// is ordinary. `context` says what was seen around the run (e.g. the load average), may be empty.
+std::string spread_note(const Distribution& wall, const std::string& context, double ratio = 1.5);
+
 // Self time of each span (its duration minus its children's), in ns, indexed like timeline.spans().
 std::vector<double> span_self_ns(const Timeline& timeline);
 

@@ -1,3 +1,4 @@
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -29,6 +30,18 @@ std::string cpu_model() {
     }
   }
   return "unknown";
+}
+
+// What the machine was doing around the run, for the spread note: the 1-minute load average against the
+// CPU count (a load above the CPU count means the timed calls shared cores). Empty when unreadable.
+std::string load_context() {
+  std::ifstream loadavg("/proc/loadavg");
+  double one_minute = 0;
+  if (!(loadavg >> one_minute)) return {};
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "load average %.2f over the last minute on %u CPUs", one_minute,
+                std::thread::hardware_concurrency());
+  return buf;
 }
 
 // The dispatch key path one call took, from the spans of one timed call ("Autograd > CPU").
@@ -182,6 +195,8 @@ int run_trace(const TraceOptions& o) {
     rep.row_what.push_back({"wall", "binding begin -> last kernel end"});
   }
   session->describe(rep);
+  if (std::string spread = reports::spread_note(rep.steady.wall, load_context()); !spread.empty())
+    rep.notes.push_back(spread);
 
   if (o.check) {
     rep.check.ran = true;

@@ -68,6 +68,23 @@ TEST_CASE("Distribution::of: nearest-rank median and p90, min, max, mean") {
   CHECK(d.median == 0);
 }
 
+TEST_CASE("spread_note: silent for an ordinary spread, names the figures and the context for a wide one") {
+  // Ten calls around 100 us with a p90 under 1.5x the median: nothing to say.
+  CHECK(spread_note(Distribution::of({100e3, 101e3, 99e3, 102e3, 100e3, 98e3, 103e3, 100e3, 140e3, 145e3}), "load").empty());
+  CHECK(spread_note(Distribution::of({}), "").empty());
+  CHECK(spread_note(Distribution::of({1e3}), "").empty());  // one sample has no spread
+  // Two of ten calls 3x slower: p90 (rank 9) is 300 us against a 100 us median.
+  std::string note = spread_note(Distribution::of({100e3, 100e3, 100e3, 100e3, 100e3, 100e3, 100e3, 100e3, 300e3, 300e3}),
+                                 "load average 3.00 over the last minute on 2 CPUs");
+  CHECK(note.find("3.0x") != std::string::npos);
+  CHECK(note.find("300.00 us") != std::string::npos);
+  CHECK(note.find("100.00 us") != std::string::npos);
+  CHECK(note.find("load average 3.00") != std::string::npos);
+  // The threshold is a parameter: exactly at the ratio counts as wide.
+  CHECK(spread_note(Distribution::of({1e3, 1e3, 1e3, 1e3, 1e3, 1e3, 1e3, 1e3, 2e3, 2e3}), "", 2.5).empty());
+  CHECK_FALSE(spread_note(Distribution::of({1e3, 1e3, 1e3, 1e3, 1e3, 1e3, 1e3, 1e3, 2e3, 2e3}), "", 2.0).empty());
+}
+
 TEST_CASE("span_self_ns subtracts direct children only") {
   REQUIRE(test::steady_clock_in_use());
   Timeline t;
