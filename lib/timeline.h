@@ -96,6 +96,7 @@ struct DeviceTrace {
   bool enabled = false;            // CUPTI collected records for this run
   std::string unavailable_reason;  // why not, in one line, when !enabled
   uint64_t dropped_records = 0;    // cuptiActivityGetNumDroppedRecords after the flush
+  uint64_t untimed_records = 0;    // kernel / API records CUPTI delivered without timestamps (left out)
   std::vector<ApiCallRecord> api_calls;
   std::vector<KernelRecord> kernels;
   std::vector<MemoryRecord> memory;

@@ -79,7 +79,6 @@ class EventList {
   }
   std::string take() { return std::move(out_); }
 
- private:
   static std::string us(int64_t ns) {
     // ns -> us with exactly three decimals, without going through floating point.
     char buf[48];
@@ -88,6 +87,8 @@ class EventList {
     std::snprintf(buf, sizeof buf, "%s%" PRIu64 ".%03" PRIu64, sign, a / 1000, a % 1000);
     return buf;
   }
+
+ private:
   void emit(const std::string& event) {
     if (!out_.empty()) out_ += ",\n";
     out_ += event;
@@ -163,6 +164,12 @@ std::string ChromeTraceWriter::str() const {
                     k.registers_per_thread, k.static_shared_bytes + k.dynamic_shared_bytes, k.stream_id, k.device_id);
       std::string a = args;
       if (k.graph_node_id) a += ",\"graph node\":" + std::to_string(k.graph_node_id);
+      // CUPTI's latency timestamps, when it gave them: how long before its start the kernel was put in the
+      // command buffer (queued) and handed to the GPU (submitted). Together with the flow arrow from the
+      // launch call they split the queue row's wait into host side and device side.
+      if (k.queued_ns >= 0 && k.queued_ns <= k.start_ns) a += ",\"queued before start (us)\":" + EventList::us(k.start_ns - k.queued_ns);
+      if (k.submitted_ns >= 0 && k.submitted_ns <= k.start_ns)
+        a += ",\"submitted before start (us)\":" + EventList::us(k.start_ns - k.submitted_ns);
       if (auto it = external.find(k.correlation_id); it != external.end()) a += ",\"op\":" + std::to_string(it->second);
       ev.complete(k.name, "kernel", k.start_ns, k.end_ns, gpid, tid, a);
       // One arrow per launch call (a graph launch enqueues many kernels: the arrow goes to the first).

@@ -21,7 +21,8 @@ struct DeviceChoice {
 };
 
 // Resolves --device. An explicit CUDA request with no usable GPU throws UnavailableError saying why.
-DeviceChoice choose_device(const frontend::DeviceRequest& request);
+// `device_timing` false (--no-device-timing) keeps CUPTI out of the process altogether.
+DeviceChoice choose_device(const frontend::DeviceRequest& request, bool device_timing = true);
 
 // Bytes a call may use on `device` (host MemAvailable, or free device memory).
 size_t available_bytes(Device device);

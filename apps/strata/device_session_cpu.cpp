@@ -7,7 +7,7 @@
 
 namespace strata::app {
 
-DeviceChoice choose_device(const frontend::DeviceRequest& request) {
+DeviceChoice choose_device(const frontend::DeviceRequest& request, bool /*device_timing*/) {
   if (request.automatic) {
     return {kCPU, "auto chose the CPU: this strata was built without CUDA support (STRATA_CUDA=OFF or no toolkit)"};
   }

@@ -141,9 +141,16 @@ class CudaSession final : public DeviceSession {
     auto graph = std::make_unique<rt::CapturedGraph>(device_.index, [&] {
       tracing::ActiveScope scope(&scratch);
       for (size_t i = 0; i < op_ids.size(); ++i) {
-        begin_call(op_ids[i]);
-        outputs.push_back(call_once());
-        end_call();
+        // A call that throws mid-capture must not leave its op tag pushed: later records would carry it.
+        struct CallScope {
+          CudaSession& session;
+          ~CallScope() { session.end_call(); }
+        };
+        {
+          begin_call(op_ids[i]);
+          CallScope scope{*this};
+          outputs.push_back(call_once());
+        }
         if (!rt::capture_valid(device_.index)) {
           throw Error("call " + std::to_string(i + 1) + " of " + std::to_string(op_ids.size()) + " (" +
                       last_library_call(scratch) + ") invalidated the stream capture; this op cannot be replayed "
@@ -162,9 +169,12 @@ class CudaSession final : public DeviceSession {
   }
 
   void finish(Timeline& timeline) override {
-    rt::synchronize(device_.index);
+    // The whole device, not only strata's stream: see rt::synchronize_device.
+    rt::synchronize_device(device_.index);
     if (cupti_reason_.empty()) {
       cupti::finish_session(timeline.device);
+      // CUPTI ran but delivered nothing usable: the reason goes wherever "GPU timing is off" is said.
+      if (!timeline.device.enabled) cupti_reason_ = timeline.device.unavailable_reason;
     } else {
       timeline.device.enabled = false;
       timeline.device.unavailable_reason = cupti_reason_;
@@ -257,9 +267,11 @@ std::string request_text(const frontend::DeviceRequest& request) {
 
 }  // namespace
 
-DeviceChoice choose_device(const frontend::DeviceRequest& request) {
-  // The probe below initialises CUDA; CUPTI's latency timestamps must be requested before that.
-  if (request.automatic || request.device.is_cuda()) cupti::enable_latency_timestamps();
+DeviceChoice choose_device(const frontend::DeviceRequest& request, bool device_timing) {
+  // The probe below initialises CUDA; CUPTI's latency timestamps must be requested before that. Not
+  // under --no-device-timing, which promises a run without CUPTI (and so leaves another profiler's
+  // CUPTI session alone).
+  if (device_timing && (request.automatic || request.device.is_cuda())) cupti::enable_latency_timestamps();
   if (request.automatic) {
     const rt::Probe p = rt::probe();
     if (!p.usable) return {kCPU, "auto chose the CPU: " + p.reason};

@@ -83,7 +83,7 @@ Prepared prepare_trace(const TraceOptions& o) {
   if (!o.json_path.empty() && !o.chrome_trace_path.empty() && same_output_file(o.json_path, o.chrome_trace_path)) {
     throw UsageError("--json and --chrome-trace name the same file '" + o.json_path + "'");
   }
-  p.choice = choose_device(frontend::parse_device(o.device));
+  p.choice = choose_device(frontend::parse_device(o.device), !o.no_device_timing);
   const auto clock = host_clock::info();
   spdlog::debug("device {} ({}); clock {} at {:.4f} ns/tick, {:.1f} ns per read", p.choice.device.str(),
                 p.choice.reason.empty() ? "as requested" : p.choice.reason, clock.source, clock.ns_per_tick,

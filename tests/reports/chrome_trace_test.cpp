@@ -59,8 +59,12 @@ Timeline device_timeline() {
   k.end_ns = 9000;
   k.correlation_id = 5;
   k.stream_id = 0;  // stream 0 must not become tid 0
+  k.queued_ns = 2200;  // latency timestamps: inside the launch call, then handed to the GPU
+  k.submitted_ns = 2750;
   t.device.kernels.push_back(k);
   KernelRecord k2 = k;
+  k2.queued_ns = -1;  // not collected
+  k2.submitted_ns = -1;
   k2.start_ns = 9000;  // back to back with the first on the same stream
   k2.end_ns = 9500;
   t.device.kernels.push_back(k2);
@@ -99,6 +103,12 @@ TEST_CASE("the writer's output passes the validator: host spans, API calls, kern
       ++kernels;
       CHECK(e["tid"] == 1);
       CHECK(e["args"]["op"] == 1);
+      if (e["ts"] == 2.5) {  // the first kernel, with latency timestamps
+        CHECK(e["args"]["queued before start (us)"] == 0.8);
+        CHECK(e["args"]["submitted before start (us)"] == 0.25);
+      } else {
+        CHECK_FALSE(e["args"].contains("queued before start (us)"));
+      }
     }
     if (e["ph"] == "X" && (e["cat"] == "binding" || e["cat"] == "dispatch" || e["cat"] == "library")) ++spans;
     if (e["ph"] == "X" && e["cat"] == "cuda_driver") ++api;

@@ -35,6 +35,13 @@ std::string result_name(CUptiResult r) {
 // CUPTI_TIMESTAMP_UNKNOWN (0) means "not collected"; strata's structs use -1 for that.
 int64_t optional_timestamp(uint64_t t) { return t == CUPTI_TIMESTAMP_UNKNOWN ? -1 : static_cast<int64_t>(t); }
 
+// CUPTI marks a kernel or API record it could not time with start == end == 0 (cupti_activity.h: "a value
+// of 0 for both the start and end timestamps indicates that timestamp information could not be
+// collected"; kernel records get them when the device runs short of memory for its timestamp buffers).
+// Taken at face value such a kernel would be the op's first, with a queue time of minus the launch's
+// timestamp. Those records are left out and counted, and trace_notes says how many.
+bool untimed(uint64_t start, uint64_t end) { return (start == 0 && end == 0) || end < start; }
+
 std::string demangle(const char* name) {
   if (name == nullptr) return "(unnamed kernel)";
   if (std::strncmp(name, "_Z", 2) != 0) return name;
@@ -94,6 +101,7 @@ struct Session {
   std::vector<CUpti_ActivityKind> enabled_kinds;
   std::vector<std::pair<uint8_t*, size_t>> completed;  // filled buffers, converted at finish
   uint64_t dropped_in_callbacks = 0;
+  uint64_t lost_buffers = 0;  // completed buffers that could not be kept (out of memory)
   std::vector<ExternalCorrelation> callback_correlations;
   std::vector<GraphNodeOrigin> graph_nodes;  // from resource callbacks, see on_graph_node
   // graph node id -> op, the same pairs indexed: each clone looks its original up inside
@@ -128,7 +136,13 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* b
   Session& s = session();
   std::lock_guard lock(s.mutex);
   s.dropped_in_callbacks += dropped;
-  if (buffer != nullptr) s.completed.emplace_back(buffer, valid_size);
+  if (buffer == nullptr) return;
+  try {
+    s.completed.emplace_back(buffer, valid_size);
+  } catch (...) {  // see on_api_callback: nothing may unwind into CUPTI; the buffer's records are lost
+    s.lost_buffers += 1;
+    std::free(buffer);
+  }
 }
 
 // Graph nodes (resource callbacks): which op created each node. A node created while an op is being
@@ -160,8 +174,7 @@ void on_graph_node(CUpti_CallbackId cbid, const CUpti_ResourceData* resource) {
 
 // Launch callbacks (both domains): remember which op each launch belongs to, from the host side. The
 // EXTERNAL_CORRELATION records say the same; this is the fallback when one of those is dropped.
-void CUPTIAPI on_api_callback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
-                              const void* data) {
+void on_api_callback_body(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
   if (domain == CUPTI_CB_DOMAIN_RESOURCE) {
     if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED || cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED) {
       on_graph_node(cbid, static_cast<const CUpti_ResourceData*>(data));
@@ -174,6 +187,19 @@ void CUPTIAPI on_api_callback(void* /*userdata*/, CUpti_CallbackDomain domain, C
   Session& s = session();
   std::lock_guard lock(s.mutex);
   s.callback_correlations.push_back({cb->correlationId, t_current_op});
+}
+
+// No exception may unwind through CUPTI's C frames. The only ones possible are allocation failures; the
+// tag or node they lose is counted, and the report says so (callback_losses in finish_session).
+std::atomic<uint64_t> g_callback_losses{0};
+
+void CUPTIAPI on_api_callback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
+                              const void* data) {
+  try {
+    on_api_callback_body(domain, cbid, data);
+  } catch (...) {
+    g_callback_losses.fetch_add(1, std::memory_order_relaxed);
+  }
 }
 
 constexpr CUpti_CallbackId kRuntimeLaunchCbids[] = {
@@ -290,6 +316,10 @@ bool RecordConverter::add(const void* raw) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
       const auto* k = static_cast<const CUpti_ActivityKernel10*>(raw);
+      if (untimed(k->start, k->end)) {
+        ++out_.untimed_records;
+        return false;
+      }
       KernelRecord r;
       auto [it, inserted] = kernel_names_.try_emplace(k->name);
       if (inserted) it->second = demangle(k->name);
@@ -320,6 +350,10 @@ bool RecordConverter::add(const void* raw) {
     case CUPTI_ACTIVITY_KIND_DRIVER:
     case CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API: {
       const auto* a = static_cast<const CUpti_ActivityAPI*>(raw);
+      if (untimed(a->start, a->end)) {
+        ++out_.untimed_records;
+        return false;
+      }
       ApiCallRecord r;
       r.domain = record->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? ApiDomain::kRuntime : ApiDomain::kDriver;
       r.cbid = a->cbid;
@@ -389,6 +423,11 @@ size_t resolve_nested_launches(DeviceTrace& trace) {
     while (!open.empty() && (open.back()->thread_id != a->thread_id || open.back()->end_ns < a->start_ns)) open.pop_back();
     if (!open.empty() && a->end_ns <= open.back()->end_ns) {
       ApiCallRecord* outer = open.back();
+      if (a->correlation_id == outer->correlation_id) {  // one call seen twice: count it once, the outer
+        a->is_launch = false;
+        ++demoted;
+        continue;
+      }
       const bool inner_work = with_work.count(a->correlation_id) > 0;
       const bool outer_work = with_work.count(outer->correlation_id) > 0;
       if (!inner_work) {
@@ -429,6 +468,11 @@ std::vector<std::string> trace_notes(const DeviceTrace& trace) {
   if (trace.dropped_records > 0) {
     notes.push_back("CUPTI dropped " + std::to_string(trace.dropped_records) +
                     " activity records (its buffers were full): launch, queue and gpu rows may miss calls");
+  }
+  if (trace.untimed_records > 0) {
+    notes.push_back("CUPTI delivered " + std::to_string(trace.untimed_records) +
+                    " kernel or API records without timestamps; they are left out, so launch, queue and gpu "
+                    "rows may miss calls");
   }
   return notes;
 }
@@ -479,17 +523,20 @@ std::string start_session() {
   if (CUptiResult r = cuptiActivityRegisterCallbacks(&buffer_requested, &buffer_completed); r != CUPTI_SUCCESS) {
     return fail("cuptiActivityRegisterCallbacks", r);
   }
+  // optional: the run goes on without it, with a note, except where `quiet`: INTERNAL_LAUNCH_API only
+  // adds launches made outside any public API call, and not every CUPTI build accepts it as a kind.
   struct Kind {
     CUpti_ActivityKind kind;
     const char* name;
     bool required;
+    bool quiet = false;
   };
   constexpr Kind kKinds[] = {
       {CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, "EXTERNAL_CORRELATION", true},
       {CUPTI_ACTIVITY_KIND_RUNTIME, "RUNTIME", true},
       {CUPTI_ACTIVITY_KIND_DRIVER, "DRIVER", true},
       {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, "CONCURRENT_KERNEL", true},
-      {CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API, "INTERNAL_LAUNCH_API", false},
+      {CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API, "INTERNAL_LAUNCH_API", false, true},
       {CUPTI_ACTIVITY_KIND_MEMCPY, "MEMCPY", false},
       {CUPTI_ACTIVITY_KIND_MEMSET, "MEMSET", false},
       {CUPTI_ACTIVITY_KIND_OVERHEAD, "OVERHEAD", false},
@@ -500,7 +547,7 @@ std::string start_session() {
       s.enabled_kinds.push_back(k.kind);
     } else if (k.required) {
       return fail((std::string("cuptiActivityEnable(") + k.name + ")").c_str(), r);
-    } else {
+    } else if (!k.quiet) {
       warn(s, std::string("no ") + k.name + " records (" + result_name(r) + ")");
     }
   }
@@ -566,6 +613,7 @@ void finish_session(DeviceTrace& out) {
 
   std::vector<std::pair<uint8_t*, size_t>> buffers;
   std::vector<ExternalCorrelation> callback_correlations;
+  uint64_t lost_buffers = 0;
   {
     std::lock_guard lock(s.mutex);
     buffers.swap(s.completed);
@@ -575,6 +623,8 @@ void finish_session(DeviceTrace& out) {
     s.node_ops.clear();
     out.dropped_records += s.dropped_in_callbacks + dropped_global;
     s.dropped_in_callbacks = 0;
+    lost_buffers = s.lost_buffers;
+    s.lost_buffers = 0;
   }
   RecordConverter converter(out);
   for (auto [buffer, valid] : buffers) {
@@ -587,13 +637,26 @@ void finish_session(DeviceTrace& out) {
         break;
       }
       converter.add(record);
+      // cupti_activity.h, CUpti_ActivityOverhead3::overheadData: "Client is responsible for freeing this
+      // memory". The converter only reads records (tests feed it stack-built ones), so it is freed here.
+      if (record->kind == CUPTI_ACTIVITY_KIND_OVERHEAD) {
+        std::free(reinterpret_cast<CUpti_ActivityOverhead3*>(record)->overheadData);
+      }
     }
     std::free(buffer);
   }
   merge_callback_correlations(out, callback_correlations);
   resolve_nested_launches(out);
-  out.enabled = !(out.api_calls.empty() && out.kernels.empty() && flushed != CUPTI_SUCCESS);
-  if (!out.enabled) out.unavailable_reason = "cuptiActivityFlushAll failed: " + result_name(flushed);
+  if (const uint64_t losses = g_callback_losses.exchange(0) + lost_buffers; losses > 0) {
+    warn(s, std::to_string(losses) + " callback tags or record buffers lost to allocation failures");
+  }
+  // A run on the GPU always launches something: a trace with no API and no kernel record measured
+  // nothing, and rows of 0 us would read as measured. Say so instead.
+  out.enabled = !(out.api_calls.empty() && out.kernels.empty());
+  if (!out.enabled) {
+    out.unavailable_reason = flushed != CUPTI_SUCCESS ? "cuptiActivityFlushAll failed: " + result_name(flushed)
+                                                      : std::string("CUPTI delivered no API or kernel records");
+  }
 }
 
 std::vector<std::string> session_warnings() {

@@ -26,7 +26,8 @@ namespace strata::cupti {
 class RecordConverter {
  public:
   explicit RecordConverter(DeviceTrace& out) : out_(out) {}
-  // Appends what the record says to the trace. Returns false (and counts it) for kinds strata ignores.
+  // Appends what the record says to the trace. Returns false for a record it leaves out: a kind strata
+  // ignores (counted in ignored()) or one CUPTI could not time (counted in DeviceTrace::untimed_records).
   bool add(const void* record);
   uint64_t ignored() const { return ignored_; }
 

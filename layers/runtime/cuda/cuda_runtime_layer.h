@@ -73,6 +73,10 @@ cudaStream_t stream(int index);
 // Blocks until everything strata queued on `index` has finished.
 void synchronize(int index);
 
+// Blocks until all work on device `index` has finished, on every stream: libraries may use streams of
+// their own, and CUPTI's forced flush hands over incomplete records for work still running.
+void synchronize_device(int index);
+
 size_t free_bytes(int index);
 
 // A CUDA event on the current device, for GPU-side intervals (used by the raw-library baseline).

@@ -177,6 +177,12 @@ cudaStream_t stream(int index) {
 
 void synchronize(int index) { STRATA_CUDA_CHECK(cudaStreamSynchronize(stream(index))); }
 
+void synchronize_device(int index) {
+  check_index(index);
+  set_current_device(index);
+  STRATA_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
 size_t free_bytes(int index) {
   check_index(index);
   set_current_device(index);

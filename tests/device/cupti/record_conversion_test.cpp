@@ -53,6 +53,24 @@ TEST_CASE("latency timestamps CUPTI did not collect are -1, not 0") {
   CHECK(trace.kernels.at(0).submitted_ns == -1);
 }
 
+TEST_CASE("kernel and API records CUPTI could not time (start = end = 0) are left out and counted") {
+  DeviceTrace trace;
+  cupti::RecordConverter convert(trace);
+  const auto untimed_kernel = kernel_record("k", 0, 0, 1);
+  const auto untimed_api = driver_record(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, 0, 0, 1);
+  const auto backwards = kernel_record("k", 500, 400, 2);  // end before start: no usable interval either
+  const auto timed = kernel_record("k", 100, 200, 3);
+  CHECK_FALSE(convert.add(&untimed_kernel));
+  CHECK_FALSE(convert.add(&untimed_api));
+  CHECK_FALSE(convert.add(&backwards));
+  CHECK(convert.add(&timed));
+  CHECK(trace.untimed_records == 3);
+  CHECK(convert.ignored() == 0);  // a kind strata uses, not an ignored one
+  REQUIRE(trace.kernels.size() == 1);
+  CHECK(trace.kernels[0].correlation_id == 3);
+  CHECK(trace.api_calls.empty());
+}
+
 TEST_CASE("graph-replayed kernels keep their graph node and graph ids") {
   DeviceTrace trace;
   cupti::RecordConverter convert(trace);
@@ -235,6 +253,18 @@ TEST_CASE("a launch nested in another launch on the same thread counts once: the
   CHECK(launch(6));
 }
 
+TEST_CASE("a nested launch that carries its outer call's correlation id counts once, as the outer call") {
+  DeviceTrace trace;
+  cupti::RecordConverter convert(trace);
+  const auto outer = runtime_record(CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000, 100, 200, 7);
+  const auto inner = driver_record(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, 120, 180, 7);
+  const auto k = kernel_record("k", 300, 400, 7);
+  for (const void* r : std::initializer_list<const void*>{&outer, &inner, &k}) convert.add(r);
+  CHECK(cupti::resolve_nested_launches(trace) == 1);
+  REQUIRE(trace.api_calls.size() == 2);
+  for (const ApiCallRecord& a : trace.api_calls) CHECK(a.is_launch == (a.domain == ApiDomain::kRuntime));
+}
+
 TEST_CASE("op tags from the launch callbacks fill in only what external correlation records missed") {
   DeviceTrace trace;
   trace.external = {{10, 1}, {11, 1}};
@@ -254,6 +284,12 @@ TEST_CASE("the reader is told about dropped records and about GPU timing being o
   auto notes = cupti::trace_notes(trace);
   REQUIRE(notes.size() == 1);
   CHECK(notes[0].find("dropped 3 activity records") != std::string::npos);
+
+  trace.dropped_records = 0;
+  trace.untimed_records = 2;
+  notes = cupti::trace_notes(trace);
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0].find("2 kernel or API records without timestamps") != std::string::npos);
 
   DeviceTrace off;
   off.enabled = false;
