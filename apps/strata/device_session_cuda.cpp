@@ -210,7 +210,8 @@ class CudaSession final : public DeviceSession {
 
     const std::string dtype_text = report.dtype.substr(0, report.dtype.find(' '));
     if (const std::optional<DType> dtype = parse_dtype(dtype_text)) {
-      const rt::PeakFlops peak = rt::published_peak(info.name, info.cc_major, info.cc_minor, *dtype, options_.tf32);
+      const rt::PeakFlops peak = rt::published_peak(info.name, info.cc_major, info.cc_minor, info.sm_count, *dtype,
+                                                     options_.tf32);
       report.peak_flops = peak.flops;
       report.peak_source = peak.source;
     }

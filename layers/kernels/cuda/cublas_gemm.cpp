@@ -96,6 +96,16 @@ struct LtPlan {
   cublasLtMatmulAlgo_t algo{};
   size_t workspace_bytes = 0;
   bool usable = false;  // false: the heuristic found nothing; linear takes the GemmEx path instead
+
+  LtPlan() = default;
+  LtPlan(const LtPlan&) = delete;
+  LtPlan& operator=(const LtPlan&) = delete;
+  // Cached plans live for the process; this is for a plan whose construction threw half-way.
+  ~LtPlan() {
+    for (cublasLtMatrixLayout_t layout : {a, b, c})
+      if (layout != nullptr) (void)cublasLtMatrixLayoutDestroy(layout);
+    if (desc != nullptr) (void)cublasLtMatmulDescDestroy(desc);
+  }
 };
 using LtKey = std::tuple<int, DType, bool, int, int, int>;  // device, dtype, tf32, rows, in, out
 std::mutex g_lt_mutex;
@@ -123,16 +133,17 @@ LtPlan& lt_plan(const CublasHandles& h, const Tensor& input, const Tensor& bias,
   STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, t.data, static_cast<uint64_t>(in), static_cast<uint64_t>(out), in));
   STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, t.data, static_cast<uint64_t>(in), static_cast<uint64_t>(rows), in));
   STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, t.data, static_cast<uint64_t>(out), static_cast<uint64_t>(rows), out));
-  cublasLtMatmulPreference_t pref = nullptr;
-  STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  cublasLtMatmulPreference_t raw_pref = nullptr;
+  STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw_pref));
+  const std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, decltype(&cublasLtMatmulPreferenceDestroy)> pref(
+      raw_pref, &cublasLtMatmulPreferenceDestroy);
   const uint64_t max_workspace = kWorkspaceBytes;
-  STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+  STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                            &max_workspace, sizeof max_workspace));
   cublasLtMatmulHeuristicResult_t result{};
   int returned = 0;
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(h.lt, plan->desc, plan->a, plan->b, plan->c, plan->c,
-                                                               pref, 1, &result, &returned);
-  STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
+                                                               pref.get(), 1, &result, &returned);
   // NOT_SUPPORTED / no result: this combination has no epilogue kernel; fall back rather than fail.
   if (status == CUBLAS_STATUS_SUCCESS && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
     plan->algo = result.algo;

@@ -85,6 +85,17 @@ struct ConvPlan {
   cudnnConvolutionDescriptor_t conv = nullptr;
   cudnnConvolutionFwdAlgo_t algo{};
   size_t workspace_bytes = 0;
+
+  ConvPlan() = default;
+  ConvPlan(const ConvPlan&) = delete;
+  ConvPlan& operator=(const ConvPlan&) = delete;
+  // Cached plans live for the process; this is for a plan whose construction threw half-way.
+  ~ConvPlan() {
+    if (x != nullptr) (void)cudnnDestroyTensorDescriptor(x);
+    if (y != nullptr) (void)cudnnDestroyTensorDescriptor(y);
+    if (w != nullptr) (void)cudnnDestroyFilterDescriptor(w);
+    if (conv != nullptr) (void)cudnnDestroyConvolutionDescriptor(conv);
+  }
 };
 using ConvKey = std::tuple<int, DType, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
 std::mutex g_plan_mutex;
@@ -128,6 +139,10 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, const Tensor& input, c
       search_bytes = std::max(search_bytes, bytes);
     }
   }
+  // The sizes of unsupported algorithms failed on purpose, and each failure left a message that
+  // throw_cudnn_error would later append to an unrelated error: reading it here discards it.
+  char discarded[256];
+  cudnnGetLastErrorString(discarded, sizeof discarded);
   std::shared_ptr<Storage> search_workspace =
       search_bytes > 0 ? runtime::cuda::caching_allocator().allocate(search_bytes, input.device()) : nullptr;
   int max_results = 0;

@@ -113,13 +113,21 @@ class CachingAllocator final : public Allocator {
 
   static void release_cached(Pool& p) {
     std::lock_guard lock(p.mutex);
+    // Not while a graph is being captured: cudaFree synchronises, which a capture may refuse, and a
+    // refused free must not leave the figures saying the memory went back.
+    if (p.hold != nullptr) return;
     for (auto& [size, blocks] : p.free_blocks) {
+      std::vector<void*> kept;
       for (void* block : blocks) {
-        (void)cudaFree(block);
-        p.stats.bytes_reserved -= size;
-        p.stats.bytes_cached -= size;
+        if (cudaFree(block) == cudaSuccess) {
+          p.stats.bytes_reserved -= size;
+          p.stats.bytes_cached -= size;
+        } else {
+          (void)cudaGetLastError();
+          kept.push_back(block);
+        }
       }
-      blocks.clear();
+      blocks.swap(kept);
     }
   }
 

@@ -34,8 +34,15 @@ struct Probe {
 // (the runtime caches its own driver load, so a second answer could not differ anyway).
 Probe probe() noexcept;
 
-// "" when strata has code for device `index`, else why not (compute capability below 8.0).
+// "" when strata has code for device `index`, else why not (no kernel image for its compute capability).
 std::string unsupported_reason(int index);
+
+// "" when kernels built for `architectures` (CMake's CUDA_ARCHITECTURES, ';' or ',' separated:
+// "80-real,90-real,120-virtual")
+// run on a device of compute capability major.minor, else why not. A real architecture runs on devices of
+// the same major and an equal or higher minor; a virtual one (PTX) is JIT-compiled for any device at or
+// above it.
+std::string kernel_image_problem(int major, int minor, const std::string& architectures);
 
 struct DeviceInfo {
   int index = 0;
@@ -172,8 +179,10 @@ struct PeakFlops {
   std::string source;  // where the figure comes from, in words
 };
 // Dense peak of the device for math in `dtype` (tf32 = f32 inputs on TF32 tensor cores), from NVIDIA's
-// published datasheet figures for the GPUs strata knows; 0 with the reason otherwise.
-PeakFlops published_peak(const std::string& device_name, int cc_major, int cc_minor, DType dtype, bool tf32);
+// published datasheet figures for the GPUs strata knows, scaled down when the device has fewer SMs than
+// the full part (a MIG slice); 0 with the reason otherwise.
+PeakFlops published_peak(const std::string& device_name, int cc_major, int cc_minor, int sm_count, DType dtype,
+                         bool tf32);
 
 // ---- Checking ---------------------------------------------------------------------------------------------
 // nvbench's NVBENCH_CUDA_CALL is the model: the error carries file, line, the call's text and the library's

@@ -18,7 +18,13 @@ std::vector<cudaGraphNode_t> capturing_graph_nodes(int index) noexcept {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   cudaGraph_t graph = nullptr;
   size_t count = 0;
-  if (cudaStreamGetCaptureInfo(stream(index), &status, nullptr, &graph) != cudaSuccess ||
+  cudaStream_t s = nullptr;
+  try {
+    s = stream(index);  // throws for a device that was never initialised: then nothing is being captured
+  } catch (const std::exception&) {
+    return {};
+  }
+  if (cudaStreamGetCaptureInfo(s, &status, nullptr, &graph) != cudaSuccess ||
       status != cudaStreamCaptureStatusActive || graph == nullptr ||
       cudaGraphGetNodes(graph, nullptr, &count) != cudaSuccess) {
     (void)cudaGetLastError();
@@ -42,14 +48,22 @@ CapturedGraph::CapturedGraph(int index, const std::function<void()>& issue) : in
   // Relaxed: the caching allocator may still need a fresh block mid-capture (cudaMalloc is refused in the
   // stricter modes), and strata issues nothing on other streams or threads that could leak into the graph.
   STRATA_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
-  try {
-    issue();
-  } catch (const std::exception& e) {
+  // Leave capture mode whatever happened, and say the failure was during capture. An UnavailableError
+  // (device out of memory) stays one, so the exit code still says "this machine cannot serve it".
+  auto abandon_capture = [&] {
     cudaGraph_t broken = nullptr;
-    (void)cudaStreamEndCapture(s, &broken);  // leave capture mode whatever happened
+    (void)cudaStreamEndCapture(s, &broken);
     if (broken != nullptr) (void)cudaGraphDestroy(broken);
     (void)cudaGetLastError();
     held_.stop();
+  };
+  try {
+    issue();
+  } catch (const UnavailableError& e) {
+    abandon_capture();
+    throw UnavailableError(std::string("CUDA Graph capture failed: ") + e.what());
+  } catch (const std::exception& e) {
+    abandon_capture();
     throw Error(std::string("CUDA Graph capture failed: ") + e.what());
   }
   const cudaError_t ended = cudaStreamEndCapture(s, &graph_);

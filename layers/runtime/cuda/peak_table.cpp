@@ -13,24 +13,30 @@ struct PeakEntry {
   const char* match;     // substring of cudaDeviceProp::name; the first matching entry wins
   const char* product;   // how the datasheet names it
   int cc_major, cc_minor;
+  int sms;                           // SMs of the full part, which the figures are for
   double f64, f32, tf32, f16, bf16;  // TFLOP/s, dense; f64 = FP64 tensor core (what DGEMM uses)
 };
 
 // Most specific names first: "H200 NVL" before "H200", "H100 PCIe" before "H100".
 constexpr PeakEntry kPeaks[] = {
-    {"H200 NVL", "H200 NVL", 9, 0, 60.0, 60.0, 417.5, 835.5, 835.5},
-    {"H200", "H200 SXM", 9, 0, 67.0, 67.0, 494.7, 989.4, 989.4},  // also GH200 (same GPU and clocks)
-    {"H100 NVL", "H100 NVL", 9, 0, 60.0, 60.0, 417.5, 835.5, 835.5},
-    {"H100 PCIe", "H100 PCIe", 9, 0, 51.2, 51.2, 378.0, 756.5, 756.5},
-    {"H100", "H100 SXM", 9, 0, 67.0, 67.0, 494.7, 989.4, 989.4},
-    {"A100", "A100", 8, 0, 19.5, 19.5, 156.0, 312.0, 312.0},
+    {"H200 NVL", "H200 NVL", 9, 0, 132, 60.0, 60.0, 417.5, 835.5, 835.5},
+    {"H200", "H200 SXM", 9, 0, 132, 67.0, 67.0, 494.7, 989.4, 989.4},  // also GH200 (same GPU and clocks)
+    {"H100 NVL", "H100 NVL", 9, 0, 132, 60.0, 60.0, 417.5, 835.5, 835.5},
+    {"H100 PCIe", "H100 PCIe", 9, 0, 114, 51.2, 51.2, 378.0, 756.5, 756.5},
+    {"H100", "H100 SXM", 9, 0, 132, 67.0, 67.0, 494.7, 989.4, 989.4},
+    {"A100", "A100", 8, 0, 108, 19.5, 19.5, 156.0, 312.0, 312.0},
 };
 
 }  // namespace
 
-PeakFlops published_peak(const std::string& device_name, int cc_major, int cc_minor, DType dtype, bool tf32) {
+PeakFlops published_peak(const std::string& device_name, int cc_major, int cc_minor, int sm_count, DType dtype,
+                         bool tf32) {
   for (const PeakEntry& e : kPeaks) {
     if (device_name.find(e.match) == std::string::npos || e.cc_major != cc_major || e.cc_minor != cc_minor) continue;
+    if (sm_count > e.sms) {
+      return {0, "unknown: " + device_name + " has " + std::to_string(sm_count) + " SMs, more than the " +
+                     std::to_string(e.sms) + " of the " + e.product + " in strata's table of published peaks"};
+    }
     double tflops = 0;
     const char* what = "";
     switch (dtype) {
@@ -51,9 +57,17 @@ PeakFlops published_peak(const std::string& device_name, int cc_major, int cc_mi
         what = "bf16 tensor core, f32 accumulate";
         break;
     }
-    char buf[256];
+    char buf[320];
     std::snprintf(buf, sizeof buf, "NVIDIA datasheet, %s: %.1f TFLOP/s %s, dense, boost clock", e.product, tflops, what);
-    return {tflops * 1e12, buf};
+    std::string source = buf;
+    // A MIG slice reports the parent's name with a fraction of its SMs; the peak scales with the SMs.
+    if (sm_count > 0 && sm_count < e.sms) {
+      std::snprintf(buf, sizeof buf, "; scaled to this device's %d of the %d SMs (a MIG slice?): %.1f TFLOP/s", sm_count,
+                    e.sms, tflops * sm_count / e.sms);
+      source += buf;
+      tflops = tflops * sm_count / e.sms;
+    }
+    return {tflops * 1e12, source};
   }
   return {0, "unknown: strata's table of published peaks has no entry for " + device_name + " (compute capability " +
                  std::to_string(cc_major) + "." + std::to_string(cc_minor) + ")"};

@@ -108,14 +108,47 @@ std::string cuda_version_string(int version) {
   return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
 }
 
+std::string kernel_image_problem(int major, int minor, const std::string& architectures) {
+  const int device = major * 10 + minor;
+  std::string built;
+  size_t begin = 0;
+  while (begin <= architectures.size()) {
+    size_t end = architectures.find_first_of(";,", begin);
+    if (end == std::string::npos) end = architectures.size();
+    const std::string entry = architectures.substr(begin, end - begin);
+    begin = end + 1;
+    if (entry.empty()) continue;
+    // "90", "90-real", "90-virtual", "90a-real": the number, then whether it is SASS, PTX or both.
+    size_t digits = 0;
+    while (digits < entry.size() && entry[digits] >= '0' && entry[digits] <= '9') ++digits;
+    if (digits == 0) continue;
+    const int arch = std::stoi(entry.substr(0, digits));
+    const bool arch_specific = digits < entry.size() && (entry[digits] == 'a' || entry[digits] == 'f');
+    const bool real = entry.find("-virtual") == std::string::npos;
+    const bool ptx = entry.find("-real") == std::string::npos;
+    built += (built.empty() ? "" : ", ") + std::to_string(arch / 10) + "." + std::to_string(arch % 10) +
+             (real ? "" : " (PTX)");
+    if (real && (arch_specific ? device == arch : arch / 10 == major && arch <= device)) return "";
+    if (ptx && !arch_specific && arch <= device) return "";
+  }
+  return "compute capability " + std::to_string(major) + "." + std::to_string(minor) +
+         " has no kernel image in this build (built for " + (built.empty() ? std::string("nothing") : built) +
+         "); rebuild with CMAKE_CUDA_ARCHITECTURES including " + std::to_string(device);
+}
+
 std::string unsupported_reason(int index) {
   check_index(index);
   int major = 0, minor = 0;
   STRATA_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, index));
   STRATA_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, index));
-  if (major >= 8) return "";
-  return "cuda:" + std::to_string(index) + " has compute capability " + std::to_string(major) + "." +
-         std::to_string(minor) + "; strata's CUDA kernels are built for 8.0 and newer";
+  if (major < 8) {
+    return "cuda:" + std::to_string(index) + " has compute capability " + std::to_string(major) + "." +
+           std::to_string(minor) + "; strata needs 8.0 or newer (CUDA 13 dropped the older architectures)";
+  }
+  if (std::string problem = kernel_image_problem(major, minor, STRATA_CUDA_ARCHITECTURES); !problem.empty()) {
+    return "cuda:" + std::to_string(index) + ": " + problem;
+  }
+  return "";
 }
 
 DeviceInfo device_info(int index) {
@@ -229,7 +262,7 @@ void throw_cudnn_error(int status, const char* call, const char* file, int line)
   std::string extra = detail;
   for (char& c : extra)
     if (c == '\n' || c == '\r') c = ' ';
-  if (!extra.empty()) what += ": " + extra;
+  if (!extra.empty()) what += " (cuDNN's last message on this thread: " + extra + ")";
   const std::string msg = failure(call, what, file, line);
   if (s == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED ||
       s == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED) {

@@ -34,7 +34,8 @@ TEST_CASE("device_info describes the device and the libraries") {
   CHECK(info.total_bytes >= info.free_bytes);
   CHECK(info.free_bytes > 0);
   CHECK(info.clock_khz > 0);
-  CHECK(info.driver_version >= info.runtime_version);
+  // Minor-version compatibility lets a 13.0 driver run a 13.x runtime: only the major versions must agree.
+  CHECK(info.driver_version / 1000 >= info.runtime_version / 1000);
   CHECK_FALSE(info.cublas_version.empty());
   CHECK_FALSE(info.cudnn_version.empty());
   CHECK(rt::free_bytes(0) > 0);

@@ -117,8 +117,8 @@ TEST_CASE("the caching allocator's size classes") {
 }
 
 TEST_CASE("published peaks: datasheet figures for known GPUs, 0 with the reason for the rest") {
-  auto peak = [](const char* name, int major, int minor, DType dtype, bool tf32 = false) {
-    return rt::published_peak(name, major, minor, dtype, tf32);
+  auto peak = [](const char* name, int major, int minor, DType dtype, bool tf32 = false, int sms = 132) {
+    return rt::published_peak(name, major, minor, sms, dtype, tf32);
   };
   CHECK(peak("NVIDIA H200", 9, 0, DType::kF32).flops == doctest::Approx(67e12));
   CHECK(peak("NVIDIA H200", 9, 0, DType::kF32, true).flops == doctest::Approx(494.7e12));
@@ -127,8 +127,8 @@ TEST_CASE("published peaks: datasheet figures for known GPUs, 0 with the reason 
   CHECK(peak("NVIDIA H200", 9, 0, DType::kF64).flops == doctest::Approx(67e12));
   CHECK(peak("NVIDIA H200 NVL", 9, 0, DType::kF32).flops == doctest::Approx(60e12));
   CHECK(peak("NVIDIA H100 80GB HBM3", 9, 0, DType::kBF16).flops == doctest::Approx(989.4e12));
-  CHECK(peak("NVIDIA H100 PCIe", 9, 0, DType::kF16).flops == doctest::Approx(756.5e12));
-  CHECK(peak("NVIDIA A100-SXM4-80GB", 8, 0, DType::kF32, true).flops == doctest::Approx(156e12));
+  CHECK(peak("NVIDIA H100 PCIe", 9, 0, DType::kF16, false, 114).flops == doctest::Approx(756.5e12));
+  CHECK(peak("NVIDIA A100-SXM4-80GB", 8, 0, DType::kF32, true, 108).flops == doctest::Approx(156e12));
   const rt::PeakFlops h200 = peak("NVIDIA H200", 9, 0, DType::kF32);
   CHECK(contains(h200.source, "NVIDIA datasheet"));
   CHECK(contains(h200.source, "H200 SXM"));
@@ -140,6 +140,35 @@ TEST_CASE("published peaks: datasheet figures for known GPUs, 0 with the reason 
   CHECK(contains(unknown.source, "RTX 4090"));
   // A name that matches but a compute capability that does not: a different part, no figure.
   CHECK(peak("NVIDIA H200", 8, 0, DType::kF32).flops == 0);
+  // A MIG slice (the parent's name, 16 of 132 SMs) gets the figure scaled, and says so.
+  const rt::PeakFlops slice = peak("NVIDIA H200", 9, 0, DType::kBF16, false, 16);
+  CHECK(slice.flops == doctest::Approx(989.4e12 * 16 / 132));
+  CHECK(contains(slice.source, "16 of the 132 SMs"));
+  // More SMs than the part in the table: not that part, no figure.
+  CHECK(peak("NVIDIA H100 PCIe", 9, 0, DType::kF16, false, 132).flops == 0);
+}
+
+TEST_CASE("kernel images: which compute capabilities strata's architecture list can run on") {
+  const std::string archs = "80-real;90-real;100-real;120-real;120-virtual";  // StrataCuda.cmake's default
+  for (auto [major, minor] : {std::pair{8, 0}, {8, 6}, {8, 9}, {9, 0}, {10, 0}, {10, 3}, {12, 0}, {12, 1}, {13, 0}}) {
+    INFO(major << "." << minor);
+    CHECK(rt::kernel_image_problem(major, minor, archs).empty());
+  }
+  // CUDA 13 numbers Thor 11.0: no sm_11x code, and compute_120 PTX cannot be JIT-compiled down to it.
+  const std::string thor = rt::kernel_image_problem(11, 0, archs);
+  CHECK(contains(thor, "compute capability 11.0 has no kernel image"));
+  CHECK(contains(thor, "built for 8.0, 9.0, 10.0, 12.0, 12.0 (PTX)"));
+  CHECK(contains(thor, "CMAKE_CUDA_ARCHITECTURES including 110"));
+  // A validation build for the H200 only.
+  CHECK(rt::kernel_image_problem(9, 0, "90-real").empty());
+  CHECK_FALSE(rt::kernel_image_problem(8, 0, "90-real").empty());
+  CHECK_FALSE(rt::kernel_image_problem(10, 0, "90-real").empty());  // SASS does not cross majors
+  // Plain "90" is SASS and PTX: runs on 9.0 and, through the PTX, on anything newer.
+  CHECK(rt::kernel_image_problem(12, 0, "90").empty());
+  // Architecture-specific code ("90a") runs on exactly that capability.
+  CHECK(rt::kernel_image_problem(9, 0, "90a-real").empty());
+  CHECK_FALSE(rt::kernel_image_problem(10, 0, "90a").empty());
+  CHECK_FALSE(rt::kernel_image_problem(9, 0, "").empty());
 }
 
 TEST_CASE("CUDA version numbers print as major.minor") {
