@@ -3,53 +3,22 @@
 // enqueue time and round wall (issue K ops + one synchronisation) / K, medians over R rounds.
 // Self-contained (no strata headers), like raw_cuda_bench.cpp, so nothing of strata's hides in the floor.
 //
-//   raw_graph_bench [--rounds R] [--markdown]
+//   raw_graph_bench [--rounds R] [--markdown] [--json FILE] [--seed S]
 //
-// Cases match scripts/gpu-validate: cublasSgemm-equivalent matmul at 64, 256, 1024, 4096 (f32) and relu on
-// 1M f32 elements (cudnnActivationForward: a raw relu needs no strata kernel), each with K = 1 and K = 16.
-#include <cublas_v2.h>
-#include <cuda_runtime_api.h>
-#include <cudnn.h>
+// Cases match scripts/gpu-validate: cublasGemmEx matmul at 64, 256, 1024, 4096 (f32, as strata calls it)
+// and relu on 1M f32 elements with a copy of strata's own relu kernel and launch geometry
+// (raw_relu_kernel.cu), each with K = 1 and K = 16. Inputs are uniform in [-1, 1), seeded, like strata's.
+#define RAW_BENCH_NAME "raw_graph_bench"
+#include "raw_bench_common.h"
+#include "raw_relu_kernel.h"
 
-#include <algorithm>
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <functional>
-#include <string>
-#include <vector>
+
+using namespace rawbench;
 
 namespace {
 
-[[noreturn]] void die(const char* what, const char* call, int line) {
-  std::fprintf(stderr, "raw_graph_bench: %s failed: %s [line %d]\n", call, what, line);
-  std::exit(1);
-}
-#define CUDA_OK(call)                                            \
-  do {                                                           \
-    cudaError_t e_ = (call);                                     \
-    if (e_ != cudaSuccess) die(cudaGetErrorName(e_), #call, __LINE__); \
-  } while (0)
-#define CUBLAS_OK(call)                                                   \
-  do {                                                                    \
-    cublasStatus_t s_ = (call);                                           \
-    if (s_ != CUBLAS_STATUS_SUCCESS) die(cublasGetStatusName(s_), #call, __LINE__); \
-  } while (0)
-#define CUDNN_OK(call)                                                    \
-  do {                                                                    \
-    cudnnStatus_t s_ = (call);                                            \
-    if (s_ != CUDNN_STATUS_SUCCESS) die(cudnnGetErrorString(s_), #call, __LINE__); \
-  } while (0)
-
-double now_ns() {
-  return double(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
+double median(std::vector<double> v) { return stats(std::move(v)).median; }
 
 struct Figures {
   double enqueue_per_op = 0;  // host time to issue the round, / K
@@ -101,11 +70,15 @@ Figures graph(cudaStream_t s, int k, int rounds, const std::function<void()>& ca
 int main(int argc, char** argv) {
   int rounds = 200;
   bool markdown = false;
+  std::string json_path;
+  uint64_t seed = 1;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) rounds = std::max(3, std::atoi(argv[++i]));
     else if (std::strcmp(argv[i], "--markdown") == 0) markdown = true;
+    else if (std::strcmp(argv[i], "--json") == 0 && i + 1 < argc) json_path = argv[++i];
+    else if (std::strcmp(argv[i], "--seed") == 0 && i + 1 < argc) seed = std::strtoull(argv[++i], nullptr, 10);
     else {
-      std::fprintf(stderr, "usage: raw_graph_bench [--rounds R] [--markdown]\n");
+      std::fprintf(stderr, "usage: raw_graph_bench [--rounds R] [--markdown] [--json FILE] [--seed S]\n");
       return 2;
     }
   }
@@ -125,15 +98,19 @@ int main(int argc, char** argv) {
   const size_t workspace_bytes = size_t{32} << 20;
   CUDA_OK(cudaMalloc(&workspace, workspace_bytes));
   CUBLAS_OK(cublasSetWorkspace(blas, workspace, workspace_bytes));
-  cudnnHandle_t dnn;
-  CUDNN_OK(cudnnCreate(&dnn));
-  CUDNN_OK(cudnnSetStream(dnn, s));
 
   if (markdown) {
     std::printf("| raw call | K | eager enqueue/op (us) | eager wall/op (us) | graph launch/op (us) | graph wall/op (us) | speed-up |\n");
     std::printf("|---|---:|---:|---:|---:|---:|---:|\n");
   }
-  auto report = [&](const std::string& name, int k, const Figures& e, const Figures& g) {
+  std::string json_cases;
+  auto report = [&](const std::string& key, const std::string& name, int k, const Figures& e, const Figures& g) {
+    json_cases += std::string(json_cases.empty() ? "" : ",") + "\n    {\"key\": " + json_string(key) +
+                  ", \"name\": " + json_string(name) + ", \"k\": " + std::to_string(k) +
+                  ", \"eager_enqueue_per_op_ns\": " + json_number(e.enqueue_per_op) +
+                  ", \"eager_wall_per_op_ns\": " + json_number(e.wall_per_op) +
+                  ", \"graph_launch_per_op_ns\": " + json_number(g.enqueue_per_op) +
+                  ", \"graph_wall_per_op_ns\": " + json_number(g.wall_per_op) + "}";
     if (markdown) {
       std::printf("| %s | %d | %.2f | %.2f | %.2f | %.2f | %.2fx |\n", name.c_str(), k, e.enqueue_per_op / 1e3,
                   e.wall_per_op / 1e3, g.enqueue_per_op / 1e3, g.wall_per_op / 1e3, e.wall_per_op / g.wall_per_op);
@@ -150,34 +127,47 @@ int main(int argc, char** argv) {
     CUDA_OK(cudaMalloc(&a, bytes));
     CUDA_OK(cudaMalloc(&b, bytes));
     CUDA_OK(cudaMalloc(&c, bytes));
-    CUDA_OK(cudaMemset(a, 0x3c, bytes));
-    CUDA_OK(cudaMemset(b, 0x3c, bytes));
+    fill_uniform(a, size_t(n) * n, Elem::kF32, seed++);
+    fill_uniform(b, size_t(n) * n, Elem::kF32, seed++);
     const float one = 1.0f, zero = 0.0f;
     auto call = [&] {
       CUBLAS_OK(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &one, b, CUDA_R_32F, n, a, CUDA_R_32F, n, &zero, c,
                              CUDA_R_32F, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
     };
     const int r = n >= 4096 ? std::max(3, rounds / 10) : rounds;
-    for (int k : {1, 16}) report("cublasGemmEx matmul " + std::to_string(n) + " f32", k, eager(s, k, r, call), graph(s, k, r, call));
+    for (int k : {1, 16})
+      report("matmul_" + std::to_string(n), "cublasGemmEx matmul " + std::to_string(n) + " f32", k, eager(s, k, r, call),
+             graph(s, k, r, call));
     CUDA_OK(cudaFree(a));
     CUDA_OK(cudaFree(b));
     CUDA_OK(cudaFree(c));
   }
   {
-    const int n = 1 << 20;
+    const int64_t n = int64_t{1} << 20;
     void *x, *y;
-    CUDA_OK(cudaMalloc(&x, n * 4));
-    CUDA_OK(cudaMalloc(&y, n * 4));
-    CUDA_OK(cudaMemset(x, 0x3c, n * 4));
-    cudnnTensorDescriptor_t d;
-    CUDNN_OK(cudnnCreateTensorDescriptor(&d));
-    CUDNN_OK(cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, 1, 1, n));
-    cudnnActivationDescriptor_t act;
-    CUDNN_OK(cudnnCreateActivationDescriptor(&act));
-    CUDNN_OK(cudnnSetActivationDescriptor(act, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
-    const float one = 1.0f, zero = 0.0f;
-    auto call = [&] { CUDNN_OK(cudnnActivationForward(dnn, act, &one, d, x, &zero, d, y)); };
-    for (int k : {1, 16}) report("cudnnActivationForward relu 1M f32", k, eager(s, k, rounds, call), graph(s, k, rounds, call));
+    CUDA_OK(cudaMalloc(&x, size_t(n) * 4));
+    CUDA_OK(cudaMalloc(&y, size_t(n) * 4));
+    fill_uniform(x, size_t(n), Elem::kF32, seed++);
+    // strata's relu: its own kernel, then cudaGetLastError through its checking macro.
+    auto call = [&] {
+      launch_relu_f32(static_cast<const float*>(x), static_cast<float*>(y), n, s);
+      CUDA_OK(cudaGetLastError());
+    };
+    for (int k : {1, 16})
+      report("relu_1048576", "relu 1M f32 (strata's kernel, 4096x256)", k, eager(s, k, rounds, call),
+             graph(s, k, rounds, call));
+    CUDA_OK(cudaFree(x));
+    CUDA_OK(cudaFree(y));
+  }
+  if (!json_path.empty()) {
+    cudaDeviceProp prop{};
+    CUDA_OK(cudaGetDeviceProperties(&prop, 0));
+    const std::string j = "{\n  \"device\": " + json_string(prop.name) + ",\n  \"rounds\": " + std::to_string(rounds) +
+                          ",\n  \"cases\": [" + json_cases + "\n  ]\n}\n";
+    if (!write_text(json_path, j)) {
+      std::fprintf(stderr, "raw_graph_bench: cannot write %s\n", json_path.c_str());
+      return 1;
+    }
   }
   return 0;
 }

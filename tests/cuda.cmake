@@ -20,7 +20,7 @@ function(strata_add_gpu_test name)
   target_compile_definitions(${name} PRIVATE STRATA_BIN="$<TARGET_FILE:strata>" STRATA_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   add_dependencies(${name} strata)
   add_test(NAME ${name} COMMAND ${name})
-  set_tests_properties(${name} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 900)
+  set_tests_properties(${name} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 300)
 endfunction()
 
 strata_add_gpu_test(test_kernels_cuda_gpu kernels/cuda/cuda_kernels_test.cpp)

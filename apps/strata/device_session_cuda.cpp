@@ -235,6 +235,7 @@ class CudaSession final : public DeviceSession {
     }
 
     for (const std::string& n : notes_) report.notes.push_back(n);
+    for (const std::string& plan : kernels::cuda::plan_descriptions()) report.notes.push_back("plan: " + plan);
     if (report.steady.unmatched_launches > 0) {
       report.notes.push_back(std::to_string(report.steady.unmatched_launches) +
                              " launch calls of the timed calls have no kernel record (dropped records or failed launches)");

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "lib/tensor.h"
 
@@ -21,5 +23,11 @@ Tensor add(const Tensor& self, const Tensor& other, double alpha);
 // f32 matmul / linear / conv2d on TF32 tensor cores (--tf32). Off by default: f32 means f32 math.
 void set_tf32(bool enabled);
 bool tf32_enabled();
+
+// What the libraries decided for each shape planned so far in this process, one line each, in the order
+// the plans were made: cuDNN's chosen algorithm, math type, workspace and how many candidates it
+// measured; whether cuBLASLt's heuristic gave linear a bias-epilogue kernel. For the report's notes:
+// the kernel names alone do not say which algorithm a search picked.
+std::vector<std::string> plan_descriptions();
 
 }  // namespace strata::kernels::cuda

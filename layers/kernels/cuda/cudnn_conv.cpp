@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -72,6 +73,30 @@ cudnnMathType_t requested_math(DType dtype, bool tf32) {
     case DType::kF64: return CUDNN_DEFAULT_MATH;
   }
   return CUDNN_DEFAULT_MATH;
+}
+
+const char* algo_name(cudnnConvolutionFwdAlgo_t algo) {
+  switch (algo) {
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM: return "IMPLICIT_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM: return "IMPLICIT_PRECOMP_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_GEMM: return "GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT: return "DIRECT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT: return "FFT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING: return "FFT_TILING";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD: return "WINOGRAD";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED: return "WINOGRAD_NONFUSED";
+    default: return "unknown algorithm";
+  }
+}
+
+const char* math_name(cudnnMathType_t math) {
+  switch (math) {
+    case CUDNN_DEFAULT_MATH: return "default math";
+    case CUDNN_TENSOR_OP_MATH: return "tensor-op math";
+    case CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION: return "tensor-op math with conversion";
+    case CUDNN_FMA_MATH: return "FMA math";
+    default: return "unknown math";
+  }
 }
 
 bool acceptable_math(DType dtype, bool tf32, cudnnMathType_t math) {
@@ -170,6 +195,16 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, const Tensor& input, c
   plan->algo = best->algo;
   plan->workspace_bytes = best->memory;
   STRATA_CUDNN_CHECK(cudnnSetConvolutionMathType(plan->conv, best->mathType));
+  int measured = 0;
+  for (int i = 0; i < returned; ++i) measured += results[static_cast<size_t>(i)].status == CUDNN_STATUS_SUCCESS;
+  char time[32];
+  std::snprintf(time, sizeof time, "%.1f us", double(best->time) * 1e3);
+  record_plan_description("conv2d [" + input.sizes().str() + "] * [" + weight.sizes().str() + "] " +
+                          std::string(dtype_name(dtype)) + (tf32 ? " (tf32)" : "") + " stride " + std::to_string(g.stride) +
+                          " pad " + std::to_string(g.padding) + ": cuDNN chose " + algo_name(best->algo) + " (" +
+                          math_name(best->mathType) + ", workspace " + format_bytes(double(best->memory)) +
+                          ", " + time + " in its search), fastest acceptable of " + std::to_string(measured) +
+                          " algorithms it could run");
   return plan;
 }
 

@@ -76,6 +76,13 @@ TEST_CASE("strata trace on cuda: every op and dtype, device rows joined, check p
     CHECK_FALSE(steady["kernels"].empty());
     CHECK(doc["environment"]["device"].contains("cuDNN"));
     CHECK(doc["environment"]["device"]["GPU timing"] == "CUPTI activity records");
+    // The plans the libraries made are named: which algorithm cuDNN's search chose, what cuBLASLt gave.
+    std::string plans;
+    for (const json& note : doc["notes"])
+      if (note.get<std::string>().rfind("plan: ", 0) == 0) plans += note.get<std::string>() + "\n";
+    if (args[0] == "conv") CHECK(plans.find("cuDNN chose ") != std::string::npos);
+    if (args[0] == "linear") CHECK(plans.find("linear 32x768x3072") != std::string::npos);
+    if (args[0] == "matmul" || args[0] == "relu" || args[0] == "add") CHECK(plans.empty());
   }
 }
 

@@ -1,0 +1,319 @@
+#!/usr/bin/env python3
+"""Turns the JSON files scripts/gpu-validate collected into the report's target tables (issues 3 and 4).
+
+    gpu_validate_analyze.py traces  WORK [--rehearsal] CASE...
+    gpu_validate_analyze.py compare WORK [--rehearsal] CASE...
+
+WORK is gpu-validate's work folder: it reads WORK/json/<CASE>.json (strata trace/compare --json),
+WORK/json/<CASE>.nodt.json (the same trace with --no-device-timing), WORK/json/raw_cuda.json and
+WORK/json/raw_graph.json (bench/raw_cuda_bench, bench/raw_graph_bench --json). Markdown goes to stdout;
+one line per target goes to WORK/status.tsv ("step<TAB>pass|fail|skip|info<TAB>detail"), which the script
+turns into the report's summary. --rehearsal (no GPU: the runs were made with --device cpu to exercise this
+code) turns every verdict into "skip". Only the standard library: the GPU machine has python3 but nothing
+else of ours.
+"""
+import json
+import math
+import os
+import re
+import sys
+
+KERNEL_TOLERANCE = 0.03        # strata's GPU kernel time within 3% of the raw library call
+BINDING_DISPATCH_MAX_NS = 300  # binding + dispatch at most 0.3 us per call
+HOST_LAYERS = ("binding", "dispatch", "library", "runtime", "launch")
+BIAS_KERNEL = "bias_channels_kernel"  # strata's own conv bias kernel: not part of the cuDNN comparison
+
+
+class Status:
+    def __init__(self, work, rehearsal):
+        self.path = os.path.join(work, "status.tsv")
+        self.rehearsal = rehearsal
+
+    def add(self, step, result, detail):
+        if self.rehearsal and result in ("pass", "fail"):
+            detail = "CPU rehearsal, not a validation: would be " + result + ": " + detail
+            result = "skip"
+        detail = detail.replace("\t", " ").replace("\n", " ")
+        with open(self.path, "a") as f:
+            f.write(f"{step}\t{result}\t{detail}\n")
+
+
+def load(path):
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        return {"__error__": f"{os.path.basename(path)}: {e}"}
+
+
+def us(ns, digits=2):
+    if ns is None or (isinstance(ns, float) and math.isnan(ns)):
+        return "-"
+    return f"{ns / 1e3:.{digits}f}"
+
+
+def pct(x):
+    return "-" if x is None else f"{x * 100:+.1f}%"
+
+
+def rows_by_name(breakdown):
+    return {r["layer"] + ("/" + r["key"] if "key" in r else ""): r for r in breakdown.get("rows", [])}
+
+
+def per_call_sum(rows, wanted):
+    """Median over calls of the per-call sum of the wanted rows (same call order in every row's samples);
+    falls back to the sum of medians when the sample counts differ."""
+    picked = [r for name, r in rows.items() if name.split("/")[0] in wanted and r.get("applicable") and "time" in r]
+    if not picked:
+        return None, []
+    names = [r["layer"] + ("/" + r["key"] if "key" in r else "") for r in picked]
+    samples = [r["time"].get("samples") or [] for r in picked]
+    n = len(samples[0])
+    if n and all(len(s) == n for s in samples):
+        sums = sorted(sum(s[i] for s in samples) for i in range(n))
+        return sums[max(0, math.ceil(0.5 * n) - 1)], names
+    return sum(r["time"]["median"] for r in picked), names
+
+
+def strata_kernel_ns(doc, exclude_bias):
+    """strata's GPU time per call: the gpu row (union of the op's kernels per call), or, for conv, the cuDNN
+    kernels alone (strata's bias kernel left out), summed per call."""
+    steady = doc["steady"]
+    kernels = steady.get("kernels", [])
+    calls = steady.get("calls") or 0
+    if not exclude_bias:
+        gpu = rows_by_name(steady).get("gpu")
+        if gpu and gpu.get("applicable") and "time" in gpu:
+            return gpu["time"]["median"], [k["name"] for k in kernels]
+        return None, []
+    picked = [k for k in kernels if BIAS_KERNEL not in k["name"]]
+    if not picked or not calls:
+        return None, [k["name"] for k in picked]
+    samples = [k["time"].get("samples") or [] for k in picked]
+    if all(len(s) == calls for s in samples):
+        sums = sorted(sum(s[i] for s in samples) for i in range(calls))
+        return sums[max(0, math.ceil(0.5 * calls) - 1)], [k["name"] for k in picked]
+    return sum(k["time"]["median"] * len(s) / calls for k, s in zip(picked, samples)), [k["name"] for k in picked]
+
+
+def short(name, n=70):
+    return name if len(name) <= n else name[: n - 3] + "..."
+
+
+def bad_notes(doc):
+    out = []
+    for note in doc.get("notes", []):
+        if note.startswith("CUPTI dropped") or "without timestamps" in note or note.startswith("GPU timing unavailable"):
+            out.append(note)
+    return out
+
+
+def traces(work, cases, status):
+    raw = load(os.path.join(work, "json", "raw_cuda.json"))
+    raw_cases = {c["key"]: c for c in raw.get("cases", [])}
+    if "__error__" in raw:
+        print(f"No raw baseline: {raw['__error__']}.\n")
+    elif raw.get("cupti_problem"):
+        print(f"raw_cuda_bench could not measure kernels: {raw['cupti_problem']}\n")
+
+    # 1. GPU kernel time vs the raw library call.
+    print("### GPU kernel time: strata vs the raw library call (target: within 3%)\n")
+    print("Both sides from CUPTI CONCURRENT_KERNEL records, median over calls of the per-call union of kernel "
+          "intervals. conv compares the cuDNN kernels only: strata adds its bias with `conv_bias_kernel` "
+          "(`bias_channels_kernel`), which the raw call does not run.\n")
+    print("| case | strata kernel (us) | raw kernel (us) | difference | result | strata kernels | raw kernels |")
+    print("|---|---:|---:|---:|---|---|---|")
+    for case in cases:
+        doc = load(os.path.join(work, "json", case + ".json"))
+        if "__error__" in doc:
+            print(f"| {case} | (no JSON) | | | FAIL | {doc['__error__']} | |")
+            status.add(f"kernel time {case}", "fail", doc["__error__"])
+            continue
+        is_conv = case.startswith("conv")
+        s_ns, s_names = strata_kernel_ns(doc, exclude_bias=is_conv)
+        # strata names the algorithm its own search chose in a note: "plan: conv2d ...: cuDNN chose X (...)".
+        strata_algo = ""
+        for note in doc.get("notes", []):
+            if note.startswith("plan: conv2d") and "cuDNN chose " in note:
+                strata_algo = note.split("cuDNN chose ", 1)[1].split(" ", 1)[0]
+        r = raw_cases.get(case)
+        r_ns = r["kernel"]["median_ns"] if r and r["kernel"].get("count") else None
+        r_names = [k["name"] for k in r.get("kernels", [])] if r else []
+        if s_ns is None or not r_ns:
+            result, diff = "n/a", None
+            status.add(f"kernel time {case}", "fail" if not status.rehearsal else "skip",
+                       "missing " + ("strata's gpu row" if s_ns is None else "the raw kernel time"))
+        else:
+            diff = s_ns / r_ns - 1
+            same = sorted(set(s_names)) == sorted(set(r_names))
+            ok = abs(diff) <= KERNEL_TOLERANCE
+            result = ("PASS" if ok else "FAIL") + ("" if same else " (different kernels)")
+            detail = f"strata {us(s_ns)} us vs raw {us(r_ns)} us ({pct(diff)})"
+            if not same:
+                detail += "; strata and the raw call ran different kernels"
+            if r and r.get("algo"):
+                detail += f"; raw cuDNN algo {r['algo']}"
+            if strata_algo:
+                detail += f"; strata's cuDNN algo {strata_algo}"
+            status.add(f"kernel time {case}", "pass" if ok else "fail", detail)
+        algo = f" (raw: {r['algo']}, {r.get('math', '')})" if r and r.get("algo") else ""
+        if strata_algo:
+            algo += f" (strata: {strata_algo})"
+        print(f"| {case} | {us(s_ns)} | {us(r_ns)} | {pct(diff)} | {result}{algo} | "
+              f"{'<br>'.join('`' + short(n) + '`' for n in s_names) or '-'} | "
+              f"{'<br>'.join('`' + short(n) + '`' for n in r_names) or '-'} |")
+    conv_raw = raw_cases.get("conv_32x64x56x56_k3p1_f32")
+    if conv_raw and conv_raw.get("find_ranking"):
+        print("\nraw_cuda_bench's cuDNN Find ranking for the conv (strata runs the same search in its cold call "
+              "and names the algorithm it chose in its `plan:` note, shown in the table above):\n")
+        for i, p in enumerate(conv_raw["find_ranking"][:6]):
+            print(f"{i + 1}. {p['algo']} {p['math']}: {p['time_ms']} ms, workspace {p['memory_bytes']} B")
+    print()
+
+    # 2. binding + dispatch per call.
+    print("### Binding + dispatch per call (target: at most 0.3 us)\n")
+    print("Median over the timed calls of the per-call sum of the binding row and every dispatch row.\n")
+    print("| case | binding + dispatch (us) | rows | result |")
+    print("|---|---:|---|---|")
+    for case in cases:
+        doc = load(os.path.join(work, "json", case + ".json"))
+        if "__error__" in doc:
+            continue
+        ns, names = per_call_sum(rows_by_name(doc["steady"]), ("binding", "dispatch"))
+        if ns is None:
+            print(f"| {case} | - | (no rows) | FAIL |")
+            status.add(f"binding+dispatch {case}", "fail", "no binding/dispatch rows")
+            continue
+        ok = ns <= BINDING_DISPATCH_MAX_NS
+        print(f"| {case} | {us(ns, 3)} | {', '.join(names)} | {'PASS' if ok else 'FAIL'} |")
+        status.add(f"binding+dispatch {case}", "pass" if ok else "fail", f"{us(ns, 3)} us per call (<= 0.300)")
+    print()
+
+    # 3. What tracing costs.
+    print("### Tracing overhead per op (CUPTI on vs `--no-device-timing`)\n")
+    print("host path = median per-call sum of the host rows (binding, dispatch, library, runtime, launch); "
+          "call+sync = the untraced calls interleaved with the timed ones (no zones; CUPTI still collecting in "
+          "the first run, absent in the second); zones = probe cost x zones per call.\n")
+    print("| case | host path, CUPTI (us) | host path, no CUPTI (us) | CUPTI on the host path (us) | call+sync, CUPTI (us) "
+          "| call+sync, no CUPTI (us) | CUPTI per call (us) | zones (us) |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for case in cases:
+        doc = load(os.path.join(work, "json", case + ".json"))
+        nodt = load(os.path.join(work, "json", case + ".nodt.json"))
+        if "__error__" in doc:
+            continue
+        h_on, _ = per_call_sum(rows_by_name(doc["steady"]), HOST_LAYERS)
+        u_on = doc.get("untraced_wall_median_ns")
+        probe = doc.get("probe", {})
+        zones = (probe.get("cost_ns") or 0) * (probe.get("zones_per_call") or 0)
+        if "__error__" in nodt:
+            print(f"| {case} | {us(h_on)} | (no run) | - | {us(u_on)} | - | - | {us(zones, 3)} |")
+            status.add(f"tracing overhead {case}", "info", "no --no-device-timing run: " + nodt["__error__"])
+            continue
+        h_off, _ = per_call_sum(rows_by_name(nodt["steady"]), HOST_LAYERS)
+        u_off = nodt.get("untraced_wall_median_ns")
+        d_host = h_on - h_off if h_on is not None and h_off is not None else None
+        d_call = u_on - u_off if u_on and u_off else None
+        print(f"| {case} | {us(h_on)} | {us(h_off)} | {us(d_host)} | {us(u_on)} | {us(u_off)} | {us(d_call)} | "
+              f"{us(zones, 3)} |")
+        status.add(f"tracing overhead {case}", "info",
+                   f"CUPTI adds {us(d_host)} us to the host path and {us(d_call)} us to call+sync; zones {us(zones, 3)} us")
+    print()
+
+    # 4. Every launched kernel accounted for.
+    print("### Every launched kernel accounted for (target: device records, 0 unmatched, 0 dropped)\n")
+    print("| case | phase | device records | unmatched launches | unmatched kernels | kernels | result |")
+    print("|---|---|---|---:|---:|---:|---|")
+    for case in cases:
+        doc = load(os.path.join(work, "json", case + ".json"))
+        if "__error__" in doc:
+            continue
+        problems = []
+        for phase in ("steady", "cold"):
+            b = doc.get(phase, {})
+            ok = bool(b.get("device_records")) and b.get("unmatched_launches") == 0 and b.get("unmatched_kernels") == 0
+            if not ok:
+                problems.append(f"{phase}: device_records={b.get('device_records')}, unmatched launches "
+                                f"{b.get('unmatched_launches')}, unmatched kernels {b.get('unmatched_kernels')}")
+            print(f"| {case} | {phase} | {b.get('device_records')} | {b.get('unmatched_launches')} | "
+                  f"{b.get('unmatched_kernels')} | {len(b.get('kernels', []))} | {'PASS' if ok else 'FAIL'} |")
+        notes = bad_notes(doc)
+        problems += notes
+        status.add(f"accounting {case}", "fail" if problems else "pass",
+                   "; ".join(problems) if problems else "device records, no unmatched launch or kernel, no drops")
+    print()
+
+
+COMPARE_RE = re.compile(r"graph replay: (\d+) of (\d+) replayed kernels")
+
+
+def compare(work, cases, status):
+    raw = load(os.path.join(work, "json", "raw_graph.json"))
+    raw_cases = {(c["key"], c["k"]): c for c in raw.get("cases", [])}
+    if "__error__" in raw:
+        print(f"No raw floor: {raw['__error__']}.\n")
+    print("### strata compare vs the raw floor (per op, medians)\n")
+    print("raw = bench/raw_graph_bench: the same cuBLAS call / strata's relu kernel, eager in a loop vs captured "
+          "K times and replayed, nothing of strata's in between. Per op = round (K ops + one synchronisation) / K "
+          "on both sides.\n")
+    print("| case | K | strata eager | raw eager | strata graph | raw graph | strata speed-up | raw speed-up | "
+          "attribution | verdict |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|---|")
+    for case in cases:
+        m = re.match(r"compare_(\w+?)_(\d+)_k(\d+)$", case)
+        op, size, k = (m.group(1), m.group(2), int(m.group(3))) if m else (case, "", 0)
+        doc = load(os.path.join(work, "json", case + ".json"))
+        if "__error__" in doc:
+            print(f"| {op} {size} | {k} | (no JSON) | | | | | | | {doc['__error__']} |")
+            status.add(f"compare {op} {size} K={k}", "fail", doc["__error__"])
+            continue
+        e, g = doc["eager"], doc["replay"]
+        notes = doc.get("notes", [])
+        attribution, problems = "none", []
+        for note in notes:
+            hit = COMPARE_RE.search(note)
+            if hit:
+                attribution = f"{hit.group(1)} of {hit.group(2)}"
+                if hit.group(1) != hit.group(2):
+                    problems.append(f"graph attribution {attribution}")
+            if "CUPTI reported no replayed kernels" in note:
+                attribution = "no replayed kernels"
+                problems.append("CUPTI reported no replayed kernels")
+        if attribution == "none" and g.get("label") != "plan replay":
+            problems.append("no graph attribution note")
+        if not e.get("device_records") or not g.get("device_records"):
+            problems.append(f"device records: eager {e.get('device_records')}, replay {g.get('device_records')}")
+        problems += bad_notes(doc)
+        r = raw_cases.get((f"{op}_{size}", k))
+        r_e = r["eager_wall_per_op_ns"] if r else None
+        r_g = r["graph_wall_per_op_ns"] if r else None
+        r_speed = f"{r_e / r_g:.2f}x" if r and r_g else "-"
+        print(f"| {op} {size} | {k} | {us(e['wall'])} | {us(r_e)} | {us(g['wall'])} | {us(r_g)} | "
+              f"{doc.get('speedup_wall_per_op', 0):.2f}x | {r_speed} | {attribution} | {doc.get('verdict', '')} |")
+        detail = (f"eager {us(e['wall'])} us/op, {g.get('label')} {us(g['wall'])} us/op "
+                  f"({doc.get('speedup_wall_per_op', 0):.2f}x); attribution {attribution}")
+        if r:
+            detail += f"; raw floor eager {us(r_e)} / graph {us(r_g)} us/op"
+        status.add(f"compare {op} {size} K={k}", "fail" if problems else "pass",
+                   ("; ".join(problems) + "; " if problems else "") + detail)
+    print()
+
+
+def main(argv):
+    if len(argv) < 3 or argv[1] not in ("traces", "compare"):
+        print(__doc__, file=sys.stderr)
+        return 2
+    work = argv[2]
+    rest = argv[3:]
+    rehearsal = "--rehearsal" in rest
+    cases = [c for c in rest if c != "--rehearsal"]
+    status = Status(work, rehearsal)
+    if argv[1] == "traces":
+        traces(work, cases, status)
+    else:
+        compare(work, cases, status)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
