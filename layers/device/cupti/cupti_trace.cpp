@@ -190,7 +190,7 @@ void on_api_callback_body(CUpti_CallbackDomain domain, CUpti_CallbackId cbid, co
 }
 
 // No exception may unwind through CUPTI's C frames. The only ones possible are allocation failures; the
-// tag or node they lose is counted, and the report says so (callback_losses in finish_session).
+// tag or node they lose is counted in g_callback_losses, which finish_session turns into a note.
 std::atomic<uint64_t> g_callback_losses{0};
 
 void CUPTIAPI on_api_callback(void* /*userdata*/, CUpti_CallbackDomain domain, CUpti_CallbackId cbid,
