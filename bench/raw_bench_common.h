@@ -53,6 +53,15 @@ inline double now_ns() {
                     .count());
 }
 
+// Whether CUDA sees a device; if not, says why on stderr as `program: no usable CUDA device (...)`.
+inline bool usable_device(const char* program) {
+  int devices = 0;
+  const cudaError_t e = cudaGetDeviceCount(&devices);
+  if (e == cudaSuccess && devices > 0) return true;
+  std::fprintf(stderr, "%s: no usable CUDA device (%s)\n", program, e == cudaSuccess ? "count 0" : cudaGetErrorName(e));
+  return false;
+}
+
 struct Stats {
   double median = 0, p90 = 0, min = 0;
   size_t count = 0;

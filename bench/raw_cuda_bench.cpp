@@ -258,11 +258,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  int devices = 0;
-  if (cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess || devices == 0) {
-    std::fprintf(stderr, "raw_cuda_bench: no usable CUDA device (%s)\n", e == cudaSuccess ? "count 0" : cudaGetErrorName(e));
-    return 4;
-  }
+  if (!usable_device("raw_cuda_bench")) return 4;
   CUDA_OK(cudaSetDevice(0));
   cudaDeviceProp prop{};
   CUDA_OK(cudaGetDeviceProperties(&prop, 0));

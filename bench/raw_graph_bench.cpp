@@ -25,19 +25,28 @@ struct Figures {
   double wall_per_op = 0;     // issue + synchronise, / K
 };
 
-Figures eager(cudaStream_t s, int k, int rounds, const std::function<void()>& call) {
-  for (int i = 0; i < 5; ++i) call();
-  CUDA_OK(cudaStreamSynchronize(s));
+// Both modes time the same way: issue one round of K ops, then synchronise, per round. A template, so
+// the graph mode's round stays one direct cudaGraphLaunch with no call through a std::function.
+template <typename IssueRound>
+Figures timed_rounds(cudaStream_t s, int k, int rounds, IssueRound issue_round) {
   std::vector<double> enq, wall;
   for (int r = 0; r < rounds; ++r) {
     const double t0 = now_ns();
-    for (int i = 0; i < k; ++i) call();
+    issue_round();
     const double t1 = now_ns();
     CUDA_OK(cudaStreamSynchronize(s));
     wall.push_back((now_ns() - t0) / k);
     enq.push_back((t1 - t0) / k);
   }
   return {median(enq), median(wall)};
+}
+
+Figures eager(cudaStream_t s, int k, int rounds, const std::function<void()>& call) {
+  for (int i = 0; i < 5; ++i) call();
+  CUDA_OK(cudaStreamSynchronize(s));
+  return timed_rounds(s, k, rounds, [&] {
+    for (int i = 0; i < k; ++i) call();
+  });
 }
 
 Figures graph(cudaStream_t s, int k, int rounds, const std::function<void()>& call) {
@@ -51,18 +60,10 @@ Figures graph(cudaStream_t s, int k, int rounds, const std::function<void()>& ca
   CUDA_OK(cudaGraphInstantiate(&exec, g, 0));
   for (int i = 0; i < 5; ++i) CUDA_OK(cudaGraphLaunch(exec, s));
   CUDA_OK(cudaStreamSynchronize(s));
-  std::vector<double> enq, wall;
-  for (int r = 0; r < rounds; ++r) {
-    const double t0 = now_ns();
-    CUDA_OK(cudaGraphLaunch(exec, s));
-    const double t1 = now_ns();
-    CUDA_OK(cudaStreamSynchronize(s));
-    wall.push_back((now_ns() - t0) / k);
-    enq.push_back((t1 - t0) / k);
-  }
+  const Figures figures = timed_rounds(s, k, rounds, [&] { CUDA_OK(cudaGraphLaunch(exec, s)); });
   CUDA_OK(cudaGraphExecDestroy(exec));
   CUDA_OK(cudaGraphDestroy(g));
-  return {median(enq), median(wall)};
+  return figures;
 }
 
 }  // namespace
@@ -82,11 +83,7 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  int devices = 0;
-  if (cudaError_t e = cudaGetDeviceCount(&devices); e != cudaSuccess || devices == 0) {
-    std::fprintf(stderr, "raw_graph_bench: no usable CUDA device (%s)\n", e == cudaSuccess ? "count 0" : cudaGetErrorName(e));
-    return 4;
-  }
+  if (!usable_device("raw_graph_bench")) return 4;
   CUDA_OK(cudaSetDevice(0));
   cudaStream_t s;
   CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
