@@ -55,20 +55,13 @@ class CachingAllocator final : public Allocator {
   void copy_to_host(void* host_dst, const void* device_src, size_t nbytes, Device device) override {
     if (nbytes == 0) return;
     STRATA_ZONE(zone, Layer::kRuntime, "cudaMemcpyAsync DtoH");
-    set_current_device(device.index);
-    const cudaStream_t s = stream(device.index);
-    STRATA_CUDA_CHECK(cudaMemcpyAsync(host_dst, device_src, nbytes, cudaMemcpyDeviceToHost, s));
-    STRATA_CUDA_CHECK(cudaStreamSynchronize(s));
+    copy_and_wait(host_dst, device_src, nbytes, cudaMemcpyDeviceToHost, device.index);
   }
 
   void copy_from_host(void* device_dst, const void* host_src, size_t nbytes, Device device) override {
     if (nbytes == 0) return;
     STRATA_ZONE(zone, Layer::kRuntime, "cudaMemcpyAsync HtoD");
-    set_current_device(device.index);
-    const cudaStream_t s = stream(device.index);
-    STRATA_CUDA_CHECK(cudaMemcpyAsync(device_dst, host_src, nbytes, cudaMemcpyHostToDevice, s));
-    // Pageable source: the caller may free or reuse it as soon as we return.
-    STRATA_CUDA_CHECK(cudaStreamSynchronize(s));
+    copy_and_wait(device_dst, host_src, nbytes, cudaMemcpyHostToDevice, device.index);
   }
 
   AllocatorStats stats(int index) {
@@ -78,6 +71,15 @@ class CachingAllocator final : public Allocator {
   }
 
  private:
+  // On strata's stream, then waits: a device-to-host copy is read right after, and a pageable host source
+  // may be freed or reused by the caller as soon as the copy returns.
+  static void copy_and_wait(void* dst, const void* src, size_t nbytes, cudaMemcpyKind kind, int index) {
+    set_current_device(index);
+    const cudaStream_t s = stream(index);
+    STRATA_CUDA_CHECK(cudaMemcpyAsync(dst, src, nbytes, kind, s));
+    STRATA_CUDA_CHECK(cudaStreamSynchronize(s));
+  }
+
   Pool& pool(Device device) {
     if (!device.is_cuda() || device.index < 0 || device.index >= kMaxDevices) {
       throw Error("the CUDA caching allocator got device " + device.str());
