@@ -37,9 +37,10 @@ int run_compare(const CompareOptions& o) {
       if (traced) {
         tracing::ActiveScope scope(&timeline);
         timeline.set_op(next_id);
-        session.begin_call(next_id);
-        out = call.op->call(call.args);
-        session.end_call();
+        {
+          OpCall tag(session, next_id);
+          out = call.op->call(call.args);
+        }
         timeline.set_op(0);
         ids->push_back(next_id++);
       } else {
@@ -110,9 +111,10 @@ int run_compare(const CompareOptions& o) {
     {
       tracing::ActiveScope scope(&timeline);
       timeline.set_op(next_id);
-      session.begin_call(next_id);
-      replay->replay();
-      session.end_call();
+      {
+        OpCall tag(session, next_id);
+        replay->replay();
+      }
       timeline.set_op(0);
     }
     session.synchronize();

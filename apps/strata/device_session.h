@@ -61,6 +61,19 @@ class DeviceSession {
                                           const std::vector<uint32_t>& op_ids, CaptureCost& cost);
 };
 
+// begin_call(op_id) now, end_call() on every way out of the scope: a call that throws must not leave its
+// op tag in place for the work that follows (CUPTI would tag later records with it).
+class OpCall {
+ public:
+  OpCall(DeviceSession& session, uint32_t op_id) : session_(session) { session_.begin_call(op_id); }
+  ~OpCall() { session_.end_call(); }
+  OpCall(const OpCall&) = delete;
+  OpCall& operator=(const OpCall&) = delete;
+
+ private:
+  DeviceSession& session_;
+};
+
 // The CPU plan replay (plan_replay.cpp), also used by sessions whose device is the CPU.
 std::unique_ptr<Replay> capture_plan(DeviceSession& session, const std::function<binding::IValue()>& call_once,
                                      const std::vector<uint32_t>& op_ids, CaptureCost& cost);

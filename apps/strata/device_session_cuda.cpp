@@ -141,14 +141,8 @@ class CudaSession final : public DeviceSession {
     auto graph = std::make_unique<rt::CapturedGraph>(device_.index, [&] {
       tracing::ActiveScope scope(&scratch);
       for (size_t i = 0; i < op_ids.size(); ++i) {
-        // A call that throws mid-capture must not leave its op tag pushed: later records would carry it.
-        struct CallScope {
-          CudaSession& session;
-          ~CallScope() { session.end_call(); }
-        };
         {
-          begin_call(op_ids[i]);
-          CallScope scope{*this};
+          OpCall tag(*this, op_ids[i]);
           outputs.push_back(call_once());
         }
         if (!rt::capture_valid(device_.index)) {

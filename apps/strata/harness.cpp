@@ -25,9 +25,11 @@ binding::IValue traced_call(const frontend::PreparedCall& call, Timeline& timeli
                             uint32_t op_id) {
   tracing::ActiveScope scope(&timeline);
   timeline.set_op(op_id);
-  session.begin_call(op_id);
-  binding::IValue out = call.op->call(call.args);
-  session.end_call();
+  binding::IValue out;
+  {
+    OpCall tag(session, op_id);
+    out = call.op->call(call.args);
+  }
   session.synchronize();
   timeline.set_op(0);
   return out;

@@ -34,9 +34,8 @@ std::unique_ptr<Replay> capture_plan(DeviceSession& session, const std::function
   {
     PlanRecordingGuard guard(&steps);
     for (uint32_t id : op_ids) {
-      session.begin_call(id);
+      OpCall tag(session, id);
       call_once();
-      session.end_call();
     }
   }
   const int64_t t1 = host_clock::now_ns();
