@@ -37,20 +37,13 @@ void check_accepted(const frontend::OpSpec& spec) {
   if (n < 1 || n > 4) std::abort();
   for (int64_t d : spec.dims)
     if (d < 1 || d > INT32_MAX) std::abort();
-  switch (spec.kind) {
-    case frontend::OpKind::kMatmul:
-    case frontend::OpKind::kLinear:
-      if (n != 3) std::abort();
-      break;
-    case frontend::OpKind::kConv: {
-      if (n != 4 || !spec.conv.out_channels || *spec.conv.out_channels < 1) std::abort();
-      if (spec.conv.kernel < 1 || spec.conv.stride < 1 || spec.conv.pad < 0) std::abort();
-      if (spec.conv.kernel > spec.dims[2] + 2 * spec.conv.pad) std::abort();
-      if (spec.conv.kernel > spec.dims[3] + 2 * spec.conv.pad) std::abort();
-      break;
-    }
-    default:
-      break;
+  if (spec.op == "matmul" || spec.op == "linear") {
+    if (n != 3) std::abort();
+  } else if (spec.op == "conv2d") {
+    if (n != 4 || !spec.conv.out_channels || *spec.conv.out_channels < 1) std::abort();
+    if (spec.conv.kernel < 1 || spec.conv.stride < 1 || spec.conv.pad < 0) std::abort();
+    if (spec.conv.kernel > spec.dims[2] + 2 * spec.conv.pad) std::abort();
+    if (spec.conv.kernel > spec.dims[3] + 2 * spec.conv.pad) std::abort();
   }
   // Sizing must either give a number or refuse; signed overflow here would be a UBSan report.
   for (DType dtype : {DType::kF32, DType::kF64}) {

@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -43,6 +44,23 @@ class IValue {
  private:
   std::variant<std::monostate, Tensor, int64_t, double, bool> value_;
 };
+
+// A boxed value as the C++ argument type T of an operator's Signature (const Tensor&, int64_t, double,
+// bool), once it has been checked against the schema. A None given for a Tensor? is an undefined Tensor.
+template <typename T>
+decltype(auto) unbox(const IValue& v) {
+  if constexpr (std::is_same_v<T, const Tensor&>) {
+    static const Tensor kNone;
+    return v.is_tensor() ? v.tensor() : kNone;
+  } else if constexpr (std::is_same_v<T, int64_t>) {
+    return v.to_int();
+  } else if constexpr (std::is_same_v<T, double>) {
+    return v.to_double();
+  } else {
+    static_assert(std::is_same_v<T, bool>, "operator arguments are Tensor, int, float or bool");
+    return v.to_bool();
+  }
+}
 
 enum class ArgType { kTensor, kOptionalTensor, kInt, kFloat, kBool };
 const char* arg_type_name(ArgType type);

@@ -1,8 +1,9 @@
 #include <array>
 #include <string>
+#include <utility>
 
 #include "layers/binding/binding.h"
-#include "layers/dispatch/dispatch.h"
+#include "layers/ops/operators.h"
 #include "lib/error.h"
 #include "lib/zone.h"
 
@@ -100,40 +101,44 @@ IValue BoundOperator::call(std::span<const IValue> args, std::span<const Kwarg> 
 
 namespace {
 
-const Tensor& opt_tensor(const IValue* v) {
-  static const Tensor kNone;
-  return v->is_tensor() ? v->tensor() : kNone;
+// Whether a schema argument's type is what the C++ argument type T receives.
+template <typename T>
+bool schema_type_matches(ArgType t) {
+  if constexpr (std::is_same_v<T, const Tensor&>) return t == ArgType::kTensor || t == ArgType::kOptionalTensor;
+  if constexpr (std::is_same_v<T, int64_t>) return t == ArgType::kInt;
+  if constexpr (std::is_same_v<T, double>) return t == ArgType::kFloat;
+  return t == ArgType::kBool;
 }
 
-// The typed calls, one per operator: this is where boxed values become C++ arguments.
-IValue invoke(OpId op, const IValue* const* a) {
-  switch (op) {
-    case OpId::kMatmul: return ops::matmul(a[0]->tensor(), a[1]->tensor());
-    case OpId::kLinear: return ops::linear(a[0]->tensor(), a[1]->tensor(), opt_tensor(a[2]));
-    case OpId::kConv2d:
-      return ops::conv2d(a[0]->tensor(), a[1]->tensor(), opt_tensor(a[2]), a[3]->to_int(), a[4]->to_int());
-    case OpId::kRelu: return ops::relu(a[0]->tensor());
-    case OpId::kAdd: return ops::add(a[0]->tensor(), a[1]->tensor(), a[2]->to_double());
-    case OpId::kCount: break;
+// The typed call of one operator: where boxed values become C++ arguments.
+template <typename Op, typename Signature = typename Op::Signature>
+struct Invoke;
+template <typename Op, typename... Args>
+struct Invoke<Op, Tensor(Args...)> {
+  // The declaration's schema and Signature must say the same thing; checked once, when the operator is
+  // bound, so that a mistake in a new declaration is an error at the first call and in every test.
+  static void check(const Schema& schema) {
+    size_t i = 0;
+    const bool same = schema.arguments.size() == sizeof...(Args) &&
+                      (schema_type_matches<Args>(schema.arguments[i++].type) && ...);
+    if (!same) throw Error(std::string("binding: the schema of ") + Op::kName + " does not match its C++ Signature: " + schema.text);
   }
-  throw Error("binding: unknown operator id");
-}
-
-template <OpId Op>
-IValue invoke_op(const IValue* const* a) {
-  return invoke(Op, a);
-}
-
-constexpr BoundOperator::Invoke kInvokers[kNumOps] = {invoke_op<OpId::kMatmul>, invoke_op<OpId::kLinear>,
-                                                      invoke_op<OpId::kConv2d>, invoke_op<OpId::kRelu>,
-                                                      invoke_op<OpId::kAdd>};
+  static IValue fn(const IValue* const* a) { return call(a, std::index_sequence_for<Args...>{}); }
+  template <size_t... I>
+  static IValue call(const IValue* const* a, std::index_sequence<I...>) {
+    return ops::EntryPoint<Op>{}(unbox<Args>(*a[I])...);
+  }
+};
 
 const std::vector<BoundOperator>& registry() {
   static const std::vector<BoundOperator> ops = [] {
     std::vector<BoundOperator> out;
-    for (const OperatorEntry& e : Dispatcher::instance().operators()) {
-      out.emplace_back(parse_schema(e.schema()), kInvokers[static_cast<size_t>(e.id())]);
-    }
+    ops::AllOps::for_each([&](auto op) {
+      using Op = decltype(op);
+      Schema schema = parse_schema(Op::kSchema);
+      Invoke<Op>::check(schema);
+      out.emplace_back(std::move(schema), &Invoke<Op>::fn);
+    });
     return out;
   }();
   return ops;

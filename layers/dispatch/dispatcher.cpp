@@ -37,6 +37,15 @@ void OperatorEntry::set_kernel(DispatchKey key, void* fn, std::string debug) {
   debug_[static_cast<size_t>(key)] = std::move(debug);
 }
 
+void OperatorEntry::clear_kernel(DispatchKey key) {
+  table_[static_cast<size_t>(key)] = nullptr;
+  debug_[static_cast<size_t>(key)].clear();
+}
+
+RegistrationHandle::~RegistrationHandle() {
+  if (entry_ != nullptr) entry_->clear_kernel(key_);
+}
+
 void OperatorEntry::throw_missing_kernel(DispatchKey key, DispatchKeySet ks) const {
   std::string have;
   for (DispatchKey k : keys_with_kernels()) {
@@ -55,61 +64,4 @@ void OperatorEntry::throw_missing_kernel(DispatchKey key, DispatchKeySet ks) con
                          (have.empty() ? "none" : have));
 }
 
-Dispatcher::Dispatcher() {
-  // The schemas are the operators' public contract; the binding layer parses them once.
-  ops_[static_cast<size_t>(OpId::kMatmul)] =
-      OperatorEntry(OpId::kMatmul, "matmul", "matmul(Tensor self, Tensor other) -> Tensor");
-  ops_[static_cast<size_t>(OpId::kLinear)] = OperatorEntry(
-      OpId::kLinear, "linear", "linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor");
-  ops_[static_cast<size_t>(OpId::kConv2d)] = OperatorEntry(
-      OpId::kConv2d, "conv2d",
-      "conv2d(Tensor input, Tensor weight, Tensor? bias=None, int stride=1, int padding=0) -> Tensor");
-  ops_[static_cast<size_t>(OpId::kRelu)] = OperatorEntry(OpId::kRelu, "relu", "relu(Tensor self) -> Tensor");
-  ops_[static_cast<size_t>(OpId::kAdd)] = OperatorEntry(
-      OpId::kAdd, "add", "add(Tensor self, Tensor other, *, float alpha=1) -> Tensor");
-}
-
-Dispatcher& Dispatcher::instance() {
-  static Dispatcher* dispatcher = [] {
-    auto* d = new Dispatcher();  // never destroyed: kernels may run during static destruction
-    register_autograd_kernels(*d);
-    register_backends(*d);
-    return d;
-  }();
-  return *dispatcher;
-}
-
-namespace ops {
-
-// Each entry point opens the zone that the first key's row owns: computing the key set is dispatch work.
-Tensor matmul(const Tensor& self, const Tensor& other) {
-  STRATA_ZONE(zone, Layer::kDispatch, "keys");
-  return Dispatcher::instance().call<OpId::kMatmul>(zone, compute_dispatch_key_set(self, other), self, other);
-}
-
-Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
-  STRATA_ZONE(zone, Layer::kDispatch, "keys");
-  return Dispatcher::instance().call<OpId::kLinear>(zone, compute_dispatch_key_set(input, weight, bias), input,
-                                                    weight, bias);
-}
-
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride,
-              int64_t padding) {
-  STRATA_ZONE(zone, Layer::kDispatch, "keys");
-  return Dispatcher::instance().call<OpId::kConv2d>(zone, compute_dispatch_key_set(input, weight, bias), input,
-                                                    weight, bias, stride, padding);
-}
-
-Tensor relu(const Tensor& self) {
-  STRATA_ZONE(zone, Layer::kDispatch, "keys");
-  return Dispatcher::instance().call<OpId::kRelu>(zone, compute_dispatch_key_set(self), self);
-}
-
-Tensor add(const Tensor& self, const Tensor& other, double alpha) {
-  STRATA_ZONE(zone, Layer::kDispatch, "keys");
-  return Dispatcher::instance().call<OpId::kAdd>(zone, compute_dispatch_key_set(self, other), self, other,
-                                                 alpha);
-}
-
-}  // namespace ops
 }  // namespace strata

@@ -11,27 +11,23 @@
 #include <vector>
 
 #include "layers/binding/binding.h"
+#include "layers/ops/op_declaration.h"
 #include "lib/device.h"
 #include "lib/dtype.h"
 
 namespace strata::frontend {
 
-enum class OpKind { kMatmul, kLinear, kConv, kRelu, kAdd };
-
-struct ConvOptions {
-  std::optional<int64_t> out_channels;  // default: the input's channel count
-  int64_t kernel = 3;
-  int64_t stride = 1;
-  int64_t pad = 0;
-};
+using ConvOptions = ops::ConvOptions;
 
 struct OpSpec {
-  OpKind kind = OpKind::kMatmul;
-  std::string op;    // the operator name in the binding layer: matmul, linear, conv2d, relu, add
-  std::string text;  // what the user typed, for messages
-  // matmul: M, K, N. linear: B, IN, OUT. conv: N, C, H, W. relu/add: the tensor's shape.
+  size_t op_index = 0;  // the operator's position in ops::AllOps
+  std::string op;       // the operator's name (matmul, linear, conv2d, relu, add), whatever alias was typed
+  std::string text;     // what the user typed, for messages
+  // The sizes as the op reads them: matmul M, K, N (N alone is square); linear B, IN, OUT; conv2d N, C, H,
+  // W; relu/add the tensor's shape.
   std::vector<int64_t> dims;
-  ConvOptions conv;
+  ConvOptions conv;     // as given; conv2d's spec fills in the defaults it used
+  ops::SpecCall call;   // the call this spec means, from the op's declaration
 };
 
 // The ops `strata trace` accepts and their spec formats, for --help and error messages.

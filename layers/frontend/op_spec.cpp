@@ -4,6 +4,7 @@
 #include <string>
 
 #include "layers/frontend/frontend.h"
+#include "layers/ops/operators.h"
 #include "lib/error.h"
 
 namespace strata::frontend {
@@ -31,12 +32,9 @@ std::string quote(std::string_view s) {
 }  // namespace
 
 std::string spec_help() {
-  return "  matmul N | MxKxN         [M,K] @ [K,N]            e.g. matmul 1024, matmul 512x1024x256\n"
-         "  linear BxINxOUT          input [B,IN], weight [OUT,IN], bias [OUT]   e.g. linear 32x768x3072\n"
-         "  conv NxCxHxW             input [N,C,H,W]; --out-channels K --kernel R --stride S --pad P\n"
-         "                           e.g. conv 32x64x56x56 --out-channels 64 --kernel 3 --pad 1\n"
-         "  relu N | shape           N elements (or a shape like 1024x1024)   e.g. relu 1048576\n"
-         "  add N | shape            a + b, same shapes                         e.g. add 1048576\n";
+  std::string help;
+  ops::AllOps::for_each([&](auto op) { help += decltype(op)::kSpecHelp; });
+  return help;
 }
 
 std::vector<int64_t> parse_dims(std::string_view text) {
@@ -77,54 +75,24 @@ std::vector<int64_t> parse_dims(std::string_view text) {
 OpSpec parse_op_spec(std::string_view op, std::string_view dims_text, const ConvOptions& conv) {
   OpSpec spec;
   spec.text = std::string(op) + " " + std::string(dims_text);
-  if (op == "matmul" || op == "mm") {
-    spec.kind = OpKind::kMatmul;
-    spec.op = "matmul";
-  } else if (op == "linear") {
-    spec.kind = OpKind::kLinear;
-    spec.op = "linear";
-  } else if (op == "conv" || op == "conv2d") {
-    spec.kind = OpKind::kConv;
-    spec.op = "conv2d";
-  } else if (op == "relu") {
-    spec.kind = OpKind::kRelu;
-    spec.op = "relu";
-  } else if (op == "add") {
-    spec.kind = OpKind::kAdd;
-    spec.op = "add";
-  } else {
-    throw UsageError("unknown op " + quote(op) + "; strata traces:\n" + spec_help());
-  }
-  spec.dims = parse_dims(dims_text);
-  const size_t n = spec.dims.size();
-  switch (spec.kind) {
-    case OpKind::kMatmul:
-      if (n == 1) spec.dims = {spec.dims[0], spec.dims[0], spec.dims[0]};
-      else if (n != 3) throw UsageError("matmul takes N (square) or MxKxN, got " + quote(dims_text));
-      break;
-    case OpKind::kLinear:
-      if (n != 3) throw UsageError("linear takes BxINxOUT (batch, in features, out features), got " + quote(dims_text));
-      break;
-    case OpKind::kConv: {
-      if (n != 4) throw UsageError("conv takes NxCxHxW (batch, channels, height, width), got " + quote(dims_text));
-      spec.conv = conv;
-      if (!spec.conv.out_channels) spec.conv.out_channels = spec.dims[1];
-      if (*spec.conv.out_channels < 1 || *spec.conv.out_channels > kMaxDim)
-        throw UsageError("--out-channels must be between 1 and " + std::to_string(kMaxDim) + ", got " + std::to_string(*spec.conv.out_channels));
-      if (spec.conv.kernel < 1 || spec.conv.kernel > kMaxDim) throw UsageError("--kernel must be at least 1, got " + std::to_string(spec.conv.kernel));
-      if (spec.conv.stride < 1 || spec.conv.stride > kMaxDim) throw UsageError("--stride must be at least 1, got " + std::to_string(spec.conv.stride));
-      if (spec.conv.pad < 0 || spec.conv.pad > kMaxDim) throw UsageError("--pad must be 0 or more, got " + std::to_string(spec.conv.pad));
-      const int64_t h = spec.dims[2] + 2 * spec.conv.pad, w = spec.dims[3] + 2 * spec.conv.pad;
-      if (spec.conv.kernel > h || spec.conv.kernel > w) {
-        throw UsageError("conv: --kernel " + std::to_string(spec.conv.kernel) + " is larger than the padded input " +
-                         std::to_string(h) + "x" + std::to_string(w) + " (use a smaller --kernel or more --pad)");
-      }
-      break;
+  bool found = false;
+  size_t index = 0;
+  ops::AllOps::for_each([&](auto decl) {
+    using Op = decltype(decl);
+    if (!found && (op == Op::kName || (!Op::kAlias.empty() && op == Op::kAlias))) {
+      found = true;
+      spec.op_index = index;
+      spec.op = Op::kName;
     }
-    case OpKind::kRelu:
-    case OpKind::kAdd:
-      break;
-  }
+    ++index;
+  });
+  if (!found) throw UsageError("unknown op " + quote(op) + "; strata traces:\n" + spec_help());
+  spec.dims = parse_dims(dims_text);
+  spec.conv = conv;
+  spec.call = ops::AllOps::visit(spec.op_index, [&](auto decl) {
+    return decltype(decl)::spec(spec.dims, spec.conv, dims_text);
+  });
+  if (spec.op == ops::Conv2d::kName && !spec.conv.out_channels) spec.conv.out_channels = spec.dims[1];
   return spec;
 }
 

@@ -4,9 +4,12 @@
 #include <optional>
 #include <utility>
 #include <random>
+#include <span>
+#include <type_traits>
 #include <string>
 
 #include "layers/frontend/frontend.h"
+#include "layers/ops/operators.h"
 #include "layers/kernels/reference/reference.h"
 #include "lib/error.h"
 #include "lib/op_shapes.h"
@@ -23,7 +26,7 @@ using binding::IValue;
 // refused anyway, and 2^64 times one more size still fits in 128 bits).
 class ByteCount {
  public:
-  void add_tensor(std::initializer_list<int64_t> dims, size_t element) {
+  void add_tensor(std::span<const int64_t> dims, size_t element) {
     constexpr unsigned __int128 kSaturated = static_cast<unsigned __int128>(1) << 64;
     unsigned __int128 n = element;
     for (int64_t d : dims) n = std::min(n * static_cast<unsigned __int128>(d), kSaturated);
@@ -40,52 +43,36 @@ class ByteCount {
   unsigned __int128 total_ = 0;
 };
 
-Shape shape_of(const std::vector<int64_t>& dims) {
-  Shape s;
-  for (int64_t d : dims) s[s.ndim++] = d;
-  return s;
+// Calls Op's float64 reference with `args`, converted as the binding layer converts them for a kernel.
+template <typename Op, typename Signature = typename Op::Signature>
+struct ReferenceCall;
+template <typename Op, typename... Args>
+struct ReferenceCall<Op, Tensor(Args...)> {
+  static std::vector<double> run(const binding::Schema& schema, const std::vector<IValue>& given) {
+    std::vector<IValue> args = given;
+    for (size_t i = args.size(); i < schema.arguments.size(); ++i) args.push_back(*schema.arguments[i].default_value);
+    return run(args, std::index_sequence_for<Args...>{});
+  }
+  template <size_t... I>
+  static std::vector<double> run(const std::vector<IValue>& a, std::index_sequence<I...>) {
+    return Op::kReference(binding::unbox<Args>(a[I])...);
+  }
+};
+template <typename Op>
+std::vector<double> call_reference(const binding::Schema& schema, const std::vector<IValue>& args) {
+  return ReferenceCall<Op>::run(schema, args);
 }
 
 }  // namespace
 
 size_t required_bytes(const OpSpec& spec, DType dtype) {
   const size_t e = element_size(dtype);
-  const auto& d = spec.dims;
   ByteCount bytes;
-  switch (spec.kind) {
-    case OpKind::kMatmul:  // A, B, C
-      bytes.add_tensor({d[0], d[1]}, e);
-      bytes.add_tensor({d[1], d[2]}, e);
-      bytes.add_tensor({d[0], d[2]}, e);
-      break;
-    case OpKind::kLinear:  // input, weight, bias, output
-      bytes.add_tensor({d[0], d[1]}, e);
-      bytes.add_tensor({d[2], d[1]}, e);
-      bytes.add_tensor({d[2]}, e);
-      bytes.add_tensor({d[0], d[2]}, e);
-      break;
-    case OpKind::kConv: {
-      const int64_t k = *spec.conv.out_channels, r = spec.conv.kernel;
-      const int64_t oh = (d[2] + 2 * spec.conv.pad - r) / spec.conv.stride + 1;
-      const int64_t ow = (d[3] + 2 * spec.conv.pad - r) / spec.conv.stride + 1;
-      bytes.add_tensor({d[0], d[1], d[2], d[3]}, e);  // input
-      bytes.add_tensor({k, d[1], r, r}, e);           // weight
-      bytes.add_tensor({k}, e);                       // bias
-      bytes.add_tensor({d[0], k, oh, ow}, e);         // output
-      bytes.add_tensor({d[1], r, r, oh, ow}, e);      // im2col columns of one image (the CPU workspace)
-      break;
-    }
-    case OpKind::kRelu:
-    case OpKind::kAdd: {
-      int64_t n = 1;
-      for (int64_t x : d) {
-        if (__builtin_mul_overflow(n, x, &n)) throw UsageError(spec.text + " has more than 2^63 elements");
-      }
-      const int tensors = spec.kind == OpKind::kAdd ? 3 : 2;
-      for (int i = 0; i < tensors; ++i) bytes.add_tensor({n}, e);
-      break;
-    }
-  }
+  auto add = [&](const Shape& s) { bytes.add_tensor(std::span<const int64_t>(s.dims.data(), size_t(s.ndim)), e); };
+  for (const ops::SpecArg& a : spec.call.args)
+    if (a.is_tensor) add(a.shape);
+  for (const Shape& s : spec.call.outputs) add(s);
+  if (!spec.call.workspace_dims.empty()) bytes.add_tensor(spec.call.workspace_dims, e);
   return bytes.value(spec);
 }
 
@@ -169,74 +156,32 @@ PreparedCall prepare_call(const OpSpec& spec, DType dtype, Device device, uint64
   call.bytes = required_bytes(spec, dtype);
   check_fits(call.bytes, available_bytes, device, spec.text + " (" + std::string(dtype_name(dtype)) + ")");
   call.op = &binding::find_operator(spec.op);
-  const auto& d = spec.dims;
-  // Each tensor gets its own stream of the seed so that changing one shape does not change the others.
-  auto make = [&](const Shape& shape, uint64_t stream, bool grad) {
-    Tensor t = random_tensor(shape, dtype, device, seed * 1000003 + stream);
-    t.set_requires_grad(grad);
-    return t;
-  };
-  switch (spec.kind) {
-    case OpKind::kMatmul:
-      call.args = {make({d[0], d[1]}, 1, requires_grad), make({d[1], d[2]}, 2, requires_grad)};
-      call.description = "[" + std::to_string(d[0]) + "x" + std::to_string(d[1]) + "] @ [" + std::to_string(d[1]) +
-                         "x" + std::to_string(d[2]) + "]";
-      call.gemm_shape = Shape{d[0], d[1], d[2]}.str();
-      call.flops = 2.0 * double(d[0]) * double(d[1]) * double(d[2]);
-      break;
-    case OpKind::kLinear:
-      call.args = {make({d[0], d[1]}, 1, requires_grad), make({d[2], d[1]}, 2, requires_grad),
-                   make({d[2]}, 3, requires_grad)};
-      call.description = "input [" + std::to_string(d[0]) + "x" + std::to_string(d[1]) + "] weight [" +
-                         std::to_string(d[2]) + "x" + std::to_string(d[1]) + "] bias [" + std::to_string(d[2]) + "]";
-      call.gemm_shape = Shape{d[0], d[1], d[2]}.str();
-      call.flops = 2.0 * double(d[0]) * double(d[1]) * double(d[2]) + double(d[0]) * double(d[2]);
-      break;
-    case OpKind::kConv: {
-      const int64_t k = *spec.conv.out_channels, r = spec.conv.kernel;
-      Tensor input = make({d[0], d[1], d[2], d[3]}, 1, requires_grad);
-      Tensor weight = make({k, d[1], r, r}, 2, requires_grad);
-      auto g = op_shapes::conv2d(input.sizes(), weight.sizes(), nullptr, spec.conv.stride, spec.conv.pad);
-      call.args = {input, weight, make({k}, 3, requires_grad), IValue(spec.conv.stride), IValue(spec.conv.pad)};
-      call.description = "input [" + input.sizes().str() + "] weight [" + weight.sizes().str() + "] stride " +
-                         std::to_string(spec.conv.stride) + " pad " + std::to_string(spec.conv.pad) + " -> [" +
-                         g.output().str() + "]";
-      call.gemm_shape = Shape{k, d[1] * r * r, g.out_height * g.out_width}.str();
-      call.flops = 2.0 * double(d[0]) * double(k) * double(d[1]) * double(r * r) * double(g.out_height) *
-                   double(g.out_width);
-      break;
-    }
-    case OpKind::kRelu:
-    case OpKind::kAdd: {
-      Shape s = shape_of(d);
-      if (spec.kind == OpKind::kRelu) {
-        call.args = {make(s, 1, requires_grad)};
-        call.description = "[" + s.str() + "]";
-        call.flops = double(s.numel());
-        call.bytes_moved = 2.0 * double(s.numel()) * double(element_size(dtype));  // read x, write y
-      } else {
-        call.args = {make(s, 1, requires_grad), make(s, 2, requires_grad)};
-        call.description = "[" + s.str() + "] + [" + s.str() + "]";
-        call.flops = double(s.numel());
-        call.bytes_moved = 3.0 * double(s.numel()) * double(element_size(dtype));  // read a and b, write out
-      }
-      break;
+  // Each tensor gets its own stream of the seed (its position among the tensors, from 1) so that
+  // changing one shape does not change the others.
+  uint64_t stream = 0;
+  for (const ops::SpecArg& a : spec.call.args) {
+    if (a.is_tensor) {
+      Tensor t = random_tensor(a.shape, dtype, device, seed * 1000003 + ++stream);
+      t.set_requires_grad(requires_grad);
+      call.args.emplace_back(std::move(t));
+    } else {
+      call.args.emplace_back(a.value);
     }
   }
+  call.description = spec.call.description;
+  call.gemm_shape = spec.call.gemm_shape;
+  call.flops = spec.call.flops;
+  call.bytes_moved = spec.call.elements_moved * double(element_size(dtype));
   return call;
 }
 
 std::vector<double> reference_result(const OpSpec& spec, const PreparedCall& call) {
-  const auto& a = call.args;
-  switch (spec.kind) {
-    case OpKind::kMatmul: return reference::matmul(a[0].tensor(), a[1].tensor());
-    case OpKind::kLinear: return reference::linear(a[0].tensor(), a[1].tensor(), a[2].tensor());
-    case OpKind::kConv:
-      return reference::conv2d(a[0].tensor(), a[1].tensor(), a[2].tensor(), spec.conv.stride, spec.conv.pad);
-    case OpKind::kRelu: return reference::relu(a[0].tensor());
-    case OpKind::kAdd: return reference::add(a[0].tensor(), a[1].tensor(), 1.0);
-  }
-  return {};
+  // The reference takes the op's own arguments; those the spec leaves out take the schema's defaults
+  // (add's alpha), exactly as the binding layer fills them in for the kernel.
+  return ops::AllOps::visit(spec.op_index, [&](auto decl) {
+    using Op = decltype(decl);
+    return call_reference<Op>(call.op->schema(), call.args);
+  });
 }
 
 }  // namespace strata::frontend

@@ -2,10 +2,12 @@
 // wrapper keys that redispatch with their own key removed, and the missing-kernel error.
 #include <doctest/doctest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "layers/dispatch/dispatch.h"
+#include "layers/ops/operators.h"
 #include "layers/frontend/frontend.h"
 #include "layers/kernels/reference/reference.h"
 
@@ -70,9 +72,9 @@ TEST_CASE("thread-local guards include and exclude keys, nest, and restore the p
     CHECK(compute_dispatch_key_set(a) == kGradCpu);
   }
   CHECK(compute_dispatch_key_set(a) == kCpuOnly);
-  CHECK(dispatch_tls::t_local.included.empty());
-  CHECK(dispatch_tls::t_local.excluded.empty());
-  CHECK(dispatch_tls::t_grad_enabled);
+  CHECK(local_dispatch_key_set().included.empty());
+  CHECK(local_dispatch_key_set().excluded.empty());
+  CHECK(grad_mode_enabled());
 }
 
 TEST_CASE("requires_grad routes through Autograd, which records the backward node and redispatches to CPU") {
@@ -145,7 +147,7 @@ TEST_CASE("every operator's Autograd kernel records its own node") {
 }
 
 TEST_CASE("a missing kernel is an error that lists the keys that do have kernels") {
-  const OperatorEntry& mm = Dispatcher::instance().entry(OpId::kMatmul);
+  const OperatorEntry& mm = ops::entry<ops::Matmul>();
   if (mm.kernel(DispatchKey::kAutocast) != nullptr) {
     MESSAGE("skipped: matmul has an Autocast kernel in this build");
     return;
@@ -165,13 +167,12 @@ TEST_CASE("a missing kernel is an error that lists the keys that do have kernels
 }
 
 TEST_CASE("registering a second kernel for a key, or one for Undefined, is refused and names who was first") {
-  Dispatcher& d = Dispatcher::instance();
   auto fn = [](DispatchKeySet, const Tensor& t) { return t; };
   CHECK_THROWS_WITH_AS(
-      d.register_kernel<OpId::kRelu>(DispatchKey::kCPU, fn, "test"),
+      (void)ops::register_kernel<ops::Relu>(DispatchKey::kCPU, fn, "test"),
       doctest::Contains("relu already has a CPU kernel, registered by layers/kernels/cpu/pointwise.cpp"),
       Error);
-  CHECK_THROWS_WITH_AS(d.register_kernel<OpId::kRelu>(DispatchKey::kUndefined, fn, "test"),
+  CHECK_THROWS_WITH_AS((void)ops::register_kernel<ops::Relu>(DispatchKey::kUndefined, fn, "test"),
                        doctest::Contains("cannot register a kernel for key Undefined"), Error);
 }
 
@@ -182,18 +183,18 @@ DispatchKeySet g_autocast_saw;
 Tensor relu_autocast(DispatchKeySet ks, const Tensor& self) {
   ++g_autocast_calls;
   g_autocast_saw = ks;
-  return Dispatcher::instance().redispatch<OpId::kRelu>(ks.remove(DispatchKey::kAutocast), self);
+  return ops::redispatch<ops::Relu>(ks.remove(DispatchKey::kAutocast), self);
 }
 }  // namespace
 
 TEST_CASE("a registered wrapper key runs first and redispatches through the lower keys in priority order") {
-  Dispatcher& d = Dispatcher::instance();
-  if (d.entry(OpId::kRelu).kernel(DispatchKey::kAutocast) == nullptr) {
-    d.register_kernel<OpId::kRelu>(DispatchKey::kAutocast, relu_autocast,
-                                   "tests/dispatch/dispatcher_test.cpp");
-  }
-  CHECK(d.entry(OpId::kRelu).registered_by(DispatchKey::kAutocast) == "tests/dispatch/dispatcher_test.cpp");
-  CHECK(d.entry(OpId::kRelu).keys_with_kernels().front() == DispatchKey::kAutocast);  // priority order
+  const OperatorEntry& relu = ops::entry<ops::Relu>();
+  REQUIRE(relu.kernel(DispatchKey::kAutocast) == nullptr);
+  std::optional<RegistrationHandle> handle;
+  handle.emplace(ops::register_kernel<ops::Relu>(DispatchKey::kAutocast, relu_autocast,
+                                                 "tests/dispatch/dispatcher_test.cpp"));
+  CHECK(relu.registered_by(DispatchKey::kAutocast) == "tests/dispatch/dispatcher_test.cpp");
+  CHECK(relu.keys_with_kernels().front() == DispatchKey::kAutocast);  // priority order
   Tensor g = rnd(Shape{16}, 1, true);
   Timeline t;
   Tensor out;
@@ -211,5 +212,14 @@ TEST_CASE("a registered wrapper key runs first and redispatches through the lowe
 #endif
   // Without the key in the set the wrapper does not run.
   ops::relu(g);
+  CHECK(g_autocast_calls == 1);
+  // The handle's end is the registration's end: the table is as it was (c10's RegistrationHandleRAII).
+  handle.reset();
+  CHECK(relu.kernel(DispatchKey::kAutocast) == nullptr);
+  CHECK(relu.registered_by(DispatchKey::kAutocast).empty());
+  {
+    IncludeKeyGuard include(DispatchKey::kAutocast);
+    CHECK_THROWS_AS(ops::relu(g), UnavailableError);
+  }
   CHECK(g_autocast_calls == 1);
 }

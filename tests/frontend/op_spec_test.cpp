@@ -5,6 +5,7 @@
 #include <string>
 
 #include "layers/frontend/frontend.h"
+#include "layers/ops/operators.h"
 #include "lib/error.h"
 
 using namespace strata;
@@ -75,7 +76,7 @@ TEST_CASE("parse_dims refuses every malformed size with the reason") {
 
 TEST_CASE("parse_op_spec: ops, aliases and the dims each takes") {
   OpSpec mm = parse_op_spec("matmul", "1024");
-  CHECK(mm.kind == OpKind::kMatmul);
+  CHECK(mm.op_index == ops::op_index<ops::Matmul>());
   CHECK(mm.op == "matmul");
   CHECK(mm.dims == std::vector<int64_t>{1024, 1024, 1024});  // N means N x N x N
   CHECK(mm.text == "matmul 1024");

@@ -1,0 +1,48 @@
+// The vocabulary of an operator declaration (layers/ops/operators.h holds the declarations themselves).
+// See Note [One declaration per operator] there. Nothing here knows any particular operator.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "layers/dispatch/autograd.h"  // BackwardDecl
+#include "lib/tensor.h"
+
+namespace strata::ops {
+
+// The options of a spec that only conv2d reads (`--out-channels K --kernel R --stride S --pad P`).
+struct ConvOptions {
+  std::optional<int64_t> out_channels;  // default: the input's channel count
+  int64_t kernel = 3;
+  int64_t stride = 1;
+  int64_t pad = 0;
+};
+
+// One argument of a call built from a spec, in schema order: a tensor the frontend fills with seeded
+// random values, or an int passed as it is. Arguments the spec does not give take the schema's default.
+struct SpecArg {
+  bool is_tensor = true;
+  Shape shape;        // tensors
+  int64_t value = 0;  // ints
+  static SpecArg tensor(Shape s) { return {true, s, 0}; }
+  static SpecArg integer(int64_t v) { return {false, {}, v}; }
+};
+
+// What one call of an op built from a spec is: its arguments, and the figures the report needs about it.
+struct SpecCall {
+  std::vector<SpecArg> args;
+  std::vector<Shape> outputs;  // from the op's shape rule: what the frontend sizes memory for
+  std::string description;  // "[1024x1024] @ [1024x1024]"
+  std::string gemm_shape;   // "1024x1024x1024" (MxKxN) for GEMM-based ops, "" otherwise
+  double flops = 0;         // floating-point operations of one call
+  // Memory-bound ops: elements one call must read and write (bytes = this x the element size); else 0.
+  double elements_moved = 0;
+  // Elements of workspace the largest backend needs beside inputs and output (the CPU conv's im2col
+  // columns of one image), as sizes so that the frontend multiplies them overflow-checked.
+  std::vector<int64_t> workspace_dims;
+};
+
+}  // namespace strata::ops
