@@ -241,6 +241,30 @@ struct Add {
 };
 inline constexpr EntryPoint<Add> add{};
 
+struct Gelu {
+  static constexpr const char* kName = "gelu";
+  static constexpr std::string_view kAlias = "";
+  static constexpr const char* kSchema = "gelu(Tensor self) -> Tensor";
+  using Signature = Tensor(const Tensor& self);
+  static constexpr KernelDecl kCpu{&kernels::cpu::gelu, "layers/kernels/cpu/pointwise.cpp (erf loop)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::gelu, "layers/kernels/cuda/pointwise.cu (strata's own kernel)"};
+  static constexpr auto kReference = &reference::gelu;
+  static constexpr BackwardDecl kBackward{"GeluBackward", 0b1};  // dx needs x: Phi(x) + x * phi(x)
+  static constexpr const char* kSpecHelp = "  gelu N | shape           N elements, x * Phi(x) (exact, erf)         e.g. gelu 1048576\n";
+
+  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
+    SpecCall c;
+    const Shape s = spec_text::shape(d);
+    c.args = {SpecArg::tensor(s)};
+    c.outputs = {s};
+    c.description = spec_text::bracket(s);
+    c.flops = spec_text::elements(d);  // counted as one operation per element, like relu
+    c.elements_moved = 2.0 * spec_text::elements(d);  // read x, write y
+    return c;
+  }
+};
+inline constexpr EntryPoint<Gelu> gelu{};
+
 // Every operator, in the order `strata ops` lists them; an op's index here is its id in the dispatcher.
 template <typename... Ops>
 struct OpList {
@@ -272,7 +296,7 @@ struct OpList {
   }
 };
 
-using AllOps = OpList<Matmul, Linear, Conv2d, Relu, Add>;
+using AllOps = OpList<Matmul, Linear, Conv2d, Relu, Add, Gelu>;
 
 template <typename Op>
 constexpr size_t op_index() {

@@ -189,11 +189,12 @@ TEST_CASE("strata ops lists every operator, its schema, and the keys with kernel
        {"matmul(Tensor self, Tensor other) -> Tensor",
         "linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor",
         "conv2d(Tensor input, Tensor weight, Tensor? bias=None, int stride=1, int padding=0) -> Tensor",
-        "relu(Tensor self) -> Tensor", "add(Tensor self, Tensor other, *, float alpha=1) -> Tensor"}) {
+        "relu(Tensor self) -> Tensor", "add(Tensor self, Tensor other, *, float alpha=1) -> Tensor",
+        "gelu(Tensor self) -> Tensor"}) {
     CHECK_MESSAGE(contains(r.out, std::string(schema) + "\n"), schema);
   }
-  CHECK(count_of(r.out, "  Autograd  layers/dispatch/autograd.cpp") == 5);
-  CHECK(count_of(r.out, "  CPU       layers/kernels/cpu/") == 5);
+  CHECK(count_of(r.out, "  Autograd  layers/dispatch/autograd.cpp") == 6);
+  CHECK(count_of(r.out, "  CPU       layers/kernels/cpu/") == 6);
   CHECK(contains(r.out, "keys in priority order (highest first): Autocast > Autograd > CUDA > CPU"));
 }
 

@@ -144,6 +144,9 @@ TEST_CASE("every operator's Autograd kernel records its own node") {
   out = ops::add(x, x, 1.0);
   CHECK(std::string(out.grad_fn()->name()) == "AddBackward");
   CHECK(out.grad_fn()->num_saved() == 0);
+  out = ops::gelu(x);
+  CHECK(std::string(out.grad_fn()->name()) == "GeluBackward");
+  CHECK(out.grad_fn()->num_saved() == 1);
 }
 
 TEST_CASE("a missing kernel is an error that lists the keys that do have kernels") {

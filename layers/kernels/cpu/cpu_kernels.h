@@ -14,6 +14,7 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias);  /
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride, int64_t padding);
 Tensor relu(const Tensor& self);
 Tensor add(const Tensor& self, const Tensor& other, double alpha);
+Tensor gelu(const Tensor& self);  // exact (erf) form
 
 // What the environment report prints: OpenBLAS's own config string and thread count.
 std::string blas_config();

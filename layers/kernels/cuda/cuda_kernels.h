@@ -19,6 +19,7 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias);  /
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride, int64_t padding);
 Tensor relu(const Tensor& self);
 Tensor add(const Tensor& self, const Tensor& other, double alpha);
+Tensor gelu(const Tensor& self);  // exact (erf) form, strata's own kernel
 
 // f32 matmul / linear / conv2d on TF32 tensor cores (--tf32). Off by default: f32 means f32 math.
 void set_tf32(bool enabled);

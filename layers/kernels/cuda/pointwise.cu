@@ -1,4 +1,4 @@
-// strata's own CUDA kernels: relu, add, and the two bias broadcasts (linear's fallback path, conv2d).
+// strata's own CUDA kernels: relu, gelu, add, and the two bias broadcasts (linear's fallback path, conv2d).
 // Grid-stride loops over contiguous memory: these ops are bandwidth-bound, so what matters is coalesced
 // access and enough blocks in flight, not arithmetic. Half types compute in f32, f64 in f64.
 #include <cuda_bf16.h>
@@ -53,6 +53,17 @@ __global__ void relu_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t 
 }
 
 template <typename T>
+__global__ void gelu_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n) {
+  using M = Math<T>;
+  using Acc = typename M::Acc;
+  const Acc inv_sqrt2 = Acc(0.70710678118654752440);
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    const Acc v = M::load(x[i]);
+    y[i] = M::store(Acc(0.5) * v * (Acc(1) + erf(v * inv_sqrt2)));
+  }
+}
+
+template <typename T>
 __global__ void add_kernel(const T* __restrict__ a, const T* __restrict__ b, typename Math<T>::Acc alpha,
                            T* __restrict__ y, int64_t n) {
   using M = Math<T>;
@@ -92,6 +103,15 @@ void launch_relu(DType dtype, const void* x, void* y, int64_t n, cudaStream_t st
   with_type(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     relu_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), n);
+  });
+  STRATA_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_gelu(DType dtype, const void* x, void* y, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  with_type(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    gelu_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), n);
   });
   STRATA_CUDA_CHECK(cudaGetLastError());
 }

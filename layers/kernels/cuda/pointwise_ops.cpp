@@ -1,4 +1,4 @@
-// relu and add on the GPU: strata's own kernels (pointwise.cu), no library in between, so the library row
+// relu, gelu and add on the GPU: strata's own kernels (pointwise.cu), no library in between, so the library row
 // is only argument checks, the output allocation and the launch call itself.
 #include "layers/kernels/cuda/cuda_common.h"
 #include "layers/kernels/cuda/cuda_kernels.h"
@@ -15,6 +15,16 @@ Tensor relu(const Tensor& self) {
   Tensor out = Tensor::empty(self.sizes(), self.dtype(), self.device());
   STRATA_ZONE(launch, Layer::kLibrary, "relu_kernel<<<>>>");
   launch_relu(self.dtype(), self.data_ptr(), out.data_ptr(), self.numel(), stream);
+  return out;
+}
+
+Tensor gelu(const Tensor& self) {
+  STRATA_ZONE(zone, Layer::kLibrary, "gelu (cuda)");
+  check_cuda_input("gelu", self);
+  const cudaStream_t stream = device_stream(self);
+  Tensor out = Tensor::empty(self.sizes(), self.dtype(), self.device());
+  STRATA_ZONE(launch, Layer::kLibrary, "gelu_kernel<<<>>>");
+  launch_gelu(self.dtype(), self.data_ptr(), out.data_ptr(), self.numel(), stream);
   return out;
 }
 

@@ -142,6 +142,12 @@ std::vector<double> relu(const Tensor& self) {
   return v;
 }
 
+std::vector<double> gelu(const Tensor& self) {
+  auto v = to_double(self);
+  for (double& x : v) x = 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+  return v;
+}
+
 std::vector<double> add(const Tensor& self, const Tensor& other, double alpha) {
   op_shapes::elementwise(self.sizes(), other.sizes());
   auto a = to_double(self);

@@ -19,6 +19,8 @@ std::vector<double> conv2d(const Tensor& input, const Tensor& weight, const Tens
                            int64_t padding);
 std::vector<double> relu(const Tensor& self);
 std::vector<double> add(const Tensor& self, const Tensor& other, double alpha);
+// x * Phi(x) with the exact normal CDF (PyTorch's gelu with approximate='none').
+std::vector<double> gelu(const Tensor& self);
 
 // ||out - ref||_2 / ||max(|ref|, 0.25)||_2: one number that does not blow up on individual near-zero
 // entries, nor on an output that cancels to nearly zero (see Note [Error against the inputs' scale]).

@@ -137,6 +137,20 @@ TEST_CASE("relu matches the reference exactly, add within the tolerance") {
   }
 }
 
+TEST_CASE("gelu matches the float64 reference within the tolerance, at both signs and far into the tails") {
+  INFO("seed " << run_seed());
+  for (DType dtype : kDTypes) {
+    for (const Shape& s : {Shape{1}, Shape{7}, Shape{1000}, Shape{2, 3, 4, 5}}) {
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(s.str());
+      Tensor a = rnd(s, dtype, 3);
+      Tensor g = cpu::gelu(a);
+      CHECK(g.sizes() == s);
+      check_close(g, reference::gelu(a), dtype);
+    }
+  }
+}
+
 TEST_CASE("the comparison would catch a wrong kernel") {
   // A transposed operand, a dropped bias and a shifted conv window must all land far outside the
   // tolerance; otherwise the tests above prove nothing.

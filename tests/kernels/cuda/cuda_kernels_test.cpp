@@ -120,7 +120,7 @@ TEST_CASE("conv2d with --tf32") {
   check_against_reference(cuda::conv2d(x, w, b, 1, 1), reference::conv2d(x, w, b, 1, 1), DType::kF32, true);
 }
 
-TEST_CASE("relu and add: strata's own kernels, sizes around the block and grid edges, every dtype") {
+TEST_CASE("relu, gelu and add: strata's own kernels, sizes around the block and grid edges, every dtype") {
   init();
   for (int64_t n : {int64_t{1}, int64_t{255}, int64_t{256}, int64_t{257}, int64_t{1} << 20, (int64_t{1} << 20) + 3}) {
     for (DType dtype : kDTypes) {
@@ -128,6 +128,7 @@ TEST_CASE("relu and add: strata's own kernels, sizes around the block and grid e
       CAPTURE(n);
       const Tensor a = random({n}, dtype), b = random({n}, dtype);
       check_against_reference(cuda::relu(a), reference::relu(a), dtype);
+      check_against_reference(cuda::gelu(a), reference::gelu(a), dtype);
       check_against_reference(cuda::add(a, b, 1.0), reference::add(a, b, 1.0), dtype);
       check_against_reference(cuda::add(a, b, -0.5), reference::add(a, b, -0.5), dtype);
     }

@@ -34,6 +34,11 @@ TEST_CASE("reference values computed by hand") {
   Tensor bias = make(Shape{2}, {10, -10});
   CHECK(reference::linear(a, w, bias) == std::vector<double>{8, -7, 8, -2.5});
   CHECK(reference::relu(make(Shape{4}, {-1, 0, 2, -0.5})) == std::vector<double>{0, 0, 2, 0});
+  // gelu(x) = x * Phi(x), with Phi(1) = 0.841344746068543 and Phi(-1) = 1 - Phi(1).
+  const std::vector<double> g = reference::gelu(make(Shape{3}, {0, 1, -1}));
+  CHECK(g[0] == 0.0);
+  CHECK(g[1] == doctest::Approx(0.841344746068543).epsilon(1e-14));
+  CHECK(g[2] == doctest::Approx(-0.158655253931457).epsilon(1e-13));
   CHECK(reference::add(make(Shape{2}, {1, 2}), make(Shape{2}, {3, 4}), -2) == std::vector<double>{-5, -6});
   // conv 1x1x3x3 with a 2x2 kernel of ones, padding 0: sums of 2x2 windows.
   Tensor img = make(Shape{1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
