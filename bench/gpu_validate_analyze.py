@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Turns the JSON files scripts/gpu-validate collected into the report's target tables (issues 3 and 4).
+"""The checks scripts/gpu-validate computes from the JSON it collected: strata's GPU kernel time vs the raw
+library call, binding + dispatch per call, tracing overhead, every launched kernel accounted for (traces),
+and every replayed kernel attributed next to the raw eager-vs-graph floor (compare).
 
     gpu_validate_analyze.py traces  WORK [--rehearsal] CASE...
     gpu_validate_analyze.py compare WORK [--rehearsal] CASE...
@@ -7,9 +9,9 @@
 WORK is gpu-validate's work folder: it reads WORK/json/<CASE>.json (strata trace/compare --json),
 WORK/json/<CASE>.nodt.json (the same trace with --no-device-timing), WORK/json/raw_cuda.json and
 WORK/json/raw_graph.json (bench/raw_cuda_bench, bench/raw_graph_bench --json). Markdown goes to stdout;
-one line per target goes to WORK/status.tsv ("step<TAB>pass|fail|skip|info<TAB>detail"), which the script
-turns into the report's summary. --rehearsal (no GPU: the runs were made with --device cpu to exercise this
-code) turns every verdict into "skip". Only the standard library: the GPU machine has python3 but nothing
+one line per check goes to WORK/status.tsv ("check<TAB>pass|fail|skip|info<TAB>detail"), which
+bench/gpu_validate_report.py turns into the report's summary. --rehearsal (no GPU: the runs were made with
+--device cpu to exercise this code) turns every verdict into "skip". Only the standard library: the GPU machine has python3 but nothing
 else of ours.
 """
 import json

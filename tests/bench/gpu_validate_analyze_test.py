@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""bench/gpu_validate_analyze.py: the checks computed from strata's JSON and the raw baselines' JSON."""
+import contextlib
+import io
+import os
+import unittest
+
+from gpu_validate_test_support import WorkFolder, gpu_trace, load_data
+import gpu_validate_analyze as analyze
+
+CASE = "matmul_1024_f32"
+KERNEL = "sm90_xmma_gemm_f32f32_tn"
+
+
+def raw_cuda(median_ns, names=(KERNEL,), key=CASE):
+    return {"cases": [{"key": key, "kernel": {"count": 500, "median_ns": median_ns},
+                       "kernels": [{"name": n} for n in names]}]}
+
+
+class TraceChecks(unittest.TestCase):
+    def setUp(self):
+        self.work = WorkFolder()
+
+    def tearDown(self):
+        self.work.remove()
+
+    def run_traces(self, doc, raw, nodt=None, rehearsal=False):
+        self.work.write_json(CASE, doc)
+        if nodt is not None:
+            self.work.write_json(CASE + ".nodt", nodt)
+        if raw is not None:
+            self.work.write_json("raw_cuda", raw)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            analyze.traces(self.work.path, [CASE], analyze.Status(self.work.path, rehearsal))
+        return out.getvalue(), self.work.statuses()
+
+    def test_kernel_time_within_tolerance_passes(self):
+        text, st = self.run_traces(gpu_trace([10000, 10100, 10050, 9990, 10020]), raw_cuda(10000))
+        result, detail = st[f"kernel time {CASE}"]
+        self.assertEqual(result, "pass", detail)
+        self.assertIn("strata 10.02 us vs raw 10.00 us (+0.2%)", detail)
+        self.assertIn(f"| {CASE} | 10.02 | 10.00 | +0.2% | PASS |", text)
+
+    def test_kernel_time_off_by_five_percent_fails(self):
+        _, st = self.run_traces(gpu_trace([10500] * 5), raw_cuda(10000))
+        result, detail = st[f"kernel time {CASE}"]
+        self.assertEqual(result, "fail")
+        self.assertIn("+5.0%", detail)
+
+    def test_different_kernels_are_named(self):
+        text, st = self.run_traces(gpu_trace([10000] * 5), raw_cuda(10000, names=("other_gemm",)))
+        self.assertEqual(st[f"kernel time {CASE}"][0], "pass")
+        self.assertIn("ran different kernels", st[f"kernel time {CASE}"][1])
+        self.assertIn("PASS (different kernels)", text)
+
+    def test_missing_raw_baseline_fails(self):
+        text, st = self.run_traces(gpu_trace([10000] * 5), None)
+        self.assertIn("No raw baseline", text)
+        self.assertEqual(st[f"kernel time {CASE}"], ("fail", "missing the raw kernel time"))
+
+    def test_missing_json_fails(self):
+        self.work.write_json("raw_cuda", raw_cuda(10000))
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            analyze.traces(self.work.path, [CASE], analyze.Status(self.work.path, False))
+        self.assertEqual(self.work.statuses()[f"kernel time {CASE}"][0], "fail")
+        self.assertIn("(no JSON)", out.getvalue())
+
+    def test_binding_dispatch_per_call(self):
+        _, st = self.run_traces(gpu_trace([10000] * 5, binding_dispatch=200), raw_cuda(10000))
+        self.assertEqual(st[f"binding+dispatch {CASE}"], ("pass", "0.200 us per call (<= 0.300)"))
+        _, st = self.run_traces(gpu_trace([10000] * 5, binding_dispatch=400), raw_cuda(10000))
+        self.assertEqual(st[f"binding+dispatch {CASE}"][0], "fail")
+
+    def test_binding_dispatch_from_the_real_cpu_rows(self):
+        # The fixture's own rows: binding [40 20 19 21 20] + dispatch [50 20 1 20 20] per call -> median 40 ns.
+        _, st = self.run_traces(gpu_trace([10000] * 5), raw_cuda(10000))
+        self.assertEqual(st[f"binding+dispatch {CASE}"], ("pass", "0.040 us per call (<= 0.300)"))
+
+    def test_tracing_overhead_is_stated(self):
+        doc = gpu_trace([10000] * 5)
+        nodt = gpu_trace([10000] * 5)
+        nodt["untraced_wall_median_ns"] = doc["untraced_wall_median_ns"] - 100
+        _, st = self.run_traces(doc, raw_cuda(10000), nodt=nodt)
+        result, detail = st[f"tracing overhead {CASE}"]
+        self.assertEqual(result, "info")
+        self.assertIn("0.10 us to call+sync", detail)
+        os.remove(os.path.join(self.work.path, "json", CASE + ".nodt.json"))
+        _, st = self.run_traces(doc, raw_cuda(10000))
+        self.assertIn("no --no-device-timing run", st[f"tracing overhead {CASE}"][1])
+
+    def test_every_kernel_accounted_for(self):
+        _, st = self.run_traces(gpu_trace([10000] * 5), raw_cuda(10000))
+        self.assertEqual(st[f"accounting {CASE}"][0], "pass")
+        doc = gpu_trace([10000] * 5)
+        doc["cold"]["unmatched_launches"] = 1
+        _, st = self.run_traces(doc, raw_cuda(10000))
+        self.assertEqual(st[f"accounting {CASE}"][0], "fail")
+        self.assertIn("cold: device_records=True, unmatched launches 1", st[f"accounting {CASE}"][1])
+
+    def test_cpu_run_has_no_device_records(self):
+        # The real CPU JSON as it is: no device records, no gpu row.
+        _, st = self.run_traces(load_data("trace_relu_1024_cpu.json"), raw_cuda(10000))
+        self.assertEqual(st[f"accounting {CASE}"][0], "fail")
+        self.assertEqual(st[f"kernel time {CASE}"], ("fail", "missing strata's gpu row"))
+
+    def test_rehearsal_turns_verdicts_into_skips(self):
+        _, st = self.run_traces(load_data("trace_relu_1024_cpu.json"), raw_cuda(10000), rehearsal=True)
+        for check, (result, detail) in st.items():
+            self.assertIn(result, ("skip", "info"), check)
+        self.assertTrue(st[f"accounting {CASE}"][1].startswith("CPU rehearsal, not a validation: would be fail"))
+
+
+class CompareChecks(unittest.TestCase):
+    def setUp(self):
+        self.work = WorkFolder()
+
+    def tearDown(self):
+        self.work.remove()
+
+    def run_compare(self, doc, case="compare_relu_1024_k4"):
+        self.work.write_json(case, doc)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            analyze.compare(self.work.path, [case], analyze.Status(self.work.path, False))
+        return out.getvalue(), self.work.statuses()["compare relu 1024 K=4"]
+
+    def test_cpu_plan_replay_has_no_device_records(self):
+        text, (result, detail) = self.run_compare(load_data("compare_relu_1024_k4_cpu.json"))
+        self.assertEqual(result, "fail", detail)  # no device records on the CPU
+        self.assertIn("device records: eager False, replay False", detail)
+        self.assertIn("| relu 1024 | 4 |", text)
+
+    def test_graph_replay_needs_its_attribution(self):
+        doc = load_data("compare_relu_1024_k4_cpu.json")
+        doc["eager"]["device_records"] = doc["replay"]["device_records"] = True
+        doc["replay"]["label"] = "CUDA Graph"
+        doc["notes"] = []
+        _, (result, detail) = self.run_compare(doc)
+        self.assertEqual(result, "fail")
+        self.assertIn("no graph attribution note", detail)
+        doc["notes"] = ["graph replay: 64 of 64 replayed kernels attributed to their ops"]
+        _, (result, detail) = self.run_compare(doc)
+        self.assertEqual(result, "pass", detail)
+        self.assertIn("attribution 64 of 64", detail)
+        doc["notes"] = ["graph replay: 60 of 64 replayed kernels attributed to their ops"]
+        _, (result, detail) = self.run_compare(doc)
+        self.assertEqual(result, "fail")
+
+
+if __name__ == "__main__":
+    unittest.main()

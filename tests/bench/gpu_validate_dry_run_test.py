@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""scripts/gpu-validate --dry-run end to end: the steps in their order, the report and the tarball written,
+the budget honoured. Needs bash and the usual tools; no GPU, no build (the dry run builds nothing).
+Dependency discovery runs for real against an empty .deps, so what it finds depends on the machine and is
+not asserted here."""
+import glob
+import os
+import subprocess
+import sys
+import tarfile
+import unittest
+
+from gpu_validate_test_support import ROOT, WorkFolder
+
+SCRIPT = os.path.join(ROOT, "scripts", "gpu-validate")
+SECTIONS = ["1. Machine", "2. Dependencies", "3. Build", "4. Devices", "5. Traces", "6. Eager vs CUDA Graph",
+            "7. GPU test suite", "8. Kernel paths through the CLI", "9. Host test suite"]
+
+
+def read(path):
+    with open(path) as f:
+        return f.read()
+
+
+def dry_run(scratch, *extra):
+    deps = os.path.join(scratch, "deps")
+    os.makedirs(deps, exist_ok=True)
+    env = dict(os.environ, PYTHON=sys.executable, STRATA_COMMIT="test-commit")
+    env.pop("OUT", None)
+    proc = subprocess.run(["bash", SCRIPT, "--dry-run", "--out", os.path.join(scratch, "out"), "--build",
+                           os.path.join(scratch, "build"), "--deps", deps, "--jobs", "1", *extra],
+                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=240)
+    reports = glob.glob(os.path.join(scratch, "out", "gpu-validate-*.md"))
+    return proc, reports
+
+
+class DryRun(unittest.TestCase):
+    def setUp(self):
+        self.scratch = WorkFolder()
+
+    def tearDown(self):
+        self.scratch.remove()
+
+    def test_walks_every_step_and_writes_the_report(self):
+        proc, reports = dry_run(self.scratch.path)
+        self.assertEqual(proc.returncode, 0, proc.stdout[-3000:])
+        self.assertEqual(len(reports), 1, proc.stdout[-3000:])
+        text = read(reports[0])
+        self.assertIn("- commit: `test-commit` (from STRATA_COMMIT)", text)
+        self.assertIn("- result: DRY RUN", text)
+        self.assertNotIn("IN PROGRESS", text)
+        at = [text.find("\n## " + s) for s in SECTIONS]
+        self.assertTrue(all(i > 0 for i in at), list(zip(SECTIONS, at)))
+        self.assertEqual(at, sorted(at), "sections out of order")
+        for check in ("build: strata and the raw baselines", "traces exit 0", "raw library calls measured",
+                      "compare runs exit 0", "raw graph floor measured", "gpu tests (ctest -L gpu)",
+                      "kernel paths through the CLI (--check)", "host tests (ctest -LE gpu)"):
+            self.assertIn(f"\n| {check} | skipped | dry run", text)
+        # The commands it would have run, with the shapes the checks need.
+        for command in ("trace matmul 1024 --tf32 --device cuda", "trace conv 32x64x56x56 --kernel 3 --pad 1",
+                        "--no-device-timing", "compare relu 1048576 --device cuda --ops-per-graph 16",
+                        "raw_cuda_bench --markdown", "raw_graph_bench --markdown", "gpu_validate_analyze.py traces"):
+            self.assertIn(command, text)
+        tarballs = glob.glob(os.path.join(self.scratch.path, "out", "*-artifacts.tar.gz"))
+        self.assertEqual(len(tarballs), 1)
+        with tarfile.open(tarballs[0]) as t:
+            names = t.getnames()
+        self.assertIn("status.tsv", names)
+        self.assertIn("logs/configure.log", names)
+
+    def test_a_short_budget_skips_the_later_steps(self):
+        proc, reports = dry_run(self.scratch.path, "--budget", "30")
+        self.assertEqual(len(reports), 1, proc.stdout[-3000:])
+        text = read(reports[0])
+        self.assertRegex(text, r"\| trace matmul_1024_f32 \| skipped \| time budget: \d+ s left of 30 s \|")
+        self.assertRegex(text, r"\| compare_relu_1048576_k16 \| skipped \| time budget")
+
+
+if __name__ == "__main__":
+    unittest.main()

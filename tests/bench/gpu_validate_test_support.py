@@ -1,0 +1,89 @@
+"""Shared by the tests of bench/gpu_validate_*.py: the bench folder on sys.path, a scratch work folder laid
+out as scripts/gpu-validate lays it out, and GPU-shaped JSON made from real CPU runs of strata.
+
+data/trace_relu_1024_cpu.json is `strata trace relu 1024 --repeat 5 --warmup 1 --json` and
+data/compare_relu_1024_k4_cpu.json `strata compare relu 1024 --repeat 5 --warmup 1 --ops-per-graph 4 --json`,
+both on the CPU. A CPU run has no kernels and its gpu row is not applicable: `gpu_trace` fills in what a GPU
+run adds, so the analysis reads the JSON strata really writes, with GPU figures we choose.
+"""
+import copy
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+sys.dont_write_bytecode = True
+
+
+def load_data(name):
+    with open(os.path.join(HERE, "data", name)) as f:
+        return json.load(f)
+
+
+def timing(samples):
+    s = sorted(samples)
+    return {"count": len(s), "min": s[0], "max": s[-1], "mean": sum(s) / len(s),
+            "median": s[(len(s) + 1) // 2 - 1], "p90": s[-1], "samples": list(samples), "unit": "ns"}
+
+
+def gpu_trace(kernel_samples, kernel_names=("sm90_xmma_gemm_f32f32_tn",), binding_dispatch=None):
+    """The CPU trace made to look like a GPU one: the gpu row's per-call samples, one kernel record per name
+    (each with the same samples), device records in both phases. binding_dispatch (ns per call) replaces the
+    binding and dispatch samples."""
+    doc = load_data("trace_relu_1024_cpu.json")
+    calls = doc["steady"]["calls"]
+    assert len(kernel_samples) == calls
+    for phase in ("steady", "cold"):
+        b = doc[phase]
+        b["device_records"] = True
+        b["unmatched_launches"] = 0
+        b["unmatched_kernels"] = 0
+        n = b["calls"]
+        b["kernels"] = [{"name": name, "time": timing(kernel_samples[:n])} for name in kernel_names]
+        for row in b["rows"]:
+            if row["layer"] == "gpu":
+                row.update(applicable=True, names=list(kernel_names), time=timing(kernel_samples[:n]))
+            if binding_dispatch is not None and phase == "steady" and row["layer"] in ("binding", "dispatch"):
+                row["time"] = timing([binding_dispatch / 2] * n)
+    return doc
+
+
+class WorkFolder:
+    """A scratch folder with json/ and logs/, removed afterwards."""
+
+    def __init__(self):
+        self.path = tempfile.mkdtemp(prefix="gpu-validate-test-")
+        os.makedirs(os.path.join(self.path, "json"))
+        os.makedirs(os.path.join(self.path, "logs"))
+
+    def write_json(self, name, doc):
+        with open(os.path.join(self.path, "json", name + ".json"), "w") as f:
+            json.dump(doc, f)
+
+    def write(self, relpath, text):
+        with open(os.path.join(self.path, relpath), "a") as f:
+            f.write(text)
+
+    def read(self, relpath):
+        with open(os.path.join(self.path, relpath)) as f:
+            return f.read()
+
+    def statuses(self):
+        """{check: (result, detail)} from status.tsv."""
+        out = {}
+        if os.path.exists(os.path.join(self.path, "status.tsv")):
+            for line in self.read("status.tsv").splitlines():
+                step, result, detail = line.split("\t", 2)
+                out[step] = (result, detail)
+        return out
+
+    def remove(self):
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def copy_of(doc):
+    return copy.deepcopy(doc)
