@@ -4,12 +4,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
 #include <map>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -117,35 +119,112 @@ void ChromeTraceWriter::add_metadata(const std::string& key, const std::string& 
   metadata_.emplace_back(key, value);
 }
 
+namespace {
+
+struct Interval {
+  int64_t begin, end;
+};
+
+// Whether [b, e] nests with every interval in `by_begin` (sorted by begin) and `by_end` (the same set,
+// sorted by end), by the validator's rule: touching ends are fine, crossing ones are not. Both scans
+// only visit intervals that begin or end inside (b, e), so checking disjoint steps costs one pass.
+bool nests(int64_t b, int64_t e, const std::vector<Interval>& by_begin, const std::vector<Interval>& by_end) {
+  auto first_b = std::upper_bound(by_begin.begin(), by_begin.end(), b,
+                                  [](int64_t t, const Interval& i) { return t < i.begin; });
+  for (auto it = first_b; it != by_begin.end() && it->begin < e; ++it)
+    if (it->end > e) return false;  // starts inside, ends after
+  auto first_e = std::upper_bound(by_end.begin(), by_end.end(), b,
+                                  [](int64_t t, const Interval& i) { return t < i.end; });
+  for (auto it = first_e; it != by_end.end() && it->end < e; ++it)
+    if (it->begin < b) return false;  // starts before, ends inside
+  return true;
+}
+
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
+}  // namespace
+
 std::string ChromeTraceWriter::str() const {
+  const TraceMetadata& meta = trace_metadata_;
   int64_t base = INT64_MAX;
   for (const Source& s : sources_) base = std::min(base, earliest_ns(*s.timeline));
   if (base == INT64_MAX) base = 0;
   EventList ev(base);
   const uint64_t host_tid = static_cast<uint64_t>(syscall(SYS_gettid));
+  std::unordered_map<uint32_t, int> sm_count;  // device id -> SMs, for Kineto's per-SM figures
+  for (const GpuProperties& g : meta.gpus) sm_count[static_cast<uint32_t>(g.id)] = g.sm_count;
+  size_t steps_left_out = 0;
   for (const Source& src : sources_) {
     const Timeline& t = *src.timeline;
     const int hpid = host_pid(src.group);
     ev.meta("process_name", hpid, host_tid, "strata host (" + src.label + ")");
     ev.meta("thread_name", hpid, host_tid, "main thread");
     ev.sort_index(hpid, src.group * 100);
+    // Each op's extent on the host track (its spans and the CUDA calls made for it), for ProfilerStep.
+    std::unordered_map<uint32_t, Interval> op_extent;
+    std::vector<Interval> host_events;
+    auto extend = [&](uint32_t op, int64_t b, int64_t e) {
+      auto [it, fresh] = op_extent.try_emplace(op, Interval{b, e});
+      if (!fresh) it->second = {std::min(it->second.begin, b), std::max(it->second.end, e)};
+    };
     for (const Span& s : t.spans()) {
       if (!src.contains(t.begin_ns(s))) continue;
-      ev.complete(s.name, layer_name(s.layer), t.begin_ns(s), t.end_ns(s), hpid, host_tid,
-                  s.op_id ? "\"op\":" + std::to_string(s.op_id) : "");
+      const int64_t b = t.begin_ns(s), e = std::max(b, t.end_ns(s));
+      host_events.push_back({b, e});
+      if (s.op_id) extend(s.op_id, b, e);
+      ev.complete(s.name, layer_name(s.layer), b, t.end_ns(s), hpid, host_tid,
+                  s.op_id ? "\"External id\":" + std::to_string(s.op_id) + ",\"op\":" + std::to_string(s.op_id) : "");
     }
     const DeviceTrace& d = t.device;
     std::unordered_map<uint32_t, uint64_t> external;
     for (const auto& e : d.external) external[e.correlation_id] = e.external_id;
+    // "External id" (Kineto's link from a CUDA record to the op that issued it) and strata's "op".
+    auto op_args = [&](uint32_t correlation) -> std::string {
+      auto it = external.find(correlation);
+      if (it == external.end()) return "";
+      return ",\"External id\":" + std::to_string(it->second) + ",\"op\":" + std::to_string(it->second);
+    };
     std::unordered_map<uint32_t, const ApiCallRecord*> launches;
     for (const ApiCallRecord& a : d.api_calls) {
       if (!src.contains(a.start_ns)) continue;
-      std::string args = "\"correlation\":" + std::to_string(a.correlation_id) + ",\"cbid\":" + std::to_string(a.cbid);
-      if (auto it = external.find(a.correlation_id); it != external.end()) args += ",\"op\":" + std::to_string(it->second);
+      host_events.push_back({a.start_ns, std::max(a.start_ns, a.end_ns)});
+      if (auto it = external.find(a.correlation_id); it != external.end() && it->second != 0 && it->second <= UINT32_MAX)
+        extend(static_cast<uint32_t>(it->second), a.start_ns, std::max(a.start_ns, a.end_ns));
+      // No "stream" here: HTA takes an event with a stream for a GPU event. See Note [Kineto trace layout].
+      const std::string args = "\"correlation\":" + std::to_string(a.correlation_id) + ",\"cbid\":" +
+                               std::to_string(a.cbid) + op_args(a.correlation_id);
       // API records carry the OS thread id; strata calls CUDA from the thread its zones run on.
       ev.complete(a.name, a.domain == ApiDomain::kRuntime ? "cuda_runtime" : "cuda_driver", a.start_ns, a.end_ns, hpid,
                   host_tid, args);
       if (a.is_launch) launches[a.correlation_id] = &a;
+    }
+    // ProfilerStep#N around each step's ops, as torch.profiler's schedule writes them. A step that would
+    // cross another host event (it cannot, while zones nest and ops run one after another) is left out
+    // and counted in the header rather than written as an invalid trace.
+    {
+      std::vector<Interval> by_begin = host_events, by_end = host_events;
+      std::sort(by_begin.begin(), by_begin.end(), [](const Interval& a, const Interval& b) { return a.begin < b.begin; });
+      std::sort(by_end.begin(), by_end.end(), [](const Interval& a, const Interval& b) { return a.end < b.end; });
+      for (const std::vector<uint32_t>& step : meta.steps) {
+        std::optional<Interval> hull;
+        for (uint32_t op : step) {
+          auto it = op_extent.find(op);
+          if (it == op_extent.end()) continue;
+          hull = hull ? Interval{std::min(hull->begin, it->second.begin), std::max(hull->end, it->second.end)}
+                      : it->second;
+        }
+        if (!hull) continue;  // this step's ops are in another source (the other phase of compare)
+        if (!nests(hull->begin, hull->end, by_begin, by_end)) {
+          ++steps_left_out;
+          continue;
+        }
+        ev.complete("ProfilerStep#" + std::to_string(step.front()), "user_annotation", hull->begin, hull->end, hpid,
+                    host_tid, "\"first op\":" + std::to_string(step.front()) + ",\"last op\":" + std::to_string(step.back()));
+      }
     }
     std::set<std::pair<int, uint64_t>> gpu_tracks;
     std::set<uint32_t> flowed;
@@ -156,21 +235,35 @@ std::string ChromeTraceWriter::str() const {
       const int gpid = gpu_pid(src.group, k.device_id);
       const uint64_t tid = stream_tid(k.stream_id);
       gpu_tracks.insert({gpid, tid});
-      char args[256];
+      // Kineto's kernel args, by the names HTA reads. "stream" is the tid: HTA needs it > 0 on the GPU.
+      char args[320];
       std::snprintf(args, sizeof args,
-                    "\"correlation\":%u,\"grid\":[%d,%d,%d],\"block\":[%d,%d,%d],\"registers per thread\":%d,"
-                    "\"shared memory\":%d,\"stream\":%u,\"device\":%u",
-                    k.correlation_id, k.grid[0], k.grid[1], k.grid[2], k.block[0], k.block[1], k.block[2],
-                    k.registers_per_thread, k.static_shared_bytes + k.dynamic_shared_bytes, k.stream_id, k.device_id);
+                    "\"device\":%u,\"context\":%u,\"stream\":%" PRIu64 ",\"correlation\":%u,\"registers per thread\":%d,"
+                    "\"shared memory\":%d,\"grid\":[%d,%d,%d],\"block\":[%d,%d,%d]",
+                    k.device_id, k.context_id, tid, k.correlation_id, k.registers_per_thread,
+                    k.static_shared_bytes + k.dynamic_shared_bytes, k.grid[0], k.grid[1], k.grid[2], k.block[0],
+                    k.block[1], k.block[2]);
       std::string a = args;
+      if (auto sms = sm_count.find(k.device_id); sms != sm_count.end() && sms->second > 0) {
+        // Kineto's occupancy inputs: blocks and warps the grid puts on each SM (not the achieved figure).
+        const double blocks = double(k.grid[0]) * k.grid[1] * k.grid[2] / sms->second;
+        const double warps_per_block = std::ceil(double(k.block[0]) * k.block[1] * k.block[2] / 32.0);
+        a += ",\"blocks per SM\":" + number(blocks) + ",\"warps per SM\":" + number(blocks * warps_per_block);
+      }
       if (k.graph_node_id) a += ",\"graph node\":" + std::to_string(k.graph_node_id);
-      // CUPTI's latency timestamps, when it gave them: how long before its start the kernel was put in the
-      // command buffer (queued) and handed to the GPU (submitted). Together with the flow arrow from the
-      // launch call they split the queue row's wait into host side and device side.
-      if (k.queued_ns >= 0 && k.queued_ns <= k.start_ns) a += ",\"queued before start (us)\":" + EventList::us(k.start_ns - k.queued_ns);
-      if (k.submitted_ns >= 0 && k.submitted_ns <= k.start_ns)
-        a += ",\"submitted before start (us)\":" + EventList::us(k.start_ns - k.submitted_ns);
-      if (auto it = external.find(k.correlation_id); it != external.end()) a += ",\"op\":" + std::to_string(it->second);
+      // CUPTI's latency timestamps, when it gave them: when the kernel was put in the command buffer
+      // (queued) and handed to the GPU (submitted), on the trace's ts axis, and how long before its start.
+      // Together with the flow arrow from the launch call they split the queue row's wait into host side
+      // and device side. (Kineto writes "queued" in absolute microseconds, 0 when not collected.)
+      if (k.queued_ns >= 0 && k.queued_ns <= k.start_ns) {
+        a += ",\"queued\":" + EventList::us(std::max<int64_t>(0, k.queued_ns - base)) +
+             ",\"queued before start (us)\":" + EventList::us(k.start_ns - k.queued_ns);
+      }
+      if (k.submitted_ns >= 0 && k.submitted_ns <= k.start_ns) {
+        a += ",\"submitted\":" + EventList::us(std::max<int64_t>(0, k.submitted_ns - base)) +
+             ",\"submitted before start (us)\":" + EventList::us(k.start_ns - k.submitted_ns);
+      }
+      a += op_args(k.correlation_id);
       ev.complete(k.name, "kernel", k.start_ns, k.end_ns, gpid, tid, a);
       // One arrow per launch call (a graph launch enqueues many kernels: the arrow goes to the first).
       if (launch != launches.end() && flowed.insert(k.correlation_id).second) {
@@ -183,9 +276,14 @@ std::string ChromeTraceWriter::str() const {
     for (const MemoryRecord& m : d.memory) {
       if (!src.contains(m.start_ns)) continue;
       const int gpid = gpu_pid(src.group, m.device_id);
-      gpu_tracks.insert({gpid, stream_tid(m.stream_id)});
-      ev.complete(m.kind, m.kind == "memset" ? "gpu_memset" : "gpu_memcpy", m.start_ns, m.end_ns, gpid,
-                  stream_tid(m.stream_id), "\"bytes\":" + std::to_string(m.bytes));
+      const uint64_t tid = stream_tid(m.stream_id);
+      gpu_tracks.insert({gpid, tid});
+      std::string a = "\"device\":" + std::to_string(m.device_id) + ",\"stream\":" + std::to_string(tid) +
+                      ",\"correlation\":" + std::to_string(m.correlation_id) + ",\"bytes\":" + std::to_string(m.bytes);
+      // bytes per ns = GB/s; left out for a zero-length record rather than written as infinity.
+      if (m.end_ns > m.start_ns) a += ",\"memory bandwidth (GB/s)\":" + number(double(m.bytes) / double(m.end_ns - m.start_ns));
+      a += op_args(m.correlation_id);
+      ev.complete(m.kind, m.kind == "memset" ? "gpu_memset" : "gpu_memcpy", m.start_ns, m.end_ns, gpid, tid, a);
     }
     std::set<int> gpu_pids;
     for (auto [pid, tid] : gpu_tracks) {
@@ -196,12 +294,81 @@ std::string ChromeTraceWriter::str() const {
       ev.meta("thread_name", pid, tid, "stream " + std::to_string(tid));
     }
   }
-  std::string header = "{\n\"displayTimeUnit\":\"ns\",\n\"baseTimeNanoseconds\":" + std::to_string(base) +
-                       ",\n\"strata\":{\"time base\":\"CLOCK_MONOTONIC ns, see Note [One host clock]\"";
+  // See Note [Kineto trace layout] for what each header field is for.
+  int64_t unix_minus_host = 0;
+  if (meta.unix_minus_host_ns) {
+    unix_minus_host = *meta.unix_minus_host_ns;
+  } else {
+    host_clock::calibrate();
+    unix_minus_host =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count() -
+        host_clock::now_ns();
+  }
+  std::string header = "{\n\"schemaVersion\":1,\n";
+  if (!meta.gpus.empty()) {
+    header += "\"deviceProperties\":[";
+    for (size_t i = 0; i < meta.gpus.size(); ++i) {
+      const GpuProperties& g = meta.gpus[i];
+      header += std::string(i ? "," : "") + "\n  {\"id\":" + std::to_string(g.id) + ",\"name\":\"" + json_escape(g.name) +
+                "\",\"totalGlobalMem\":" + std::to_string(g.total_memory_bytes) + ",\"computeMajor\":" +
+                std::to_string(g.compute_major) + ",\"computeMinor\":" + std::to_string(g.compute_minor) +
+                ",\"numSms\":" + std::to_string(g.sm_count) + "}";
+    }
+    header += "\n],\n";
+  }
+  header += "\"distributedInfo\":{\"rank\":" + std::to_string(meta.rank) +
+            ",\"world_size\":" + std::to_string(meta.world_size) + "},\n";
+  header += "\"displayTimeUnit\":\"ns\",\n\"baseTimeNanoseconds\":" + std::to_string(base + unix_minus_host) +
+            ",\n\"strata\":{\"time base\":\"CLOCK_MONOTONIC ns, see Note [One host clock]\",\"base time (CLOCK_MONOTONIC ns)\":\"" +
+            std::to_string(base) + "\"";
+  if (steps_left_out) header += ",\"ProfilerStep spans left out (would cross other events)\":\"" + std::to_string(steps_left_out) + "\"";
   for (const auto& [k, v] : metadata_) header += ",\"" + json_escape(k) + "\":\"" + json_escape(v) + "\"";
   header += "},\n\"traceEvents\":[\n";
   return header + ev.take() + "\n]}\n";
 }
+
+namespace {
+
+// The name of a ProfilerStep#N event, or nullptr for any other event.
+const std::string* step_name(const nlohmann::json& e) {
+  const auto name = e.find("name");
+  if (name == e.end() || !name->is_string()) return nullptr;
+  const std::string& n = name->get_ref<const std::string&>();
+  constexpr std::string_view kPrefix = "ProfilerStep#";
+  if (!n.starts_with(kPrefix) || n.size() == kPrefix.size() || n.size() > kPrefix.size() + 18) return nullptr;
+  for (size_t i = kPrefix.size(); i < n.size(); ++i)
+    if (n[i] < '0' || n[i] > '9') return nullptr;
+  return &n;
+}
+
+// The args HTA joins host and GPU events on, for the categories that must carry them.
+void check_args(const std::string& where, const nlohmann::json& e, std::vector<std::string>& errors) {
+  const auto cat = e.find("cat");
+  if (cat == e.end() || !cat->is_string()) return;
+  const std::string& c = cat->get_ref<const std::string&>();
+  const bool gpu = c == "kernel" || c == "gpu_memcpy" || c == "gpu_memset";
+  const bool api = c == "cuda_runtime" || c == "cuda_driver";
+  if (!gpu && !api) return;
+  const auto args = e.find("args");
+  auto integer_arg = [&](const char* key) -> std::optional<int64_t> {
+    if (args == e.end() || !args->is_object()) return std::nullopt;
+    const auto it = args->find(key);
+    if (it == args->end() || !it->is_number_integer()) return std::nullopt;
+    return it->get<int64_t>();
+  };
+  if (!integer_arg("correlation")) errors.push_back(where + ": " + c + " event without an integer args.correlation");
+  if (gpu) {
+    const std::optional<int64_t> stream = integer_arg("stream");
+    if (!stream || *stream <= 0)
+      errors.push_back(where + ": " + c + " event without an integer args.stream > 0 (HTA's mark of a GPU event)");
+  } else {
+    if (!integer_arg("cbid")) errors.push_back(where + ": " + c + " event without an integer args.cbid");
+    if (args != e.end() && args->is_object() && args->contains("stream"))
+      errors.push_back(where + ": " + c + " event with args.stream (HTA would take it for a GPU event)");
+  }
+}
+
+}  // namespace
 
 std::vector<std::string> check_chrome_trace(const std::string& text) {
   std::vector<std::string> errors;
@@ -214,9 +381,33 @@ std::vector<std::string> check_chrome_trace(const std::string& text) {
   if (!doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array()) {
     return {"top level must be an object with a traceEvents array"};
   }
+  // The header fields HTA reads (Note [Kineto trace layout]), where the trace has them.
+  if (auto it = doc.find("distributedInfo"); it != doc.end()) {
+    const auto rank = it->is_object() ? it->find("rank") : it->end();
+    if (!it->is_object() || rank == it->end() || !rank->is_number_integer() || rank->get<int64_t>() < 0)
+      errors.push_back("distributedInfo must be an object with an integer rank >= 0 (HTA reads the rank from it)");
+  }
+  if (auto it = doc.find("deviceProperties"); it != doc.end()) {
+    bool flat = it->is_array() && !it->empty();
+    if (flat) {
+      for (const auto& gpu : *it) {
+        if (!gpu.is_object()) flat = false;
+        else
+          for (const auto& [key, value] : gpu.items())
+            if (value.is_structured()) flat = false;
+      }
+    }
+    if (!flat) errors.push_back("deviceProperties must be a non-empty array of flat objects (HTA's metadata reader)");
+  }
   struct Slice {
     int64_t begin, end;  // ns, exact from the three-decimal us
   };
+  struct Step {
+    int64_t begin, end;
+    std::string name;
+  };
+  std::map<std::pair<int64_t, int64_t>, std::vector<Step>> steps;
+  std::set<std::string> step_names;
   std::map<std::pair<int64_t, int64_t>, std::vector<Slice>> tracks;
   struct Flow {
     int starts = 0, ends = 0;
@@ -242,6 +433,13 @@ std::vector<std::string> check_chrome_trace(const std::string& text) {
       continue;
     }
     const std::string ph = e["ph"].get<std::string>();
+    if (const std::string* name = step_name(e); name && ph != "X") {
+      errors.push_back(where + ": " + *name + " must be a complete (X) event enclosing its step");
+    }
+    if (const auto name = e.find("name"); name != e.end() && name->is_string() &&
+        name->get<std::string>().starts_with("ProfilerStep") && !step_name(e)) {
+      errors.push_back(where + ": '" + name->get<std::string>() + "' is not ProfilerStep#N (HTA reads N as the step)");
+    }
     const std::optional<int64_t> pid = integer(e, "pid"), tid = integer(e, "tid");
     if (!pid || !tid) {
       errors.push_back(where + ": missing pid/tid, or not integers");
@@ -274,6 +472,11 @@ std::vector<std::string> check_chrome_trace(const std::string& text) {
       }
       const int64_t b = to_ns(ts);
       tracks[track].push_back({b, b + to_ns(dur)});
+      check_args(where, e, errors);
+      if (const std::string* name = step_name(e)) {
+        if (!step_names.insert(*name).second) errors.push_back(where + ": " + *name + " appears more than once");
+        steps[track].push_back({b, b + to_ns(dur), *name});
+      }
     } else if (ph == "s" || ph == "f") {
       const std::optional<int64_t> id = integer(e, "id");
       if (!id) {
@@ -299,6 +502,15 @@ std::vector<std::string> check_chrome_trace(const std::string& text) {
         continue;
       }
       stack.push_back(s);
+    }
+  }
+  for (auto& [track, list] : steps) {
+    std::sort(list.begin(), list.end(), [](const Step& a, const Step& b) { return a.begin < b.begin; });
+    for (size_t i = 1; i < list.size(); ++i) {
+      if (list[i].begin < list[i - 1].end) {
+        errors.push_back("track pid " + std::to_string(track.first) + " tid " + std::to_string(track.second) + ": " +
+                         list[i - 1].name + " and " + list[i].name + " overlap (a host event would be in two steps)");
+      }
     }
   }
   for (const auto& [id, f] : flows) {

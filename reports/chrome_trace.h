@@ -3,10 +3,11 @@
 // cat cuda_runtime / cuda_driver on the same track, kernels with cat kernel on pid = GPU, tid = stream,
 // and "ac2g" flow arrows from each launch call to its kernel. Timestamps are microseconds with three
 // decimals (ns precision) relative to the base time written in the header. Written by hand rather than
-// through a JSON library so that every ts has exactly three decimals.
+// through a JSON library so that every ts has exactly three decimals. See Note [Kineto trace layout].
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +15,46 @@
 #include "lib/timeline.h"
 
 namespace strata::reports {
+
+// Note [Kineto trace layout]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Holistic Trace Analysis (HTA) reads a trace the way torch.profiler / Kineto writes it, and strata's
+// traces follow that layout field by field where a field means the same thing (docs/traces.md lists
+// them):
+// - top level: "schemaVersion", "distributedInfo" {"rank", "world_size"} (HTA refuses a trace without a
+//   rank), "deviceProperties" (GPU runs only: HTA's streaming metadata reader asserts on an empty
+//   array), "displayTimeUnit", and "baseTimeNanoseconds" on the Unix epoch (HTA adds it to ts to get
+//   wall-clock time; strata's own CLOCK_MONOTONIC base is kept in the "strata" object);
+// - one "ProfilerStep#N" X event (cat user_annotation) per step on the host thread, enclosing the step's
+//   spans: HTA gives every host event the number of the step whose [ts, ts + dur) holds it, and every
+//   GPU event the number of its launch call (joined on "correlation");
+// - HTA tells GPU events from host events by args "stream": > 0 on the GPU, absent (-1) on the host. So
+//   kernels, memcpys and memsets carry "stream" (never 0, like their tid), "device", "correlation",
+//   "External id"; CUDA API calls carry "correlation", "cbid", "External id" and never "stream".
+// The header's values are scalars, flat objects or arrays of flat objects: HTA's streaming reader
+// (ijson) follows one level of nesting only. check_chrome_trace enforces all of this.
+
+// One GPU in the header's "deviceProperties", with Kineto's field names.
+struct GpuProperties {
+  int id = 0;
+  std::string name;
+  int sm_count = 0;  // numSms
+  int compute_major = 0, compute_minor = 0;
+  uint64_t total_memory_bytes = 0;  // totalGlobalMem
+};
+
+// What the writer adds beyond the timelines: the Kineto fields HTA reads.
+struct TraceMetadata {
+  int rank = 0;
+  int world_size = 1;
+  std::vector<GpuProperties> gpus;  // empty on a CPU run
+  // One ProfilerStep per entry, holding the op ids of that step's calls (one timed call in `trace`, one
+  // round of K calls in `compare`). The step is numbered by its first op id, so step numbers and the
+  // "External id" of the step's events agree; the cold call is no step (HTA numbers it -1).
+  std::vector<std::vector<uint32_t>> steps;
+  // Unix-epoch ns minus host clock ns (Note [One host clock]); measured when str() runs if not given.
+  std::optional<int64_t> unix_minus_host_ns;
+};
 
 class ChromeTraceWriter {
  public:
@@ -25,6 +66,7 @@ class ChromeTraceWriter {
                     int64_t from_ns = INT64_MIN, int64_t to_ns = INT64_MAX);
   // A string pair for the header's "strata" object (device properties, op, version).
   void add_metadata(const std::string& key, const std::string& value);
+  void set_trace_metadata(TraceMetadata metadata) { trace_metadata_ = std::move(metadata); }
   std::string str() const;
 
  private:
@@ -37,11 +79,17 @@ class ChromeTraceWriter {
   };
   std::vector<Source> sources_;
   std::vector<std::pair<std::string, std::string>> metadata_;
+  TraceMetadata trace_metadata_;
 };
 
 // Every violation of DESIGN.md's trace invariants in `json`, one line each; empty means valid:
 // valid JSON, no NaN/Infinity, finite non-negative ts, X events on one track properly nested, every flow
-// id exactly one "s" and one "f" each inside an X on its own track, tid never 0.
+// id exactly one "s" and one "f" each inside an X on its own track, tid never 0. And what HTA relies on
+// (Note [Kineto trace layout]), wherever the trace has it: an integer rank >= 0 in distributedInfo,
+// deviceProperties a non-empty array of flat objects, ProfilerStep#N events complete, numbered once and
+// not overlapping each other on a track, GPU events (cat kernel, gpu_memcpy, gpu_memset) with integer
+// "correlation" and "stream" > 0, CUDA API events (cuda_runtime, cuda_driver) with integer
+// "correlation" and "cbid" and no "stream".
 std::vector<std::string> check_chrome_trace(const std::string& json);
 
 std::string json_escape(const std::string& s);

@@ -174,6 +174,11 @@ int run_compare(const CompareOptions& o) {
     writer.add_metadata("strata version", STRATA_VERSION);
     writer.add_metadata("op", header);
     for (const auto& [key, v] : ctx.env.device) writer.add_metadata(key, v);
+    reports::TraceMetadata kineto;
+    kineto.gpus = session.trace_gpus();
+    kineto.steps = eager_ids;
+    kineto.steps.insert(kineto.steps.end(), replay_ids.begin(), replay_ids.end());
+    writer.set_trace_metadata(std::move(kineto));
     writer.add_timeline(timeline, "eager", 0, eager_begin, eager_end);
     writer.add_timeline(timeline, replay->kind(), 1, replay_begin, replay_end);
     write_file_atomically(o.trace.chrome_trace_path, writer.str());

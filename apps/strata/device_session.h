@@ -11,6 +11,7 @@
 
 #include "layers/frontend/frontend.h"
 #include "lib/timeline.h"
+#include "reports/chrome_trace.h"
 #include "reports/report.h"
 
 namespace strata::app {
@@ -55,6 +56,8 @@ class DeviceSession {
   virtual void synchronize() {}                   // wait until all issued device work is done
   virtual void finish(Timeline& /*timeline*/) {}  // move device records into the timeline
   virtual void describe(reports::TraceReport& /*report*/) {}  // device properties, peak, notes
+  // The GPU in use, for the Chrome trace's deviceProperties (Note [Kineto trace layout]); none on the CPU.
+  virtual std::vector<reports::GpuProperties> trace_gpus() { return {}; }
   // Captures one call of `call_once` per id in `op_ids` (each through the full stack, tagged with its
   // id) for replay. The default records a CPU plan; the CUDA session captures a CUDA Graph.
   virtual std::unique_ptr<Replay> capture(const std::function<binding::IValue()>& call_once,

@@ -181,6 +181,18 @@ class CudaSession final : public DeviceSession {
     device_enabled_ = timeline.device.enabled;
   }
 
+  std::vector<reports::GpuProperties> trace_gpus() override {
+    const rt::DeviceInfo info = rt::device_info(device_.index);
+    reports::GpuProperties gpu;
+    gpu.id = device_.index;
+    gpu.name = info.name;
+    gpu.sm_count = info.sm_count;
+    gpu.compute_major = info.cc_major;
+    gpu.compute_minor = info.cc_minor;
+    gpu.total_memory_bytes = info.total_bytes;
+    return {gpu};
+  }
+
   void describe(reports::TraceReport& report) override {
     const rt::DeviceInfo info = rt::device_info(device_.index);
     report.device = device_.str() + " " + info.name;

@@ -220,6 +220,10 @@ int run_trace(const TraceOptions& o) {
     writer.add_metadata("op", rep.spec + "  " + rep.description + "  " + rep.dtype);
     writer.add_metadata("device", rep.device);
     for (const auto& [k, v] : rep.env.device) writer.add_metadata(k, v);
+    reports::TraceMetadata kineto;
+    kineto.gpus = session->trace_gpus();
+    for (uint32_t id : run.timed_ids) kineto.steps.push_back({id});
+    writer.set_trace_metadata(std::move(kineto));
     writer.add_timeline(timeline, "eager");
     write_file_atomically(o.chrome_trace_path, writer.str());
     std::cout << "wrote " << o.chrome_trace_path << " (open in https://ui.perfetto.dev or chrome://tracing)\n";

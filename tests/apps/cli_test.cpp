@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "reports/chrome_trace.h"
@@ -239,4 +240,25 @@ TEST_CASE("on a GPU, --chrome-trace with kernels and launch arrows also satisfie
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   check_trace_file(trace);
+  // What HTA joins on (Note [Kineto trace layout]): the GPU in the header, one step per timed call, and
+  // every kernel's correlation on a CUDA API call of the host thread.
+  const auto doc = nlohmann::json::parse(read_file(trace));
+  REQUIRE(doc.contains("deviceProperties"));
+  CHECK(doc["deviceProperties"][0]["numSms"].get<int>() > 0);
+  CHECK(doc["deviceProperties"][0]["totalGlobalMem"].get<uint64_t>() > 0);
+  std::set<int64_t> api_correlations;
+  std::vector<int64_t> kernel_correlations;
+  int steps = 0;
+  for (const auto& e : doc["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    steps += e["name"].get<std::string>().starts_with("ProfilerStep#");
+    if (e["cat"] == "cuda_runtime" || e["cat"] == "cuda_driver") api_correlations.insert(e["args"]["correlation"].get<int64_t>());
+    if (e["cat"] == "kernel") kernel_correlations.push_back(e["args"]["correlation"].get<int64_t>());
+  }
+  if (kernel_correlations.empty()) {
+    MESSAGE("no kernels in the trace (GPU timing off?): " << r.out);
+    return;
+  }
+  CHECK(steps >= 1);
+  for (int64_t c : kernel_correlations) CHECK(api_correlations.count(c) == 1);
 }

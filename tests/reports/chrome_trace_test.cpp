@@ -5,6 +5,7 @@
 
 #include <doctest/doctest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -86,6 +87,9 @@ TEST_CASE("the writer's output passes the validator: host spans, API calls, kern
   Timeline t = device_timeline();
   ChromeTraceWriter w;
   w.add_metadata("device", "NVIDIA \"test\" GPU");
+  TraceMetadata meta;
+  meta.unix_minus_host_ns = 1'000'000;
+  w.set_trace_metadata(meta);
   w.add_timeline(t, "eager");
   const std::string text = w.str();
   const auto errors = check_chrome_trace(text);
@@ -94,7 +98,9 @@ TEST_CASE("the writer's output passes the validator: host spans, API calls, kern
 
   const auto doc = nlohmann::json::parse(text);
   CHECK(doc["displayTimeUnit"] == "ns");
-  CHECK(doc["baseTimeNanoseconds"] == 500);
+  // The base on the Unix epoch (Kineto's), and on strata's own clock.
+  CHECK(doc["baseTimeNanoseconds"] == 1'000'500);
+  CHECK(doc["strata"]["base time (CLOCK_MONOTONIC ns)"] == "500");
   CHECK(doc["strata"]["device"] == "NVIDIA \"test\" GPU");
   int spans = 0, kernels = 0, flows_s = 0, flows_f = 0, api = 0, memcpy = 0;
   for (const auto& e : doc["traceEvents"]) {
@@ -130,6 +136,188 @@ TEST_CASE("the writer's output passes the validator: host spans, API calls, kern
   // Timestamps relative to the base, in microseconds with exactly three decimals.
   CHECK(text.find("\"ts\":0.500,\"dur\":4.000") != std::string::npos);  // the binding span 1000..5000
   CHECK(text.find("cublas \\\"gemm\\\"\\n") != std::string::npos);
+}
+
+// Note [Kineto trace layout], field by field, on hand-built GPU records: what HTA joins on.
+TEST_CASE("the Kineto fields HTA reads: header, ProfilerStep, kernel / API / memcpy args, ac2g flows") {
+  REQUIRE(test::steady_clock_in_use());
+  Timeline t = device_timeline();
+  t.device.api_calls[0].cbid = 652;  // a driver launch cbid
+  t.device.kernels[0].device_id = t.device.kernels[1].device_id = 0;
+  t.device.kernels[0].context_id = 1;
+  t.device.kernels[0].grid[0] = 264, t.device.kernels[0].grid[1] = 2, t.device.kernels[0].grid[2] = 1;
+  t.device.kernels[0].block[0] = 128, t.device.kernels[0].block[1] = 1, t.device.kernels[0].block[2] = 1;
+  t.device.kernels[0].registers_per_thread = 168;
+  t.device.kernels[0].static_shared_bytes = 1024;
+  t.device.kernels[0].dynamic_shared_bytes = 4096;
+  t.device.memory[0].correlation_id = 7;
+  ChromeTraceWriter w;
+  TraceMetadata meta;
+  meta.gpus.push_back({0, "NVIDIA H100 80GB HBM3", 132, 9, 0, 85'029'158'912ull});
+  meta.steps = {{1}, {2}};
+  meta.unix_minus_host_ns = 0;
+  w.set_trace_metadata(meta);
+  w.add_timeline(t, "eager");
+  const std::string text = w.str();
+  const auto errors = check_chrome_trace(text);
+  INFO(joined(errors));
+  CHECK(errors.empty());
+  const auto doc = nlohmann::json::parse(text);
+
+  CHECK(doc["schemaVersion"] == 1);
+  CHECK(doc["distributedInfo"]["rank"] == 0);
+  CHECK(doc["distributedInfo"]["world_size"] == 1);
+  REQUIRE(doc["deviceProperties"].size() == 1);
+  const auto& gpu = doc["deviceProperties"][0];
+  CHECK(gpu["id"] == 0);
+  CHECK(gpu["name"] == "NVIDIA H100 80GB HBM3");
+  CHECK(gpu["numSms"] == 132);
+  CHECK(gpu["totalGlobalMem"] == 85'029'158'912ull);
+  CHECK(gpu["computeMajor"] == 9);
+  CHECK(gpu["computeMinor"] == 0);
+  // The header comes before the events: HTA's streaming reader stops at traceEvents.
+  CHECK(text.find("\"distributedInfo\"") < text.find("\"traceEvents\""));
+  CHECK(text.find("\"deviceProperties\"") < text.find("\"traceEvents\""));
+
+  std::map<std::string, nlohmann::json> steps;
+  nlohmann::json kernel, launch, memcpy;
+  for (const auto& e : doc["traceEvents"]) {
+    const std::string name = e.value("name", "");
+    if (name.starts_with("ProfilerStep#")) steps[name] = e;
+    if (e.value("cat", "") == "kernel" && e["ts"] == 2.5) kernel = e;
+    if (e.value("cat", "") == "cuda_driver") launch = e;
+    if (e.value("cat", "") == "gpu_memcpy") memcpy = e;
+    if (e["ph"] == "s" || e["ph"] == "f") {
+      CHECK(e["name"] == "ac2g");
+      CHECK(e["cat"] == "ac2g");
+      CHECK(e["id"] == 5);  // the correlation id, as Kineto numbers its ac2g flows
+    }
+  }
+  // Op 1: the binding span 1000..5000 and its launch call 2000..2500; op 2: the zero-length call at 6000.
+  REQUIRE(steps.size() == 2);
+  CHECK(steps["ProfilerStep#1"]["ph"] == "X");
+  CHECK(steps["ProfilerStep#1"]["cat"] == "user_annotation");
+  CHECK(steps["ProfilerStep#1"]["ts"] == 0.5);
+  CHECK(steps["ProfilerStep#1"]["dur"] == 4.0);
+  CHECK(steps["ProfilerStep#1"]["tid"] == launch["tid"]);  // on the host thread
+  CHECK(steps["ProfilerStep#2"]["ts"] == 5.5);
+
+  const auto& k = kernel["args"];
+  CHECK(k["correlation"] == 5);
+  CHECK(k["External id"] == 1);
+  CHECK(k["stream"] == 1);  // stream 0 becomes 1, as its tid: HTA takes stream > 0 for the GPU
+  CHECK(k["stream"] == kernel["tid"]);
+  CHECK(k["device"] == 0);
+  CHECK(k["context"] == 1);
+  CHECK(k["grid"] == nlohmann::json::array({264, 2, 1}));
+  CHECK(k["block"] == nlohmann::json::array({128, 1, 1}));
+  CHECK(k["registers per thread"] == 168);
+  CHECK(k["shared memory"] == 5120);
+  CHECK(k["blocks per SM"] == 4);  // 528 blocks on 132 SMs
+  CHECK(k["warps per SM"] == 16);  // 4 warps each
+  CHECK(k["queued"] == 1.7);       // 2200 ns on the trace's axis (base 500)
+  CHECK(k["submitted"] == 2.25);
+
+  const auto& a = launch["args"];
+  CHECK(a["correlation"] == 5);
+  CHECK(a["cbid"] == 652);
+  CHECK(a["External id"] == 1);
+  CHECK_FALSE(a.contains("stream"));
+
+  const auto& m = memcpy["args"];
+  CHECK(m["correlation"] == 7);
+  CHECK(m["stream"] == 3);
+  CHECK(m["device"] == 0);
+  CHECK(m["bytes"] == 4096);
+  CHECK(m["memory bandwidth (GB/s)"] == doctest::Approx(10.24));  // 4096 bytes in 400 ns
+}
+
+TEST_CASE("a ProfilerStep that would cross another host event is left out and counted, not written") {
+  Timeline t;
+  t.add_span(Layer::kBinding, "matmul", 1000, 2000, -1, 1);
+  // An op-less span that begins between op 1's spans and holds the second one: the step's hull
+  // [1000, 4000] would cross it.
+  const int32_t outer = t.add_span(Layer::kRuntime, "synchronize", 2500, 5000, -1, 0);
+  t.add_span(Layer::kLibrary, "tail", 3000, 4000, outer, 1);
+  ChromeTraceWriter w;
+  TraceMetadata meta;
+  meta.steps = {{1}};
+  w.set_trace_metadata(meta);
+  w.add_timeline(t, "eager");
+  const std::string text = w.str();
+  const auto errors = check_chrome_trace(text);
+  INFO(joined(errors));
+  CHECK(errors.empty());
+  CHECK(text.find("ProfilerStep#1") == std::string::npos);
+  CHECK(nlohmann::json::parse(text)["strata"]["ProfilerStep spans left out (would cross other events)"] == "1");
+}
+
+TEST_CASE("a CPU run writes no deviceProperties, and compare's steps fall in their own process group") {
+  Timeline t;
+  for (uint32_t op = 1; op <= 4; ++op) t.add_span(Layer::kBinding, "relu", op * 1000, op * 1000 + 500, -1, op);
+  ChromeTraceWriter w;
+  TraceMetadata meta;
+  meta.steps = {{1, 2}, {3}, {4}};  // an eager round of two calls, then two replay rounds
+  w.set_trace_metadata(meta);
+  w.add_timeline(t, "eager", 0, 0, 2900);
+  w.add_timeline(t, "plan replay", 1, 2900, 10000);
+  const std::string text = w.str();
+  const auto errors = check_chrome_trace(text);
+  INFO(joined(errors));
+  CHECK(errors.empty());
+  const auto doc = nlohmann::json::parse(text);
+  CHECK_FALSE(doc.contains("deviceProperties"));
+  std::map<std::string, std::pair<int, double>> steps;  // name -> pid, dur
+  for (const auto& e : doc["traceEvents"])
+    if (e.value("name", "").starts_with("ProfilerStep#")) steps[e["name"]] = {e["pid"], e["dur"]};
+  REQUIRE(steps.size() == 3);
+  CHECK(steps["ProfilerStep#1"] == std::make_pair(1, 1.5));  // 1000 .. 2500: both calls of the round
+  CHECK(steps["ProfilerStep#3"].first == 101);
+  CHECK(steps["ProfilerStep#4"].first == 101);
+}
+
+TEST_CASE("the validator holds a trace to what HTA relies on") {
+  const std::string x = R"({"ph":"X","name":"a","ts":1.0,"dur":10.0,"pid":1,"tid":2})";
+  auto with_header = [&](const std::string& header) { return "{" + header + ",\"traceEvents\":[" + x + "]}"; };
+  CHECK(check_chrome_trace(with_header(R"("distributedInfo":{"rank":0},"deviceProperties":[{"id":0,"numSms":132}])"))
+            .empty());
+  CHECK(rejects(with_header(R"("distributedInfo":{"world_size":1})"), "integer rank >= 0"));
+  CHECK(rejects(with_header(R"("distributedInfo":{"rank":-1})"), "integer rank >= 0"));
+  CHECK(rejects(with_header(R"("distributedInfo":{"rank":"0"})"), "integer rank >= 0"));
+  CHECK(rejects(with_header(R"("distributedInfo":3)"), "integer rank >= 0"));
+  CHECK(rejects(with_header(R"("deviceProperties":[])"), "non-empty array of flat objects"));
+  CHECK(rejects(with_header(R"("deviceProperties":[{"id":0,"clocks":[1,2]}])"), "flat objects"));
+  CHECK(rejects(with_header(R"("deviceProperties":{"id":0})"), "flat objects"));
+
+  // ProfilerStep#N: complete, numbered, once, and not overlapping another step on its track.
+  const std::string step1 = R"({"ph":"X","name":"ProfilerStep#1","ts":0.5,"dur":11.0,"pid":1,"tid":2})";
+  CHECK(check_chrome_trace(trace(x + "," + step1)).empty());
+  CHECK(rejects(trace(x + R"(,{"ph":"i","name":"ProfilerStep#1","ts":1.0,"pid":1,"tid":2,"s":"t"})"),
+                "must be a complete (X) event"));
+  CHECK(rejects(trace(x + R"(,{"ph":"X","name":"ProfilerStep#one","ts":0.5,"dur":11.0,"pid":1,"tid":2})"),
+                "is not ProfilerStep#N"));
+  CHECK(rejects(trace(x + "," + step1 + R"(,{"ph":"X","name":"ProfilerStep#1","ts":20,"dur":1,"pid":1,"tid":2})"),
+                "ProfilerStep#1 appears more than once"));
+  // Nested steps are valid X nesting, but a host event inside both would belong to two steps.
+  CHECK(rejects(trace(x + "," + step1 + R"(,{"ph":"X","name":"ProfilerStep#2","ts":1,"dur":2,"pid":1,"tid":2})"),
+                "ProfilerStep#1 and ProfilerStep#2 overlap"));
+
+  // GPU events need correlation and stream > 0; API calls need correlation and cbid, and no stream.
+  auto event = [&](const std::string& cat, const std::string& args) {
+    return trace(R"({"ph":"X","name":"k","cat":")" + cat + R"(","ts":1,"dur":1,"pid":10,"tid":7,"args":{)" + args + "}}");
+  };
+  CHECK(check_chrome_trace(event("kernel", R"("correlation":5,"stream":7)")).empty());
+  CHECK(check_chrome_trace(event("cuda_runtime", R"("correlation":5,"cbid":211)")).empty());
+  CHECK(rejects(event("kernel", R"("stream":7)"), "kernel event without an integer args.correlation"));
+  CHECK(rejects(event("kernel", R"("correlation":5,"stream":0)"), "args.stream > 0"));
+  CHECK(rejects(event("gpu_memcpy", R"("correlation":5)"), "gpu_memcpy event without an integer args.stream > 0"));
+  CHECK(rejects(event("gpu_memset", R"("correlation":5,"stream":"7")"), "args.stream > 0"));
+  CHECK(rejects(event("cuda_driver", R"("correlation":5)"), "without an integer args.cbid"));
+  CHECK(rejects(event("cuda_runtime", R"("correlation":5,"cbid":211,"stream":7)"), "would take it for a GPU event"));
+  CHECK(rejects(trace(R"({"ph":"X","name":"k","cat":"kernel","ts":1,"dur":1,"pid":10,"tid":7})"),
+                "args.correlation"));
+  CHECK(rejects(trace(R"({"ph":"X","name":"k","cat":"kernel","ts":1,"dur":1,"pid":10,"tid":7,"args":[]})"),
+                "args.correlation"));
 }
 
 TEST_CASE("an empty timeline, and two timelines in one file, are valid traces") {

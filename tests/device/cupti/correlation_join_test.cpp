@@ -2,15 +2,18 @@
 // through the real conversion (layers/device/cupti), land in a Timeline next to hand-built host spans, and
 // reports::compute_breakdown joins them: API calls to ops through EXTERNAL_CORRELATION, kernels to launch
 // calls through the correlation id, never by cbid. Overlapping kernels, launches from both domains in one
-// op, and missing records on either side.
+// op, and missing records on either side; and the Chrome trace written from them.
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "layers/device/cupti/cupti_trace.h"
 #include "reports/breakdown.h"
+#include "reports/chrome_trace.h"
 #include "tests/device/cupti/cupti_records.h"
 #include "tests/reports/steady_clock.h"
 
@@ -181,4 +184,70 @@ TEST_CASE("without device records the launch, queue and gpu rows say they are no
   CHECK_FALSE(row(b, "queue").applicable);
   CHECK_FALSE(row(b, "gpu").applicable);
   CHECK(row(b, "library").ns.median == 1600);  // nothing is subtracted without launch records
+}
+
+// The same converted records, written as a Chrome trace: the fields HTA joins on (Note [Kineto trace
+// layout]) come from the CUPTI records themselves, and every invariant holds.
+TEST_CASE("the Chrome trace of converted records: correlation, cbid, External id, stream, steps, ac2g") {
+  const Timeline t = build_timeline();
+  reports::ChromeTraceWriter w;
+  reports::TraceMetadata meta;
+  meta.gpus.push_back({0, "NVIDIA H100 80GB HBM3", 132, 9, 0, 85'029'158'912ull});
+  meta.steps = {{1}, {2}, {3}, {4}};
+  meta.unix_minus_host_ns = 0;
+  w.set_trace_metadata(meta);
+  w.add_timeline(t, "eager");
+  const std::string text = w.str();
+  const std::vector<std::string> errors = reports::check_chrome_trace(text);
+  for (const std::string& e : errors) FAIL_CHECK(e);
+  const auto doc = nlohmann::json::parse(text);
+  CHECK(doc["deviceProperties"][0]["numSms"] == 132);
+
+  std::map<int64_t, nlohmann::json> api;  // correlation -> CUDA API event
+  std::vector<nlohmann::json> kernels, steps;
+  int flows = 0;
+  for (const auto& e : doc["traceEvents"]) {
+    const std::string cat = e.value("cat", "");
+    if (cat == "cuda_runtime" || cat == "cuda_driver") api[e["args"]["correlation"].get<int64_t>()] = e;
+    if (cat == "kernel") kernels.push_back(e);
+    if (cat == "user_annotation") steps.push_back(e);
+    flows += e["ph"] == "s";
+  }
+  REQUIRE(api.count(100) == 1);
+  CHECK(api[100]["cat"] == "cuda_driver");
+  CHECK(api[100]["args"]["cbid"] == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx);
+  CHECK(api[100]["args"]["External id"] == 1);
+  CHECK(api[201]["cat"] == "cuda_runtime");
+  CHECK(api[201]["args"]["cbid"] == CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000);
+  CHECK(api[400]["args"]["External id"] == 4);  // from the launch callback, the external record lost
+  REQUIRE(kernels.size() == 6);
+  for (const auto& k : kernels) {
+    INFO(k.dump());
+    CHECK(k["args"]["stream"].get<int64_t>() > 0);
+    CHECK(k["args"]["stream"] == k["tid"]);
+    CHECK(k["args"]["device"] == 0);
+    const int64_t correlation = k["args"]["correlation"].get<int64_t>();
+    if (correlation == 301) continue;  // its launch record was lost: no API event, no External id join
+    REQUIRE(api.count(correlation) == 1);
+    CHECK(k["args"]["External id"] == api[correlation]["args"]["External id"]);
+  }
+  const auto gemm = std::find_if(kernels.begin(), kernels.end(), [](const auto& k) { return k["args"]["correlation"] == 100; });
+  REQUIRE(gemm != kernels.end());
+  const auto& g = (*gemm)["args"];
+  CHECK(g["grid"] == nlohmann::json::array({8, 4, 1}));
+  CHECK(g["block"] == nlohmann::json::array({256, 1, 1}));
+  CHECK(g["registers per thread"] == 96);
+  CHECK(g["shared memory"] == 1024 + 49152);
+  CHECK(g["context"] == 1);
+  CHECK(g["queued"] == 1.7);  // 2700 ns; the trace's base is the first span, 1000 ns
+  CHECK(g["submitted"] == 1.9);
+  CHECK(g["blocks per SM"] == doctest::Approx(32.0 / 132));
+  CHECK(g["warps per SM"] == doctest::Approx(32.0 / 132 * 8));
+  // A step per op (op 9 is no step), each holding its op's spans and launch calls.
+  REQUIRE(steps.size() == 4);
+  CHECK(steps[0]["name"] == "ProfilerStep#1");
+  CHECK(steps[0]["ts"] == 0.0);
+  CHECK(steps[0]["dur"] == 2.0);
+  // Launch calls with a kernel record: ops 1, 2 (two), 4 and 9; op 3's launch lost its kernel.
+  CHECK(flows == 5);
 }
