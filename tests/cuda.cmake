@@ -6,7 +6,8 @@
 #    when no usable device is present; ctest reports them as skipped. One ctest test per program: the CUPTI
 #    test needs a fresh process (one CUPTI session per process), the others share one CUDA context.
 
-strata_add_test(test_device_cupti device/cupti/record_conversion_test.cpp device/cupti/correlation_join_test.cpp)
+strata_add_test(test_device_cupti device/cupti/record_conversion_test.cpp device/cupti/correlation_join_test.cpp
+  device/cupti/cupti_call_test.cpp)
 target_link_libraries(test_device_cupti PRIVATE CUDA::cupti)
 
 strata_add_test(test_runtime_cuda runtime/cuda/runtime_host_test.cpp runtime/cuda/device_selection_test.cpp)
