@@ -63,7 +63,8 @@ TEST_CASE("PerDevice: a maker that throws leaves nothing, and the next call trie
   CHECK(values.get(1, [](Counted& c) { c.made_for = 1; }).made_for == 1);
 }
 
-TEST_CASE("PerDevice refuses an index outside [0, kMaxDevices) with what it holds") {
+// (No brackets in test names: doctest_discover_tests would split the name into a CMake list.)
+TEST_CASE("PerDevice refuses an index below 0 or from kMaxDevices on, naming what it holds") {
   rt::PerDevice<Counted> values("cuBLAS");
   CHECK(rt::PerDevice<Counted>::in_range(0));
   CHECK(rt::PerDevice<Counted>::in_range(rt::kMaxDevices - 1));
