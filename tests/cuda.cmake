@@ -1,16 +1,21 @@
 # The CUDA layers' tests, included from tests/CMakeLists.txt when STRATA_WITH_CUDA.
 #  - Host-only tests (no label) run on every machine with the toolkit, GPU or not: CUPTI record conversion
 #    and the joins behind the breakdown, fed hand-built records of the real CUPTI structs; the checking
-#    macros; device selection and what strata says without a driver.
+#    macros; per-device state; device selection and what strata says without a driver.
 #  - GPU tests (label gpu) are programs whose main (runtime/cuda/gpu_test_main.cpp) exits 77 with the reason
 #    when no usable device is present; ctest reports them as skipped. One ctest test per program: the CUPTI
 #    test needs a fresh process (one CUPTI session per process), the others share one CUDA context.
 
-strata_add_test(test_device_cupti device/cupti/record_conversion_test.cpp device/cupti/correlation_join_test.cpp)
+strata_add_test(test_device_cupti device/cupti/record_conversion_test.cpp device/cupti/correlation_join_test.cpp
+  device/cupti/cupti_call_test.cpp)
 target_link_libraries(test_device_cupti PRIVATE CUDA::cupti)
 
-strata_add_test(test_runtime_cuda runtime/cuda/runtime_host_test.cpp runtime/cuda/device_selection_test.cpp)
-target_link_libraries(test_runtime_cuda PRIVATE CUDA::cudart CUDA::cublas strata_cudnn)
+strata_add_test(test_runtime_cuda runtime/cuda/runtime_host_test.cpp runtime/cuda/device_selection_test.cpp
+  runtime/cuda/per_device_test.cpp)
+target_link_libraries(test_runtime_cuda PRIVATE CUDA::cudart)
+
+strata_add_test(test_kernels_cuda kernels/cuda/library_check_test.cpp)
+target_link_libraries(test_kernels_cuda PRIVATE strata_kernels_cuda CUDA::cublas strata_cudnn)
 
 function(strata_add_gpu_test name)
   add_executable(${name} runtime/cuda/gpu_test_main.cpp ${ARGN})

@@ -208,9 +208,10 @@ class CudaSession final : public DeviceSession {
     env.emplace_back("PCI bus", info.pci_bus_id);
     env.emplace_back("CUDA driver", rt::cuda_version_string(info.driver_version));
     env.emplace_back("CUDA runtime", rt::cuda_version_string(info.runtime_version));
-    env.emplace_back("cuBLAS", info.cublas_version);
-    env.emplace_back("cuBLASLt", info.cublaslt_version);
-    env.emplace_back("cuDNN", info.cudnn_version);
+    const kernels::cuda::LibraryVersions libs = kernels::cuda::library_versions();
+    env.emplace_back("cuBLAS", libs.cublas);
+    env.emplace_back("cuBLASLt", libs.cublaslt);
+    env.emplace_back("cuDNN", libs.cudnn);
     env.emplace_back("CUPTI", cupti::cupti_version());
     env.emplace_back("GPU timing", device_enabled_ ? "CUPTI activity records" : "off: " + cupti_reason_);
 
@@ -333,9 +334,10 @@ int run_devices() {
               << info.pci_bus_id << "\n";
     if (std::string why = rt::unsupported_reason(i); !why.empty()) std::cout << "  not usable by strata: " << why << "\n";
     if (i == p.device_count - 1) {
+      const kernels::cuda::LibraryVersions libs = kernels::cuda::library_versions();
       std::cout << "  CUDA driver " << rt::cuda_version_string(info.driver_version) << ", runtime "
-                << rt::cuda_version_string(info.runtime_version) << ", cuBLAS " << info.cublas_version << ", cuBLASLt "
-                << info.cublaslt_version << ", cuDNN " << info.cudnn_version << ", CUPTI " << cupti::cupti_version()
+                << rt::cuda_version_string(info.runtime_version) << ", cuBLAS " << libs.cublas << ", cuBLASLt "
+                << libs.cublaslt << ", cuDNN " << libs.cudnn << ", CUPTI " << cupti::cupti_version()
                 << "\n";
     }
   }

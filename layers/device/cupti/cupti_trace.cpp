@@ -21,16 +21,11 @@
 #include <unordered_set>
 #include <utility>
 
+#include "layers/device/cupti/cupti_call.h"
 #include "lib/host_clock.h"
 
 namespace strata::cupti {
 namespace {
-
-std::string result_name(CUptiResult r) {
-  const char* s = nullptr;
-  if (cuptiGetResultString(r, &s) == CUPTI_SUCCESS && s != nullptr) return s;
-  return "CUptiResult " + std::to_string(static_cast<int>(r));
-}
 
 // CUPTI_TIMESTAMP_UNKNOWN (0) means "not collected"; strata's structs use -1 for that.
 int64_t optional_timestamp(uint64_t t) { return t == CUPTI_TIMESTAMP_UNKNOWN ? -1 : static_cast<int64_t>(t); }
@@ -132,7 +127,9 @@ void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_recor
 void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* buffer, size_t /*size*/,
                                size_t valid_size) {
   size_t dropped = 0;
-  if (cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped) != CUPTI_SUCCESS) dropped = 0;
+  // On CUPTI's thread, per buffer: a failure here is not worth a note per buffer; finish_session counts
+  // the drops again and says so when it cannot.
+  if (!STRATA_CUPTI_CALL(cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped)).ok()) dropped = 0;
   Session& s = session();
   std::lock_guard lock(s.mutex);
   s.dropped_in_callbacks += dropped;
@@ -153,7 +150,8 @@ void on_graph_node(CUpti_CallbackId cbid, const CUpti_ResourceData* resource) {
   const auto* graph = static_cast<const CUpti_GraphData*>(resource->resourceDescriptor);
   if (graph == nullptr || graph->node == nullptr) return;
   uint64_t node_id = 0;
-  if (cuptiGetGraphNodeId(graph->node, &node_id) != CUPTI_SUCCESS) return;
+  // Without an id the node stays unattributed, which the comparison counts and reports.
+  if (!STRATA_CUPTI_CALL(cuptiGetGraphNodeId(graph->node, &node_id)).ok()) return;
   Session& s = session();
   std::lock_guard lock(s.mutex);
   if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED) {
@@ -164,7 +162,9 @@ void on_graph_node(CUpti_CallbackId cbid, const CUpti_ResourceData* resource) {
     return;
   }
   uint64_t original_id = 0;  // CLONED
-  if (graph->originalNode == nullptr || cuptiGetGraphNodeId(graph->originalNode, &original_id) != CUPTI_SUCCESS) return;
+  if (graph->originalNode == nullptr || !STRATA_CUPTI_CALL(cuptiGetGraphNodeId(graph->originalNode, &original_id)).ok()) {
+    return;
+  }
   if (auto it = s.node_ops.find(original_id); it != s.node_ops.end()) {
     const uint32_t op = it->second;
     s.graph_nodes.push_back({node_id, op});
@@ -258,21 +258,19 @@ std::string subscribe_under_control(Session& s) {
   params.subscriberName = "strata";
   params.oldSubscriberName = holder;
   params.oldSubscriberSize = sizeof holder;
-  const CUptiResult r = cuptiSubscribe_v2(&s.subscriber, &on_api_callback, nullptr, &params);
-  const char* call = "cuptiSubscribe_v2";
+  const CuptiCall subscribed = STRATA_CUPTI_CALL(cuptiSubscribe_v2(&s.subscriber, &on_api_callback, nullptr, &params));
 #else
   const char holder[] = "";
-  const CUptiResult r = cuptiSubscribe(&s.subscriber, &on_api_callback, nullptr);
-  const char* call = "cuptiSubscribe";
+  const CuptiCall subscribed = STRATA_CUPTI_CALL(cuptiSubscribe(&s.subscriber, &on_api_callback, nullptr));
 #endif
-  if (r == CUPTI_SUCCESS) return "";
+  if (subscribed.ok()) return "";
   s.subscriber = nullptr;
-  if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+  if (subscribed.is(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)) {
     const std::string who = holder[0] != '\0' ? std::string(holder) : std::string("another CUPTI client");
     return who + " already holds CUPTI's one subscription (running under Nsight Systems / Nsight Compute?); "
                  "run strata outside the other tool to get GPU timing";
   }
-  return std::string(call) + " failed: " + result_name(r);
+  return subscribed.failure();
 }
 
 }  // namespace
@@ -295,7 +293,8 @@ std::string api_name(ApiDomain domain, uint32_t cbid) {
   const char* raw = nullptr;
   const CUpti_CallbackDomain d = domain == ApiDomain::kRuntime ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API;
   std::string name;
-  if (cuptiGetCallbackName(d, cbid, &raw) == CUPTI_SUCCESS && raw != nullptr) {
+  // Without CUPTI's name the call is named by its cbid, which says what happened.
+  if (STRATA_CUPTI_CALL(cuptiGetCallbackName(d, cbid, &raw)).ok() && raw != nullptr) {
     name = raw;
     // "cudaLaunchKernel_v7000" -> "cudaLaunchKernel": the suffix is the API version CUPTI tracks.
     const size_t v = name.rfind("_v");
@@ -490,38 +489,40 @@ std::string start_session() {
   host_clock::calibrate();  // the timestamp callback below reads the calibrated clock from CUPTI's threads
 
   if (std::string reason = subscribe_under_control(s); !reason.empty()) return reason;
-  auto fail = [&](const char* call, CUptiResult r) {
+  // A failure of what the session cannot do without: no GPU timing, with the call and CUPTI's error.
+  auto fail = [&](const std::string& failure) {
     teardown_under_control(s);
-    return std::string(call) + " failed: " + result_name(r);
+    return failure;
   };
 
   size_t callbacks_enabled = 0;
   for (CUpti_CallbackId cbid : kRuntimeLaunchCbids)
-    callbacks_enabled += cuptiEnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, cbid) == CUPTI_SUCCESS;
+    callbacks_enabled += STRATA_CUPTI_CALL(cuptiEnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, cbid)).ok();
   for (CUpti_CallbackId cbid : kDriverLaunchCbids)
-    callbacks_enabled += cuptiEnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid) == CUPTI_SUCCESS;
+    callbacks_enabled += STRATA_CUPTI_CALL(cuptiEnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_DRIVER_API, cbid)).ok();
   if (callbacks_enabled == 0) warn(s, "no launch callbacks (op tags come from activity records only)");
   size_t graph_callbacks = 0;
   for (CUpti_CallbackId cbid : {CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED})
-    graph_callbacks += cuptiEnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_RESOURCE, cbid) == CUPTI_SUCCESS;
+    graph_callbacks += STRATA_CUPTI_CALL(cuptiEnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_RESOURCE, cbid)).ok();
   if (graph_callbacks < 2) warn(s, "no graph node callbacks: replayed graph kernels cannot be attributed to ops");
 
   // CUPTI documents this as "before initialization of CUDA"; device selection already tried before its
   // probe. A late success still helps if only the context (not cuInit) is what matters.
   if (!g_latency_enabled.load()) {
-    if (CUptiResult r = cuptiActivityEnableLatencyTimestamps(1); r != CUPTI_SUCCESS) {
-      warn(s, "no queued/submitted kernel timestamps (" + result_name(r) + ")");
+    if (const CuptiCall latency = STRATA_CUPTI_CALL(cuptiActivityEnableLatencyTimestamps(1)); !latency.ok()) {
+      warn(s, "no queued/submitted kernel timestamps (" + latency.failure() + ")");
     } else {
       warn(s, "latency timestamps enabled only after CUDA initialised: queued/submitted may be missing");
     }
   }
   // See Note [One host clock]: CUPTI stamps its records with strata's clock, so no skew fitting is needed.
   // Without it records would be on CLOCK_REALTIME and every device row would be wrong: not optional.
-  if (CUptiResult r = cuptiActivityRegisterTimestampCallback(&host_timestamp); r != CUPTI_SUCCESS) {
-    return fail("cuptiActivityRegisterTimestampCallback", r);
+  if (const CuptiCall c = STRATA_CUPTI_CALL(cuptiActivityRegisterTimestampCallback(&host_timestamp)); !c.ok()) {
+    return fail(c.failure());
   }
-  if (CUptiResult r = cuptiActivityRegisterCallbacks(&buffer_requested, &buffer_completed); r != CUPTI_SUCCESS) {
-    return fail("cuptiActivityRegisterCallbacks", r);
+  if (const CuptiCall c = STRATA_CUPTI_CALL(cuptiActivityRegisterCallbacks(&buffer_requested, &buffer_completed));
+      !c.ok()) {
+    return fail(c.failure());
   }
   // optional: the run goes on without it, with a note, except where `quiet`: INTERNAL_LAUNCH_API only
   // adds launches made outside any public API call, and not every CUPTI build accepts it as a kind.
@@ -542,13 +543,14 @@ std::string start_session() {
       {CUPTI_ACTIVITY_KIND_OVERHEAD, "OVERHEAD", false},
   };
   for (const Kind& k : kKinds) {
-    const CUptiResult r = cuptiActivityEnable(k.kind);
-    if (r == CUPTI_SUCCESS) {
+    const CuptiCall enabled = STRATA_CUPTI_CALL(cuptiActivityEnable(k.kind));
+    if (enabled.ok()) {
       s.enabled_kinds.push_back(k.kind);
     } else if (k.required) {
-      return fail((std::string("cuptiActivityEnable(") + k.name + ")").c_str(), r);
+      // The kind by name: "cuptiActivityEnable(k.kind)" would not say which one.
+      return fail(std::string("cuptiActivityEnable(") + k.name + ") failed: " + enabled.reason());
     } else if (!k.quiet) {
-      warn(s, std::string("no ") + k.name + " records (" + result_name(r) + ")");
+      warn(s, std::string("no ") + k.name + " records (" + enabled.reason() + ")");
     }
   }
   {
@@ -561,7 +563,8 @@ std::string start_session() {
 }
 
 void enable_latency_timestamps() noexcept {
-  if (cuptiActivityEnableLatencyTimestamps(1) == CUPTI_SUCCESS) g_latency_enabled.store(true);
+  // A failure only costs the queued/submitted timestamps; start_session tries again and warns then.
+  if (STRATA_CUPTI_CALL(cuptiActivityEnableLatencyTimestamps(1)).ok()) g_latency_enabled.store(true);
 }
 
 bool session_active() noexcept { return session().active.load(std::memory_order_relaxed); }
@@ -569,9 +572,10 @@ bool session_active() noexcept { return session().active.load(std::memory_order_
 void push_op(uint64_t op_id) noexcept {
   if (!session_active()) return;
   t_current_op = op_id;
-  const CUptiResult r = cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, op_id);
-  if (r != CUPTI_SUCCESS) {
-    warn(session(), "cuptiActivityPushExternalCorrelationId failed: " + result_name(r));
+  if (const CuptiCall c =
+          STRATA_CUPTI_CALL(cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, op_id));
+      !c.ok()) {
+    warn(session(), c.failure());
   }
 }
 
@@ -580,7 +584,7 @@ void attribute_graph_nodes(const std::vector<void*>& nodes, uint32_t op_id) noex
   Session& s = session();
   for (void* node : nodes) {
     uint64_t id = 0;
-    if (cuptiGetGraphNodeId(static_cast<CUgraphNode>(node), &id) != CUPTI_SUCCESS) continue;
+    if (!STRATA_CUPTI_CALL(cuptiGetGraphNodeId(static_cast<CUgraphNode>(node), &id)).ok()) continue;
     std::lock_guard lock(s.mutex);
     if (s.node_ops.emplace(id, op_id).second) s.graph_nodes.push_back({id, op_id});  // first record wins
   }
@@ -590,9 +594,10 @@ void pop_op() noexcept {
   if (!session_active()) return;
   t_current_op = 0;
   uint64_t last = 0;
-  const CUptiResult r = cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last);
-  if (r != CUPTI_SUCCESS) {
-    warn(session(), "cuptiActivityPopExternalCorrelationId failed: " + result_name(r));
+  if (const CuptiCall c =
+          STRATA_CUPTI_CALL(cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last));
+      !c.ok()) {
+    warn(session(), c.failure());
   }
 }
 
@@ -605,10 +610,14 @@ void finish_session(DeviceTrace& out) {
     return;
   }
   // Forced: also hands over buffers that are only partly full, which is all of them after a short run.
-  const CUptiResult flushed = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
-  if (flushed != CUPTI_SUCCESS) warn(s, "cuptiActivityFlushAll failed: " + result_name(flushed));
+  const CuptiCall flushed = STRATA_CUPTI_CALL(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+  if (!flushed.ok()) warn(s, flushed.failure());
   size_t dropped_global = 0;
-  if (cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped_global) != CUPTI_SUCCESS) dropped_global = 0;
+  // Never drop silently (DESIGN.md): when CUPTI cannot count its drops, the reader is told so.
+  if (const CuptiCall c = STRATA_CUPTI_CALL(cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped_global)); !c.ok()) {
+    dropped_global = 0;
+    warn(s, c.failure() + " (records CUPTI dropped, if any, are not counted)");
+  }
   teardown_under_control(s);  // one session per process: nothing is recorded after this point
 
   std::vector<std::pair<uint8_t*, size_t>> buffers;
@@ -630,10 +639,10 @@ void finish_session(DeviceTrace& out) {
   for (auto [buffer, valid] : buffers) {
     CUpti_Activity* record = nullptr;
     for (;;) {
-      const CUptiResult r = cuptiActivityGetNextRecord(buffer, valid, &record);
-      if (r == CUPTI_ERROR_MAX_LIMIT_REACHED) break;  // the normal end of a buffer
-      if (r != CUPTI_SUCCESS) {
-        warn(s, "cuptiActivityGetNextRecord failed: " + result_name(r) + " (rest of a buffer lost)");
+      const CuptiCall next = STRATA_CUPTI_CALL(cuptiActivityGetNextRecord(buffer, valid, &record));
+      if (next.is(CUPTI_ERROR_MAX_LIMIT_REACHED)) break;  // the normal end of a buffer
+      if (!next.ok()) {
+        warn(s, next.failure() + " (rest of a buffer lost)");
         break;
       }
       converter.add(record);
@@ -654,8 +663,7 @@ void finish_session(DeviceTrace& out) {
   // nothing, and rows of 0 us would read as measured. Say so instead.
   out.enabled = !(out.api_calls.empty() && out.kernels.empty());
   if (!out.enabled) {
-    out.unavailable_reason = flushed != CUPTI_SUCCESS ? "cuptiActivityFlushAll failed: " + result_name(flushed)
-                                                      : std::string("CUPTI delivered no API or kernel records");
+    out.unavailable_reason = !flushed.ok() ? flushed.failure() : std::string("CUPTI delivered no API or kernel records");
   }
 }
 
@@ -667,8 +675,7 @@ std::vector<std::string> session_warnings() {
 
 std::string cupti_version() {
   uint32_t api = 0;
-  const CUptiResult r = cuptiGetVersion(&api);
-  if (r != CUPTI_SUCCESS) return "unavailable (" + result_name(r) + ")";
+  if (const CuptiCall c = STRATA_CUPTI_CALL(cuptiGetVersion(&api)); !c.ok()) return "unavailable (" + c.reason() + ")";
   return "API " + std::to_string(api);
 }
 

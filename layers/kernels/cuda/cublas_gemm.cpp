@@ -33,24 +33,19 @@ namespace {
 
 std::atomic<bool> g_tf32{false};
 
-constexpr int kMaxDevices = 64;
 // What cuBLAS documents for Hopper and newer; also enough for cuBLASLt's heuristics on these shapes.
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
 
 struct CublasHandles {
-  std::once_flag once;
   cublasHandle_t blas = nullptr;
   cublasLtHandle_t lt = nullptr;
   std::shared_ptr<Storage> workspace;  // shared by both handles: they only ever run on strata's one stream
 };
-std::array<CublasHandles, kMaxDevices> g_handles;
+runtime::cuda::PerDevice<CublasHandles> g_handles("cuBLAS");
 
 // Created on first use, so handle creation is part of the first (cold) call, in its own zone.
 CublasHandles& handles_for(const Tensor& t, cudaStream_t stream) {
-  const int device = t.device().index;
-  if (device < 0 || device >= kMaxDevices) throw Error("cuBLAS: no device " + t.device().str());
-  CublasHandles& h = g_handles[static_cast<size_t>(device)];
-  std::call_once(h.once, [&] {
+  return g_handles.get(t.device().index, [&](CublasHandles& h) {
     {
       STRATA_ZONE(zone, Layer::kLibrary, "cublasCreate");
       STRATA_CUBLAS_CHECK(cublasCreate(&h.blas));
@@ -64,7 +59,6 @@ CublasHandles& handles_for(const Tensor& t, cudaStream_t stream) {
     h.workspace = runtime::cuda::caching_allocator().allocate(kWorkspaceBytes, t.device());
     STRATA_CUBLAS_CHECK(cublasSetWorkspace(h.blas, h.workspace->data(), kWorkspaceBytes));
   });
-  return h;
 }
 
 struct GemmTypes {

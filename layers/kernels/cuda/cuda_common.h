@@ -4,6 +4,7 @@
 #include <climits>
 #include <string>
 
+#include "layers/kernels/cuda/library_check.h"
 #include "layers/runtime/cuda/cuda_runtime_layer.h"
 #include "lib/error.h"
 #include "lib/tensor.h"

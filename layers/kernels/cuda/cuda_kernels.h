@@ -31,4 +31,11 @@ bool tf32_enabled();
 // the kernel names alone do not say which algorithm a search picked.
 std::vector<std::string> plan_descriptions();
 
+// The versions of the libraries these kernels call, "13.0.2" style, for the report's environment. Throws
+// Error when cuBLAS cannot say (the runtime layer does not link these libraries, so it cannot answer).
+struct LibraryVersions {
+  std::string cublas, cublaslt, cudnn;
+};
+LibraryVersions library_versions();
+
 }  // namespace strata::kernels::cuda

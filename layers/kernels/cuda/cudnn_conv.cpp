@@ -26,28 +26,22 @@
 namespace strata::kernels::cuda {
 namespace {
 
-constexpr int kMaxDevices = 64;
 // Upper bound on the workspace offered to the search: algorithms that want more are not considered.
 constexpr size_t kMaxSearchWorkspace = size_t{1} << 30;
 
 struct CudnnHandle {
-  std::once_flag once;
   cudnnHandle_t handle = nullptr;
 };
-std::array<CudnnHandle, kMaxDevices> g_handles;
+runtime::cuda::PerDevice<CudnnHandle> g_handles("cuDNN");
 
 cudnnHandle_t handle_for(const Tensor& t, cudaStream_t stream) {
-  const int device = t.device().index;
-  if (device < 0 || device >= kMaxDevices) throw Error("cuDNN: no device " + t.device().str());
-  CudnnHandle& h = g_handles[static_cast<size_t>(device)];
-  std::call_once(h.once, [&] {
+  return g_handles.get(t.device().index, [&](CudnnHandle& h) {
     {
       STRATA_ZONE(zone, Layer::kLibrary, "cudnnCreate");
       STRATA_CUDNN_CHECK(cudnnCreate(&h.handle));
     }
     STRATA_CUDNN_CHECK(cudnnSetStream(h.handle, stream));
-  });
-  return h.handle;
+  }).handle;
 }
 
 cudnnDataType_t cudnn_dtype(DType dtype) {

@@ -6,7 +6,6 @@
 // Reuse without events is safe because every kernel strata runs on a device goes to that device's one
 // stream (see stream()): a block freed by the host while a kernel still reads it can only be handed to work
 // queued later on the same stream, which runs after that kernel. A second stream would need event fencing.
-#include <array>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -21,7 +20,6 @@ namespace {
 constexpr size_t kSmallGranule = 512;
 constexpr size_t kSmallLimit = size_t{1} << 20;
 constexpr size_t kLargeGranule = size_t{2} << 20;
-constexpr int kMaxDevices = 64;
 
 struct Pool {
   std::mutex mutex;
@@ -65,7 +63,7 @@ class CachingAllocator final : public Allocator {
   }
 
   AllocatorStats stats(int index) {
-    Pool& p = pools_.at(static_cast<size_t>(index));
+    Pool& p = pools_.get(index);
     std::lock_guard lock(p.mutex);
     return p.stats;
   }
@@ -81,10 +79,10 @@ class CachingAllocator final : public Allocator {
   }
 
   Pool& pool(Device device) {
-    if (!device.is_cuda() || device.index < 0 || device.index >= kMaxDevices) {
+    if (!device.is_cuda() || !PerDevice<Pool>::in_range(device.index)) {
       throw Error("the CUDA caching allocator got device " + device.str());
     }
-    return pools_[static_cast<size_t>(device.index)];
+    return pools_.get(device.index);
   }
 
   static void* malloc_block(Pool& p, int index, size_t size) {
@@ -147,13 +145,13 @@ class CachingAllocator final : public Allocator {
 
  public:
   void hold_frees(int index, std::vector<std::pair<void*, size_t>>* sink) {
-    Pool& p = pools_.at(static_cast<size_t>(index));
+    Pool& p = pools_.get(index);
     std::lock_guard lock(p.mutex);
     p.hold = sink;
   }
 
   void give_back(int index, const std::vector<std::pair<void*, size_t>>& blocks) {
-    Pool& p = pools_.at(static_cast<size_t>(index));
+    Pool& p = pools_.get(index);
     std::lock_guard lock(p.mutex);
     for (auto [data, size] : blocks) {
       p.free_blocks[size].push_back(data);
@@ -163,7 +161,7 @@ class CachingAllocator final : public Allocator {
 
  private:
 
-  std::array<Pool, kMaxDevices> pools_;
+  PerDevice<Pool> pools_{"the CUDA caching allocator"};
 };
 
 CachingAllocator& instance() {
@@ -195,7 +193,7 @@ HeldBlocks::~HeldBlocks() {
 }
 
 AllocatorStats allocator_stats(int index) {
-  if (index < 0 || index >= kMaxDevices) throw Error("allocator_stats: no device cuda:" + std::to_string(index));
+  if (!PerDevice<Pool>::in_range(index)) throw Error("allocator_stats: no device cuda:" + std::to_string(index));
   return instance().stats(index);
 }
 

@@ -1,8 +1,9 @@
 // layers/runtime/cuda: what strata needs from the CUDA runtime, in one place. Probing (never throws),
 // device discovery, one stream per device, events, the caching device allocator behind lib's Allocator,
-// host <-> device copies, and the checking macros every CUDA / cuBLAS / cuDNN call goes through.
+// host <-> device copies, and the checking macro every CUDA runtime call goes through (the cuBLAS and
+// cuDNN ones live with the kernels that call those libraries: layers/kernels/cuda/library_check.h).
 //
-// Nothing here links libcuda: the program must start, and say why there is no GPU, on a machine without
+// Nothing here links libcuda, cuBLAS or cuDNN: the program must start, and say why there is no GPU, on a machine without
 // a driver. The runtime (libcudart, shared) loads the driver itself and reports its absence as an error
 // code, which probe() turns into one line of text.
 #pragma once
@@ -16,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "layers/runtime/cuda/per_device.h"
 #include "lib/dtype.h"
 #include "lib/storage.h"
 
@@ -56,7 +58,7 @@ struct DeviceInfo {
   std::string pci_bus_id;
   int driver_version = 0;   // CUDA version the driver supports, 13000 = 13.0
   int runtime_version = 0;  // libcudart in use
-  std::string cublas_version, cublaslt_version, cudnn_version;
+  // The library versions are kernels::cuda::library_versions(): the runtime does not link those libraries.
 };
 
 // Properties of device `index`. Creates the device's primary context (free memory needs one).
@@ -189,8 +191,10 @@ PeakFlops published_peak(const std::string& device_name, int cc_major, int cc_mi
 // own error name and string. Out-of-memory statuses throw UnavailableError (exit 4), everything else Error.
 
 [[noreturn]] void throw_cuda_error(int error, const char* call, const char* file, int line);
-[[noreturn]] void throw_cublas_error(int status, const char* call, const char* file, int line);
-[[noreturn]] void throw_cudnn_error(int status, const char* call, const char* file, int line);
+
+// The one message format of every checking macro (this one and layers/kernels/cuda/library_check.h):
+// "cudaMalloc(&ptr, size) failed: <what> [layers/runtime/cuda/caching_allocator.cpp:97]".
+std::string call_failure(const char* call, const std::string& what, const char* file, int line);
 
 }  // namespace strata::runtime::cuda
 
@@ -199,19 +203,4 @@ PeakFlops published_peak(const std::string& device_name, int cc_major, int cc_mi
     const cudaError_t strata_status_ = (call);                                                        \
     if (strata_status_ != cudaSuccess) [[unlikely]]                                                   \
       ::strata::runtime::cuda::throw_cuda_error(static_cast<int>(strata_status_), #call, __FILE__, __LINE__); \
-  } while (0)
-
-// The cuBLAS and cuDNN variants expand in files that include cublas / cudnn headers; this header does not.
-#define STRATA_CUBLAS_CHECK(call)                                                                     \
-  do {                                                                                                \
-    const auto strata_status_ = (call);                                                               \
-    if (static_cast<int>(strata_status_) != 0) [[unlikely]]                                           \
-      ::strata::runtime::cuda::throw_cublas_error(static_cast<int>(strata_status_), #call, __FILE__, __LINE__); \
-  } while (0)
-
-#define STRATA_CUDNN_CHECK(call)                                                                      \
-  do {                                                                                                \
-    const auto strata_status_ = (call);                                                               \
-    if (static_cast<int>(strata_status_) != 0) [[unlikely]]                                           \
-      ::strata::runtime::cuda::throw_cudnn_error(static_cast<int>(strata_status_), #call, __FILE__, __LINE__); \
   } while (0)

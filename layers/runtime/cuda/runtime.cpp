@@ -1,10 +1,4 @@
-#include <cublasLt.h>
-#include <cublas_api.h>
-#include <cudnn.h>
-
-#include <array>
 #include <cstdio>
-#include <mutex>
 
 #include "layers/runtime/cuda/cuda_runtime_layer.h"
 #include "lib/error.h"
@@ -12,13 +6,10 @@
 namespace strata::runtime::cuda {
 namespace {
 
-constexpr int kMaxDevices = 64;
-
 struct DeviceState {
-  std::once_flag once;
   cudaStream_t stream = nullptr;
 };
-std::array<DeviceState, kMaxDevices> g_devices;
+PerDevice<DeviceState> g_devices("the CUDA runtime");
 
 // cudaSetDevice is per thread; remembering it here saves a runtime call (and a CUPTI record) per op.
 thread_local int t_current_device = -1;
@@ -36,13 +27,6 @@ std::string short_path(const char* file) {
   return best == std::string::npos ? path : path.substr(best + 1);
 }
 
-std::string failure(const char* call, const std::string& what, const char* file, int line) {
-  return std::string(call) + " failed: " + what + " [" + short_path(file) + ":" + std::to_string(line) + "]";
-}
-
-std::string version3(size_t v) {  // cuBLASLt and cuDNN 9 both encode major*10000 + minor*100 + patch
-  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
-}
 
 Probe do_probe() {
   Probe p;
@@ -90,6 +74,10 @@ void check_index(int index) {
 }
 
 }  // namespace
+
+std::string call_failure(const char* call, const std::string& what, const char* file, int line) {
+  return std::string(call) + " failed: " + what + " [" + short_path(file) + ":" + std::to_string(line) + "]";
+}
 
 Probe probe() noexcept {
   static const Probe result = [] {
@@ -172,20 +160,12 @@ DeviceInfo device_info(int index) {
   STRATA_CUDA_CHECK(cudaMemGetInfo(&info.free_bytes, &info.total_bytes));
   STRATA_CUDA_CHECK(cudaDriverGetVersion(&info.driver_version));
   STRATA_CUDA_CHECK(cudaRuntimeGetVersion(&info.runtime_version));
-  int major = 0, minor = 0, patch = 0;
-  STRATA_CUBLAS_CHECK(cublasGetProperty(MAJOR_VERSION, &major));
-  STRATA_CUBLAS_CHECK(cublasGetProperty(MINOR_VERSION, &minor));
-  STRATA_CUBLAS_CHECK(cublasGetProperty(PATCH_LEVEL, &patch));
-  info.cublas_version = std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
-  info.cublaslt_version = version3(cublasLtGetVersion());
-  info.cudnn_version = version3(cudnnGetVersion());
   return info;
 }
 
 void init_device(int index) {
   check_index(index);
-  DeviceState& d = g_devices[static_cast<size_t>(index)];
-  std::call_once(d.once, [&] {
+  g_devices.get(index, [&](DeviceState& d) {
     set_current_device(index);
     // Creates the primary context now, so that its cost is setup and not part of the first traced call.
     STRATA_CUDA_CHECK(cudaFree(nullptr));
@@ -202,10 +182,11 @@ void set_current_device(int index) {
 }
 
 cudaStream_t stream(int index) {
-  if (index < 0 || index >= kMaxDevices || g_devices[static_cast<size_t>(index)].stream == nullptr) {
+  const DeviceState* d = g_devices.find(index);
+  if (d == nullptr || d->stream == nullptr) {
     throw Error("cuda:" + std::to_string(index) + " is not initialised (runtime::cuda::init_device was not called)");
   }
-  return g_devices[static_cast<size_t>(index)].stream;
+  return d->stream;
 }
 
 void synchronize(int index) { STRATA_CUDA_CHECK(cudaStreamSynchronize(stream(index))); }
@@ -240,34 +221,8 @@ void throw_cuda_error(int error, const char* call, const char* file, int line) {
   const auto e = static_cast<cudaError_t>(error);
   // Clears a non-sticky error so that the next, unrelated call does not report it again.
   (void)cudaGetLastError();
-  const std::string msg = failure(call, name_of(e) + " (" + cudaGetErrorString(e) + ")", file, line);
+  const std::string msg = call_failure(call, name_of(e) + " (" + cudaGetErrorString(e) + ")", file, line);
   if (e == cudaErrorMemoryAllocation) throw UnavailableError("out of device memory: " + msg);
-  throw Error(msg);
-}
-
-void throw_cublas_error(int status, const char* call, const char* file, int line) {
-  const auto s = static_cast<cublasStatus_t>(status);
-  const std::string msg =
-      failure(call, std::string(cublasGetStatusName(s)) + " (" + cublasGetStatusString(s) + ")", file, line);
-  if (s == CUBLAS_STATUS_ALLOC_FAILED) throw UnavailableError("out of memory in cuBLAS: " + msg);
-  throw Error(msg);
-}
-
-void throw_cudnn_error(int status, const char* call, const char* file, int line) {
-  const auto s = static_cast<cudnnStatus_t>(status);
-  std::string what = cudnnGetErrorString(s);
-  // cuDNN 9 keeps a longer explanation of the last failure on this thread; it is often the useful part.
-  char detail[512] = {};
-  cudnnGetLastErrorString(detail, sizeof detail);
-  std::string extra = detail;
-  for (char& c : extra)
-    if (c == '\n' || c == '\r') c = ' ';
-  if (!extra.empty()) what += " (cuDNN's last message on this thread: " + extra + ")";
-  const std::string msg = failure(call, what, file, line);
-  if (s == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED ||
-      s == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED) {
-    throw UnavailableError("out of memory in cuDNN: " + msg);
-  }
   throw Error(msg);
 }
 

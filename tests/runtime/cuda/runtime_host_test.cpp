@@ -1,11 +1,8 @@
 // layers/runtime/cuda on any machine, GPU or not: probing never throws and explains itself, the checking
-// macros carry file, line, the call's text and the library's own error name, out-of-memory statuses are
+// macro carries file, line, the call's text and the runtime's own error name, out-of-memory is
 // UnavailableError (exit 4), the allocator's rounding, the published-peak table, and what happens when a
-// device is asked for where there is none.
+// device is asked for where there is none. (The cuBLAS / cuDNN macros: tests/kernels/cuda.)
 #include <doctest/doctest.h>
-
-#include <cublas_api.h>
-#include <cudnn.h>
 
 #include <string>
 
@@ -19,8 +16,6 @@ namespace {
 
 // A stand-in for a library call that fails, so the macro's "call text" is predictable.
 cudaError_t cuda_call_returning(cudaError_t e) { return e; }
-cublasStatus_t cublas_call_returning(cublasStatus_t s) { return s; }
-cudnnStatus_t cudnn_call_returning(cudnnStatus_t s) { return s; }
 
 template <typename F>
 std::string message_of(F&& f) {
@@ -84,25 +79,6 @@ TEST_CASE("device out of memory is UnavailableError (exit 4), other CUDA failure
   } catch (const Error& e) {
     CHECK(e.code() == ExitCode::kFailure);
   }
-}
-
-TEST_CASE("STRATA_CUBLAS_CHECK names the cuBLAS status and allocation failure is UnavailableError") {
-  CHECK_NOTHROW(STRATA_CUBLAS_CHECK(cublas_call_returning(CUBLAS_STATUS_SUCCESS)));
-  const std::string msg = message_of([] { STRATA_CUBLAS_CHECK(cublas_call_returning(CUBLAS_STATUS_NOT_INITIALIZED)); });
-  CHECK(contains(msg, "cublas_call_returning(CUBLAS_STATUS_NOT_INITIALIZED) failed: CUBLAS_STATUS_NOT_INITIALIZED"));
-  CHECK(contains(msg, cublasGetStatusString(CUBLAS_STATUS_NOT_INITIALIZED)));
-  CHECK(contains(msg, "runtime_host_test.cpp:"));
-  CHECK_THROWS_AS(STRATA_CUBLAS_CHECK(cublas_call_returning(CUBLAS_STATUS_ALLOC_FAILED)), UnavailableError);
-}
-
-TEST_CASE("STRATA_CUDNN_CHECK names the cuDNN status and device allocation failure is UnavailableError") {
-  CHECK_NOTHROW(STRATA_CUDNN_CHECK(cudnn_call_returning(CUDNN_STATUS_SUCCESS)));
-  const std::string msg = message_of([] { STRATA_CUDNN_CHECK(cudnn_call_returning(CUDNN_STATUS_BAD_PARAM)); });
-  CHECK(contains(msg, "cudnn_call_returning(CUDNN_STATUS_BAD_PARAM) failed: CUDNN_STATUS_BAD_PARAM"));
-  CHECK(msg.find('\n') == std::string::npos);
-  CHECK_THROWS_AS(STRATA_CUDNN_CHECK(cudnn_call_returning(CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED)),
-                  UnavailableError);
-  CHECK_THROWS_AS(STRATA_CUDNN_CHECK(cudnn_call_returning(CUDNN_STATUS_EXECUTION_FAILED)), Error);
 }
 
 TEST_CASE("the caching allocator's size classes") {
