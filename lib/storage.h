@@ -1,6 +1,6 @@
 // Storage is the memory behind tensors; an Allocator per device type makes it. The CPU allocator lives
-// here; the CUDA caching allocator lives in layers/runtime/cuda and is registered by the backend list
-// (layers/dispatch/backend_registry.cpp), so lib never depends on a layer.
+// here; the CUDA caching allocator lives in layers/runtime/cuda and registers itself when a device is
+// first initialised (runtime::cuda::init_device), so lib never depends on a layer.
 #pragma once
 
 #include <cstddef>

@@ -27,6 +27,14 @@ int run_ops() {
   for (int k = kNumDispatchKeys - 1; k > 0; --k) {
     std::cout << dispatch_key_name(static_cast<DispatchKey>(k)) << (k > 1 ? " > " : "\n");
   }
+  // A key in the list above that no operator has a kernel for is only a place in the order: say so, so
+  // that nobody reads "Autocast" as a feature (a key set that includes it ends in a missing-kernel error).
+  for (int k = kNumDispatchKeys - 1; k > 0; --k) {
+    const auto key = static_cast<DispatchKey>(k);
+    bool any = false;
+    for (const OperatorEntry& e : d.operators()) any = any || e.kernel(key) != nullptr;
+    if (!any) std::cout << dispatch_key_name(key) << ": no operator has a kernel for this key in this build\n";
+  }
   return 0;
 }
 

@@ -131,7 +131,7 @@ struct Invoke<Op, Tensor(Args...)> {
 };
 
 const std::vector<BoundOperator>& registry() {
-  static const std::vector<BoundOperator> ops = [] {
+  static const std::vector<BoundOperator> kOperators = [] {
     std::vector<BoundOperator> out;
     ops::AllOps::for_each([&](auto op) {
       using Op = decltype(op);
@@ -141,7 +141,7 @@ const std::vector<BoundOperator>& registry() {
     });
     return out;
   }();
-  return ops;
+  return kOperators;
 }
 
 }  // namespace

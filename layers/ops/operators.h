@@ -110,7 +110,7 @@ struct Matmul {
     return c;
   }
 };
-inline constexpr EntryPoint<Matmul> matmul{};
+inline constexpr EntryPoint<Matmul> matmul{};  // NOLINT(readability-identifier-naming): called like a function
 
 struct Linear {
   static constexpr const char* kName = "linear";
@@ -137,7 +137,7 @@ struct Linear {
     return c;
   }
 };
-inline constexpr EntryPoint<Linear> linear{};
+inline constexpr EntryPoint<Linear> linear{};  // NOLINT(readability-identifier-naming): called like a function
 
 struct Conv2d {
   static constexpr const char* kName = "conv2d";
@@ -156,7 +156,7 @@ struct Conv2d {
 
   static SpecCall spec(std::vector<int64_t>& d, const ConvOptions& conv, std::string_view typed);
 };
-inline constexpr EntryPoint<Conv2d> conv2d{};
+inline constexpr EntryPoint<Conv2d> conv2d{};  // NOLINT(readability-identifier-naming): called like a function
 
 inline SpecCall Conv2d::spec(std::vector<int64_t>& d, const ConvOptions& options, std::string_view typed) {
   constexpr int64_t kMaxDim = 2147483647;  // BLAS and CUDA index with int32
@@ -215,7 +215,7 @@ struct Relu {
     return c;
   }
 };
-inline constexpr EntryPoint<Relu> relu{};
+inline constexpr EntryPoint<Relu> relu{};  // NOLINT(readability-identifier-naming): called like a function
 
 struct Add {
   static constexpr const char* kName = "add";
@@ -239,7 +239,7 @@ struct Add {
     return c;
   }
 };
-inline constexpr EntryPoint<Add> add{};
+inline constexpr EntryPoint<Add> add{};  // NOLINT(readability-identifier-naming): called like a function
 
 struct Gelu {
   static constexpr const char* kName = "gelu";
@@ -263,18 +263,18 @@ struct Gelu {
     return c;
   }
 };
-inline constexpr EntryPoint<Gelu> gelu{};
+inline constexpr EntryPoint<Gelu> gelu{};  // NOLINT(readability-identifier-naming): called like a function
 
 // Every operator, in the order `strata ops` lists them; an op's index here is its id in the dispatcher.
 template <typename... Ops>
 struct OpList {
-  static constexpr size_t size = sizeof...(Ops);
+  static constexpr size_t kSize = sizeof...(Ops);
   // f(Op{}) for each op, in order.
   template <typename F>
   static void for_each(F&& f) {
     (f(Ops{}), ...);
   }
-  // f(Op{}) for the op at `index` (< size); returns what f returns.
+  // f(Op{}) for the op at `index` (< kSize); returns what f returns.
   template <typename F>
   static decltype(auto) visit(size_t index, F&& f) {
     using R = std::invoke_result_t<F, std::tuple_element_t<0, std::tuple<Ops...>>>;
@@ -290,7 +290,7 @@ struct OpList {
   }
   template <typename Op>
   static constexpr size_t index_of() {
-    size_t i = 0, found = size;
+    size_t i = 0, found = kSize;
     ((std::is_same_v<Op, Ops> ? (found = i, ++i) : ++i), ...);
     return found;
   }
@@ -300,9 +300,9 @@ using AllOps = OpList<Matmul, Linear, Conv2d, Relu, Add, Gelu>;
 
 template <typename Op>
 constexpr size_t op_index() {
-  constexpr size_t index = AllOps::index_of<Op>();
-  static_assert(index < AllOps::size, "not an operator in AllOps");
-  return index;
+  constexpr size_t kIndex = AllOps::index_of<Op>();
+  static_assert(kIndex < AllOps::kSize, "not an operator in AllOps");
+  return kIndex;
 }
 
 // Typed access to an operator's entry in the dispatcher, and registration of a kernel that lasts as long

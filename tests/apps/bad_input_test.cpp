@@ -27,7 +27,9 @@ TEST_CASE("every malformed size is refused with exit 2 and the reason") {
       {"10 24", "has the character ' '"},
       {"+5", "has a sign"},
   };
-  for (const auto& [spec, message] : cases) {
+  for (const auto& c : cases) {
+    const auto& spec = c.first;
+    const auto& message = c.second;
     CAPTURE(spec);
     check_refused(run_strata(cpu({"trace", "matmul", spec})), 2, message);
   }

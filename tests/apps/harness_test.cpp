@@ -23,19 +23,19 @@ class CountingAllocator final : public Allocator {
   std::shared_ptr<Storage> allocate(size_t nbytes, Device device) override {
     void* data = std::aligned_alloc(
         kCpuAlignment, (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment + kCpuAlignment);
-    live_ += nbytes;
-    peak_ = std::max(peak_, live_);
+    live += nbytes;
+    peak = std::max(peak, live);
     return std::make_shared<Storage>(
         data, nbytes, device,
         [](void* self, void* p, size_t n) {
-          static_cast<CountingAllocator*>(self)->live_ -= n;
+          static_cast<CountingAllocator*>(self)->live -= n;
           std::free(p);
         },
         this);
   }
   void copy_to_host(void*, const void*, size_t, Device) override {}
   void copy_from_host(void*, const void*, size_t, Device) override {}
-  size_t live_ = 0, peak_ = 0;
+  size_t live = 0, peak = 0;
 };
 
 // Installs the counting allocator for the CPU for one scope.
@@ -124,7 +124,7 @@ TEST_CASE("the harness never holds more tensor memory than the frontend checked 
     Timeline t;
     DeviceSession session;
     HarnessResult r = run_harness(call, o, t, session);
-    CHECK(counting.counter.peak_ <= frontend::required_bytes(spec, DType::kF32));
-    CHECK(counting.counter.peak_ > 0);
+    CHECK(counting.counter.peak <= frontend::required_bytes(spec, DType::kF32));
+    CHECK(counting.counter.peak > 0);
   }
 }

@@ -63,8 +63,8 @@ TEST_CASE("every declared operator: spec, binding, CPU kernel against the refere
     CHECK(ops::entry<Op>().registered_by(DispatchKey::kCPU) == Op::kCpu.where);
     CHECK(std::string(ops::entry<Op>().name()) == Op::kName);
   });
-  CHECK(seen == ops::AllOps::size);
-  CHECK(Dispatcher::instance().operators().size() == ops::AllOps::size);
+  CHECK(seen == ops::AllOps::kSize);
+  CHECK(Dispatcher::instance().operators().size() == ops::AllOps::kSize);
 }
 
 TEST_CASE("an operator is found by its name and by its alias, and the CLI's spelling maps to one name") {

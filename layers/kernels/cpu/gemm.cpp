@@ -24,13 +24,13 @@ void gemm(DType dtype, bool transpose_b, int64_t m, int64_t n, int64_t k, const 
           double beta, void* c) {
   const CBLAS_TRANSPOSE tb = transpose_b ? CblasTrans : CblasNoTrans;
   const auto ldb = static_cast<blasint>(transpose_b ? k : n);
-  const auto M = static_cast<blasint>(m), N = static_cast<blasint>(n), K = static_cast<blasint>(k);
+  const auto bm = static_cast<blasint>(m), bn = static_cast<blasint>(n), bk = static_cast<blasint>(k);
   if (dtype == DType::kF32) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, M, N, K, 1.0f, static_cast<const float*>(a), K,
-                static_cast<const float*>(b), ldb, static_cast<float>(beta), static_cast<float*>(c), N);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb, bm, bn, bk, 1.0f, static_cast<const float*>(a), bk,
+                static_cast<const float*>(b), ldb, static_cast<float>(beta), static_cast<float*>(c), bn);
   } else {
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, M, N, K, 1.0, static_cast<const double*>(a), K,
-                static_cast<const double*>(b), ldb, beta, static_cast<double*>(c), N);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, tb, bm, bn, bk, 1.0, static_cast<const double*>(a), bk,
+                static_cast<const double*>(b), ldb, beta, static_cast<double*>(c), bn);
   }
 }
 

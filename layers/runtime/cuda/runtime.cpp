@@ -80,7 +80,7 @@ std::string call_failure(const char* call, const std::string& what, const char* 
 }
 
 Probe probe() noexcept {
-  static const Probe result = [] {
+  static const Probe kResult = [] {
     try {
       return do_probe();
     } catch (...) {
@@ -89,7 +89,7 @@ Probe probe() noexcept {
       return p;
     }
   }();
-  return result;
+  return kResult;
 }
 
 std::string cuda_version_string(int version) {

@@ -24,11 +24,11 @@ namespace cpu = strata::kernels::cpu;
 namespace {
 
 uint64_t run_seed() {
-  static const uint64_t seed = []() -> uint64_t {
+  static const uint64_t kSeed = []() -> uint64_t {
     if (const char* s = std::getenv("STRATA_TEST_SEED")) return std::strtoull(s, nullptr, 10);
     return static_cast<uint64_t>(std::random_device{}()) << 32 | std::random_device{}();
   }();
-  return seed;
+  return kSeed;
 }
 
 Tensor rnd(const Shape& s, DType dtype, uint64_t stream) {
@@ -55,7 +55,8 @@ TEST_CASE("matmul matches the reference (f32 and f64, square, non-square, 1-size
                                                       {1, 64, 33},  {33, 64, 1},  {17, 31, 23},
                                                       {64, 64, 64}, {128, 3, 96}, {5, 300, 2}};
   for (DType dtype : kDTypes) {
-    for (auto [m, k, n] : shapes) {
+    for (const auto& mkn : shapes) {
+      const int64_t m = mkn[0], k = mkn[1], n = mkn[2];
       CAPTURE(dtype_name(dtype));
       CAPTURE(Shape({m, k, n}).str());
       Tensor a = rnd(Shape{m, k}, dtype, 1), b = rnd(Shape{k, n}, dtype, 2);
@@ -72,7 +73,8 @@ TEST_CASE("linear matches the reference, with and without bias") {
   const std::vector<std::array<int64_t, 3>> shapes = {
       {1, 1, 1}, {1, 16, 9}, {9, 16, 1}, {32, 7, 5}, {3, 128, 64}};
   for (DType dtype : kDTypes) {
-    for (auto [batch, in, out_features] : shapes) {
+    for (const auto& shape : shapes) {
+      const int64_t batch = shape[0], in = shape[1], out_features = shape[2];
       CAPTURE(dtype_name(dtype));
       CAPTURE(Shape({batch, in, out_features}).str());
       Tensor x = rnd(Shape{batch, in}, dtype, 1), w = rnd(Shape{out_features, in}, dtype, 2),

@@ -126,7 +126,8 @@ TEST_CASE("published peaks: datasheet figures for known GPUs, 0 with the reason 
 
 TEST_CASE("kernel images: which compute capabilities strata's architecture list can run on") {
   const std::string archs = "80-real;90-real;100-real;120-real;120-virtual";  // StrataCuda.cmake's default
-  for (auto [major, minor] : {std::pair{8, 0}, {8, 6}, {8, 9}, {9, 0}, {10, 0}, {10, 3}, {12, 0}, {12, 1}, {13, 0}}) {
+  for (const auto& cc : {std::pair{8, 0}, {8, 6}, {8, 9}, {9, 0}, {10, 0}, {10, 3}, {12, 0}, {12, 1}, {13, 0}}) {
+    const int major = cc.first, minor = cc.second;
     INFO(major << "." << minor);
     CHECK(rt::kernel_image_problem(major, minor, archs).empty());
   }
