@@ -57,3 +57,22 @@ else()
     message(STATUS "strata: CUDA layers OFF (STRATA_CUDA=${STRATA_CUDA})")
   endif()
 endif()
+
+# strata_export_to_cuda_module(TARGET): TARGET, an executable, may load libstrata_cuda.so, whose references to
+# lib, the CPU-side layers, reports and apps/strata resolve against it (Note [The CUDA module] in
+# apps/strata/cuda_module.h). So it exports its symbols (-rdynamic), and it holds every object of those
+# libraries, not only the ones it calls itself. Also for the test and benchmark programs: they load the
+# module too. Nothing to do in a build without the CUDA layers.
+function(strata_export_to_cuda_module target)
+  if(NOT STRATA_WITH_CUDA)
+    return()
+  endif()
+  set_target_properties(${target} PROPERTIES ENABLE_EXPORTS ON)
+  set(archives "")
+  foreach(lib strata_lib strata_dispatch strata_ops strata_kernels_cpu strata_reference strata_binding strata_frontend
+              strata_reports strata_app)
+    string(APPEND archives ",$<TARGET_FILE:${lib}>")
+  endforeach()
+  target_link_options(${target} PRIVATE "LINKER:--whole-archive${archives},--no-whole-archive")
+  add_dependencies(${target} strata_cuda)
+endfunction()

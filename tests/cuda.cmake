@@ -5,22 +5,25 @@
 #  - GPU tests (label gpu) are programs whose main (runtime/cuda/gpu_test_main.cpp) exits 77 with the reason
 #    when no usable device is present; ctest reports them as skipped. One ctest test per program: the CUPTI
 #    test needs a fresh process (one CUPTI session per process), the others share one CUDA context.
+# They call the CUDA layers' own functions, so they link libstrata_cuda.so (strata_cuda) directly; the loader
+# then finds that copy in the process instead of loading a second one (Note [The CUDA module]).
 
 strata_add_test(test_device_cupti device/cupti/record_conversion_test.cpp device/cupti/correlation_join_test.cpp
   device/cupti/cupti_call_test.cpp)
-target_link_libraries(test_device_cupti PRIVATE CUDA::cupti)
+target_link_libraries(test_device_cupti PRIVATE strata_cuda CUDA::cupti)
 
 strata_add_test(test_runtime_cuda runtime/cuda/runtime_host_test.cpp runtime/cuda/device_selection_test.cpp
   runtime/cuda/per_device_test.cpp)
-target_link_libraries(test_runtime_cuda PRIVATE CUDA::cudart)
+target_link_libraries(test_runtime_cuda PRIVATE strata_cuda CUDA::cudart)
 
 strata_add_test(test_kernels_cuda kernels/cuda/library_check_test.cpp)
-target_link_libraries(test_kernels_cuda PRIVATE strata_kernels_cuda CUDA::cublas strata_cudnn)
+target_link_libraries(test_kernels_cuda PRIVATE strata_cuda CUDA::cudart CUDA::cublas strata_cudnn)
 
 function(strata_add_gpu_test name)
   add_executable(${name} runtime/cuda/gpu_test_main.cpp ${ARGN})
   target_link_libraries(${name} PRIVATE doctest::doctest strata_test_support strata_app nlohmann_json::nlohmann_json
-    CUDA::cudart)
+    strata_cuda CUDA::cudart CUDA::cupti)
+  strata_export_to_cuda_module(${name})
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR})
   target_compile_definitions(${name} PRIVATE STRATA_BIN="$<TARGET_FILE:strata>" STRATA_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
   add_dependencies(${name} strata)
@@ -33,3 +36,9 @@ strata_add_gpu_test(test_runtime_cuda_gpu runtime/cuda/runtime_gpu_test.cpp)
 strata_add_gpu_test(test_device_cupti_gpu device/cupti/cupti_session_gpu_test.cpp)
 strata_add_gpu_test(test_trace_cuda_gpu device/cupti/trace_gpu_test.cpp)
 strata_add_gpu_test(test_apps_compare_gpu apps/compare_gpu_test.cpp)
+
+# The CUDA libraries loaded on the first CUDA use, end to end (Note [The CUDA module]). Not under the
+# sanitizers: their shadow memory does not fit the address-space limit these tests run strata under.
+if(NOT STRATA_SANITIZE)
+  strata_add_test(test_apps_cuda_module apps/cuda_module_test.cpp LABELS e2e)
+endif()

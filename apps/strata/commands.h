@@ -51,6 +51,6 @@ int run_trace(const TraceOptions& options);
 int run_compare(const CompareOptions& options);
 int run_ops();
 int run_check_trace(const std::string& path);  // exit 0 when valid, 1 with one line per violation
-int run_devices();  // device_session_{cpu,cuda}.cpp
+int run_devices();  // device_session_cpu.cpp, or cuda_module.cpp (through libstrata_cuda.so) with CUDA
 
 }  // namespace strata::app

@@ -1,5 +1,6 @@
-// Device selection and sessions for a build with the CUDA layers (the no-CUDA build compiles
-// device_session_cpu.cpp instead). The CUDA session owns the order of start-up, which matters:
+// Device selection and sessions for a build with the CUDA layers, in libstrata_cuda.so behind its table
+// (Note [The CUDA module]; the no-CUDA build compiles device_session_cpu.cpp instead). The CUDA session
+// owns the order of start-up, which matters:
 //   0. ask CUPTI for latency timestamps (it wants that before CUDA initialises: choose_device);
 //   1. probe the runtime (cudaGetDeviceCount: loads the driver, creates no context);
 //   2. start CUPTI (latency timestamps and the host-clock callback must precede the first context);
@@ -14,6 +15,7 @@
 
 #include "apps/strata/commands.h"
 #include "apps/strata/device_session.h"
+#include "apps/strata/device_session_cuda.h"
 #include "layers/device/cupti/cupti_trace.h"
 #include "layers/kernels/cuda/cuda_kernels.h"
 #include "layers/runtime/cuda/cuda_runtime_layer.h"
@@ -276,6 +278,8 @@ std::string request_text(const frontend::DeviceRequest& request) {
 
 }  // namespace
 
+namespace cuda_module {
+
 DeviceChoice choose_device(const frontend::DeviceRequest& request, bool device_timing) {
   // The probe below initialises CUDA; CUPTI's latency timestamps must be requested before that. Not
   // under --no-device-timing, which promises a run without CUPTI (and so leaves another profiler's
@@ -344,4 +348,5 @@ int run_devices() {
   return 0;
 }
 
+}  // namespace cuda_module
 }  // namespace strata::app

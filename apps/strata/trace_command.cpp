@@ -7,6 +7,9 @@
 #include <spdlog/spdlog.h>
 
 #include "apps/strata/commands.h"
+#if STRATA_WITH_CUDA
+#include "apps/strata/cuda_module.h"
+#endif
 #include "apps/strata/device_session.h"
 #include "apps/strata/harness.h"
 #include "layers/kernels/cpu/cpu_kernels.h"
@@ -137,6 +140,15 @@ reports::TraceReport describe_context(const Prepared& p, const TraceOptions& o) 
     rep.device = "cpu (" + std::to_string(rep.env.blas_threads) + " OpenBLAS threads)";
     if (std::string warning = kernels::cpu::blas_kernel_warning(); !warning.empty()) rep.notes.push_back(warning);
   }
+#if STRATA_WITH_CUDA
+  // One-time work like context creation, but before it: the CUDA libraries are loaded on the first CUDA use
+  // (Note [The CUDA module]), at device selection, so no call pays it.
+  if (p.choice.device.is_cuda() && cuda_backend_load_ns() > 0) {
+    rep.notes.push_back("CUDA libraries loaded in " + reports::format_ns(cuda_backend_load_ns()) +
+                        " at device selection (libstrata_cuda.so with cudart, cuBLAS, cuBLASLt, cuDNN, CUPTI); "
+                        "not part of the cold call");
+  }
+#endif
   return rep;
 }
 

@@ -1,7 +1,9 @@
 // The one explicit list of kernels (ggml's backend registry is the model): the dispatcher's entries and
 // every kernel it can reach are registered here, from the operator declarations (Note [One declaration
 // per operator]), instead of through static initialisers scattered across files that the linker may drop.
-// CUDA kernels are registered by register_kernels_cuda.cpp, compiled only where the CUDA layers are.
+// CUDA kernels are registered by register_kernels_cuda.cpp, compiled only where the CUDA layers are, into
+// libstrata_cuda.so: the loader calls it when that module is loaded, on the first CUDA use (Note [The CUDA
+// module] in apps/strata/cuda_module.h). Until then the CUDA key of every operator has no kernel.
 #include "layers/ops/operators.h"
 #include "layers/ops/register_kernels.h"
 
@@ -40,9 +42,6 @@ Dispatcher& Dispatcher::instance() {
         e.set_kernel(DispatchKey::kCPU, reinterpret_cast<void*>(&ops::DropKeySet<Op::kCpu.fn>::fn), Op::kCpu.where);
       }
     });
-#if STRATA_WITH_CUDA
-    ops::register_cuda_kernels(*d);
-#endif
     return d;
   }();
   return *dispatcher;

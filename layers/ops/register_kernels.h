@@ -15,7 +15,8 @@ struct DropKeySet<Kernel> {
   static Tensor fn(DispatchKeySet, Args... args) { return Kernel(args...); }
 };
 
-// Registers every operator's CUDA kernel (register_kernels_cuda.cpp); only in builds with CUDA.
+// Registers every operator's CUDA kernel (register_kernels_cuda.cpp); only in builds with CUDA, from
+// libstrata_cuda.so when it is loaded (Note [The CUDA module]).
 void register_cuda_kernels(Dispatcher& dispatcher);
 
 }  // namespace strata::ops

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 
+#include "apps/strata/cuda_module.h"
 #include "layers/device/cupti/cupti_trace.h"
 #include "layers/runtime/cuda/cuda_runtime_layer.h"
 
@@ -21,6 +22,9 @@ int main(int argc, char** argv) {
     std::printf("SKIPPED: %s\n", why.c_str());
     return 77;
   }
+  // The program links libstrata_cuda.so; this registers its CUDA kernels with the dispatcher, as strata's
+  // loader does on the first CUDA use (Note [The CUDA module]).
+  strata::app::require_cuda_backend();
   doctest::Context context(argc, argv);
   return context.run();
 }

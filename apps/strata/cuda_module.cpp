@@ -1,0 +1,160 @@
+// The loader of libstrata_cuda.so, and device selection and sessions for a build with the CUDA layers on
+// the executable's side: CPU requests are answered here without loading anything, CUDA requests load the
+// module and go through its table (Note [The CUDA module]).
+#include "apps/strata/cuda_module.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+
+#include "apps/strata/commands.h"
+#include "apps/strata/device_session.h"
+#include "lib/error.h"
+#include "lib/host_clock.h"
+#include "lib/zone.h"
+
+namespace strata::app {
+namespace {
+
+constexpr const char* kModuleName = "libstrata_cuda.so";
+
+struct Loaded {
+  const StrataCudaBackend* backend = nullptr;
+  std::string why;  // when backend is null
+  double load_ns = 0;
+};
+
+std::string executable_dir() {
+  char buf[4096];
+  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "";
+  std::string path(buf, size_t(n));
+  return path.substr(0, path.rfind('/'));
+}
+
+using Entry = const StrataCudaBackend* (*)();
+
+// Where the module is, or "" with `why` set. $STRATA_CUDA_MODULE is taken as given (dlopen says what is
+// wrong with it); otherwise the first copy that exists.
+std::string module_path(std::string& why) {
+  if (const char* env = std::getenv("STRATA_CUDA_MODULE"); env != nullptr && *env != '\0') return env;
+  const std::string next_to_exe = executable_dir() + "/" + kModuleName;
+  for (const std::string& path : {next_to_exe, std::string(STRATA_CUDA_MODULE_BUILD_PATH)}) {
+    if (access(path.c_str(), F_OK) == 0) return path;
+  }
+  why = std::string(kModuleName) + " is neither next to the executable (" + next_to_exe + ") nor where this build wrote it (" +
+        STRATA_CUDA_MODULE_BUILD_PATH + "); set STRATA_CUDA_MODULE to its path";
+  return "";
+}
+
+Loaded load() {
+  Loaded r;
+  const int64_t t0 = host_clock::now_ns();
+  STRATA_ZONE(zone, Layer::kRuntime, "dlopen libstrata_cuda.so");
+  // A test program links the module directly (it calls the CUDA layers' own functions): use that copy,
+  // unless a path was asked for explicitly.
+  const char* env = std::getenv("STRATA_CUDA_MODULE");
+  auto entry = (env == nullptr || *env == '\0') ? reinterpret_cast<Entry>(dlsym(RTLD_DEFAULT, "strata_cuda_backend_v1"))
+                                                 : nullptr;
+  if (entry == nullptr) {
+    const std::string path = module_path(r.why);
+    if (path.empty()) return r;
+    // RTLD_NOW: a symbol the module needs and the executable does not export is an error now, with its name,
+    // rather than a crash at the first call that needs it.
+    void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) {
+      const char* err = dlerror();
+      r.why = err != nullptr ? err : path + ": dlopen failed";
+      return r;
+    }
+    entry = reinterpret_cast<Entry>(dlsym(handle, "strata_cuda_backend_v1"));
+    if (entry == nullptr) {
+      r.why = path + " is not a strata CUDA module of this version (no strata_cuda_backend_v1)";
+      return r;
+    }
+  }
+  const StrataCudaBackend* backend = entry();
+  if (backend == nullptr || backend->version != kStrataCudaBackendVersion) {
+    r.why = std::string(kModuleName) + " was built for another version of strata (table version " +
+            (backend == nullptr ? std::string("none") : std::to_string(backend->version)) + ", this strata reads " +
+            std::to_string(kStrataCudaBackendVersion) + "); rebuild it";
+    return r;
+  }
+  backend->register_kernels(Dispatcher::instance());
+  r.backend = backend;
+  r.load_ns = double(host_clock::now_ns() - t0);
+  return r;
+}
+
+std::atomic<bool> g_loaded{false};
+
+const Loaded& loaded() {
+  static const Loaded result = [] {
+    Loaded r = load();
+    if (r.backend != nullptr) g_loaded.store(true, std::memory_order_release);
+    return r;
+  }();
+  return result;
+}
+
+std::string request_text(const frontend::DeviceRequest& request) {
+  return request.any_cuda ? std::string("cuda") : request.device.str();
+}
+
+}  // namespace
+
+const StrataCudaBackend* cuda_backend(std::string& why) {
+  const Loaded& l = loaded();
+  if (l.backend == nullptr) why = "the CUDA module could not be loaded: " + l.why;
+  return l.backend;
+}
+
+const StrataCudaBackend& require_cuda_backend() {
+  std::string why;
+  const StrataCudaBackend* backend = cuda_backend(why);
+  if (backend == nullptr) throw UnavailableError(why);
+  return *backend;
+}
+
+bool cuda_backend_loaded() { return g_loaded.load(std::memory_order_acquire); }
+
+double cuda_backend_load_ns() { return g_loaded.load(std::memory_order_acquire) ? loaded().load_ns : 0.0; }
+
+// ---- What device_session.h and commands.h promise, for a build with the CUDA layers -------------------
+
+DeviceChoice choose_device(const frontend::DeviceRequest& request, bool device_timing) {
+  if (!request.automatic && !request.device.is_cuda()) return {kCPU, ""};
+  std::string why;
+  const StrataCudaBackend* backend = cuda_backend(why);
+  if (backend == nullptr) {
+    if (request.automatic) return {kCPU, "auto chose the CPU: " + why};
+    throw UnavailableError("--device " + request_text(request) + ": " + why + "; use --device cpu (or auto)");
+  }
+  return backend->choose_device(request, device_timing);
+}
+
+size_t available_bytes(Device device) {
+  if (device.is_cuda()) return require_cuda_backend().available_bytes(device);
+  return frontend::available_host_bytes();
+}
+
+std::unique_ptr<DeviceSession> open_device_session(Device device, const SessionOptions& options) {
+  if (device.is_cuda()) return require_cuda_backend().open_session(device, options);
+  if (options.tf32) throw UsageError("--tf32 selects TF32 tensor-core math and needs a CUDA device");
+  return std::make_unique<DeviceSession>();
+}
+
+int run_devices() {
+  std::string why;
+  const StrataCudaBackend* backend = cuda_backend(why);
+  if (backend != nullptr) return backend->run_devices();
+  std::cout << "cpu: " << frontend::available_host_bytes() / (1024 * 1024) << " MiB available\n"
+            << "cuda: none: " << why << "\n";
+  return 0;
+}
+
+}  // namespace strata::app

@@ -1,0 +1,72 @@
+// Note [The CUDA module]
+// ~~~~~~~~~~~~~~~~~~~~~~
+// cudart, cuBLAS, cuBLASLt, cuDNN and CUPTI together map some 200 MB and take a noticeable fraction of a
+// second to load. A CPU run needs none of them, and a process with a small address-space limit could not
+// even start with them as NEEDED libraries (the loader fails before main with "failed to map segment").
+// So a build with the CUDA layers puts them, and everything that calls them, into one shared module,
+// libstrata_cuda.so: layers/runtime/cuda, layers/kernels/cuda, layers/device/cupti, the CUDA half of the
+// kernel list (layers/ops/register_kernels_cuda.cpp) and the CUDA device session
+// (apps/strata/device_session_cuda.cpp). The strata executable does not link it; cuda_module.cpp dlopens
+// it on the first CUDA use: device selection for --device auto or cuda, `strata devices`.
+//
+//  - One module, not one dlopen per library: strata's own nvcc-compiled kernels register with cudart when
+//    their code is loaded, and the layers call each other directly.
+//  - One copy of strata's state: the module carries none of lib, dispatch, binding, frontend, reports or
+//    apps/strata; those symbols stay undefined in it and resolve against the executable, which exports
+//    its symbols and contains every object of those libraries (strata_export_to_cuda_module in
+//    cmake/StrataCuda.cmake). So there is one Dispatcher, one allocator registry, one active timeline.
+//  - One entry point, strata_cuda_backend_v1(), returning the table below: the app calls CUDA code only
+//    through it. The types in it are C++ (the module is built with the same compiler, in the same build,
+//    as the program that loads it); the version in the name and in the table guards against a stale file.
+//  - Loading registers the CUDA kernels with the dispatcher (the one kernel list, completed). `strata ops`
+//    does not load the module: it lists the CUDA kernels from their declarations and says where they live.
+//  - Where it is looked for: $STRATA_CUDA_MODULE if set (only there), else a copy already in the process
+//    (test programs link it directly), else next to the executable (/proc/self/exe), else where this build
+//    wrote it. Any failure (missing file, a library it needs that cannot be loaded or mapped, a stale
+//    module) is one line naming dlerror(): --device cuda exits 4 with it, --device auto runs on the CPU and
+//    prints it as the reason.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "apps/strata/device_session.h"
+#include "layers/dispatch/dispatch.h"
+
+inline constexpr int kStrataCudaBackendVersion = 1;
+
+struct StrataCudaBackend {
+  int version = kStrataCudaBackendVersion;
+  // Adds every operator's CUDA kernel to the dispatcher; the loader calls it once, right after loading.
+  void (*register_kernels)(strata::Dispatcher& dispatcher);
+  // What choose_device / available_bytes / open_device_session / run_devices (device_session.h,
+  // commands.h) do for CUDA requests in a build with the CUDA layers.
+  strata::app::DeviceChoice (*choose_device)(const strata::frontend::DeviceRequest& request, bool device_timing);
+  size_t (*available_bytes)(strata::Device device);
+  std::unique_ptr<strata::app::DeviceSession> (*open_session)(strata::Device device,
+                                                              const strata::app::SessionOptions& options);
+  int (*run_devices)();
+};
+
+// The module's one exported name (cuda_module_entry.cpp).
+extern "C" const StrataCudaBackend* strata_cuda_backend_v1();
+
+namespace strata::app {
+
+// The CUDA backend, loading libstrata_cuda.so on the first call. nullptr when it cannot be loaded, with
+// `why` set to one line ("the CUDA module libstrata_cuda.so could not be loaded: <dlerror>"). Later calls
+// give the same answer without trying again.
+const StrataCudaBackend* cuda_backend(std::string& why);
+
+// The same, throwing UnavailableError with `why` when it cannot be loaded.
+const StrataCudaBackend& require_cuda_backend();
+
+// Whether the module has been loaded (and its kernels registered) in this process.
+bool cuda_backend_loaded();
+
+// Host nanoseconds the load took (dlopen of the module and the CUDA libraries it needs, plus the kernel
+// registration); 0 while not loaded. Measured once: it is setup, before any traced call.
+double cuda_backend_load_ns();
+
+}  // namespace strata::app

@@ -1,0 +1,19 @@
+// Private to libstrata_cuda.so: what device_session_cuda.cpp defines for the module's table
+// (cuda_module_entry.cpp). In their own namespace: the executable that loads the module defines
+// strata::app::choose_device and friends itself, and its exported definitions would otherwise be the ones
+// the module's calls bind to (Note [The CUDA module]).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "apps/strata/device_session.h"
+
+namespace strata::app::cuda_module {
+
+DeviceChoice choose_device(const frontend::DeviceRequest& request, bool device_timing);
+size_t available_bytes(Device device);
+std::unique_ptr<DeviceSession> open_device_session(Device device, const SessionOptions& options);
+int run_devices();
+
+}  // namespace strata::app::cuda_module
