@@ -24,12 +24,23 @@ enum class Layer : uint8_t {
 };
 const char* layer_name(Layer layer);
 
+// What kind of one-time work a zone is, for the cold-call figures: the layer that opens a zone knows
+// whether it creates a handle, searches for an algorithm or allocates device memory; reports count zones
+// by this tag instead of matching the names other layers chose.
+enum class ZoneKind : uint8_t {
+  kPlain,
+  kHandleCreation,   // cublasCreate, cudnnCreate, ...
+  kAlgorithmSearch,  // cuDNN Find, cuBLASLt heuristics
+  kDeviceMalloc,     // cudaMalloc behind the caching allocator
+};
+
 struct Span {
   uint64_t begin = 0;  // raw host_clock ticks; Timeline::ns() converts
   uint64_t end = 0;
   int32_t parent = -1;  // index into Timeline::spans(), -1 for a root
   uint32_t op_id = 0;   // 0 = outside any op call
   Layer layer = Layer::kHarness;
+  ZoneKind kind = ZoneKind::kPlain;
   const char* name = "";  // static string: zones never allocate
 };
 
@@ -127,9 +138,9 @@ class Timeline {
  public:
   explicit Timeline(size_t reserve_spans = 1 << 14);
 
-  int32_t open(Layer layer, const char* name) {
+  int32_t open(Layer layer, const char* name, ZoneKind kind = ZoneKind::kPlain) {
     int32_t index = static_cast<int32_t>(spans_.size());
-    spans_.push_back(Span{host_clock::ticks(), 0, current_, op_id_, layer, name});
+    spans_.push_back(Span{host_clock::ticks(), 0, current_, op_id_, layer, kind, name});
     current_ = index;
     return index;
   }
@@ -155,7 +166,7 @@ class Timeline {
   // For tests and for converting other sources: append a finished span with times in ns.
   // Only valid when the clock source is steady_clock or for timelines built by hand (see tests).
   int32_t add_span(Layer layer, const char* name, uint64_t begin, uint64_t end, int32_t parent,
-                   uint32_t op_id);
+                   uint32_t op_id, ZoneKind kind = ZoneKind::kPlain);
 
   DeviceTrace device;
 

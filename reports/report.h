@@ -1,6 +1,6 @@
 // Everything one `strata trace` run measured, as named figures: what the printers (table, JSON, Chrome
-// trace) format. Nothing here is computed by a printer; see Note [Measuring is separate from printing]
-// in breakdown.h.
+// trace) format. Nothing here is computed by a printer; see Note [Figures, not prose]
+// in figures.h.
 #pragma once
 
 #include <string>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "reports/breakdown.h"
+#include "reports/figures.h"
 
 namespace strata::reports {
 
@@ -56,10 +57,18 @@ struct TraceReport {
 
   CheckResult check;
   Environment env;
-  std::vector<std::pair<std::string, std::string>> row_what;  // ("dispatch/Autograd", "record MmBackward")
-  std::vector<std::string> notes;  // e.g. why GPU timing is unavailable
-  std::string what(const std::string& row) const;
+  Figures figures;                 // counts, one-time costs, rates: see Note [Figures, not prose]
+  std::vector<std::string> notes;  // e.g. why GPU timing is unavailable; rendered from figures where they say one
+
+  // The words of a row in both breakdowns (the JSON names the cold call's rows as the steady ones).
+  void describe(RowKind kind, const std::string& key, const std::string& what);
+  void describe_na(RowKind kind, const std::string& na_reason);
 };
+
+// The achieved rate of the timed calls, from `flops`, `bytes_moved` and the steady wall median:
+// "achieved_flops_per_s" and, for ops that stream memory, "achieved_bytes_per_s". Measured here, once;
+// the table and the JSON only format them.
+void add_rate_figures(TraceReport& report);
 
 // "41.70 ms", "0.09 us": a duration in ns with a unit that keeps 3-4 significant digits.
 std::string format_ns(double ns);

@@ -19,6 +19,7 @@
 #include "layers/runtime/cuda/cuda_runtime_layer.h"
 #include "lib/error.h"
 #include "lib/host_clock.h"
+#include "reports/notes.h"
 
 namespace strata::app {
 namespace {
@@ -26,52 +27,6 @@ namespace {
 namespace rt = runtime::cuda;
 
 std::string mhz(int khz) { return std::to_string(khz / 1000) + " MHz"; }
-
-// What the cold call spent on one-time work, from its zones and CUPTI's OVERHEAD records.
-std::string cold_call_note(const Timeline& timeline, uint32_t cold_op, double context_ns) {
-  int64_t begin = INT64_MAX, end = INT64_MIN;
-  double handles = 0, search = 0, malloc_ns = 0;
-  int mallocs = 0;
-  auto named = [](const Span& s, std::initializer_list<const char*> names) {
-    for (const char* n : names)
-      if (std::string_view(s.name) == n) return true;
-    return false;
-  };
-  for (const Span& s : timeline.spans()) {
-    if (s.op_id != cold_op) continue;
-    const double d = double(timeline.end_ns(s) - timeline.begin_ns(s));
-    begin = std::min(begin, timeline.begin_ns(s));
-    end = std::max(end, timeline.end_ns(s));
-    if (named(s, {"cublasCreate", "cublasLtCreate", "cudnnCreate"})) handles += d;
-    if (named(s, {"cudnnFindConvolutionForwardAlgorithmEx", "cublasLtMatmulAlgoGetHeuristic"})) search += d;
-    if (named(s, {"cudaMalloc"})) {
-      malloc_ns += d;
-      ++mallocs;
-    }
-  }
-  if (begin > end) return "";
-  double loading = 0;
-  int loads = 0;
-  for (const OverheadRecord& o : timeline.device.overhead) {
-    if (o.kind != "module loading" && o.kind != "lazy function loading" && o.kind != "JIT compilation") continue;
-    const int64_t b = std::max(o.start_ns, begin), e = std::min(o.end_ns, end);
-    if (e > b) {
-      loading += double(e - b);
-      ++loads;
-    }
-  }
-  std::string note = "cold call " + reports::format_ns(double(end - begin)) + " (host spans):";
-  std::string parts;
-  auto part = [&](const std::string& text) { parts += (parts.empty() ? " " : ", ") + text; };
-  if (handles > 0) part("cuBLAS/cuDNN handle creation " + reports::format_ns(handles));
-  if (loads > 0) part("kernel module loading " + reports::format_ns(loading) + " (" + std::to_string(loads) + " CUPTI overhead records)");
-  if (search > 0) part("algorithm search " + reports::format_ns(search));
-  if (mallocs > 0) part("cudaMalloc " + reports::format_ns(malloc_ns) + " (" + std::to_string(mallocs) + " blocks)");
-  if (parts.empty()) part("no handle creation, module loading, search or allocation seen");
-  if (!timeline.device.enabled) parts += "; module loading unknown without CUPTI";
-  return note + parts + "; context creation (" + reports::format_ns(context_ns) +
-         ") happened at session start and is not included";
-}
 
 // K calls captured into a CUDA Graph through the full stack; the outputs of the captured calls are kept:
 // the graph writes into their memory at every replay, and the last one is what --check reads.
@@ -175,8 +130,10 @@ class CudaSession final : public DeviceSession {
     }
     notes_ = cupti::trace_notes(timeline.device);
     for (const std::string& w : cupti::session_warnings()) notes_.push_back("CUPTI: " + w);
+    reports::add_device_trace_figures(figures_, timeline.device);
     if (cold_op_ != 0) {
-      if (std::string cold = cold_call_note(timeline, cold_op_, context_ns_); !cold.empty()) notes_.push_back(cold);
+      reports::add_cold_call_figures(figures_, timeline, cold_op_, context_ns_);
+      if (std::string cold = reports::cold_call_note(figures_); !cold.empty()) notes_.push_back(cold);
     }
     device_enabled_ = timeline.device.enabled;
   }
@@ -211,37 +168,35 @@ class CudaSession final : public DeviceSession {
     }
 
     if (device_enabled_) {
-      report.row_what.push_back({"queue", "launch call begin -> first kernel start"});
+      using reports::RowKind;
+      report.describe(RowKind::kQueue, "", "launch call begin -> first kernel start");
       for (const reports::BreakdownRow& row : report.steady.rows) {
-        if (row.layer == "launch" && !row.names.empty()) {
+        if (row.kind == RowKind::kLaunch && !row.names.empty()) {
           std::string names;
           for (const std::string& n : row.names) names += (names.empty() ? "" : " > ") + n;
-          report.row_what.push_back({"launch", names + " (CUPTI API records)"});
+          report.describe(RowKind::kLaunch, "", names + " (CUPTI API records)");
         }
-        if (row.layer == "gpu" && !row.names.empty()) {
-          report.row_what.push_back(
-              {"gpu", row.names.front() + (row.names.size() > 1 ? " (+" + std::to_string(row.names.size() - 1) + " more)" : "")});
+        if (row.kind == RowKind::kGpu && !row.names.empty()) {
+          report.describe(RowKind::kGpu, "",
+                          row.names.front() + (row.names.size() > 1 ? " (+" + std::to_string(row.names.size() - 1) + " more)" : ""));
         }
       }
     } else {
       const std::string na = "n/a: GPU timing is off (" + cupti_reason_ + ")";
-      for (const char* row : {"launch/na", "queue/na", "gpu/na"}) report.row_what.push_back({row, na});
+      for (reports::RowKind row : {reports::RowKind::kLaunch, reports::RowKind::kQueue, reports::RowKind::kGpu})
+        report.describe_na(row, na);
     }
 
+    for (const reports::Figure& f : figures_.all()) report.figures.set(f.name, f.value, f.unit);
     for (const std::string& n : notes_) report.notes.push_back(n);
     for (const std::string& plan : kernels::cuda::plan_descriptions()) report.notes.push_back("plan: " + plan);
-    if (report.steady.unmatched_launches > 0) {
-      report.notes.push_back(std::to_string(report.steady.unmatched_launches) +
-                             " launch calls of the timed calls have no kernel record (dropped records or failed launches)");
-    }
-    if (report.steady.unmatched_kernels > 0) {
-      report.notes.push_back(std::to_string(report.steady.unmatched_kernels) +
-                             " kernels of the timed calls have no launch record; they count in no row");
-    }
+    if (std::string note = reports::unmatched_launches_note(report.figures); !note.empty()) report.notes.push_back(note);
+    if (std::string note = reports::unmatched_kernels_note(report.figures); !note.empty()) report.notes.push_back(note);
     const rt::AllocatorStats stats = rt::allocator_stats(device_.index);
-    report.notes.push_back("caching allocator: " + std::to_string(stats.cuda_mallocs) + " cudaMalloc in this run (" +
-                           format_bytes(double(stats.bytes_reserved)) + " reserved), " +
-                           std::to_string(stats.cache_hits) + " allocations served from the cache");
+    report.figures.set("allocator.cuda_mallocs", double(stats.cuda_mallocs), "count");
+    report.figures.set("allocator.bytes_reserved", double(stats.bytes_reserved), "bytes");
+    report.figures.set("allocator.cache_hits", double(stats.cache_hits), "count");
+    report.notes.push_back(reports::allocator_note(report.figures));
     if (!report.peak_source.empty() && report.peak_flops == 0) report.notes.push_back("peak: " + report.peak_source);
   }
 
@@ -255,6 +210,7 @@ class CudaSession final : public DeviceSession {
   uint32_t cold_op_ = 0;
   double context_ns_ = 0;
   std::vector<std::string> notes_;
+  reports::Figures figures_;  // what finish() measured, for describe()
 };
 
 std::string request_text(const frontend::DeviceRequest& request) {

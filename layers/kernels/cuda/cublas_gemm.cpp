@@ -52,12 +52,12 @@ CublasHandles& handles_for(const Tensor& t, cudaStream_t stream) {
   CublasHandles& h = g_handles[static_cast<size_t>(device)];
   std::call_once(h.once, [&] {
     {
-      STRATA_ZONE(zone, Layer::kLibrary, "cublasCreate");
+      STRATA_ZONE_KIND(zone, Layer::kLibrary, "cublasCreate", ZoneKind::kHandleCreation);
       STRATA_CUBLAS_CHECK(cublasCreate(&h.blas));
     }
     STRATA_CUBLAS_CHECK(cublasSetStream(h.blas, stream));
     {
-      STRATA_ZONE(zone, Layer::kLibrary, "cublasLtCreate");
+      STRATA_ZONE_KIND(zone, Layer::kLibrary, "cublasLtCreate", ZoneKind::kHandleCreation);
       STRATA_CUBLAS_CHECK(cublasLtCreate(&h.lt));
     }
     // cuBLAS would otherwise cudaMalloc a workspace of its own per stream; this one comes from the cache.
@@ -120,7 +120,7 @@ LtPlan& lt_plan(const CublasHandles& h, const Tensor& input, const Tensor& bias,
   // Inserted only once built: a cuBLASLt failure below throws, and an empty entry left behind would be
   // dereferenced by the next call of this shape.
   if (auto it = g_lt_plans.find(key); it != g_lt_plans.end()) return *it->second;
-  STRATA_ZONE(zone, Layer::kLibrary, "cublasLtMatmulAlgoGetHeuristic");
+  STRATA_ZONE_KIND(zone, Layer::kLibrary, "cublasLtMatmulAlgoGetHeuristic", ZoneKind::kAlgorithmSearch);
   auto plan = std::make_unique<LtPlan>();
   STRATA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, t.compute, t.scale));
   const cublasOperation_t transa = CUBLAS_OP_T, transb = CUBLAS_OP_N;

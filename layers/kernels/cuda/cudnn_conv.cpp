@@ -42,7 +42,7 @@ cudnnHandle_t handle_for(const Tensor& t, cudaStream_t stream) {
   CudnnHandle& h = g_handles[static_cast<size_t>(device)];
   std::call_once(h.once, [&] {
     {
-      STRATA_ZONE(zone, Layer::kLibrary, "cudnnCreate");
+      STRATA_ZONE_KIND(zone, Layer::kLibrary, "cudnnCreate", ZoneKind::kHandleCreation);
       STRATA_CUDNN_CHECK(cudnnCreate(&h.handle));
     }
     STRATA_CUDNN_CHECK(cudnnSetStream(h.handle, stream));
@@ -151,7 +151,7 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, const Tensor& input, c
   }
   STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->y, CUDNN_TENSOR_NCHW, dt, on, oc, oh, ow));
 
-  STRATA_ZONE(zone, Layer::kLibrary, "cudnnFindConvolutionForwardAlgorithmEx");
+  STRATA_ZONE_KIND(zone, Layer::kLibrary, "cudnnFindConvolutionForwardAlgorithmEx", ZoneKind::kAlgorithmSearch);
   // Offer the search the largest workspace any algorithm asks for (within a budget and free memory), so
   // no algorithm is skipped for want of memory. Sizes of unsupported algorithms fail and are skipped.
   const size_t budget = std::min(kMaxSearchWorkspace, runtime::cuda::free_bytes(input.device().index) / 2);
