@@ -116,6 +116,19 @@ struct DeviceTrace {
   std::vector<GraphNodeOrigin> graph_nodes;
 };
 
+// Note [Annotations on the timeline]
+// What a layer decided while a call ran, in words: a library's plan for a shape (cuDNN's chosen
+// algorithm, whether cuBLASLt gave an epilogue kernel). The layer writes it into the active timeline
+// (tracing::annotate), like a span; reports read it from the finished timeline. No layer keeps a
+// process-wide log that the app reaches into.
+enum class AnnotationKind : uint8_t { kPlan };
+
+struct Annotation {
+  AnnotationKind kind = AnnotationKind::kPlan;
+  uint32_t op_id = 0;  // the call that made the decision
+  std::string text;
+};
+
 // Allocates and touches every page up front: a zone must never take a page fault in the middle of the
 // call it is timing (a fresh 4 KiB page costs a microsecond or more, far more than the zone itself).
 template <typename T>
@@ -168,9 +181,15 @@ class Timeline {
   int32_t add_span(Layer layer, const char* name, uint64_t begin, uint64_t end, int32_t parent,
                    uint32_t op_id, ZoneKind kind = ZoneKind::kPlain);
 
+  // See Note [Annotations on the timeline]. Not on the timed path: layers annotate once per decision.
+  void annotate(AnnotationKind kind, std::string text) { annotations_.push_back({kind, op_id_, std::move(text)}); }
+  void add_annotation(Annotation annotation) { annotations_.push_back(std::move(annotation)); }
+  const std::vector<Annotation>& annotations() const { return annotations_; }
+
   DeviceTrace device;
 
  private:
+  std::vector<Annotation> annotations_;
   SpanVector spans_;
   int32_t current_ = -1;
   uint32_t op_id_ = 0;
@@ -191,6 +210,10 @@ class ActiveScope {
  private:
   Timeline* previous_;
 };
+// Into the active timeline; nothing when tracing is off (the decision is then not reported).
+inline void annotate(AnnotationKind kind, std::string text) {
+  if (Timeline* t = t_active) t->annotate(kind, std::move(text));
+}
 }  // namespace tracing
 
 }  // namespace strata

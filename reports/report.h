@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "lib/dtype.h"
 #include "reports/breakdown.h"
 #include "reports/figures.h"
 
@@ -36,7 +37,9 @@ struct TraceReport {
   std::string spec;         // "matmul 1024"
   std::string description;  // "[1024x1024] @ [1024x1024]"
   std::string schema;       // "matmul(Tensor self, Tensor other) -> Tensor"
-  std::string dtype;        // "f32"
+  std::string dtype;        // "f32", "f32 (tf32 math)": for display
+  DType element_dtype = DType::kF32;  // what `dtype` displays, for whoever needs the type (the peak table)
+  bool tf32 = false;                  // f32 math on TF32 tensor cores (--tf32)
   std::string device;       // "cpu" / "cuda:0 NVIDIA H200"
   std::string device_reason;  // why this device (auto selection), one line
   std::string keys;         // the dispatch key path of a call, "Autograd > CPU"

@@ -50,8 +50,18 @@ int run_compare(const CompareOptions& o) {
     session.synchronize();
     return out;
   };
-  // The cold call and warm-ups are untraced here: `strata trace` reports the cold call.
-  binding::IValue eager_out = eager_round(false, nullptr);
+  // The cold call and warm-ups are untraced here: `strata trace` reports the cold call. The first round
+  // is where the libraries make their plans: it runs on a scratch timeline whose plan annotations are
+  // kept (Note [Annotations on the timeline]) and whose spans are not.
+  binding::IValue eager_out;
+  {
+    Timeline first(1024);
+    {
+      tracing::ActiveScope scope(&first);
+      eager_out = eager_round(false, nullptr);
+    }
+    for (const Annotation& a : first.annotations()) timeline.add_annotation(a);
+  }
   // A captured graph keeps the output of each of its K calls alive (it writes them at every replay); the
   // frontend sized the request for one. Refuse here, before capturing, what would not fit.
   // (A CPU plan keeps only its latest output.)

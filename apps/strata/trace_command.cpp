@@ -125,6 +125,8 @@ reports::TraceReport describe_context(const Prepared& p, const TraceOptions& o) 
   rep.description = p.call.description;
   rep.schema = p.call.op->schema().text;
   rep.dtype = std::string(dtype_name(p.dtype)) + (o.tf32 ? " (tf32 math)" : "");
+  rep.element_dtype = p.dtype;
+  rep.tf32 = o.tf32;
   rep.device = p.choice.device.str();
   rep.device_reason = p.choice.reason;
   rep.flops = p.call.flops;

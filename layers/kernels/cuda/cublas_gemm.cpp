@@ -156,7 +156,8 @@ LtPlan& lt_plan(const CublasHandles& h, const Tensor& input, const Tensor& bias,
   }
   const std::string shape = std::to_string(rows) + "x" + std::to_string(in) + "x" + std::to_string(out) + " " +
                             std::string(dtype_name(input.dtype())) + (g_tf32.load() ? " (tf32)" : "");
-  record_plan_description(
+  tracing::annotate(
+      AnnotationKind::kPlan,
       plan->usable ? "linear " + shape + ": cuBLASLt's heuristic gave a bias-epilogue kernel (workspace " +
                          format_bytes(double(plan->workspace_bytes)) + ")"
                    : "linear " + shape + ": cuBLASLt has no bias-epilogue kernel for this shape; cublasGemmEx + "
@@ -168,21 +169,6 @@ LtPlan& lt_plan(const CublasHandles& h, const Tensor& input, const Tensor& bias,
 
 void set_tf32(bool enabled) { g_tf32.store(enabled); }
 bool tf32_enabled() { return g_tf32.load(); }
-
-namespace {
-std::mutex g_plan_log_mutex;
-std::vector<std::string> g_plan_log;
-}  // namespace
-
-void record_plan_description(std::string line) {
-  std::lock_guard lock(g_plan_log_mutex);
-  g_plan_log.push_back(std::move(line));
-}
-
-std::vector<std::string> plan_descriptions() {
-  std::lock_guard lock(g_plan_log_mutex);
-  return g_plan_log;
-}
 
 Tensor matmul(const Tensor& self, const Tensor& other) {
   STRATA_ZONE(zone, Layer::kLibrary, "matmul (cuda)");

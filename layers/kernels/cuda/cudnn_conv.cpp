@@ -199,7 +199,7 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, const Tensor& input, c
   for (int i = 0; i < returned; ++i) measured += results[static_cast<size_t>(i)].status == CUDNN_STATUS_SUCCESS;
   char time[32];
   std::snprintf(time, sizeof time, "%.1f us", double(best->time) * 1e3);
-  record_plan_description("conv2d [" + input.sizes().str() + "] * [" + weight.sizes().str() + "] " +
+  tracing::annotate(AnnotationKind::kPlan, "conv2d [" + input.sizes().str() + "] * [" + weight.sizes().str() + "] " +
                           std::string(dtype_name(dtype)) + (tf32 ? " (tf32)" : "") + " stride " + std::to_string(g.stride) +
                           " pad " + std::to_string(g.padding) + ": cuDNN chose " + algo_name(best->algo) + " (" +
                           math_name(best->mathType) + ", workspace " + format_bytes(double(best->memory)) +
