@@ -111,8 +111,9 @@ def bad_notes(doc):
     """What went wrong with the device records, from the figures, in the words of the notes strata printed
     about it (reports/figures.h names the figures; the note texts are cupti::trace_notes')."""
     out = []
-    if figure(doc, "device_timing.enabled") == 0:
-        timing = doc.get("environment", {}).get("device", {}).get("GPU timing", "")
+    # Only a CUDA session says anything about GPU timing (its environment names it); the CPU has none to lose.
+    timing = doc.get("environment", {}).get("device", {}).get("GPU timing")
+    if timing is not None and figure(doc, "device_timing.enabled") == 0:
         reason = timing[len("off: "):] if timing.startswith("off: ") else "CUPTI was not started"
         out.append(f"GPU timing unavailable: {reason}; launch, queue and gpu rows are not measured (host timers only)")
     dropped = figure(doc, "cupti.dropped_records")
