@@ -1,5 +1,8 @@
 #include "reports/notes.h"
 
+#include <algorithm>
+#include <cstdio>
+
 #include "lib/error.h"
 #include "reports/report.h"
 
@@ -43,6 +46,18 @@ std::string allocator_note(const Figures& f) {
   return "caching allocator: " + count(f, "allocator.cuda_mallocs") + " cudaMalloc in this run (" +
          format_bytes(f.value_or("allocator.bytes_reserved", 0)) + " reserved), " + count(f, "allocator.cache_hits") +
          " allocations served from the cache";
+}
+
+std::string compare_check_note(const Figures& f, const std::string& replay_kind) {
+  const Figure* eager = f.find("check.eager_relative_error");
+  const Figure* replay = f.find("check.replay_relative_error");
+  const Figure* tolerance = f.find("check.tolerance");
+  if (eager == nullptr || replay == nullptr || tolerance == nullptr) return "";
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "check: relative error vs float64 reference: eager %.3g, %s %.3g (tolerance %.1g): %s",
+                eager->value, replay_kind.c_str(), replay->value, tolerance->value,
+                std::max(eager->value, replay->value) <= tolerance->value ? "PASS" : "FAIL");
+  return buf;
 }
 
 std::string cold_call_note(const Figures& f) {

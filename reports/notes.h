@@ -19,6 +19,10 @@ std::string unmatched_kernels_note(const Figures& figures);
 // "allocator.cuda_mallocs", "allocator.bytes_reserved", "allocator.cache_hits".
 std::string allocator_note(const Figures& figures);
 
+// `strata compare --check`: "check.eager_relative_error", "check.replay_relative_error", "check.tolerance";
+// `replay_kind` names the replay ("CUDA Graph", "plan replay").
+std::string compare_check_note(const Figures& figures, const std::string& replay_kind);
+
 // What the cold call spent on one-time work: "cold.host_ns" (absent: no note), "cold.handle_creation_ns",
 // "cold.module_loading_ns" with "cold.module_loads", "cold.algorithm_search_ns", "cold.cuda_malloc_ns"
 // with "cold.cuda_mallocs", "cold.context_creation_ns", and "device_timing.enabled".

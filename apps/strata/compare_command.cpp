@@ -1,7 +1,6 @@
 // `strata compare`: the same op eager and replayed (CUDA Graph on a GPU, plan replay on the CPU), in one
 // process, rounds of K ops each, every figure per op. See docs/compare.md.
 #include <algorithm>
-#include <cstdio>
 #include <iostream>
 
 #include "apps/strata/commands.h"
@@ -151,10 +150,8 @@ int run_compare(const CompareOptions& o) {
     ctx.check.tolerance = tol;
     ctx.figures.set("check.eager_relative_error", e_err, "ratio");
     ctx.figures.set("check.replay_relative_error", r_err, "ratio");
-    char buf[200];
-    std::snprintf(buf, sizeof buf, "check: relative error vs float64 reference: eager %.3g, %s %.3g (tolerance %.1g): %s",
-                  e_err, replay->kind().c_str(), r_err, tol, std::max(e_err, r_err) <= tol ? "PASS" : "FAIL");
-    ctx.notes.push_back(buf);
+    ctx.figures.set("check.tolerance", tol, "ratio");
+    ctx.notes.push_back(reports::compare_check_note(ctx.figures, replay->kind()));
   }
   ctx.figures.set("graph_replay.replayed_kernels", double(attribution.replayed_kernels), "count");
   ctx.figures.set("graph_replay.attributed_kernels", double(attribution.attributed), "count");

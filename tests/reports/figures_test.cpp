@@ -104,6 +104,18 @@ TEST_CASE("notes rendered from figures: graph replay, unmatched records, the all
   CHECK(allocator_note(f).find(" reserved), 40 allocations served from the cache") != std::string::npos);
 }
 
+TEST_CASE("compare's check note reads both modes' errors and the tolerance from figures") {
+  Figures f;
+  CHECK(compare_check_note(f, "CUDA Graph").empty());
+  f.set("check.eager_relative_error", 2e-7, "ratio");
+  f.set("check.replay_relative_error", 3e-7, "ratio");
+  f.set("check.tolerance", 1e-5, "ratio");
+  CHECK(compare_check_note(f, "CUDA Graph") ==
+        "check: relative error vs float64 reference: eager 2e-07, CUDA Graph 3e-07 (tolerance 1e-05): PASS");
+  f.set("check.replay_relative_error", 0.5, "ratio");
+  CHECK(compare_check_note(f, "plan replay").find("plan replay 0.5 (tolerance 1e-05): FAIL") != std::string::npos);
+}
+
 TEST_CASE("the achieved rate is measured once, and the JSON carries every figure") {
   TraceReport r;
   r.flops = 2000;
