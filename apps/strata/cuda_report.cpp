@@ -63,10 +63,6 @@ void describe_cuda_run(reports::TraceReport& report, const CudaRunSummary& run) 
   for (const std::string& plan : run.plans) report.notes.push_back("plan: " + plan);
   if (std::string note = reports::unmatched_launches_note(report.figures); !note.empty()) report.notes.push_back(note);
   if (std::string note = reports::unmatched_kernels_note(report.figures); !note.empty()) report.notes.push_back(note);
-  const rt::AllocatorStats stats = rt::allocator_stats(run.device.index);
-  report.figures.set("allocator.cuda_mallocs", double(stats.cuda_mallocs), "count");
-  report.figures.set("allocator.bytes_reserved", double(stats.bytes_reserved), "bytes");
-  report.figures.set("allocator.cache_hits", double(stats.cache_hits), "count");
   report.notes.push_back(reports::allocator_note(report.figures));
   if (!report.peak_source.empty() && report.peak_flops == 0) report.notes.push_back("peak: " + report.peak_source);
 }

@@ -131,6 +131,10 @@ class CudaSession final : public DeviceSession {
       if (std::string cold = reports::cold_call_note(figures_); !cold.empty()) notes_.push_back(cold);
     }
     device_enabled_ = timeline.device.enabled;
+    const rt::AllocatorStats stats = rt::allocator_stats(device_.index);
+    figures_.set("allocator.cuda_mallocs", double(stats.cuda_mallocs), "count");
+    figures_.set("allocator.bytes_reserved", double(stats.bytes_reserved), "bytes");
+    figures_.set("allocator.cache_hits", double(stats.cache_hits), "count");
     for (const Annotation& a : timeline.annotations())
       if (a.kind == AnnotationKind::kPlan) plans_.push_back(a.text);
   }
