@@ -102,11 +102,30 @@ def short(name, n=70):
     return name if len(name) <= n else name[: n - 3] + "..."
 
 
+def figure(doc, name):
+    """A named figure of the report (its "figures" object, see Note [Figures, not prose] in
+    reports/figures.h); None when the run did not measure it."""
+    f = doc.get("figures", {}).get(name)
+    return None if f is None else f.get("value")
+
+
 def bad_notes(doc):
+    """What went wrong with the device records, from the figures, in the words of the notes strata printed
+    about it (reports/figures.h names the figures; the note texts are cupti::trace_notes')."""
     out = []
-    for note in doc.get("notes", []):
-        if note.startswith("CUPTI dropped") or "without timestamps" in note or note.startswith("GPU timing unavailable"):
-            out.append(note)
+    # Only a CUDA session says anything about GPU timing (its environment names it); the CPU has none to lose.
+    timing = doc.get("environment", {}).get("device", {}).get("GPU timing")
+    if timing is not None and figure(doc, "device_timing.enabled") == 0:
+        reason = timing[len("off: "):] if timing.startswith("off: ") else "CUPTI was not started"
+        out.append(f"GPU timing unavailable: {reason}; launch, queue and gpu rows are not measured (host timers only)")
+    dropped = figure(doc, "cupti.dropped_records")
+    if dropped:
+        out.append(f"CUPTI dropped {int(dropped)} activity records (its buffers were full): launch, queue and gpu rows "
+                   "may miss calls")
+    untimed = figure(doc, "cupti.untimed_records")
+    if untimed:
+        out.append(f"CUPTI delivered {int(untimed)} kernel or API records without timestamps; they are left out, so "
+                   "launch, queue and gpu rows may miss calls")
     return out
 
 
@@ -246,9 +265,6 @@ def traces(work, cases, status):
     print()
 
 
-COMPARE_RE = re.compile(r"graph replay: (\d+) of (\d+) replayed kernels")
-
-
 def compare(work, cases, status):
     raw = load(os.path.join(work, "json", "raw_graph.json"))
     raw_cases = {(c["key"], c["k"]): c for c in raw.get("cases", [])}
@@ -270,19 +286,18 @@ def compare(work, cases, status):
             status.add(f"compare {op} {size} K={k}", "fail", doc["__error__"])
             continue
         e, g = doc["eager"], doc["replay"]
-        notes = doc.get("notes", [])
         attribution, problems = "none", []
-        for note in notes:
-            hit = COMPARE_RE.search(note)
-            if hit:
-                attribution = f"{hit.group(1)} of {hit.group(2)}"
-                if hit.group(1) != hit.group(2):
-                    problems.append(f"graph attribution {attribution}")
-            if "CUPTI reported no replayed kernels" in note:
-                attribution = "no replayed kernels"
-                problems.append("CUPTI reported no replayed kernels")
+        replayed = figure(doc, "graph_replay.replayed_kernels")
+        attributed = figure(doc, "graph_replay.attributed_kernels")
+        if replayed:
+            attribution = f"{int(attributed or 0)} of {int(replayed)}"
+            if attributed != replayed:
+                problems.append(f"graph attribution {attribution}")
+        elif replayed == 0 and figure(doc, "device_timing.enabled") and g.get("label") != "plan replay":
+            attribution = "no replayed kernels"
+            problems.append("CUPTI reported no replayed kernels")
         if attribution == "none" and g.get("label") != "plan replay":
-            problems.append("no graph attribution note")
+            problems.append("no graph attribution figures")
         if not e.get("device_records") or not g.get("device_records"):
             problems.append(f"device records: eager {e.get('device_records')}, replay {g.get('device_records')}")
         problems += bad_notes(doc)

@@ -20,8 +20,8 @@ Timeline::Timeline(size_t reserve_spans) {
 }
 
 int32_t Timeline::add_span(Layer layer, const char* name, uint64_t begin, uint64_t end, int32_t parent,
-                           uint32_t op_id) {
-  spans_.push_back(Span{begin, end, parent, op_id, layer, name});
+                           uint32_t op_id, ZoneKind kind) {
+  spans_.push_back(Span{begin, end, parent, op_id, layer, kind, name});
   return static_cast<int32_t>(spans_.size() - 1);
 }
 

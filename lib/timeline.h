@@ -24,12 +24,23 @@ enum class Layer : uint8_t {
 };
 const char* layer_name(Layer layer);
 
+// What kind of one-time work a zone is, for the cold-call figures: the layer that opens a zone knows
+// whether it creates a handle, searches for an algorithm or allocates device memory; reports count zones
+// by this tag instead of matching the names other layers chose.
+enum class ZoneKind : uint8_t {
+  kPlain,
+  kHandleCreation,   // cublasCreate, cudnnCreate, ...
+  kAlgorithmSearch,  // cuDNN Find, cuBLASLt heuristics
+  kDeviceMalloc,     // cudaMalloc behind the caching allocator
+};
+
 struct Span {
   uint64_t begin = 0;  // raw host_clock ticks; Timeline::ns() converts
   uint64_t end = 0;
   int32_t parent = -1;  // index into Timeline::spans(), -1 for a root
   uint32_t op_id = 0;   // 0 = outside any op call
   Layer layer = Layer::kHarness;
+  ZoneKind kind = ZoneKind::kPlain;
   const char* name = "";  // static string: zones never allocate
 };
 
@@ -105,6 +116,19 @@ struct DeviceTrace {
   std::vector<GraphNodeOrigin> graph_nodes;
 };
 
+// Note [Annotations on the timeline]
+// What a layer decided while a call ran, in words: a library's plan for a shape (cuDNN's chosen
+// algorithm, whether cuBLASLt gave an epilogue kernel). The layer writes it into the active timeline
+// (tracing::annotate), like a span; reports read it from the finished timeline. No layer keeps a
+// process-wide log that the app reaches into.
+enum class AnnotationKind : uint8_t { kPlan };
+
+struct Annotation {
+  AnnotationKind kind = AnnotationKind::kPlan;
+  uint32_t op_id = 0;  // the call that made the decision
+  std::string text;
+};
+
 // Allocates and touches every page up front: a zone must never take a page fault in the middle of the
 // call it is timing (a fresh 4 KiB page costs a microsecond or more, far more than the zone itself).
 template <typename T>
@@ -127,9 +151,9 @@ class Timeline {
  public:
   explicit Timeline(size_t reserve_spans = 1 << 14);
 
-  int32_t open(Layer layer, const char* name) {
+  int32_t open(Layer layer, const char* name, ZoneKind kind = ZoneKind::kPlain) {
     int32_t index = static_cast<int32_t>(spans_.size());
-    spans_.push_back(Span{host_clock::ticks(), 0, current_, op_id_, layer, name});
+    spans_.push_back(Span{host_clock::ticks(), 0, current_, op_id_, layer, kind, name});
     current_ = index;
     return index;
   }
@@ -155,11 +179,17 @@ class Timeline {
   // For tests and for converting other sources: append a finished span with times in ns.
   // Only valid when the clock source is steady_clock or for timelines built by hand (see tests).
   int32_t add_span(Layer layer, const char* name, uint64_t begin, uint64_t end, int32_t parent,
-                   uint32_t op_id);
+                   uint32_t op_id, ZoneKind kind = ZoneKind::kPlain);
+
+  // See Note [Annotations on the timeline]. Not on the timed path: layers annotate once per decision.
+  void annotate(AnnotationKind kind, std::string text) { annotations_.push_back({kind, op_id_, std::move(text)}); }
+  void add_annotation(Annotation annotation) { annotations_.push_back(std::move(annotation)); }
+  const std::vector<Annotation>& annotations() const { return annotations_; }
 
   DeviceTrace device;
 
  private:
+  std::vector<Annotation> annotations_;
   SpanVector spans_;
   int32_t current_ = -1;
   uint32_t op_id_ = 0;
@@ -180,6 +210,10 @@ class ActiveScope {
  private:
   Timeline* previous_;
 };
+// Into the active timeline; nothing when tracing is off (the decision is then not reported).
+inline void annotate(AnnotationKind kind, std::string text) {
+  if (Timeline* t = t_active) t->annotate(kind, std::move(text));
+}
 }  // namespace tracing
 
 }  // namespace strata

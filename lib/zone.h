@@ -14,9 +14,9 @@ namespace strata {
 #if STRATA_TRACING
 class Zone {
  public:
-  Zone(Layer layer, const char* name) : timeline_(tracing::active()) {
+  Zone(Layer layer, const char* name, ZoneKind kind = ZoneKind::kPlain) : timeline_(tracing::active()) {
     if (timeline_ != nullptr) [[unlikely]]
-      index_ = timeline_->open(layer, name);
+      index_ = timeline_->open(layer, name, kind);
   }
   ~Zone() {
     if (timeline_ != nullptr) [[unlikely]]
@@ -37,7 +37,7 @@ class Zone {
 #else
 class Zone {
  public:
-  Zone(Layer, const char*) noexcept {}
+  Zone(Layer, const char*, ZoneKind = ZoneKind::kPlain) noexcept {}
   void rename(const char*) noexcept {}
 };
 #endif
@@ -45,3 +45,5 @@ class Zone {
 }  // namespace strata
 
 #define STRATA_ZONE(var, layer, name) ::strata::Zone var((layer), (name))
+// A zone of one-time work the cold-call figures count (lib/timeline.h, ZoneKind).
+#define STRATA_ZONE_KIND(var, layer, name, kind) ::strata::Zone var((layer), (name), (kind))

@@ -32,6 +32,49 @@ Distribution Distribution::of(std::vector<double> samples) {
   return d;
 }
 
+const char* row_kind_name(RowKind kind) {
+  switch (kind) {
+    case RowKind::kBinding: return "binding";
+    case RowKind::kDispatch: return "dispatch";
+    case RowKind::kLibrary: return "library";
+    case RowKind::kRuntime: return "runtime";
+    case RowKind::kLaunch: return "launch";
+    case RowKind::kQueue: return "queue";
+    case RowKind::kGpu: return "gpu";
+    case RowKind::kWall: return "wall";
+  }
+  return "?";
+}
+
+std::string BreakdownRow::id() const { return std::string(row_kind_name(kind)) + (key.empty() ? "" : "/" + key); }
+
+double BreakdownRow::total() const {
+  double sum = 0;
+  for (double x : ns.samples) sum += x;
+  return sum;
+}
+
+double LayerBreakdown::total(RowKind kind) const {
+  double sum = 0;
+  for (const BreakdownRow& r : rows)
+    if (r.kind == kind) sum += r.total();
+  return sum;
+}
+
+void LayerBreakdown::describe(RowKind kind, const std::string& key, const std::string& what) {
+  if (kind == RowKind::kWall) {
+    wall_what = what;
+    return;
+  }
+  for (BreakdownRow& r : rows)
+    if (r.kind == kind && r.key == key) r.what = what;
+}
+
+void LayerBreakdown::describe_na(RowKind kind, const std::string& na_reason) {
+  for (BreakdownRow& r : rows)
+    if (r.kind == kind) r.na_reason = na_reason;
+}
+
 std::vector<double> span_self_ns(const Timeline& timeline) {
   const auto& spans = timeline.spans();
   std::vector<double> self(spans.size());
@@ -90,8 +133,8 @@ LayerBreakdown compute_breakdown(const Timeline& timeline, std::span<const uint3
   std::vector<std::vector<size_t>> op_spans(n);  // span indices of each op
   std::vector<std::string> dispatch_keys;
   std::map<std::string, std::vector<double>> dispatch;
-  BreakdownRow binding_row{"binding", "", {}, {}, true}, library_row{"library", "", {}, {}, true},
-      runtime_row{"runtime", "", {}, {}, true};
+  BreakdownRow binding_row{RowKind::kBinding, "", {}, {}, true, {}, {}}, library_row{RowKind::kLibrary, "", {}, {}, true, {}, {}},
+      runtime_row{RowKind::kRuntime, "", {}, {}, true, {}, {}};
   for (size_t i = 0; i < spans.size(); ++i) {
     const Span& s = spans[i];
     auto it = slot.find(s.op_id);
@@ -128,8 +171,8 @@ LayerBreakdown compute_breakdown(const Timeline& timeline, std::span<const uint3
   }
 
   // Device rows: API calls and kernels joined to ops through the external correlation records.
-  BreakdownRow launch_row{"launch", "", {}, {}, dev.enabled}, queue_row{"queue", "", {}, {}, dev.enabled},
-      gpu_row{"gpu", "", {}, {}, dev.enabled};
+  BreakdownRow launch_row{RowKind::kLaunch, "", {}, {}, dev.enabled, {}, {}}, queue_row{RowKind::kQueue, "", {}, {}, dev.enabled, {}, {}},
+      gpu_row{RowKind::kGpu, "", {}, {}, dev.enabled, {}, {}};
   if (dev.enabled) {
     std::unordered_map<uint32_t, size_t> corr_to_op;  // correlation id -> slot
     for (const ExternalCorrelation& ec : dev.external) {
@@ -211,7 +254,7 @@ LayerBreakdown compute_breakdown(const Timeline& timeline, std::span<const uint3
   binding_row.ns = Distribution::of(binding);
   out.rows.push_back(std::move(binding_row));
   for (const std::string& key : dispatch_keys) {
-    BreakdownRow row{"dispatch", key, {key}, Distribution::of(dispatch[key]), true};
+    BreakdownRow row{RowKind::kDispatch, key, {key}, Distribution::of(dispatch[key]), true, {}, {}};
     out.rows.push_back(std::move(row));
   }
   library_row.ns = Distribution::of(library);

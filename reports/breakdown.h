@@ -25,12 +25,25 @@ struct Distribution {
   size_t count() const { return samples.size(); }
 };
 
+// The rows of the breakdown, in the order the table prints them. `wall` is no row of LayerBreakdown::rows
+// (it is LayerBreakdown::wall) but has words of its own, so it has a kind.
+enum class RowKind : uint8_t { kBinding, kDispatch, kLibrary, kRuntime, kLaunch, kQueue, kGpu, kWall };
+inline constexpr size_t kRowKinds = 8;
+const char* row_kind_name(RowKind kind);  // "binding", ..., "wall": the JSON's "layer" and the table's label
+
 struct BreakdownRow {
-  std::string layer;  // "binding", "dispatch", "library", "runtime", "launch", "queue", "gpu"
-  std::string key;    // for dispatch rows: the dispatch key ("Autograd", "CPU", ...)
+  RowKind kind = RowKind::kBinding;
+  std::string key;  // for dispatch rows: the dispatch key ("Autograd", "CPU", ...); one row per key
   std::vector<std::string> names;  // distinct span / API names that make up the row, in first-seen order
   Distribution ns;
   bool applicable = true;
+  // Words for the row, said by whoever knows what the call did (the app, the device session); empty:
+  // the table joins `names`. `na_reason` is what the table prints for a row that is not applicable.
+  std::string what;
+  std::string na_reason;
+
+  std::string id() const;  // "binding", "dispatch/Autograd": how the JSON and the analysis name a row
+  double total() const;    // sum over the calls: the one way to total a row
 };
 
 struct KernelSummary {  // one GPU kernel of the op (identical launches across calls merged)
@@ -52,6 +65,13 @@ struct LayerBreakdown {
   bool has_device_records = false;
   uint64_t unmatched_launches = 0;  // launch API calls with no kernel record
   uint64_t unmatched_kernels = 0;   // kernel records whose correlation id matches no launch of these ops
+
+  // Sum over the calls of every row of `kind` (all dispatch keys together); 0 when there is none.
+  double total(RowKind kind) const;
+  // The words of the rows of `kind` (and `key`, for one dispatch key); see BreakdownRow::what.
+  void describe(RowKind kind, const std::string& key, const std::string& what);
+  void describe_na(RowKind kind, const std::string& na_reason);
+  std::string wall_what;  // words for the wall line
 };
 
 // Figures for the calls numbered `op_ids` in `timeline`.

@@ -28,25 +28,13 @@ ModeFigures mode_figures(const std::string& label, const Timeline& timeline,
     for (uint32_t id : rounds[r]) round_of[id] = r;
   for (const auto& ids : rounds) {
     LayerBreakdown b = compute_breakdown(timeline, ids);
-    double sums[7] = {0, 0, 0, 0, 0, 0, 0};
-    for (const BreakdownRow& row : b.rows) {
-      double total = 0;
-      for (double x : row.ns.samples) total += x;
-      if (row.layer == "binding") sums[0] += total;
-      else if (row.layer == "dispatch") sums[1] += total;
-      else if (row.layer == "library") sums[2] += total;
-      else if (row.layer == "runtime") sums[3] += total;
-      else if (row.layer == "launch") sums[4] += total;
-      else if (row.layer == "queue") sums[5] += total;
-      else if (row.layer == "gpu") sums[6] += total;
-    }
-    binding.push_back(sums[0] * per);
-    dispatch.push_back(sums[1] * per);
-    library.push_back(sums[2] * per);
-    runtime.push_back(sums[3] * per);
-    launch.push_back(sums[4] * per);
-    queue.push_back(sums[5] * per);
-    gpu.push_back(sums[6] * per);
+    binding.push_back(b.total(RowKind::kBinding) * per);
+    dispatch.push_back(b.total(RowKind::kDispatch) * per);
+    library.push_back(b.total(RowKind::kLibrary) * per);
+    runtime.push_back(b.total(RowKind::kRuntime) * per);
+    launch.push_back(b.total(RowKind::kLaunch) * per);
+    queue.push_back(b.total(RowKind::kQueue) * per);
+    gpu.push_back(b.total(RowKind::kGpu) * per);
   }
   if (f.has_device) {
     std::unordered_map<uint32_t, uint64_t> corr_to_op;

@@ -12,13 +12,12 @@ json distribution(const Distribution& d) {
               {"min", d.min},      {"max", d.max},       {"mean", d.mean},     {"samples", d.samples}};
 }
 
-json breakdown(const LayerBreakdown& b, const TraceReport& rep) {
+json breakdown(const LayerBreakdown& b) {
   json rows = json::array();
   for (const BreakdownRow& r : b.rows) {
-    json row{{"layer", r.layer}, {"applicable", r.applicable}, {"names", r.names}};
+    json row{{"layer", row_kind_name(r.kind)}, {"applicable", r.applicable}, {"names", r.names}};
     if (!r.key.empty()) row["key"] = r.key;
-    const std::string what = rep.what(r.layer + (r.key.empty() ? "" : "/" + r.key));
-    if (!what.empty()) row["what"] = what;
+    if (!r.what.empty()) row["what"] = r.what;
     if (r.applicable) row["time"] = distribution(r.ns);
     rows.push_back(row);
   }
@@ -57,6 +56,13 @@ json environment(const Environment& e) {
   return env;
 }
 
+// Every named figure: {"cupti.dropped_records": {"value": 0, "unit": "count"}, ...}.
+json figures(const Figures& f) {
+  json out = json::object();
+  for (const Figure& x : f.all()) out[x.name] = {{"value", x.value}, {"unit", x.unit}};
+  return out;
+}
+
 json check(const CheckResult& c) {
   return json{{"relative_error", c.relative_error}, {"tolerance", c.tolerance}, {"passed", c.passed()}};
 }
@@ -78,14 +84,15 @@ std::string trace_report_json(const TraceReport& rep) {
            {"repeat_auto", rep.repeat_auto},
            {"probe", {{"cost_ns", rep.probe_ns}, {"zones_per_call", rep.probes_per_call}}},
            {"untraced_wall_median_ns", rep.untraced_call_ns},
-           {"steady", breakdown(rep.steady, rep)},
-           {"cold", breakdown(rep.cold, rep)},
+           {"steady", breakdown(rep.steady)},
+           {"cold", breakdown(rep.cold)},
            {"notes", rep.notes},
+           {"figures", figures(rep.figures)},
            {"environment", environment(rep.env)}};
-  if (rep.flops > 0 && rep.steady.wall.median > 0) doc["achieved_flops_per_s"] = rep.flops / (rep.steady.wall.median * 1e-9);
+  if (const Figure* rate = rep.figures.find("achieved_flops_per_s")) doc["achieved_flops_per_s"] = rate->value;
   if (rep.bytes_moved > 0) {
     doc["bytes_moved_per_call"] = rep.bytes_moved;
-    if (rep.steady.wall.median > 0) doc["achieved_bytes_per_s"] = rep.bytes_moved / (rep.steady.wall.median * 1e-9);
+    if (const Figure* rate = rep.figures.find("achieved_bytes_per_s")) doc["achieved_bytes_per_s"] = rate->value;
   }
   if (rep.peak_flops > 0) doc["peak"] = {{"flops_per_s", rep.peak_flops}, {"source", rep.peak_source}};
   if (rep.check.ran) doc["check"] = check(rep.check);
@@ -117,6 +124,7 @@ std::string comparison_json(const Comparison& c, const TraceReport& ctx) {
            {"speedup_wall_per_op", c.speedup()},
            {"verdict", c.verdict()},
            {"notes", ctx.notes},
+           {"figures", figures(ctx.figures)},
            {"environment", environment(ctx.env)}};
   if (ctx.check.ran) doc["check"] = check(ctx.check);
   return doc.dump(2) + "\n";

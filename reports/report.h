@@ -1,13 +1,15 @@
 // Everything one `strata trace` run measured, as named figures: what the printers (table, JSON, Chrome
-// trace) format. Nothing here is computed by a printer; see Note [Measuring is separate from printing]
-// in breakdown.h.
+// trace) format. Nothing here is computed by a printer; see Note [Figures, not prose]
+// in figures.h.
 #pragma once
 
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "lib/dtype.h"
 #include "reports/breakdown.h"
+#include "reports/figures.h"
 
 namespace strata::reports {
 
@@ -35,7 +37,9 @@ struct TraceReport {
   std::string spec;         // "matmul 1024"
   std::string description;  // "[1024x1024] @ [1024x1024]"
   std::string schema;       // "matmul(Tensor self, Tensor other) -> Tensor"
-  std::string dtype;        // "f32"
+  std::string dtype;        // "f32", "f32 (tf32 math)": for display
+  DType element_dtype = DType::kF32;  // what `dtype` displays, for whoever needs the type (the peak table)
+  bool tf32 = false;                  // f32 math on TF32 tensor cores (--tf32)
   std::string device;       // "cpu" / "cuda:0 NVIDIA H200"
   std::string device_reason;  // why this device (auto selection), one line
   std::string keys;         // the dispatch key path of a call, "Autograd > CPU"
@@ -56,10 +60,18 @@ struct TraceReport {
 
   CheckResult check;
   Environment env;
-  std::vector<std::pair<std::string, std::string>> row_what;  // ("dispatch/Autograd", "record MmBackward")
-  std::vector<std::string> notes;  // e.g. why GPU timing is unavailable
-  std::string what(const std::string& row) const;
+  Figures figures;                 // counts, one-time costs, rates: see Note [Figures, not prose]
+  std::vector<std::string> notes;  // e.g. why GPU timing is unavailable; rendered from figures where they say one
+
+  // The words of a row in both breakdowns (the JSON names the cold call's rows as the steady ones).
+  void describe(RowKind kind, const std::string& key, const std::string& what);
+  void describe_na(RowKind kind, const std::string& na_reason);
 };
+
+// The achieved rate of the timed calls, from `flops`, `bytes_moved` and the steady wall median:
+// "achieved_flops_per_s" and, for ops that stream memory, "achieved_bytes_per_s". Measured here, once;
+// the table and the JSON only format them.
+void add_rate_figures(TraceReport& report);
 
 // "41.70 ms", "0.09 us": a duration in ns with a unit that keeps 3-4 significant digits.
 std::string format_ns(double ns);

@@ -6,12 +6,6 @@
 
 namespace strata::reports {
 
-std::string TraceReport::what(const std::string& row) const {
-  for (const auto& [k, v] : row_what)
-    if (k == row) return v;
-  return "";
-}
-
 std::string format_ns(double ns) {
   char buf[64];
   double a = std::fabs(ns);
@@ -56,8 +50,6 @@ std::string percent(double part, double whole) {
   return buf;
 }
 
-std::string row_label(const BreakdownRow& r) { return r.layer; }
-
 std::string default_what(const BreakdownRow& r) {
   std::string s;
   for (const std::string& n : r.names) s += (s.empty() ? "" : " > ") + n;
@@ -74,26 +66,23 @@ void print_trace_table(const TraceReport& rep, std::ostream& out) {
   out << pad("layer", 10) << pad("what", kWhat) << lpad("median", 11) << lpad("p90", 11) << lpad("share", 8) << "\n";
   const double wall = rep.steady.wall.median;
   for (const BreakdownRow& r : rep.steady.rows) {
-    std::string key = r.layer + (r.key.empty() ? "" : "/" + r.key);
-    std::string what = rep.what(key);
-    if (what.empty()) what = default_what(r);
+    const std::string what = r.what.empty() ? default_what(r) : r.what;
     if (!r.applicable) {
-      std::string na = rep.what(key + "/na");
-      out << pad(row_label(r), 10) << (na.empty() ? "n/a" : na) << "\n";
+      out << pad(row_kind_name(r.kind), 10) << (r.na_reason.empty() ? "n/a" : r.na_reason) << "\n";
       continue;
     }
-    out << pad(row_label(r), 10) << pad(truncate(what, kWhat - 1), kWhat) << lpad(format_ns(r.ns.median), 11)
+    out << pad(row_kind_name(r.kind), 10) << pad(truncate(what, kWhat - 1), kWhat) << lpad(format_ns(r.ns.median), 11)
         << lpad(format_ns(r.ns.p90), 11) << lpad(percent(r.ns.median, wall), 8) << "\n";
   }
   std::string rate;
-  if (rep.bytes_moved > 0 && wall > 0) {
+  if (const Figure* bandwidth = rep.figures.find("achieved_bytes_per_s")) {
     // A pointwise op does one operation per element: its rate is the memory it streams, not its FLOPs.
-    rate = format_bandwidth(rep.bytes_moved / (wall * 1e-9)) + " (bytes read + written)";
-  } else if (rep.flops > 0 && wall > 0) {
-    rate = format_rate(rep.flops / (wall * 1e-9)) + " (" + rep.dtype + ")";
-    if (rep.peak_flops > 0) rate += ", " + percent(rep.flops / (wall * 1e-9), rep.peak_flops) + " of peak";
+    rate = format_bandwidth(bandwidth->value) + " (bytes read + written)";
+  } else if (const Figure* flops = rep.figures.find("achieved_flops_per_s")) {
+    rate = format_rate(flops->value) + " (" + rep.dtype + ")";
+    if (rep.peak_flops > 0) rate += ", " + percent(flops->value, rep.peak_flops) + " of peak";
   }
-  out << pad("wall", 10) << pad(truncate(rep.what("wall"), kWhat - 1), kWhat) << lpad(format_ns(wall), 11)
+  out << pad("wall", 10) << pad(truncate(rep.steady.wall_what, kWhat - 1), kWhat) << lpad(format_ns(wall), 11)
       << lpad(format_ns(rep.steady.wall.p90), 11) << "  " << rate << "\n";
   for (const KernelSummary& k : rep.steady.kernels) {
     char buf[160];
@@ -105,7 +94,7 @@ void print_trace_table(const TraceReport& rep, std::ostream& out) {
   std::string cold;
   for (const BreakdownRow& r : rep.cold.rows) {
     if (!r.applicable || r.ns.median <= 0) continue;
-    cold += (cold.empty() ? "" : ", ") + r.layer + (r.key.empty() ? "" : "/" + r.key) + " " + format_ns(r.ns.median);
+    cold += (cold.empty() ? "" : ", ") + r.id() + " " + format_ns(r.ns.median);
   }
   out << "cold first call: " << format_ns(rep.cold.wall.median) << " (" << cold << ")\n";
   char buf[256];

@@ -1,19 +1,18 @@
 // `strata compare`: the same op eager and replayed (CUDA Graph on a GPU, plan replay on the CPU), in one
 // process, rounds of K ops each, every figure per op. See docs/compare.md.
 #include <algorithm>
-#include <cstdio>
 #include <iostream>
 
 #include "apps/strata/commands.h"
 #include "apps/strata/device_session.h"
 #include "apps/strata/harness.h"
+#include "apps/strata/output_step.h"
 #include "layers/kernels/reference/reference.h"
 #include "lib/error.h"
-#include "lib/output_file.h"
 #include "lib/zone.h"
-#include "reports/chrome_trace.h"
 #include "reports/comparison.h"
 #include "reports/json_report.h"
+#include "reports/notes.h"
 #include "reports/table.h"
 
 namespace strata::app {
@@ -50,8 +49,18 @@ int run_compare(const CompareOptions& o) {
     session.synchronize();
     return out;
   };
-  // The cold call and warm-ups are untraced here: `strata trace` reports the cold call.
-  binding::IValue eager_out = eager_round(false, nullptr);
+  // The cold call and warm-ups are untraced here: `strata trace` reports the cold call. The first round
+  // is where the libraries make their plans: it runs on a scratch timeline whose plan annotations are
+  // kept (Note [Annotations on the timeline]) and whose spans are not.
+  binding::IValue eager_out;
+  {
+    Timeline first(1024);
+    {
+      tracing::ActiveScope scope(&first);
+      eager_out = eager_round(false, nullptr);
+    }
+    for (const Annotation& a : first.annotations()) timeline.add_annotation(a);
+  }
   // A captured graph keeps the output of each of its K calls alive (it writes them at every replay); the
   // frontend sized the request for one. Refuse here, before capturing, what would not fit.
   // (A CPU plan keeps only its latest output.)
@@ -139,39 +148,29 @@ int run_compare(const CompareOptions& o) {
     ctx.check.ran = true;
     ctx.check.relative_error = std::max(e_err, r_err);
     ctx.check.tolerance = tol;
-    char buf[200];
-    std::snprintf(buf, sizeof buf, "check: relative error vs float64 reference: eager %.3g, %s %.3g (tolerance %.1g): %s",
-                  e_err, replay->kind().c_str(), r_err, tol, std::max(e_err, r_err) <= tol ? "PASS" : "FAIL");
-    ctx.notes.push_back(buf);
+    ctx.figures.set("check.eager_relative_error", e_err, "ratio");
+    ctx.figures.set("check.replay_relative_error", r_err, "ratio");
+    ctx.figures.set("check.tolerance", tol, "ratio");
+    ctx.notes.push_back(reports::compare_check_note(ctx.figures, replay->kind()));
   }
-  if (attribution.replayed_kernels > 0) {
-    ctx.notes.push_back("graph replay: " + std::to_string(attribution.attributed) + " of " +
-                        std::to_string(attribution.replayed_kernels) +
-                        " replayed kernels attributed to the op that created their graph node" +
-                        (attribution.attributed == attribution.replayed_kernels ? "" : " (the rest: no node record)"));
-  } else if (timeline.device.enabled && replay->kind() != "plan replay") {
-    ctx.notes.push_back("graph replay: CUPTI reported no replayed kernels with graph node ids");
-  }
+  ctx.figures.set("graph_replay.replayed_kernels", double(attribution.replayed_kernels), "count");
+  ctx.figures.set("graph_replay.attributed_kernels", double(attribution.attributed), "count");
+  ctx.figures.set("device_timing.enabled", timeline.device.enabled ? 1 : 0, "bool");
+  if (std::string note = reports::graph_replay_note(ctx.figures, replay->kind() == "plan replay"); !note.empty())
+    ctx.notes.push_back(note);
   if (replay->kind() == "plan replay") {
     ctx.notes.push_back("no GPU in use: the replay is a plan of the resolved kernel calls (no binding, no dispatch), "
                         "not a CUDA Graph");
   }
   std::string header = "compare " + ctx.op + "  " + ctx.description + "  " + ctx.dtype + "  " + ctx.device +
                        "   eager vs " + replay->kind();
-  // As in trace: a signal that arrived after the last round still means "no report".
-  stop_if_interrupted();
-  reports::print_comparison_table(header, c, std::cout);
-  for (const std::string& note : ctx.notes) std::cout << "note: " << note << "\n";
-  std::cout.flush();
-  if (!o.trace.json_path.empty()) {
-    stop_if_interrupted();
-    write_file_atomically(o.trace.json_path, reports::comparison_json(c, ctx));
-    std::cout << "wrote " << o.trace.json_path << "\n";
-  }
-  if (!o.trace.chrome_trace_path.empty()) {
-    stop_if_interrupted();
-    reports::ChromeTraceWriter writer;
-    writer.add_metadata("strata version", STRATA_VERSION);
+  CommandOutput output;
+  output.print_table = [&](std::ostream& out) {
+    reports::print_comparison_table(header, c, out);
+    for (const std::string& note : ctx.notes) out << "note: " << note << "\n";
+  };
+  output.json = [&] { return reports::comparison_json(c, ctx); };
+  output.chrome_trace = [&](reports::ChromeTraceWriter& writer) {
     writer.add_metadata("op", header);
     for (const auto& [key, v] : ctx.env.device) writer.add_metadata(key, v);
     reports::TraceMetadata kineto;
@@ -181,15 +180,10 @@ int run_compare(const CompareOptions& o) {
     writer.set_trace_metadata(std::move(kineto));
     writer.add_timeline(timeline, "eager", 0, eager_begin, eager_end);
     writer.add_timeline(timeline, replay->kind(), 1, replay_begin, replay_end);
-    write_file_atomically(o.trace.chrome_trace_path, writer.str());
-    std::cout << "wrote " << o.trace.chrome_trace_path << "\n";
-  }
-  if (!ctx.check.passed()) {
-    std::cerr << "strata: check failed: relative error " << ctx.check.relative_error << " exceeds the tolerance "
-              << ctx.check.tolerance << "\n";
-    return static_cast<int>(ExitCode::kCheckFailed);
-  }
-  return 0;
+  };
+  output.check = ctx.check;
+  output.tolerance_name = "tolerance";
+  return write_command_output(o.trace, output, std::cout, std::cerr);
 }
 
 }  // namespace strata::app

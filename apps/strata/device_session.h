@@ -1,5 +1,5 @@
 // What the measurement harness needs from the device a call runs on. The CPU needs nothing; the CUDA
-// session (device_session_cuda.cpp) synchronises after each call, tags CUDA work with the op id
+// session (cuda_session.cpp) synchronises after each call, tags CUDA work with the op id
 // (CUPTI external correlation) and flushes the device records into the timeline at the end.
 #pragma once
 

@@ -1,4 +1,5 @@
-// Private to libstrata_cuda.so: what device_session_cuda.cpp defines for the module's table
+// Private to libstrata_cuda.so: what device_choice_cuda.cpp, cuda_session.cpp and devices_command_cuda.cpp
+// define for the module's table
 // (cuda_module_entry.cpp). In their own namespace: the executable that loads the module defines
 // strata::app::choose_device and friends itself, and its exported definitions would otherwise be the ones
 // the module's calls bind to (Note [The CUDA module]).

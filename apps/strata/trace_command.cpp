@@ -12,11 +12,11 @@
 #endif
 #include "apps/strata/device_session.h"
 #include "apps/strata/harness.h"
+#include "apps/strata/output_step.h"
 #include "layers/kernels/cpu/cpu_kernels.h"
 #include "layers/kernels/reference/reference.h"
 #include "lib/error.h"
 #include "lib/output_file.h"
-#include "reports/chrome_trace.h"
 #include "reports/json_report.h"
 #include "reports/table.h"
 
@@ -36,11 +36,16 @@ std::string cpu_model() {
 }
 
 // What the machine was doing around the run, for the spread note: the 1-minute load average against the
-// CPU count (a load above the CPU count means the timed calls shared cores). Empty when unreadable.
-std::string load_context() {
+// CPU count (a load above the CPU count means the timed calls shared cores). Negative when unreadable.
+double load_average() {
   std::ifstream loadavg("/proc/loadavg");
   double one_minute = 0;
-  if (!(loadavg >> one_minute)) return {};
+  if (!(loadavg >> one_minute)) return -1;
+  return one_minute;
+}
+
+std::string load_context(double one_minute) {
+  if (one_minute < 0) return {};
   char buf[96];
   std::snprintf(buf, sizeof buf, "load average %.2f over the last minute on %u CPUs", one_minute,
                 std::thread::hardware_concurrency());
@@ -123,6 +128,8 @@ reports::TraceReport describe_context(const Prepared& p, const TraceOptions& o) 
   rep.description = p.call.description;
   rep.schema = p.call.op->schema().text;
   rep.dtype = std::string(dtype_name(p.dtype)) + (o.tf32 ? " (tf32 math)" : "");
+  rep.element_dtype = p.dtype;
+  rep.tf32 = o.tf32;
   rep.device = p.choice.device.str();
   rep.device_reason = p.choice.reason;
   rep.flops = p.call.flops;
@@ -181,33 +188,39 @@ int run_trace(const TraceOptions& o) {
   rep.untraced_call_ns = reports::Distribution::of(run.untraced_ns).median;
 
   // Words for each row, from what this call actually did.
-  rep.row_what.push_back({"binding", "schema " + rep.schema.substr(0, rep.schema.find(" ->"))});
+  using reports::RowKind;
+  rep.describe(RowKind::kBinding, "", "schema " + rep.schema.substr(0, rep.schema.find(" ->")));
   for (const reports::BreakdownRow& row : rep.steady.rows) {
-    if (row.layer != "dispatch") continue;
+    if (row.kind != RowKind::kDispatch) continue;
     if (row.key == "Autograd") {
       const auto& out = run.last_result.tensor();
-      rep.row_what.push_back({"dispatch/Autograd", std::string("record ") + (out.grad_fn() ? out.grad_fn()->name() : "?") +
-                                                       " (saves " + std::to_string(out.grad_fn() ? out.grad_fn()->num_saved() : 0) +
-                                                       " tensors), redispatch"});
+      rep.describe(RowKind::kDispatch, row.key,
+                   std::string("record ") + (out.grad_fn() ? out.grad_fn()->name() : "?") + " (saves " +
+                       std::to_string(out.grad_fn() ? out.grad_fn()->num_saved() : 0) + " tensors), redispatch");
     } else {
-      rep.row_what.push_back({"dispatch/" + row.key, row.key + " kernel: key set + table lookup"});
+      rep.describe(RowKind::kDispatch, row.key, row.key + " kernel: key set + table lookup");
     }
   }
   if (choice.device.is_cpu()) {
     std::string lib;
     for (const reports::BreakdownRow& row : rep.steady.rows)
-      if (row.layer == "library")
+      if (row.kind == RowKind::kLibrary)
         for (const auto& n : row.names) lib += (lib.empty() ? "" : " > ") + n;
-    rep.row_what.push_back({"library", lib + (call.gemm_shape.empty() ? "" : " " + call.gemm_shape) + ", output alloc"});
-    rep.row_what.push_back({"launch/na", "n/a on the CPU: no launch, the library call computes in place"});
-    rep.row_what.push_back({"queue/na", "n/a on the CPU: nothing is queued"});
-    rep.row_what.push_back({"gpu/na", "n/a on the CPU: the compute is inside the library row"});
-    rep.row_what.push_back({"wall", "binding begin -> library end"});
+    rep.describe(RowKind::kLibrary, "", lib + (call.gemm_shape.empty() ? "" : " " + call.gemm_shape) + ", output alloc");
+    rep.describe_na(RowKind::kLaunch, "n/a on the CPU: no launch, the library call computes in place");
+    rep.describe_na(RowKind::kQueue, "n/a on the CPU: nothing is queued");
+    rep.describe_na(RowKind::kGpu, "n/a on the CPU: the compute is inside the library row");
+    rep.describe(RowKind::kWall, "", "binding begin -> library end");
   } else {
-    rep.row_what.push_back({"wall", "binding begin -> last kernel end"});
+    rep.describe(RowKind::kWall, "", "binding begin -> last kernel end");
   }
+  rep.figures.set("steady.unmatched_launches", double(rep.steady.unmatched_launches), "count");
+  rep.figures.set("steady.unmatched_kernels", double(rep.steady.unmatched_kernels), "count");
   session->describe(rep);
-  if (std::string spread = reports::spread_note(rep.steady.wall, load_context()); !spread.empty())
+  reports::add_rate_figures(rep);
+  const double load = load_average();
+  if (load >= 0) rep.figures.set("host.load_average_1min", load, "ratio");
+  if (std::string spread = reports::spread_note(rep.steady.wall, load_context(load)); !spread.empty())
     rep.notes.push_back(spread);
 
   if (o.check) {
@@ -216,19 +229,10 @@ int run_trace(const TraceOptions& o) {
     rep.check.tolerance = reference::tolerance(p.dtype, o.tf32);
   }
 
-  // A signal that arrived after the last call still means "no report": nothing is printed or written.
-  stop_if_interrupted();
-  reports::print_trace_table(rep, std::cout);
-  std::cout.flush();
-  if (!o.json_path.empty()) {
-    stop_if_interrupted();
-    write_file_atomically(o.json_path, reports::trace_report_json(rep));
-    std::cout << "wrote " << o.json_path << "\n";
-  }
-  if (!o.chrome_trace_path.empty()) {
-    stop_if_interrupted();
-    reports::ChromeTraceWriter writer;
-    writer.add_metadata("strata version", STRATA_VERSION);
+  CommandOutput output;
+  output.print_table = [&](std::ostream& out) { reports::print_trace_table(rep, out); };
+  output.json = [&] { return reports::trace_report_json(rep); };
+  output.chrome_trace = [&](reports::ChromeTraceWriter& writer) {
     writer.add_metadata("op", rep.spec + "  " + rep.description + "  " + rep.dtype);
     writer.add_metadata("device", rep.device);
     for (const auto& [k, v] : rep.env.device) writer.add_metadata(k, v);
@@ -237,15 +241,11 @@ int run_trace(const TraceOptions& o) {
     for (uint32_t id : run.timed_ids) kineto.steps.push_back({id});
     writer.set_trace_metadata(std::move(kineto));
     writer.add_timeline(timeline, "eager");
-    write_file_atomically(o.chrome_trace_path, writer.str());
-    std::cout << "wrote " << o.chrome_trace_path << " (open in https://ui.perfetto.dev or chrome://tracing)\n";
-  }
-  if (!rep.check.passed()) {
-    std::cerr << "strata: check failed: relative error " << rep.check.relative_error << " exceeds the " << rep.dtype
-              << " tolerance " << rep.check.tolerance << "\n";
-    return static_cast<int>(ExitCode::kCheckFailed);
-  }
-  return 0;
+  };
+  output.chrome_trace_hint = " (open in https://ui.perfetto.dev or chrome://tracing)";
+  output.check = rep.check;
+  output.tolerance_name = rep.dtype + " tolerance";
+  return write_command_output(o, output, std::cout, std::cerr);
 }
 
 }  // namespace strata::app

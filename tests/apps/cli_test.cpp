@@ -98,6 +98,10 @@ TEST_CASE("--json writes every figure, parseable, and nothing else into the dire
   CHECK(doc["steady"]["wall"]["samples"].size() == 3);
   CHECK(doc["steady"]["wall"]["median"].get<double>() > 0);
   CHECK(doc["environment"]["blas_threads"].get<int>() >= 1);
+  // The figures beside the old fields: the same rate, by name, with its unit.
+  CHECK(doc["figures"]["achieved_flops_per_s"]["unit"] == "FLOP/s");
+  CHECK(doc["figures"]["achieved_flops_per_s"]["value"] == doc["achieved_flops_per_s"]);
+  CHECK(doc["figures"]["steady.unmatched_launches"]["value"] == 0);
 }
 
 TEST_CASE("--chrome-trace writes a trace that satisfies every invariant, with --json beside it") {

@@ -137,14 +137,20 @@ class CompareChecks(unittest.TestCase):
         doc["eager"]["device_records"] = doc["replay"]["device_records"] = True
         doc["replay"]["label"] = "CUDA Graph"
         doc["notes"] = []
+        doc["figures"] = {}
         _, (result, detail) = self.run_compare(doc)
         self.assertEqual(result, "fail")
-        self.assertIn("no graph attribution note", detail)
-        doc["notes"] = ["graph replay: 64 of 64 replayed kernels attributed to their ops"]
+        self.assertIn("no graph attribution figures", detail)
+
+        def attribution(attributed, replayed):
+            return {"graph_replay.attributed_kernels": {"value": attributed, "unit": "count"},
+                    "graph_replay.replayed_kernels": {"value": replayed, "unit": "count"}}
+
+        doc["figures"] = attribution(64, 64)
         _, (result, detail) = self.run_compare(doc)
         self.assertEqual(result, "pass", detail)
         self.assertIn("attribution 64 of 64", detail)
-        doc["notes"] = ["graph replay: 60 of 64 replayed kernels attributed to their ops"]
+        doc["figures"] = attribution(60, 64)
         _, (result, detail) = self.run_compare(doc)
         self.assertEqual(result, "fail")
 

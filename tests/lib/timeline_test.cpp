@@ -101,3 +101,33 @@ TEST_CASE("layer names") {
   CHECK(std::string(layer_name(Layer::kRuntime)) == "runtime");
   CHECK(std::string(layer_name(Layer::kHarness)) == "harness");
 }
+
+TEST_CASE("annotations go into the active timeline with the current op, and nowhere when tracing is off") {
+  tracing::annotate(AnnotationKind::kPlan, "lost: no active timeline");
+  Timeline t;
+  {
+    tracing::ActiveScope scope(&t);
+    t.set_op(7);
+    tracing::annotate(AnnotationKind::kPlan, "conv2d: algorithm X");
+    t.set_op(0);
+  }
+  tracing::annotate(AnnotationKind::kPlan, "lost too");
+  REQUIRE(t.annotations().size() == 1);
+  CHECK(t.annotations()[0].kind == AnnotationKind::kPlan);
+  CHECK(t.annotations()[0].op_id == 7);
+  CHECK(t.annotations()[0].text == "conv2d: algorithm X");
+}
+
+TEST_CASE("a span keeps the zone kind its layer gave it") {
+  Timeline t;
+  {
+    tracing::ActiveScope scope(&t);
+    STRATA_ZONE_KIND(zone, Layer::kLibrary, "someCreate", ZoneKind::kHandleCreation);
+    STRATA_ZONE(plain, Layer::kLibrary, "work");
+  }
+#if STRATA_TRACING
+  REQUIRE(t.spans().size() == 2);
+  CHECK(t.spans()[0].kind == ZoneKind::kHandleCreation);
+  CHECK(t.spans()[1].kind == ZoneKind::kPlain);
+#endif
+}

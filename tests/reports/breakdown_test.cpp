@@ -10,6 +10,7 @@
 
 #include "layers/binding/binding.h"
 #include "layers/frontend/frontend.h"
+#include "reports/report.h"
 #include "tests/reports/steady_clock.h"
 
 using namespace strata;
@@ -19,7 +20,7 @@ namespace {
 
 const BreakdownRow& row(const LayerBreakdown& b, const std::string& layer, const std::string& key = "") {
   for (const BreakdownRow& r : b.rows)
-    if (r.layer == layer && r.key == key) return r;
+    if (row_kind_name(r.kind) == layer && r.key == key) return r;
   FAIL("no row " << layer << "/" << key);
   static BreakdownRow none;
   return none;
@@ -27,7 +28,7 @@ const BreakdownRow& row(const LayerBreakdown& b, const std::string& layer, const
 
 std::vector<std::string> row_ids(const LayerBreakdown& b) {
   std::vector<std::string> ids;
-  for (const BreakdownRow& r : b.rows) ids.push_back(r.layer + (r.key.empty() ? "" : "/" + r.key));
+  for (const BreakdownRow& r : b.rows) ids.push_back(r.id());
   return ids;
 }
 
@@ -227,4 +228,28 @@ TEST_CASE("a real traced call: every row non-negative and the rows add up to the
   CHECK(sum == doctest::Approx(b.wall.median).epsilon(1e-9));
   CHECK(b.wall.median > 0);
 #endif
+}
+
+TEST_CASE("rows are kinds: one id per row, one way to total a row, words set on both breakdowns") {
+  REQUIRE(test::steady_clock_in_use());
+  Timeline t;
+  add_call(t, 1, 1000, 1);
+  add_call(t, 2, 5000, 2);
+  const std::vector<uint32_t> ids = {1, 2};
+  TraceReport rep;
+  rep.steady = compute_breakdown(t, ids);
+  rep.cold = compute_breakdown(t, std::vector<uint32_t>{1});
+  CHECK(row(rep.steady, "dispatch", "CPU").id() == "dispatch/CPU");
+  CHECK(row(rep.steady, "binding").total() == 20 + 40);
+  CHECK(rep.steady.total(RowKind::kDispatch) == 20 + 40 + 20 + 40);  // both keys, both calls
+  CHECK(rep.steady.total(RowKind::kRuntime) == 0);                    // no such row
+  CHECK(std::string(row_kind_name(RowKind::kWall)) == "wall");
+  rep.describe(RowKind::kDispatch, "CPU", "CPU kernel");
+  rep.describe_na(RowKind::kGpu, "n/a here");
+  rep.describe(RowKind::kWall, "", "first -> last");
+  CHECK(row(rep.steady, "dispatch", "CPU").what == "CPU kernel");
+  CHECK(row(rep.cold, "dispatch", "CPU").what == "CPU kernel");
+  CHECK(row(rep.steady, "dispatch", "Autograd").what.empty());
+  CHECK(row(rep.steady, "gpu").na_reason == "n/a here");
+  CHECK(rep.steady.wall_what == "first -> last");
 }

@@ -23,19 +23,20 @@ TraceReport sample_report() {
   r.warmup = 1;
   r.repeat = 3;
   r.steady.calls = 3;
-  r.steady.rows.push_back({"binding", "", {"matmul"}, Distribution::of({100, 300, 200}), true});
-  r.steady.rows.push_back({"dispatch", "Autograd", {"Autograd"}, Distribution::of({50, 50, 50}), true});
-  r.steady.rows.push_back({"library", "", {"cblas_sgemm"}, Distribution::of({1000, 2000, 3000}), true});
-  r.steady.rows.push_back({"gpu", "", {}, {}, false});
+  r.steady.rows.push_back({RowKind::kBinding, "", {"matmul"}, Distribution::of({100, 300, 200}), true, {}, {}});
+  r.steady.rows.push_back({RowKind::kDispatch, "Autograd", {"Autograd"}, Distribution::of({50, 50, 50}), true, {}, {}});
+  r.steady.rows.push_back({RowKind::kLibrary, "", {"cblas_sgemm"}, Distribution::of({1000, 2000, 3000}), true, {}, {}});
+  r.steady.rows.push_back({RowKind::kGpu, "", {}, {}, false, {}, {}});
   r.steady.wall = Distribution::of({1200, 2400, 3300});
   r.cold.calls = 1;
   r.cold.wall = Distribution::of({9000});
-  r.row_what = {{"dispatch/Autograd", "record MmBackward"}};
+  r.describe(RowKind::kDispatch, "Autograd", "record MmBackward");
   r.check.ran = true;
   r.check.relative_error = 1e-7;
   r.check.tolerance = 1e-5;
   r.env.clock_source = "steady_clock";
   r.notes = {"a note"};
+  add_rate_figures(r);
   return r;
 }
 

@@ -26,16 +26,18 @@ TEST_CASE("the table: header, one line per row, n/a rows, wall with the rate, ch
   r.device = "cpu";
   r.keys = "CPU";
   r.flops = 1e5;
-  r.steady.rows.push_back({"binding", "", {"matmul"}, Distribution::of({100}), true});
-  r.steady.rows.push_back({"dispatch", "CPU", {"CPU"}, Distribution::of({100}), true});
-  r.steady.rows.push_back({"library", "", {"cblas_sgemm"}, Distribution::of({800}), true});
-  r.steady.rows.push_back({"launch", "", {}, {}, false});
+  r.steady.rows.push_back({RowKind::kBinding, "", {"matmul"}, Distribution::of({100}), true, {}, {}});
+  r.steady.rows.push_back({RowKind::kDispatch, "CPU", {"CPU"}, Distribution::of({100}), true, {}, {}});
+  r.steady.rows.push_back({RowKind::kLibrary, "", {"cblas_sgemm"}, Distribution::of({800}), true, {}, {}});
+  r.steady.rows.push_back({RowKind::kLaunch, "", {}, {}, false, {}, {}});
   r.steady.wall = Distribution::of({1000});
-  r.row_what = {{"launch/na", "n/a on the CPU: no launch"}, {"wall", "binding begin -> library end"}};
+  r.describe_na(RowKind::kLaunch, "n/a on the CPU: no launch");
+  r.describe(RowKind::kWall, "", "binding begin -> library end");
   r.check.ran = true;
   r.check.relative_error = 2e-7;
   r.check.tolerance = 1e-5;
   r.notes = {"GPU timing unavailable"};
+  add_rate_figures(r);
   std::ostringstream out;
   print_trace_table(r, out);
   const std::string t = out.str();
@@ -62,8 +64,9 @@ TEST_CASE("a memory-bound op's rate is its bandwidth, not FLOP/s") {
   r.dtype = "f32";
   r.flops = 1000;
   r.bytes_moved = 8000;  // 1000 f32 read + 1000 written
-  r.steady.rows.push_back({"library", "", {"relu (cpu loop)"}, Distribution::of({1000}), true});
+  r.steady.rows.push_back({RowKind::kLibrary, "", {"relu (cpu loop)"}, Distribution::of({1000}), true, {}, {}});
   r.steady.wall = Distribution::of({1000});
+  add_rate_figures(r);
   std::ostringstream out;
   print_trace_table(r, out);
   INFO(out.str());

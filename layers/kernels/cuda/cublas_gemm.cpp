@@ -47,12 +47,12 @@ runtime::cuda::PerDevice<CublasHandles> g_handles("cuBLAS");
 CublasHandles& handles_for(const Tensor& t, cudaStream_t stream) {
   return g_handles.get(t.device().index, [&](CublasHandles& h) {
     {
-      STRATA_ZONE(zone, Layer::kLibrary, "cublasCreate");
+      STRATA_ZONE_KIND(zone, Layer::kLibrary, "cublasCreate", ZoneKind::kHandleCreation);
       STRATA_CUBLAS_CHECK(cublasCreate(&h.blas));
     }
     STRATA_CUBLAS_CHECK(cublasSetStream(h.blas, stream));
     {
-      STRATA_ZONE(zone, Layer::kLibrary, "cublasLtCreate");
+      STRATA_ZONE_KIND(zone, Layer::kLibrary, "cublasLtCreate", ZoneKind::kHandleCreation);
       STRATA_CUBLAS_CHECK(cublasLtCreate(&h.lt));
     }
     // cuBLAS would otherwise cudaMalloc a workspace of its own per stream; this one comes from the cache.
@@ -114,7 +114,7 @@ LtPlan& lt_plan(const CublasHandles& h, const Tensor& input, const Tensor& bias,
   // Inserted only once built: a cuBLASLt failure below throws, and an empty entry left behind would be
   // dereferenced by the next call of this shape.
   if (auto it = g_lt_plans.find(key); it != g_lt_plans.end()) return *it->second;
-  STRATA_ZONE(zone, Layer::kLibrary, "cublasLtMatmulAlgoGetHeuristic");
+  STRATA_ZONE_KIND(zone, Layer::kLibrary, "cublasLtMatmulAlgoGetHeuristic", ZoneKind::kAlgorithmSearch);
   auto plan = std::make_unique<LtPlan>();
   STRATA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, t.compute, t.scale));
   const cublasOperation_t transa = CUBLAS_OP_T, transb = CUBLAS_OP_N;
@@ -150,7 +150,8 @@ LtPlan& lt_plan(const CublasHandles& h, const Tensor& input, const Tensor& bias,
   }
   const std::string shape = std::to_string(rows) + "x" + std::to_string(in) + "x" + std::to_string(out) + " " +
                             std::string(dtype_name(input.dtype())) + (g_tf32.load() ? " (tf32)" : "");
-  record_plan_description(
+  tracing::annotate(
+      AnnotationKind::kPlan,
       plan->usable ? "linear " + shape + ": cuBLASLt's heuristic gave a bias-epilogue kernel (workspace " +
                          format_bytes(double(plan->workspace_bytes)) + ")"
                    : "linear " + shape + ": cuBLASLt has no bias-epilogue kernel for this shape; cublasGemmEx + "
@@ -162,21 +163,6 @@ LtPlan& lt_plan(const CublasHandles& h, const Tensor& input, const Tensor& bias,
 
 void set_tf32(bool enabled) { g_tf32.store(enabled); }
 bool tf32_enabled() { return g_tf32.load(); }
-
-namespace {
-std::mutex g_plan_log_mutex;
-std::vector<std::string> g_plan_log;
-}  // namespace
-
-void record_plan_description(std::string line) {
-  std::lock_guard lock(g_plan_log_mutex);
-  g_plan_log.push_back(std::move(line));
-}
-
-std::vector<std::string> plan_descriptions() {
-  std::lock_guard lock(g_plan_log_mutex);
-  return g_plan_log;
-}
 
 Tensor matmul(const Tensor& self, const Tensor& other) {
   STRATA_ZONE(zone, Layer::kLibrary, "matmul (cuda)");

@@ -26,9 +26,6 @@ inline int checked_int(const char* op, int64_t value) {
   return static_cast<int>(value);
 }
 
-// Adds a line to plan_descriptions() (cuda_kernels.h); called once per plan, in the cold call.
-void record_plan_description(std::string line);
-
 // Makes the tensor's device current and returns strata's stream on it.
 inline cudaStream_t device_stream(const Tensor& t) {
   runtime::cuda::set_current_device(t.device().index);

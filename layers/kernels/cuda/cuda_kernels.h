@@ -25,11 +25,10 @@ Tensor gelu(const Tensor& self);  // exact (erf) form, strata's own kernel
 void set_tf32(bool enabled);
 bool tf32_enabled();
 
-// What the libraries decided for each shape planned so far in this process, one line each, in the order
-// the plans were made: cuDNN's chosen algorithm, math type, workspace and how many candidates it
-// measured; whether cuBLASLt's heuristic gave linear a bias-epilogue kernel. For the report's notes:
-// the kernel names alone do not say which algorithm a search picked.
-std::vector<std::string> plan_descriptions();
+// What the libraries decide for a shape (cuDNN's chosen algorithm, math type, workspace and how many
+// candidates it measured; whether cuBLASLt's heuristic gave linear a bias-epilogue kernel) is written
+// once per plan, in the call that made it, as an AnnotationKind::kPlan annotation on the active timeline
+// (Note [Annotations on the timeline]): the kernel names alone do not say which algorithm a search picked.
 
 // The versions of the libraries these kernels call, "13.0.2" style, for the report's environment. Throws
 // Error when cuBLAS cannot say (the runtime layer does not link these libraries, so it cannot answer).

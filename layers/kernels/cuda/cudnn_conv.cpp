@@ -37,7 +37,7 @@ runtime::cuda::PerDevice<CudnnHandle> g_handles("cuDNN");
 cudnnHandle_t handle_for(const Tensor& t, cudaStream_t stream) {
   return g_handles.get(t.device().index, [&](CudnnHandle& h) {
     {
-      STRATA_ZONE(zone, Layer::kLibrary, "cudnnCreate");
+      STRATA_ZONE_KIND(zone, Layer::kLibrary, "cudnnCreate", ZoneKind::kHandleCreation);
       STRATA_CUDNN_CHECK(cudnnCreate(&h.handle));
     }
     STRATA_CUDNN_CHECK(cudnnSetStream(h.handle, stream));
@@ -145,7 +145,7 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, const Tensor& input, c
   }
   STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->y, CUDNN_TENSOR_NCHW, dt, on, oc, oh, ow));
 
-  STRATA_ZONE(zone, Layer::kLibrary, "cudnnFindConvolutionForwardAlgorithmEx");
+  STRATA_ZONE_KIND(zone, Layer::kLibrary, "cudnnFindConvolutionForwardAlgorithmEx", ZoneKind::kAlgorithmSearch);
   // Offer the search the largest workspace any algorithm asks for (within a budget and free memory), so
   // no algorithm is skipped for want of memory. Sizes of unsupported algorithms fail and are skipped.
   const size_t budget = std::min(kMaxSearchWorkspace, runtime::cuda::free_bytes(input.device().index) / 2);
@@ -193,7 +193,7 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, const Tensor& input, c
   for (int i = 0; i < returned; ++i) measured += results[static_cast<size_t>(i)].status == CUDNN_STATUS_SUCCESS;
   char time[32];
   std::snprintf(time, sizeof time, "%.1f us", double(best->time) * 1e3);
-  record_plan_description("conv2d [" + input.sizes().str() + "] * [" + weight.sizes().str() + "] " +
+  tracing::annotate(AnnotationKind::kPlan, "conv2d [" + input.sizes().str() + "] * [" + weight.sizes().str() + "] " +
                           std::string(dtype_name(dtype)) + (tf32 ? " (tf32)" : "") + " stride " + std::to_string(g.stride) +
                           " pad " + std::to_string(g.padding) + ": cuDNN chose " + algo_name(best->algo) + " (" +
                           math_name(best->mathType) + ", workspace " + format_bytes(double(best->memory)) +

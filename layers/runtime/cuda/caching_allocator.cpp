@@ -86,7 +86,7 @@ class CachingAllocator final : public Allocator {
   }
 
   static void* malloc_block(Pool& p, int index, size_t size) {
-    STRATA_ZONE(zone, Layer::kRuntime, "cudaMalloc");
+    STRATA_ZONE_KIND(zone, Layer::kRuntime, "cudaMalloc", ZoneKind::kDeviceMalloc);
     set_current_device(index);
     void* ptr = nullptr;
     cudaError_t e = cudaMalloc(&ptr, size);

@@ -174,18 +174,6 @@ bool capture_valid(int index);
 // captured or the query fails (it only feeds attribution, never the capture itself).
 std::vector<cudaGraphNode_t> capturing_graph_nodes(int index) noexcept;
 
-// ---- Published peak figures -----------------------------------------------------------------------------
-
-struct PeakFlops {
-  double flops = 0;    // dense, per second; 0 when unknown
-  std::string source;  // where the figure comes from, in words
-};
-// Dense peak of the device for math in `dtype` (tf32 = f32 inputs on TF32 tensor cores), from NVIDIA's
-// published datasheet figures for the GPUs strata knows, scaled down when the device has fewer SMs than
-// the full part (a MIG slice); 0 with the reason otherwise.
-PeakFlops published_peak(const std::string& device_name, int cc_major, int cc_minor, int sm_count, DType dtype,
-                         bool tf32);
-
 // ---- Checking ---------------------------------------------------------------------------------------------
 // nvbench's NVBENCH_CUDA_CALL is the model: the error carries file, line, the call's text and the library's
 // own error name and string. Out-of-memory statuses throw UnavailableError (exit 4), everything else Error.

@@ -24,7 +24,7 @@ namespace {
 
 const reports::BreakdownRow& row(const reports::LayerBreakdown& b, const std::string& layer) {
   for (const reports::BreakdownRow& r : b.rows)
-    if (r.layer == layer) return r;
+    if (reports::row_kind_name(r.kind) == layer) return r;
   FAIL("no row " << layer);
   static reports::BreakdownRow none;
   return none;

@@ -85,11 +85,12 @@ TEST_CASE("one session: tagged launches from cuBLAS, cuDNN and strata's kernels 
   CHECK(br.unmatched_launches == 0);
   CHECK(br.unmatched_kernels == 0);
   for (const reports::BreakdownRow& r : br.rows) {
-    if (r.layer == "launch" || r.layer == "gpu" || r.layer == "queue") {
-      CAPTURE(r.layer);
+    using reports::RowKind;
+    if (r.kind == RowKind::kLaunch || r.kind == RowKind::kGpu || r.kind == RowKind::kQueue) {
+      CAPTURE(r.id());
       CHECK(r.ns.min > 0);
     }
-    if (r.layer == "launch") {
+    if (r.kind == RowKind::kLaunch) {
       std::string names;
       for (const auto& n : r.names) names += n + " ";
       MESSAGE("launch calls seen: " << names);

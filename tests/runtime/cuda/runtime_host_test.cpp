@@ -92,38 +92,6 @@ TEST_CASE("the caching allocator's size classes") {
   CHECK(rt::rounded_allocation_size(size_t{4} << 20) == size_t{4} << 20);
 }
 
-TEST_CASE("published peaks: datasheet figures for known GPUs, 0 with the reason for the rest") {
-  auto peak = [](const char* name, int major, int minor, DType dtype, bool tf32 = false, int sms = 132) {
-    return rt::published_peak(name, major, minor, sms, dtype, tf32);
-  };
-  CHECK(peak("NVIDIA H200", 9, 0, DType::kF32).flops == doctest::Approx(67e12));
-  CHECK(peak("NVIDIA H200", 9, 0, DType::kF32, true).flops == doctest::Approx(494.7e12));
-  CHECK(peak("NVIDIA H200", 9, 0, DType::kBF16).flops == doctest::Approx(989.4e12));
-  CHECK(peak("NVIDIA H200", 9, 0, DType::kF16).flops == doctest::Approx(989.4e12));
-  CHECK(peak("NVIDIA H200", 9, 0, DType::kF64).flops == doctest::Approx(67e12));
-  CHECK(peak("NVIDIA H200 NVL", 9, 0, DType::kF32).flops == doctest::Approx(60e12));
-  CHECK(peak("NVIDIA H100 80GB HBM3", 9, 0, DType::kBF16).flops == doctest::Approx(989.4e12));
-  CHECK(peak("NVIDIA H100 PCIe", 9, 0, DType::kF16, false, 114).flops == doctest::Approx(756.5e12));
-  CHECK(peak("NVIDIA A100-SXM4-80GB", 8, 0, DType::kF32, true, 108).flops == doctest::Approx(156e12));
-  const rt::PeakFlops h200 = peak("NVIDIA H200", 9, 0, DType::kF32);
-  CHECK(contains(h200.source, "NVIDIA datasheet"));
-  CHECK(contains(h200.source, "H200 SXM"));
-  CHECK(contains(h200.source, "dense"));
-
-  const rt::PeakFlops unknown = peak("NVIDIA GeForce RTX 4090", 8, 9, DType::kF32);
-  CHECK(unknown.flops == 0);
-  CHECK(contains(unknown.source, "unknown"));
-  CHECK(contains(unknown.source, "RTX 4090"));
-  // A name that matches but a compute capability that does not: a different part, no figure.
-  CHECK(peak("NVIDIA H200", 8, 0, DType::kF32).flops == 0);
-  // A MIG slice (the parent's name, 16 of 132 SMs) gets the figure scaled, and says so.
-  const rt::PeakFlops slice = peak("NVIDIA H200", 9, 0, DType::kBF16, false, 16);
-  CHECK(slice.flops == doctest::Approx(989.4e12 * 16 / 132));
-  CHECK(contains(slice.source, "16 of the 132 SMs"));
-  // More SMs than the part in the table: not that part, no figure.
-  CHECK(peak("NVIDIA H100 PCIe", 9, 0, DType::kF16, false, 132).flops == 0);
-}
-
 TEST_CASE("kernel images: which compute capabilities strata's architecture list can run on") {
   const std::string archs = "80-real;90-real;100-real;120-real;120-virtual";  // StrataCuda.cmake's default
   for (const auto& cc : {std::pair{8, 0}, {8, 6}, {8, 9}, {9, 0}, {10, 0}, {10, 3}, {12, 0}, {12, 1}, {13, 0}}) {

@@ -2,11 +2,13 @@
 // structured sparsity: the datasheets print sparse figures for tensor cores, which are twice these).
 // A table and not a formula because the tensor-core rates per SM differ between SKUs of one architecture
 // (H100 PCIe vs SXM) and are not queryable; a GPU that is not listed gets 0 and says so, never a guess.
+// It lives in reports, not in the runtime: the runtime says what the device is, the report what that
+// device's datasheet promises.
 #include <cstdio>
 
-#include "layers/runtime/cuda/cuda_runtime_layer.h"
+#include "reports/peak_table.h"
 
-namespace strata::runtime::cuda {
+namespace strata::reports {
 namespace {
 
 struct PeakEntry {
@@ -73,4 +75,4 @@ PeakFlops published_peak(const std::string& device_name, int cc_major, int cc_mi
                  std::to_string(cc_major) + "." + std::to_string(cc_minor) + ")"};
 }
 
-}  // namespace strata::runtime::cuda
+}  // namespace strata::reports

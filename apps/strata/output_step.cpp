@@ -1,0 +1,34 @@
+#include "apps/strata/output_step.h"
+
+#include "apps/strata/harness.h"
+#include "lib/error.h"
+#include "lib/output_file.h"
+
+namespace strata::app {
+
+int write_command_output(const TraceOptions& o, const CommandOutput& output, std::ostream& out, std::ostream& err) {
+  stop_if_interrupted();
+  output.print_table(out);
+  out.flush();
+  if (!o.json_path.empty()) {
+    stop_if_interrupted();
+    write_file_atomically(o.json_path, output.json());
+    out << "wrote " << o.json_path << "\n";
+  }
+  if (!o.chrome_trace_path.empty()) {
+    stop_if_interrupted();
+    reports::ChromeTraceWriter writer;
+    writer.add_metadata("strata version", STRATA_VERSION);
+    output.chrome_trace(writer);
+    write_file_atomically(o.chrome_trace_path, writer.str());
+    out << "wrote " << o.chrome_trace_path << output.chrome_trace_hint << "\n";
+  }
+  if (!output.check.passed()) {
+    err << "strata: check failed: relative error " << output.check.relative_error << " exceeds the "
+        << output.tolerance_name << " " << output.check.tolerance << "\n";
+    return static_cast<int>(ExitCode::kCheckFailed);
+  }
+  return 0;
+}
+
+}  // namespace strata::app

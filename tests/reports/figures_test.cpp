@@ -1,0 +1,138 @@
+// Named figures (reports/figures.*) and the notes rendered from them (reports/notes.*): the cold-call
+// figures come from zone kinds, not zone names, and every note reads only figures.
+#include "reports/figures.h"
+
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "reports/json_report.h"
+#include "reports/notes.h"
+#include "reports/report.h"
+#include "tests/reports/steady_clock.h"
+
+using namespace strata;
+using namespace strata::reports;
+
+TEST_CASE("Figures: set keeps the first-set order and replaces a figure of the same name") {
+  Figures f;
+  f.set("b.count", 1, "count");
+  f.set("a.ns", 2.5, "ns");
+  f.set("b.count", 3, "count");
+  REQUIRE(f.all().size() == 2);
+  CHECK(f.all()[0].name == "b.count");
+  CHECK(f.all()[0].value == 3);
+  CHECK(f.find("a.ns")->unit == "ns");
+  CHECK(f.find("missing") == nullptr);
+  CHECK(f.value_or("missing", -1) == -1);
+}
+
+TEST_CASE("cold-call figures count zones by kind, whatever their names, and module loading inside the call") {
+  REQUIRE(test::steady_clock_in_use());
+  Timeline t;
+  // The cold call (op 1): a handle, a search and two allocations under names no report knows.
+  const int32_t b = t.add_span(Layer::kBinding, "matmul", 1000, 101000, -1, 1);
+  t.add_span(Layer::kLibrary, "someLibCreate", 2000, 42000, b, 1, ZoneKind::kHandleCreation);
+  t.add_span(Layer::kLibrary, "someLibTune", 50000, 60000, b, 1, ZoneKind::kAlgorithmSearch);
+  t.add_span(Layer::kRuntime, "alloc", 70000, 71000, b, 1, ZoneKind::kDeviceMalloc);
+  t.add_span(Layer::kRuntime, "alloc", 72000, 74000, b, 1, ZoneKind::kDeviceMalloc);
+  // A handle created by another op does not count.
+  t.add_span(Layer::kLibrary, "someLibCreate", 200000, 300000, -1, 2, ZoneKind::kHandleCreation);
+  t.device.enabled = true;
+  t.device.overhead.push_back({"lazy function loading", 80000, 90000});
+  t.device.overhead.push_back({"module loading", 95000, 120000});      // clipped to the call: 6000
+  t.device.overhead.push_back({"CUPTI buffer flush", 80000, 90000});  // not loading
+  Figures f;
+  add_device_trace_figures(f, t.device);
+  add_cold_call_figures(f, t, 1, 5e6);
+  CHECK(f.value_or("cold.host_ns", 0) == 100000);
+  CHECK(f.value_or("cold.handle_creation_ns", 0) == 40000);
+  CHECK(f.value_or("cold.algorithm_search_ns", 0) == 10000);
+  CHECK(f.value_or("cold.cuda_malloc_ns", 0) == 3000);
+  CHECK(f.value_or("cold.cuda_mallocs", 0) == 2);
+  CHECK(f.value_or("cold.module_loading_ns", 0) == 16000);
+  CHECK(f.value_or("cold.module_loads", 0) == 2);
+  CHECK(cold_call_note(f) ==
+        "cold call 100.00 us (host spans): cuBLAS/cuDNN handle creation 40.00 us, kernel module loading 16.00 us "
+        "(2 CUPTI overhead records), algorithm search 10.00 us, cudaMalloc 3.00 us (2 blocks); context creation "
+        "(5.00 ms) happened at session start and is not included");
+
+  Figures none;
+  add_cold_call_figures(none, t, 7, 0);  // no span of op 7
+  CHECK(none.all().empty());
+  CHECK(cold_call_note(none).empty());
+}
+
+TEST_CASE("the cold-call note without CUPTI says module loading is unknown") {
+  Figures f;
+  f.set("device_timing.enabled", 0, "bool");
+  f.set("cold.host_ns", 2000, "ns");
+  f.set("cold.context_creation_ns", 1000, "ns");
+  CHECK(cold_call_note(f) == "cold call 2.00 us (host spans): no handle creation, module loading, search or "
+                             "allocation seen; module loading unknown without CUPTI; context creation (1.00 us) "
+                             "happened at session start and is not included");
+}
+
+TEST_CASE("notes rendered from figures: graph replay, unmatched records, the allocator") {
+  Figures f;
+  CHECK(graph_replay_note(f, false).empty());
+  f.set("device_timing.enabled", 1, "bool");
+  f.set("graph_replay.replayed_kernels", 0, "count");
+  CHECK(graph_replay_note(f, false) == "graph replay: CUPTI reported no replayed kernels with graph node ids");
+  CHECK(graph_replay_note(f, true).empty());
+  f.set("graph_replay.replayed_kernels", 8, "count");
+  f.set("graph_replay.attributed_kernels", 8, "count");
+  CHECK(graph_replay_note(f, false) == "graph replay: 8 of 8 replayed kernels attributed to the op that created their graph node");
+  f.set("graph_replay.attributed_kernels", 6, "count");
+  CHECK(graph_replay_note(f, false) ==
+        "graph replay: 6 of 8 replayed kernels attributed to the op that created their graph node (the rest: no node record)");
+
+  CHECK(unmatched_launches_note(f).empty());
+  f.set("steady.unmatched_launches", 0, "count");
+  CHECK(unmatched_launches_note(f).empty());
+  f.set("steady.unmatched_launches", 3, "count");
+  f.set("steady.unmatched_kernels", 2, "count");
+  CHECK(unmatched_launches_note(f) ==
+        "3 launch calls of the timed calls have no kernel record (dropped records or failed launches)");
+  CHECK(unmatched_kernels_note(f) == "2 kernels of the timed calls have no launch record; they count in no row");
+
+  CHECK(allocator_note(f).empty());
+  f.set("allocator.cuda_mallocs", 2, "count");
+  f.set("allocator.bytes_reserved", 4 * 1024 * 1024, "bytes");
+  f.set("allocator.cache_hits", 40, "count");
+  CHECK(allocator_note(f).find("caching allocator: 2 cudaMalloc in this run (") == 0);
+  CHECK(allocator_note(f).find(" reserved), 40 allocations served from the cache") != std::string::npos);
+}
+
+TEST_CASE("compare's check note reads both modes' errors and the tolerance from figures") {
+  Figures f;
+  CHECK(compare_check_note(f, "CUDA Graph").empty());
+  f.set("check.eager_relative_error", 2e-7, "ratio");
+  f.set("check.replay_relative_error", 3e-7, "ratio");
+  f.set("check.tolerance", 1e-5, "ratio");
+  CHECK(compare_check_note(f, "CUDA Graph") ==
+        "check: relative error vs float64 reference: eager 2e-07, CUDA Graph 3e-07 (tolerance 1e-05): PASS");
+  f.set("check.replay_relative_error", 0.5, "ratio");
+  CHECK(compare_check_note(f, "plan replay").find("plan replay 0.5 (tolerance 1e-05): FAIL") != std::string::npos);
+}
+
+TEST_CASE("the achieved rate is measured once, and the JSON carries every figure") {
+  TraceReport r;
+  r.flops = 2000;
+  r.bytes_moved = 8000;
+  r.steady.wall = Distribution::of({1000});
+  add_rate_figures(r);
+  CHECK(r.figures.value_or("achieved_flops_per_s", 0) == doctest::Approx(2e9));
+  CHECK(r.figures.value_or("achieved_bytes_per_s", 0) == doctest::Approx(8e9));
+  r.figures.set("cupti.dropped_records", 0, "count");
+  const auto doc = nlohmann::json::parse(trace_report_json(r));
+  CHECK(doc["figures"]["cupti.dropped_records"]["value"] == 0);
+  CHECK(doc["figures"]["cupti.dropped_records"]["unit"] == "count");
+  CHECK(doc["figures"]["achieved_bytes_per_s"]["unit"] == "bytes/s");
+  CHECK(doc["achieved_bytes_per_s"].get<double>() == doctest::Approx(8e9));  // the old field stays
+
+  TraceReport idle;  // no wall, no rate: nothing invented
+  idle.flops = 2000;
+  add_rate_figures(idle);
+  CHECK(idle.figures.all().empty());
+}
