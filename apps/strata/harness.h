@@ -23,6 +23,7 @@ struct HarnessOptions {
   int64_t repeat = 0;          // 0 = auto: as many as fit in `budget_s`, at least 10, at most 10000
   double budget_s = 1.0;
   bool untraced_comparison = true;
+  uint32_t first_op_id = 1;  // where this run's op ids start (a sweep runs many into one timeline)
 };
 
 struct HarnessResult {
