@@ -176,17 +176,17 @@ std::vector<std::string> SweepReport::crossover_words() const {
   }
   if (!replay_kind.empty()) {
     const Crossover c = replay_stops_helping();
-    const std::string what = replay_kind + " replay no longer helps by more than the run-to-run noise";
+    const std::string what = replay_kind + " no longer helps by more than the run-to-run noise";
     switch (c.kind) {
       case Crossover::Kind::kAt:
         words.push_back(what + " above " + swept + " ~ " + size_words(c.x) + " (between the measured " +
                         std::to_string(c.below) + " and " + std::to_string(c.above) + ")");
         break;
       case Crossover::Kind::kFromStart:
-        words.push_back(replay_kind + " replay helps by no more than the noise at any measured size");
+        words.push_back(replay_kind + " helps by no more than the noise at any measured size");
         break;
       case Crossover::Kind::kNever:
-        words.push_back(replay_kind + " replay still helps by more than the noise at the largest measured size (" +
+        words.push_back(replay_kind + " still helps by more than the noise at the largest measured size (" +
                         swept + " = " + last + ")");
         break;
       case Crossover::Kind::kNoData:

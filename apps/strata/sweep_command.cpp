@@ -1,13 +1,17 @@
 // `strata sweep`: the same op at many sizes, each measured as `strata trace` measures one (and, with
 // --compare, as `strata compare` does), then where host overhead stops mattering. See docs/sweep.md.
 //
-// All sizes go into ONE timeline under disjoint op ids, and the device session is finished once at the
-// end: CUPTI allows one profiling session per process (DESIGN.md), so finishing per size would leave
-// every size after the first without GPU records.
+// Each size (and its --compare rounds) traces into a timeline of its own, under op ids no other size
+// uses, and the device session is finished once, at the end: CUPTI allows one profiling session per
+// process (DESIGN.md), so finishing per size would leave every size after the first without GPU records.
+// The device records are then handed to each timeline, only those of its own op ids. Separate timelines
+// because the breakdown reads the whole timeline for every call it is asked about: one timeline for the
+// whole sweep made --compare quadratic in the number of sizes (minutes for 13 relu sizes).
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <optional>
+#include <unordered_set>
 #include <unistd.h>
 
 #include "apps/strata/commands.h"
@@ -45,10 +49,40 @@ class SweepProgress {
   bool shown_ = false;
 };
 
-struct Measured {  // what one size left in the shared timeline, to be read after finish()
+struct Measured {  // what one size left behind, to be read after finish()
+  Timeline timeline, compare_timeline;
   std::vector<uint32_t> timed_ids;
   std::optional<CompareRounds> rounds;
+  uint32_t first_id = 0, last_id = 0;  // the op ids this size used
 };
+
+// The device records of the ops numbered first..last: the external correlations that name them, and the
+// API calls, kernels and copies those correlations lead to (a graph's replayed kernels carry the id of
+// the graph launch, which is among them).
+DeviceTrace records_of(const DeviceTrace& all, uint32_t first, uint32_t last) {
+  DeviceTrace d;
+  d.enabled = all.enabled;
+  d.unavailable_reason = all.unavailable_reason;
+  d.dropped_records = all.dropped_records;
+  d.untimed_records = all.untimed_records;
+  d.overhead = all.overhead;
+  std::unordered_set<uint32_t> corr;
+  for (const ExternalCorrelation& e : all.external) {
+    if (e.external_id >= first && e.external_id <= last) {
+      d.external.push_back(e);
+      corr.insert(e.correlation_id);
+    }
+  }
+  for (const ApiCallRecord& a : all.api_calls)
+    if (corr.count(a.correlation_id)) d.api_calls.push_back(a);
+  for (const KernelRecord& k : all.kernels)
+    if (corr.count(k.correlation_id)) d.kernels.push_back(k);
+  for (const MemoryRecord& m : all.memory)
+    if (corr.count(m.correlation_id)) d.memory.push_back(m);
+  for (const GraphNodeOrigin& g : all.graph_nodes)
+    if (g.op_id >= first && g.op_id <= last) d.graph_nodes.push_back(g);
+  return d;
+}
 
 void check_outputs(const SweepOptions& o) {
   std::vector<std::pair<std::string, std::string>> outputs;
@@ -116,8 +150,8 @@ int run_sweep(const SweepOptions& o) {
   const bool on_gpu = p.choice.device.is_cuda();
   rep.compute_row = on_gpu ? "gpu" : "library";
   rep.budget_s = o.trace.budget_s;
+  rep.ops_per_replay = o.compare ? o.ops_per_graph : 0;
 
-  Timeline timeline;
   uint32_t next_id = 1;
   std::vector<Measured> measured(sizes.values.size());
   std::vector<std::string> descriptions;
@@ -147,7 +181,9 @@ int run_sweep(const SweepOptions& o) {
     h.repeat = o.trace.repeat.value_or(0);
     h.budget_s = o.compare ? budget / 2 : budget;
     h.first_op_id = next_id;
-    HarnessResult run = run_harness(p.call, h, timeline, *p.session);
+    Measured& m = measured[i];
+    m.first_id = next_id;
+    HarnessResult run = run_harness(p.call, h, m.timeline, *p.session);
     next_id = run.timed_ids.back() + 1;
     measured[i].timed_ids = std::move(run.timed_ids);
     run.last_result = binding::IValue();
@@ -156,23 +192,30 @@ int run_sweep(const SweepOptions& o) {
       c.trace = o.trace;
       c.trace.budget_s = budget / 2;
       c.ops_per_graph = o.ops_per_graph;
-      measured[i].rounds = run_compare_rounds(p, c, timeline, next_id);
+      measured[i].rounds = run_compare_rounds(p, c, m.compare_timeline, next_id);
       measured[i].rounds->eager_out = binding::IValue();
       if (rep.replay_kind.empty()) rep.replay_kind = measured[i].rounds->replay->kind();
       measured[i].rounds->replay.reset();  // a replay holds its outputs (on a GPU, K of them)
     }
+    m.last_id = next_id - 1;
   }
-  p.session->finish(timeline);
+  Timeline device_timeline(16);
+  p.session->finish(device_timeline);
+  for (Measured& m : measured) {
+    m.timeline.device = records_of(device_timeline.device, m.first_id, m.last_id);
+    if (m.rounds) m.compare_timeline.device = m.timeline.device;
+  }
   rep.elapsed_s = host_clock::elapsed_ns(start) * 1e-9;
 
   for (size_t i = 0; i < sizes.values.size(); ++i) {
-    const reports::LayerBreakdown steady = reports::compute_breakdown(timeline, measured[i].timed_ids);
+    const reports::LayerBreakdown steady = reports::compute_breakdown(measured[i].timeline, measured[i].timed_ids);
     reports::SweepPoint point = reports::sweep_point(sizes.values[i], sizes.spec(i), descriptions[i], work[i].first,
                                                      work[i].second, steady, rep.compute_row);
     if (measured[i].rounds) {
       const CompareRounds& r = *measured[i].rounds;
-      point.eager = reports::mode_figures("eager", timeline, r.eager_ids, r.eager_wall, o.ops_per_graph);
-      point.replay = reports::mode_figures(rep.replay_kind, timeline, r.replay_ids, r.replay_wall, o.ops_per_graph);
+      const Timeline& t = measured[i].compare_timeline;
+      point.eager = reports::mode_figures("eager", t, r.eager_ids, r.eager_wall, o.ops_per_graph);
+      point.replay = reports::mode_figures(rep.replay_kind, t, r.replay_ids, r.replay_wall, o.ops_per_graph);
     }
     if (i == 0) {
       std::string keys, host;
@@ -191,8 +234,8 @@ int run_sweep(const SweepOptions& o) {
     rep.notes.push_back("on the CPU the library row is the compute; it includes the BLAS routine's own host work "
                         "and the output allocation, which cannot be timed apart from it");
   }
-  if (on_gpu && !timeline.device.enabled) {
-    rep.notes.push_back("GPU timing unavailable (" + timeline.device.unavailable_reason +
+  if (on_gpu && !device_timeline.device.enabled) {
+    rep.notes.push_back("GPU timing unavailable (" + device_timeline.device.unavailable_reason +
                         "): no gpu row, so compute and host shares are not measured");
   }
 
