@@ -1,6 +1,7 @@
 #include "apps/strata/sweep_range.h"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <limits>
 
@@ -77,6 +78,16 @@ std::vector<int64_t> parse_values(std::string_view range, std::string_view whole
   return values;
 }
 
+// "32x768x256", "32x768x256:512": sizes joined by 'x' (a digit on both sides), not a stray 'x' ("16:x").
+bool looks_multi_field(std::string_view text) {
+  for (size_t i = 1; i + 1 < text.size(); ++i) {
+    if (text[i] == 'x' && std::isdigit(static_cast<unsigned char>(text[i - 1])) &&
+        std::isdigit(static_cast<unsigned char>(text[i + 1])))
+      return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string sweep_range_help() {
@@ -106,7 +117,7 @@ SweepSizes parse_sweep_range(std::string_view text) {
       throw UsageError("range " + quoted(text) + ": the bracketed field must be a whole field between 'x's, e.g. "
                        "32x768x[256:8192]");
     }
-  } else if (text.find('x') != std::string_view::npos) {
+  } else if (looks_multi_field(text)) {
     throw UsageError("range " + quoted(text) + ": put the swept field of a multi-dimensional spec in brackets, e.g. "
                      "32x768x[256:8192]");
   } else if (text.find_first_of(":,") == std::string_view::npos) {
