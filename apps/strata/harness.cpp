@@ -117,6 +117,11 @@ HarnessResult run_harness(const frontend::PreparedCall& call, const HarnessOptio
     r.timed_ids.push_back(next_id);
     r.last_result = traced_call(call, timeline, session, next_id++);
     progress.update(i + 1, host_clock::elapsed_ns(start) * 1e-9);
+    if (options.stop_after_s > 0 && i + 1 >= 10 && host_clock::elapsed_ns(start) * 1e-9 > options.stop_after_s) {
+      spdlog::debug("stopped after {} of {} timed calls: --budget's time limit passed", i + 1, r.repeat);
+      r.repeat = i + 1;
+      break;
+    }
   }
   stop_if_interrupted();
   return r;

@@ -180,6 +180,7 @@ int run_sweep(const SweepOptions& o) {
     h.warmup = o.trace.warmup;
     h.repeat = o.trace.repeat.value_or(0);
     h.budget_s = o.compare ? budget / 2 : budget;
+    if (!o.trace.repeat) h.stop_after_s = 2 * h.budget_s;  // an explicit --repeat is run in full
     h.first_op_id = next_id;
     Measured& m = measured[i];
     m.first_id = next_id;
