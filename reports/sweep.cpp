@@ -200,28 +200,31 @@ void print_sweep_table(const SweepReport& rep, std::ostream& out) {
   out << "sweep " << rep.op << " " << rep.pattern << "  (" << rep.points.size() << " sizes, " << rep.swept
       << " swept)  " << rep.dtype << "  " << rep.device << "   keys: " << rep.keys << "\n";
   const std::vector<std::string> names = row_names(rep);
+  const bool compare = !rep.replay_kind.empty();
   out << pad("size", 8);
   for (const std::string& n : names) out << lpad(n.size() > 10 ? n.substr(n.find('/') + 1) : n, 11);
   out << lpad("wall", 11) << lpad("wall p90", 11) << lpad("host", 11) << lpad("host%", 7) << lpad("compute%", 9)
-      << "  rate";
-  const bool compare = !rep.replay_kind.empty();
-  if (compare) out << "          " << pad("eager/op", 10) << lpad("replay/op", 11) << lpad("speed-up", 9) << lpad("noise", 7);
+      << "  " << pad("rate", 14);
+  if (compare) out << pad("eager/op", 10) << lpad("replay/op", 11) << lpad("speed-up", 9) << lpad("noise", 7);
   out << "\n";
   for (const SweepPoint& p : rep.points) {
-    out << pad(std::to_string(p.size), 8);
+    std::ostringstream line;
+    line << pad(std::to_string(p.size), 8);
     for (const std::string& n : names) {
       const SweepRow* r = find_row(p, n);
-      out << lpad(r ? format_ns(r->median) : "-", 11);
+      line << lpad(r ? format_ns(r->median) : "-", 11);
     }
-    out << lpad(format_ns(p.wall.median), 11) << lpad(format_ns(p.wall.p90), 11) << lpad(format_ns(p.host_ns), 11)
-        << lpad(percent(p.host_share), 7) << lpad(percent(p.compute_share), 9) << "  " << pad(rate_text(p), 14);
+    line << lpad(format_ns(p.wall.median), 11) << lpad(format_ns(p.wall.p90), 11) << lpad(format_ns(p.host_ns), 11)
+         << lpad(percent(p.host_share), 7) << lpad(percent(p.compute_share), 9) << "  " << pad(rate_text(p), 14);
     if (compare && p.eager && p.replay) {
       char buf[32];
       std::snprintf(buf, sizeof buf, "%.2fx", p.speedup());
-      out << pad(format_ns(p.eager->wall), 10) << lpad(format_ns(p.replay->wall), 11) << lpad(buf, 9)
-          << lpad(percent(p.noise()), 7);
+      line << pad(format_ns(p.eager->wall), 10) << lpad(format_ns(p.replay->wall), 11) << lpad(buf, 9)
+           << lpad(percent(p.noise()), 7);
     }
-    out << "\n";
+    std::string text = line.str();
+    text.erase(text.find_last_not_of(' ') + 1);  // no trailing blanks when a column is left empty
+    out << text << "\n";
   }
   out << "host = " << rep.host_rows << "; compute = " << rep.compute_row << "; every figure is the median per call";
   if (compare) out << "; eager/op and replay/op from rounds of " << rep.ops_per_replay << " ops";

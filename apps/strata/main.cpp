@@ -106,7 +106,7 @@ wall, interpolated log-log between the measured sizes; with --compare, the size 
 longer helps by more than the run-to-run noise.
 
 examples:
-  strata sweep matmul 16:1024                           # the default check: about 10 s on 2 cores
+  strata sweep matmul 16:1024                           # about 5 s on 2 busy cores
   strata sweep matmul 16:2048 --plot sweep.svg --json sweep.json --csv sweep.csv
   strata sweep linear '32x768x[256:8192]' --requires-grad
   strata sweep relu 1k:64M --compare

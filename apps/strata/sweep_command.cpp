@@ -158,6 +158,7 @@ int run_sweep(const SweepOptions& o) {
   std::vector<std::pair<double, double>> work;  // flops, bytes moved per size
   SweepProgress progress(sizes.values.size());
   const uint64_t start = host_clock::ticks();
+  double last_size_s = 0;
   for (size_t i = 0; i < sizes.values.size(); ++i) {
     stop_if_interrupted();
     const double elapsed_s = host_clock::elapsed_ns(start) * 1e-9;
@@ -165,8 +166,10 @@ int run_sweep(const SweepOptions& o) {
     // Per size: --budget, or the share of what is left of --sweep-budget if that is smaller. Each size
     // still runs at least the harness's minimum of calls, so the sweep budget is a target, not a wall.
     const double budget = std::max(0.01, std::min(o.trace.budget_s, (o.sweep_budget_s - elapsed_s) / double(left)));
-    const double per_size_so_far = i > 0 ? elapsed_s / double(i) : budget;
-    progress.at(i, sizes.spec(i), elapsed_s, per_size_so_far * double(left));
+    // Sizes grow, and so does their time once the minimum of calls outlasts the budget: the last size's
+    // time (or the budget, if more) times the sizes left, rather than the mean so far.
+    progress.at(i, sizes.spec(i), elapsed_s, std::max(budget, last_size_s) * double(left));
+    const uint64_t size_start = host_clock::ticks();
     if (i > 0) {
       p.call = frontend::PreparedCall();  // the previous size's tensors go before the next ones are made
       p.spec = specs[i];
@@ -199,6 +202,7 @@ int run_sweep(const SweepOptions& o) {
       measured[i].rounds->replay.reset();  // a replay holds its outputs (on a GPU, K of them)
     }
     m.last_id = next_id - 1;
+    last_size_s = host_clock::elapsed_ns(size_start) * 1e-9;
   }
   Timeline device_timeline(16);
   p.session->finish(device_timeline);
