@@ -204,7 +204,7 @@ void print_sweep_table(const SweepReport& rep, std::ostream& out) {
   out << pad("size", 8);
   for (const std::string& n : names) out << lpad(n.size() > 10 ? n.substr(n.find('/') + 1) : n, 11);
   out << lpad("wall", 11) << lpad("wall p90", 11) << lpad("host", 11) << lpad("host%", 7) << lpad("compute%", 9)
-      << "  " << pad("rate", 14);
+      << "  " << (compare ? pad("rate", 14) : "rate");
   if (compare) out << pad("eager/op", 10) << lpad("replay/op", 11) << lpad("speed-up", 9) << lpad("noise", 7);
   out << "\n";
   for (const SweepPoint& p : rep.points) {

@@ -138,13 +138,7 @@ int run_sweep(const SweepOptions& o) {
   }
 
   reports::SweepReport rep;
-  {
-    const reports::TraceReport ctx = describe_context(p, first);
-    rep.op = ctx.op;
-    rep.dtype = ctx.dtype;
-    rep.device = ctx.device;
-    rep.notes = ctx.notes;
-  }
+  rep.op = p.spec.op;
   rep.pattern = o.trace.spec;
   rep.swept = sizes.swept();
   const bool on_gpu = p.choice.device.is_cuda();
@@ -211,6 +205,14 @@ int run_sweep(const SweepOptions& o) {
     if (m.rounds) m.compare_timeline.device = m.timeline.device;
   }
   rep.elapsed_s = host_clock::elapsed_ns(start) * 1e-9;
+  {
+    // After finish(): a GPU session's description (device name, CUPTI notes) is complete only then.
+    reports::TraceReport ctx = describe_context(p, first);
+    p.session->describe(ctx);
+    rep.dtype = ctx.dtype;
+    rep.device = ctx.device;
+    rep.notes = ctx.notes;
+  }
 
   for (size_t i = 0; i < sizes.values.size(); ++i) {
     const reports::LayerBreakdown steady = reports::compute_breakdown(measured[i].timeline, measured[i].timed_ids);
