@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "apps/strata/device_session.h"
 #include "layers/frontend/frontend.h"
@@ -47,7 +48,32 @@ Prepared prepare_trace(const TraceOptions& options);
 // The op, device and environment part of a report (no figures).
 reports::TraceReport describe_context(const Prepared& prepared, const TraceOptions& options);
 
+// The measured part of `strata compare`: K-call eager rounds, then capture and replay rounds, all traced
+// into `timeline` under op ids from `next_id` on (advanced past the last one used). The caller calls
+// session->finish(timeline) once, after everything it measures (one CUPTI session per process).
+struct CompareRounds {
+  std::vector<std::vector<uint32_t>> eager_ids, replay_ids;
+  std::vector<double> eager_wall, replay_wall;  // per round, ns
+  binding::IValue eager_out;
+  std::unique_ptr<Replay> replay;
+  CaptureCost cost;
+  double first_replay_ns = 0;
+  int64_t eager_begin = 0, eager_end = 0, replay_begin = 0, replay_end = 0;
+};
+CompareRounds run_compare_rounds(const Prepared& prepared, const CompareOptions& options, Timeline& timeline,
+                                 uint32_t& next_id);
+
+// `strata sweep`: one op at many sizes (sweep_command.cpp, docs/sweep.md).
+struct SweepOptions {
+  TraceOptions trace;            // trace.spec holds the range pattern; trace.budget_s is per size
+  double sweep_budget_s = 20.0;  // the whole sweep; per-size budgets shrink to fit it
+  bool compare = false;
+  int64_t ops_per_graph = 8;
+  std::string plot_path, csv_path;
+};
+
 int run_trace(const TraceOptions& options);
+int run_sweep(const SweepOptions& options);
 int run_compare(const CompareOptions& options);
 int run_ops();
 int run_check_trace(const std::string& path);  // exit 0 when valid, 1 with one line per violation

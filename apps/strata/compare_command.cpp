@@ -16,16 +16,11 @@
 #include "reports/table.h"
 
 namespace strata::app {
-int run_compare(const CompareOptions& o) {
-  if (o.ops_per_graph < 1 || o.ops_per_graph > 4096) {
-    throw UsageError("--ops-per-graph must be between 1 and 4096, got " + std::to_string(o.ops_per_graph));
-  }
-  Prepared p = prepare_trace(o.trace);
+CompareRounds run_compare_rounds(const Prepared& p, const CompareOptions& o, Timeline& timeline, uint32_t& next_id) {
   const int64_t k = o.ops_per_graph;
   DeviceSession& session = *p.session;
   const frontend::PreparedCall& call = p.call;
-  Timeline timeline;
-  uint32_t next_id = 1;
+  CompareRounds out;
 
   // Eager: rounds of K calls through the full stack, one synchronisation per round (as a graph replay
   // has), so that both modes keep the device equally busy.
@@ -79,41 +74,34 @@ int run_compare(const CompareOptions& o) {
   }
   // Room for every span of both phases (a call writes a handful), so the buffer never grows mid-round.
   timeline.reserve_more(static_cast<size_t>(rounds) * static_cast<size_t>(k + 1) * 8 + 64);
-  std::vector<std::vector<uint32_t>> eager_ids(static_cast<size_t>(rounds));
-  std::vector<double> eager_wall;
-  const int64_t eager_begin = host_clock::now_ns();
+  out.eager_ids.resize(static_cast<size_t>(rounds));
+  out.eager_begin = host_clock::now_ns();
   for (int64_t r = 0; r < rounds; ++r) {
     stop_if_interrupted();
     const uint64_t t0 = host_clock::ticks();
-    eager_out = eager_round(true, &eager_ids[static_cast<size_t>(r)]);
-    eager_wall.push_back(host_clock::elapsed_ns(t0));
+    eager_out = eager_round(true, &out.eager_ids[static_cast<size_t>(r)]);
+    out.eager_wall.push_back(host_clock::elapsed_ns(t0));
   }
-  const int64_t eager_end = host_clock::now_ns();
+  out.eager_end = host_clock::now_ns();
+  out.eager_out = std::move(eager_out);
 
   // Replay: capture K calls through the full stack once, then replay them.
-  reports::Comparison c;
-  c.ops_per_replay = k;
-  CaptureCost cost;
   // The captured calls get op ids of their own: graph nodes are attributed to them (CUPTI resource
   // callbacks), and through the nodes every replayed kernel.
   std::vector<uint32_t> capture_ids;
   for (int64_t i = 0; i < k; ++i) capture_ids.push_back(next_id++);
-  std::unique_ptr<Replay> replay = session.capture([&] { return call.op->call(call.args); }, capture_ids, cost);
-  c.capture_ns = cost.capture_ns;
-  c.instantiate_ns = cost.instantiate_ns;
+  out.replay = session.capture([&] { return call.op->call(call.args); }, capture_ids, out.cost);
   {
     const uint64_t t0 = host_clock::ticks();
-    replay->replay();
+    out.replay->replay();
     session.synchronize();
-    c.first_replay_ns = host_clock::elapsed_ns(t0);
+    out.first_replay_ns = host_clock::elapsed_ns(t0);
   }
   for (int64_t i = 0; i < o.trace.warmup; ++i) {
-    replay->replay();
+    out.replay->replay();
     session.synchronize();
   }
-  std::vector<std::vector<uint32_t>> replay_ids;
-  std::vector<double> replay_wall;
-  const int64_t replay_begin = host_clock::now_ns();
+  out.replay_begin = host_clock::now_ns();
   for (int64_t r = 0; r < rounds; ++r) {
     stop_if_interrupted();
     const uint64_t t0 = host_clock::ticks();
@@ -122,17 +110,38 @@ int run_compare(const CompareOptions& o) {
       timeline.set_op(next_id);
       {
         OpCall tag(session, next_id);
-        replay->replay();
+        out.replay->replay();
       }
       timeline.set_op(0);
     }
     session.synchronize();
-    replay_wall.push_back(host_clock::elapsed_ns(t0));
-    replay_ids.push_back({next_id++});
+    out.replay_wall.push_back(host_clock::elapsed_ns(t0));
+    out.replay_ids.push_back({next_id++});
   }
-  const int64_t replay_end = host_clock::now_ns();
-  session.finish(timeline);
+  out.replay_end = host_clock::now_ns();
+  return out;
+}
 
+int run_compare(const CompareOptions& o) {
+  if (o.ops_per_graph < 1 || o.ops_per_graph > 4096) {
+    throw UsageError("--ops-per-graph must be between 1 and 4096, got " + std::to_string(o.ops_per_graph));
+  }
+  Prepared p = prepare_trace(o.trace);
+  const int64_t k = o.ops_per_graph;
+  DeviceSession& session = *p.session;
+  const frontend::PreparedCall& call = p.call;
+  Timeline timeline;
+  uint32_t next_id = 1;
+  CompareRounds rounds = run_compare_rounds(p, o, timeline, next_id);
+  session.finish(timeline);
+  const auto& [eager_ids, replay_ids, eager_wall, replay_wall, eager_out, replay, cost, first_replay_ns, eager_begin,
+               eager_end, replay_begin, replay_end] = rounds;
+
+  reports::Comparison c;
+  c.ops_per_replay = k;
+  c.capture_ns = cost.capture_ns;
+  c.instantiate_ns = cost.instantiate_ns;
+  c.first_replay_ns = first_replay_ns;
   c.eager = reports::mode_figures("eager", timeline, eager_ids, eager_wall, k);
   const reports::GraphAttribution attribution = reports::attribute_graph_kernels(timeline.device);
   c.replay = reports::mode_figures(replay->kind(), timeline, replay_ids, replay_wall, k);

@@ -67,9 +67,10 @@ class Progress {
 HarnessResult run_harness(const frontend::PreparedCall& call, const HarnessOptions& options, Timeline& timeline,
                           DeviceSession& session) {
   HarnessResult r;
-  uint32_t next_id = 1;
+  uint32_t next_id = options.first_op_id;
   // The cold call: first use of the operator, its handles, lazily loaded code. Reported apart.
   r.cold_ids.push_back(next_id);
+  const size_t spans_before = timeline.spans().size();  // a sweep's timeline already holds other sizes
   const uint64_t cold0 = host_clock::ticks();
   r.last_result = traced_call(call, timeline, session, next_id++);
   const double cold_ns = host_clock::elapsed_ns(cold0);
@@ -98,7 +99,7 @@ HarnessResult run_harness(const frontend::PreparedCall& call, const HarnessOptio
                 options.untraced_comparison ? "on" : "off");
   // The cold call shows how many spans one call writes; make room for all timed calls up front. That
   // buffer is memory too: refuse a run whose spans alone would crowd out the op (half of what is free).
-  const size_t spans_needed = static_cast<size_t>(r.repeat) * (timeline.spans().size() + 2) + 64;
+  const size_t spans_needed = static_cast<size_t>(r.repeat) * (timeline.spans().size() - spans_before + 2) + 64;
   const size_t span_bytes = spans_needed * sizeof(Span);
   if (span_bytes > frontend::available_host_bytes() / 2) {
     throw UsageError("--repeat " + std::to_string(r.repeat) + " would record " + std::to_string(spans_needed) +
@@ -116,6 +117,11 @@ HarnessResult run_harness(const frontend::PreparedCall& call, const HarnessOptio
     r.timed_ids.push_back(next_id);
     r.last_result = traced_call(call, timeline, session, next_id++);
     progress.update(i + 1, host_clock::elapsed_ns(start) * 1e-9);
+    if (options.stop_after_s > 0 && i + 1 >= 10 && host_clock::elapsed_ns(start) * 1e-9 > options.stop_after_s) {
+      spdlog::debug("stopped after {} of {} timed calls: --budget's time limit passed", i + 1, r.repeat);
+      r.repeat = i + 1;
+      break;
+    }
   }
   stop_if_interrupted();
   return r;

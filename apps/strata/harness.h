@@ -23,6 +23,11 @@ struct HarnessOptions {
   int64_t repeat = 0;          // 0 = auto: as many as fit in `budget_s`, at least 10, at most 10000
   double budget_s = 1.0;
   bool untraced_comparison = true;
+  uint32_t first_op_id = 1;  // where this run's op ids start (a sweep runs many into one timeline)
+  // 0 = run every planned call. Otherwise the timed loop ends once this many seconds have passed (after
+  // at least 10 calls): the automatic repeat is sized from the FASTEST warm call, and on a loaded machine
+  // the median call can be 30x slower than that, which made one sweep size run 20 s on a 0.5 s budget.
+  double stop_after_s = 0;
 };
 
 struct HarnessResult {

@@ -59,6 +59,60 @@ CLI::Option* add_op_options(CLI::App* cmd, strata::app::TraceOptions& t, int64_t
   return oc;
 }
 
+// `sweep`'s options: the op and a range of sizes, what to measure per size, and the files to write.
+CLI::Option* add_sweep_options(CLI::App* cmd, strata::app::SweepOptions& s, int64_t& out_channels) {
+  strata::app::TraceOptions& t = s.trace;
+  t.budget_s = 0.5;
+  cmd->add_option("op", t.op, "matmul | linear | conv | relu | add")->required();
+  cmd->add_option("range", t.spec, "sizes: 16:4096, 64,256,1024, 1k:64M, or 32x768x[256:8192] (see below)")->required();
+  cmd->add_option("--device", t.device, "auto | cpu | cuda | cuda:N")->capture_default_str();
+  cmd->add_option("--dtype", t.dtype, "f32 | f64 (CPU and GPU) | f16 | bf16 (GPU)")->capture_default_str();
+  cmd->add_option("--budget", t.budget_s, "seconds of timed calls per size (fewer if --sweep-budget is short)")
+      ->capture_default_str();
+  cmd->add_option("--sweep-budget", s.sweep_budget_s, "seconds for the whole sweep, shared among the sizes left")
+      ->capture_default_str();
+  cmd->add_option("--repeat", t.repeat, "timed calls per size (default: as many as fit in the budget, at least 10)");
+  cmd->add_option("--warmup", t.warmup, "untraced calls per size before the timed ones")->capture_default_str();
+  cmd->add_option("--seed", t.seed, "seed of the random inputs")->capture_default_str();
+  cmd->add_flag("--requires-grad", t.requires_grad, "inputs require grad: the Autograd key records a backward node");
+  cmd->add_flag("--tf32", t.tf32, "f32 matmul/linear/conv on TF32 tensor cores (CUDA only)");
+  cmd->add_flag("--no-device-timing", t.no_device_timing, "do not start CUPTI: host timers only");
+  cmd->add_flag("--compare", s.compare, "also replay at every size (CUDA Graph on a GPU, plan replay on the CPU)");
+  cmd->add_option("--ops-per-graph", s.ops_per_graph, "with --compare: calls captured into one graph / plan")
+      ->capture_default_str();
+  const CLI::Validator non_empty([](std::string& v) { return v.empty() ? std::string("output path is empty") : ""; },
+                                 "FILE");
+  cmd->add_option("--json", t.json_path, "write every size's figures and the crossovers to FILE (JSON)")->check(non_empty);
+  cmd->add_option("--csv", s.csv_path, "write one row per size to FILE (CSV)")->check(non_empty);
+  cmd->add_option("--plot", s.plot_path, "draw wall, compute and host share per size to FILE (SVG)")->check(non_empty);
+  CLI::Option* oc = cmd->add_option("--out-channels", out_channels, "conv: output channels K (default: input channels)");
+  cmd->add_option("--kernel", t.conv.kernel, "conv: square kernel size R")->capture_default_str();
+  cmd->add_option("--stride", t.conv.stride, "conv: stride")->capture_default_str();
+  cmd->add_option("--pad", t.conv.pad, "conv: zero padding on each side")->capture_default_str();
+  return oc;
+}
+
+const char* kSweepHelp = R"(
+ranges:
+  16:4096             16, 32, 64, ..., 4096 (doubling from the start; the end is always included)
+  64,256,1024         exactly these sizes
+  1k:64M              k, M, G are binary: 1k = 1024, 64M = 67108864
+  '32x768x[256:8192]' one field of a multi-field spec swept (quote it: [..] and {..} are shell patterns)
+
+For every size: the breakdown rows (median), wall (median, p90), host overhead (every row but the
+compute and the queue), the compute's and the host's share of the wall, and FLOP/s (bytes/s for
+pointwise ops). Then, in words, the sizes above which host overhead is under 50% and under 5% of the
+wall, interpolated log-log between the measured sizes; with --compare, the size above which replay no
+longer helps by more than the run-to-run noise.
+
+examples:
+  strata sweep matmul 16:1024                           # about 5 s on 2 busy cores
+  strata sweep matmul 16:2048 --plot sweep.svg --json sweep.json --csv sweep.csv
+  strata sweep linear '32x768x[256:8192]' --requires-grad
+  strata sweep relu 1k:64M --compare
+  strata sweep add 1k,1M,16M --budget 0.2 --sweep-budget 10
+)";
+
 size_t edit_distance(const std::string& a, const std::string& b) {
   std::vector<size_t> row(b.size() + 1);
   for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
@@ -81,6 +135,7 @@ examples:
   strata trace linear 32x768x3072 --requires-grad
   strata trace conv 32x64x56x56 --out-channels 64 --kernel 3 --pad 1
   strata trace relu 1048576 --chrome-trace relu.json
+  strata sweep matmul 16:1024 --plot sweep.svg  # where host overhead stops mattering, as a picture
   strata compare matmul 64 --ops-per-graph 16   # eager vs graph (GPU) / plan (CPU) replay
   strata ops                                    # operators, schemas and the keys with kernels
 
@@ -116,6 +171,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   compare->footer("--repeat is the number of rounds (K calls eager, or one replay of K calls) per mode.\n"
                   "op formats:\n" + strata::frontend::spec_help() + kExamples);
+
+  strata::app::SweepOptions sw;
+  int64_t sweep_out_channels = 0;
+  CLI::App* sweep = app.add_subcommand("sweep", "Run one op at many sizes: per-size breakdown, host-overhead share, crossovers, plot");
+  CLI::Option* soc = add_sweep_options(sweep, sw, sweep_out_channels);
+  sweep->footer(std::string(kSweepHelp) + "\nop formats (one field replaced by the range):\n" +
+                strata::frontend::spec_help());
 
   std::string trace_file;
   CLI::App* check_trace = app.add_subcommand("check-trace", "Check a Chrome trace JSON file against strata's trace invariants");
@@ -158,6 +220,8 @@ int main(int argc, char** argv) {
   try {
     if (*oc) t.conv.out_channels = out_channels;
     if (*coc) c.trace.conv.out_channels = compare_out_channels;
+    if (*soc) sw.trace.conv.out_channels = sweep_out_channels;
+    if (*sweep) return strata::app::run_sweep(sw);
     if (*trace) return strata::app::run_trace(t);
     if (*compare) return strata::app::run_compare(c);
     if (*ops) return strata::app::run_ops();

@@ -1,0 +1,265 @@
+// `strata sweep`: the same op at many sizes, each measured as `strata trace` measures one (and, with
+// --compare, as `strata compare` does), then where host overhead stops mattering. See docs/sweep.md.
+//
+// Each size (and its --compare rounds) traces into a timeline of its own, under op ids no other size
+// uses, and the device session is finished once, at the end: CUPTI allows one profiling session per
+// process (DESIGN.md), so finishing per size would leave every size after the first without GPU records.
+// The device records are then handed to each timeline, only those of its own op ids. Separate timelines
+// because the breakdown reads the whole timeline for every call it is asked about: one timeline for the
+// whole sweep made --compare quadratic in the number of sizes (minutes for 13 relu sizes).
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <optional>
+#include <unordered_set>
+#include <unistd.h>
+
+#include "apps/strata/commands.h"
+#include "apps/strata/device_session.h"
+#include "apps/strata/harness.h"
+#include "apps/strata/sweep_range.h"
+#include "lib/error.h"
+#include "lib/output_file.h"
+#include "reports/sweep.h"
+#include "reports/sweep_plot.h"
+
+namespace strata::app {
+namespace {
+
+// Progress on stderr, only when a person is watching: sizes done, the one being measured, time left.
+class SweepProgress {
+ public:
+  explicit SweepProgress(size_t total) : total_(total), enabled_(isatty(STDERR_FILENO) != 0) {}
+  void at(size_t done, const std::string& current, double elapsed_s, double left_s) {
+    if (!enabled_) return;
+    char buf[200];
+    if (done == 0) std::snprintf(buf, sizeof buf, "  sweep: 0/%zu sizes, measuring %s", total_, current.c_str());
+    else std::snprintf(buf, sizeof buf, "  sweep: %zu/%zu sizes in %.0f s, measuring %s, about %.0f s left", done,
+                       total_, elapsed_s, current.c_str(), left_s);
+    std::fprintf(stderr, "\r%-90s", buf);
+    shown_ = true;
+  }
+  ~SweepProgress() {
+    if (shown_) std::fprintf(stderr, "\r%90s\r", "");
+  }
+
+ private:
+  size_t total_;
+  bool enabled_;
+  bool shown_ = false;
+};
+
+struct Measured {  // what one size left behind, to be read after finish()
+  Timeline timeline, compare_timeline;
+  std::vector<uint32_t> timed_ids;
+  std::optional<CompareRounds> rounds;
+  uint32_t first_id = 0, last_id = 0;  // the op ids this size used
+};
+
+// The device records of the ops numbered first..last: the external correlations that name them, and the
+// API calls, kernels and copies those correlations lead to (a graph's replayed kernels carry the id of
+// the graph launch, which is among them).
+DeviceTrace records_of(const DeviceTrace& all, uint32_t first, uint32_t last) {
+  DeviceTrace d;
+  d.enabled = all.enabled;
+  d.unavailable_reason = all.unavailable_reason;
+  d.dropped_records = all.dropped_records;
+  d.untimed_records = all.untimed_records;
+  d.overhead = all.overhead;
+  std::unordered_set<uint32_t> corr;
+  for (const ExternalCorrelation& e : all.external) {
+    if (e.external_id >= first && e.external_id <= last) {
+      d.external.push_back(e);
+      corr.insert(e.correlation_id);
+    }
+  }
+  for (const ApiCallRecord& a : all.api_calls)
+    if (corr.count(a.correlation_id)) d.api_calls.push_back(a);
+  for (const KernelRecord& k : all.kernels)
+    if (corr.count(k.correlation_id)) d.kernels.push_back(k);
+  for (const MemoryRecord& m : all.memory)
+    if (corr.count(m.correlation_id)) d.memory.push_back(m);
+  for (const GraphNodeOrigin& g : all.graph_nodes)
+    if (g.op_id >= first && g.op_id <= last) d.graph_nodes.push_back(g);
+  return d;
+}
+
+void check_outputs(const SweepOptions& o) {
+  std::vector<std::pair<std::string, std::string>> outputs;
+  if (!o.trace.json_path.empty()) outputs.push_back({"--json", o.trace.json_path});
+  if (!o.csv_path.empty()) outputs.push_back({"--csv", o.csv_path});
+  if (!o.plot_path.empty()) outputs.push_back({"--plot", o.plot_path});
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    check_output_path(outputs[i].second);
+    for (size_t j = 0; j < i; ++j) {
+      if (same_output_file(outputs[i].second, outputs[j].second)) {
+        throw UsageError(outputs[j].first + " and " + outputs[i].first + " name the same file '" + outputs[i].second + "'");
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int run_sweep(const SweepOptions& o) {
+  // Everything typed is checked before any tensor exists: the range, every size's spec, the options.
+  const SweepSizes sizes = parse_sweep_range(o.trace.spec);
+  std::vector<frontend::OpSpec> specs;
+  for (size_t i = 0; i < sizes.values.size(); ++i) specs.push_back(frontend::parse_op_spec(o.trace.op, sizes.spec(i), o.trace.conv));
+  if (!(o.sweep_budget_s > 0 && o.sweep_budget_s <= 86400)) {
+    throw UsageError("--sweep-budget must be more than 0 and at most 86400 seconds, got " + std::to_string(o.sweep_budget_s));
+  }
+  if (o.compare && (o.ops_per_graph < 1 || o.ops_per_graph > 4096)) {
+    throw UsageError("--ops-per-graph must be between 1 and 4096, got " + std::to_string(o.ops_per_graph));
+  }
+  check_outputs(o);
+
+  // The smallest size opens the device session (and checks dtype, device, budget as trace does).
+  TraceOptions first = o.trace;
+  first.spec = sizes.spec(0);
+  first.json_path.clear();  // checked above, written at the end
+  Prepared p = prepare_trace(first);
+
+  // Sizes that would not fit are refused now, not after minutes of measuring the ones that do.
+  const size_t available = available_bytes(p.choice.device);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const size_t need = frontend::required_bytes(specs[i], p.dtype);
+    if (need > available) {
+      // Sizes ascend, and so does the memory they need: the one before is the largest that fits.
+      const std::string largest =
+          i == 0 ? "none (not even the smallest)"
+                 : std::to_string(sizes.values[i - 1]) + " (" +
+                       format_bytes(double(frontend::required_bytes(specs[i - 1], p.dtype))) + ")";
+      throw UsageError(o.trace.op + " " + sizes.spec(i) + " needs " + format_bytes(double(need)) + " on " +
+                       p.choice.device.str() + ", more than the " + format_bytes(double(available)) +
+                       " available; the largest size of this range that fits is " + largest +
+                       ": end the range there");
+    }
+  }
+
+  reports::SweepReport rep;
+  rep.op = p.spec.op;
+  rep.pattern = o.trace.spec;
+  rep.swept = sizes.swept();
+  const bool on_gpu = p.choice.device.is_cuda();
+  rep.compute_row = on_gpu ? "gpu" : "library";
+  rep.budget_s = o.trace.budget_s;
+  rep.ops_per_replay = o.compare ? o.ops_per_graph : 0;
+
+  uint32_t next_id = 1;
+  std::vector<Measured> measured(sizes.values.size());
+  std::vector<std::string> descriptions;
+  std::vector<std::pair<double, double>> work;  // flops, bytes moved per size
+  SweepProgress progress(sizes.values.size());
+  const uint64_t start = host_clock::ticks();
+  double last_size_s = 0;
+  for (size_t i = 0; i < sizes.values.size(); ++i) {
+    stop_if_interrupted();
+    const double elapsed_s = host_clock::elapsed_ns(start) * 1e-9;
+    const size_t left = sizes.values.size() - i;
+    // Per size: --budget, or the share of what is left of --sweep-budget if that is smaller. Each size
+    // still runs at least the harness's minimum of calls, so the sweep budget is a target, not a wall.
+    const double budget = std::max(0.01, std::min(o.trace.budget_s, (o.sweep_budget_s - elapsed_s) / double(left)));
+    // Sizes grow, and so does their time once the minimum of calls outlasts the budget: the last size's
+    // time (or the budget, if more) times the sizes left, rather than the mean so far.
+    progress.at(i, sizes.spec(i), elapsed_s, std::max(budget, last_size_s) * double(left));
+    const uint64_t size_start = host_clock::ticks();
+    if (i > 0) {
+      p.call = frontend::PreparedCall();  // the previous size's tensors go before the next ones are made
+      p.spec = specs[i];
+      p.call = frontend::prepare_call(p.spec, p.dtype, p.choice.device, o.trace.seed, o.trace.requires_grad,
+                                      available_bytes(p.choice.device));
+    }
+    descriptions.push_back(p.call.description);
+    work.push_back({p.call.flops, p.call.bytes_moved});
+
+    HarnessOptions h;
+    h.warmup = o.trace.warmup;
+    h.repeat = o.trace.repeat.value_or(0);
+    h.budget_s = o.compare ? budget / 2 : budget;
+    if (!o.trace.repeat) h.stop_after_s = 2 * h.budget_s;  // an explicit --repeat is run in full
+    h.first_op_id = next_id;
+    Measured& m = measured[i];
+    m.first_id = next_id;
+    HarnessResult run = run_harness(p.call, h, m.timeline, *p.session);
+    next_id = run.timed_ids.back() + 1;
+    measured[i].timed_ids = std::move(run.timed_ids);
+    run.last_result = binding::IValue();
+    if (o.compare) {
+      CompareOptions c;
+      c.trace = o.trace;
+      c.trace.budget_s = budget / 2;
+      c.ops_per_graph = o.ops_per_graph;
+      measured[i].rounds = run_compare_rounds(p, c, m.compare_timeline, next_id);
+      measured[i].rounds->eager_out = binding::IValue();
+      if (rep.replay_kind.empty()) rep.replay_kind = measured[i].rounds->replay->kind();
+      measured[i].rounds->replay.reset();  // a replay holds its outputs (on a GPU, K of them)
+    }
+    m.last_id = next_id - 1;
+    last_size_s = host_clock::elapsed_ns(size_start) * 1e-9;
+  }
+  Timeline device_timeline(16);
+  p.session->finish(device_timeline);
+  for (Measured& m : measured) {
+    m.timeline.device = records_of(device_timeline.device, m.first_id, m.last_id);
+    if (m.rounds) m.compare_timeline.device = m.timeline.device;
+  }
+  rep.elapsed_s = host_clock::elapsed_ns(start) * 1e-9;
+  {
+    // After finish(): a GPU session's description (device name, CUPTI notes) is complete only then.
+    reports::TraceReport ctx = describe_context(p, first);
+    p.session->describe(ctx);
+    rep.dtype = ctx.dtype;
+    rep.device = ctx.device;
+    rep.notes = ctx.notes;
+  }
+
+  for (size_t i = 0; i < sizes.values.size(); ++i) {
+    const reports::LayerBreakdown steady = reports::compute_breakdown(measured[i].timeline, measured[i].timed_ids);
+    reports::SweepPoint point = reports::sweep_point(sizes.values[i], sizes.spec(i), descriptions[i], work[i].first,
+                                                     work[i].second, steady, rep.compute_row);
+    if (measured[i].rounds) {
+      const CompareRounds& r = *measured[i].rounds;
+      const Timeline& t = measured[i].compare_timeline;
+      point.eager = reports::mode_figures("eager", t, r.eager_ids, r.eager_wall, o.ops_per_graph);
+      point.replay = reports::mode_figures(rep.replay_kind, t, r.replay_ids, r.replay_wall, o.ops_per_graph);
+    }
+    if (i == 0) {
+      std::string keys, host;
+      for (const reports::BreakdownRow& row : steady.rows) {
+        const std::string kind = reports::row_kind_name(row.kind);
+        if (row.kind == reports::RowKind::kDispatch) keys += (keys.empty() ? "" : " > ") + row.key;
+        if (row.applicable && kind != rep.compute_row && row.kind != reports::RowKind::kQueue &&
+            host.find(kind) == std::string::npos)
+          host += (host.empty() ? "" : " + ") + kind;
+      }
+      rep.keys = keys;
+      rep.host_rows = host;
+    }
+    rep.points.push_back(std::move(point));
+  }
+  if (!on_gpu) {
+    rep.notes.push_back("on the CPU the library row is the compute; it includes the BLAS routine's own host work "
+                        "and the output allocation, which cannot be timed apart from it");
+  }
+  if (on_gpu && !device_timeline.device.enabled) {
+    rep.notes.push_back("GPU timing unavailable (" + device_timeline.device.unavailable_reason +
+                        "): no gpu row, so compute and host shares are not measured");
+  }
+
+  // As in trace: a signal that arrived after the last size still means "no report".
+  stop_if_interrupted();
+  reports::print_sweep_table(rep, std::cout);
+  std::cout.flush();
+  const std::pair<const std::string*, std::string (*)(const reports::SweepReport&)> files[] = {
+      {&o.trace.json_path, &reports::sweep_json}, {&o.csv_path, &reports::sweep_csv}, {&o.plot_path, &reports::sweep_svg}};
+  for (const auto& [path, render] : files) {
+    if (path->empty()) continue;
+    stop_if_interrupted();
+    write_file_atomically(*path, render(rep));
+    std::cout << "wrote " << *path << "\n";
+  }
+  return 0;
+}
+
+}  // namespace strata::app

@@ -1,0 +1,123 @@
+// End-to-end: `strata sweep` as a user runs it: the table and crossovers on stdout, the files it was
+// asked for written whole (and nothing else left behind), bad ranges and sizes that cannot fit refused
+// before anything runs, and the plot checked as a person would see it: rendered to PNG, not blank.
+#include <doctest/doctest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/apps/e2e.h"
+
+using namespace strata::test;
+
+namespace {
+
+std::vector<std::string> sweep(std::vector<std::string> args) {
+  args.insert(args.begin(), "sweep");
+  return cpu(std::move(args));
+}
+
+}  // namespace
+
+TEST_CASE("sweep: a table per size, crossovers in words, --json --csv --plot written whole") {
+  TempDir dir;
+  const RunResult r = run_strata(sweep({"matmul", "16,32,64", "--json", dir.file("s.json"), "--csv",
+                                        dir.file("s.csv"), "--plot", dir.file("s.svg")}));
+  check_no_crash(r);
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.out, "sweep matmul 16,32,64  (3 sizes"));
+  CHECK(contains(r.out, "host%"));
+  CHECK(count_of(r.out, "crossover: host overhead") == 2);
+  CHECK(contains(r.out, "under 5.0% of the wall"));
+  CHECK(dir.entries() == std::vector<std::string>{"s.csv", "s.json", "s.svg"});  // no temporaries left
+  const auto j = nlohmann::json::parse(read_file(dir.file("s.json")));
+  REQUIRE(j["points"].size() == 3);
+  CHECK(j["points"][2]["spec"] == "64");
+  CHECK(j["points"][2]["calls"] == 3);
+  CHECK(j["points"][0]["wall_ns"]["median"].get<double>() > 0);
+  CHECK(j["crossovers"].contains("host_under_5_percent"));
+  const std::string csv = read_file(dir.file("s.csv"));
+  CHECK(count_of(csv, "\n") == 4);
+  const std::string svg = read_file(dir.file("s.svg"));
+  CHECK(svg.rfind("<?xml", 0) == 0);
+  CHECK(contains(svg, "</svg>"));
+}
+
+TEST_CASE("sweep: one swept field of a multi-field spec, with --compare") {
+  const RunResult r = run_strata(sweep({"linear", "8x16x[16:32]", "--compare", "--ops-per-graph", "2"}));
+  check_no_crash(r);
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.out, "n in 8x16xn swept"));
+  CHECK(contains(r.out, "speed-up"));
+  CHECK(contains(r.out, "crossover: plan replay"));
+}
+
+TEST_CASE("sweep: bad ranges are refused with exit 2 and nothing on stdout") {
+  const std::pair<std::vector<std::string>, const char*> bad[] = {
+      {{"matmul", "1024"}, "is one size"},
+      {{"matmul", "64:16"}, "ends at or below where it starts"},
+      {{"matmul", "16:x"}, "'x' is not a size"},
+      {{"linear", "32x768x256"}, "put the swept field"},
+      {{"linear", "32x[16:64"}, "unbalanced brackets"},
+      {{"linear", "32x[16:64]"}, "linear"},  // the op's own spec check: linear needs three fields
+      {{"frobnicate", "16:64"}, "unknown op"},
+      {{"matmul", "16:64", "--sweep-budget", "0"}, "--sweep-budget"},
+      {{"matmul", "16:64", "--budget", "0"}, "--budget"},
+  };
+  for (const auto& [args, message] : bad) {
+    CAPTURE(args[1]);
+    check_refused(run_strata(sweep(args)), 2, message);
+  }
+}
+
+TEST_CASE("sweep: sizes that cannot fit are refused before the sweep, naming the largest that fits") {
+  TempDir dir;
+  const RunResult r = run_strata(sweep({"matmul", "1024:1048576", "--json", dir.file("s.json")}));
+  check_refused(r, 2, "the largest size of this range that fits is ");
+  CHECK(dir.entries().empty());
+}
+
+TEST_CASE("sweep: an unwritable output is refused before anything runs") {
+  check_refused(run_strata(sweep({"matmul", "16:32", "--plot", "/nonexistent-dir/s.svg"})), 2, "/nonexistent-dir");
+  TempDir dir;
+  check_refused(run_strata(sweep({"matmul", "16:32", "--csv", dir.file("a"), "--plot", dir.file("a")})), 2,
+                "name the same file");
+}
+
+TEST_CASE("sweep: Ctrl-C in the middle leaves no file and no table") {
+  TempDir dir;
+  Subprocess p({"sweep", "matmul", "16:64", "--device", "cpu", "--repeat", "1000000", "--warmup", "0", "--json",
+                dir.file("s.json"), "--plot", dir.file("s.svg"), "--csv", dir.file("s.csv")});
+  int64_t ticks = 0;
+  while ((ticks = p.cpu_ticks()) >= 0 && ticks < 30) usleep(10000);
+  REQUIRE_MESSAGE(ticks >= 0, "strata exited before it could be interrupted");
+  kill(p.pid(), SIGINT);
+  const RunResult r = p.wait(120);
+  check_no_crash(r);
+  CHECK(r.exit_code == 130);
+  CHECK(r.out.empty());
+  CHECK(dir.entries().empty());
+}
+
+// The plot as a person sees it: rendered by librsvg (rsvg-convert, Debian's librsvg2-bin) and checked
+// for ink: enough non-white pixels and the curves' distinct colours (tests/apps/png_pixels.py).
+TEST_CASE("sweep: the --plot SVG renders to a PNG that is not blank") {
+  if (std::system("command -v rsvg-convert >/dev/null 2>&1") != 0) {
+    MESSAGE("SKIPPED: rsvg-convert not found (install librsvg2-bin, see scripts/install-deps): the plot was "
+            "not rendered");
+    return;
+  }
+  TempDir dir;
+  const RunResult r = run_strata(sweep({"matmul", "16:128", "--plot", dir.file("s.svg")}));
+  REQUIRE(r.exit_code == 0);
+  const std::string png = dir.file("s.png");
+  REQUIRE(std::system(("rsvg-convert '" + dir.file("s.svg") + "' -o '" + png + "'").c_str()) == 0);
+  const std::string check = std::string("python3 '") + STRATA_SOURCE_DIR + "/tests/apps/png_pixels.py' '" + png + "'";
+  CHECK(std::system(check.c_str()) == 0);
+}
