@@ -77,5 +77,8 @@ void add_rate_figures(TraceReport& report);
 std::string format_ns(double ns);
 std::string format_rate(double flops_per_s);  // "52.1 GFLOP/s"
 std::string format_bandwidth(double bytes_per_s);  // "12.3 GB/s" (10^9 bytes)
+// Table cells: `s` padded with spaces on the right (pad) or the left (lpad) to `width` characters.
+std::string pad(std::string s, size_t width);
+std::string lpad(std::string s, size_t width);
 
 }  // namespace strata::reports

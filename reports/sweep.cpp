@@ -29,14 +29,6 @@ std::string percent(double share) {
   return buf;
 }
 
-std::string pad(std::string s, size_t width) {
-  if (s.size() < width) s.append(width - s.size(), ' ');
-  return s;
-}
-std::string lpad(std::string s, size_t width) {
-  if (s.size() < width) s.insert(0, width - s.size(), ' ');
-  return s;
-}
 
 // Row names in first-seen order over all points (the same op on the same device has the same rows).
 std::vector<std::string> row_names(const SweepReport& rep) {

@@ -30,8 +30,6 @@ std::string format_bandwidth(double bytes_per_s) {
   return buf;
 }
 
-namespace {
-
 std::string pad(std::string s, size_t width) {
   if (s.size() < width) s.append(width - s.size(), ' ');
   return s;
@@ -40,6 +38,9 @@ std::string lpad(std::string s, size_t width) {
   if (s.size() < width) s.insert(0, width - s.size(), ' ');
   return s;
 }
+
+namespace {
+
 std::string truncate(std::string s, size_t width) {
   if (s.size() > width) s = s.substr(0, width - 3) + "...";
   return s;

@@ -65,6 +65,21 @@ inline Shape shape(const std::vector<int64_t>& d) {
 }
 }  // namespace spec_text
 
+// The spec of a pointwise op over `tensors` inputs of the shape typed ("relu 1024", "add 32x32"): one
+// operation per element, and memory-bound (each input read once, the output written once).
+inline SpecCall pointwise_spec(const std::vector<int64_t>& d, int tensors, const char* joiner) {
+  SpecCall c;
+  const Shape s = spec_text::shape(d);
+  for (int i = 0; i < tensors; ++i) {
+    c.args.push_back(SpecArg::tensor(s));
+    c.description += (i > 0 ? joiner : "") + spec_text::bracket(s);
+  }
+  c.outputs = {s};
+  c.flops = spec_text::elements(d);
+  c.elements_moved = double(tensors + 1) * spec_text::elements(d);
+  return c;
+}
+
 // The table's kernel type of an operator (its Signature with the key set first).
 template <typename Op>
 using KernelFn = typename KernelFnOf<typename Op::Signature>::type;
@@ -205,15 +220,9 @@ struct Relu {
   static constexpr const char* kSpecHelp = "  relu N | shape           N elements (or a shape like 1024x1024)   e.g. relu 1048576\n";
 
   static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
-    SpecCall c;
-    const Shape s = spec_text::shape(d);
-    c.args = {SpecArg::tensor(s)};
-    c.outputs = {s};
-    c.description = spec_text::bracket(s);
-    c.flops = spec_text::elements(d);
-    c.elements_moved = 2.0 * spec_text::elements(d);  // read x, write y
-    return c;
+    return pointwise_spec(d, 1, "");
   }
+
 };
 inline constexpr EntryPoint<Relu> relu{};  // NOLINT(readability-identifier-naming): called like a function
 
@@ -229,15 +238,9 @@ struct Add {
   static constexpr const char* kSpecHelp = "  add N | shape            a + b, same shapes                         e.g. add 1048576\n";
 
   static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
-    SpecCall c;
-    const Shape s = spec_text::shape(d);
-    c.args = {SpecArg::tensor(s), SpecArg::tensor(s)};  // alpha keeps its default, 1
-    c.outputs = {s};
-    c.description = spec_text::bracket(s) + " + " + spec_text::bracket(s);
-    c.flops = spec_text::elements(d);
-    c.elements_moved = 3.0 * spec_text::elements(d);  // read a and b, write out
-    return c;
+    return pointwise_spec(d, 2, " + ");  // alpha keeps its default, 1
   }
+
 };
 inline constexpr EntryPoint<Add> add{};  // NOLINT(readability-identifier-naming): called like a function
 
@@ -253,15 +256,9 @@ struct Gelu {
   static constexpr const char* kSpecHelp = "  gelu N | shape           N elements, x * Phi(x) (exact, erf)         e.g. gelu 1048576\n";
 
   static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
-    SpecCall c;
-    const Shape s = spec_text::shape(d);
-    c.args = {SpecArg::tensor(s)};
-    c.outputs = {s};
-    c.description = spec_text::bracket(s);
-    c.flops = spec_text::elements(d);  // counted as one operation per element, like relu
-    c.elements_moved = 2.0 * spec_text::elements(d);  // read x, write y
-    return c;
+    return pointwise_spec(d, 1, "");  // flops: one per element, as relu (erf is a library call, not counted)
   }
+
 };
 inline constexpr EntryPoint<Gelu> gelu{};  // NOLINT(readability-identifier-naming): called like a function
 

@@ -38,7 +38,7 @@ Dispatcher& Dispatcher::instance() {
       OperatorEntry& e = d->entry(ops::op_index<Op>());
       e.set_kernel(DispatchKey::kAutograd, reinterpret_cast<void*>(&ops::AutogradKernel<Op>::fn),
                    std::string("layers/dispatch/autograd.cpp (records ") + Op::kBackward.node + ")");
-      if constexpr (Op::kCpu.fn != nullptr) {
+      if (Op::kCpu.fn != nullptr) {  // not constexpr: GCC's UBSan build rejects a function pointer in a constant expression
         e.set_kernel(DispatchKey::kCPU, reinterpret_cast<void*>(&ops::DropKeySet<Op::kCpu.fn>::fn), Op::kCpu.where);
       }
     });

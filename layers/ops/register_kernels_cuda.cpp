@@ -10,7 +10,7 @@ void register_cuda_kernels(Dispatcher& d) {
     using Op = decltype(op);
     static_assert(std::is_same_v<decltype(Op::kCuda.fn), typename Op::Signature*>,
                   "an operator's CUDA kernel must have the operator's Signature");
-    if constexpr (Op::kCuda.fn != nullptr) {
+    if (Op::kCuda.fn != nullptr) {  // not constexpr: see register_kernels.cpp
       d.entry(op_index<Op>()).set_kernel(DispatchKey::kCUDA, reinterpret_cast<void*>(&DropKeySet<Op::kCuda.fn>::fn),
                                          Op::kCuda.where);
     }
