@@ -189,8 +189,9 @@ Tensor create(const std::vector<int64_t>& sizes, Fill fill, const std::string& d
 Tensor from_numpy(const py::array& array) {
   const py::dtype dt = array.dtype();
   DType dtype;
-  if (dt.is(py::dtype::of<float>())) dtype = DType::kF32;
-  else if (dt.is(py::dtype::of<double>())) dtype = DType::kF64;
+  if (!dt.attr("isnative").cast<bool>()) throw py::value_error("from_numpy: the array must be in native byte order");
+  if (dt.equal(py::dtype::of<float>())) dtype = DType::kF32;
+  else if (dt.equal(py::dtype::of<double>())) dtype = DType::kF64;
   else if (dt.kind() == 'f' && dt.itemsize() == 2) dtype = DType::kF16;
   else throw py::type_error("from_numpy: strata takes float32, float64 or float16 arrays, not " + std::string(py::str(py::handle(dt))));
   const int flags = py::detail::array_proxy(array.ptr())->flags;
@@ -286,8 +287,32 @@ py::tuple shape_tuple(const Shape& s) {
   return t;
 }
 
+// Why a tensor has no numpy view, or "" if it has one.
+std::string no_host_view(const Tensor& t) {
+  if (!t.device().is_cpu())
+    return "can't convert a " + t.device().str() + " tensor to numpy: copy it to the host first with .cpu()";
+  if (t.dtype() == DType::kBF16) return "numpy has no bfloat16: use .numpy_float64() for a float64 copy of the values";
+  return "";
+}
+
+int get_buffer(PyObject* obj, Py_buffer* view, int flags) {
+  std::string why;
+  try {
+    why = no_host_view(py::handle(obj).cast<const Tensor&>());
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  if (!why.empty()) {
+    if (view != nullptr) view->obj = nullptr;
+    PyErr_SetString(PyExc_TypeError, why.c_str());
+    return -1;
+  }
+  return py::detail::pybind11_getbuffer(obj, view, flags);
+}
+
 void bind_tensor(py::module_& m) {
-  py::class_<Tensor>(m, "Tensor", py::buffer_protocol())
+  py::class_<Tensor> cls(m, "Tensor", py::buffer_protocol());
+  cls
       .def_property_readonly("shape", [](const Tensor& t) { return shape_tuple(t.sizes()); })
       .def_property_readonly("dtype", [](const Tensor& t) { return python_dtype_name(t.dtype()); })
       .def_property_readonly("device", [](const Tensor& t) { return t.device().str() == "cpu:0" ? std::string("cpu") : t.device().str(); })
@@ -310,18 +335,13 @@ void bind_tensor(py::module_& m) {
         return out;
       })
       .def("_str", &Tensor::str)
+      .def("_no_host_view", &no_host_view)
       .def_buffer([](const Tensor& t) -> py::buffer_info {
-        // Zero-copy view of host memory; numpy keeps the Tensor object alive while the view lives.
-        if (!t.device().is_cpu())
-          throw py::type_error("can't convert a " + t.device().str() + " tensor to numpy: copy it to the host first with .cpu()");
-        std::string format;
-        switch (t.dtype()) {
-          case DType::kF32: format = py::format_descriptor<float>::format(); break;
-          case DType::kF64: format = py::format_descriptor<double>::format(); break;
-          case DType::kF16: format = "e"; break;
-          case DType::kBF16:
-            throw py::type_error("numpy has no bfloat16: use .numpy_float64() for a float64 copy of the values");
-        }
+        // Zero-copy view of host memory; numpy keeps the Tensor object alive while the view lives. Only
+        // reached through get_buffer below, which has refused what has no host view.
+        std::string format = t.dtype() == DType::kF32 ? py::format_descriptor<float>::format()
+                             : t.dtype() == DType::kF64 ? py::format_descriptor<double>::format()
+                                                        : std::string("e");
         const auto item = py::ssize_t(element_size(t.dtype()));
         std::vector<py::ssize_t> shape, strides;
         for (int i = 0; i < t.dim(); ++i) {
@@ -330,6 +350,10 @@ void bind_tensor(py::module_& m) {
         }
         return py::buffer_info(t.data_ptr(), item, format, t.dim(), shape, strides);
       });
+  // pybind11 2.10 calls def_buffer's function with no exception handling (a throw there terminates the
+  // process), so what has no host view is refused here first, as a Python error.
+  auto* heap = reinterpret_cast<PyHeapTypeObject*>(cls.ptr());
+  heap->as_buffer.bf_getbuffer = &get_buffer;
 }
 
 }  // namespace

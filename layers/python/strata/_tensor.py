@@ -124,6 +124,9 @@ def _numpy(self):
     """The values as a numpy array: a zero-copy view of a contiguous (or strided) CPU tensor in float32,
     float64 or float16. A CUDA tensor raises TypeError (copy with .cpu() first); bfloat16, which numpy
     lacks, raises TypeError (use .numpy_float64())."""
+    why = self._no_host_view()
+    if why:
+        raise TypeError(why)
     return np.asarray(self)
 
 
