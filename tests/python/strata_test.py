@@ -199,6 +199,18 @@ class TensorTest(unittest.TestCase):
         self.assertEqual(v.shape, (8, 8))
         self.assertTrue(np.isfinite(v).all())
 
+    def test_no_reference_leaks(self):
+        a = np.ones((4, 4), dtype=np.float32)
+        before = sys.getrefcount(a)
+        for _ in range(100):
+            t = strata.from_numpy(a, requires_grad=True)
+            y = strata.matmul(strata.relu(t), t)  # MmBackward saves both inputs
+            self.assertEqual(y.grad_fn, "MmBackward")
+            v = t.numpy()
+            del t, y, v
+        gc.collect()
+        self.assertEqual(sys.getrefcount(a), before)
+
     def test_from_numpy_copies_when_it_must(self):
         a = np.arange(24, dtype=np.float32).reshape(4, 6)
         for array in (a[:, ::2], a.T, a.astype(">f4"), np.frombuffer(a.tobytes(), dtype=np.float32)):
