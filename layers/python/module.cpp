@@ -315,7 +315,7 @@ void bind_tensor(py::module_& m) {
   cls
       .def_property_readonly("shape", [](const Tensor& t) { return shape_tuple(t.sizes()); })
       .def_property_readonly("dtype", [](const Tensor& t) { return python_dtype_name(t.dtype()); })
-      .def_property_readonly("device", [](const Tensor& t) { return t.device().str() == "cpu:0" ? std::string("cpu") : t.device().str(); })
+      .def_property_readonly("device", [](const Tensor& t) { return t.device().str(); })
       .def_property("requires_grad", &Tensor::requires_grad, &Tensor::set_requires_grad)
       .def_property_readonly("grad_fn", [](const Tensor& t) -> py::object {
         if (!t.grad_fn()) return py::none();
@@ -380,6 +380,5 @@ PYBIND11_MODULE(_strata, m) {
   }, sizes, dtype, device, seed);
   m.def("manual_seed", [](uint64_t s) { generator().seed(s); }, py::arg("seed"));
   m.def("from_numpy", &from_numpy, py::arg("array"));
-  m.def("check_device", [](const std::string& d) { return resolve_device(d).str(); }, py::arg("device"));
   m.attr("cuda_build") = bool(STRATA_WITH_CUDA);
 }

@@ -281,7 +281,7 @@ class BadInputTest(unittest.TestCase):
 
     def test_mixed_dtypes(self):
         self.assertRaisesMessage(ValueError, lambda: strata.add(strata.randn(2), strata.randn(2, dtype="float64")),
-                                 "same dtype")
+                                 "dtypes differ")
 
     def test_bad_sizes(self):
         self.assertRaisesMessage(ValueError, lambda: strata.zeros(-1), "non-negative")
@@ -310,7 +310,7 @@ class BadInputTest(unittest.TestCase):
         else:
             self.assertEqual(t.device, "cuda:0")  # a machine with a GPU
             self.assertRaisesMessage(TypeError, t.numpy, ".cpu()")
-            self.assertRaisesMessage(ValueError, lambda: strata.add(t, strata.randn(2, 2)), "same device")
+            self.assertRaisesMessage(ValueError, lambda: strata.add(t, strata.randn(2, 2)), "devices differ")
 
 
 if __name__ == "__main__":

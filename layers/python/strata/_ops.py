@@ -2,9 +2,9 @@
 ops::AllOps (Note [One declaration per operator] in layers/ops/operators.h): no operator is named here.
 
 Each function validates like torch/functional.py and torch's python_arg_parser: a wrong Python type is a
-TypeError naming the argument and its position; tensors on different devices or with different dtypes
-are a ValueError; everything else (shapes that do not fit, strides < 1) is checked by strata's C++
-layers and arrives as strata.UsageError (a ValueError). Then the call goes through the extension into
+TypeError naming the argument and its position. Everything else (shapes that do not fit, dtypes or
+devices that differ, strides < 1) is checked once, by strata's C++ layers (lib/op_shapes.h), and
+arrives as strata.UsageError (a ValueError). Then the call goes through the extension into
 the binding layer: boxed values -> binding::find_operator(name).call(...).
 """
 import inspect
@@ -17,28 +17,30 @@ _Parameter = inspect.Parameter
 
 
 def _check(op, arg, position, value):
+    """The value as the schema's type, or TypeError naming the argument (python_arg_parser's rule)."""
     kind = arg["type"]
-    where = f"{op}(): argument '{arg['name']}' (position {position})"
     if kind == "Tensor":
-        if not isinstance(value, Tensor):
-            raise TypeError(f"{where} must be Tensor, not {type(value).__name__}")
+        if type(value) is Tensor:
+            return value
     elif kind == "Tensor?":
-        if value is not None and not isinstance(value, Tensor):
-            raise TypeError(f"{where} must be Tensor or None, not {type(value).__name__}")
+        if value is None or type(value) is Tensor:
+            return value
     elif kind == "int":
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"{where} must be int, not {type(value).__name__}")
-        value = int(value)
-        if not -2**63 <= value < 2**63:
-            raise ValueError(f"{where} does not fit in 64 bits: {value}")
+        if not isinstance(value, bool) and isinstance(value, numbers.Integral):
+            value = int(value)
+            if not -2**63 <= value < 2**63:
+                raise ValueError(f"{op}(): argument '{arg['name']}' (position {position}) does not fit in 64 bits: "
+                                 f"{value}")
+            return value
     elif kind == "float":
-        if isinstance(value, bool) or not isinstance(value, numbers.Real):
-            raise TypeError(f"{where} must be float, not {type(value).__name__}")
-        value = float(value)
+        if not isinstance(value, bool) and isinstance(value, numbers.Real):
+            return float(value)
     elif kind == "bool":
-        if not isinstance(value, bool):
-            raise TypeError(f"{where} must be bool, not {type(value).__name__}")
-    return value
+        if isinstance(value, bool):
+            return value
+    expected = {"Tensor?": "Tensor or None"}.get(kind, kind)
+    raise TypeError(f"{op}(): argument '{arg['name']}' (position {position}) must be {expected}, "
+                    f"not {type(value).__name__}")
 
 
 def _make(op):
@@ -49,36 +51,55 @@ def _make(op):
         kind = _Parameter.KEYWORD_ONLY if a["keyword_only"] else _Parameter.POSITIONAL_OR_KEYWORD
         params.append(_Parameter(a["name"], kind, default=a["default"] if a["has_default"] else _Parameter.empty))
     signature = inspect.Signature(params)
+    positional_args = [a for a in arguments if not a["keyword_only"]]
+    required = sum(1 for a in positional_args if not a["has_default"])
+    all_tensors = all(a["type"] == "Tensor" for a in positional_args)
     _call = _strata.call
+    _empty = {}
 
-    def fn(*args, **kwargs):
-        try:
-            bound = signature.bind(*args, **kwargs)
-        except TypeError as e:
-            raise TypeError(f"{name}(): {e}; schema: {op['schema']}") from None
-        positional, keywords, tensors = [], {}, []
+    index = {a["name"]: i for i, a in enumerate(arguments)}
+    schema = op["schema"]
+
+    def slow(args, kwargs):
+        # Keywords, or a call that does not fit: matched by hand (inspect.Signature.bind costs ~7 us).
+        if len(args) > len(positional_args):
+            raise TypeError(f"{name}() takes {len(positional_args)} positional argument"
+                            f"{'' if len(positional_args) == 1 else 's'} but {len(args)} "
+                            f"{'was' if len(args) == 1 else 'were'} given (too many); schema: {schema}")
+        given = dict(enumerate(args))
+        for key, value in kwargs.items():
+            i = index.get(key)
+            if i is None:
+                raise TypeError(f"{name}() got an unexpected keyword argument '{key}'; schema: {schema}")
+            if i in given:
+                raise TypeError(f"{name}() got multiple values for argument '{key}'; schema: {schema}")
+            given[i] = value
+        positional, keywords = [], {}
         for i, a in enumerate(arguments):
-            if a["name"] not in bound.arguments:
+            if i not in given:
+                if not a["has_default"]:
+                    raise TypeError(f"{name}() missing required argument '{a['name']}' (position {i + 1}); "
+                                    f"schema: {schema}")
                 continue  # the binding layer fills in the schema's default
-            value = _check(name, a, i + 1, bound.arguments[a["name"]])
-            if isinstance(value, Tensor):
-                tensors.append((a["name"], value))
-            if a["keyword_only"]:
-                keywords[a["name"]] = value
-            elif len(positional) == i:
+            value = _check(name, a, i + 1, given[i])
+            if not a["keyword_only"] and len(positional) == i:
                 positional.append(value)
             else:
                 keywords[a["name"]] = value
-        if tensors:
-            first_name, first = tensors[0]
-            for other_name, other in tensors[1:]:
-                if other.device != first.device:
-                    raise ValueError(f"{name}(): expected all tensors on the same device, but '{first_name}' is on "
-                                     f"{first.device} and '{other_name}' on {other.device}")
-                if other.dtype != first.dtype:
-                    raise ValueError(f"{name}(): expected all tensors of the same dtype, but '{first_name}' is "
-                                     f"{first.dtype} and '{other_name}' {other.dtype}")
-        return _call(name, tuple(positional), keywords)
+        return tuple(positional), keywords
+
+    def fn(*args, **kwargs):
+        # The common call, positional only, costs one type check per argument; everything else takes the
+        # general path. Shapes, dtypes and devices are checked once, by the C++ layers (UsageError).
+        if not kwargs and required <= len(args) <= len(positional_args):
+            if all_tensors:
+                for i, v in enumerate(args):
+                    if type(v) is not Tensor:
+                        _check(name, arguments[i], i + 1, v)
+            else:
+                args = tuple(_check(name, arguments[i], i + 1, v) for i, v in enumerate(args))
+            return _call(name, args, _empty)
+        return _call(name, *slow(args, kwargs))
 
     fn.__name__ = fn.__qualname__ = name
     fn.__signature__ = signature
