@@ -290,6 +290,8 @@ class BadInputTest(unittest.TestCase):
         self.assertRaisesMessage(ValueError, lambda: strata.from_numpy(np.zeros((1,) * 5, np.float32)), "at most 4")
         e = self.assertRaisesMessage(ValueError, lambda: strata.zeros(2**40, 2**40), "choose smaller sizes")
         self.assertIsInstance(e, strata.UsageError)
+        self.assertRaisesMessage(ValueError, lambda: strata.zeros(2**64), "64 bits")
+        self.assertRaisesMessage(ValueError, lambda: strata.zeros(2**62, 2**62), "choose smaller sizes")
         self.assertRaises(ValueError, lambda: strata.randn(2, seed=-1))
         self.assertRaises(ValueError, lambda: strata.conv2d(strata.randn(1, 1, 3, 3), strata.randn(1, 1, 1, 1),
                                                             stride=2**64))

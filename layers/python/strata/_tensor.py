@@ -54,6 +54,8 @@ def _sizes_arg(size, fn):
                             f"{type(s).__name__}")
         if s < 0:
             raise ValueError(f"{fn}(): sizes must be non-negative, got {s} in {tuple(size)}")
+        if s >= 2**63:
+            raise ValueError(f"{fn}(): size {s} does not fit in 64 bits")
         out.append(int(s))
     if len(out) > 4:
         raise ValueError(f"{fn}(): strata tensors have at most 4 dimensions, got {len(out)}")
