@@ -48,6 +48,22 @@ Tensor Tensor::empty(const Shape& sizes, DType dtype, Device device) {
   return t;
 }
 
+Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, const Shape& sizes, DType dtype) {
+  Tensor t;
+  t.sizes_ = sizes;
+  t.strides_.ndim = sizes.ndim;
+  int64_t stride = 1;
+  for (int i = sizes.ndim - 1; i >= 0; --i) {
+    t.strides_[i] = stride;
+    stride *= sizes[i];
+  }
+  t.dtype_ = dtype;
+  t.device_ = storage->device();
+  if (storage->nbytes() < t.nbytes()) throw Error("Tensor::from_storage: the storage is smaller than the shape");
+  t.storage_ = std::move(storage);
+  return t;
+}
+
 bool Tensor::is_contiguous() const {
   int64_t stride = 1;
   for (int i = sizes_.ndim - 1; i >= 0; --i) {

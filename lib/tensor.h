@@ -36,6 +36,9 @@ class Tensor {
 
   // Uninitialised memory from the device's allocator. The caller checks sizes first (frontend does).
   static Tensor empty(const Shape& sizes, DType dtype, Device device);
+  // A contiguous tensor over memory someone else owns (the Python package's zero-copy from_numpy): the
+  // storage's deleter releases it. The storage must hold at least sizes.numel() elements.
+  static Tensor from_storage(std::shared_ptr<Storage> storage, const Shape& sizes, DType dtype);
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& sizes() const { return sizes_; }

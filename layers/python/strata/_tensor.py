@@ -1,0 +1,158 @@
+"""Tensors: creation (zeros, rand, randn, from_numpy), dtypes and devices, and the Python side of
+strata._strata.Tensor (numpy(), cpu(), to(), repr, operators)."""
+import numbers
+
+import numpy as np
+
+from . import _strata
+
+Tensor = _strata.Tensor
+
+# dtypes are strings, numpy's names; strata's own short names ("f32") and numpy dtypes are accepted too.
+float32 = "float32"
+float64 = "float64"
+float16 = "float16"
+bfloat16 = "bfloat16"
+_DTYPES = {
+    "float32": "f32", "f32": "f32", "float": "f32",
+    "float64": "f64", "f64": "f64", "double": "f64",
+    "float16": "f16", "f16": "f16", "half": "f16",
+    "bfloat16": "bf16", "bf16": "bf16",
+}
+
+
+def _dtype_arg(dtype, fn):
+    if isinstance(dtype, str):
+        key = dtype
+    elif isinstance(dtype, type) or isinstance(dtype, np.dtype):
+        try:
+            key = np.dtype(dtype).name
+        except TypeError:
+            key = None
+    else:
+        raise TypeError(f"{fn}(): dtype must be a string such as 'float32' or a numpy dtype, "
+                        f"not {type(dtype).__name__}")
+    if key not in _DTYPES:
+        raise ValueError(f"{fn}(): unknown dtype {dtype!r}: use float32, float64, float16 or bfloat16")
+    return _DTYPES[key]
+
+
+def _device_arg(device, fn):
+    if not isinstance(device, str):
+        raise TypeError(f"{fn}(): device must be a string ('cpu', 'cuda', 'cuda:N'), not {type(device).__name__}")
+    return device
+
+
+def _sizes_arg(size, fn):
+    # zeros(2, 3) and zeros((2, 3)) as in torch.
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    out = []
+    for i, s in enumerate(size):
+        if isinstance(s, bool) or not isinstance(s, numbers.Integral):
+            raise TypeError(f"{fn}(): size must be a sequence of ints, but element {i} is "
+                            f"{type(s).__name__}")
+        if s < 0:
+            raise ValueError(f"{fn}(): sizes must be non-negative, got {s} in {tuple(size)}")
+        if s >= 2**63:
+            raise ValueError(f"{fn}(): size {s} does not fit in 64 bits")
+        out.append(int(s))
+    if len(out) > 4:
+        raise ValueError(f"{fn}(): strata tensors have at most 4 dimensions, got {len(out)}")
+    return out
+
+
+def _seed_arg(seed, fn):
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**64:
+        raise ValueError(f"{fn}(): seed must be an int in [0, 2**64), got {seed!r}")
+    return int(seed)
+
+
+def _finish(t, requires_grad, fn):
+    if not isinstance(requires_grad, bool):
+        raise TypeError(f"{fn}(): requires_grad must be a bool, not {type(requires_grad).__name__}")
+    t.requires_grad = requires_grad
+    return t
+
+
+def zeros(*size, dtype=float32, device="cpu", requires_grad=False):
+    """A tensor of zeros."""
+    t = _strata.zeros(_sizes_arg(size, "zeros"), _dtype_arg(dtype, "zeros"), _device_arg(device, "zeros"))
+    return _finish(t, requires_grad, "zeros")
+
+
+def rand(*size, dtype=float32, device="cpu", requires_grad=False, seed=None):
+    """Uniform in [0, 1). With seed=None the process generator (manual_seed) is used and advanced."""
+    t = _strata.rand(_sizes_arg(size, "rand"), _dtype_arg(dtype, "rand"), _device_arg(device, "rand"),
+                     _seed_arg(seed, "rand"))
+    return _finish(t, requires_grad, "rand")
+
+
+def randn(*size, dtype=float32, device="cpu", requires_grad=False, seed=None):
+    """Standard normal. With seed=None the process generator (manual_seed) is used and advanced."""
+    t = _strata.randn(_sizes_arg(size, "randn"), _dtype_arg(dtype, "randn"), _device_arg(device, "randn"),
+                      _seed_arg(seed, "randn"))
+    return _finish(t, requires_grad, "randn")
+
+
+def manual_seed(seed):
+    """Seeds the process generator that rand/randn use when they are given no seed."""
+    _strata.manual_seed(_seed_arg(seed, "manual_seed"))
+
+
+_NUMPY_DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16))
+
+
+def from_numpy(array, requires_grad=False):
+    """A CPU tensor sharing the array's memory when the array is C-contiguous, aligned, writeable and in
+    native byte order; otherwise the array is copied once into a contiguous array first (the tensor then
+    shares memory with that copy, not with `array`). float32, float64 and float16 only."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy(): expected a numpy.ndarray, not {type(array).__name__}")
+    dt = array.dtype
+    if dt.newbyteorder("=") not in _NUMPY_DTYPES:
+        raise TypeError(f"from_numpy(): strata takes float32, float64 or float16 arrays, not {dt}")
+    if array.ndim > 4:
+        raise ValueError(f"from_numpy(): strata tensors have at most 4 dimensions, got {array.ndim}")
+    if not dt.isnative:
+        array = array.astype(dt.newbyteorder("="))
+    array = np.require(array, requirements=["C_CONTIGUOUS", "ALIGNED", "WRITEABLE"])
+    return _finish(_strata.from_numpy(array), requires_grad, "from_numpy")
+
+
+def _numpy(self):
+    """The values as a numpy array: a zero-copy view of a contiguous (or strided) CPU tensor in float32,
+    float64 or float16. A CUDA tensor raises TypeError (copy with .cpu() first); bfloat16, which numpy
+    lacks, raises TypeError (use .numpy_float64())."""
+    why = self._no_host_view()
+    if why:
+        raise TypeError(why)
+    return np.asarray(self)
+
+
+def _numpy_float64(self):
+    """A float64 copy of the values, from any dtype and device."""
+    return self._values_float64()
+
+
+def _to(self, device):
+    return self._to(_device_arg(device, "to"))
+
+
+def _cpu(self):
+    return self._to("cpu")
+
+
+def _repr(self):
+    grad = f", grad_fn=<{self.grad_fn}>" if self.grad_fn else (", requires_grad=True" if self.requires_grad else "")
+    return f"strata.Tensor(shape={self.shape}, dtype={self.dtype}, device={self.device}{grad})"
+
+
+Tensor.numpy = _numpy
+Tensor.numpy_float64 = _numpy_float64
+Tensor.to = _to
+Tensor.cpu = _cpu
+Tensor.__repr__ = _repr
+Tensor.size = lambda self, dim=None: self.shape if dim is None else self.shape[dim]

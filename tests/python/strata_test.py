@@ -1,0 +1,319 @@
+"""tests/python: the Python package (layers/python) end to end, through the real extension.
+
+Every operator strata declares is checked against a float64 numpy reference on fresh random inputs
+(the seed is printed with any failure) with a per-dtype tolerance; bad input must raise the right Python
+exception, never crash. Runs under ctest with PYTHONPATH pointing at build/python.
+"""
+import gc
+import inspect
+import math
+import random
+import sys
+import unittest
+
+import numpy as np
+
+import strata
+
+# ||out - ref||_2 / ||max(|ref|, 0.25)||_2, as strata's reference::relative_error, per result dtype.
+TOLERANCE = {"float64": 1e-12, "float32": 1e-5, "float16": 5e-3, "bfloat16": 3e-2}
+DTYPES = ["float32", "float64", "float16", "bfloat16"]
+CPU_REFUSES = ("float16", "bfloat16")  # the CPU kernels' dtypes are f32 and f64 (use a GPU for the others)
+
+
+def relative_error(out, ref):
+    return float(np.linalg.norm(out - ref) / np.linalg.norm(np.maximum(np.abs(ref), 0.25)))
+
+
+_erf = np.vectorize(math.erf)
+
+
+def conv2d_reference(x, w, b, stride, padding):
+    n, c, h, wd = x.shape
+    k, _, r, s = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+    oh = (h + 2 * padding - r) // stride + 1
+    ow = (wd + 2 * padding - s) // stride + 1
+    out = np.zeros((n, k, oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            patch = xp[:, :, i * stride:i * stride + r, j * stride:j * stride + s]
+            out[:, :, i, j] = np.einsum("ncrs,kcrs->nk", patch, w)
+    if b is not None:
+        out += b[None, :, None, None]
+    return out
+
+
+# For each operator: (inputs from a random generator, float64 reference over the inputs' values).
+# A declared operator missing here fails test_every_operator_has_a_reference.
+def _inputs_matmul(rng, t):
+    m, k, n = rng.randint(1, 40), rng.randint(1, 40), rng.randint(1, 40)
+    return [t(m, k), t(k, n)], {}
+
+
+def _inputs_linear(rng, t):
+    b, i, o = rng.randint(1, 20), rng.randint(1, 40), rng.randint(1, 30)
+    bias = t(o) if rng.random() < 0.7 else None
+    return [t(b, i), t(o, i), bias], {}
+
+
+def _inputs_conv2d(rng, t):
+    n, c, k, r = rng.randint(1, 3), rng.randint(1, 4), rng.randint(1, 5), rng.randint(1, 3)
+    stride, padding = rng.randint(1, 2), rng.randint(0, 1)
+    h, w = rng.randint(r, 9), rng.randint(r, 9)
+    bias = t(k) if rng.random() < 0.7 else None
+    return [t(n, c, h, w), t(k, c, r, r), bias], {"stride": stride, "padding": padding}
+
+
+def _inputs_pointwise(rng, t):
+    shape = [rng.randint(1, 9) for _ in range(rng.randint(1, 4))]
+    return [t(*shape)], {}
+
+
+def _inputs_add(rng, t):
+    shape = [rng.randint(1, 9) for _ in range(rng.randint(1, 4))]
+    return [t(*shape), t(*shape)], {"alpha": rng.choice([1, 0.5, -2.0])}
+
+
+CASES = {
+    "matmul": (_inputs_matmul, lambda a, b: a @ b),
+    "linear": (_inputs_linear, lambda x, w, b: x @ w.T + (0 if b is None else b)),
+    "conv2d": (_inputs_conv2d, conv2d_reference),
+    "relu": (_inputs_pointwise, lambda x: np.maximum(x, 0)),
+    "add": (_inputs_add, lambda a, b, alpha=1: a + alpha * b),
+    "gelu": (_inputs_pointwise, lambda x: x * 0.5 * (1 + _erf(x / math.sqrt(2)))),
+}
+
+
+def values(v):
+    return v.numpy_float64() if isinstance(v, strata.Tensor) else v
+
+
+class OperatorsTest(unittest.TestCase):
+    def test_every_operator_has_a_reference(self):
+        self.assertTrue(strata.OPERATORS)
+        self.assertEqual(sorted(strata.OPERATORS), sorted(CASES), "add a reference for each declared operator")
+
+    def test_functions_follow_the_schemas(self):
+        for op in strata._strata.operators():
+            fn = getattr(strata, op["name"])
+            params = list(inspect.signature(fn).parameters.values())
+            self.assertEqual([p.name for p in params], [a["name"] for a in op["arguments"]])
+            self.assertIn(op["schema"], fn.__doc__)
+
+    def test_every_operator_against_float64_numpy(self):
+        seed = random.SystemRandom().randrange(2**32)
+        rng = random.Random(seed)
+        for name, (make, reference) in CASES.items():
+            for dtype in DTYPES:
+                for trial in range(3):
+                    with self.subTest(op=name, dtype=dtype, trial=trial, seed=seed):
+                        t = lambda *shape: strata.randn(*shape, dtype=dtype, seed=rng.randrange(2**63))
+                        args, kwargs = make(rng, t)
+                        if dtype in CPU_REFUSES:
+                            # The CPU backend computes in f32 and f64 only: a clear refusal, not a crash.
+                            with self.assertRaises(strata.UsageError) as cm:
+                                getattr(strata, name)(*args, **kwargs)
+                            self.assertIn("supports f32 and f64", str(cm.exception))
+                            continue
+                        out = getattr(strata, name)(*args, **kwargs)
+                        self.assertEqual(out.dtype, dtype)
+                        self.assertEqual(out.device, "cpu")
+                        ref = reference(*[values(a) for a in args], **kwargs)
+                        self.assertEqual(out.shape, ref.shape)
+                        err = relative_error(out.numpy_float64(), ref)
+                        self.assertLessEqual(err, TOLERANCE[dtype], f"{name} {dtype}: relative error {err:.3g}")
+
+    def test_keywords_and_defaults_reach_the_binding_layer(self):
+        x, w = strata.randn(1, 2, 5, 5, seed=3), strata.randn(3, 2, 3, 3, seed=4)
+        self.assertEqual(strata.conv2d(x, w).shape, (1, 3, 3, 3))
+        self.assertEqual(strata.conv2d(x, w, padding=1).shape, (1, 3, 5, 5))
+        self.assertEqual(strata.conv2d(input=x, weight=w, stride=2, padding=1).shape, (1, 3, 3, 3))
+        a, b = strata.randn(4, seed=5), strata.randn(4, seed=6)
+        np.testing.assert_allclose(strata.add(a, b, alpha=3).numpy(), a.numpy() + 3 * b.numpy(), rtol=1e-6)
+        np.testing.assert_allclose((a + b).numpy(), a.numpy() + b.numpy(), rtol=1e-6)
+        m = strata.randn(3, 4, seed=7)
+        np.testing.assert_allclose((m @ strata.randn(4, 2, seed=8)).numpy(),
+                                   m.numpy() @ strata.randn(4, 2, seed=8).numpy(), rtol=1e-5)
+
+    def test_autograd_records_the_declared_node(self):
+        x = strata.randn(3, 3, requires_grad=True, seed=1)
+        self.assertIsNone(x.grad_fn)
+        self.assertTrue(x.requires_grad)
+        self.assertEqual(strata.matmul(x, x).grad_fn, "MmBackward")
+        self.assertEqual(strata.relu(x).grad_fn, "ReluBackward")
+        self.assertEqual(strata.gelu(x).grad_fn, "GeluBackward")
+        self.assertIsNone(strata.relu(strata.randn(3, seed=2)).grad_fn)
+
+
+class TensorTest(unittest.TestCase):
+    def test_creation(self):
+        for dtype in DTYPES:
+            z = strata.zeros(2, 3, dtype=dtype)
+            self.assertEqual((z.shape, z.dtype, z.device), ((2, 3), dtype, "cpu"))
+            self.assertTrue(np.all(z.numpy_float64() == 0))
+        self.assertEqual(strata.zeros((4, 5)).shape, (4, 5))
+        self.assertEqual(strata.zeros(np.int64(3)).shape, (3,))
+        self.assertEqual(strata.zeros(0, 3).numel(), 0)
+        self.assertEqual(strata.randn(2, dtype=np.float64).dtype, "float64")
+        self.assertEqual(strata.randn(2, dtype="f16").dtype, "float16")
+        u = strata.rand(10000, seed=9).numpy()
+        self.assertTrue(0 <= u.min() and u.max() < 1)
+        n = strata.randn(10000, seed=9, dtype="float64").numpy()
+        self.assertLess(abs(n.mean()), 0.05)
+        self.assertLess(abs(n.std() - 1), 0.05)
+
+    def test_seeds(self):
+        np.testing.assert_array_equal(strata.randn(5, seed=42).numpy(), strata.randn(5, seed=42).numpy())
+        self.assertFalse(np.array_equal(strata.randn(5, seed=42).numpy(), strata.randn(5, seed=43).numpy()))
+        strata.manual_seed(7)
+        first = strata.rand(5).numpy().copy()
+        second = strata.rand(5).numpy().copy()
+        self.assertFalse(np.array_equal(first, second))
+        strata.manual_seed(7)
+        np.testing.assert_array_equal(strata.rand(5).numpy(), first)
+
+    def test_from_numpy_shares_memory(self):
+        for dtype in (np.float32, np.float64, np.float16):
+            a = np.arange(12, dtype=dtype).reshape(3, 4)
+            t = strata.from_numpy(a)
+            self.assertEqual((t.shape, t.dtype), ((3, 4), np.dtype(dtype).name))
+            self.assertEqual(t.data_ptr(), a.ctypes.data)
+            a[1, 2] = 99
+            self.assertEqual(t.numpy()[1, 2], 99)
+
+    def test_numpy_is_a_view(self):
+        t = strata.randn(3, 4, seed=1)
+        v = t.numpy()
+        self.assertEqual(v.ctypes.data, t.data_ptr())
+        self.assertFalse(v.flags.owndata)
+
+    def test_lifetimes(self):
+        a = np.ones((64, 64), dtype=np.float32)
+        t = strata.from_numpy(a)
+        del a
+        gc.collect()
+        self.assertEqual(float(strata.relu(t).numpy().sum()), 64 * 64)
+        v = strata.randn(8, 8, seed=2).numpy()  # the tensor has no name: the view keeps it alive
+        gc.collect()
+        self.assertEqual(v.shape, (8, 8))
+        self.assertTrue(np.isfinite(v).all())
+
+    def test_no_reference_leaks(self):
+        a = np.ones((4, 4), dtype=np.float32)
+        before = sys.getrefcount(a)
+        for _ in range(100):
+            t = strata.from_numpy(a, requires_grad=True)
+            y = strata.matmul(strata.relu(t), t)  # MmBackward saves both inputs
+            self.assertEqual(y.grad_fn, "MmBackward")
+            v = t.numpy()
+            del t, y, v
+        gc.collect()
+        self.assertEqual(sys.getrefcount(a), before)
+
+    def test_from_numpy_copies_when_it_must(self):
+        a = np.arange(24, dtype=np.float32).reshape(4, 6)
+        for array in (a[:, ::2], a.T, a.astype(">f4"), np.frombuffer(a.tobytes(), dtype=np.float32)):
+            t = strata.from_numpy(array)
+            self.assertNotEqual(t.data_ptr(), array.ctypes.data)
+            np.testing.assert_array_equal(t.numpy(), array)
+
+    def test_cpu_and_to(self):
+        t = strata.randn(2, 2, seed=1)
+        self.assertIs(type(t.cpu()), strata.Tensor)
+        np.testing.assert_array_equal(t.to("cpu").numpy(), t.numpy())
+
+
+class BadInputTest(unittest.TestCase):
+    def assertRaisesMessage(self, exc, fn, *fragments):
+        with self.assertRaises(exc) as cm:
+            fn()
+        for f in fragments:
+            self.assertIn(f, str(cm.exception))
+        return cm.exception
+
+    def test_exception_classes(self):
+        self.assertTrue(issubclass(strata.UsageError, ValueError))
+        self.assertTrue(issubclass(strata.UsageError, strata.Error))
+        self.assertTrue(issubclass(strata.UnavailableError, RuntimeError))
+        self.assertTrue(issubclass(strata.Error, RuntimeError))
+
+    def test_wrong_types(self):
+        a = strata.randn(2, 2, seed=1)
+        self.assertRaisesMessage(TypeError, lambda: strata.matmul(a, [[1, 2], [3, 4]]), "'other'", "position 2", "list")
+        self.assertRaisesMessage(TypeError, lambda: strata.matmul(np.ones((2, 2)), a), "'self'", "ndarray")
+        self.assertRaisesMessage(TypeError, lambda: strata.relu(3.0), "relu()")
+        self.assertRaisesMessage(TypeError, lambda: strata.conv2d(a, a, None, 1.5), "'stride'", "int")
+        self.assertRaisesMessage(TypeError, lambda: strata.conv2d(a, a, None, True), "'stride'", "bool")
+        self.assertRaisesMessage(TypeError, lambda: strata.add(a, a, alpha="2"), "'alpha'", "float")
+        self.assertRaisesMessage(TypeError, lambda: strata.linear(a, a, 5), "'bias'", "Tensor or None")
+        self.assertRaisesMessage(TypeError, lambda: strata.matmul(a), "missing", "schema: matmul(")
+        self.assertRaisesMessage(TypeError, lambda: strata.matmul(a, a, a), "too many")
+        self.assertRaisesMessage(TypeError, lambda: strata.add(a, a, 2.0), "too many")  # alpha is keyword-only
+        self.assertRaisesMessage(TypeError, lambda: strata.relu(a, beta=1), "unexpected keyword")
+        self.assertRaisesMessage(TypeError, lambda: strata.zeros(2.5), "size")
+        self.assertRaisesMessage(TypeError, lambda: strata.zeros("3"), "size")
+        self.assertRaisesMessage(TypeError, lambda: strata.zeros(2, device=0), "device")
+        self.assertRaisesMessage(TypeError, lambda: strata.zeros(2, dtype=3), "dtype")
+        self.assertRaisesMessage(TypeError, lambda: strata.from_numpy([1.0, 2.0]), "ndarray")
+        self.assertRaisesMessage(TypeError, lambda: strata.from_numpy(np.arange(3)), "int64")
+        self.assertRaisesMessage(TypeError, lambda: strata.randn(2, dtype="bf16").numpy(), "bfloat16")
+        # The raw buffer protocol refuses too (pybind11 2.10 would terminate on a throw there).
+        self.assertRaisesMessage(TypeError, lambda: memoryview(strata.randn(2, dtype="bf16")), "bfloat16")
+
+    def test_mismatched_shapes(self):
+        e = self.assertRaisesMessage(ValueError, lambda: strata.matmul(strata.randn(2, 3), strata.randn(2, 3)),
+                                     "inner dimensions")
+        self.assertIsInstance(e, strata.UsageError)
+        cases = [
+            lambda: strata.add(strata.randn(2, 3), strata.randn(3, 2)),
+            lambda: strata.linear(strata.randn(2, 3), strata.randn(4, 5)),
+            lambda: strata.linear(strata.randn(2, 3), strata.randn(4, 3), strata.randn(5)),
+            lambda: strata.conv2d(strata.randn(1, 2, 5, 5), strata.randn(3, 4, 3, 3)),
+            lambda: strata.conv2d(strata.randn(1, 2, 2, 2), strata.randn(3, 2, 3, 3)),
+            lambda: strata.conv2d(strata.randn(1, 2, 5, 5), strata.randn(3, 2, 3, 3), stride=0),
+            lambda: strata.conv2d(strata.randn(1, 2, 5, 5), strata.randn(3, 2, 3, 3), padding=-1),
+            lambda: strata.matmul(strata.randn(2, 3, 4), strata.randn(4, 2)),
+        ]
+        for i, case in enumerate(cases):
+            with self.subTest(case=i):
+                self.assertRaises(ValueError, case)
+
+    def test_mixed_dtypes(self):
+        self.assertRaisesMessage(ValueError, lambda: strata.add(strata.randn(2), strata.randn(2, dtype="float64")),
+                                 "dtypes differ")
+
+    def test_bad_sizes(self):
+        self.assertRaisesMessage(ValueError, lambda: strata.zeros(-1), "non-negative")
+        self.assertRaisesMessage(ValueError, lambda: strata.randn(2, -3), "non-negative")
+        self.assertRaisesMessage(ValueError, lambda: strata.zeros(1, 1, 1, 1, 1), "at most 4")
+        self.assertRaisesMessage(ValueError, lambda: strata.from_numpy(np.zeros((1,) * 5, np.float32)), "at most 4")
+        e = self.assertRaisesMessage(ValueError, lambda: strata.zeros(2**40, 2**40), "choose smaller sizes")
+        self.assertIsInstance(e, strata.UsageError)
+        self.assertRaisesMessage(ValueError, lambda: strata.zeros(2**64), "64 bits")
+        self.assertRaisesMessage(ValueError, lambda: strata.zeros(2**62, 2**62), "choose smaller sizes")
+        self.assertRaises(ValueError, lambda: strata.randn(2, seed=-1))
+        self.assertRaises(ValueError, lambda: strata.conv2d(strata.randn(1, 1, 3, 3), strata.randn(1, 1, 1, 1),
+                                                            stride=2**64))
+
+    def test_unknown_device_and_dtype(self):
+        self.assertRaisesMessage(ValueError, lambda: strata.zeros(2, device="tpu"), "unknown device 'tpu'")
+        self.assertRaisesMessage(ValueError, lambda: strata.zeros(2, device="cuda:x"), "cuda:x")
+        self.assertRaisesMessage(ValueError, lambda: strata.zeros(2, dtype="int8"), "unknown dtype")
+
+    def test_cuda_without_a_gpu_is_a_clear_runtime_error(self):
+        try:
+            t = strata.randn(2, 2, device="cuda", seed=1)
+        except strata.UnavailableError as e:
+            self.assertIsInstance(e, RuntimeError)
+            self.assertIn("cuda", str(e))
+            self.assertIn("device='cpu'", str(e))
+            self.assertRaises(strata.UnavailableError, lambda: strata.randn(2).to("cuda"))
+        else:
+            self.assertEqual(t.device, "cuda:0")  # a machine with a GPU
+            self.assertRaisesMessage(TypeError, t.numpy, ".cpu()")
+            self.assertRaisesMessage(ValueError, lambda: strata.add(t, strata.randn(2, 2)), "devices differ")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2 if "-v" in sys.argv else 1)
