@@ -29,6 +29,8 @@ void on_signal(int) {
     (void)ignored;
     _exit(static_cast<int>(strata::ExitCode::kInterrupted));
   }
+  // A write waiting for a reader that does not read (a pipe, a terminal) gives up at once.
+  strata::interrupt_output_writes();
 }
 
 // The options `trace` and `compare` share: the op, its sizes, the device, and what to measure and write.

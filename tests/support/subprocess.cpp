@@ -57,6 +57,12 @@ Subprocess::Subprocess(const std::vector<std::string>& args, const RunOptions& o
       };
       if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(126);
     }
+    if (options.address_space_limit >= 0) {
+      struct rlimit rl {
+        static_cast<rlim_t>(options.address_space_limit), static_cast<rlim_t>(options.address_space_limit)
+      };
+      if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(126);
+    }
     // The test runner may have left signals blocked or ignored; strata must see them as a shell would.
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);

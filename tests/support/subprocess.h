@@ -22,6 +22,7 @@ struct RunResult {
 struct RunOptions {
   std::string cwd;               // "" = the test's working directory
   int64_t file_size_limit = -1;  // RLIMIT_FSIZE in bytes; -1 = unchanged (SIGXFSZ is ignored in the child)
+  int64_t address_space_limit = -1;  // RLIMIT_AS in bytes (memory the child may map); -1 = unchanged
   std::vector<std::string> env;  // extra NAME=value entries
 };
 

@@ -1,0 +1,135 @@
+// End-to-end: what strata reads and writes beyond the happy path (issue 11): a named pipe as an output
+// or as check-trace's input is refused before anything waits on it; a write to a reader that does not
+// read ends on the first signal; check-trace reads only a bounded regular file and says so when memory
+// runs out; a rewritten report keeps its permission bits; two outputs meeting through a symlink, live
+// or dangling, are refused. See docs/errors.md.
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "tests/apps/e2e.h"
+
+using namespace strata::test;
+
+namespace {
+
+mode_t mode_of(const std::string& path) {
+  struct stat st {};
+  REQUIRE(stat(path.c_str(), &st) == 0);
+  return st.st_mode & 07777;
+}
+
+bool is_fifo(const std::string& path) {
+  struct stat st {};
+  return lstat(path.c_str(), &st) == 0 && S_ISFIFO(st.st_mode);
+}
+
+// The kernel function the child's main thread sleeps in ("do_sys_poll"), "" once it has exited.
+std::string wait_channel(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/wchan");
+  std::string channel;
+  in >> channel;
+  return channel;
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  REQUIRE(out.good());
+}
+
+}  // namespace
+
+TEST_CASE("a named pipe as an output is refused before the run instead of blocking in open()") {
+  TempDir dir;
+  const std::string fifo = dir.file("ff");
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  for (const char* option : {"--json", "--chrome-trace"}) {
+    CAPTURE(option);
+    // The timeout is a safety net only: before the fix this run never ended; a refusal takes milliseconds.
+    Subprocess p(cpu({"trace", "relu", "16", option, fifo}));
+    const RunResult r = p.wait(60);
+    check_refused(r, 2, "cannot write '" + fifo + "': it is a named pipe (FIFO)");
+  }
+  CHECK(is_fifo(fifo));
+  CHECK(dir.entries() == std::vector<std::string>{"ff"});
+}
+
+TEST_CASE("a write to a stream nobody reads ends on the first SIGINT with exit 130") {
+  // The test does not read strata's stdout until wait(): once the pipe is full (64 KiB), a Chrome trace
+  // written to /dev/stdout can go no further. strata must wait in an interruptible poll(), not in a
+  // write() that the signal handler's SA_RESTART would restart.
+  Subprocess p({"trace", "relu", "16", "--device", "cpu", "--repeat", "3000", "--warmup", "0", "--chrome-trace",
+                "/dev/stdout"});
+  std::string channel;
+  for (int i = 0; i < 6000 && p.cpu_ticks() >= 0; ++i) {
+    channel = wait_channel(p.pid());
+    if (contains(channel, "poll")) break;
+    usleep(10000);
+  }
+  REQUIRE_MESSAGE(contains(channel, "poll"), "strata never waited for the reader (wchan: " << channel << ")");
+  kill(p.pid(), SIGINT);
+  const RunResult r = p.wait(60);
+  check_no_crash(r);
+  INFO("stderr:\n" << r.err);
+  CHECK(r.exit_code == 130);
+  CHECK(r.err.rfind("strata: error: interrupted: stopped while writing '/dev/stdout'", 0) == 0);
+  CHECK(count_of(r.err, "strata: ") == 1);
+  CHECK_FALSE(contains(r.out, "wrote /dev/stdout"));
+}
+
+TEST_CASE("rewriting a report keeps the file's permission bits; a new file gets the umask") {
+  TempDir dir;
+  const std::string json = dir.file("out.json"), trace = dir.file("trace.json");
+  write_text(json, "old");
+  write_text(trace, "old");
+  REQUIRE(chmod(json.c_str(), 0600) == 0);
+  REQUIRE(chmod(trace.c_str(), 0640) == 0);
+  const RunResult r = run_strata(cpu({"trace", "relu", "16", "--json", json, "--chrome-trace", trace}));
+  check_no_crash(r);
+  REQUIRE(r.exit_code == 0);
+  CHECK(read_file(json) != "old");
+  CHECK(mode_of(json) == 0600);
+  CHECK(mode_of(trace) == 0640);
+  // Through a symlink, the mode of the file it leads to.
+  REQUIRE(symlink("out.json", dir.file("link.json").c_str()) == 0);
+  REQUIRE(run_strata(cpu({"trace", "relu", "16", "--json", dir.file("link.json")})).exit_code == 0);
+  CHECK(mode_of(json) == 0600);
+  const mode_t mask = umask(0);
+  umask(mask);
+  REQUIRE(run_strata(cpu({"trace", "relu", "16", "--json", dir.file("new.json")})).exit_code == 0);
+  CHECK(mode_of(dir.file("new.json")) == (0666 & ~mask));
+  CHECK(dir.entries() == std::vector<std::string>{"link.json", "new.json", "out.json", "trace.json"});
+}
+
+TEST_CASE("two outputs meeting through a symlink are refused, whether the link dangles or not") {
+  TempDir dir;
+  RunOptions in_dir;
+  in_dir.cwd = dir.path();
+  REQUIRE(symlink("x.json", dir.file("y.json").c_str()) == 0);
+  // Dangling: x.json does not exist yet; both options would write it.
+  check_refused(run_strata(cpu({"trace", "relu", "16", "--json", "x.json", "--chrome-trace", "y.json"}), in_dir), 2,
+                "--json and --chrome-trace name the same file");
+  CHECK(dir.entries() == std::vector<std::string>{"y.json"});
+  // A dangling link is written the way a live one is: the file it names is created, the link kept.
+  const RunResult r = run_strata(cpu({"trace", "relu", "16", "--json", "y.json"}), in_dir);
+  check_no_crash(r);
+  REQUIRE(r.exit_code == 0);
+  struct stat st {};
+  REQUIRE(lstat(dir.file("y.json").c_str(), &st) == 0);
+  CHECK(S_ISLNK(st.st_mode));
+  CHECK(contains(read_file(dir.file("x.json")), "\"op\""));
+  // Live: the same refusal.
+  check_refused(run_strata(cpu({"trace", "relu", "16", "--json", "x.json", "--chrome-trace", "y.json"}), in_dir), 2,
+                "--json and --chrome-trace name the same file");
+  // A chain of links in a loop is refused before the run, not followed forever.
+  REQUIRE(symlink("loop2", dir.file("loop1").c_str()) == 0);
+  REQUIRE(symlink("loop1", dir.file("loop2").c_str()) == 0);
+  check_refused(run_strata(cpu({"trace", "relu", "16", "--json", "loop1"}), in_dir), 2,
+                "too many levels of symbolic links");
+  CHECK(dir.entries() == std::vector<std::string>{"loop1", "loop2", "x.json", "y.json"});
+}
