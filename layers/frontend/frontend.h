@@ -23,6 +23,7 @@ struct ConvOptions {
   int64_t kernel = 3;
   int64_t stride = 1;
   int64_t pad = 0;
+  std::string given;  // the conv options typed on the command line ("--kernel, --pad"): refused for other ops
 };
 
 struct OpSpec {

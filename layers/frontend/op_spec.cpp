@@ -95,6 +95,10 @@ OpSpec parse_op_spec(std::string_view op, std::string_view dims_text, const Conv
   } else {
     throw UsageError("unknown op " + quote(op) + "; strata traces:\n" + spec_help());
   }
+  if (spec.kind != OpKind::kConv && !conv.given.empty()) {
+    throw UsageError(conv.given + (conv.given.find(',') == std::string::npos ? " applies" : " apply") +
+                     " to conv only; " + spec.op + " takes no conv options");
+  }
   spec.dims = parse_dims(dims_text);
   const size_t n = spec.dims.size();
   switch (spec.kind) {
@@ -111,9 +115,9 @@ OpSpec parse_op_spec(std::string_view op, std::string_view dims_text, const Conv
       if (!spec.conv.out_channels) spec.conv.out_channels = spec.dims[1];
       if (*spec.conv.out_channels < 1 || *spec.conv.out_channels > kMaxDim)
         throw UsageError("--out-channels must be between 1 and " + std::to_string(kMaxDim) + ", got " + std::to_string(*spec.conv.out_channels));
-      if (spec.conv.kernel < 1 || spec.conv.kernel > kMaxDim) throw UsageError("--kernel must be at least 1, got " + std::to_string(spec.conv.kernel));
-      if (spec.conv.stride < 1 || spec.conv.stride > kMaxDim) throw UsageError("--stride must be at least 1, got " + std::to_string(spec.conv.stride));
-      if (spec.conv.pad < 0 || spec.conv.pad > kMaxDim) throw UsageError("--pad must be 0 or more, got " + std::to_string(spec.conv.pad));
+      if (spec.conv.kernel < 1 || spec.conv.kernel > kMaxDim) throw UsageError("--kernel must be between 1 and " + std::to_string(kMaxDim) + ", got " + std::to_string(spec.conv.kernel));
+      if (spec.conv.stride < 1 || spec.conv.stride > kMaxDim) throw UsageError("--stride must be between 1 and " + std::to_string(kMaxDim) + ", got " + std::to_string(spec.conv.stride));
+      if (spec.conv.pad < 0 || spec.conv.pad > kMaxDim) throw UsageError("--pad must be between 0 and " + std::to_string(kMaxDim) + ", got " + std::to_string(spec.conv.pad));
       const int64_t h = spec.dims[2] + 2 * spec.conv.pad, w = spec.dims[3] + 2 * spec.conv.pad;
       if (spec.conv.kernel > h || spec.conv.kernel > w) {
         throw UsageError("conv: --kernel " + std::to_string(spec.conv.kernel) + " is larger than the padded input " +
