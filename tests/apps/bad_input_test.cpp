@@ -246,6 +246,23 @@ TEST_CASE("a value past the option's type is quoted as typed, never clamped") {
                 "--kernel must be between 1 and 2147483647, got 2147483648");
 }
 
+TEST_CASE("--seed: 0 to 2^64-1, refused outside with exit 2, and recorded in the JSON report") {
+  check_refused(run_strata(cpu({"trace", "relu", "16", "--seed", "-1"})), 2,
+                "--seed: '-1' is negative; allowed: 0 to 18446744073709551615");
+  check_refused(run_strata(cpu({"trace", "relu", "16", "--seed", "99999999999999999999999"})), 2,
+                "--seed: '99999999999999999999999' is out of range (at most 18446744073709551615)");
+  check_refused(run_strata(cpu({"trace", "relu", "16", "--seed", "18446744073709551616"})), 2, "is out of range");
+  TempDir dir;
+  const RunResult top = run_strata(cpu({"trace", "relu", "16", "--seed", "18446744073709551615", "--json", dir.file("a.json")}));
+  check_no_crash(top);
+  REQUIRE(top.exit_code == 0);
+  CHECK(contains(read_file(dir.file("a.json")), "\"seed\": 18446744073709551615,"));
+  REQUIRE(run_strata(cpu({"trace", "relu", "16", "--json", dir.file("b.json")})).exit_code == 0);
+  CHECK(contains(read_file(dir.file("b.json")), "\"seed\": 42,"));  // the default, recorded too
+  REQUIRE(run_strata(cpu({"compare", "relu", "16", "--seed", "7", "--json", dir.file("c.json")})).exit_code == 0);
+  CHECK(contains(read_file(dir.file("c.json")), "\"seed\": 7,"));
+}
+
 TEST_CASE("conv options given to another op are refused, not ignored") {
   check_refused(run_strata(cpu({"trace", "relu", "16", "--kernel", "3"})), 2,
                 "--kernel applies to conv only; relu takes no conv options");
