@@ -58,9 +58,15 @@ const char* unsupported_kind(const struct stat& st) {
   return nullptr;
 }
 
-Error interrupted_while_writing(const std::string& path) {
-  return Error("interrupted: stopped while writing '" + path + "' (written in place; what was written stays)",
-               ExitCode::kInterrupted);
+// What an interrupted write leaves, for its message.
+enum class Written { kNothing, kNotReplaced, kInPlace };
+
+Error interrupted_while_writing(const std::string& path, Written written) {
+  const char* what = written == Written::kNothing ? "stopped before writing '" : "stopped while writing '";
+  const char* left = written == Written::kNothing       ? "'; no report written"
+                     : written == Written::kNotReplaced ? "'; the file was not replaced"
+                                                        : "' (written in place: what was written stays)";
+  return Error(std::string("interrupted: ") + what + path + left, ExitCode::kInterrupted);
 }
 
 // The file the temporary is renamed over: the end of a symlink chain, so every link survives and the
@@ -148,11 +154,11 @@ namespace {
 // place) waits for room in poll(), which a signal always interrupts (SA_RESTART or not), and gives up
 // once interrupt_output_writes() has been called: a reader that stops reading cannot hang strata.
 void write_all(int fd, const std::string& contents, const std::function<void(const char*)>& fail,
-               const std::string& path) {
+               const std::string& path, Written interrupted) {
   const char* p = contents.data();
   size_t left = contents.size();
   while (left > 0) {
-    if (g_writes_interrupted.load()) throw interrupted_while_writing(path);
+    if (g_writes_interrupted.load()) throw interrupted_while_writing(path, interrupted);
     ssize_t n = write(fd, p, left);
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -172,7 +178,7 @@ void write_all(int fd, const std::string& contents, const std::function<void(con
 }  // namespace
 
 void write_file_atomically(const std::string& path, const std::string& contents) {
-  if (g_writes_interrupted.load()) throw interrupted_while_writing(path);
+  if (g_writes_interrupted.load()) throw interrupted_while_writing(path, Written::kNothing);
   if (writes_in_place(path)) {
     // O_NONBLOCK: open() must never wait (a FIFO that appeared since check_output_path fails with
     // ENXIO instead of blocking), and write_all() waits in an interruptible poll().
@@ -189,7 +195,7 @@ void write_file_atomically(const std::string& path, const std::string& contents)
       throw Error("cannot write '" + path + "' (" + step + "): " + std::strerror(err));
     };
     try {
-      write_all(fd, contents, fail_in_place, path);
+      write_all(fd, contents, fail_in_place, path, Written::kInPlace);
     } catch (const Error& e) {
       if (e.code() == ExitCode::kInterrupted) close(fd);
       throw;
@@ -208,7 +214,7 @@ void write_file_atomically(const std::string& path, const std::string& contents)
     throw Error("cannot write '" + path + "' (" + step + "): " + std::strerror(err));
   };
   try {
-    write_all(fd, contents, fail, path);
+    write_all(fd, contents, fail, path, Written::kNotReplaced);
   } catch (const Error& e) {
     if (e.code() == ExitCode::kInterrupted) {
       close(fd);
