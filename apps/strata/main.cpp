@@ -56,7 +56,7 @@ std::string as_typed(const std::string& s) {
 
 // Note [One number rule]: every integer option is read the way a size is (layers/frontend/op_spec.cpp):
 // decimal digits only. A leading '-' is let through for the signed options so that a negative value
-// reaches the option's own range check and message ("--pad must be 0 or more, got -1"). Left to
+// reaches the option's own range check and message ("--pad must be between 0 and ..., got -1"). Left to
 // itself, CLI11 reads integers with strtoll(base 0): 0x10 is 16, 010 is 8, ' 5' and '+5' pass, and a
 // value past the type's range is clamped, so a later message would quote a number nobody typed.
 // The value handed on is rewritten without leading zeros, which CLI11 would still read as octal.
