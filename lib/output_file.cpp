@@ -1,6 +1,7 @@
 #include "lib/output_file.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -19,6 +20,9 @@ namespace {
 // handler may read it, so it must not be a std::string that could be mid-reallocation.
 char g_pending[4096];
 std::atomic<bool> g_has_pending{false};
+// Set by interrupt_output_writes() from the signal handler: a write waiting for a slow reader gives up.
+std::atomic<bool> g_writes_interrupted{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "read and written from a signal handler");
 
 std::string directory_of(const std::string& path) {
   size_t slash = path.find_last_of('/');
@@ -43,17 +47,45 @@ bool writes_in_place(const std::string& path) {
   return !S_ISREG(st.st_mode) || is_stream_alias(path);
 }
 
-// The file the temporary is renamed over: a symlink's regular-file target, so the link survives.
+// Which non-regular files an output may name: a character device (/dev/null, /dev/full, a terminal) or
+// a stream alias (whatever the shell connected it to). A named pipe is refused because open() blocks
+// until some process opens it for reading, after the whole measurement, with the table already
+// printed; a socket cannot be opened at all; a block device is a disk, never a report's place.
+const char* unsupported_kind(const struct stat& st) {
+  if (S_ISFIFO(st.st_mode)) return "a named pipe (FIFO): opening it would wait for a reader";
+  if (S_ISSOCK(st.st_mode)) return "a socket";
+  if (S_ISBLK(st.st_mode)) return "a block device";
+  return nullptr;
+}
+
+// What an interrupted write leaves, for its message.
+enum class Written { kNothing, kNotReplaced, kInPlace };
+
+Error interrupted_while_writing(const std::string& path, Written written) {
+  const char* what = written == Written::kNothing ? "stopped before writing '" : "stopped while writing '";
+  const char* left = written == Written::kNothing       ? "'; no report written"
+                     : written == Written::kNotReplaced ? "'; the file was not replaced"
+                                                        : "' (written in place: what was written stays)";
+  return Error(std::string("interrupted: ") + what + path + left, ExitCode::kInterrupted);
+}
+
+// The file the temporary is renamed over: the end of a symlink chain, so every link survives and the
+// file it leads to is what gets written. A dangling link is followed the same way as a live one (its
+// target is created), so that two outputs meeting through a link are caught by same_output_file()
+// whether or not the file exists yet. Relative link text is read against the link's own directory.
+// Throws UsageError for a chain that does not end (a loop).
 std::string rename_target(const std::string& path) {
-  struct stat st {};
-  if (lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
-    if (char* real = realpath(path.c_str(), nullptr)) {
-      std::string resolved = real;
-      std::free(real);
-      return resolved;
-    }
+  std::string current = path;
+  for (int hops = 0; hops < 40; ++hops) {  // the kernel's own limit (MAXSYMLINKS)
+    struct stat st {};
+    if (lstat(current.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return current;
+    std::string text(static_cast<size_t>(st.st_size > 0 ? st.st_size : 4095) + 1, '\0');
+    const ssize_t n = readlink(current.c_str(), text.data(), text.size());
+    if (n < 0 || static_cast<size_t>(n) >= text.size()) return current;  // changed under us: leave it to open()
+    text.resize(static_cast<size_t>(n));
+    current = text.front() == '/' ? text : directory_of(current) + "/" + text;
   }
-  return path;
+  throw UsageError("cannot write '" + path + "': too many levels of symbolic links");
 }
 
 // mkstemp on "<target>.tmp.XXXXXX", remembered for remove_pending_output(); -1 with errno on failure.
@@ -82,6 +114,12 @@ void check_output_path(const std::string& path) {
   struct stat st {};
   if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
     throw UsageError("output path '" + path + "' is a directory; give a file name inside it");
+  }
+  if (stat(path.c_str(), &st) == 0 && !is_stream_alias(path)) {
+    if (const char* kind = unsupported_kind(st)) {
+      throw UsageError("cannot write '" + path + "': it is " + kind +
+                       "; give a regular file, a device such as /dev/null, or /dev/stdout");
+    }
   }
   if (writes_in_place(path)) {
     if (access(path.c_str(), W_OK) != 0) {
@@ -112,14 +150,24 @@ void check_output_path(const std::string& path) {
 
 namespace {
 
-// `fail` throws; it never returns.
-void write_all(int fd, const std::string& contents, const std::function<void(const char*)>& fail) {
+// `fail` throws; it never returns. A descriptor opened with O_NONBLOCK (a device or stream written in
+// place) waits for room in poll(), which a signal always interrupts (SA_RESTART or not), and gives up
+// once interrupt_output_writes() has been called: a reader that stops reading cannot hang strata.
+void write_all(int fd, const std::string& contents, const std::function<void(const char*)>& fail,
+               const std::string& path, Written interrupted) {
   const char* p = contents.data();
   size_t left = contents.size();
   while (left > 0) {
+    if (g_writes_interrupted.load()) throw interrupted_while_writing(path, interrupted);
     ssize_t n = write(fd, p, left);
     if (n < 0) {
       if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        struct pollfd pfd {fd, POLLOUT, 0};
+        // A bounded wait, so that a signal landing just before poll() is seen within 100 ms.
+        if (poll(&pfd, 1, 100) < 0 && errno != EINTR) fail("poll");
+        continue;
+      }
       fail("write");
     }
     p += n;
@@ -130,14 +178,28 @@ void write_all(int fd, const std::string& contents, const std::function<void(con
 }  // namespace
 
 void write_file_atomically(const std::string& path, const std::string& contents) {
+  if (g_writes_interrupted.load()) throw interrupted_while_writing(path, Written::kNothing);
   if (writes_in_place(path)) {
-    int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+    // O_NONBLOCK: open() must never wait (a FIFO that appeared since check_output_path fails with
+    // ENXIO instead of blocking), and write_all() waits in an interruptible poll().
+    int fd = open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) throw Error("cannot write '" + path + "' (open): " + std::strerror(errno));
-    write_all(fd, contents, [&](const char* step) {
+    struct stat st {};
+    if (fstat(fd, &st) == 0 && !is_stream_alias(path) && unsupported_kind(st)) {
+      close(fd);
+      throw Error("cannot write '" + path + "': it is " + std::string(unsupported_kind(st)));
+    }
+    auto fail_in_place = [&](const char* step) {
       int err = errno;
       close(fd);
       throw Error("cannot write '" + path + "' (" + step + "): " + std::strerror(err));
-    });
+    };
+    try {
+      write_all(fd, contents, fail_in_place, path, Written::kInPlace);
+    } catch (const Error& e) {
+      if (e.code() == ExitCode::kInterrupted) close(fd);
+      throw;
+    }
     if (close(fd) != 0) throw Error("cannot write '" + path + "' (close): " + std::strerror(errno));
     return;
   }
@@ -151,12 +213,29 @@ void write_file_atomically(const std::string& path, const std::string& contents)
     drop_pending(tmp);
     throw Error("cannot write '" + path + "' (" + step + "): " + std::strerror(err));
   };
-  write_all(fd, contents, fail);
+  try {
+    write_all(fd, contents, fail, path, Written::kNotReplaced);
+  } catch (const Error& e) {
+    if (e.code() == ExitCode::kInterrupted) {
+      close(fd);
+      drop_pending(tmp);
+    }
+    throw;
+  }
   if (fsync(fd) != 0) fail("fsync");
-  // mkstemp creates 0600; an output file should get the usual permissions (0666 minus the umask).
-  mode_t mask = umask(0);
-  umask(mask);
-  fchmod(fd, 0666 & ~mask);
+  // mkstemp creates 0600 and rename() keeps the temporary's mode, so the mode is set here: a file being
+  // replaced keeps its own permission bits (a 0600 report stays private), a new file gets the usual
+  // 0666 minus the umask. Set-id and sticky bits are not carried over: a report is never executable.
+  struct stat old {};
+  mode_t mode = 0;
+  if (stat(target.c_str(), &old) == 0 && S_ISREG(old.st_mode)) {
+    mode = old.st_mode & 0777;
+  } else {
+    const mode_t mask = umask(0);
+    umask(mask);
+    mode = 0666 & ~mask;
+  }
+  if (fchmod(fd, mode) != 0) fail("fchmod");
   if (close(fd) != 0) {
     int err = errno;
     drop_pending(tmp);
@@ -188,5 +267,7 @@ bool same_output_file(const std::string& a, const std::string& b) {
 void remove_pending_output() noexcept {
   if (g_has_pending.load()) unlink(g_pending);
 }
+
+void interrupt_output_writes() noexcept { g_writes_interrupted.store(true); }
 
 }  // namespace strata

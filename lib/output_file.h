@@ -9,7 +9,7 @@ namespace strata {
 
 // Refuses, before any work is done, a path that cannot be written: a missing or unwritable directory
 // (tested by creating and removing a temporary file there, which also holds for root), an existing
-// directory, an empty path. Throws UsageError naming the path and the reason.
+// directory, an empty path, a named pipe, socket or block device (a FIFO would block in open()). Throws UsageError naming the path and the reason.
 void check_output_path(const std::string& path);
 
 // Writes `contents` to `path` atomically. Throws Error (with errno's text) and leaves nothing behind on
@@ -23,5 +23,10 @@ bool same_output_file(const std::string& a, const std::string& b);
 
 // Removes the temporary file of a write in progress; async-signal-safe, for the SIGINT/SIGTERM handler.
 void remove_pending_output() noexcept;
+
+// Makes every write from now on, and one waiting for a slow reader (a pipe behind /dev/stdout, a
+// terminal), throw Error with ExitCode::kInterrupted instead of waiting; async-signal-safe, for the
+// first SIGINT/SIGTERM.
+void interrupt_output_writes() noexcept;
 
 }  // namespace strata

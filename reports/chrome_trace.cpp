@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <new>
 #include <optional>
 #include <set>
 #include <string_view>
@@ -375,6 +376,8 @@ std::vector<std::string> check_chrome_trace(const std::string& text) {
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(text);  // strict JSON: NaN and Infinity are parse errors
+  } catch (const std::bad_alloc&) {
+    throw;  // the machine's limit, not the trace's fault: the caller says so
   } catch (const std::exception& e) {
     return {std::string("not valid JSON: ") + e.what()};
   }

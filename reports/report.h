@@ -53,6 +53,7 @@ struct TraceReport {
   size_t warmup = 0;
   size_t repeat = 0;
   bool repeat_auto = false;
+  uint64_t seed = 0;  // of the random inputs (--seed), so that a run can be repeated on the same data
 
   double probe_ns = 0;           // measured cost of one zone (open + close)
   double probes_per_call = 0;    // zones per call

@@ -1,10 +1,15 @@
 // strata: trace one tensor operation through every layer of a real tensor stack.
-#include <algorithm>
-#include <csignal>
-#include <cstring>
-#include <iostream>
 #include <unistd.h>
 
+#include <algorithm>
+#include <charconv>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <limits>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -24,24 +29,104 @@ void on_signal(int) {
   // script sees one code for "interrupted, no report" (docs/errors.md).
   if (strata::app::g_interrupted.exchange(true)) {
     strata::remove_pending_output();
-    const char msg[] = "\nstrata: interrupted\n";
+    const char msg[] = "\nstrata: error: interrupted: a second signal while inside one call; no report written\n";
     ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
     (void)ignored;
     _exit(static_cast<int>(strata::ExitCode::kInterrupted));
   }
+  // A write waiting for a reader that does not read (a pipe, a terminal) gives up at once.
+  strata::interrupt_output_writes();
+}
+
+// What the user typed, for a message: control and non-ASCII bytes as \xNN (as the size parser does).
+std::string as_typed(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f) {
+      out += c;
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    }
+  }
+  return out + "'";
+}
+
+// Note [One number rule]: every integer option is read the way a size is (layers/frontend/op_spec.cpp):
+// decimal digits only. A leading '-' is let through for the signed options so that a negative value
+// reaches the option's own range check and message ("--pad must be between 0 and ..., got -1"). Left to
+// itself, CLI11 reads integers with strtoll(base 0): 0x10 is 16, 010 is 8, ' 5' and '+5' pass, and a
+// value past the type's range is clamped, so a later message would quote a number nobody typed.
+// The value handed on is rewritten without leading zeros, which CLI11 would still read as octal.
+template <typename T>
+CLI::Validator whole_number() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        const bool negative = !v.empty() && v[0] == '-';
+        const std::string digits = v.substr(negative ? 1 : 0);
+        if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) {
+          return as_typed(v) + " is not a whole number written in decimal digits (no '+', spaces, 0x, exponent)";
+        }
+        if (negative && std::is_unsigned_v<T>) {
+          return as_typed(v) + " is negative; allowed: 0 to " + std::to_string(std::numeric_limits<T>::max());
+        }
+        T value{};
+        const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), value);
+        if (ec == std::errc::result_out_of_range) {
+          return as_typed(v) + " is out of range (" + (negative ? "at least " + std::to_string(std::numeric_limits<T>::min())
+                                                              : "at most " + std::to_string(std::numeric_limits<T>::max())) + ")";
+        }
+        if (ec != std::errc() || end != v.data() + v.size()) return as_typed(v) + " is not a whole number";
+        v = std::to_string(value);
+        return "";
+      },
+      std::is_unsigned_v<T> ? "UINT" : "INT");
+}
+
+// The conv-only options, so that giving one to another op can be refused (it would be ignored).
+struct ConvFlags {
+  std::vector<CLI::Option*> options;
+  CLI::Option* out_channels = nullptr;
+  std::string given() const {
+    std::string names;
+    for (const CLI::Option* o : options)
+      if (*o) names += (names.empty() ? "" : ", ") + o->get_name();
+    return names;
+  }
+};
+
+// The conv-only options, on every command that takes an op spec.
+ConvFlags add_conv_options(CLI::App* cmd, strata::app::TraceOptions& t, int64_t& out_channels) {
+  const CLI::Validator integer = whole_number<int64_t>();
+  ConvFlags conv;
+  conv.out_channels = cmd->add_option("--out-channels", out_channels, "conv: output channels K (default: input channels)")
+                          ->transform(integer);
+  conv.options = {conv.out_channels,
+                  cmd->add_option("--kernel", t.conv.kernel, "conv: square kernel size R")->capture_default_str()->transform(integer),
+                  cmd->add_option("--stride", t.conv.stride, "conv: stride")->capture_default_str()->transform(integer),
+                  cmd->add_option("--pad", t.conv.pad, "conv: zero padding on each side")->capture_default_str()->transform(integer)};
+  return conv;
 }
 
 // The options `trace` and `compare` share: the op, its sizes, the device, and what to measure and write.
-CLI::Option* add_op_options(CLI::App* cmd, strata::app::TraceOptions& t, int64_t& out_channels) {
+ConvFlags add_op_options(CLI::App* cmd, strata::app::TraceOptions& t, int64_t& out_channels) {
+  const CLI::Validator integer = whole_number<int64_t>();
   cmd->add_option("op", t.op, "matmul | linear | conv | relu | add")->required();
   cmd->add_option("spec", t.spec, "sizes, e.g. 1024 or 512x1024x256 (see the formats below)")->required();
   cmd->add_option("--device", t.device, "auto | cpu | cuda | cuda:N  (auto: the GPU if one works, else the CPU)")
       ->capture_default_str();
   cmd->add_option("--dtype", t.dtype, "f32 | f64 (CPU and GPU) | f16 | bf16 (GPU)")->capture_default_str();
-  cmd->add_option("--repeat", t.repeat, "timed calls (default: as many as fit in --budget, 10 to 10000)");
-  cmd->add_option("--warmup", t.warmup, "untraced calls between the cold call and the timed ones")->capture_default_str();
+  cmd->add_option("--repeat", t.repeat, "timed calls (default: as many as fit in --budget, 10 to 10000)")
+      ->transform(integer);
+  cmd->add_option("--warmup", t.warmup, "untraced calls between the cold call and the timed ones")
+      ->capture_default_str()
+      ->transform(integer);
   cmd->add_option("--budget", t.budget_s, "seconds of timed calls when --repeat is not given")->capture_default_str();
-  cmd->add_option("--seed", t.seed, "seed of the random inputs (uniform in [-1, 1))")->capture_default_str();
+  cmd->add_option("--seed", t.seed, "seed of the random inputs (uniform in [-1, 1)), 0 to 2^64-1")
+      ->capture_default_str()
+      ->transform(whole_number<uint64_t>());
   cmd->add_flag("--requires-grad", t.requires_grad, "inputs require grad: the Autograd key records a backward node");
   cmd->add_flag("--check", t.check, "compare the result with a float64 reference; exit 3 if outside tolerance");
   cmd->add_flag("--tf32", t.tf32, "f32 matmul/linear/conv on TF32 tensor cores (CUDA only)");
@@ -52,15 +137,12 @@ CLI::Option* add_op_options(CLI::App* cmd, strata::app::TraceOptions& t, int64_t
   cmd->add_option("--json", t.json_path, "write every figure and the environment to FILE (JSON)")->check(non_empty);
   cmd->add_option("--chrome-trace", t.chrome_trace_path, "write a Chrome trace JSON timeline to FILE (Perfetto)")
       ->check(non_empty);
-  CLI::Option* oc = cmd->add_option("--out-channels", out_channels, "conv: output channels K (default: input channels)");
-  cmd->add_option("--kernel", t.conv.kernel, "conv: square kernel size R")->capture_default_str();
-  cmd->add_option("--stride", t.conv.stride, "conv: stride")->capture_default_str();
-  cmd->add_option("--pad", t.conv.pad, "conv: zero padding on each side")->capture_default_str();
-  return oc;
+  return add_conv_options(cmd, t, out_channels);
 }
 
 // `sweep`'s options: the op and a range of sizes, what to measure per size, and the files to write.
-CLI::Option* add_sweep_options(CLI::App* cmd, strata::app::SweepOptions& s, int64_t& out_channels) {
+ConvFlags add_sweep_options(CLI::App* cmd, strata::app::SweepOptions& s, int64_t& out_channels) {
+  const CLI::Validator integer = whole_number<int64_t>();
   strata::app::TraceOptions& t = s.trace;
   t.budget_s = 0.5;
   cmd->add_option("op", t.op, "matmul | linear | conv | relu | add")->required();
@@ -71,25 +153,25 @@ CLI::Option* add_sweep_options(CLI::App* cmd, strata::app::SweepOptions& s, int6
       ->capture_default_str();
   cmd->add_option("--sweep-budget", s.sweep_budget_s, "seconds for the whole sweep, shared among the sizes left")
       ->capture_default_str();
-  cmd->add_option("--repeat", t.repeat, "timed calls per size (default: as many as fit in the budget, at least 10)");
-  cmd->add_option("--warmup", t.warmup, "untraced calls per size before the timed ones")->capture_default_str();
-  cmd->add_option("--seed", t.seed, "seed of the random inputs")->capture_default_str();
+  cmd->add_option("--repeat", t.repeat, "timed calls per size (default: as many as fit in the budget, at least 10)")
+      ->transform(integer);
+  cmd->add_option("--warmup", t.warmup, "untraced calls per size before the timed ones")->capture_default_str()->transform(integer);
+  cmd->add_option("--seed", t.seed, "seed of the random inputs, 0 to 2^64-1")
+      ->capture_default_str()
+      ->transform(whole_number<uint64_t>());
   cmd->add_flag("--requires-grad", t.requires_grad, "inputs require grad: the Autograd key records a backward node");
   cmd->add_flag("--tf32", t.tf32, "f32 matmul/linear/conv on TF32 tensor cores (CUDA only)");
   cmd->add_flag("--no-device-timing", t.no_device_timing, "do not start CUPTI: host timers only");
   cmd->add_flag("--compare", s.compare, "also replay at every size (CUDA Graph on a GPU, plan replay on the CPU)");
   cmd->add_option("--ops-per-graph", s.ops_per_graph, "with --compare: calls captured into one graph / plan")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(integer);
   const CLI::Validator non_empty([](std::string& v) { return v.empty() ? std::string("output path is empty") : ""; },
                                  "FILE");
   cmd->add_option("--json", t.json_path, "write every size's figures and the crossovers to FILE (JSON)")->check(non_empty);
   cmd->add_option("--csv", s.csv_path, "write one row per size to FILE (CSV)")->check(non_empty);
   cmd->add_option("--plot", s.plot_path, "draw wall, compute and host share per size to FILE (SVG)")->check(non_empty);
-  CLI::Option* oc = cmd->add_option("--out-channels", out_channels, "conv: output channels K (default: input channels)");
-  cmd->add_option("--kernel", t.conv.kernel, "conv: square kernel size R")->capture_default_str();
-  cmd->add_option("--stride", t.conv.stride, "conv: stride")->capture_default_str();
-  cmd->add_option("--pad", t.conv.pad, "conv: zero padding on each side")->capture_default_str();
-  return oc;
+  return add_conv_options(cmd, t, out_channels);
 }
 
 const char* kSweepHelp = R"(
@@ -153,29 +235,36 @@ int main(int argc, char** argv) {
   app.footer(kExamples);
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("strata ") + STRATA_VERSION);
+  // CLI11's own words, with strata's prefix (docs/errors.md: every message starts with it).
+  app.failure_message([](const CLI::App* a, const CLI::Error& e) {
+    std::string text = std::string("strata: usage error: ") + e.what() + "\n";
+    if (a->get_help_ptr() != nullptr) text += "Run with " + a->get_help_ptr()->get_name() + " for more information.\n";
+    return text;
+  });
   bool verbose = false;
   app.add_flag("-v,--verbose", verbose, "log how strata sizes and runs the measurement (to stderr)");
 
   strata::app::TraceOptions t;
   int64_t out_channels = 0;
   CLI::App* trace = app.add_subcommand("trace", "Run one op many times and print where each call's time went");
-  CLI::Option* oc = add_op_options(trace, t, out_channels);
+  const ConvFlags trace_conv = add_op_options(trace, t, out_channels);
   trace->footer("op formats:\n" + strata::frontend::spec_help() + kExamples);
 
   strata::app::CompareOptions c;
   int64_t compare_out_channels = 0;
   CLI::App* compare = app.add_subcommand(
       "compare", "Run one op eager and replayed (CUDA Graph on a GPU, plan replay on the CPU), side by side");
-  CLI::Option* coc = add_op_options(compare, c.trace, compare_out_channels);
+  const ConvFlags compare_conv = add_op_options(compare, c.trace, compare_out_channels);
   compare->add_option("--ops-per-graph", c.ops_per_graph, "K: consecutive calls captured into one graph / plan")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(whole_number<int64_t>());
   compare->footer("--repeat is the number of rounds (K calls eager, or one replay of K calls) per mode.\n"
                   "op formats:\n" + strata::frontend::spec_help() + kExamples);
 
   strata::app::SweepOptions sw;
   int64_t sweep_out_channels = 0;
   CLI::App* sweep = app.add_subcommand("sweep", "Run one op at many sizes: per-size breakdown, host-overhead share, crossovers, plot");
-  CLI::Option* soc = add_sweep_options(sweep, sw, sweep_out_channels);
+  const ConvFlags sweep_conv = add_sweep_options(sweep, sw, sweep_out_channels);
   sweep->footer(std::string(kSweepHelp) + "\nop formats (one field replaced by the range):\n" +
                 strata::frontend::spec_help());
 
@@ -218,9 +307,12 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("strata: %l: %v");
   spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::warn);
   try {
-    if (*oc) t.conv.out_channels = out_channels;
-    if (*coc) c.trace.conv.out_channels = compare_out_channels;
-    if (*soc) sw.trace.conv.out_channels = sweep_out_channels;
+    if (*trace_conv.out_channels) t.conv.out_channels = out_channels;
+    if (*compare_conv.out_channels) c.trace.conv.out_channels = compare_out_channels;
+    if (*sweep_conv.out_channels) sw.trace.conv.out_channels = sweep_out_channels;
+    t.conv.given = trace_conv.given();
+    c.trace.conv.given = compare_conv.given();
+    sw.trace.conv.given = sweep_conv.given();
     if (*sweep) return strata::app::run_sweep(sw);
     if (*trace) return strata::app::run_trace(t);
     if (*compare) return strata::app::run_compare(c);

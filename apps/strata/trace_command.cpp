@@ -134,6 +134,7 @@ reports::TraceReport describe_context(const Prepared& p, const TraceOptions& o) 
   rep.device_reason = p.choice.reason;
   rep.flops = p.call.flops;
   rep.bytes_moved = p.call.bytes_moved;
+  rep.seed = o.seed;
   const auto clock = host_clock::info();
   rep.env.strata_version = STRATA_VERSION;
   rep.env.cpu_model = cpu_model();

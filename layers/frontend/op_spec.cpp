@@ -75,7 +75,7 @@ std::vector<int64_t> parse_dims(std::string_view text) {
 OpSpec parse_op_spec(std::string_view op, std::string_view dims_text, const ConvOptions& conv) {
   OpSpec spec;
   spec.text = std::string(op) + " " + std::string(dims_text);
-  bool found = false;
+  bool found = false, reads_conv_options = false;
   size_t index = 0;
   ops::AllOps::for_each([&](auto decl) {
     using Op = decltype(decl);
@@ -83,16 +83,22 @@ OpSpec parse_op_spec(std::string_view op, std::string_view dims_text, const Conv
       found = true;
       spec.op_index = index;
       spec.op = Op::kName;
+      reads_conv_options = ops::kReadsConvOptions<Op>;
     }
     ++index;
   });
   if (!found) throw UsageError("unknown op " + quote(op) + "; strata traces:\n" + spec_help());
+  // An option the op does not read would be silently ignored: refuse it instead.
+  if (!reads_conv_options && !conv.given.empty()) {
+    throw UsageError(conv.given + (conv.given.find(',') == std::string::npos ? " applies" : " apply") +
+                     " to conv only; " + spec.op + " takes no conv options");
+  }
   spec.dims = parse_dims(dims_text);
   spec.conv = conv;
   spec.call = ops::AllOps::visit(spec.op_index, [&](auto decl) {
     return decltype(decl)::spec(spec.dims, spec.conv, dims_text);
   });
-  if (spec.op == ops::Conv2d::kName && !spec.conv.out_channels) spec.conv.out_channels = spec.dims[1];
+  if (reads_conv_options && !spec.conv.out_channels) spec.conv.out_channels = spec.dims[1];
   return spec;
 }
 

@@ -19,6 +19,7 @@ struct ConvOptions {
   int64_t kernel = 3;
   int64_t stride = 1;
   int64_t pad = 0;
+  std::string given;  // the conv options typed on the command line ("--kernel, --pad"): refused for other ops
 };
 
 // One argument of a call built from a spec, in schema order: a tensor the frontend fills with seeded

@@ -169,6 +169,7 @@ struct Conv2d {
       "  conv NxCxHxW             input [N,C,H,W]; --out-channels K --kernel R --stride S --pad P\n"
       "                           e.g. conv 32x64x56x56 --out-channels 64 --kernel 3 --pad 1\n";
 
+  static constexpr bool kReadsConvOptions = true;  // --out-channels, --kernel, --stride, --pad
   static SpecCall spec(std::vector<int64_t>& d, const ConvOptions& conv, std::string_view typed);
 };
 inline constexpr EntryPoint<Conv2d> conv2d{};  // NOLINT(readability-identifier-naming): called like a function
@@ -179,11 +180,16 @@ inline SpecCall Conv2d::spec(std::vector<int64_t>& d, const ConvOptions& options
     throw UsageError("conv takes NxCxHxW (batch, channels, height, width), got '" + std::string(typed) + "'");
   const int64_t k = options.out_channels.value_or(d[1]), r = options.kernel, stride = options.stride,
                 pad = options.pad;
-  if (k < 1 || k > kMaxDim)
-    throw UsageError("--out-channels must be between 1 and " + std::to_string(kMaxDim) + ", got " + std::to_string(k));
-  if (r < 1 || r > kMaxDim) throw UsageError("--kernel must be at least 1, got " + std::to_string(r));
-  if (stride < 1 || stride > kMaxDim) throw UsageError("--stride must be at least 1, got " + std::to_string(stride));
-  if (pad < 0 || pad > kMaxDim) throw UsageError("--pad must be 0 or more, got " + std::to_string(pad));
+  auto range = [&](const char* option, int64_t v, int64_t low) {
+    if (v < low || v > kMaxDim) {
+      throw UsageError(std::string(option) + " must be between " + std::to_string(low) + " and " +
+                       std::to_string(kMaxDim) + ", got " + std::to_string(v));
+    }
+  };
+  range("--out-channels", k, 1);
+  range("--kernel", r, 1);
+  range("--stride", stride, 1);
+  range("--pad", pad, 0);
   const int64_t h = d[2] + 2 * pad, w = d[3] + 2 * pad;
   if (r > h || r > w) {
     throw UsageError("conv: --kernel " + std::to_string(r) + " is larger than the padded input " + std::to_string(h) +
@@ -261,6 +267,11 @@ struct Gelu {
 
 };
 inline constexpr EntryPoint<Gelu> gelu{};  // NOLINT(readability-identifier-naming): called like a function
+
+// Whether an op's spec reads the conv options; an op declares kReadsConvOptions only if it does, and the
+// frontend refuses those options for every other op.
+template <typename Op>
+inline constexpr bool kReadsConvOptions = requires { Op::kReadsConvOptions; };
 
 // Every operator, in the order `strata ops` lists them; an op's index here is its id in the dispatcher.
 template <typename... Ops>

@@ -55,12 +55,12 @@ TEST_CASE("conv options that do not fit the input are refused") {
   check_refused(run_strata(cpu({"trace", "conv", "1x3x4x4", "--kernel", "5"})), 2,
                 "--kernel 5 is larger than the padded input 4x4");
   check_refused(run_strata(cpu({"trace", "conv", "1x3x4x4", "--stride", "0"})), 2,
-                "--stride must be at least 1, got 0");
-  check_refused(run_strata(cpu({"trace", "conv", "1x3x4x4", "--pad", "-1"})), 2, "--pad must be 0 or more");
+                "--stride must be between 1 and 2147483647, got 0");
+  check_refused(run_strata(cpu({"trace", "conv", "1x3x4x4", "--pad", "-1"})), 2, "--pad must be between 0 and 2147483647, got -1");
   check_refused(run_strata(cpu({"trace", "conv", "1x3x4x4", "--out-channels", "0"})), 2,
                 "--out-channels must be");
   check_refused(run_strata(cpu({"trace", "conv", "1x3x4x4", "--kernel", "0"})), 2,
-                "--kernel must be at least 1");
+                "--kernel must be between 1 and 2147483647");
 }
 
 TEST_CASE("unknown ops, options and values are usage errors") {
@@ -199,4 +199,81 @@ TEST_CASE("a full disk while writing: exit 1, the reason, and no file or tempora
   struct stat st {};
   REQUIRE(stat("/dev/full", &st) == 0);
   CHECK(S_ISCHR(st.st_mode));
+}
+
+TEST_CASE("one number rule for every integer option: decimal digits only, as for sizes") {
+  // CLI11 alone reads 0x10 as 16 and 010 as 8, and lets ' 5' and '+5' through.
+  const std::vector<std::vector<std::string>> options = {
+      {"trace", "relu", "16", "--repeat"},   {"trace", "relu", "16", "--warmup"},
+      {"trace", "relu", "16", "--seed"},     {"trace", "conv", "1x3x8x8", "--out-channels"},
+      {"trace", "conv", "1x3x8x8", "--kernel"}, {"trace", "conv", "1x3x8x8", "--stride"},
+      {"trace", "conv", "1x3x8x8", "--pad"}, {"compare", "relu", "16", "--ops-per-graph"}};
+  for (const auto& option : options) {
+    for (const char* value : {"0x10", " 5", "+5", "5 ", "1e3", "0b1", "1.0", "", "--"}) {
+      CAPTURE(option.back());
+      CAPTURE(value);
+      std::vector<std::string> args = option;
+      args.push_back(value);
+      args.insert(args.end(), {"--device", "cpu"});
+      const RunResult r = run_strata(args);
+      if (std::string(value).empty() || std::string(value) == "--") {
+        check_no_crash(r);  // CLI11: a missing value
+        CHECK(r.exit_code == 2);
+        CHECK(r.out.empty());
+        continue;
+      }
+      check_refused(r, 2, option.back() + ": '" + value + "' is not a whole number written in decimal digits");
+    }
+  }
+  // Leading zeros are decimal, as in sizes: 010 is ten, not eight.
+  TempDir dir;
+  const RunResult ten = run_strata({"trace", "relu", "16", "--device", "cpu", "--warmup", "0", "--repeat", "010",
+                                    "--json", dir.file("out.json")});
+  check_no_crash(ten);
+  REQUIRE(ten.exit_code == 0);
+  CHECK(contains(read_file(dir.file("out.json")), "\"repeat\": 10,"));
+}
+
+TEST_CASE("a value past the option's type is quoted as typed, never clamped") {
+  check_refused(run_strata(cpu({"trace", "conv", "1x3x8x8", "--kernel", "9999999999999999999"})), 2,
+                "--kernel: '9999999999999999999' is out of range");
+  check_refused(run_strata(cpu({"trace", "conv", "1x3x8x8", "--pad", "-99999999999999999999"})), 2,
+                "--pad: '-99999999999999999999' is out of range (at least -9223372036854775808)");
+  check_refused(run_strata({"trace", "relu", "16", "--repeat", "99999999999999999999"}), 2,
+                "--repeat: '99999999999999999999' is out of range");
+  // In the type's range but not the option's: the option's own message, with the value typed.
+  check_refused(run_strata(cpu({"trace", "conv", "1x3x8x8", "--stride", "3000000000"})), 2,
+                "--stride must be between 1 and 2147483647, got 3000000000");
+  check_refused(run_strata(cpu({"trace", "conv", "1x3x8x8", "--kernel", "2147483648"})), 2,
+                "--kernel must be between 1 and 2147483647, got 2147483648");
+}
+
+TEST_CASE("--seed: 0 to 2^64-1, refused outside with exit 2, and recorded in the JSON report") {
+  check_refused(run_strata(cpu({"trace", "relu", "16", "--seed", "-1"})), 2,
+                "--seed: '-1' is negative; allowed: 0 to 18446744073709551615");
+  check_refused(run_strata(cpu({"trace", "relu", "16", "--seed", "99999999999999999999999"})), 2,
+                "--seed: '99999999999999999999999' is out of range (at most 18446744073709551615)");
+  check_refused(run_strata(cpu({"trace", "relu", "16", "--seed", "18446744073709551616"})), 2, "is out of range");
+  TempDir dir;
+  const RunResult top = run_strata(cpu({"trace", "relu", "16", "--seed", "18446744073709551615", "--json", dir.file("a.json")}));
+  check_no_crash(top);
+  REQUIRE(top.exit_code == 0);
+  CHECK(contains(read_file(dir.file("a.json")), "\"seed\": 18446744073709551615,"));
+  REQUIRE(run_strata(cpu({"trace", "relu", "16", "--json", dir.file("b.json")})).exit_code == 0);
+  CHECK(contains(read_file(dir.file("b.json")), "\"seed\": 42,"));  // the default, recorded too
+  REQUIRE(run_strata(cpu({"compare", "relu", "16", "--seed", "7", "--json", dir.file("c.json")})).exit_code == 0);
+  CHECK(contains(read_file(dir.file("c.json")), "\"seed\": 7,"));
+}
+
+TEST_CASE("conv options given to another op are refused, not ignored") {
+  check_refused(run_strata(cpu({"trace", "relu", "16", "--kernel", "3"})), 2,
+                "--kernel applies to conv only; relu takes no conv options");
+  check_refused(run_strata(cpu({"trace", "matmul", "16", "--out-channels", "8", "--pad", "1"})), 2,
+                "--out-channels, --pad apply to conv only; matmul takes no conv options");
+  check_refused(run_strata(cpu({"compare", "add", "16", "--stride", "2"})), 2,
+                "--stride applies to conv only; add takes no conv options");
+  // The default values are no choice of the user's: other ops run without them.
+  const RunResult r = run_strata(cpu({"trace", "conv", "1x3x8x8", "--kernel", "3", "--stride", "1", "--pad", "1"}));
+  check_no_crash(r);
+  CHECK(r.exit_code == 0);
 }

@@ -148,3 +148,39 @@ TEST_CASE("remove_pending_output without a write in progress does nothing") {
   remove_pending_output();
   CHECK(dir.entries() == std::vector<std::string>{"a"});
 }
+
+TEST_CASE("a named pipe, however reached, is refused before anything opens it") {
+  TempDir dir;
+  REQUIRE(mkfifo(dir.file("ff").c_str(), 0600) == 0);
+  REQUIRE(symlink("ff", dir.file("to_ff").c_str()) == 0);
+  CHECK(contains(usage_message(dir.file("ff")), "is a named pipe (FIFO)"));
+  CHECK(contains(usage_message(dir.file("to_ff")), "is a named pipe (FIFO)"));
+}
+
+TEST_CASE("a replaced file keeps its permission bits; a new one gets 0666 minus the umask") {
+  TempDir dir;
+  write_file_atomically(dir.file("private.json"), "old");
+  REQUIRE(chmod(dir.file("private.json").c_str(), 0600) == 0);
+  write_file_atomically(dir.file("private.json"), "new");
+  struct stat st {};
+  REQUIRE(stat(dir.file("private.json").c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0600);
+  const mode_t mask = umask(0022);
+  write_file_atomically(dir.file("fresh.json"), "x");
+  umask(mask);
+  REQUIRE(stat(dir.file("fresh.json").c_str(), &st) == 0);
+  CHECK((st.st_mode & 07777) == 0644);
+}
+
+TEST_CASE("a dangling symlink leads where a live one does: same_output_file sees through both") {
+  TempDir dir;
+  REQUIRE(symlink("x.json", dir.file("y.json").c_str()) == 0);
+  CHECK(same_output_file(dir.file("x.json"), dir.file("y.json")));
+  REQUIRE(symlink("y.json", dir.file("z.json").c_str()) == 0);  // a chain
+  CHECK(same_output_file(dir.file("x.json"), dir.file("z.json")));
+  CHECK_FALSE(same_output_file(dir.file("x.json"), dir.file("w.json")));
+  write_file_atomically(dir.file("z.json"), "through two links");
+  CHECK(test::read_file(dir.file("x.json")) == "through two links");
+  CHECK(dir.entries() == std::vector<std::string>{"x.json", "y.json", "z.json"});
+  CHECK(same_output_file(dir.file("x.json"), dir.file("y.json")));  // and once it exists
+}
