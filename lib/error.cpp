@@ -16,4 +16,19 @@ std::string format_bytes(double bytes) {
   return buf;
 }
 
+std::string quote_typed(std::string_view s) {
+  std::string out = "'";
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u >= 0x20 && u < 0x7f) {
+      out += c;
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      out += buf;
+    }
+  }
+  return out + "'";
+}
+
 }  // namespace strata

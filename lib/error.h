@@ -7,6 +7,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace strata {
 
@@ -41,5 +42,8 @@ class UnavailableError : public Error {
 
 // "1.50 GiB": sizes in refusals are always printed this way.
 std::string format_bytes(double bytes);
+// What the user typed, in single quotes, for a message. Control and non-ASCII bytes are shown as \xNN:
+// written raw they would garble the terminal, and a NUL would cut the message short (what() is a C string).
+std::string quote_typed(std::string_view s);
 
 }  // namespace strata

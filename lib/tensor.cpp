@@ -33,15 +33,24 @@ bool operator==(const Shape& a, const Shape& b) {
   return true;
 }
 
+namespace {
+// Row-major strides of a contiguous tensor of `sizes`.
+Shape contiguous_strides(const Shape& sizes) {
+  Shape strides;
+  strides.ndim = sizes.ndim;
+  int64_t stride = 1;
+  for (int i = sizes.ndim - 1; i >= 0; --i) {
+    strides[i] = stride;
+    stride *= sizes[i];
+  }
+  return strides;
+}
+}  // namespace
+
 Tensor Tensor::empty(const Shape& sizes, DType dtype, Device device) {
   Tensor t;
   t.sizes_ = sizes;
-  t.strides_.ndim = sizes.ndim;
-  int64_t stride = 1;
-  for (int i = sizes.ndim - 1; i >= 0; --i) {
-    t.strides_[i] = stride;
-    stride *= sizes[i];
-  }
+  t.strides_ = contiguous_strides(sizes);
   t.dtype_ = dtype;
   t.device_ = device;
   t.storage_ = allocator_for(device).allocate(t.nbytes(), device);
@@ -51,12 +60,7 @@ Tensor Tensor::empty(const Shape& sizes, DType dtype, Device device) {
 Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, const Shape& sizes, DType dtype) {
   Tensor t;
   t.sizes_ = sizes;
-  t.strides_.ndim = sizes.ndim;
-  int64_t stride = 1;
-  for (int i = sizes.ndim - 1; i >= 0; --i) {
-    t.strides_[i] = stride;
-    stride *= sizes[i];
-  }
+  t.strides_ = contiguous_strides(sizes);
   t.dtype_ = dtype;
   t.device_ = storage->device();
   if (storage->nbytes() < t.nbytes()) throw Error("Tensor::from_storage: the storage is smaller than the shape");

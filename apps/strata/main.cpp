@@ -38,21 +38,7 @@ void on_signal(int) {
   strata::interrupt_output_writes();
 }
 
-// What the user typed, for a message: control and non-ASCII bytes as \xNN (as the size parser does).
-std::string as_typed(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u >= 0x20 && u < 0x7f) {
-      out += c;
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", u);
-      out += buf;
-    }
-  }
-  return out + "'";
-}
+std::string as_typed(const std::string& s) { return strata::quote_typed(s); }
 
 // Note [One number rule]: every integer option is read the way a size is (layers/frontend/op_spec.cpp):
 // decimal digits only. A leading '-' is let through for the signed options so that a negative value

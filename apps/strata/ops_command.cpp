@@ -33,8 +33,7 @@ std::vector<std::string> declared_cuda_kernels() {
   std::vector<std::string> where;
   ops::AllOps::for_each([&](auto op) {
     using Op = decltype(op);
-    constexpr const char* w = Op::kCuda.fn != nullptr ? Op::kCuda.where : "";
-    where.emplace_back(w);
+    where.emplace_back(ops::kHasKernel<decltype(Op::kCuda)> ? Op::kCuda.where : "");
   });
   return where;
 }

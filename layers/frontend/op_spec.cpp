@@ -12,22 +12,7 @@ namespace {
 
 constexpr int64_t kMaxDim = std::numeric_limits<int32_t>::max();  // BLAS and CUDA index with int32
 
-// What the user typed, quoted for a message. Control and non-ASCII bytes are shown as \xNN: written
-// raw they would garble the terminal, and a NUL would cut the message short (what() is a C string).
-std::string quote(std::string_view s) {
-  std::string out = "'";
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u >= 0x20 && u < 0x7f) {
-      out += c;
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", u);
-      out += buf;
-    }
-  }
-  return out + "'";
-}
+std::string quote(std::string_view s) { return quote_typed(s); }
 
 }  // namespace
 

@@ -6,7 +6,7 @@
 //   kName, kAlias     the operator's name (binding, dispatcher, reports) and another the CLI accepts
 //   kSchema           the public contract, parsed by the binding layer; its argument types must match
 //   Signature         the C++ arguments of every kernel, in schema order
-//   kCpu, kCuda       the backend kernels and where they live (`strata ops` prints it); nullptr: none
+//   kCpu, kCuda       the backend kernels and where they live (`strata ops` prints it); NoKernel: none
 //   kReference        the float64 reference every kernel is checked against (--check and the tests)
 //   kBackward         the node the Autograd key records and what it saves
 //   kSpecHelp, spec   the CLI's spec ("matmul 1024"): its help line, and the call it builds, checked with
@@ -43,6 +43,15 @@ struct KernelDecl {
 };
 template <typename Fn>
 KernelDecl(Fn*, const char*) -> KernelDecl<Fn>;
+// What a declaration says for a backend that has no kernel for the op. Absence is a type, not a null
+// pointer, so that it is known at compile time everywhere (GCC's UBSan build refuses a function
+// pointer compared with nullptr in a constant expression, and the executable must not refer to CUDA
+// kernels that live in libstrata_cuda.so).
+struct NoKernel {
+  const char* where = "none";
+};
+template <typename Decl>
+inline constexpr bool kHasKernel = !std::is_same_v<std::remove_cv_t<Decl>, NoKernel>;
 
 namespace spec_text {
 inline std::string dims(const std::vector<int64_t>& d, size_t from, size_t to) {

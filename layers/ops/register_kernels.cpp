@@ -33,12 +33,14 @@ Dispatcher& Dispatcher::instance() {
     auto* d = new Dispatcher(std::move(entries));  // never destroyed: kernels may run during static destruction
     ops::AllOps::for_each([&](auto op) {
       using Op = decltype(op);
-      static_assert(std::is_same_v<decltype(Op::kCpu.fn), typename Op::Signature*>,
-                    "an operator's CPU kernel must have the operator's Signature");
+      if constexpr (ops::kHasKernel<decltype(Op::kCpu)>) {
+        static_assert(std::is_same_v<decltype(Op::kCpu.fn), typename Op::Signature*>,
+                      "an operator's CPU kernel must have the operator's Signature");
+      }
       OperatorEntry& e = d->entry(ops::op_index<Op>());
       e.set_kernel(DispatchKey::kAutograd, reinterpret_cast<void*>(&ops::AutogradKernel<Op>::fn),
                    std::string("layers/dispatch/autograd.cpp (records ") + Op::kBackward.node + ")");
-      if (Op::kCpu.fn != nullptr) {  // not constexpr: GCC's UBSan build rejects a function pointer in a constant expression
+      if constexpr (ops::kHasKernel<decltype(Op::kCpu)>) {
         e.set_kernel(DispatchKey::kCPU, reinterpret_cast<void*>(&ops::DropKeySet<Op::kCpu.fn>::fn), Op::kCpu.where);
       }
     });

@@ -8,9 +8,9 @@ namespace strata::ops {
 void register_cuda_kernels(Dispatcher& d) {
   AllOps::for_each([&](auto op) {
     using Op = decltype(op);
-    static_assert(std::is_same_v<decltype(Op::kCuda.fn), typename Op::Signature*>,
-                  "an operator's CUDA kernel must have the operator's Signature");
-    if (Op::kCuda.fn != nullptr) {  // not constexpr: see register_kernels.cpp
+    if constexpr (kHasKernel<decltype(Op::kCuda)>) {
+      static_assert(std::is_same_v<decltype(Op::kCuda.fn), typename Op::Signature*>,
+                    "an operator's CUDA kernel must have the operator's Signature");
       d.entry(op_index<Op>()).set_kernel(DispatchKey::kCUDA, reinterpret_cast<void*>(&DropKeySet<Op::kCuda.fn>::fn),
                                          Op::kCuda.where);
     }
