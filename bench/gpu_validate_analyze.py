@@ -5,10 +5,12 @@ and every replayed kernel attributed next to the raw eager-vs-graph floor (compa
 
     gpu_validate_analyze.py traces  WORK [--rehearsal] CASE...
     gpu_validate_analyze.py compare WORK [--rehearsal] CASE...
+    gpu_validate_analyze.py sweep   WORK [--rehearsal] CASE...
 
 WORK is gpu-validate's work folder: it reads WORK/json/<CASE>.json (strata trace/compare --json),
 WORK/json/<CASE>.nodt.json (the same trace with --no-device-timing), WORK/json/raw_cuda.json and
-WORK/json/raw_graph.json (bench/raw_cuda_bench, bench/raw_graph_bench --json). Markdown goes to stdout;
+WORK/json/raw_graph.json (bench/raw_cuda_bench, bench/raw_graph_bench --json); for sweep, WORK/json/<CASE>.json
+is `strata sweep --json` (every size has its gpu figures; the host share at size 1024 is stated). Markdown goes to stdout;
 one line per check goes to WORK/status.tsv ("check<TAB>pass|fail|skip|info<TAB>detail"), which
 bench/gpu_validate_report.py turns into the report's summary. --rehearsal (no GPU: the runs were made with
 --device cpu to exercise this code) turns every verdict into "skip". Only the standard library: the GPU machine has python3 but nothing
@@ -23,6 +25,7 @@ import sys
 KERNEL_TOLERANCE = 0.03        # strata's GPU kernel time within 3% of the raw library call
 BINDING_DISPATCH_MAX_NS = 300  # binding + dispatch at most 0.3 us per call
 HOST_LAYERS = ("binding", "dispatch", "library", "runtime", "launch")
+SWEEP_STATED_SIZE = 1024       # issue 14: "host overhead ~5% of the wall at 1024x1024 on a GPU"; stated, not judged
 BIAS_KERNEL = "bias_channels_kernel"  # strata's own conv bias kernel: not part of the cuDNN comparison
 
 
@@ -316,8 +319,86 @@ def compare(work, cases, status):
     print()
 
 
+def sweep_case_name(case):
+    """sweep_matmul_16_4096 -> "matmul 16:4096"; sweep_relu_1k_16M_compare -> "relu 1k:16M --compare"."""
+    m = re.match(r"sweep_([a-z0-9]+?)_([0-9a-zA-Z]+)_([0-9a-zA-Z]+?)(_compare)?$", case)
+    if not m:
+        return case
+    return f"{m.group(1)} {m.group(2)}:{m.group(3)}" + (" --compare" if m.group(4) else "")
+
+
+def sweep(work, cases, status):
+    """One table per `strata sweep --json`: per size the compute (gpu) row, host, wall and host share; the
+    check that every size has the compute row's figures (device timing on), and with --compare the eager and
+    replay figures; for matmul, the host share at SWEEP_STATED_SIZE stated as its own line (issue 14)."""
+    for case in cases:
+        name = sweep_case_name(case)
+        doc = load(os.path.join(work, "json", case + ".json"))
+        if "__error__" in doc:
+            print(f"#### strata sweep {name}\n\nno JSON: {doc['__error__']}\n")
+            status.add(f"sweep {name}", "fail", doc["__error__"])
+            continue
+        compute_row = doc.get("compute_row", "")
+        points = doc.get("points", [])
+        compare = "replay_kind" in doc
+        print(f"#### strata sweep {name}: {doc.get('dtype', '?')} on {doc.get('device', '?')}, "
+              f"{len(points)} sizes in {doc.get('elapsed_s', 0):.1f} s\n")
+        print(f"host = {doc.get('host_rows', '?')}; compute = {compute_row}; medians per call\n")
+        head = "| size | compute (us) | host (us) | wall (us) | host share |"
+        rule = "|---:|---:|---:|---:|---:|"
+        if compare:
+            head += f" eager/op (us) | {doc.get('replay_kind', 'replay')}/op (us) | speed-up | noise |"
+            rule += "---:|---:|---:|---:|"
+        print(head)
+        print(rule)
+        missing, no_compare, at_size = [], [], None
+        for p in points:
+            rows = {r.get("row"): r for r in p.get("rows", [])}
+            c = rows.get(compute_row)
+            if compute_row != "gpu" or not c or not (c.get("median_ns") or 0) > 0:
+                missing.append(str(p.get("size")))
+            line = (f"| {p.get('size')} | {us(c.get('median_ns')) if c else '-'} | "
+                    f"{us(p.get('host_ns', {}).get('median'))} | {us(p.get('wall_ns', {}).get('median'))} | "
+                    f"{p.get('host_share', 0) * 100:.1f}% |")
+            if compare:
+                cmp = p.get("compare")
+                if cmp:
+                    line += (f" {us(cmp.get('eager_wall_ns'))} | {us(cmp.get('replay_wall_ns'))} | "
+                             f"{cmp.get('speedup', 0):.2f}x | {cmp.get('noise', 0) * 100:.0f}% |")
+                else:
+                    line += " - | - | - | - |"
+                    no_compare.append(str(p.get("size")))
+            print(line)
+            if p.get("size") == SWEEP_STATED_SIZE:
+                at_size = p
+        print()
+        for words in doc.get("crossover_words", []):
+            print(f"- crossover: {words}")
+        for note in doc.get("notes", []):
+            print(f"- note: {note}")
+        print()
+        problems = []
+        if not points:
+            problems.append("no sizes in the JSON")
+        if missing:
+            problems.append("no gpu figures at " + ", ".join(missing)
+                            + ("" if compute_row == "gpu" else f" (the compute row is '{compute_row}': not a GPU run)"))
+        if no_compare:
+            problems.append("no eager/replay figures at " + ", ".join(no_compare))
+        detail = f"{len(points)} sizes, {compute_row} figures at every size" if not problems else "; ".join(problems)
+        status.add(f"sweep {name}", "fail" if problems else "pass", detail)
+        if at_size is not None and doc.get("op") == "matmul":
+            share = at_size.get("host_share", 0)
+            words = (f"{share * 100:.1f}% of the wall at {doc.get('op')} {at_size.get('spec', SWEEP_STATED_SIZE)} "
+                     f"(host {us(at_size.get('host_ns', {}).get('median'))} us of "
+                     f"{us(at_size.get('wall_ns', {}).get('median'))} us; host = {doc.get('host_rows', '?')}); "
+                     f"issue 14 expected ~5%")
+            print(f"**Host overhead at {SWEEP_STATED_SIZE}** (issue 14): {words}.\n")
+            status.add(f"host overhead at {doc.get('op')} {SWEEP_STATED_SIZE} (sweep {name})", "info", words)
+
+
 def main(argv):
-    if len(argv) < 3 or argv[1] not in ("traces", "compare"):
+    if len(argv) < 3 or argv[1] not in ("traces", "compare", "sweep"):
         print(__doc__, file=sys.stderr)
         return 2
     work = argv[2]
@@ -327,6 +408,8 @@ def main(argv):
     status = Status(work, rehearsal)
     if argv[1] == "traces":
         traces(work, cases, status)
+    elif argv[1] == "sweep":
+        sweep(work, cases, status)
     else:
         compare(work, cases, status)
     return 0
