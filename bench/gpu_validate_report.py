@@ -20,10 +20,15 @@ this program turns them into the markdown report (and into a few tables the run 
     gpu_validate_report.py ctest-list LOG                 the test names `ctest -N` printed
     gpu_validate_report.py gpu-tests WORK [--no-gpu] TEST...   the gpu test table; appends its status line
     gpu_validate_report.py kernel-paths WORK NAME|OP SPEC|DTYPE...   the CLI --check table; its status line
+    gpu_validate_report.py cuda-module WORK [--no-gpu]   libstrata_cuda.so: readelf of strata and of the module,
+                                                          the module loaded by `strata devices`; its status line
+    gpu_validate_report.py python-smoke WORK [--no-gpu]  the Python package on cuda (tests/python/cuda_smoke.py's
+                                                          JSON); its status line
     gpu_validate_report.py host-tests WORK               the host suite's summary; its status line
 
 Only the standard library: the GPU machine has python3 but nothing else of ours.
 """
+import json
 import os
 import re
 import sys
@@ -306,6 +311,111 @@ def kernel_paths(work, cases):
     return "\n".join(out) + "\n", status
 
 
+# The CUDA libraries strata's executable must not need: libstrata_cuda.so carries them (docs/build.md).
+CUDA_LIBRARY = re.compile(r"\[(lib(?:cuda|cudart|cublas|cublasLt|cudnn\w*|cupti|nvrtc|nvJitLink|nvperf\w*)\.so[^\]]*)\]")
+MODULE_LIBRARIES = ("cudart", "cublas", "cublasLt", "cudnn", "cupti")
+
+
+def needed(readelf_text):
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", readelf_text)
+
+
+def cuda_module(work, no_gpu):
+    """`readelf -d strata` (logs/readelf_strata.log), `readelf -d libstrata_cuda.so` (logs/readelf_module.log)
+    and `LD_DEBUG=files strata devices` (logs/devices_module.log): markdown and the status line."""
+    strata_needed = needed(read_text(os.path.join(work, "logs", "readelf_strata.log")))
+    module_needed = needed(read_text(os.path.join(work, "logs", "readelf_module.log")))
+    devices = read_text(os.path.join(work, "logs", "devices_module.log"))
+    problems = []
+    cuda_in_strata = [n for n in strata_needed if CUDA_LIBRARY.fullmatch(f"[{n}]")]
+    if not strata_needed:
+        problems.append("readelf -d strata listed no NEEDED entry (logs/readelf_strata.log)")
+    elif cuda_in_strata:
+        problems.append("strata needs " + ", ".join(cuda_in_strata))
+    module_libs = [lib for lib in MODULE_LIBRARIES if any(n.startswith(f"lib{lib}.so") for n in module_needed)]
+    if not module_needed:
+        problems.append("readelf -d libstrata_cuda.so listed no NEEDED entry (logs/readelf_module.log)")
+    loaded = re.search(r"file=(\S*libstrata_cuda\.so)\s.*dynamically loaded by", devices)
+    not_loaded = re.search(r"^cuda: none: (the CUDA module.*)$", devices, re.M)
+    gpu = re.search(r"^(cuda:0: .*)$", devices, re.M)
+    if not_loaded:
+        problems.append(not_loaded.group(1))
+    elif not loaded:
+        problems.append("strata devices did not load libstrata_cuda.so (no dlopen in logs/devices_module.log)")
+    if not gpu and not no_gpu:
+        problems.append("strata devices reported no cuda:0")
+    out = [f"- `readelf -d strata`: NEEDED {', '.join(strata_needed) or '(none)'}",
+           f"- `readelf -d libstrata_cuda.so`: NEEDED {', '.join(module_needed) or '(none)'}",
+           f"- `strata devices` (LD_DEBUG=files): " + (f"loaded `{loaded.group(1)}`" if loaded else "module not loaded")
+           + (f"; {gpu.group(1)}" if gpu else "")]
+    text = "\n".join(out) + "\n"
+    if problems:
+        status = ("fail", "; ".join(problems))
+    else:
+        detail = (f"strata needs no CUDA library; the module needs {', '.join(module_libs) or 'none of cudart/cuBLAS/cuDNN/CUPTI'}"
+                  f"; loaded from {loaded.group(1)}")
+        if gpu:
+            status = ("pass", detail + "; " + ",".join(gpu.group(1).split(",")[:3]))
+        else:
+            status = ("skip", "no GPU: " + detail + "; no cuda:0 to report")
+    return text, status
+
+
+def python_smoke(work, no_gpu):
+    """The Python package on cuda: what configure said (meta python_package), the extension's build
+    (build_python) and tests/python/cuda_smoke.py (json/python_smoke.json, logs/python_smoke.log)."""
+    meta = read_meta(work)
+    configured = meta.get("python_package", "")
+    text = f"- configure: {configured or 'no Python package line'}\n"
+    if meta.get("python_configure_failed"):
+        return text, ("fail", "configure with the Python package failed (logs/configure_with_python.log); "
+                              "configured without it")
+    if not configured.startswith("strata: Python package ON"):
+        return text, ("skip", "not built on this machine: " + (configured or "configure said nothing about it"))
+    build = timing_of(work, "build_python")
+    if build is None or build[1] in (NOT_RUN_FOR_TIME,) + TIMEOUT_STATUSES:
+        return text + "- build: not run or stopped (time budget)\n", ("skip", "time budget: the extension was not built")
+    if build[1] != "0":
+        errors = [l for l in read_text(os.path.join(work, "logs", "build_python.log")).splitlines()
+                  if re.search(r"error|FAILED", l)][:20]
+        text += f"- build: **failed** (exit {build[1]}, logs/build_python.log)\n" + (block("\n".join(errors)) if errors else "")
+        return text, ("fail", f"the extension did not build (exit {build[1]}, logs/build_python.log)")
+    text += f"- build: the extension built in {build[0]} s\n"
+    smoke = timing_of(work, "python_smoke")
+    if smoke is None or smoke[1] == NOT_RUN_FOR_TIME:
+        return text, ("skip", "time budget: the smoke check did not run")
+    if smoke[1] in TIMEOUT_STATUSES:
+        return text, ("fail", f"tests/python/cuda_smoke.py stopped after {smoke[0]} s (logs/python_smoke.log)")
+    doc = {}
+    try:
+        with open(os.path.join(work, "json", "python_smoke.json")) as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        pass
+    if doc:
+        text += (f"- python {doc.get('python', '?')} (`{doc.get('executable', '?')}`), numpy {doc.get('numpy', '?')}, "
+                 f"strata from `{doc.get('strata', '?')}`\n\n")
+    cases = doc.get("cases", [])
+    if cases:
+        text += "| op | dtype | shape | relative error | tolerance | result |\n|---|---|---|---:|---:|---|\n"
+        for c in cases:
+            err = f"{c['error']:.3g}" if isinstance(c.get("error"), (int, float)) else "-"
+            result = "ok" if c.get("ok") else "**FAILED**" + (f": {c['problem']}" if c.get("problem") else "")
+            text += (f"| {cell(c.get('op', '?'))} | {cell(c.get('dtype', '?'))} | {cell(c.get('shape', ''))} | {err} | "
+                     f"{c.get('tolerance', '-')} | {cell(result)} |\n")
+    code = doc.get("exit", smoke[1])
+    error = doc.get("error") or "; ".join(read_text(os.path.join(work, "logs", "python_smoke.log")).splitlines()[-3:])
+    if str(code) == "0" and smoke[1] == "0":
+        return text, ("pass", f"{len(cases)} ops on {doc.get('device', 'cuda')} within tolerance of numpy float64 "
+                              f"(python {doc.get('python', '?')})")
+    if str(code) == "3" and no_gpu:
+        return text, ("skip", f"no GPU: {error}")
+    text += "\n" + block("\n".join(read_text(os.path.join(work, "logs", "python_smoke.log")).splitlines()[-20:]))
+    failed = [f"{c.get('op')} {c.get('dtype')}" for c in cases if not c.get("ok")]
+    return text, ("fail", (f"{len(failed)} of {len(cases)} failed: {', '.join(failed)}" if failed else
+                           f"exit {code}: {error}") + " (logs/python_smoke.log)")
+
+
 def host_tests(work):
     log = read_text(os.path.join(work, "logs", "ctest_host.log"))
     timing = timing_of(work, "ctest_host")
@@ -357,6 +467,13 @@ def main(argv):
         text, (result, detail) = kernel_paths(args[0], cases)
         sys.stdout.write(text)
         add_status(args[0], "kernel paths through the CLI (--check)", result, detail)
+        return 0
+    if cmd in ("cuda-module", "python-smoke") and args:
+        fn, check = {"cuda-module": (cuda_module, "CUDA module (libstrata_cuda.so)"),
+                     "python-smoke": (python_smoke, "Python package on cuda")}[cmd]
+        text, (result, detail) = fn(args[0], "--no-gpu" in args[1:])
+        sys.stdout.write(text)
+        add_status(args[0], check, result, detail)
         return 0
     if cmd == "host-tests" and len(args) == 1:
         text, (result, detail) = host_tests(args[0])
