@@ -5,7 +5,7 @@ import io
 import os
 import unittest
 
-from gpu_validate_test_support import WorkFolder, gpu_trace, load_data
+from gpu_validate_test_support import WorkFolder, gpu_sweep, gpu_trace, load_data
 import gpu_validate_analyze as analyze
 
 CASE = "matmul_1024_f32"
@@ -153,6 +153,73 @@ class CompareChecks(unittest.TestCase):
         doc["figures"] = attribution(60, 64)
         _, (result, detail) = self.run_compare(doc)
         self.assertEqual(result, "fail")
+
+
+class SweepChecks(unittest.TestCase):
+    def setUp(self):
+        self.work = WorkFolder()
+
+    def tearDown(self):
+        self.work.remove()
+
+    def run_sweep(self, docs, rehearsal=False):
+        for case, doc in docs.items():
+            if doc is not None:
+                self.work.write_json(case, doc)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            analyze.sweep(self.work.path, list(docs), analyze.Status(self.work.path, rehearsal))
+        return out.getvalue(), self.work.statuses()
+
+    def test_case_names(self):
+        self.assertEqual(analyze.sweep_case_name("sweep_matmul_16_4096"), "matmul 16:4096")
+        self.assertEqual(analyze.sweep_case_name("sweep_relu_1k_16M_compare"), "relu 1k:16M --compare")
+
+    def test_gpu_figures_at_every_size_and_the_host_share_at_1024_stated(self):
+        doc = gpu_sweep(host_share=lambda n: 0.0432 if n == 1024 else 0.5)
+        text, st = self.run_sweep({"sweep_matmul_16_1024": doc})
+        self.assertEqual(st["sweep matmul 16:1024"], ("pass", "7 sizes, gpu figures at every size"))
+        result, detail = st["host overhead at matmul 1024 (sweep matmul 16:1024)"]
+        self.assertEqual(result, "info")
+        self.assertTrue(detail.startswith("4.3% of the wall at matmul 1024 (host "), detail)
+        self.assertIn("host = binding + dispatch + library + runtime + launch); issue 14 expected ~5%", detail)
+        self.assertIn("#### strata sweep matmul 16:1024: f32 on cuda:0 (NVIDIA H100 80GB HBM3, sm_90), 7 sizes", text)
+        self.assertIn("| size | compute (us) | host (us) | wall (us) | host share |", text)
+        self.assertIn("| 1024 | 64.00 | ", text)  # gpu row: 1000 * 1024 / 16 ns
+        self.assertIn("| 4.3% |", text)
+        self.assertIn("**Host overhead at 1024** (issue 14): 4.3% of the wall", text)
+        self.assertIn("- crossover: host overhead", text)
+
+    def test_a_size_without_gpu_figures_fails(self):
+        doc = gpu_sweep(gpu_ns=lambda n: 0.0 if n in (16, 512) else 100.0)
+        _, st = self.run_sweep({"sweep_matmul_16_1024": doc})
+        self.assertEqual(st["sweep matmul 16:1024"], ("fail", "no gpu figures at 16, 512"))
+
+    def test_a_cpu_sweep_is_no_gpu_run(self):
+        _, st = self.run_sweep({"sweep_matmul_16_1024": load_data("sweep_matmul_16_1024_cpu.json")})
+        result, detail = st["sweep matmul 16:1024"]
+        self.assertEqual(result, "fail")
+        self.assertIn("(the compute row is 'library': not a GPU run)", detail)
+        _, st = self.run_sweep({"sweep_matmul_16_1024": load_data("sweep_matmul_16_1024_cpu.json")}, rehearsal=True)
+        self.assertEqual(st["sweep matmul 16:1024"][0], "skip")
+
+    def test_compare_columns_and_missing_compare_figures(self):
+        doc = gpu_sweep("sweep_relu_1k_16k_compare_cpu.json")
+        del doc["points"][2]["compare"]
+        text, st = self.run_sweep({"sweep_relu_1k_16k_compare": doc})
+        self.assertIn("| eager/op (us) | plan replay/op (us) | speed-up | noise |", text)
+        self.assertIn("| 0.26 | 0.17 | 1.47x | 62% |", text)
+        self.assertIn("| 4096 | 256.00 | 0.04 | 0.38 | 10.5% | - | - | - | - |", text)
+        self.assertEqual(st["sweep relu 1k:16k --compare"], ("fail", "no eager/replay figures at 4096"))
+        # the issue-14 line is about matmul only
+        self.assertFalse(any(k.startswith("host overhead") for k in st), st)
+
+    def test_missing_json_fails(self):
+        text, st = self.run_sweep({"sweep_matmul_16_4096": None})
+        result, detail = st["sweep matmul 16:4096"]
+        self.assertEqual(result, "fail")
+        self.assertIn("sweep_matmul_16_4096.json", detail)
+        self.assertIn("no JSON", text)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ from gpu_validate_test_support import ROOT, WorkFolder
 
 SCRIPT = os.path.join(ROOT, "scripts", "gpu-validate")
 SECTIONS = ["1. Machine", "2. Dependencies", "3. Build", "4. Devices", "5. Traces", "6. Eager vs CUDA Graph",
-            "7. GPU test suite", "8. Kernel paths through the CLI", "9. Host test suite"]
+            "7. GPU test suite", "8. Kernel paths through the CLI", "9. CUDA module", "10. Sweeps on the GPU",
+            "11. Python package on cuda", "12. Host test suite"]
 
 
 def read(path):
@@ -54,12 +55,22 @@ class DryRun(unittest.TestCase):
         self.assertEqual(at, sorted(at), "sections out of order")
         for check in ("build: strata and the raw baselines", "traces exit 0", "raw library calls measured",
                       "compare runs exit 0", "raw graph floor measured", "gpu tests (ctest -L gpu)",
-                      "kernel paths through the CLI (--check)", "host tests (ctest -LE gpu)"):
+                      "kernel paths through the CLI (--check)", "CUDA module (libstrata_cuda.so)",
+                      "sweep runs exit 0", "sweep checks (gpu figures at every size; host share at 1024)",
+                      "Python package on cuda", "host tests (ctest -LE gpu)"):
             self.assertIn(f"\n| {check} | skipped | dry run", text)
         # The commands it would have run, with the shapes the checks need.
         for command in ("trace matmul 1024 --tf32 --device cuda", "trace conv 32x64x56x56 --kernel 3 --pad 1",
                         "--no-device-timing", "compare relu 1048576 --device cuda --ops-per-graph 16",
-                        "raw_cuda_bench --markdown", "raw_graph_bench --markdown", "gpu_validate_analyze.py traces"):
+                        "raw_cuda_bench --markdown", "raw_graph_bench --markdown", "gpu_validate_analyze.py traces",
+                        # the steps added for the GPU paths of later issues
+                        "trace gelu 1048576 --device cuda --dtype f32 --check",
+                        "trace gelu 1048576 --device cuda --dtype bf16 --check",
+                        "| readelf_strata | 0 | dry run: readelf -d ", "/apps/strata/libstrata_cuda.so |",
+                        "dry run: env LD_DEBUG=files ", "sweep matmul 16:4096 --sweep-budget 20 --device cuda --json ",
+                        "sweep relu 1k:16M --compare", "--plot ", "gpu_validate_analyze.py sweep",
+                        f"-DSTRATA_PYTHON=AUTO -DPython3_EXECUTABLE={sys.executable}", "--target strata_python",
+                        "tests/python/cuda_smoke.py --json "):
             self.assertIn(command, text)
         tarballs = glob.glob(os.path.join(self.scratch.path, "out", "*-artifacts.tar.gz"))
         self.assertEqual(len(tarballs), 1)
@@ -74,6 +85,10 @@ class DryRun(unittest.TestCase):
         text = read(reports[0])
         self.assertRegex(text, r"\| trace matmul_1024_f32 \| skipped \| time budget: \d+ s left of 30 s \|")
         self.assertRegex(text, r"\| compare_relu_1048576_k16 \| skipped \| time budget")
+        for check in ("CUDA module \\(libstrata_cuda.so\\)", "sweep matmul 16:4096", "sweep relu 1k:16M --compare",
+                      "Python package on cuda"):
+            self.assertRegex(text, r"\| " + check + r" \| skipped \| time budget: \d+ s left of 30 s \|")
+        self.assertIn("- result: DRY RUN", text)
 
 
 if __name__ == "__main__":

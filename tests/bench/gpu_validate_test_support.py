@@ -3,7 +3,9 @@ out as scripts/gpu-validate lays it out, and GPU-shaped JSON made from real CPU 
 
 data/trace_relu_1024_cpu.json is `strata trace relu 1024 --repeat 5 --warmup 1 --json` and
 data/compare_relu_1024_k4_cpu.json `strata compare relu 1024 --repeat 5 --warmup 1 --ops-per-graph 4 --json`,
-both on the CPU. A CPU run has no kernels and its gpu row is not applicable: `gpu_trace` fills in what a GPU
+both on the CPU; data/sweep_matmul_16_1024_cpu.json is `strata sweep matmul 16:1024 --repeat 3 --warmup 1
+--json` and data/sweep_relu_1k_16k_compare_cpu.json `strata sweep relu 1k:16k --compare --repeat 3 --warmup 1
+--json`. A CPU run has no kernels and its gpu row is not applicable: `gpu_trace` fills in what a GPU
 run adds, so the analysis reads the JSON strata really writes, with GPU figures we choose.
 """
 import copy
@@ -49,6 +51,22 @@ def gpu_trace(kernel_samples, kernel_names=("sm90_xmma_gemm_f32f32_tn",), bindin
                 row.update(applicable=True, names=list(kernel_names), time=timing(kernel_samples[:n]))
             if binding_dispatch is not None and phase == "steady" and row["layer"] in ("binding", "dispatch"):
                 row["time"] = timing([binding_dispatch / 2] * n)
+    return doc
+
+
+def gpu_sweep(name="sweep_matmul_16_1024_cpu.json", gpu_ns=None, host_share=None):
+    """A CPU sweep made to look like a GPU one: compute row "gpu" with a gpu row per size (gpu_ns(size) ns,
+    default 1000 * size / 16), the host share per size from host_share(size) (default unchanged)."""
+    doc = load_data(name)
+    doc["compute_row"] = "gpu"
+    doc["device"] = "cuda:0 (NVIDIA H100 80GB HBM3, sm_90)"
+    doc["host_rows"] = "binding + dispatch + library + runtime + launch"
+    doc["notes"] = []
+    for p in doc["points"]:
+        ns = gpu_ns(p["size"]) if gpu_ns else 1000.0 * p["size"] / 16
+        p["rows"] = [r for r in p["rows"] if r["row"] != "library"] + [{"row": "gpu", "median_ns": ns, "p90_ns": ns}]
+        if host_share:
+            p["host_share"] = host_share(p["size"])
     return doc
 
 
