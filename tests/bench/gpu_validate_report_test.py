@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
 """bench/gpu_validate_report.py: the report scripts/gpu-validate writes, from the files of its work folder."""
+import contextlib
+import io
+import json
 import os
 import unittest
 
@@ -196,6 +199,141 @@ class KernelPathsAndHostTests(Work):
         text, status = report.host_tests(self.work.path)
         self.assertEqual(status[0], "fail")
         self.assertIn("3 - x (Failed)", text)
+
+
+READELF_STRATA = """
+Dynamic section at offset 0x2c1d30 contains 34 entries:
+  Tag        Type                         Name/Value
+ 0x0000000000000001 (NEEDED)             Shared library: [libopenblas.so.0]
+ 0x0000000000000001 (NEEDED)             Shared library: [libfmt.so.9]
+ 0x0000000000000001 (NEEDED)             Shared library: [libc.so.6]
+"""
+READELF_MODULE = """ 0x0000000000000001 (NEEDED)             Shared library: [libcudart.so.13]
+ 0x0000000000000001 (NEEDED)             Shared library: [libcublas.so.13]
+ 0x0000000000000001 (NEEDED)             Shared library: [libcublasLt.so.13]
+ 0x0000000000000001 (NEEDED)             Shared library: [libcudnn.so.9]
+ 0x0000000000000001 (NEEDED)             Shared library: [libcupti.so.13]
+ 0x0000000000000001 (NEEDED)             Shared library: [libc.so.6]
+"""
+DEVICES_LOADED = """     14851:\tfile=/b/apps/strata/libstrata_cuda.so [0];  dynamically loaded by /b/apps/strata/strata [0]
+     14851:\tfile=libcudart.so.13 [0];  needed by /b/apps/strata/libstrata_cuda.so [0]
+cpu: 22594 MiB available
+cuda:0: NVIDIA H100 80GB HBM3, sm_90, 132 SMs, 79.1 GiB free
+"""
+
+
+class CudaModule(Work):
+    def logs(self, strata=READELF_STRATA, module=READELF_MODULE, devices=DEVICES_LOADED):
+        self.work.write("logs/readelf_strata.log", strata)
+        self.work.write("logs/readelf_module.log", module)
+        self.work.write("logs/devices_module.log", devices)
+
+    def test_loaded_and_no_cuda_library_in_strata(self):
+        self.logs()
+        text, status = report.cuda_module(self.work.path, no_gpu=False)
+        self.assertEqual(status, ("pass", "strata needs no CUDA library; the module needs cudart, cublas, cublasLt, "
+                                          "cudnn, cupti; loaded from /b/apps/strata/libstrata_cuda.so; "
+                                          "cuda:0: NVIDIA H100 80GB HBM3, sm_90, 132 SMs"))
+        self.assertIn("- `readelf -d strata`: NEEDED libopenblas.so.0, libfmt.so.9, libc.so.6\n", text)
+        self.assertIn("- `strata devices` (LD_DEBUG=files): loaded `/b/apps/strata/libstrata_cuda.so`; cuda:0: NVIDIA", text)
+
+    def test_a_cuda_library_needed_by_strata_fails(self):
+        self.logs(strata=READELF_STRATA + " 0x01 (NEEDED)             Shared library: [libcudart.so.13]\n"
+                                          " 0x01 (NEEDED)             Shared library: [libcudnn_ops.so.9]\n")
+        _, status = report.cuda_module(self.work.path, no_gpu=False)
+        self.assertEqual(status, ("fail", "strata needs libcudart.so.13, libcudnn_ops.so.9"))
+
+    def test_module_not_loaded(self):
+        self.logs(devices="cpu: 1 MiB available\ncuda: none: the CUDA module could not be loaded: "
+                          "libcudnn.so.9: cannot open shared object file\n")
+        _, status = report.cuda_module(self.work.path, no_gpu=True)
+        self.assertEqual(status, ("fail", "the CUDA module could not be loaded: libcudnn.so.9: cannot open shared "
+                                          "object file"))
+        os.remove(os.path.join(self.work.path, "logs", "devices_module.log"))
+        self.work.write("logs/devices_module.log", "cpu: 1 MiB available\n")
+        _, status = report.cuda_module(self.work.path, no_gpu=True)
+        self.assertIn("did not load libstrata_cuda.so", status[1])
+
+    def test_without_a_gpu_a_loaded_module_is_a_skip(self):
+        self.logs(devices=DEVICES_LOADED.replace("cuda:0: NVIDIA H100 80GB HBM3, sm_90, 132 SMs, 79.1 GiB free",
+                                                 "cuda: none: no CUDA driver (cudaErrorInsufficientDriver)"))
+        self.assertEqual(report.cuda_module(self.work.path, no_gpu=True)[1][0], "skip")
+        self.assertEqual(report.cuda_module(self.work.path, no_gpu=False)[1], ("fail", "strata devices reported no cuda:0"))
+
+    def test_command_appends_the_status_line(self):
+        self.logs()
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            self.assertEqual(report.main(["x", "cuda-module", self.work.path]), 0)
+        self.assertIn("readelf -d libstrata_cuda.so", out.getvalue())
+        self.assertEqual(self.work.statuses()["CUDA module (libstrata_cuda.so)"][0], "pass")
+
+
+SMOKE_OK = {"python": "3.12.3", "executable": "/usr/bin/python3", "strata": "/b/python/strata/__init__.py",
+            "numpy": "2.1.0", "device": "cuda:0", "exit": 0,
+            "cases": [{"op": "matmul", "dtype": "float32", "shape": "256x384 x 384x128", "tolerance": 1e-05,
+                       "error": 2.4e-07, "ok": True},
+                      {"op": "gelu", "dtype": "bfloat16", "shape": "1048577", "tolerance": 0.03, "error": 0.0041,
+                       "ok": True}]}
+PY_ON = "strata: Python package ON (/usr/bin/python3, pybind11 2.13.6)"
+
+
+class PythonSmoke(Work):
+    def smoke(self, doc, rc="0", configured=PY_ON, build_rc="0"):
+        self.work.write("meta.tsv", f"python_package\t{configured}\n")
+        if build_rc is not None:
+            self.timing("build_python", 41, build_rc)
+        if doc is not None:
+            self.timing("python_smoke", 3, rc)
+            self.work.write("json/python_smoke.json", json.dumps(doc))
+            self.work.write("logs/python_smoke.log", "matmul float32 256x384 x 384x128: ok\n")
+
+    def test_every_case_within_tolerance(self):
+        self.smoke(SMOKE_OK)
+        text, status = report.python_smoke(self.work.path, no_gpu=False)
+        self.assertEqual(status, ("pass", "2 ops on cuda:0 within tolerance of numpy float64 (python 3.12.3)"))
+        self.assertIn("- configure: " + PY_ON, text)
+        self.assertIn("- build: the extension built in 41 s", text)
+        self.assertIn("| op | dtype | shape | relative error | tolerance | result |", text)
+        self.assertIn("| gelu | bfloat16 | 1048577 | 0.0041 | 0.03 | ok |", text)
+
+    def test_a_case_out_of_tolerance_fails(self):
+        doc = json.loads(json.dumps(SMOKE_OK))
+        doc["exit"] = 1
+        doc["cases"][1].update(ok=False, error=0.5, problem="relative error 0.5 over 0.03")
+        self.smoke(doc, rc="1")
+        text, status = report.python_smoke(self.work.path, no_gpu=False)
+        self.assertEqual(status, ("fail", "1 of 2 failed: gelu bfloat16 (logs/python_smoke.log)"))
+        self.assertIn("| gelu | bfloat16 | 1048577 | 0.5 | 0.03 | **FAILED**: relative error 0.5 over 0.03 |", text)
+
+    def test_not_buildable_on_the_machine_is_a_skip(self):
+        off = "strata: Python package OFF (no pybind11-dev or python3-dev; scripts/install-deps installs them)"
+        self.smoke(None, configured=off, build_rc=None)
+        self.assertEqual(report.python_smoke(self.work.path, no_gpu=False)[1], ("skip", "not built on this machine: " + off))
+
+    def test_configure_failure_and_build_failure_fail(self):
+        self.smoke(None, build_rc="1")
+        self.work.write("logs/build_python.log", "FAILED: layers/python/CMakeFiles/module.cpp.o\nmodule.cpp:3: error: x\n")
+        text, status = report.python_smoke(self.work.path, no_gpu=False)
+        self.assertEqual(status, ("fail", "the extension did not build (exit 1, logs/build_python.log)"))
+        self.assertIn("module.cpp:3: error: x", text)
+        self.work.write("meta.tsv", "python_configure_failed\t1\n")
+        self.assertIn("configure with the Python package failed", report.python_smoke(self.work.path, False)[1][1])
+
+    def test_time_budget_and_no_gpu(self):
+        self.smoke(None, build_rc="124")
+        self.assertEqual(report.python_smoke(self.work.path, no_gpu=False)[1][0], "skip")
+        work2 = WorkFolder()
+        try:
+            self.work, keep = work2, self.work
+            self.smoke({"python": "3.12.3", "cases": [], "exit": 3, "error": "cuda unavailable: no CUDA driver"}, rc="3")
+            self.assertEqual(report.python_smoke(self.work.path, no_gpu=True)[1],
+                             ("skip", "no GPU: cuda unavailable: no CUDA driver"))
+            self.assertEqual(report.python_smoke(self.work.path, no_gpu=False)[1],
+                             ("fail", "exit 3: cuda unavailable: no CUDA driver (logs/python_smoke.log)"))
+        finally:
+            self.work = keep
+            work2.remove()
 
 
 if __name__ == "__main__":
