@@ -67,7 +67,8 @@ TEST_CASE("sweep: the achieved rate against the measured ceiling, in the table, 
   CHECK(j["figures"]["ceiling.rate"]["unit"] == "FLOP/s");
   CHECK(j["figures"]["ceiling.rate"]["value"].get<double>() > 1e8);
   CHECK(j["figures"]["ceiling.measured"]["value"] == 1);
-  CHECK(j["figures"]["ceiling.measure_ns"]["value"].get<double>() < 1e9);  // well under a second
+  // Well under a second per measurement; at most two (again after the sweep when a size beat the first).
+  CHECK(j["figures"]["ceiling.measure_ns"]["value"].get<double>() < 2e9);
   REQUIRE(j["points"].size() == 2);
   for (const auto& p : j["points"]) {
     const double share = p["figures"]["ceiling.share"]["value"].get<double>();
