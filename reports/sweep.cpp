@@ -45,10 +45,13 @@ const SweepRow* find_row(const SweepPoint& p, const std::string& name) {
   return nullptr;
 }
 
-std::string rate_text(const SweepPoint& p) {
-  if (p.rate() <= 0) return "-";
-  return p.bytes_moved > 0 ? format_bandwidth(p.rate()) : format_rate(p.rate());
+std::string rate_text(double rate, bool bytes) {
+  if (rate <= 0) return "-";
+  return bytes ? format_bandwidth(rate) : format_rate(rate);
 }
+std::string rate_text(const SweepPoint& p) { return rate_text(p.rate(), p.bytes_moved > 0); }
+
+std::string share_text(double share) { return share > 0 ? percent(share) : "-"; }
 
 }  // namespace
 
@@ -60,6 +63,27 @@ double SweepPoint::noise() const {
 double SweepPoint::rate() const {
   if (wall.median <= 0) return 0;
   return (bytes_moved > 0 ? bytes_moved : flops) / (wall.median * 1e-9);
+}
+
+double ceiling_share(double rate, double ceiling) {
+  if (!(rate > 0) || !(ceiling > 0)) return 0;
+  return rate / ceiling;
+}
+
+Figures SweepReport::figures() const {
+  Figures f;
+  if (ceiling.rate > 0) {
+    f.set("ceiling.rate", ceiling.rate, rate_unit());
+    f.set("ceiling.measured", ceiling.measured ? 1 : 0, "bool");
+    if (ceiling.measured) f.set("ceiling.measure_ns", ceiling.spent_ns, "ns");
+  }
+  return f;
+}
+
+Figures SweepReport::point_figures(const SweepPoint& p) const {
+  Figures f;
+  if (ceiling.rate > 0) f.set("ceiling.share", ceiling_share(p), "ratio");
+  return f;
 }
 
 SweepPoint sweep_point(int64_t size, const std::string& spec, const std::string& description, double flops,
@@ -191,13 +215,19 @@ std::vector<std::string> SweepReport::crossover_words() const {
 void print_sweep_table(const SweepReport& rep, std::ostream& out) {
   out << "sweep " << rep.op << " " << rep.pattern << "  (" << rep.points.size() << " sizes, " << rep.swept
       << " swept)  " << rep.dtype << "  " << rep.device << "   keys: " << rep.keys << "\n";
+  if (rep.ceiling.rate > 0) {
+    out << "ceiling: " << rate_text(rep.ceiling.rate, rep.memory_bound())
+        << (rep.ceiling.measured ? ", measured: " : ", datasheet peak (not measured): ") << rep.ceiling.how << "\n";
+  } else if (!rep.ceiling.how.empty()) {
+    out << "ceiling: none (" << rep.ceiling.how << ")\n";
+  }
   const std::vector<std::string> names = row_names(rep);
   const bool compare = !rep.replay_kind.empty();
   out << pad("size", 8);
   for (const std::string& n : names) out << lpad(n.size() > 10 ? n.substr(n.find('/') + 1) : n, 11);
   out << lpad("wall", 11) << lpad("wall p90", 11) << lpad("host", 11) << lpad("host%", 7) << lpad("compute%", 9)
-      << "  " << (compare ? pad("rate", 14) : "rate");
-  if (compare) out << pad("eager/op", 10) << lpad("replay/op", 11) << lpad("speed-up", 9) << lpad("noise", 7);
+      << "  " << pad("rate", 14) << lpad("% of ceiling", 12);
+  if (compare) out << "  " << pad("eager/op", 10) << lpad("replay/op", 11) << lpad("speed-up", 9) << lpad("noise", 7);
   out << "\n";
   for (const SweepPoint& p : rep.points) {
     std::ostringstream line;
@@ -207,11 +237,12 @@ void print_sweep_table(const SweepReport& rep, std::ostream& out) {
       line << lpad(r ? format_ns(r->median) : "-", 11);
     }
     line << lpad(format_ns(p.wall.median), 11) << lpad(format_ns(p.wall.p90), 11) << lpad(format_ns(p.host_ns), 11)
-         << lpad(percent(p.host_share), 7) << lpad(percent(p.compute_share), 9) << "  " << pad(rate_text(p), 14);
+         << lpad(percent(p.host_share), 7) << lpad(percent(p.compute_share), 9) << "  " << pad(rate_text(p), 14)
+         << lpad(share_text(rep.ceiling_share(p)), 12);
     if (compare && p.eager && p.replay) {
       char buf[32];
       std::snprintf(buf, sizeof buf, "%.2fx", p.speedup());
-      line << pad(format_ns(p.eager->wall), 10) << lpad(format_ns(p.replay->wall), 11) << lpad(buf, 9)
+      line << "  " << pad(format_ns(p.eager->wall), 10) << lpad(format_ns(p.replay->wall), 11) << lpad(buf, 9)
            << lpad(percent(p.noise()), 7);
     }
     std::string text = line.str();
@@ -227,6 +258,12 @@ void print_sweep_table(const SweepReport& rep, std::ostream& out) {
 
 std::string sweep_json(const SweepReport& rep) {
   using nlohmann::json;
+  // Every named figure as the trace JSON carries them: {"ceiling.rate": {"value": ..., "unit": ...}}.
+  auto figures = [](const Figures& f) {
+    json out = json::object();
+    for (const Figure& x : f.all()) out[x.name] = {{"value", x.value}, {"unit", x.unit}};
+    return out;
+  };
   auto crossover = [](const Crossover& c) {
     static const char* kinds[] = {"at", "from_start", "never", "no_data"};
     json j{{"kind", kinds[static_cast<int>(c.kind)]}};
@@ -251,7 +288,8 @@ std::string sweep_json(const SweepReport& rep) {
             {"host_share", p.host_share},
             {"compute_share", p.compute_share},
             {"rate", p.rate()},
-            {"rate_unit", p.bytes_moved > 0 ? "bytes/s" : "FLOP/s"}};
+            {"rate_unit", p.bytes_moved > 0 ? "bytes/s" : "FLOP/s"},
+            {"figures", figures(rep.point_figures(p))}};
     if (p.eager && p.replay) {
       jp["compare"] = {{"eager_wall_ns", p.eager->wall},   {"eager_wall_p90_ns", p.eager->wall_p90},
                        {"replay_wall_ns", p.replay->wall}, {"replay_wall_p90_ns", p.replay->wall_p90},
@@ -269,6 +307,9 @@ std::string sweep_json(const SweepReport& rep) {
          {"compute_row", rep.compute_row},
          {"budget_s_per_size", rep.budget_s},
          {"elapsed_s", rep.elapsed_s},
+         {"ceiling", {{"rate", rep.ceiling.rate}, {"unit", rep.rate_unit()}, {"measured", rep.ceiling.measured},
+                      {"how", rep.ceiling.how}}},
+         {"figures", figures(rep.figures())},
          {"points", points},
          {"crossovers",
           {{"host_under_50_percent", crossover(rep.host_under(0.5))},
@@ -289,14 +330,16 @@ std::string sweep_csv(const SweepReport& rep) {
   const std::vector<std::string> names = row_names(rep);
   const bool compare = !rep.replay_kind.empty();
   out << "size,spec,calls,wall_median_ns,wall_p90_ns,host_median_ns,host_p90_ns,compute_median_ns,compute_p90_ns,"
-         "host_share,compute_share,rate,rate_unit";
+         "host_share,compute_share,rate,rate_unit,ceiling,ceiling_share";
   for (const std::string& n : names) out << "," << n << "_median_ns," << n << "_p90_ns";
   if (compare) out << ",eager_wall_ns,replay_wall_ns,speedup,noise";
   out << "\n";
   for (const SweepPoint& p : rep.points) {
     out << p.size << "," << p.spec << "," << p.calls << "," << p.wall.median << "," << p.wall.p90 << "," << p.host_ns
         << "," << p.host_p90 << "," << p.compute_ns << "," << p.compute_p90 << "," << p.host_share << ","
-        << p.compute_share << "," << p.rate() << "," << (p.bytes_moved > 0 ? "bytes/s" : "FLOP/s");
+        << p.compute_share << "," << p.rate() << "," << (p.bytes_moved > 0 ? "bytes/s" : "FLOP/s") << ",";
+    if (rep.ceiling.rate > 0) out << rep.ceiling.rate << "," << rep.ceiling_share(p);
+    else out << ",";
     for (const std::string& n : names) {
       const SweepRow* r = find_row(p, n);
       if (r) out << "," << r->median << "," << r->p90;

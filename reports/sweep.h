@@ -12,6 +12,7 @@
 
 #include "reports/breakdown.h"
 #include "reports/comparison.h"
+#include "reports/figures.h"
 
 namespace strata::reports {
 
@@ -42,6 +43,19 @@ struct SweepPoint {
   double rate() const;  // FLOP/s, or bytes/s for memory-bound ops, from the median wall
 };
 
+// What the achieved rates are set against: the best rate this machine reached on a large problem of the
+// same kind in the same run (a square GEMM through the same BLAS for FLOP-bound ops, a streaming copy
+// for memory-bound ones), or, where nothing was measured (a GPU), the datasheet peak, labelled as such.
+struct Ceiling {
+  double rate = 0;        // FLOP/s or bytes/s (the sweep's rate unit); 0 when there is none
+  bool measured = false;  // true: measured in this run; false: a datasheet figure (or none)
+  std::string how;        // in words: what was run and how, or where the datasheet figure comes from
+  double spent_ns = 0;    // what measuring it took (0 for a datasheet figure)
+};
+
+// rate / ceiling, or 0 when either is not positive (no ceiling, nothing achieved): never a division by 0.
+double ceiling_share(double rate, double ceiling);
+
 // Figures of one size from the breakdown of its timed calls. `compute_row` is "library" on the CPU
 // and "gpu" on a GPU; host overhead is every other applicable row except "queue" (waiting, not work).
 SweepPoint sweep_point(int64_t size, const std::string& spec, const std::string& description, double flops,
@@ -70,6 +84,15 @@ struct SweepReport {
   double elapsed_s = 0;
   std::vector<SweepPoint> points;
   std::vector<std::string> notes;
+  Ceiling ceiling;
+
+  bool memory_bound() const { return !points.empty() && points.front().bytes_moved > 0; }
+  const char* rate_unit() const { return memory_bound() ? "bytes/s" : "FLOP/s"; }
+  double ceiling_share(const SweepPoint& p) const { return reports::ceiling_share(p.rate(), ceiling.rate); }
+  // The run's named figures (Note [Figures, not prose]): "ceiling.rate" (FLOP/s or bytes/s),
+  // "ceiling.measured" (bool), "ceiling.measure_ns"; per point, point_figures: "ceiling.share" (ratio).
+  Figures figures() const;
+  Figures point_figures(const SweepPoint& p) const;
 
   Crossover host_under(double share) const;  // host overhead under `share` of the wall
   Crossover replay_stops_helping() const;    // speed-up within noise

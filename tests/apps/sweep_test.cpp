@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
@@ -46,6 +47,52 @@ TEST_CASE("sweep: a table per size, crossovers in words, --json --csv --plot wri
   const std::string svg = read_file(dir.file("s.svg"));
   CHECK(svg.rfind("<?xml", 0) == 0);
   CHECK(contains(svg, "</svg>"));
+}
+
+// The ceiling (docs/sweep.md): measured on the CPU before the sweep, a "% of ceiling" column, and the
+// figures in the JSON. A 1024 GEMM's best rate; the sizes here are smaller, so each is at most a little
+// above it (noise), never absurd: (0, 200]%.
+TEST_CASE("sweep: the achieved rate against the measured ceiling, in the table, JSON and CSV") {
+  TempDir dir;
+  const RunResult r =
+      run_strata(sweep({"matmul", "64,256", "--json", dir.file("s.json"), "--csv", dir.file("s.csv")}));
+  check_no_crash(r);
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.out, "ceiling: "));
+  CHECK(contains(r.out, ", measured: best of "));
+  CHECK(contains(r.out, "cblas_sgemm 1024x1024x1024"));
+  CHECK(contains(r.out, "% of ceiling"));
+  const auto j = nlohmann::json::parse(read_file(dir.file("s.json")));
+  CHECK(j["figures"]["ceiling.rate"]["unit"] == "FLOP/s");
+  CHECK(j["figures"]["ceiling.rate"]["value"].get<double>() > 1e8);
+  CHECK(j["figures"]["ceiling.measured"]["value"] == 1);
+  // Well under a second per measurement; at most two (again after the sweep when a size beat the first).
+  CHECK(j["figures"]["ceiling.measure_ns"]["value"].get<double>() < 2e9);
+  REQUIRE(j["points"].size() == 2);
+  for (const auto& p : j["points"]) {
+    const double share = p["figures"]["ceiling.share"]["value"].get<double>();
+    CHECK(share > 0);
+    CHECK(share <= 2.0);
+    // The column prints the same figure as the JSON carries, as a percentage.
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f%%", share * 100);
+    CHECK(contains(r.out, text));
+  }
+  const std::string csv = read_file(dir.file("s.csv"));
+  CHECK(contains(csv, ",rate_unit,ceiling,ceiling_share,"));
+}
+
+TEST_CASE("sweep: a memory-bound op's ceiling is a streaming copy's bytes/s") {
+  TempDir dir;
+  const RunResult r = run_strata(sweep({"relu", "4M,8M", "--json", dir.file("s.json")}));
+  check_no_crash(r);
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.out, "memcpy"));
+  const auto j = nlohmann::json::parse(read_file(dir.file("s.json")));
+  CHECK(j["figures"]["ceiling.rate"]["unit"] == "bytes/s");
+  for (const auto& p : j["points"]) CHECK(p["figures"]["ceiling.share"]["value"].get<double>() > 0);
 }
 
 TEST_CASE("sweep: one swept field of a multi-field spec, with --compare") {

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -130,6 +131,63 @@ TEST_CASE("JSON and CSV carry every size and the crossovers") {
   CHECK(std::count(csv.begin(), csv.end(), '\n') == 8);  // header + 7 sizes
   CHECK(csv.rfind("size,spec,calls,wall_median_ns", 0) == 0);
   CHECK(csv.find("binding_median_ns,binding_p90_ns,dispatch/CPU_median_ns") != std::string::npos);
+}
+
+TEST_CASE("ceiling_share: rate over ceiling, 0 when either is missing") {
+  CHECK(ceiling_share(50e9, 100e9) == doctest::Approx(0.5));
+  CHECK(ceiling_share(120e9, 100e9) == doctest::Approx(1.2));  // a run can beat the measured ceiling
+  CHECK(ceiling_share(50e9, 0) == 0);                          // no ceiling: no share, no division by 0
+  CHECK(ceiling_share(0, 100e9) == 0);
+  CHECK(ceiling_share(-1, 100e9) == 0);
+  CHECK(ceiling_share(std::nan(""), 100e9) == 0);
+}
+
+TEST_CASE("the ceiling: a share per size in the table, JSON figures and CSV column") {
+  SweepReport rep = cubic_sweep();
+  // Size s: 2 s^3 FLOP in 1000 + s^3/1000 ns. At 1024 that is about 2e12 FLOP/s; a ceiling of 4e12 puts it
+  // at 50%, and the share of every size is its rate over the ceiling.
+  rep.ceiling.rate = 4e12;
+  rep.ceiling.measured = true;
+  rep.ceiling.how = "best of 5 cblas_sgemm 1024x1024x1024 calls";
+  rep.ceiling.spent_ns = 1.2e8;
+  const SweepPoint& last = rep.points.back();
+  const double s3 = 1024.0 * 1024 * 1024;
+  CHECK(last.rate() == doctest::Approx(2 * s3 / ((1000 + s3 / 1000) * 1e-9)));
+  CHECK(rep.ceiling_share(last) == doctest::Approx(last.rate() / 4e12));
+  CHECK(rep.ceiling_share(last) == doctest::Approx(0.5).epsilon(0.01));
+
+  std::ostringstream table;
+  print_sweep_table(rep, table);
+  CHECK(table.str().find("ceiling: 4.0 TFLOP/s, measured: best of 5 cblas_sgemm") != std::string::npos);
+  CHECK(table.str().find("% of ceiling") != std::string::npos);
+  CHECK(table.str().find("50.0%\n") != std::string::npos);  // the last size, the last column
+
+  const auto j = nlohmann::json::parse(sweep_json(rep));
+  CHECK(j["figures"]["ceiling.rate"]["value"] == 4e12);
+  CHECK(j["figures"]["ceiling.rate"]["unit"] == "FLOP/s");
+  CHECK(j["figures"]["ceiling.measured"]["value"] == 1);
+  CHECK(j["ceiling"]["how"] == rep.ceiling.how);
+  CHECK(j["points"][6]["figures"]["ceiling.share"]["value"].get<double>() == doctest::Approx(rep.ceiling_share(last)));
+  CHECK(j["points"][6]["figures"]["ceiling.share"]["unit"] == "ratio");
+
+  const std::string csv = sweep_csv(rep);
+  CHECK(csv.find("rate,rate_unit,ceiling,ceiling_share,") != std::string::npos);
+  CHECK(csv.find(",FLOP/s,4e+12,0.499") != std::string::npos);
+
+  // A datasheet figure says so; no ceiling leaves the column empty and the figures out.
+  rep.ceiling.measured = false;
+  rep.ceiling.how = "NVIDIA datasheet, H100 SXM";
+  std::ostringstream datasheet;
+  print_sweep_table(rep, datasheet);
+  CHECK(datasheet.str().find("datasheet peak (not measured): NVIDIA datasheet") != std::string::npos);
+  CHECK(nlohmann::json::parse(sweep_json(rep))["figures"]["ceiling.measured"]["value"] == 0);
+  rep.ceiling = Ceiling{0, false, "no datasheet peak for this device", 0};
+  std::ostringstream none;
+  print_sweep_table(rep, none);
+  CHECK(none.str().find("ceiling: none (no datasheet peak") != std::string::npos);
+  const auto jn = nlohmann::json::parse(sweep_json(rep));
+  CHECK(!jn["figures"].contains("ceiling.rate"));
+  CHECK(jn["points"][0]["figures"].empty());
 }
 
 TEST_CASE("the SVG has both panels, every curve and the crossover marks, and escapes text") {
