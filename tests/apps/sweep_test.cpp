@@ -50,8 +50,8 @@ TEST_CASE("sweep: a table per size, crossovers in words, --json --csv --plot wri
 }
 
 // The ceiling (docs/sweep.md): measured on the CPU before the sweep, a "% of ceiling" column, and the
-// figures in the JSON. A 1024 GEMM's best rate; the sizes here are smaller, so each is at most a little
-// above it (noise), never absurd: (0, 200]%.
+// figures in the JSON, the column printing what the JSON carries. No bound on the share or on the time
+// taken: both are timings, and on a shared machine (ctest -j, CI) a loaded moment moves them anywhere.
 TEST_CASE("sweep: the achieved rate against the measured ceiling, in the table, JSON and CSV") {
   TempDir dir;
   const RunResult r =
@@ -67,13 +67,11 @@ TEST_CASE("sweep: the achieved rate against the measured ceiling, in the table, 
   CHECK(j["figures"]["ceiling.rate"]["unit"] == "FLOP/s");
   CHECK(j["figures"]["ceiling.rate"]["value"].get<double>() > 1e8);
   CHECK(j["figures"]["ceiling.measured"]["value"] == 1);
-  // Well under a second per measurement; at most two (again after the sweep when a size beat the first).
-  CHECK(j["figures"]["ceiling.measure_ns"]["value"].get<double>() < 2e9);
+  CHECK(j["figures"]["ceiling.measure_ns"]["value"].get<double>() > 0);
   REQUIRE(j["points"].size() == 2);
   for (const auto& p : j["points"]) {
     const double share = p["figures"]["ceiling.share"]["value"].get<double>();
     CHECK(share > 0);
-    CHECK(share <= 2.0);
     // The column prints the same figure as the JSON carries, as a percentage.
     char text[32];
     std::snprintf(text, sizeof text, "%.1f%%", share * 100);
