@@ -184,11 +184,12 @@ int run_compare(const CompareOptions& o) {
     for (const auto& [key, v] : ctx.env.device) writer.add_metadata(key, v);
     reports::TraceMetadata kineto;
     kineto.gpus = session.trace_gpus();
-    kineto.steps = eager_ids;
-    kineto.steps.insert(kineto.steps.end(), replay_ids.begin(), replay_ids.end());
+    // Through `rounds`, not its structured bindings: clang 14 (the lint stage's front end) cannot capture those.
+    kineto.steps = rounds.eager_ids;
+    kineto.steps.insert(kineto.steps.end(), rounds.replay_ids.begin(), rounds.replay_ids.end());
     writer.set_trace_metadata(std::move(kineto));
-    writer.add_timeline(timeline, "eager", 0, eager_begin, eager_end);
-    writer.add_timeline(timeline, replay->kind(), 1, replay_begin, replay_end);
+    writer.add_timeline(timeline, "eager", 0, rounds.eager_begin, rounds.eager_end);
+    writer.add_timeline(timeline, rounds.replay->kind(), 1, rounds.replay_begin, rounds.replay_end);
   };
   output.check = ctx.check;
   output.tolerance_name = "tolerance";

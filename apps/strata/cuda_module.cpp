@@ -93,12 +93,12 @@ Loaded load() {
 std::atomic<bool> g_loaded{false};
 
 const Loaded& loaded() {
-  static const Loaded result = [] {
+  static const Loaded kResult = [] {
     Loaded r = load();
     if (r.backend != nullptr) g_loaded.store(true, std::memory_order_release);
     return r;
   }();
-  return result;
+  return kResult;
 }
 
 std::string request_text(const frontend::DeviceRequest& request) {

@@ -6,9 +6,9 @@
 
 extern "C" __attribute__((visibility("default"))) const StrataCudaBackend* strata_cuda_backend_v1() {
   namespace m = strata::app::cuda_module;
-  static const StrataCudaBackend backend{
+  static const StrataCudaBackend kBackend{
       kStrataCudaBackendVersion, &strata::ops::register_cuda_kernels, &m::choose_device, &m::available_bytes,
       &m::open_device_session,   &m::run_devices,
   };
-  return &backend;
+  return &kBackend;
 }

@@ -50,7 +50,9 @@ TEST_CASE("bad ranges are refused with the reason") {
       {"1:3G", "too large"},
       {"1:9223372036854775807", "too large"},
   };
-  for (const auto& [text, why] : bad) {
+  for (const auto& c : bad) {
+    const auto& text = c.first;
+    const auto& why = c.second;
     CAPTURE(text);
     try {
       parse_sweep_range(text);

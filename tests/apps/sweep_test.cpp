@@ -115,7 +115,9 @@ TEST_CASE("sweep: bad ranges are refused with exit 2 and nothing on stdout") {
       {{"matmul", "16:64", "--sweep-budget", "0"}, "--sweep-budget"},
       {{"matmul", "16:64", "--budget", "0"}, "--budget"},
   };
-  for (const auto& [args, message] : bad) {
+  for (const auto& c : bad) {
+    const auto& args = c.first;
+    const auto& message = c.second;
     CAPTURE(args[1]);
     check_refused(run_strata(sweep(args)), 2, message);
   }
