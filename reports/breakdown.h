@@ -41,6 +41,9 @@ struct BreakdownRow {
   // the table joins `names`. `na_reason` is what the table prints for a row that is not applicable.
   std::string what;
   std::string na_reason;
+  // The median is under twice the measured cost of one probe (a zone's open + close): below what the
+  // host timers resolve, so the table marks it instead of printing it as a measured fact.
+  bool below_resolution = false;
 
   std::string id() const;  // "binding", "dispatch/Autograd": how the JSON and the analysis name a row
   double total() const;    // sum over the calls: the one way to total a row

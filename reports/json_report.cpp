@@ -15,7 +15,8 @@ json distribution(const Distribution& d) {
 json breakdown(const LayerBreakdown& b) {
   json rows = json::array();
   for (const BreakdownRow& r : b.rows) {
-    json row{{"layer", row_kind_name(r.kind)}, {"applicable", r.applicable}, {"names", r.names}};
+    json row{{"layer", row_kind_name(r.kind)}, {"applicable", r.applicable}, {"names", r.names},
+             {"below_resolution", r.below_resolution}};
     if (!r.key.empty()) row["key"] = r.key;
     if (!r.what.empty()) row["what"] = r.what;
     if (r.applicable) row["time"] = distribution(r.ns);

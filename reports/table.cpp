@@ -72,7 +72,8 @@ void print_trace_table(const TraceReport& rep, std::ostream& out) {
       out << pad(row_kind_name(r.kind), 10) << (r.na_reason.empty() ? "n/a" : r.na_reason) << "\n";
       continue;
     }
-    out << pad(row_kind_name(r.kind), 10) << pad(truncate(what, kWhat - 1), kWhat) << lpad(format_ns(r.ns.median), 11)
+    out << pad(row_kind_name(r.kind), 10) << pad(truncate(what, kWhat - 1), kWhat)
+        << lpad(format_ns(r.ns.median) + (r.below_resolution ? "*" : ""), 11)
         << lpad(format_ns(r.ns.p90), 11) << lpad(percent(r.ns.median, wall), 8) << "\n";
   }
   std::string rate;

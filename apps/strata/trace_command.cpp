@@ -183,6 +183,18 @@ int run_trace(const TraceOptions& o) {
   rep.repeat = static_cast<size_t>(run.repeat);
   rep.repeat_auto = run.repeat_auto;
   rep.probe_ns = measure_probe_cost_ns();
+  // A row whose median is within twice one probe's cost is mostly the instrument itself: say so.
+  std::string unresolved;
+  for (reports::BreakdownRow& row : rep.steady.rows) {
+    row.below_resolution = row.applicable && row.ns.median < 2 * rep.probe_ns;
+    if (row.below_resolution) unresolved += (unresolved.empty() ? "" : ", ") + row.id();
+  }
+  if (!unresolved.empty()) {
+    char cost[32];
+    std::snprintf(cost, sizeof cost, "%.0f ns", rep.probe_ns);
+    rep.notes.push_back("rows marked * (" + unresolved + ") have medians under twice the cost of one probe (" + cost +
+                        "): below what the host timers resolve; read them as 'about that or less', not as measured");
+  }
   size_t spans_in_timed = 0;
   for (const Span& s : timeline.spans()) spans_in_timed += (s.op_id >= run.timed_ids.front()) ? 1 : 0;
   rep.probes_per_call = double(spans_in_timed) / double(run.timed_ids.size());

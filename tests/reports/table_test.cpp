@@ -54,6 +54,21 @@ TEST_CASE("the table: header, one line per row, n/a rows, wall with the rate, ch
   CHECK(t.find("check: relative error 2e-07") != std::string::npos);
   CHECK(t.find("PASS") != std::string::npos);
   CHECK(t.find("note: GPU timing unavailable\n") != std::string::npos);
+  CHECK(t.find("*") == std::string::npos);  // no row is marked below resolution unless measured so
+}
+
+TEST_CASE("a row below the probe's resolution is marked, not printed as a plain figure") {
+  TraceReport r;
+  r.steady.rows.push_back({RowKind::kBinding, "", {"matmul"}, Distribution::of({30}), true, {}, {}});
+  r.steady.rows.back().below_resolution = true;
+  r.steady.rows.push_back({RowKind::kLibrary, "", {"cblas_sgemm"}, Distribution::of({800}), true, {}, {}});
+  r.steady.wall = Distribution::of({830});
+  std::ostringstream out;
+  print_trace_table(r, out);
+  const std::string t = out.str();
+  INFO(t);
+  CHECK(t.find("0.03 us*") != std::string::npos);
+  CHECK(t.find("0.80 us*") == std::string::npos);
 }
 
 TEST_CASE("a memory-bound op's rate is its bandwidth, not FLOP/s") {
