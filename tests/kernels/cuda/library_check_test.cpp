@@ -9,6 +9,7 @@
 
 #include "layers/kernels/cuda/library_check.h"
 #include "lib/error.h"
+#include "tests/support/error_text.h"
 
 using namespace strata;
 
@@ -18,17 +19,8 @@ namespace {
 cublasStatus_t cublas_call_returning(cublasStatus_t s) { return s; }
 cudnnStatus_t cudnn_call_returning(cudnnStatus_t s) { return s; }
 
-template <typename F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using strata::test::contains;
+using strata::test::message_of;
 
 }  // namespace
 

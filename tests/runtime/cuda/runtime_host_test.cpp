@@ -8,6 +8,7 @@
 
 #include "layers/runtime/cuda/cuda_runtime_layer.h"
 #include "lib/error.h"
+#include "tests/support/error_text.h"
 
 using namespace strata;
 namespace rt = strata::runtime::cuda;
@@ -17,17 +18,8 @@ namespace {
 // A stand-in for a library call that fails, so the macro's "call text" is predictable.
 cudaError_t cuda_call_returning(cudaError_t e) { return e; }
 
-template <typename F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+using strata::test::contains;
+using strata::test::message_of;
 
 }  // namespace
 
