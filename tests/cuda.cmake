@@ -41,4 +41,11 @@ strata_add_gpu_test(test_apps_compare_gpu apps/compare_gpu_test.cpp)
 # sanitizers: their shadow memory does not fit the address-space limit these tests run strata under.
 if(NOT STRATA_SANITIZE)
   strata_add_test(test_apps_cuda_module apps/cuda_module_test.cpp LABELS e2e)
+  # The toolkit's stub driver library: a libcuda.so.1 for the loader to find, so that `--device auto` goes
+  # on to load the module on a machine without a driver (Note [No driver, no module]).
+  find_library(STRATA_CUDA_STUB_DRIVER cuda HINTS ${CUDAToolkit_LIBRARY_DIR}/stubs ${CUDAToolkit_LIBRARY_ROOT}/lib64/stubs
+               NO_DEFAULT_PATH)
+  if(STRATA_CUDA_STUB_DRIVER)
+    target_compile_definitions(test_apps_cuda_module PRIVATE STRATA_CUDA_STUB_DRIVER="${STRATA_CUDA_STUB_DRIVER}")
+  endif()
 endif()

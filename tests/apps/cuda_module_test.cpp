@@ -2,6 +2,9 @@
 // apps/strata/cuda_module.h; docs/errors.md): end to end against the real binary of a build with the CUDA
 // layers. A CPU run must work under an address-space limit the CUDA libraries alone exceed, and a module
 // that cannot be loaded is one line with dlopen's reason, never a loader error before main.
+#include <dlfcn.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <string>
 
@@ -13,16 +16,39 @@ namespace {
 
 // `ulimit -v 300000`: about 293 MiB of address space. strata with the CUDA libraries mapped at start-up
 // needed more than that before main ran (libcublasLt.so.13: failed to map segment).
-RunOptions small_address_space() {
+// `--device auto` loads the module only where the loader finds the driver's libcuda.so.1 (Note [No
+// driver, no module]). On a machine without a driver the auto cases below put the toolkit's stub on the
+// loader's path under that name, so that auto goes on to load the module, as it does where a driver is.
+class StubDriver {
+ public:
+  StubDriver() {
+#ifdef STRATA_CUDA_STUB_DRIVER
+    REQUIRE(symlink(STRATA_CUDA_STUB_DRIVER, dir_.file("libcuda.so.1").c_str()) == 0);
+#endif
+  }
+  std::string loader_path() const { return "LD_LIBRARY_PATH=" + dir_.path(); }
+
+ private:
+  TempDir dir_;
+};
+
+RunOptions small_address_space(const StubDriver& driver) {
   RunOptions o;
   o.address_space_limit = int64_t(300000) * 1024;
+  o.env = {driver.loader_path()};
   return o;
 }
 
-RunOptions missing_module() {
+RunOptions missing_module(const StubDriver& driver) {
   RunOptions o;
-  o.env = {"STRATA_CUDA_MODULE=/nonexistent/libstrata_cuda.so"};
+  o.env = {"STRATA_CUDA_MODULE=/nonexistent/libstrata_cuda.so", driver.loader_path()};
   return o;
+}
+
+bool driver_loadable() {
+  void* handle = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+  if (handle != nullptr) dlclose(handle);
+  return handle != nullptr;
 }
 
 std::string dynamic_section(const std::string& file) {
@@ -46,29 +72,31 @@ TEST_CASE("the strata executable links none of the CUDA libraries") {
 }
 
 TEST_CASE("a CPU run works in an address space too small for the CUDA libraries") {
+  const StubDriver driver;
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"ops"}, cpu({"trace", "relu", "16"}), cpu({"compare", "relu", "16"})}) {
     CAPTURE(args[0]);
-    const RunResult r = run_strata(args, small_address_space());
+    const RunResult r = run_strata(args, small_address_space(driver));
     check_no_crash(r);
     CHECK_MESSAGE(r.exit_code == 0, r.err);
   }
   // `strata ops` lists the CUDA kernels from their declarations without loading them.
-  const RunResult r = run_strata({"ops"}, small_address_space());
+  const RunResult r = run_strata({"ops"}, small_address_space(driver));
   CHECK(count_of(r.out, "[in libstrata_cuda.so, registered on the first CUDA use]") == 6);
   CHECK(count_of(r.out, "  CUDA      layers/kernels/cuda/") == 6);
 }
 
 TEST_CASE("a module that cannot be mapped: devices says why, auto runs on the CPU, cuda exits 4") {
-  RunResult r = run_strata({"devices"}, small_address_space());
+  const StubDriver driver;
+  RunResult r = run_strata({"devices"}, small_address_space(driver));
   check_no_crash(r);
   CHECK(r.exit_code == 0);
   CHECK(contains(r.out, "cuda: none: the CUDA module could not be loaded: "));
-  r = run_strata(fast({"trace", "relu", "16"}), small_address_space());
+  r = run_strata(fast({"trace", "relu", "16"}), small_address_space(driver));
   check_no_crash(r);
   CHECK_MESSAGE(r.exit_code == 0, r.err);
   CHECK(contains(r.out, "auto chose the CPU: the CUDA module could not be loaded: "));
-  r = run_strata(fast({"trace", "relu", "16", "--device", "cuda"}), small_address_space());
+  r = run_strata(fast({"trace", "relu", "16", "--device", "cuda"}), small_address_space(driver));
   check_no_crash(r);
   CHECK(r.exit_code == 4);
   CHECK(contains(r.err, "strata: error: --device cuda: the CUDA module could not be loaded: "));
@@ -78,18 +106,36 @@ TEST_CASE("a module that cannot be mapped: devices says why, auto runs on the CP
 TEST_CASE("STRATA_CUDA_MODULE naming no file: exit 4 for --device cuda, the CPU for auto, both with dlopen's reason") {
   const std::string reason =
       "the CUDA module could not be loaded: /nonexistent/libstrata_cuda.so: cannot open shared object file";
-  RunResult r = run_strata(fast({"trace", "matmul", "16", "--device", "cuda:0"}), missing_module());
+  const StubDriver driver;
+  RunResult r = run_strata(fast({"trace", "matmul", "16", "--device", "cuda:0"}), missing_module(driver));
   check_no_crash(r);
   CHECK(r.exit_code == 4);
   CHECK(contains(r.err, "--device cuda:0: " + reason));
   CHECK(r.out.empty());
-  r = run_strata(fast({"trace", "matmul", "16", "--device", "auto"}), missing_module());
+  r = run_strata(fast({"trace", "matmul", "16", "--device", "auto"}), missing_module(driver));
   check_no_crash(r);
   CHECK(r.exit_code == 0);
   CHECK(contains(r.out, "auto chose the CPU: " + reason));
-  r = run_strata({"devices"}, missing_module());
+  r = run_strata({"devices"}, missing_module(driver));
   CHECK(r.exit_code == 0);
   CHECK(contains(r.out, "cuda: none: " + reason));
+}
+
+TEST_CASE("without a driver, auto chooses the CPU without loading the module") {
+  if (driver_loadable()) {
+    MESSAGE("skipped: this machine's loader finds libcuda.so.1 (a driver is installed)");
+    return;
+  }
+  // A module that cannot even be found is never looked for: auto stops at the missing driver.
+  RunOptions o;
+  o.env = {"STRATA_CUDA_MODULE=/nonexistent/libstrata_cuda.so"};
+  o.address_space_limit = int64_t(300000) * 1024;
+  const RunResult r = run_strata(fast({"trace", "relu", "16"}), o);
+  check_no_crash(r);
+  CHECK_MESSAGE(r.exit_code == 0, r.err);
+  CHECK(contains(r.out, "auto chose the CPU: no CUDA driver (libcuda.so.1, which the NVIDIA driver installs, is not on "
+                        "the loader's path; the CUDA module was not loaded)"));
+  CHECK(!contains(r.out, "could not be loaded"));
 }
 
 TEST_CASE("the module this build wrote loads: every symbol it takes from the executable is there") {
