@@ -57,13 +57,17 @@ BackwardRecord backward(const Tensor& root, const Tensor& grad, const BackwardOp
       throw UsageError("backward: grad can be implicitly created only for scalar outputs; the tensor has shape [" +
                        root.sizes().str() + "] (call sum() first, or pass a gradient)");
     }
+    NoGradGuard no_grad;  // the seed is a constant, not part of the graph
     seed = ops::ones_like(root);
   }
   std::shared_ptr<Node> root_node = gradient_edge(root);
   BackwardRecord record;
   Scratch s;
+  // The root's step starts before the graph is discovered: finding the nodes is the engine's work too,
+  // and it is charged to the first node rather than to nobody.
+  if (options.before_node != nullptr) options.before_node(options.context, 0, root_node->name());
   {
-    STRATA_ZONE(zone, Layer::kDispatch, "autograd engine");
+    STRATA_ZONE(zone, Layer::kDispatch, "engine");
     // Every node reachable from the root, each counted once per consumer edge.
     s.add(root_node.get());
     for (size_t i = 0; i < s.nodes.size(); ++i) {
@@ -84,8 +88,10 @@ BackwardRecord backward(const Tensor& root, const Tensor& grad, const BackwardOp
     std::pop_heap(ready.begin(), ready.end(), runs_later);
     Node* n = ready.back();
     ready.pop_back();
-    if (options.before_node != nullptr) options.before_node(options.context, record.order.size(), n->name());
-    STRATA_ZONE(zone, Layer::kDispatch, "autograd engine");
+    if (options.before_node != nullptr && !record.order.empty())
+      options.before_node(options.context, record.order.size(), n->name());
+    // Its self time is the engine's own cost for the node: the walk, the buffers, accumulating, freeing.
+    STRATA_ZONE(zone, Layer::kDispatch, "engine");
     record.order.push_back(n->name());
     GradList grads;
     {

@@ -76,6 +76,8 @@ Tensor random_tensor(const Shape& shape, DType dtype, Device device, uint64_t se
 // The float64 reference for a prepared call (layers/kernels/reference).
 std::vector<double> reference_result(const OpSpec& spec, const PreparedCall& call);
 
+// How many tensors the op's node saves for a call built from its spec (every optional input given).
+size_t saved_by_node(const OpSpec& spec);
 // Whether the op has a backward formula (the gradient ops have none).
 bool differentiable(const OpSpec& spec);
 // The float64 gradients of the call's arguments, by argument position, given the gradient of its output

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <fstream>
 #include <optional>
@@ -197,6 +198,13 @@ std::vector<double> reference_result(const OpSpec& spec, const PreparedCall& cal
   return ops::AllOps::visit(spec.op_index, [&](auto decl) {
     using Op = decltype(decl);
     return call_reference<Op>(call.op->schema(), call.args);
+  });
+}
+
+size_t saved_by_node(const OpSpec& spec) {
+  return ops::AllOps::visit(spec.op_index, [&](auto decl) -> size_t {
+    using Op = decltype(decl);
+    return static_cast<size_t>(std::popcount(Op::kBackward.saved_inputs)) + (Op::kBackward.saves_result ? 1 : 0);
   });
 }
 
