@@ -68,6 +68,22 @@ json check(const CheckResult& c) {
   return json{{"relative_error", c.relative_error}, {"tolerance", c.tolerance}, {"passed", c.passed()}};
 }
 
+json backward(const BackwardReport& b) {
+  json nodes = json::array();
+  for (const BackwardNodeReport& n : b.nodes) nodes.push_back({{"node", n.name}, {"steady", breakdown(n.steady)}});
+  json doc{{"walk", b.walk}, {"seed", breakdown(b.seed)}, {"nodes", nodes}, {"wall", distribution(b.wall)},
+           {"cold_ns", b.cold_ns}};
+  if (!b.checks.empty()) {
+    json checks = json::array();
+    for (const GradCheck& c : b.checks) {
+      checks.push_back({{"argument", c.argument}, {"relative_error", c.relative_error}, {"tolerance", c.tolerance},
+                        {"passed", c.passed()}});
+    }
+    doc["gradient_checks"] = checks;
+  }
+  return doc;
+}
+
 }  // namespace
 
 std::string trace_report_json(const TraceReport& rep) {
@@ -98,6 +114,7 @@ std::string trace_report_json(const TraceReport& rep) {
   }
   if (rep.peak_flops > 0) doc["peak"] = {{"flops_per_s", rep.peak_flops}, {"source", rep.peak_source}};
   if (rep.check.ran) doc["check"] = check(rep.check);
+  if (rep.backward.ran) doc["backward"] = backward(rep.backward);
   return doc.dump(2) + "\n";
 }
 

@@ -23,6 +23,7 @@ struct TraceOptions {
   double budget_s = 1.0;
   uint64_t seed = 42;
   bool requires_grad = false;
+  bool backward = false;  // y.sum().backward() after each call (needs requires_grad); docs/autograd.md
   bool check = false;
   bool tf32 = false;
   bool no_device_timing = false;

@@ -28,6 +28,17 @@ struct HarnessOptions {
   // at least 10 calls): the automatic repeat is sized from the FASTEST warm call, and on a loaded machine
   // the median call can be 30x slower than that, which made one sweep size run 20 s on a 0.5 s budget.
   double stop_after_s = 0;
+  // Every call is followed by y.sum().backward() (--backward): the seed's sum and each node the engine
+  // runs get op ids of their own. See Note [Backward in the harness] in harness.cpp.
+  bool backward = false;
+};
+
+// The backward half of the timed calls, when HarnessOptions::backward is set.
+struct BackwardIds {
+  std::vector<uint32_t> seed;                // the sum of each timed call
+  std::vector<std::vector<uint32_t>> nodes;  // nodes[k][i]: node k of the walk in timed call i
+  std::vector<const char*> walk;             // the walk's node names (the same in every call)
+  uint32_t cold_first = 0, cold_last = 0;    // op ids of the cold call's seed and backward nodes
 };
 
 struct HarnessResult {
@@ -38,6 +49,7 @@ struct HarnessResult {
   int64_t warmup = 0;
   int64_t repeat = 0;
   bool repeat_auto = false;
+  BackwardIds backward;
 };
 
 HarnessResult run_harness(const frontend::PreparedCall& call, const HarnessOptions& options, Timeline& timeline,

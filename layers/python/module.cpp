@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "layers/autograd/engine.h"
 #include "layers/binding/binding.h"
 #include "layers/frontend/frontend.h"
 #include "layers/kernels/reference/reference.h"
@@ -320,6 +321,33 @@ void bind_tensor(py::module_& m) {
       .def_property_readonly("grad_fn", [](const Tensor& t) -> py::object {
         if (!t.grad_fn()) return py::none();
         return py::str(t.grad_fn()->name());
+      })
+      // Autograd (layers/autograd, docs/autograd.md): the gradient a backward pass left in a leaf, and
+      // the pass itself. The engine runs with the GIL held: its formulas are short dispatcher calls.
+      .def_property_readonly("grad", [](const Tensor& t) -> py::object {
+        Tensor g = t.grad();
+        if (!g.defined()) return py::none();
+        return py::cast(std::move(g));
+      })
+      .def_property_readonly("is_leaf", &Tensor::is_leaf)
+      .def(
+          "backward",
+          [](const Tensor& t, py::object gradient, bool retain_graph) {
+            autograd::BackwardOptions options;
+            options.retain_graph = retain_graph;
+            if (!gradient.is_none() && !py::isinstance<Tensor>(gradient)) {
+              throw py::type_error("backward(): gradient must be a strata.Tensor or None, not " +
+                                   std::string(py::str(py::type::of(gradient).attr("__name__"))));
+            }
+            const Tensor g = gradient.is_none() ? Tensor() : gradient.cast<Tensor>();
+            return py::str(autograd::backward(t, g, options).path());
+          },
+          py::arg("gradient") = py::none(), py::arg("retain_graph") = false,
+          "Runs the backward pass from this tensor (ones as its gradient if it has one element) and "
+          "accumulates into every leaf's .grad; returns the walk, e.g. 'SumBackward > MmBackward > "
+          "AccumulateGrad > AccumulateGrad'.")
+      .def("_zero_grad", [](const Tensor& t) {
+        if (t.autograd_meta() != nullptr) t.set_grad(Tensor());
       })
       .def_property_readonly("ndim", &Tensor::dim)
       .def("dim", &Tensor::dim)

@@ -64,8 +64,8 @@ TEST_CASE("conv options that do not fit the input are refused") {
 }
 
 TEST_CASE("unknown ops, options and values are usage errors") {
-  const RunResult unknown = run_strata(cpu({"trace", "gemm", "1024"}));
-  check_refused(unknown, 2, "unknown op 'gemm'");
+  const RunResult unknown = run_strata(cpu({"trace", "gemv", "1024"}));
+  check_refused(unknown, 2, "unknown op 'gemv'");
   CHECK(contains(unknown.err, "matmul N | MxKxN"));  // it lists what is accepted
 
   // Option parsing errors come from CLI11: its message, exit 2, nothing on stdout.

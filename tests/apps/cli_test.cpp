@@ -198,8 +198,9 @@ TEST_CASE("strata ops lists every operator, its schema, and the keys with kernel
         "gelu(Tensor self) -> Tensor"}) {
     CHECK_MESSAGE(contains(r.out, std::string(schema) + "\n"), schema);
   }
-  CHECK(count_of(r.out, "  Autograd  layers/dispatch/autograd.cpp") == 6);
-  CHECK(count_of(r.out, "  CPU       layers/kernels/cpu/") == 6);
+  // The six forward ops and the nine gradient ops --backward calls (layers/ops/operators.h).
+  CHECK(count_of(r.out, "  Autograd  layers/dispatch/autograd.cpp") == 15);
+  CHECK(count_of(r.out, "  CPU       layers/kernels/cpu/") == 15);
   CHECK(contains(r.out, "keys in priority order (highest first): Autocast > Autograd > CUDA > CPU"));
 }
 
@@ -212,7 +213,7 @@ TEST_CASE("--help texts name the ops, the options and the exit codes") {
   r = run_strata({"trace", "--help"});
   check_no_crash(r);
   CHECK(r.exit_code == 0);
-  for (const char* s : {"--device", "--dtype", "--repeat", "--warmup", "--requires-grad", "--check", "--json",
+  for (const char* s : {"--device", "--dtype", "--repeat", "--warmup", "--requires-grad", "--backward", "--check", "--json",
                         "--chrome-trace", "--out-channels", "--kernel", "--stride", "--pad",
                         "matmul N | MxKxN", "linear BxINxOUT", "conv NxCxHxW"}) {
     CHECK_MESSAGE(contains(r.out, s), s);

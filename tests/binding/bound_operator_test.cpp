@@ -41,11 +41,15 @@ TEST_CASE("IValue: type names and reprs") {
 }
 
 TEST_CASE("find_operator knows every operator and lists them when asked for another") {
-  for (const char* name : {"matmul", "linear", "conv2d", "relu", "add", "gelu"})
+  for (const char* name : {"matmul", "linear", "conv2d", "relu", "add", "gelu", "gemm", "sum", "ones_like",
+                           "expand_as", "threshold_backward", "gelu_backward", "bias_backward",
+                           "conv2d_input_backward", "conv2d_weight_backward"})
     CHECK(find_operator(name).schema().name == name);
-  CHECK(all_operators().size() == 6);
-  CHECK_THROWS_WITH_AS(find_operator("gemm"),
-                       "unknown operator 'gemm'; known operators: matmul, linear, conv2d, relu, add, gelu",
+  CHECK(all_operators().size() == 15);
+  CHECK_THROWS_WITH_AS(find_operator("gemv"),
+                       "unknown operator 'gemv'; known operators: matmul, linear, conv2d, relu, add, gelu, gemm, sum, "
+                       "ones_like, expand_as, threshold_backward, gelu_backward, bias_backward, conv2d_input_backward, "
+                       "conv2d_weight_backward",
                        UsageError);
 }
 

@@ -90,8 +90,8 @@ TEST_CASE("parse_op_spec: ops, aliases and the dims each takes") {
   CHECK(contains(spec_error("matmul", "1x2x3x4"), "matmul takes"));
   CHECK(contains(spec_error("linear", "32"), "linear takes BxINxOUT"));
   CHECK(contains(spec_error("conv", "1x3x8"), "conv takes NxCxHxW"));
-  const std::string unknown = spec_error("gemm", "1024");
-  CHECK(contains(unknown, "unknown op 'gemm'"));
+  const std::string unknown = spec_error("gemv", "1024");
+  CHECK(contains(unknown, "unknown op 'gemv'"));
   CHECK(contains(unknown, "matmul N | MxKxN"));  // the refusal lists what is accepted
   CHECK(contains(spec_error("", "1024"), "unknown op ''"));
   CHECK(contains(spec_error("Matmul", "1024"), "unknown op"));

@@ -75,6 +75,60 @@ def _inputs_add(rng, t):
     return [t(*shape), t(*shape)], {"alpha": rng.choice([1, 0.5, -2.0])}
 
 
+def _inputs_gemm(rng, t):
+    m, k, n = rng.randint(1, 30), rng.randint(1, 30), rng.randint(1, 30)
+    ts, to = rng.randint(0, 1), rng.randint(0, 1)
+    a = t(k, m) if ts else t(m, k)
+    b = t(n, k) if to else t(k, n)
+    return [a, b], {"transpose_self": ts, "transpose_other": to}
+
+
+def _inputs_pair(rng, t):
+    shape = [rng.randint(1, 9) for _ in range(rng.randint(1, 4))]
+    return [t(*shape), t(*shape)], {}
+
+
+def _inputs_threshold_backward(rng, t):
+    args, _ = _inputs_pair(rng, t)
+    return args, {"threshold": rng.choice([0.0, 0.3])}
+
+
+def _inputs_expand_as(rng, t):
+    shape = [rng.randint(1, 9) for _ in range(rng.randint(1, 4))]
+    return [t(1), t(*shape)], {}
+
+
+def _inputs_bias_backward(rng, t):
+    shape = [rng.randint(1, 9) for _ in range(rng.choice([2, 4]))]
+    return [t(*shape)], {}
+
+
+def _inputs_conv_backward(rng, t):
+    (x, w, _), kw = _inputs_conv2d(rng, t)
+    n, _, h, wd = x.shape
+    k, _, r, _ = w.shape
+    oh = (h + 2 * kw["padding"] - r) // kw["stride"] + 1
+    ow = (wd + 2 * kw["padding"] - r) // kw["stride"] + 1
+    return [t(n, k, oh, ow), x, w], kw
+
+
+def _conv_backward_reference(g, x, w, stride, padding, want_input):
+    r, s = w.shape[2], w.shape[3]
+    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+    dxp, dw = np.zeros_like(xp), np.zeros_like(w)
+    for i in range(g.shape[2]):
+        for j in range(g.shape[3]):
+            dxp[:, :, i * stride:i * stride + r, j * stride:j * stride + s] += np.einsum("nk,kcrs->ncrs", g[:, :, i, j], w)
+            dw += np.einsum("nk,ncrs->kcrs", g[:, :, i, j], xp[:, :, i * stride:i * stride + r, j * stride:j * stride + s])
+    if not want_input:
+        return dw
+    return dxp[:, :, padding:padding + x.shape[2], padding:padding + x.shape[3]]
+
+
+def _gelu_derivative(x):
+    return 0.5 * (1 + _erf(x / math.sqrt(2))) + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+
+
 CASES = {
     "matmul": (_inputs_matmul, lambda a, b: a @ b),
     "linear": (_inputs_linear, lambda x, w, b: x @ w.T + (0 if b is None else b)),
@@ -82,6 +136,19 @@ CASES = {
     "relu": (_inputs_pointwise, lambda x: np.maximum(x, 0)),
     "add": (_inputs_add, lambda a, b, alpha=1: a + alpha * b),
     "gelu": (_inputs_pointwise, lambda x: x * 0.5 * (1 + _erf(x / math.sqrt(2)))),
+    # The gradient ops the autograd engine calls (docs/autograd.md).
+    "gemm": (_inputs_gemm, lambda a, b, transpose_self=0, transpose_other=0:
+             (a.T if transpose_self else a) @ (b.T if transpose_other else b)),
+    "sum": (_inputs_pointwise, lambda x: np.array(np.sum(x))),
+    "ones_like": (_inputs_pointwise, np.ones_like),
+    "expand_as": (_inputs_expand_as, lambda a, b: np.full(b.shape, a.reshape(-1)[0])),
+    "threshold_backward": (_inputs_threshold_backward, lambda g, x, threshold=0: np.where(x <= threshold, 0, g)),
+    "gelu_backward": (_inputs_pair, lambda g, x: g * _gelu_derivative(x)),
+    "bias_backward": (_inputs_bias_backward, lambda g: g.sum(axis=(0, 2, 3) if g.ndim == 4 else 0)),
+    "conv2d_input_backward": (_inputs_conv_backward,
+                              lambda g, x, w, stride, padding: _conv_backward_reference(g, x, w, stride, padding, True)),
+    "conv2d_weight_backward": (_inputs_conv_backward,
+                               lambda g, x, w, stride, padding: _conv_backward_reference(g, x, w, stride, padding, False)),
 }
 
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "layers/autograd/engine.h"
 #include "layers/frontend/frontend.h"
 #include "layers/kernels/cuda/cuda_kernels.h"
 #include "layers/kernels/reference/reference.h"
@@ -166,4 +167,58 @@ TEST_CASE("kernels refuse CPU tensors and mixed dtypes with a UsageError") {
   CHECK_THROWS_AS(cuda::matmul(g, h), UsageError);
   CHECK_THROWS_AS(cuda::relu(c), UsageError);
   CHECK_THROWS_AS(cuda::add(g, h, 1.0), UsageError);
+}
+
+// ---- The gradient ops (what the autograd engine calls) and a backward pass on the GPU -----------------
+
+TEST_CASE("gradient ops: gemm's transposes, conv2d's input/weight gradients, the reductions, every dtype") {
+  init();
+  for (DType dtype : kDTypes) {
+    CAPTURE(dtype_name(dtype));
+    for (int64_t ta : {0, 1})
+      for (int64_t tb : {0, 1}) {
+        const Tensor a = random(ta ? Shape{129, 257} : Shape{257, 129}, dtype);
+        const Tensor b = random(tb ? Shape{63, 129} : Shape{129, 63}, dtype);
+        check_against_reference(cuda::gemm(a, b, ta, tb), reference::gemm(a, b, ta, tb), dtype);
+      }
+    const Tensor x = random({2, 8, 16, 16}, dtype), w = random({16, 8, 3, 3}, dtype);
+    const Tensor g = random({2, 16, 8, 8}, dtype);  // stride 2, pad 1
+    check_against_reference(cuda::conv2d_input_backward(g, x, w, 2, 1), reference::conv2d_input_backward(g, x, w, 2, 1), dtype);
+    check_against_reference(cuda::conv2d_weight_backward(g, x, w, 2, 1), reference::conv2d_weight_backward(g, x, w, 2, 1), dtype);
+    check_against_reference(cuda::bias_backward(g), reference::bias_backward(g), dtype);
+    const Tensor rows = random({33, 3072}, dtype);
+    check_against_reference(cuda::bias_backward(rows), reference::bias_backward(rows), dtype);
+    for (int64_t n : {int64_t{1}, int64_t{257}, (int64_t{1} << 20) + 3}) {
+      CAPTURE(n);
+      const Tensor v = random({n}, dtype), grad = random({n}, dtype);
+      check_against_reference(cuda::sum(v), reference::sum(v), dtype);
+      check_against_reference(cuda::ones_like(v), reference::ones_like(v), dtype);
+      check_against_reference(cuda::threshold_backward(grad, v, 0.0), reference::threshold_backward(grad, v, 0.0), dtype);
+      check_against_reference(cuda::gelu_backward(grad, v), reference::gelu_backward(grad, v), dtype);
+      const Tensor one = random({1}, dtype);
+      check_against_reference(cuda::expand_as(one, v), reference::expand_as(one, v), dtype);
+    }
+  }
+}
+
+TEST_CASE("a backward pass on the GPU: every leaf gradient of linear and conv2d against the float64 reference") {
+  init();
+  for (DType dtype : {DType::kF32, DType::kF64}) {
+    CAPTURE(dtype_name(dtype));
+    for (const char* spec : {"linear|32x768x3072", "conv2d|4x3x31x29"}) {
+      const std::string s = spec;
+      const frontend::OpSpec op = frontend::parse_op_spec(s.substr(0, s.find('|')), s.substr(s.find('|') + 1));
+      const frontend::PreparedCall call = frontend::prepare_call(op, dtype, kGpu, 5, true, SIZE_MAX);
+      const binding::IValue out = call.op->call(call.args);
+      const Tensor upstream = random(out.tensor().sizes(), dtype);
+      autograd::backward(out.tensor(), upstream);
+      const reference::Grads want = frontend::reference_gradients(op, call, upstream);
+      for (size_t i = 0; i < call.args.size(); ++i) {
+        if (!call.args[i].is_tensor()) continue;
+        CAPTURE(i);
+        REQUIRE(call.args[i].tensor().grad().defined());
+        check_against_reference(call.args[i].tensor().grad(), want[i], dtype);
+      }
+    }
+  }
 }

@@ -1,0 +1,88 @@
+// End-to-end: `strata trace ... --requires-grad --backward` (docs/autograd.md): every differentiable op's
+// gradients pass --check, the report shows the walk and a breakdown per node, the JSON and the Chrome
+// trace carry the backward, and --backward without --requires-grad is refused.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "reports/chrome_trace.h"
+#include "tests/apps/e2e.h"
+
+using namespace strata::test;
+
+namespace {
+
+void check_trace_file(const std::string& path) {
+  const auto errors = strata::reports::check_chrome_trace(read_file(path));
+  std::string all;
+  for (const auto& e : errors) all += e + "\n";
+  INFO(all);
+  CHECK(errors.empty());
+}
+
+}  // namespace
+
+TEST_CASE("every differentiable op: --backward --check passes in f32 and f64, with the walk in the table") {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> ops = {
+      {{"matmul", "33x17x9"}, "SumBackward > MmBackward > AccumulateGrad > AccumulateGrad"},
+      {{"linear", "5x16x7"}, "SumBackward > AddmmBackward > AccumulateGrad > AccumulateGrad > AccumulateGrad"},
+      {{"conv", "2x3x9x7", "--out-channels", "4", "--kernel", "3", "--stride", "2", "--pad", "1"},
+       "SumBackward > ConvolutionBackward > AccumulateGrad > AccumulateGrad > AccumulateGrad"},
+      {{"relu", "1000"}, "SumBackward > ReluBackward > AccumulateGrad"},
+      {{"add", "10x100"}, "SumBackward > AddBackward > AccumulateGrad > AccumulateGrad"},
+      {{"gelu", "300"}, "SumBackward > GeluBackward > AccumulateGrad"},
+  };
+  for (const auto& c : ops) {
+    const auto& op = c.first;
+    const auto& walk = c.second;
+    for (const char* dtype : {"f32", "f64"}) {
+      std::vector<std::string> args = {"trace"};
+      args.insert(args.end(), op.begin(), op.end());
+      for (const char* a : {"--requires-grad", "--backward", "--check", "--dtype"}) args.push_back(a);
+      args.push_back(dtype);
+      const RunResult r = run_strata(cpu(args));
+      CAPTURE(op[0]);
+      CAPTURE(dtype);
+      check_no_crash(r);
+      INFO(r.out << r.err);
+      CHECK(r.exit_code == 0);
+      CHECK(contains(r.out, "the walk: " + walk + "\n"));
+      CHECK(contains(r.out, "check gradients: relative error vs float64 reference:"));
+      CHECK(count_of(r.out, ": PASS") == 2);  // the forward's check and the gradients'
+      CHECK(contains(r.out, "engine: walk, buffers, accumulate, free"));
+      CHECK(contains(r.out, "backward total"));
+    }
+  }
+}
+
+TEST_CASE("--backward without --requires-grad, or on a gradient op, is refused with the reason") {
+  check_refused(run_strata(cpu({"trace", "linear", "4x8x2", "--backward"})), 2,
+                "--backward needs --requires-grad");
+  check_refused(run_strata(cpu({"trace", "gemm", "4x8x2", "--backward", "--requires-grad"})), 2,
+                "gemm is a gradient op with no derivative");
+}
+
+TEST_CASE("--backward: the JSON has the walk and every node's rows, the Chrome trace holds every invariant") {
+  TempDir dir;
+  const std::string trace = dir.file("trace.json"), report = dir.file("report.json");
+  const RunResult r = run_strata(cpu({"trace", "linear", "4x8x2", "--requires-grad", "--backward", "--check",
+                                      "--json", report, "--chrome-trace", trace}));
+  check_no_crash(r);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  check_trace_file(trace);
+  const auto doc = nlohmann::json::parse(read_file(report));
+  REQUIRE(doc.contains("backward"));
+  const auto& b = doc["backward"];
+  CHECK(b["walk"] == "SumBackward > AddmmBackward > AccumulateGrad > AccumulateGrad > AccumulateGrad");
+  REQUIRE(b["nodes"].size() == 5);
+  CHECK(b["nodes"][1]["node"] == "AddmmBackward");
+  CHECK(b["nodes"][1]["steady"]["calls"] == 3);
+  bool engine_row = false;
+  for (const auto& row : b["nodes"][1]["steady"]["rows"]) engine_row = engine_row || row.value("key", "") == "engine";
+  CHECK(engine_row);
+  CHECK(b["wall"]["count"] == 3);
+  REQUIRE(b["gradient_checks"].size() == 3);
+  for (const auto& c : b["gradient_checks"]) CHECK(c["passed"] == true);
+  CHECK(b["gradient_checks"][1]["argument"] == "weight");
+}
