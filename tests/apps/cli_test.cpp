@@ -195,11 +195,16 @@ TEST_CASE("strata ops lists every operator, its schema, and the keys with kernel
         "linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor",
         "conv2d(Tensor input, Tensor weight, Tensor? bias=None, int stride=1, int padding=0) -> Tensor",
         "relu(Tensor self) -> Tensor", "add(Tensor self, Tensor other, *, float alpha=1) -> Tensor",
-        "gelu(Tensor self) -> Tensor"}) {
+        "gelu(Tensor self) -> Tensor", "to_copy(Tensor self, *, ScalarType? dtype=None) -> Tensor"}) {
     CHECK_MESSAGE(contains(r.out, std::string(schema) + "\n"), schema);
   }
-  CHECK(count_of(r.out, "  Autograd  layers/dispatch/autograd.cpp") == 6);
-  CHECK(count_of(r.out, "  CPU       layers/kernels/cpu/") == 6);
+  CHECK(count_of(r.out, "  Autograd  layers/dispatch/autograd.cpp") == 7);
+  CHECK(count_of(r.out, "  CPU       layers/kernels/cpu/") == 7);
+  // Which ops Autocast handles, and how: a kernel for the GEMM-like ops, a fallthrough for the rest.
+  CHECK(count_of(r.out, "  Autocast  layers/dispatch/autocast.h (lower precision") == 3);
+  CHECK(count_of(r.out, "  Autocast  fallthrough (no autocast policy") == 4);
+  CHECK(contains(r.out, "Autocast (--autocast bf16|f16) casts the inputs of: matmul, linear, conv2d; falls through "
+                        "for: relu, add, gelu, to_copy\n"));
   CHECK(contains(r.out, "keys in priority order (highest first): Autocast > Autograd > CUDA > CPU"));
 }
 

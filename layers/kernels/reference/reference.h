@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "lib/tensor.h"
@@ -21,6 +22,9 @@ std::vector<double> relu(const Tensor& self);
 std::vector<double> add(const Tensor& self, const Tensor& other, double alpha);
 // x * Phi(x) with the exact normal CDF (PyTorch's gelu with approximate='none').
 std::vector<double> gelu(const Tensor& self);
+// The input's values: what a cast should give before its own rounding (the tolerance of the target dtype
+// bounds that rounding).
+std::vector<double> to_copy(const Tensor& self, std::optional<DType> dtype);
 
 // ||out - ref||_2 / ||max(|ref|, 0.25)||_2: one number that does not blow up on individual near-zero
 // entries, nor on an output that cancels to nearly zero (see Note [Error against the inputs' scale]).
