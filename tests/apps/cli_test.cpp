@@ -66,6 +66,53 @@ TEST_CASE("--requires-grad adds the Autograd row before the CPU row") {
   CHECK(autograd < cpu);
 }
 
+TEST_CASE("--autocast bf16 --requires-grad: keys Autocast > Autograd > CPU, the casts' own rows, checked at bf16") {
+  for (const char* to : {"bf16", "f16"}) {
+    CAPTURE(to);
+    const RunResult r = run_strata(cpu({"trace", "matmul", "32x48x16", "--autocast", to, "--requires-grad", "--check"}));
+    check_no_crash(r);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.rfind(std::string("matmul  [32x48] @ [48x16]  autocast f32->") + to + "  cpu", 0) == 0);
+    CHECK(contains(r.out, "keys: Autocast > Autograd > CPU\n"));
+    // In the order the keys ran: Autocast, the casts (their Autograd, their CPU kernel), then the op's own.
+    const size_t autocast = r.out.find(std::string("Autocast: cast self, other to ") + to + ", redispatch");
+    const size_t cast_grad = r.out.find("to_copy Autograd: record ToCopyBackward");
+    const size_t cast_cpu = r.out.find("to_copy CPU: key set + lookup");
+    const size_t grad = r.out.find("record MmBackward (saves 2 tensors)");
+    const size_t kernel = r.out.find("CPU kernel: key set + table lookup");
+    CHECK(autocast < cast_grad);
+    CHECK(cast_grad < cast_cpu);
+    CHECK(cast_cpu < grad);
+    CHECK(grad < kernel);
+    CHECK(kernel != std::string::npos);
+    CHECK(contains(table_line(r.out, "library"), std::string("to_copy f32->") + to + " (cpu loop)"));
+    CHECK(contains(r.out, std::string("tolerance ") + (std::string(to) == "bf16" ? "0.03" : "0.005")));
+    CHECK(contains(r.out, ": PASS"));
+  }
+  // An op without an autocast policy: the key falls through, and the report says so.
+  const RunResult r = run_strata(cpu({"trace", "relu", "1000", "--autocast", "bf16", "--check"}));
+  check_no_crash(r);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.out, "relu  [1000]  f32  cpu"));
+  CHECK(contains(r.out, "keys: Autocast (fallthrough) > CPU\n"));
+  CHECK(contains(r.out, "relu has no autocast policy, so the Autocast key falls through"));
+  CHECK(contains(r.out, "tolerance 1e-05"));
+}
+
+TEST_CASE("--dtype bf16 and f16 on the CPU: widened to f32, labelled so, checked at their tolerance") {
+  for (const char* dtype : {"bf16", "f16"}) {
+    CAPTURE(dtype);
+    const RunResult r = run_strata(cpu({"trace", "matmul", "40", "--dtype", dtype, "--check"}));
+    check_no_crash(r);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(contains(table_line(r.out, "library"), std::string("cblas_sgemm (") + dtype + " widened to f32)"));
+    CHECK(contains(r.out, ": PASS"));
+  }
+}
+
 TEST_CASE("--json writes every figure, parseable, and nothing else into the directory") {
   TempDir dir;
   const std::string path = dir.file("report.json");
@@ -127,16 +174,18 @@ TEST_CASE("--chrome-trace writes a trace that satisfies every invariant, with --
   CHECK(library >= 4);
 }
 
-TEST_CASE("every op passes --check against the float64 reference, in f32 and f64") {
+TEST_CASE("every op passes --check against the float64 reference, in every dtype") {
   const std::vector<std::vector<std::string>> ops = {
       {"matmul", "33x17x9"},
       {"linear", "5x16x7"},
       {"conv", "2x3x9x7", "--out-channels", "4", "--kernel", "3", "--stride", "2", "--pad", "1"},
       {"relu", "1000"},
       {"add", "10x100"},
+      {"gelu", "1000"},
+      {"to_copy", "1000"},
   };
   for (const auto& op : ops) {
-    for (const char* dtype : {"f32", "f64"}) {
+    for (const char* dtype : {"f32", "f64", "bf16", "f16"}) {
       std::vector<std::string> args = {"trace"};
       args.insert(args.end(), op.begin(), op.end());
       args.push_back("--check");
@@ -218,7 +267,7 @@ TEST_CASE("--help texts name the ops, the options and the exit codes") {
   check_no_crash(r);
   CHECK(r.exit_code == 0);
   for (const char* s : {"--device", "--dtype", "--repeat", "--warmup", "--requires-grad", "--check", "--json",
-                        "--chrome-trace", "--out-channels", "--kernel", "--stride", "--pad",
+                        "--chrome-trace", "--out-channels", "--kernel", "--stride", "--pad", "--autocast",
                         "matmul N | MxKxN", "linear BxINxOUT", "conv NxCxHxW"}) {
     CHECK_MESSAGE(contains(r.out, s), s);
   }
