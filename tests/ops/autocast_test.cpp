@@ -168,9 +168,9 @@ TEST_CASE("to_copy is an operator like any other: binding, schema default, Autog
 }
 
 TEST_CASE("AutocastGuard takes bf16 or f16 only, and nests") {
-  CHECK_THROWS_WITH_AS(AutocastGuard(DType::kF32), "autocast casts to bf16 or f16, not f32 (f32 is what it casts from)",
+  CHECK_THROWS_WITH_AS(AutocastGuard{DType::kF32}, "autocast casts to bf16 or f16, not f32 (f32 is what it casts from)",
                        UsageError);
-  CHECK_THROWS_AS(AutocastGuard(DType::kF64), UsageError);
+  CHECK_THROWS_AS(AutocastGuard{DType::kF64}, UsageError);
   CHECK_FALSE(local_dispatch_key_set().included.has(DispatchKey::kAutocast));  // a refused guard changed nothing
   {
     AutocastGuard outer(DType::kF16);
