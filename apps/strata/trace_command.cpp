@@ -15,6 +15,7 @@
 #include "apps/strata/output_step.h"
 #include "layers/kernels/cpu/cpu_kernels.h"
 #include "layers/kernels/reference/reference.h"
+#include "layers/ops/operators.h"
 #include "lib/error.h"
 #include "lib/output_file.h"
 #include "reports/json_report.h"
@@ -77,6 +78,16 @@ void validate_values(const TraceOptions& o) {
     got << o.budget_s;  // as typed ("0", "1e-3"), not std::to_string's "0.000000"
     throw UsageError("--budget must be more than 0 and at most 3600 seconds, got " + got.str());
   }
+}
+
+// The node an operator's Autograd key records, from its declaration ("ToCopyBackward").
+std::string backward_node_of(const std::string& op) {
+  std::string node = "?";
+  ops::AllOps::for_each([&](auto decl) {
+    using Op = decltype(decl);
+    if (op == Op::kName) node = Op::kBackward.node;
+  });
+  return node;
 }
 
 // The Autocast row's words: which inputs it casts, and which it leaves because they already have the
@@ -266,7 +277,7 @@ int run_trace(const TraceOptions& o) {
       // A call the Autocast kernel made (Note [Calls made by a wrapper kernel]): one per cast input.
       const std::string op = row.key.substr(0, colon), key = row.key.substr(colon + 1);
       rep.describe(RowKind::kDispatch, row.key,
-                   op + " " + key + (key == "Autograd" ? ": record ToCopyBackward, redispatch" : ": key set + lookup") +
+                   op + " " + key + (key == "Autograd" ? ": record " + backward_node_of(op) + ", redispatch" : ": key set + lookup") +
                        " (all casts)");
     } else {
       rep.describe(RowKind::kDispatch, row.key, row.key + " kernel: key set + table lookup");

@@ -151,7 +151,8 @@ const char* to_copy_zone_name(DType from, DType to) {
     for (DType a : kAllDTypes)
       for (DType b : kAllDTypes)
         names[static_cast<size_t>(a) * 4 + static_cast<size_t>(b)] =
-            "to_copy " + std::string(dtype_name(a)) + "->" + std::string(dtype_name(b)) + " (cpu loop)";
+            a == b ? "to_copy " + std::string(dtype_name(a)) + " (memcpy)"
+                   : "to_copy " + std::string(dtype_name(a)) + "->" + std::string(dtype_name(b)) + " (cpu loop)";
     return names;
   }();
   return kNames[static_cast<size_t>(from) * 4 + static_cast<size_t>(to)].c_str();
