@@ -55,8 +55,8 @@ TEST_CASE("a CPU run works in an address space too small for the CUDA libraries"
   }
   // `strata ops` lists the CUDA kernels from their declarations without loading them.
   const RunResult r = run_strata({"ops"}, small_address_space());
-  CHECK(count_of(r.out, "[in libstrata_cuda.so, registered on the first CUDA use]") == 6);
-  CHECK(count_of(r.out, "  CUDA      layers/kernels/cuda/") == 6);
+  CHECK(count_of(r.out, "[in libstrata_cuda.so, registered on the first CUDA use]") == 7);
+  CHECK(count_of(r.out, "  CUDA      layers/kernels/cuda/") == 7);
 }
 
 TEST_CASE("a module that cannot be mapped: devices says why, auto runs on the CPU, cuda exits 4") {
