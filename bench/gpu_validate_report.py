@@ -288,8 +288,13 @@ def check_line(log):
     return lines[-1] if lines else "(no output)"
 
 
+# The key path an autocast run must take on the GPU (docs/autocast.md): the casts before Autograd records.
+AUTOCAST_KEYS = "keys: Autocast > Autograd > CUDA"
+
+
 def kernel_paths(work, cases):
-    """cases: (log name, op spec, dtype). Markdown table of the `strata trace ... --check` runs, status line."""
+    """cases: (log name, op spec, dtype). Markdown table of the `strata trace ... --check` runs, status line.
+    A dtype "autocast-bf16" (--dtype f32 --autocast bf16 --requires-grad) must also show AUTOCAST_KEYS."""
     out = ["| op | dtype | check line | exit |", "|---|---|---|---|"]
     n_run, failures, not_run = 0, 0, 0
     for name, spec, dtype in cases:
@@ -298,10 +303,14 @@ def kernel_paths(work, cases):
             not_run += 1
             continue
         rc = timing[1]
-        out.append(f"| {spec} | {dtype} | {cell(check_line(read_text(os.path.join(work, 'logs', name + '.log'))))}"
-                   f" | {rc} |")
+        log = read_text(os.path.join(work, "logs", name + ".log"))
+        line = check_line(log)
+        wrong_keys = dtype.startswith("autocast") and AUTOCAST_KEYS not in log
+        if wrong_keys:
+            line += f" (but not '{AUTOCAST_KEYS}')"
+        out.append(f"| {spec} | {dtype} | {cell(line)} | {rc} |")
         n_run += 1
-        failures += rc != "0"
+        failures += rc != "0" or wrong_keys
     if failures:
         status = ("fail", f"{failures} of {n_run} CLI runs failed")
     elif not_run:

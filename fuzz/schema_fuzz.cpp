@@ -27,7 +27,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (a.name.empty()) std::abort();
     if (keyword_only && !a.keyword_only) std::abort();  // '*' splits the list once
     keyword_only = a.keyword_only;
-    if (a.default_value && a.default_value->is_none() && a.type != ArgType::kOptionalTensor) std::abort();
+    if (a.default_value && a.default_value->is_none() && a.type != ArgType::kOptionalTensor &&
+        a.type != ArgType::kOptionalScalarType)
+      std::abort();
     for (size_t j = 0; j < i; ++j)
       if (schema.arguments[j].name == a.name) std::abort();
   }

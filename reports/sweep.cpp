@@ -224,7 +224,10 @@ void print_sweep_table(const SweepReport& rep, std::ostream& out) {
   const std::vector<std::string> names = row_names(rep);
   const bool compare = !rep.replay_kind.empty();
   out << pad("size", 8);
-  for (const std::string& n : names) out << lpad(n.size() > 10 ? n.substr(n.find('/') + 1) : n, 11);
+  // A row's column is at least 11 wide, wider for a long key ("to_copy:Autograd", the casts' own rows).
+  auto header = [](const std::string& n) { return n.size() > 10 ? n.substr(n.find('/') + 1) : n; };
+  auto width = [&](const std::string& n) { return std::max<size_t>(11, header(n).size() + 1); };
+  for (const std::string& n : names) out << lpad(header(n), width(n));
   out << lpad("wall", 11) << lpad("wall p90", 11) << lpad("host", 11) << lpad("host%", 7) << lpad("compute%", 9)
       << "  " << pad("rate", 14) << lpad("% of ceiling", 12);
   if (compare) out << "  " << pad("eager/op", 10) << lpad("replay/op", 11) << lpad("speed-up", 9) << lpad("noise", 7);
@@ -234,7 +237,7 @@ void print_sweep_table(const SweepReport& rep, std::ostream& out) {
     line << pad(std::to_string(p.size), 8);
     for (const std::string& n : names) {
       const SweepRow* r = find_row(p, n);
-      line << lpad(r ? format_ns(r->median) : "-", 11);
+      line << lpad(r ? format_ns(r->median) : "-", width(n));
     }
     line << lpad(format_ns(p.wall.median), 11) << lpad(format_ns(p.wall.p90), 11) << lpad(format_ns(p.host_ns), 11)
          << lpad(percent(p.host_share), 7) << lpad(percent(p.compute_share), 9) << "  " << pad(rate_text(p), 14)

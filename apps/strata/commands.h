@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "apps/strata/device_session.h"
+#include "layers/dispatch/autocast.h"
 #include "layers/frontend/frontend.h"
 #include "reports/report.h"
 
@@ -26,6 +27,7 @@ struct TraceOptions {
   bool backward = false;  // y.sum().backward() after each call (needs requires_grad); docs/autograd.md
   bool check = false;
   bool tf32 = false;
+  std::string autocast;  // "" = off; bf16 | f16 (docs/autocast.md)
   bool no_device_timing = false;
   std::string json_path;
   std::string chrome_trace_path;
@@ -44,6 +46,13 @@ struct Prepared {
   DeviceChoice choice;
   std::unique_ptr<DeviceSession> session;
   frontend::PreparedCall call;
+  // --autocast: on for this thread while the Prepared lives (every call trace, compare or sweep makes),
+  // and whether the op has an Autocast kernel (else the key falls through for it).
+  std::optional<DType> autocast;
+  bool autocast_casts = false;
+  std::unique_ptr<AutocastGuard> autocast_guard;
+  // The dtype the op computes and returns in: the autocast dtype for ops that autocast casts, else dtype.
+  DType compute_dtype() const { return autocast_casts ? *autocast : dtype; }
 };
 Prepared prepare_trace(const TraceOptions& options);
 // The op, device and environment part of a report (no figures).

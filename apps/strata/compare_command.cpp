@@ -151,7 +151,7 @@ int run_compare(const CompareOptions& o) {
   if (o.trace.check) {
     // Both modes must compute the same thing: each result against the float64 reference.
     const auto ref = frontend::reference_result(p.spec, call);
-    const double tol = reference::tolerance(p.dtype, o.trace.tf32);
+    const double tol = reference::tolerance(p.compute_dtype(), o.trace.tf32);
     const double e_err = reference::relative_error(eager_out.tensor(), ref);
     const double r_err = reference::relative_error(replay->last_result().tensor(), ref);
     ctx.check.ran = true;

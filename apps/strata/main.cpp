@@ -103,7 +103,7 @@ ConvFlags add_op_options(CLI::App* cmd, strata::app::TraceOptions& t, int64_t& o
   cmd->add_option("spec", t.spec, "sizes, e.g. 1024 or 512x1024x256 (see the formats below)")->required();
   cmd->add_option("--device", t.device, "auto | cpu | cuda | cuda:N  (auto: the GPU if one works, else the CPU)")
       ->capture_default_str();
-  cmd->add_option("--dtype", t.dtype, "f32 | f64 (CPU and GPU) | f16 | bf16 (GPU)")->capture_default_str();
+  cmd->add_option("--dtype", t.dtype, "f32 | f64 | f16 | bf16 (on the CPU f16/bf16 compute in f32)")->capture_default_str();
   cmd->add_option("--repeat", t.repeat, "timed calls (default: as many as fit in --budget, 10 to 10000)")
       ->transform(integer);
   cmd->add_option("--warmup", t.warmup, "untraced calls between the cold call and the timed ones")
@@ -121,6 +121,8 @@ ConvFlags add_op_options(CLI::App* cmd, strata::app::TraceOptions& t, int64_t& o
                 "compare the result (and with --backward every gradient) with a float64 reference; exit 3 if "
                 "outside tolerance");
   cmd->add_flag("--tf32", t.tf32, "f32 matmul/linear/conv on TF32 tensor cores (CUDA only)");
+  cmd->add_option("--autocast", t.autocast,
+                  "bf16 | f16: the Autocast key casts matmul/linear/conv inputs to it (docs/autocast.md)");
   cmd->add_flag("--no-device-timing", t.no_device_timing, "do not start CUPTI: host timers only");
   // An empty path would read as "no file requested" later on: refuse it here instead of ignoring it.
   const CLI::Validator non_empty([](std::string& v) { return v.empty() ? std::string("output path is empty") : ""; },
@@ -139,7 +141,7 @@ ConvFlags add_sweep_options(CLI::App* cmd, strata::app::SweepOptions& s, int64_t
   cmd->add_option("op", t.op, "matmul | linear | conv | relu | add")->required();
   cmd->add_option("range", t.spec, "sizes: 16:4096, 64,256,1024, 1k:64M, or 32x768x[256:8192] (see below)")->required();
   cmd->add_option("--device", t.device, "auto | cpu | cuda | cuda:N")->capture_default_str();
-  cmd->add_option("--dtype", t.dtype, "f32 | f64 (CPU and GPU) | f16 | bf16 (GPU)")->capture_default_str();
+  cmd->add_option("--dtype", t.dtype, "f32 | f64 | f16 | bf16 (on the CPU f16/bf16 compute in f32)")->capture_default_str();
   cmd->add_option("--budget", t.budget_s, "seconds of timed calls per size (fewer if --sweep-budget is short)")
       ->capture_default_str();
   cmd->add_option("--sweep-budget", s.sweep_budget_s, "seconds for the whole sweep, shared among the sizes left")
@@ -152,6 +154,7 @@ ConvFlags add_sweep_options(CLI::App* cmd, strata::app::SweepOptions& s, int64_t
       ->transform(whole_number<uint64_t>());
   cmd->add_flag("--requires-grad", t.requires_grad, "inputs require grad: the Autograd key records a backward node");
   cmd->add_flag("--tf32", t.tf32, "f32 matmul/linear/conv on TF32 tensor cores (CUDA only)");
+  cmd->add_option("--autocast", t.autocast, "bf16 | f16: the Autocast key casts matmul/linear/conv inputs to it");
   cmd->add_flag("--no-device-timing", t.no_device_timing, "do not start CUPTI: host timers only");
   cmd->add_flag("--compare", s.compare, "also replay at every size (CUDA Graph on a GPU, plan replay on the CPU)");
   cmd->add_option("--ops-per-graph", s.ops_per_graph, "with --compare: calls captured into one graph / plan")
@@ -209,6 +212,7 @@ examples:
   strata trace linear 32x768x3072 --requires-grad --backward --check   # + y.sum().backward(), every node
   strata trace conv 32x64x56x56 --out-channels 64 --kernel 3 --pad 1
   strata trace relu 1048576 --chrome-trace relu.json
+  strata trace matmul 1024 --autocast bf16 --requires-grad   # keys: Autocast > Autograd > CPU (or CUDA)
   strata sweep matmul 16:1024 --plot sweep.svg  # where host overhead stops mattering, as a picture
   strata compare matmul 64 --ops-per-graph 16   # eager vs graph (GPU) / plan (CPU) replay
   strata ops                                    # operators, schemas and the keys with kernels

@@ -60,6 +60,11 @@ int run_ops() {
       lines.emplace_back(key, e.registered_by(key));
       has_cuda = has_cuda || key == DispatchKey::kCUDA;
     }
+    // A fallthrough is no kernel, but a reader asking "what does Autocast do for relu" wants the answer.
+    for (int k = kNumDispatchKeys - 1; k > 0; --k) {
+      const auto key = static_cast<DispatchKey>(k);
+      if (e.fallthrough_keys().has(key)) lines.emplace_back(key, e.registered_by(key));
+    }
     const std::string& cuda = declared_cuda.at(index++);
     if (cuda_unloaded && !cuda.empty() && !has_cuda) {
       lines.emplace_back(DispatchKey::kCUDA, cuda + "  [in libstrata_cuda.so, registered on the first CUDA use]");
@@ -75,6 +80,14 @@ int run_ops() {
   for (int k = kNumDispatchKeys - 1; k > 0; --k) {
     std::cout << dispatch_key_name(static_cast<DispatchKey>(k)) << (k > 1 ? " > " : "\n");
   }
+  // Which ops Autocast changes, in one line (the per-op lines above say how).
+  std::string casts, skips;
+  for (const OperatorEntry& e : d.operators()) {
+    std::string& list = e.kernel(DispatchKey::kAutocast) != nullptr ? casts : skips;
+    list += (list.empty() ? "" : ", ") + std::string(e.name());
+  }
+  std::cout << "Autocast (--autocast bf16|f16) casts the inputs of: " << (casts.empty() ? "none" : casts)
+            << "; falls through for: " << (skips.empty() ? "none" : skips) << "\n";
   // A key in the list above that no operator has a kernel for is only a place in the order: say so, so
   // that nobody reads "Autocast" as a feature (a key set that includes it ends in a missing-kernel error).
   for (int k = kNumDispatchKeys - 1; k > 0; --k) {

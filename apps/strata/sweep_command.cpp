@@ -247,7 +247,9 @@ int run_sweep(const SweepOptions& o) {
       std::string keys, host;
       for (const reports::BreakdownRow& row : steady.rows) {
         const std::string kind = reports::row_kind_name(row.kind);
-        if (row.kind == reports::RowKind::kDispatch) keys += (keys.empty() ? "" : " > ") + row.key;
+        // Calls made by a wrapper kernel ("to_copy:CPU") have rows but are not on the op's key path.
+        if (row.kind == reports::RowKind::kDispatch && row.key.find(':') == std::string::npos)
+          keys += (keys.empty() ? "" : " > ") + row.key;
         if (row.applicable && kind != rep.compute_row && row.kind != reports::RowKind::kQueue &&
             host.find(kind) == std::string::npos)
           host += (host.empty() ? "" : " + ") + kind;

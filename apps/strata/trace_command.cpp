@@ -17,6 +17,7 @@
 #include "layers/autograd/engine.h"
 #include "layers/kernels/cpu/cpu_kernels.h"
 #include "layers/kernels/reference/reference.h"
+#include "layers/ops/operators.h"
 #include "lib/error.h"
 #include "lib/output_file.h"
 #include "reports/json_report.h"
@@ -54,11 +55,14 @@ std::string load_context(double one_minute) {
   return buf;
 }
 
-// The dispatch key path one call took, from the spans of one timed call ("Autograd > CPU").
+// The dispatch key path one call took, from the spans of one timed call ("Autograd > CPU"). Calls a
+// wrapper kernel made (Autocast's casts) have their own rows, "to_copy:CPU": not part of the op's path
+// (Note [Calls made by a wrapper kernel]).
 std::string key_path(const Timeline& timeline, uint32_t op_id) {
   std::string path;
   for (const Span& s : timeline.spans()) {
-    if (s.op_id == op_id && s.layer == Layer::kDispatch) path += (path.empty() ? "" : " > ") + std::string(s.name);
+    if (s.op_id == op_id && s.layer == Layer::kDispatch && std::string_view(s.name).find(':') == std::string_view::npos)
+      path += (path.empty() ? "" : " > ") + std::string(s.name);
   }
   return path;
 }
@@ -129,7 +133,7 @@ void describe_backward(reports::TraceReport& rep, const Timeline& timeline, cons
       if (!a.is_tensor() || !a.tensor().requires_grad()) continue;
       reports::GradCheck c;
       c.argument = i < schema.arguments.size() ? schema.arguments[i].name : "argument " + std::to_string(i);
-      c.tolerance = reference::tolerance(p.dtype, o.tf32);
+      c.tolerance = reference::tolerance(p.compute_dtype(), o.tf32);  // under Autocast, that dtype
       const Tensor g = a.tensor().grad();
       c.relative_error = g.defined() ? reference::relative_error(g, want[i]) : INFINITY;
       b.checks.push_back(c);
@@ -140,6 +144,33 @@ void describe_backward(reports::TraceReport& rep, const Timeline& timeline, cons
       }
     }
   }
+}
+
+// The node an operator's Autograd key records, from its declaration ("ToCopyBackward").
+std::string backward_node_of(const std::string& op) {
+  std::string node = "?";
+  ops::AllOps::for_each([&](auto decl) {
+    using Op = decltype(decl);
+    if (op == Op::kName) node = Op::kBackward.node;
+  });
+  return node;
+}
+
+// The Autocast row's words: which inputs it casts, and which it leaves because they already have the
+// target dtype (PyTorch's cached_cast skips those too).
+std::string autocast_row_text(const frontend::PreparedCall& call, DType to) {
+  std::string cast, kept;
+  const auto& params = call.op->schema().arguments;
+  for (size_t i = 0; i < call.args.size() && i < params.size(); ++i) {
+    if (!call.args[i].is_tensor()) continue;
+    const Tensor& t = call.args[i].tensor();
+    std::string& list = autocast_eligible(t, to) ? cast : kept;
+    list += (list.empty() ? "" : ", ") + params[i].name;
+  }
+  const std::string target(dtype_name(to));
+  std::string text = "Autocast: " + (cast.empty() ? std::string("no cast") : "cast " + cast + " to " + target);
+  if (!kept.empty()) text += "; " + kept + " already " + target + " or f64: not cast";
+  return text + ", redispatch";
 }
 
 }  // namespace
@@ -170,10 +201,27 @@ Prepared prepare_trace(const TraceOptions& o) {
   spdlog::debug("device {} ({}); clock {} at {:.4f} ns/tick, {:.1f} ns per read", p.choice.device.str(),
                 p.choice.reason.empty() ? "as requested" : p.choice.reason, clock.source, clock.ns_per_tick,
                 clock.read_cost_ns);
-  if (p.choice.device.is_cpu() && (p.dtype == DType::kF16 || p.dtype == DType::kBF16)) {
-    throw UsageError("--dtype " + o.dtype + " needs a CUDA device: the CPU backend computes in f32 and f64");
-  }
+  // f16/bf16 work on the CPU too: its kernels widen them to f32 (Note [Half types on the CPU]).
   if (o.tf32 && p.dtype != DType::kF32) throw UsageError("--tf32 applies to --dtype f32 only, got " + o.dtype);
+  if (!o.autocast.empty()) {
+    const std::optional<DType> to = parse_dtype(o.autocast);
+    if (!to) throw UsageError("unknown --autocast dtype '" + o.autocast + "'; allowed: bf16, f16 (the dtype autocast casts to)");
+    if (!is_autocast_dtype(*to)) {
+      throw UsageError("--autocast " + o.autocast + ": autocast casts to a low-precision dtype, bf16 or f16 (f32 is "
+                       "what it casts from; leave --autocast out to compute in --dtype)");
+    }
+    if (p.dtype != DType::kF32) {
+      throw UsageError("--autocast " + o.autocast + " casts f32 inputs, but --dtype is " + o.dtype +
+                       (p.dtype == DType::kF64 ? " (autocast leaves f64 alone, as PyTorch's does)"
+                                               : " (already low precision: use --dtype f32 with --autocast, or --dtype alone)"));
+    }
+    if (o.tf32) {
+      throw UsageError("--tf32 and --autocast " + o.autocast + " both choose the GEMMs' math: give one (--tf32 computes "
+                       "f32 on TF32 tensor cores, --autocast casts the inputs to " + o.autocast + ")");
+    }
+    p.autocast = *to;
+    p.autocast_casts = Dispatcher::instance().entry(p.spec.op_index).kernel(DispatchKey::kAutocast) != nullptr;
+  }
   // Refused here, for every build, rather than left to the device session of whichever build this is.
   if (o.tf32 && p.choice.device.is_cpu()) {
     throw UsageError("--tf32 selects TF32 tensor-core math and needs a CUDA device; the CPU computes f32 in f32");
@@ -198,6 +246,8 @@ Prepared prepare_trace(const TraceOptions& o) {
   }
   p.call = frontend::prepare_call(p.spec, p.dtype, p.choice.device, o.seed, o.requires_grad,
                                   available_bytes(p.choice.device));
+  // Last, once nothing else can refuse the run: every call from here on, on this thread, sees the key.
+  if (p.autocast) p.autocast_guard = std::make_unique<AutocastGuard>(*p.autocast);
   return p;
 }
 
@@ -207,8 +257,12 @@ reports::TraceReport describe_context(const Prepared& p, const TraceOptions& o) 
   rep.spec = p.spec.text;
   rep.description = p.call.description;
   rep.schema = p.call.op->schema().text;
-  rep.dtype = std::string(dtype_name(p.dtype)) + (o.tf32 ? " (tf32 math)" : "");
-  rep.element_dtype = p.dtype;
+  // With autocast casting: "autocast f32->bf16" (the inputs given, the dtype computed in); when the key
+  // falls through for the op, the dtype is what it computes in and the key path says the rest.
+  rep.dtype = p.autocast_casts
+                  ? "autocast " + std::string(dtype_name(p.dtype)) + "->" + std::string(dtype_name(*p.autocast))
+                  : std::string(dtype_name(p.dtype)) + (o.tf32 ? " (tf32 math)" : "");
+  rep.element_dtype = p.compute_dtype();
   rep.tf32 = o.tf32;
   rep.device = p.choice.device.str();
   rep.device_reason = p.choice.reason;
@@ -260,6 +314,13 @@ int run_trace(const TraceOptions& o) {
   rep.steady = reports::compute_breakdown(timeline, run.timed_ids);
   rep.cold = reports::compute_breakdown(timeline, run.cold_ids);
   rep.keys = key_path(timeline, run.timed_ids.front());
+  if (p.autocast && !p.autocast_casts) {
+    // The fallthrough leaves no span (it is one AND in the key set computation): say where the key went.
+    rep.keys = "Autocast (fallthrough) > " + rep.keys;
+    rep.notes.push_back("--autocast " + std::string(dtype_name(*p.autocast)) + ": " + spec.op +
+                        " has no autocast policy, so the Autocast key falls through (is masked out) and the op runs "
+                        "in " + std::string(dtype_name(p.dtype)) + "; `strata ops` lists the ops autocast casts for");
+  }
   rep.warmup = static_cast<size_t>(run.warmup);
   rep.repeat = static_cast<size_t>(run.repeat);
   rep.repeat_auto = run.repeat_auto;
@@ -293,6 +354,14 @@ int run_trace(const TraceOptions& o) {
       rep.describe(RowKind::kDispatch, row.key,
                    std::string("record ") + (out.grad_fn() ? out.grad_fn()->name() : "?") + " (saves " +
                        std::to_string(saved) + " tensors), redispatch");
+    } else if (row.key == "Autocast") {
+      rep.describe(RowKind::kDispatch, row.key, autocast_row_text(call, *p.autocast));
+    } else if (const size_t colon = row.key.find(':'); colon != std::string::npos) {
+      // A call the Autocast kernel made (Note [Calls made by a wrapper kernel]): one per cast input.
+      const std::string op = row.key.substr(0, colon), key = row.key.substr(colon + 1);
+      rep.describe(RowKind::kDispatch, row.key,
+                   op + " " + key + (key == "Autograd" ? ": record " + backward_node_of(op) + ", redispatch" : ": key set + lookup") +
+                       " (all casts)");
     } else {
       rep.describe(RowKind::kDispatch, row.key, row.key + " kernel: key set + table lookup");
     }
@@ -322,7 +391,7 @@ int run_trace(const TraceOptions& o) {
   if (o.check) {
     rep.check.ran = true;
     rep.check.relative_error = reference::relative_error(run.last_result.tensor(), frontend::reference_result(spec, call));
-    rep.check.tolerance = reference::tolerance(p.dtype, o.tf32);
+    rep.check.tolerance = reference::tolerance(p.compute_dtype(), o.tf32);
   }
   if (o.backward) describe_backward(rep, timeline, run, p, o);
 

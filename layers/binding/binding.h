@@ -26,27 +26,31 @@ class IValue {
   IValue(int i) : value_(static_cast<int64_t>(i)) {}
   IValue(double d) : value_(d) {}
   IValue(bool b) : value_(b) {}
+  IValue(DType d) : value_(d) {}  // a ScalarType argument (to_copy's dtype)
 
   bool is_none() const { return std::holds_alternative<std::monostate>(value_); }
   bool is_tensor() const { return std::holds_alternative<Tensor>(value_); }
   bool is_int() const { return std::holds_alternative<int64_t>(value_); }
   bool is_double() const { return std::holds_alternative<double>(value_); }
   bool is_bool() const { return std::holds_alternative<bool>(value_); }
+  bool is_dtype() const { return std::holds_alternative<DType>(value_); }
 
   const Tensor& tensor() const { return std::get<Tensor>(value_); }
   int64_t to_int() const { return std::get<int64_t>(value_); }
   double to_double() const { return is_int() ? static_cast<double>(std::get<int64_t>(value_)) : std::get<double>(value_); }
   bool to_bool() const { return std::get<bool>(value_); }
+  DType to_dtype() const { return std::get<DType>(value_); }
 
-  std::string type_name() const;  // "Tensor", "int", "float", "bool", "None"
+  std::string type_name() const;  // "Tensor", "int", "float", "bool", "ScalarType", "None"
   std::string repr() const;       // "None", "3", "Tensor[2x3] f32 cpu"
 
  private:
-  std::variant<std::monostate, Tensor, int64_t, double, bool> value_;
+  std::variant<std::monostate, Tensor, int64_t, double, bool, DType> value_;
 };
 
 // A boxed value as the C++ argument type T of an operator's Signature (const Tensor&, int64_t, double,
-// bool), once it has been checked against the schema. A None given for a Tensor? is an undefined Tensor.
+// bool, DType, std::optional<DType>), once it has been checked against the schema. A None given for a
+// Tensor? is an undefined Tensor, for a ScalarType? an empty optional.
 template <typename T>
 decltype(auto) unbox(const IValue& v) {
   if constexpr (std::is_same_v<T, const Tensor&>) {
@@ -56,13 +60,17 @@ decltype(auto) unbox(const IValue& v) {
     return v.to_int();
   } else if constexpr (std::is_same_v<T, double>) {
     return v.to_double();
+  } else if constexpr (std::is_same_v<T, DType>) {
+    return v.to_dtype();
+  } else if constexpr (std::is_same_v<T, std::optional<DType>>) {
+    return v.is_dtype() ? std::optional<DType>(v.to_dtype()) : std::nullopt;
   } else {
-    static_assert(std::is_same_v<T, bool>, "operator arguments are Tensor, int, float or bool");
+    static_assert(std::is_same_v<T, bool>, "operator arguments are Tensor, int, float, bool or ScalarType");
     return v.to_bool();
   }
 }
 
-enum class ArgType { kTensor, kOptionalTensor, kInt, kFloat, kBool };
+enum class ArgType { kTensor, kOptionalTensor, kInt, kFloat, kBool, kScalarType, kOptionalScalarType };
 const char* arg_type_name(ArgType type);
 
 struct Argument {

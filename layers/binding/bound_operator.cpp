@@ -16,6 +16,8 @@ const char* arg_type_name(ArgType type) {
     case ArgType::kInt: return "int";
     case ArgType::kFloat: return "float";
     case ArgType::kBool: return "bool";
+    case ArgType::kScalarType: return "ScalarType";
+    case ArgType::kOptionalScalarType: return "ScalarType?";
   }
   return "?";
 }
@@ -25,6 +27,7 @@ std::string IValue::type_name() const {
   if (is_int()) return "int";
   if (is_double()) return "float";
   if (is_bool()) return "bool";
+  if (is_dtype()) return "ScalarType";
   return "None";
 }
 
@@ -33,6 +36,7 @@ std::string IValue::repr() const {
   if (is_int()) return std::to_string(to_int());
   if (is_double()) return std::to_string(to_double());
   if (is_bool()) return to_bool() ? "True" : "False";
+  if (is_dtype()) return std::string(dtype_name(to_dtype()));
   return "None";
 }
 
@@ -47,6 +51,8 @@ bool accepts(ArgType type, const IValue& v) {
     case ArgType::kInt: return v.is_int();
     case ArgType::kFloat: return v.is_double() || v.is_int();  // Python's int -> float promotion
     case ArgType::kBool: return v.is_bool();
+    case ArgType::kScalarType: return v.is_dtype();
+    case ArgType::kOptionalScalarType: return v.is_dtype() || v.is_none();
   }
   return false;
 }
@@ -107,6 +113,8 @@ bool schema_type_matches(ArgType t) {
   if constexpr (std::is_same_v<T, const Tensor&>) return t == ArgType::kTensor || t == ArgType::kOptionalTensor;
   if constexpr (std::is_same_v<T, int64_t>) return t == ArgType::kInt;
   if constexpr (std::is_same_v<T, double>) return t == ArgType::kFloat;
+  if constexpr (std::is_same_v<T, DType>) return t == ArgType::kScalarType;
+  if constexpr (std::is_same_v<T, std::optional<DType>>) return t == ArgType::kOptionalScalarType;
   return t == ArgType::kBool;
 }
 

@@ -66,8 +66,10 @@ class Parser {
     bool optional = consume('?');
     if (type == "Tensor") {
       arg.type = optional ? ArgType::kOptionalTensor : ArgType::kTensor;
+    } else if (type == "ScalarType") {
+      arg.type = optional ? ArgType::kOptionalScalarType : ArgType::kScalarType;
     } else if (optional) {
-      fail("'?' only after Tensor");
+      fail("'?' only after Tensor or ScalarType");
     } else if (type == "int") {
       arg.type = ArgType::kInt;
     } else if (type == "float") {
@@ -76,7 +78,7 @@ class Parser {
       arg.type = ArgType::kBool;
     } else {
       pos_ -= type.size();
-      fail("a type (Tensor, Tensor?, int, float, bool)");
+      fail("a type (Tensor, Tensor?, int, float, bool, ScalarType, ScalarType?)");
     }
     skip_space();
     arg.name = identifier("argument name");
@@ -93,7 +95,8 @@ class Parser {
     while (pos_ < text_.size() && text_[pos_] != ',' && text_[pos_] != ')' && !std::isspace(uc(text_[pos_]))) ++pos_;
     std::string_view token = text_.substr(start, pos_ - start);
     if (token == "None") {
-      if (type != ArgType::kOptionalTensor) fail_at(start, "a default that fits the type (None is for Tensor?)");
+      if (type != ArgType::kOptionalTensor && type != ArgType::kOptionalScalarType)
+        fail_at(start, "a default that fits the type (None is for Tensor? and ScalarType?)");
       return IValue();
     }
     if (type == ArgType::kBool) {
@@ -112,6 +115,10 @@ class Parser {
       auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), v);
       if (ec != std::errc() || end != token.data() + token.size()) fail_at(start, "a number default");
       return IValue(v);
+    }
+    if (type == ArgType::kScalarType || type == ArgType::kOptionalScalarType) {
+      if (const std::optional<DType> d = parse_dtype(token)) return IValue(*d);
+      fail_at(start, "a dtype default (f32, f64, f16, bf16)");
     }
     fail_at(start, "no default (a Tensor cannot have one)");
   }

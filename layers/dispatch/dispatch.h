@@ -28,6 +28,13 @@ struct KernelFnOf<Tensor(Args...)> {
 
 class OperatorEntry;
 
+namespace detail {
+// How many wrapper kernels on this thread are making calls of their own (Autocast's casts); see
+// InnerCallGuard.
+inline thread_local int t_inner_calls = 0;
+}  // namespace detail
+
+
 // Removes the kernel it stands for when it goes out of scope (c10's RegistrationHandleRAII): a test or a
 // temporary wrapper registers through one, so that the process-wide tables are as they were afterwards.
 class [[nodiscard]] RegistrationHandle {
@@ -47,13 +54,20 @@ class [[nodiscard]] RegistrationHandle {
 class OperatorEntry {
  public:
   OperatorEntry() = default;
-  OperatorEntry(const char* name, const char* schema) : name_(name), schema_(schema) {}
+  OperatorEntry(const char* name, const char* schema);
 
   const char* name() const { return name_; }
   const char* schema() const { return schema_; }  // parsed by the binding layer
   void* kernel(DispatchKey key) const { return table_[static_cast<size_t>(key)]; }
   const std::string& registered_by(DispatchKey key) const { return debug_[static_cast<size_t>(key)]; }
-  std::vector<DispatchKey> keys_with_kernels() const;
+  std::vector<DispatchKey> keys_with_kernels() const;  // fallthrough keys are not kernels: not listed
+  // Keys this operator skips (c10's fallthrough kernels): a wrapper key with nothing to do for the op is
+  // masked out of the key set before the highest key is picked, so it costs one AND and no call.
+  DispatchKeySet fallthrough_keys() const { return fallthrough_; }
+  void set_fallthrough(DispatchKey key, std::string debug);
+  // What a Dispatch zone of this op is called when the op is called from inside another op's kernel
+  // (InnerCallGuard): "to_copy:CPU", so that its rows stay apart from the outer op's own "CPU" row.
+  const char* inner_zone_name(DispatchKey key) const { return inner_names_[static_cast<size_t>(key)].c_str(); }
 
   // For the built-in kernels (layers/ops/register_kernels*.cpp): registered for the life of the process.
   void set_kernel(DispatchKey key, void* fn, std::string debug);
@@ -70,6 +84,8 @@ class OperatorEntry {
   const char* schema_ = "";
   std::array<void*, kNumDispatchKeys> table_{};
   std::array<std::string, kNumDispatchKeys> debug_;  // who registered what: beside the table, not in it
+  DispatchKeySet fallthrough_;
+  std::array<std::string, kNumDispatchKeys> inner_names_;
 };
 
 // Every operator's entry, indexed by the operator's position in ops::AllOps. The dispatcher itself knows
@@ -90,12 +106,13 @@ class Dispatcher {
   // lookup belongs to that key's row. `Fn` is the table's kernel type for the op (KernelFnOf).
   template <typename Fn, typename... Args>
   Tensor call(Zone& zone, size_t op, DispatchKeySet ks, const Args&... args) const {
-    DispatchKey key = ks.highest_priority();
     const OperatorEntry& e = ops_[op];
+    ks = ks - e.fallthrough_keys();
+    DispatchKey key = ks.highest_priority();
     void* fn = e.kernel(key);
     if (fn == nullptr) [[unlikely]]
       e.throw_missing_kernel(key, ks);
-    zone.rename(dispatch_key_name(key));
+    zone.rename(detail::t_inner_calls == 0 ? dispatch_key_name(key) : e.inner_zone_name(key));
     auto* kernel = reinterpret_cast<Fn*>(fn);
     if (detail::t_plan_recorder != nullptr && key <= DispatchKey::kCUDA) [[unlikely]] {
       // Arguments are copied: a plan owns what its kernels read (tensors share their storage).
@@ -113,6 +130,21 @@ class Dispatcher {
 
  private:
   std::vector<OperatorEntry> ops_;
+};
+
+// Note [Calls made by a wrapper kernel]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A wrapper kernel may call other operators before it redispatches (Autocast casts the inputs with
+// to_copy). Those are full calls through the dispatcher, with their own key set and kernels; their
+// Dispatch zones are named "<op>:<key>" while this guard is alive, so that the breakdown gives them
+// their own rows ("to_copy:CPU") instead of adding their cost to the outer op's "CPU" row, and so that
+// the key path of the outer op ("Autocast > Autograd > CPU") is not interleaved with theirs.
+class InnerCallGuard {
+ public:
+  InnerCallGuard() { ++detail::t_inner_calls; }
+  ~InnerCallGuard() { --detail::t_inner_calls; }
+  InnerCallGuard(const InnerCallGuard&) = delete;
+  InnerCallGuard& operator=(const InnerCallGuard&) = delete;
 };
 
 // Thread-local dispatch state (c10's LocalDispatchKeySet): keys forced on or off for this thread.

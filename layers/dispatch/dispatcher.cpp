@@ -16,6 +16,11 @@ const char* dispatch_key_name(DispatchKey key) {
   return "?";
 }
 
+OperatorEntry::OperatorEntry(const char* name, const char* schema) : name_(name), schema_(schema) {
+  for (int k = 0; k < kNumDispatchKeys; ++k)
+    inner_names_[static_cast<size_t>(k)] = std::string(name) + ":" + dispatch_key_name(static_cast<DispatchKey>(k));
+}
+
 std::vector<DispatchKey> OperatorEntry::keys_with_kernels() const {
   std::vector<DispatchKey> keys;
   for (int k = kNumDispatchKeys - 1; k > 0; --k) {  // priority order, highest first
@@ -29,7 +34,7 @@ void OperatorEntry::set_kernel(DispatchKey key, void* fn, std::string debug) {
     throw Error(std::string("register_kernel: ") + name_ + ": cannot register a kernel for key " +
                 dispatch_key_name(key));
   }
-  if (table_[static_cast<size_t>(key)] != nullptr) {
+  if (table_[static_cast<size_t>(key)] != nullptr || fallthrough_.has(key)) {
     throw Error(std::string("register_kernel: ") + name_ + " already has a " + dispatch_key_name(key) +
                 " kernel, registered by " + debug_[static_cast<size_t>(key)]);
   }
@@ -37,8 +42,23 @@ void OperatorEntry::set_kernel(DispatchKey key, void* fn, std::string debug) {
   debug_[static_cast<size_t>(key)] = std::move(debug);
 }
 
+void OperatorEntry::set_fallthrough(DispatchKey key, std::string debug) {
+  if (key == DispatchKey::kUndefined || key == DispatchKey::kCount || key == DispatchKey::kCPU ||
+      key == DispatchKey::kCUDA) {
+    throw Error(std::string("set_fallthrough: ") + name_ + ": only a wrapper key can fall through, not " +
+                dispatch_key_name(key));
+  }
+  if (table_[static_cast<size_t>(key)] != nullptr || fallthrough_.has(key)) {
+    throw Error(std::string("set_fallthrough: ") + name_ + " already has a kernel or a fallthrough for " +
+                dispatch_key_name(key) + ", registered by " + debug_[static_cast<size_t>(key)]);
+  }
+  fallthrough_ = fallthrough_.add(key);
+  debug_[static_cast<size_t>(key)] = std::move(debug);
+}
+
 void OperatorEntry::clear_kernel(DispatchKey key) {
   table_[static_cast<size_t>(key)] = nullptr;
+  fallthrough_ = fallthrough_.remove(key);
   debug_[static_cast<size_t>(key)].clear();
 }
 

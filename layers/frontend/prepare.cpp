@@ -171,6 +171,8 @@ PreparedCall prepare_call(const OpSpec& spec, DType dtype, Device device, uint64
   STRATA_ZONE(zone, Layer::kFrontend, "prepare inputs");
   PreparedCall call;
   call.bytes = required_bytes(spec, dtype);
+  // Note [Half types on the CPU]: the CPU kernels widen bf16/f16 tensors to f32 copies, which need room too.
+  if (device.is_cpu() && (dtype == DType::kBF16 || dtype == DType::kF16)) call.bytes += required_bytes(spec, DType::kF32);
   check_fits(call.bytes, available_bytes, device, spec.text + " (" + std::string(dtype_name(dtype)) + ")");
   call.op = &binding::find_operator(spec.op);
   // Each tensor gets its own stream of the seed (its position among the tensors, from 1) so that

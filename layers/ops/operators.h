@@ -11,6 +11,8 @@
 //   kBackward         the node the Autograd key records and what it saves
 //   backward          the node's formula, for a differentiable op: gradients through other operators
 //   kReferenceBackward its float64 gradients (the tests and --backward --check)
+//   kAutocast         what the Autocast key does for the op (layers/dispatch/autocast.h); an op without
+//                     one falls through: the key is skipped for it
 //   kSpecHelp, spec   the CLI's spec ("matmul 1024"): its help line, and the call it builds, checked with
 //                     the op's shape rule (lib/op_shapes.h), with the figures the report needs
 // Code that needs a list of operators reads AllOps: the dispatcher's tables and registration
@@ -21,12 +23,14 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
 #include <vector>
 
+#include "layers/dispatch/autocast.h"
 #include "layers/dispatch/dispatch.h"
 #include "layers/kernels/cpu/cpu_kernels.h"
 #include "layers/kernels/cuda/cuda_kernels.h"  // declarations only: a build without CUDA never uses kCuda
@@ -127,6 +131,7 @@ struct Matmul {
   static constexpr BackwardDecl kBackward{"MmBackward", 0b11};
   // MmBackward: grad @ other^T, self^T @ grad (defined below AllOps: it calls other operators).
   static GradList backward(const RecordedNode& node, const Tensor& grad);
+  static constexpr AutocastPolicy kAutocast = AutocastPolicy::kLowerPrecision;
   static constexpr const char* kSpecHelp = "  matmul N | MxKxN         [M,K] @ [K,N]            e.g. matmul 1024, matmul 512x1024x256\n";
 
   static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view typed) {
@@ -156,6 +161,7 @@ struct Linear {
   static constexpr BackwardDecl kBackward{"AddmmBackward", 0b11};
   // AddmmBackward: grad @ weight, grad^T @ input, bias_backward(grad) (defined below AllOps: it calls other operators).
   static GradList backward(const RecordedNode& node, const Tensor& grad);
+  static constexpr AutocastPolicy kAutocast = AutocastPolicy::kLowerPrecision;
   static constexpr const char* kSpecHelp = "  linear BxINxOUT          input [B,IN], weight [OUT,IN], bias [OUT]   e.g. linear 32x768x3072\n";
 
   static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view typed) {
@@ -188,6 +194,7 @@ struct Conv2d {
   static constexpr BackwardDecl kBackward{"ConvolutionBackward", 0b11};
   // ConvolutionBackward: conv2d_input_backward, conv2d_weight_backward, bias_backward (defined below AllOps: it calls other operators).
   static GradList backward(const RecordedNode& node, const Tensor& grad);
+  static constexpr AutocastPolicy kAutocast = AutocastPolicy::kLowerPrecision;
   static constexpr const char* kSpecHelp =
       "  conv NxCxHxW             input [N,C,H,W]; --out-channels K --kernel R --stride S --pad P\n"
       "                           e.g. conv 32x64x56x56 --out-channels 64 --kernel 3 --pad 1\n";
@@ -515,11 +522,40 @@ struct Conv2dWeightBackward {
   }
 };
 inline constexpr EntryPoint<Conv2dWeightBackward> conv2d_weight_backward{};  // NOLINT(readability-identifier-naming)
+// The cast: PyTorch's _to_copy(Tensor self, *, ScalarType? dtype=None), a copy in another dtype (the
+// input's own when dtype is None). Autocast calls it for every input it casts (layers/dispatch/autocast.h),
+// so the casts are real calls with their own dispatch and library work in the breakdown. It has no autocast
+// policy of its own: the Autocast key falls through for it, as for any op without one.
+struct ToCopy {
+  static constexpr const char* kName = "to_copy";
+  static constexpr std::string_view kAlias = "_to_copy";
+  static constexpr const char* kSchema = "to_copy(Tensor self, *, ScalarType? dtype=None) -> Tensor";
+  using Signature = Tensor(const Tensor& self, std::optional<DType> dtype);
+  static constexpr KernelDecl kCpu{&kernels::cpu::to_copy, "layers/kernels/cpu/convert.cpp (conversion loop)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::to_copy, "layers/kernels/cuda/pointwise.cu (strata's own kernel)"};
+  static constexpr auto kReference = &reference::to_copy;
+  static constexpr auto kReferenceBackward = &reference::to_copy_backward;  // float64 gradients
+  // ToCopyBackward: the incoming gradient cast back to the input's dtype, so that a leaf's .grad has the
+  // leaf's dtype under Autocast. PyTorch's ToCopyBackward0 keeps only the input's options; strata's nodes
+  // save tensors, not options, so the input is saved (it is alive anyway: it is the leaf or its producer's
+  // output).
+  static constexpr BackwardDecl kBackward{"ToCopyBackward", 0b1};
+  static GradList backward(const RecordedNode& node, const Tensor& grad);
+  static constexpr const char* kSpecHelp = "  to_copy N | shape        a copy (the cast Autocast calls; --dtype sets both sides)  e.g. to_copy 1048576\n";
+
+  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
+    return pointwise_spec(d, 1, "");  // dtype keeps its default: a same-dtype copy
+  }
+};
+inline constexpr EntryPoint<ToCopy> to_copy{};  // NOLINT(readability-identifier-naming): called like a function
 
 // Whether an op's spec reads the conv options; an op declares kReadsConvOptions only if it does, and the
 // frontend refuses those options for every other op.
 template <typename Op>
 inline constexpr bool kReadsConvOptions = requires { Op::kReadsConvOptions; };
+// Whether an op declares an autocast policy; the Autocast key falls through for the others.
+template <typename Op>
+inline constexpr bool kHasAutocastPolicy = requires { Op::kAutocast; };
 
 // Every operator, in the order `strata ops` lists them; an op's index here is its id in the dispatcher.
 template <typename... Ops>
@@ -552,8 +588,8 @@ struct OpList {
   }
 };
 
-using AllOps = OpList<Matmul, Linear, Conv2d, Relu, Add, Gelu, Gemm, Sum, OnesLike, ExpandAs, ThresholdBackward,
-                      GeluBackward, BiasBackward, Conv2dInputBackward, Conv2dWeightBackward>;
+using AllOps = OpList<Matmul, Linear, Conv2d, Relu, Add, Gelu, ToCopy, Gemm, Sum, OnesLike, ExpandAs,
+                      ThresholdBackward, GeluBackward, BiasBackward, Conv2dInputBackward, Conv2dWeightBackward>;
 
 template <typename Op>
 constexpr size_t op_index() {
@@ -609,6 +645,12 @@ inline GradList Add::backward(const RecordedNode& node, const Tensor& grad) {
 inline GradList Gelu::backward(const RecordedNode& node, const Tensor& grad) {
   GradList g;
   g[0] = ops::gelu_backward(grad, node.input(0));
+  return g;
+}
+
+inline GradList ToCopy::backward(const RecordedNode& node, const Tensor& grad) {
+  GradList g;
+  g[0] = ops::to_copy(grad, node.input(0).dtype());
   return g;
 }
 

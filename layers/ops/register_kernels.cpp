@@ -20,6 +20,20 @@ struct AutogradKernel<Op, Tensor(Args...)> {
   }
 };
 
+// What Autocast casts with: the cast operator's entry point, so that every cast is a call through the
+// dispatcher like any other (its own key set, Autograd recording ToCopyBackward, the backend kernel).
+Tensor autocast_cast(const Tensor& t, DType to) { return to_copy(t, to); }
+
+template <typename Op, typename Signature = typename Op::Signature>
+struct AutocastKernel;
+template <typename Op, typename... Args>
+struct AutocastKernel<Op, Tensor(Args...)> {
+  static Tensor fn(DispatchKeySet ks, Args... args) {
+    static_assert(Op::kAutocast == AutocastPolicy::kLowerPrecision, "a new autocast policy needs its kernel here");
+    return autocast_lower_precision<KernelFn<Op>>(op_index<Op>(), &autocast_cast, ks, args...);
+  }
+};
+
 }  // namespace
 }  // namespace ops
 
@@ -42,6 +56,14 @@ Dispatcher& Dispatcher::instance() {
       OperatorEntry& e = d->entry(ops::op_index<Op>());
       e.set_kernel(DispatchKey::kAutograd, reinterpret_cast<void*>(&ops::AutogradKernel<Op>::fn),
                    std::string("layers/dispatch/autograd.cpp (records ") + Op::kBackward.node + ")");
+      if constexpr (ops::kHasAutocastPolicy<Op>) {
+        e.set_kernel(DispatchKey::kAutocast, reinterpret_cast<void*>(&ops::AutocastKernel<Op>::fn),
+                     std::string("layers/dispatch/autocast.h (") + autocast_policy_name(Op::kAutocast) +
+                         ": casts f32 inputs to the autocast dtype with to_copy, redispatches)");
+      } else {
+        // c10's fallthrough: with nothing to do for this op, Autocast is masked out of its key set.
+        e.set_fallthrough(DispatchKey::kAutocast, "fallthrough (no autocast policy: the key is skipped)");
+      }
       if constexpr (ops::kHasKernel<decltype(Op::kCpu)>) {
         e.set_kernel(DispatchKey::kCPU, reinterpret_cast<void*>(&ops::DropKeySet<Op::kCpu.fn>::fn), Op::kCpu.where);
       }

@@ -13,6 +13,7 @@
 #include <pybind11/stl.h>
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <string>
@@ -20,6 +21,7 @@
 
 #include "layers/autograd/engine.h"
 #include "layers/binding/binding.h"
+#include "layers/dispatch/autocast.h"
 #include "layers/frontend/frontend.h"
 #include "layers/kernels/reference/reference.h"
 #include "lib/error.h"
@@ -229,7 +231,9 @@ binding::IValue to_ivalue(const py::handle& o, const std::string& op, const std:
     return binding::IValue(int64_t(v));
   }
   if (py::isinstance<py::float_>(o)) return binding::IValue(o.cast<double>());
-  throw py::type_error(op + "(): " + where + " must be a Tensor, int, float, bool or None, not " +
+  // A ScalarType argument (to_copy's dtype): strata._ops turned the Python dtype into strata's short name.
+  if (py::isinstance<py::str>(o)) return binding::IValue(resolve_dtype(o.cast<std::string>()));
+  throw py::type_error(op + "(): " + where + " must be a Tensor, int, float, bool, dtype or None, not " +
                        std::string(py::str(o.get_type().attr("__name__"))));
 }
 
@@ -238,6 +242,7 @@ py::object from_ivalue(const binding::IValue& v) {
   if (v.is_int()) return py::int_(v.to_int());
   if (v.is_double()) return py::float_(v.to_double());
   if (v.is_bool()) return py::bool_(v.to_bool());
+  if (v.is_dtype()) return py::str(python_dtype_name(v.to_dtype()));
   return py::none();
 }
 
@@ -394,6 +399,10 @@ PYBIND11_MODULE(_strata, m) {
   create_exceptions(m);
   bind_tensor(m);
   m.def("operators", &operators, "every operator's schema, from ops::AllOps through the binding layer");
+  // strata.autocast's guard (layers/dispatch/autocast.h): alive from __enter__ to __exit__ on this thread.
+  py::class_<AutocastGuard>(m, "_AutocastGuard")
+      .def(py::init([](const std::string& d) { return std::make_unique<AutocastGuard>(resolve_dtype(d)); }),
+           py::arg("dtype"));
   m.def("call", &call, py::arg("name"), py::arg("args"), py::arg("kwargs"),
         "boxes the arguments and calls binding::find_operator(name)");
   const auto sizes = py::arg("sizes"), dtype = py::arg("dtype"), device = py::arg("device"), seed = py::arg("seed");

@@ -55,6 +55,32 @@ TEST_CASE("every differentiable op: --backward --check passes in f32 and f64, wi
   }
 }
 
+TEST_CASE("--backward under --autocast and in bf16: the casts' ToCopyBackward in the walk, gradients at the half tolerance") {
+  // Autocast casts the leaves, so each leaf's gradient comes back through ToCopyBackward, cast to f32; the
+  // gradient ops run in the low-precision dtype (widened on the CPU) and are checked at its tolerance.
+  for (const char* half : {"bf16", "f16"}) {
+    CAPTURE(half);
+    const RunResult r = run_strata(cpu({"trace", "linear", "5x16x7", "--autocast", half, "--requires-grad", "--backward",
+                                        "--check"}));
+    check_no_crash(r);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(contains(r.out, "keys: Autocast > Autograd > CPU"));
+    CHECK(contains(r.out, "the walk: SumBackward > AddmmBackward > ToCopyBackward > AccumulateGrad > ToCopyBackward > "
+                          "AccumulateGrad > ToCopyBackward > AccumulateGrad\n"));
+    CHECK(contains(r.out, std::string("(tolerance ") + (half == std::string("bf16") ? "0.03" : "0.005") +
+                              " for autocast f32->" + half + "): PASS"));
+    CHECK(count_of(r.out, ": PASS") == 2);
+  }
+  // Half tensors from the start: every gradient op widens on the CPU.
+  const RunResult r = run_strata(cpu({"trace", "conv", "2x3x9x7", "--out-channels", "4", "--kernel", "3", "--pad", "1",
+                                      "--dtype", "bf16", "--requires-grad", "--backward", "--check"}));
+  check_no_crash(r);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(count_of(r.out, ": PASS") == 2);
+}
+
 TEST_CASE("--backward without --requires-grad, or on a gradient op, is refused with the reason") {
   check_refused(run_strata(cpu({"trace", "linear", "4x8x2", "--backward"})), 2,
                 "--backward needs --requires-grad");

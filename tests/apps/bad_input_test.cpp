@@ -98,15 +98,34 @@ TEST_CASE("unknown ops, options and values are usage errors") {
   check_refused(run_strata(cpu({"trace", "matmul", "64", "--dtype", "f128"})), 2, "unknown dtype 'f128'");
 }
 
-TEST_CASE("half precision and TF32 on the CPU are refused: they need a GPU") {
-  check_refused(run_strata(cpu({"trace", "matmul", "64", "--dtype", "f16"})), 2,
-                "--dtype f16 needs a CUDA device");
-  check_refused(run_strata(cpu({"trace", "matmul", "64", "--dtype", "bf16"})), 2,
-                "--dtype bf16 needs a CUDA device");
+TEST_CASE("TF32 on the CPU is refused: it needs a GPU (f16/bf16 run on the CPU, widened to f32)") {
   check_refused(run_strata(cpu({"trace", "matmul", "64", "--tf32"})), 2,
                 "--tf32 selects TF32 tensor-core math and needs a CUDA device");
   check_refused(run_strata(cpu({"trace", "matmul", "64", "--tf32", "--dtype", "f64"})), 2,
                 "--tf32 applies to --dtype f32 only");
+  check_refused(run_strata(cpu({"trace", "matmul", "64", "--tf32", "--dtype", "bf16"})), 2,
+                "--tf32 applies to --dtype f32 only");
+}
+
+TEST_CASE("--autocast: unknown dtypes, dtypes it cannot cast to or from, and --tf32 beside it are refused") {
+  for (const auto& [command_name, spec_text] : std::vector<std::pair<std::string, std::string>>{
+           {"trace", "64"}, {"compare", "64"}, {"sweep", "16:32"}}) {
+    const std::string command = command_name, spec = spec_text;  // named copies: clang 14 cannot capture bindings
+    CAPTURE(command);
+    check_refused(run_strata(cpu({command, "matmul", spec, "--autocast", "fp8"})), 2,
+                  "unknown --autocast dtype 'fp8'; allowed: bf16, f16");
+    check_refused(run_strata(cpu({command, "matmul", spec, "--autocast", "f32"})), 2,
+                  "--autocast f32: autocast casts to a low-precision dtype, bf16 or f16");
+    check_refused(run_strata(cpu({command, "matmul", spec, "--autocast", "f64"})), 2,
+                  "--autocast f64: autocast casts to a low-precision dtype");
+    check_refused(run_strata(cpu({command, "matmul", spec, "--autocast", "bf16", "--dtype", "f64"})), 2,
+                  "--autocast bf16 casts f32 inputs, but --dtype is f64 (autocast leaves f64 alone");
+    check_refused(run_strata(cpu({command, "matmul", spec, "--autocast", "f16", "--dtype", "bf16"})), 2,
+                  "--autocast f16 casts f32 inputs, but --dtype is bf16 (already low precision");
+    check_refused(run_strata(cpu({command, "matmul", spec, "--autocast", "bf16", "--tf32"})), 2,
+                  "--tf32 and --autocast bf16 both choose the GEMMs' math: give one");
+  }
+  check_refused(run_strata({"trace", "matmul", "64", "--device", "cpu", "--autocast"}), 2, "--autocast: 1 required");
 }
 
 TEST_CASE("--device: unknown names are usage errors, cuda without a usable GPU is exit 4") {

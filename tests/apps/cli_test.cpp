@@ -66,6 +66,53 @@ TEST_CASE("--requires-grad adds the Autograd row before the CPU row") {
   CHECK(autograd < cpu);
 }
 
+TEST_CASE("--autocast bf16 --requires-grad: keys Autocast > Autograd > CPU, the casts' own rows, checked at bf16") {
+  for (const char* to : {"bf16", "f16"}) {
+    CAPTURE(to);
+    const RunResult r = run_strata(cpu({"trace", "matmul", "32x48x16", "--autocast", to, "--requires-grad", "--check"}));
+    check_no_crash(r);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.rfind(std::string("matmul  [32x48] @ [48x16]  autocast f32->") + to + "  cpu", 0) == 0);
+    CHECK(contains(r.out, "keys: Autocast > Autograd > CPU\n"));
+    // In the order the keys ran: Autocast, the casts (their Autograd, their CPU kernel), then the op's own.
+    const size_t autocast = r.out.find(std::string("Autocast: cast self, other to ") + to + ", redispatch");
+    const size_t cast_grad = r.out.find("to_copy Autograd: record ToCopyBackward");
+    const size_t cast_cpu = r.out.find("to_copy CPU: key set + lookup");
+    const size_t grad = r.out.find("record MmBackward (saves 2 tensors)");
+    const size_t kernel = r.out.find("CPU kernel: key set + table lookup");
+    CHECK(autocast < cast_grad);
+    CHECK(cast_grad < cast_cpu);
+    CHECK(cast_cpu < grad);
+    CHECK(grad < kernel);
+    CHECK(kernel != std::string::npos);
+    CHECK(contains(table_line(r.out, "library"), std::string("to_copy f32->") + to + " (cpu loop)"));
+    CHECK(contains(r.out, std::string("tolerance ") + (std::string(to) == "bf16" ? "0.03" : "0.005")));
+    CHECK(contains(r.out, ": PASS"));
+  }
+  // An op without an autocast policy: the key falls through, and the report says so.
+  const RunResult r = run_strata(cpu({"trace", "relu", "1000", "--autocast", "bf16", "--check"}));
+  check_no_crash(r);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.out, "relu  [1000]  f32  cpu"));
+  CHECK(contains(r.out, "keys: Autocast (fallthrough) > CPU\n"));
+  CHECK(contains(r.out, "relu has no autocast policy, so the Autocast key falls through"));
+  CHECK(contains(r.out, "tolerance 1e-05"));
+}
+
+TEST_CASE("--dtype bf16 and f16 on the CPU: widened to f32, labelled so, checked at their tolerance") {
+  for (const char* dtype : {"bf16", "f16"}) {
+    CAPTURE(dtype);
+    const RunResult r = run_strata(cpu({"trace", "matmul", "40", "--dtype", dtype, "--check"}));
+    check_no_crash(r);
+    INFO(r.out << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(contains(table_line(r.out, "library"), std::string("cblas_sgemm (") + dtype + " widened to f32)"));
+    CHECK(contains(r.out, ": PASS"));
+  }
+}
+
 TEST_CASE("--json writes every figure, parseable, and nothing else into the directory") {
   TempDir dir;
   const std::string path = dir.file("report.json");
@@ -127,16 +174,18 @@ TEST_CASE("--chrome-trace writes a trace that satisfies every invariant, with --
   CHECK(library >= 4);
 }
 
-TEST_CASE("every op passes --check against the float64 reference, in f32 and f64") {
+TEST_CASE("every op passes --check against the float64 reference, in every dtype") {
   const std::vector<std::vector<std::string>> ops = {
       {"matmul", "33x17x9"},
       {"linear", "5x16x7"},
       {"conv", "2x3x9x7", "--out-channels", "4", "--kernel", "3", "--stride", "2", "--pad", "1"},
       {"relu", "1000"},
       {"add", "10x100"},
+      {"gelu", "1000"},
+      {"to_copy", "1000"},
   };
   for (const auto& op : ops) {
-    for (const char* dtype : {"f32", "f64"}) {
+    for (const char* dtype : {"f32", "f64", "bf16", "f16"}) {
       std::vector<std::string> args = {"trace"};
       args.insert(args.end(), op.begin(), op.end());
       args.push_back("--check");
@@ -195,12 +244,18 @@ TEST_CASE("strata ops lists every operator, its schema, and the keys with kernel
         "linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor",
         "conv2d(Tensor input, Tensor weight, Tensor? bias=None, int stride=1, int padding=0) -> Tensor",
         "relu(Tensor self) -> Tensor", "add(Tensor self, Tensor other, *, float alpha=1) -> Tensor",
-        "gelu(Tensor self) -> Tensor"}) {
+        "gelu(Tensor self) -> Tensor", "to_copy(Tensor self, *, ScalarType? dtype=None) -> Tensor"}) {
     CHECK_MESSAGE(contains(r.out, std::string(schema) + "\n"), schema);
   }
-  // The six forward ops and the nine gradient ops --backward calls (layers/ops/operators.h).
-  CHECK(count_of(r.out, "  Autograd  layers/dispatch/autograd.cpp") == 15);
-  CHECK(count_of(r.out, "  CPU       layers/kernels/cpu/") == 15);
+  // The six forward ops, the cast and the nine gradient ops --backward calls (layers/ops/operators.h).
+  CHECK(count_of(r.out, "  Autograd  layers/dispatch/autograd.cpp") == 16);
+  CHECK(count_of(r.out, "  CPU       layers/kernels/cpu/") == 16);
+  // Which ops Autocast handles, and how: a kernel for the GEMM-like ops, a fallthrough for the rest.
+  CHECK(count_of(r.out, "  Autocast  layers/dispatch/autocast.h (lower precision") == 3);
+  CHECK(count_of(r.out, "  Autocast  fallthrough (no autocast policy") == 13);
+  CHECK(contains(r.out, "Autocast (--autocast bf16|f16) casts the inputs of: matmul, linear, conv2d; falls through "
+                        "for: relu, add, gelu, to_copy, gemm, sum, ones_like, expand_as, threshold_backward, "
+                        "gelu_backward, bias_backward, conv2d_input_backward, conv2d_weight_backward\n"));
   CHECK(contains(r.out, "keys in priority order (highest first): Autocast > Autograd > CUDA > CPU"));
 }
 
@@ -214,7 +269,7 @@ TEST_CASE("--help texts name the ops, the options and the exit codes") {
   check_no_crash(r);
   CHECK(r.exit_code == 0);
   for (const char* s : {"--device", "--dtype", "--repeat", "--warmup", "--requires-grad", "--backward", "--check", "--json",
-                        "--chrome-trace", "--out-channels", "--kernel", "--stride", "--pad",
+                        "--chrome-trace", "--out-channels", "--kernel", "--stride", "--pad", "--autocast",
                         "matmul N | MxKxN", "linear BxINxOUT", "conv NxCxHxW"}) {
     CHECK_MESSAGE(contains(r.out, s), s);
   }

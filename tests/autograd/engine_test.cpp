@@ -78,7 +78,7 @@ TEST_CASE("every differentiable op: the engine's gradients match the float64 ref
       }
     }
   });
-  CHECK(checked == 7);  // matmul, linear, conv2d, relu, add, gelu, sum
+  CHECK(checked == 8);  // matmul, linear, conv2d, relu, add, gelu, to_copy, sum
 }
 
 TEST_CASE("the float64 reference gradients agree with central finite differences of the forward references") {

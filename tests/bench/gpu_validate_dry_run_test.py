@@ -67,6 +67,8 @@ class DryRun(unittest.TestCase):
                         "trace gelu 1048576 --device cuda --dtype f32 --check",
                         "trace gelu 1048576 --device cuda --dtype bf16 --check",
                         "trace linear 32x768x3072 --requires-grad --backward --device cuda --dtype f32 --check",
+                        "trace matmul 1024 --device cuda --dtype f32 --autocast bf16 --requires-grad --check",
+                        "trace matmul 1024 --device cuda --dtype f32 --autocast f16 --requires-grad --check",
                         "| readelf_strata | 0 | dry run: readelf -d ", "/apps/strata/libstrata_cuda.so |",
                         "dry run: env LD_DEBUG=files ", "sweep matmul 16:4096 --sweep-budget 20 --device cuda --json ",
                         "sweep relu 1k:16M --compare", "--plot ", "gpu_validate_analyze.py sweep",

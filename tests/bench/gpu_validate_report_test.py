@@ -189,6 +189,18 @@ class KernelPathsAndHostTests(Work):
         self.assertIn("| relu 1048577 | f16 | error: tolerance exceeded | 1 |", text)
         self.assertEqual(status, ("fail", "1 of 2 CLI runs failed"))
 
+    def test_kernel_paths_autocast_needs_its_key_path(self):
+        self.timing("check_ac", 2, 0)
+        self.work.write("logs/check_ac.log", "matmul ... keys: Autocast > Autograd > CUDA\ncheck: relative error 0.003 "
+                                             "(tolerance 0.03): PASS\n")
+        self.timing("check_wrong", 2, 0)
+        self.work.write("logs/check_wrong.log", "matmul ... keys: Autograd > CUDA\ncheck: relative error 0: PASS\n")
+        text, status = report.kernel_paths(self.work.path, [("check_ac", "matmul 1024", "autocast-bf16")])
+        self.assertEqual(status, ("pass", "1 CLI runs within tolerance"))
+        text, status = report.kernel_paths(self.work.path, [("check_wrong", "matmul 1024", "autocast-f16")])
+        self.assertIn("(but not 'keys: Autocast > Autograd > CUDA')", text)
+        self.assertEqual(status, ("fail", "1 of 1 CLI runs failed"))
+
     def test_host_tests(self):
         self.timing("ctest_host", 11, 0)
         self.work.write("logs/ctest_host.log", "100% tests passed, 0 tests failed out of 172\n")

@@ -70,7 +70,7 @@ TEST_CASE("malformed schemas: the message names the column and what was expected
   CHECK(schema_error("f(Tensor) -> Tensor").find("expected argument name at column 9, found ')'") !=
         std::string::npos);
   CHECK(schema_error("f(Tensr a) -> Tensor")
-            .find("expected a type (Tensor, Tensor?, int, float, bool) at column 3") != std::string::npos);
+            .find("expected a type (Tensor, Tensor?, int, float, bool, ScalarType, ScalarType?) at column 3") != std::string::npos);
   CHECK(schema_error("f(int? a) -> Tensor").find("'?' only after Tensor") != std::string::npos);
   CHECK(schema_error("f(Tensor a, Tensor a) -> Tensor").find("a second argument named 'a'") !=
         std::string::npos);
@@ -90,6 +90,19 @@ TEST_CASE("malformed schemas: the message names the column and what was expected
   CHECK(schema_error("f(Tensor a) -> Tensor extra").find("expected end of schema") != std::string::npos);
   CHECK(schema_error("f(Tensor a").find("expected ','") != std::string::npos);
   CHECK(schema_error("f(Tensor a,) -> Tensor").find("expected argument type") != std::string::npos);
+}
+
+TEST_CASE("ScalarType arguments: required, optional with a None default, or a dtype default") {
+  const Schema s = parse_schema("f(Tensor self, *, ScalarType? dtype=None, ScalarType to=bf16) -> Tensor");
+  REQUIRE(s.arguments.size() == 3);
+  CHECK(s.arguments[1].type == ArgType::kOptionalScalarType);
+  CHECK(s.arguments[1].keyword_only);
+  CHECK(s.arguments[1].default_value->is_none());
+  CHECK(s.arguments[2].type == ArgType::kScalarType);
+  CHECK(s.arguments[2].default_value->to_dtype() == DType::kBF16);
+  CHECK(schema_error("f(ScalarType d=f8) -> Tensor").find("a dtype default (f32, f64, f16, bf16) at column 16") !=
+        std::string::npos);
+  CHECK(schema_error("f(ScalarType d=None) -> Tensor").find("None is for Tensor? and ScalarType?") != std::string::npos);
 }
 
 TEST_CASE("control bytes in a schema are shown escaped, and do not cut the message short") {

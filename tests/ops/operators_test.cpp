@@ -1,6 +1,6 @@
 // Every operator in layers/ops/operators.h, through its own declaration: the spec builds a call, the
 // binding layer accepts it (its schema matches its Signature), the CPU kernel agrees with the float64
-// reference on fresh random inputs, and the Autograd key records the node the declaration names. A new
+// reference on fresh random inputs in every dtype, and the Autograd key records the node the declaration names. A new
 // operator is covered here the moment it is added to AllOps.
 #include <doctest/doctest.h>
 
@@ -39,7 +39,9 @@ TEST_CASE("every declared operator: spec, binding, CPU kernel against the refere
     CHECK(spec.op == Op::kName);
     CHECK(spec.op_index == ops::op_index<Op>());
     CHECK(frontend::spec_help().find(Op::kSpecHelp) != std::string::npos);
-    for (DType dtype : {DType::kF32, DType::kF64}) {
+    // Every dtype on the CPU: f16/bf16 are widened to f32 (Note [Half types on the CPU]) and checked at
+    // their own tolerance.
+    for (DType dtype : kAllDTypes) {
       CAPTURE(dtype_name(dtype));
       for (bool grad : {false, true}) {
         CAPTURE(grad);

@@ -18,7 +18,6 @@ import strata
 # ||out - ref||_2 / ||max(|ref|, 0.25)||_2, as strata's reference::relative_error, per result dtype.
 TOLERANCE = {"float64": 1e-12, "float32": 1e-5, "float16": 5e-3, "bfloat16": 3e-2}
 DTYPES = ["float32", "float64", "float16", "bfloat16"]
-CPU_REFUSES = ("float16", "bfloat16")  # the CPU kernels' dtypes are f32 and f64 (use a GPU for the others)
 
 
 def relative_error(out, ref):
@@ -136,6 +135,7 @@ CASES = {
     "relu": (_inputs_pointwise, lambda x: np.maximum(x, 0)),
     "add": (_inputs_add, lambda a, b, alpha=1: a + alpha * b),
     "gelu": (_inputs_pointwise, lambda x: x * 0.5 * (1 + _erf(x / math.sqrt(2)))),
+    "to_copy": (_inputs_pointwise, lambda x: x),  # dtype=None: a copy in the input's dtype
     # The gradient ops the autograd engine calls (docs/autograd.md).
     "gemm": (_inputs_gemm, lambda a, b, transpose_self=0, transpose_other=0:
              (a.T if transpose_self else a) @ (b.T if transpose_other else b)),
@@ -177,12 +177,7 @@ class OperatorsTest(unittest.TestCase):
                     with self.subTest(op=name, dtype=dtype, trial=trial, seed=seed):
                         t = lambda *shape: strata.randn(*shape, dtype=dtype, seed=rng.randrange(2**63))
                         args, kwargs = make(rng, t)
-                        if dtype in CPU_REFUSES:
-                            # The CPU backend computes in f32 and f64 only: a clear refusal, not a crash.
-                            with self.assertRaises(strata.UsageError) as cm:
-                                getattr(strata, name)(*args, **kwargs)
-                            self.assertIn("supports f32 and f64", str(cm.exception))
-                            continue
+                        # Every dtype computes on the CPU: f16/bf16 are widened to f32 and rounded back.
                         out = getattr(strata, name)(*args, **kwargs)
                         self.assertEqual(out.dtype, dtype)
                         self.assertEqual(out.device, "cpu")
@@ -190,6 +185,28 @@ class OperatorsTest(unittest.TestCase):
                         self.assertEqual(out.shape, ref.shape)
                         err = relative_error(out.numpy_float64(), ref)
                         self.assertLessEqual(err, TOLERANCE[dtype], f"{name} {dtype}: relative error {err:.3g}")
+
+    def test_to_copy_and_autocast(self):
+        x = strata.randn(8, 16, seed=11)
+        y = strata.to_copy(x, dtype="bfloat16")
+        self.assertEqual(y.dtype, "bfloat16")
+        self.assertLessEqual(relative_error(y.numpy_float64(), x.numpy_float64()), TOLERANCE["bfloat16"])
+        self.assertEqual(strata.to_copy(x, dtype=np.float64).dtype, "float64")
+        with self.assertRaises(TypeError):
+            strata.to_copy(x, dtype=3)
+        with self.assertRaises(ValueError):
+            strata.to_copy(x, dtype="float8")
+        w = strata.randn(16, 4, seed=12)
+        for name, low in (("bf16", "bfloat16"), ("float16", "float16")):
+            with strata.autocast(name):
+                out = strata.matmul(x, w)  # cast by the Autocast key
+                self.assertEqual(strata.relu(x).dtype, "float32")  # relu falls through
+            self.assertEqual(out.dtype, low)
+            self.assertLessEqual(relative_error(out.numpy_float64(), x.numpy() @ w.numpy()), TOLERANCE[low])
+        self.assertEqual(strata.matmul(x, w).dtype, "float32")  # off again after the block
+        with self.assertRaises(strata.UsageError):
+            with strata.autocast("float32"):
+                pass
 
     def test_keywords_and_defaults_reach_the_binding_layer(self):
         x, w = strata.randn(1, 2, 5, 5, seed=3), strata.randn(3, 2, 3, 3, seed=4)

@@ -2,6 +2,7 @@
 // image into a [C*R*S, OH*OW] column matrix, then one GEMM per image with the weight viewed as
 // [K, C*R*S]. The column buffer is the workspace the frontend counts when it sizes a request.
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "layers/kernels/cpu/cpu_common.h"
@@ -134,21 +135,29 @@ void conv2d_impl(const Tensor& input, const Tensor& weight, const Tensor& bias,
 }  // namespace
 
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride, int64_t padding) {
-  STRATA_ZONE(zone, Layer::kLibrary, "conv2d (cpu)");
+  STRATA_ZONE(zone, Layer::kLibrary, input.dtype() == DType::kBF16  ? "conv2d (cpu, bf16 widened to f32)"
+                                     : input.dtype() == DType::kF16 ? "conv2d (cpu, f16 widened to f32)"
+                                                                    : "conv2d (cpu)");
   op_shapes::check_operands("conv2d", check_cpu_input, input, weight, bias);
   auto g = op_shapes::conv2d(input.sizes(), weight.sizes(), bias.defined() ? &bias.sizes() : nullptr, stride,
                              padding);
-  Tensor out = Tensor::empty(g.output(), input.dtype(), input.device());
-  if (input.dtype() == DType::kF32) {
-    conv2d_impl<float>(input, weight, bias, g, out);
+  const Tensor x = widen_to_f32(input), w = widen_to_f32(weight), b = widen_to_f32(bias);
+  Tensor out = Tensor::empty(g.output(), x.dtype(), input.device());
+  if (x.dtype() == DType::kF32) {
+    conv2d_impl<float>(x, w, b, g, out);
   } else {
-    conv2d_impl<double>(input, weight, bias, g, out);
+    conv2d_impl<double>(x, w, b, g, out);
   }
-  return out;
+  return round_from_f32(std::move(out), input.dtype());
 }
 
 Tensor conv2d_input_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight, int64_t stride,
                              int64_t padding) {
+  // Half types: computed on f32 copies and rounded back (Note [Half types on the CPU]); the widen and
+  // round zones name that in the library row.
+  if (is_half(input.dtype()))
+    return round_from_f32(conv2d_input_backward(widen_to_f32(grad_output), widen_to_f32(input), widen_to_f32(weight), stride, padding),
+                          input.dtype());
   STRATA_ZONE(zone, Layer::kLibrary, "conv2d_input_backward (cpu)");
   op_shapes::check_operands("conv2d_input_backward", check_cpu_input, grad_output, input, weight);
   const auto g =
@@ -164,6 +173,11 @@ Tensor conv2d_input_backward(const Tensor& grad_output, const Tensor& input, con
 
 Tensor conv2d_weight_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight, int64_t stride,
                               int64_t padding) {
+  // Half types: computed on f32 copies and rounded back (Note [Half types on the CPU]); the widen and
+  // round zones name that in the library row.
+  if (is_half(input.dtype()))
+    return round_from_f32(conv2d_weight_backward(widen_to_f32(grad_output), widen_to_f32(input), widen_to_f32(weight), stride, padding),
+                          input.dtype());
   STRATA_ZONE(zone, Layer::kLibrary, "conv2d_weight_backward (cpu)");
   op_shapes::check_operands("conv2d_weight_backward", check_cpu_input, grad_output, input, weight);
   const auto g = op_shapes::conv2d_backward("conv2d_weight_backward", grad_output.sizes(), input.sizes(),

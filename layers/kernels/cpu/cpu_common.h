@@ -1,6 +1,7 @@
 // Private to layers/kernels/cpu.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "lib/dtype.h"
@@ -9,15 +10,26 @@
 
 namespace strata::kernels::cpu {
 
-// The CPU kernels take contiguous f32/f64 tensors on the CPU; anything else is refused here with the
-// reason, because the frontend and binding cannot know every way a caller might construct a tensor.
+// The CPU kernels take contiguous tensors on the CPU, of any dtype strata has (f16/bf16 are widened, see
+// Note [Half types on the CPU] in convert.cpp); anything else is refused here with the reason, because the
+// frontend and binding cannot know every way a caller might construct a tensor.
 inline void check_cpu_input(const char* op, const Tensor& t) {
   if (!t.device().is_cpu()) throw UsageError(std::string(op) + ": CPU kernel got " + t.str());
-  if (t.dtype() != DType::kF32 && t.dtype() != DType::kF64) {
-    throw UsageError(std::string(op) + ": the CPU backend supports f32 and f64, got " +
-                     std::string(dtype_name(t.dtype())) + " (use --device cuda for f16/bf16)");
-  }
   if (!t.is_contiguous()) throw UsageError(std::string(op) + ": CPU kernel needs contiguous tensors");
 }
+
+inline bool is_half(DType d) { return d == DType::kBF16 || d == DType::kF16; }
+
+// Note [Half types on the CPU] (convert.cpp): a bf16/f16 tensor as an f32 copy (in a "widen" zone); any
+// other tensor, and an undefined one, as it is.
+Tensor widen_to_f32(const Tensor& t);
+// An f32 result rounded to `to` (in a "round" zone), or `t` itself when it already has that dtype.
+Tensor round_from_f32(Tensor t, DType to);
+
+// The bit conversions (round to nearest even; NaN stays NaN, overflow becomes inf).
+float bf16_bits_to_float(uint16_t bits);
+uint16_t float_to_bf16_bits(float f);
+float half_bits_to_float(uint16_t bits);
+uint16_t float_to_half_bits(float f);
 
 }  // namespace strata::kernels::cpu

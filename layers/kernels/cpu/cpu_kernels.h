@@ -1,8 +1,10 @@
 // CPU kernels: OpenBLAS for GEMM (matmul, linear, and conv2d as im2col + GEMM), plain loops the compiler
-// vectorises for relu and add. f32 and f64. Each kernel validates its arguments (lib/op_shapes.h),
-// allocates its output, and runs inside a Library-layer zone.
+// vectorises for relu and add. f32 and f64 natively; bf16 and f16 tensors are widened to f32, computed in
+// f32 and rounded back (Note [Half types on the CPU] in convert.cpp). Each kernel validates its arguments
+// (lib/op_shapes.h), allocates its output, and runs inside a Library-layer zone.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "lib/tensor.h"
@@ -15,6 +17,8 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
 Tensor relu(const Tensor& self);
 Tensor add(const Tensor& self, const Tensor& other, double alpha);
 Tensor gelu(const Tensor& self);  // exact (erf) form
+// A copy converted to `dtype` (the input's own when empty): PyTorch's _to_copy, the cast Autocast calls.
+Tensor to_copy(const Tensor& self, std::optional<DType> dtype);
 
 // ---- Gradient ops: what the backward formulas (layers/ops/operators.h) call -------------------------
 // op(self) @ op(other), op = transpose where the flag is 1 (cblas_?gemm's Trans flags): MmBackward's and

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <fstream>
 #include <string>
+#include <utility>
 
 #include "layers/kernels/cpu/cpu_common.h"
 #include "layers/kernels/cpu/cpu_kernels.h"
@@ -52,7 +53,16 @@ void gemm_transposed(DType dtype, bool transpose_a, bool transpose_b, int64_t m,
 
 // The kernel's zone is named after the BLAS routine it ends up calling: one zone per call keeps the
 // probe cost down (bench/overhead_bench), and the routine is what users want to see in the row.
-const char* gemm_name(DType dtype) { return dtype == DType::kF32 ? "cblas_sgemm" : "cblas_dgemm"; }
+// Half types are widened (Note [Half types on the CPU]): the row says which routine really computed.
+const char* gemm_name(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return "cblas_sgemm";
+    case DType::kF64: return "cblas_dgemm";
+    case DType::kBF16: return "cblas_sgemm (bf16 widened to f32)";
+    case DType::kF16: return "cblas_sgemm (f16 widened to f32)";
+  }
+  return "?";
+}
 
 }  // namespace
 
@@ -61,10 +71,10 @@ Tensor matmul(const Tensor& self, const Tensor& other) {
   op_shapes::check_operands("matmul", check_cpu_input, self, other);
   Shape out_shape = op_shapes::matmul(self.sizes(), other.sizes());
   zone.rename(gemm_name(self.dtype()));
-  Tensor out = Tensor::empty(out_shape, self.dtype(), self.device());
-  gemm(self.dtype(), false, out_shape[0], out_shape[1], self.size(1), self.data_ptr(), other.data_ptr(), 0.0,
-       out.data_ptr());
-  return out;
+  const Tensor a = widen_to_f32(self), b = widen_to_f32(other);
+  Tensor out = Tensor::empty(out_shape, a.dtype(), self.device());
+  gemm(a.dtype(), false, out_shape[0], out_shape[1], self.size(1), a.data_ptr(), b.data_ptr(), 0.0, out.data_ptr());
+  return round_from_f32(std::move(out), self.dtype());
 }
 
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
@@ -72,20 +82,25 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   op_shapes::check_operands("linear", check_cpu_input, input, weight, bias);
   Shape out_shape = op_shapes::linear(input.sizes(), weight.sizes(), bias.defined() ? &bias.sizes() : nullptr);
   zone.rename(gemm_name(input.dtype()));
-  Tensor out = Tensor::empty(out_shape, input.dtype(), input.device());
+  const Tensor x = widen_to_f32(input), w = widen_to_f32(weight), b = widen_to_f32(bias);
+  Tensor out = Tensor::empty(out_shape, x.dtype(), input.device());
   const int64_t rows = out_shape[0], cols = out_shape[1];
   // addmm: seed every output row with the bias, then let the GEMM accumulate onto it (beta = 1).
-  if (bias.defined()) {
+  if (b.defined()) {
     const size_t row_bytes = static_cast<size_t>(cols) * element_size(out.dtype());
     auto* dst = static_cast<char*>(out.data_ptr());
-    for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * row_bytes, bias.data_ptr(), row_bytes);
+    for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * row_bytes, b.data_ptr(), row_bytes);
   }
-  gemm(input.dtype(), true, rows, cols, input.size(1), input.data_ptr(), weight.data_ptr(),
-       bias.defined() ? 1.0 : 0.0, out.data_ptr());
-  return out;
+  gemm(x.dtype(), true, rows, cols, input.size(1), x.data_ptr(), w.data_ptr(), b.defined() ? 1.0 : 0.0,
+       out.data_ptr());
+  return round_from_f32(std::move(out), input.dtype());
 }
 
 Tensor gemm(const Tensor& self, const Tensor& other, int64_t transpose_self, int64_t transpose_other) {
+  // Half types: computed on f32 copies and rounded back (Note [Half types on the CPU]); the widen and
+  // round zones name that in the library row.
+  if (is_half(self.dtype()))
+    return round_from_f32(gemm(widen_to_f32(self), widen_to_f32(other), transpose_self, transpose_other), self.dtype());
   STRATA_ZONE(zone, Layer::kLibrary, "gemm (cpu)");
   op_shapes::check_operands("gemm", check_cpu_input, self, other);
   const Shape out_shape = op_shapes::gemm(self.sizes(), other.sizes(), transpose_self, transpose_other);

@@ -1,6 +1,7 @@
 // relu, gelu and add as plain loops over contiguous memory: with -O2/-O3 and __restrict the compiler emits
 // vector code, which is all a memory-bound pointwise op needs on the CPU.
 #include <cmath>
+#include <utility>
 
 #include "layers/kernels/cpu/cpu_common.h"
 #include "layers/kernels/cpu/cpu_kernels.h"
@@ -28,43 +29,53 @@ void gelu_loop(const T* __restrict in, T* __restrict out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = T(0.5) * in[i] * (T(1) + std::erf(in[i] * kInvSqrt2));
 }
 
+// The zone's name: the loop, and for half types that it ran on f32 copies (Note [Half types on the CPU]).
+const char* loop_name(DType dtype, const char* native, const char* bf16, const char* f16) {
+  return dtype == DType::kBF16 ? bf16 : dtype == DType::kF16 ? f16 : native;
+}
+
 }  // namespace
 
 Tensor relu(const Tensor& self) {
-  STRATA_ZONE(zone, Layer::kLibrary, "relu (cpu loop)");
+  STRATA_ZONE(zone, Layer::kLibrary, loop_name(self.dtype(), "relu (cpu loop)", "relu (cpu loop, bf16 widened to f32)",
+                                                "relu (cpu loop, f16 widened to f32)"));
   check_cpu_input("relu", self);
-  Tensor out = Tensor::empty(self.sizes(), self.dtype(), self.device());
-  if (self.dtype() == DType::kF32) {
-    relu_loop(self.data<float>(), out.data<float>(), self.numel());
+  const Tensor x = widen_to_f32(self);
+  Tensor out = Tensor::empty(x.sizes(), x.dtype(), x.device());
+  if (x.dtype() == DType::kF32) {
+    relu_loop(x.data<float>(), out.data<float>(), x.numel());
   } else {
-    relu_loop(self.data<double>(), out.data<double>(), self.numel());
+    relu_loop(x.data<double>(), out.data<double>(), x.numel());
   }
-  return out;
+  return round_from_f32(std::move(out), self.dtype());
 }
 
 Tensor gelu(const Tensor& self) {
-  STRATA_ZONE(zone, Layer::kLibrary, "gelu (cpu loop)");
+  STRATA_ZONE(zone, Layer::kLibrary, loop_name(self.dtype(), "gelu (cpu loop)", "gelu (cpu loop, bf16 widened to f32)",
+                                                "gelu (cpu loop, f16 widened to f32)"));
   check_cpu_input("gelu", self);
-  Tensor out = Tensor::empty(self.sizes(), self.dtype(), self.device());
-  if (self.dtype() == DType::kF32) {
-    gelu_loop(self.data<float>(), out.data<float>(), self.numel());
+  const Tensor x = widen_to_f32(self);
+  Tensor out = Tensor::empty(x.sizes(), x.dtype(), x.device());
+  if (x.dtype() == DType::kF32) {
+    gelu_loop(x.data<float>(), out.data<float>(), x.numel());
   } else {
-    gelu_loop(self.data<double>(), out.data<double>(), self.numel());
+    gelu_loop(x.data<double>(), out.data<double>(), x.numel());
   }
-  return out;
+  return round_from_f32(std::move(out), self.dtype());
 }
 
 Tensor add(const Tensor& self, const Tensor& other, double alpha) {
-  STRATA_ZONE(zone, Layer::kLibrary, "add (cpu loop)");
+  STRATA_ZONE(zone, Layer::kLibrary, loop_name(self.dtype(), "add (cpu loop)", "add (cpu loop, bf16 widened to f32)",
+                                                "add (cpu loop, f16 widened to f32)"));
   op_shapes::check_operands("add", check_cpu_input, self, other);
-  Tensor out = Tensor::empty(op_shapes::elementwise(self.sizes(), other.sizes()), self.dtype(), self.device());
-  if (self.dtype() == DType::kF32) {
-    add_loop(self.data<float>(), other.data<float>(), static_cast<float>(alpha), out.data<float>(),
-             self.numel());
+  const Tensor a = widen_to_f32(self), b = widen_to_f32(other);
+  Tensor out = Tensor::empty(op_shapes::elementwise(self.sizes(), other.sizes()), a.dtype(), self.device());
+  if (a.dtype() == DType::kF32) {
+    add_loop(a.data<float>(), b.data<float>(), static_cast<float>(alpha), out.data<float>(), a.numel());
   } else {
-    add_loop(self.data<double>(), other.data<double>(), alpha, out.data<double>(), self.numel());
+    add_loop(a.data<double>(), b.data<double>(), alpha, out.data<double>(), a.numel());
   }
-  return out;
+  return round_from_f32(std::move(out), self.dtype());
 }
 
 // ---- Gradient ops (the backward formulas' calls, layers/ops/operators.h) ------------------------------
@@ -123,6 +134,10 @@ T scalar_of(const Tensor& t) {
 }  // namespace
 
 Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, double threshold) {
+  // Half types: computed on f32 copies and rounded back (Note [Half types on the CPU]); the widen and
+  // round zones name that in the library row.
+  if (is_half(self.dtype()))
+    return round_from_f32(threshold_backward(widen_to_f32(grad_output), widen_to_f32(self), threshold), self.dtype());
   STRATA_ZONE(zone, Layer::kLibrary, "threshold_backward (cpu loop)");
   op_shapes::check_operands("threshold_backward", check_cpu_input, grad_output, self);
   op_shapes::same_shape("threshold_backward", grad_output.sizes(), self.sizes());
@@ -138,6 +153,10 @@ Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, double 
 }
 
 Tensor gelu_backward(const Tensor& grad_output, const Tensor& self) {
+  // Half types: computed on f32 copies and rounded back (Note [Half types on the CPU]); the widen and
+  // round zones name that in the library row.
+  if (is_half(self.dtype()))
+    return round_from_f32(gelu_backward(widen_to_f32(grad_output), widen_to_f32(self)), self.dtype());
   STRATA_ZONE(zone, Layer::kLibrary, "gelu_backward (cpu loop)");
   op_shapes::check_operands("gelu_backward", check_cpu_input, grad_output, self);
   op_shapes::same_shape("gelu_backward", grad_output.sizes(), self.sizes());
@@ -151,6 +170,10 @@ Tensor gelu_backward(const Tensor& grad_output, const Tensor& self) {
 }
 
 Tensor bias_backward(const Tensor& grad_output) {
+  // Half types: computed on f32 copies and rounded back (Note [Half types on the CPU]); the widen and
+  // round zones name that in the library row.
+  if (is_half(grad_output.dtype()))
+    return round_from_f32(bias_backward(widen_to_f32(grad_output)), grad_output.dtype());
   STRATA_ZONE(zone, Layer::kLibrary, "bias_backward (cpu loop)");
   check_cpu_input("bias_backward", grad_output);
   Tensor out = Tensor::empty(op_shapes::bias_backward(grad_output.sizes()), grad_output.dtype(), grad_output.device());
@@ -163,6 +186,9 @@ Tensor bias_backward(const Tensor& grad_output) {
 }
 
 Tensor sum(const Tensor& self) {
+  // Half types: computed on f32 copies and rounded back (Note [Half types on the CPU]); the widen and
+  // round zones name that in the library row.
+  if (is_half(self.dtype())) return round_from_f32(sum(widen_to_f32(self)), self.dtype());
   STRATA_ZONE(zone, Layer::kLibrary, "sum (cpu loop)");
   check_cpu_input("sum", self);
   Tensor out = Tensor::empty(Shape{}, self.dtype(), self.device());
@@ -175,6 +201,9 @@ Tensor sum(const Tensor& self) {
 }
 
 Tensor ones_like(const Tensor& self) {
+  // Half types: computed on f32 copies and rounded back (Note [Half types on the CPU]); the widen and
+  // round zones name that in the library row.
+  if (is_half(self.dtype())) return round_from_f32(ones_like(widen_to_f32(self)), self.dtype());
   STRATA_ZONE(zone, Layer::kLibrary, "ones_like (cpu loop)");
   check_cpu_input("ones_like", self);
   Tensor out = Tensor::empty(self.sizes(), self.dtype(), self.device());
@@ -187,6 +216,10 @@ Tensor ones_like(const Tensor& self) {
 }
 
 Tensor expand_as(const Tensor& self, const Tensor& other) {
+  // Half types: computed on f32 copies and rounded back (Note [Half types on the CPU]); the widen and
+  // round zones name that in the library row.
+  if (is_half(self.dtype()))
+    return round_from_f32(expand_as(widen_to_f32(self), widen_to_f32(other)), self.dtype());
   STRATA_ZONE(zone, Layer::kLibrary, "expand_as (cpu loop)");
   op_shapes::check_operands("expand_as", check_cpu_input, self, other);
   // Materialised, not a view: strata's kernels take contiguous tensors (see docs/autograd.md).

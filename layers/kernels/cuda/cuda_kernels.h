@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,8 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
 Tensor relu(const Tensor& self);
 Tensor add(const Tensor& self, const Tensor& other, double alpha);
 Tensor gelu(const Tensor& self);  // exact (erf) form, strata's own kernel
+// A copy converted to `dtype` (the input's own when empty): the cast Autocast calls; strata's own kernel.
+Tensor to_copy(const Tensor& self, std::optional<DType> dtype);
 
 // ---- Gradient ops: what the backward formulas (layers/ops/operators.h) call -------------------------
 // op(self) @ op(other), op = transpose where the flag is 1 (cblas_?gemm's Trans flags): MmBackward's and

@@ -1,4 +1,4 @@
-// strata's own CUDA kernels: relu, gelu, add, and the two bias broadcasts (linear's fallback path, conv2d).
+// strata's own CUDA kernels: relu, gelu, add, the cast (to_copy), and the two bias broadcasts (linear's fallback path, conv2d).
 // Grid-stride loops over contiguous memory: these ops are bandwidth-bound, so what matters is coalesced
 // access and enough blocks in flight, not arithmetic. Half types compute in f32, f64 in f64.
 #include <cuda_bf16.h>
@@ -68,6 +68,19 @@ __global__ void add_kernel(const T* __restrict__ a, const T* __restrict__ b, typ
                            T* __restrict__ y, int64_t n) {
   using M = Math<T>;
   for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = M::store(M::load(a[i]) + alpha * M::load(b[i]));
+}
+
+// The cast: through the source's accumulation type (f32 for half types and f32, f64 for f64), then the
+// destination's store; f64 -> half rounds to f32 first, as c10::Half(double) and c10::BFloat16(double) do.
+template <typename From, typename To>
+__global__ void cast_kernel(const From* __restrict__ x, To* __restrict__ y, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    if constexpr (std::is_same_v<To, double>) {
+      y[i] = static_cast<double>(Math<From>::load(x[i]));
+    } else {
+      y[i] = Math<To>::store(static_cast<typename Math<To>::Acc>(static_cast<float>(Math<From>::load(x[i]))));
+    }
+  }
 }
 
 template <typename T>
@@ -168,6 +181,18 @@ void launch_gelu(DType dtype, const void* x, void* y, int64_t n, cudaStream_t st
   with_type(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     gelu_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), n);
+  });
+  STRATA_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_cast(DType from, DType to, const void* x, void* y, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  with_type(from, [&](auto* from_tag) {
+    with_type(to, [&](auto* to_tag) {
+      using From = std::remove_pointer_t<decltype(from_tag)>;
+      using To = std::remove_pointer_t<decltype(to_tag)>;
+      cast_kernel<From, To><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const From*>(x), static_cast<To*>(y), n);
+    });
   });
   STRATA_CUDA_CHECK(cudaGetLastError());
 }

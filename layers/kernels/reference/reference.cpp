@@ -297,6 +297,10 @@ Grads gelu_backward_of(const Tensor& grad, const Tensor& self) { return {gelu_ba
 
 Grads sum_backward(const Tensor& grad, const Tensor& self) { return {expand_as(grad, self)}; }
 
+// The cast's gradient is the incoming one (cast back, which the float64 reference does not see).
+Grads to_copy_backward(const Tensor& grad, const Tensor&, std::optional<DType>) { return {to_double(grad), {}}; }
+std::vector<double> to_copy(const Tensor& self, std::optional<DType>) { return to_double(self); }
+
 double relative_error(const Tensor& out, const std::vector<double>& ref) {
   const auto got = to_double(out);
   if (got.size() != ref.size()) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "lib/tensor.h"
@@ -21,6 +22,9 @@ std::vector<double> relu(const Tensor& self);
 std::vector<double> add(const Tensor& self, const Tensor& other, double alpha);
 // x * Phi(x) with the exact normal CDF (PyTorch's gelu with approximate='none').
 std::vector<double> gelu(const Tensor& self);
+// The input's values: what a cast should give before its own rounding (the tolerance of the target dtype
+// bounds that rounding).
+std::vector<double> to_copy(const Tensor& self, std::optional<DType> dtype);
 
 // The gradient ops (layers/ops/operators.h), the same naive way: each loop is the definition.
 std::vector<double> gemm(const Tensor& self, const Tensor& other, int64_t transpose_self, int64_t transpose_other);
@@ -48,6 +52,7 @@ Grads relu_backward(const Tensor& grad, const Tensor& self);
 Grads add_backward(const Tensor& grad, const Tensor& self, const Tensor& other, double alpha);
 Grads gelu_backward_of(const Tensor& grad, const Tensor& self);
 Grads sum_backward(const Tensor& grad, const Tensor& self);
+Grads to_copy_backward(const Tensor& grad, const Tensor& self, std::optional<DType> dtype);
 
 // ||out - ref||_2 / ||max(|ref|, 0.25)||_2: one number that does not blow up on individual near-zero
 // entries, nor on an output that cancels to nearly zero (see Note [Error against the inputs' scale]).

@@ -10,8 +10,10 @@ the binding layer: boxed values -> binding::find_operator(name).call(...).
 import inspect
 import numbers
 
+import numpy as np
+
 from . import _strata
-from ._tensor import Tensor
+from ._tensor import Tensor, _dtype_arg
 
 _Parameter = inspect.Parameter
 
@@ -38,7 +40,12 @@ def _check(op, arg, position, value):
     elif kind == "bool":
         if isinstance(value, bool):
             return value
-    expected = {"Tensor?": "Tensor or None"}.get(kind, kind)
+    elif kind in ("ScalarType", "ScalarType?"):
+        if value is None and kind == "ScalarType?":
+            return value
+        if isinstance(value, str) or isinstance(value, type) or isinstance(value, np.dtype):
+            return _dtype_arg(value, op)  # strata's short name; an unknown one is a ValueError
+    expected = {"Tensor?": "Tensor or None", "ScalarType": "a dtype", "ScalarType?": "a dtype or None"}.get(kind, kind)
     raise TypeError(f"{op}(): argument '{arg['name']}' (position {position}) must be {expected}, "
                     f"not {type(value).__name__}")
 

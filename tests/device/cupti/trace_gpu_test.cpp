@@ -86,6 +86,22 @@ TEST_CASE("strata trace on cuda: every op and dtype, device rows joined, check p
   }
 }
 
+TEST_CASE("--autocast on cuda: keys Autocast > Autograd > CUDA, the cast kernels and the GEMM in bf16/f16") {
+  test::TempDir dir;
+  for (const char* to : {"bf16", "f16"}) {
+    CAPTURE(to);
+    const json doc = trace({"matmul", "1024", "--autocast", to, "--requires-grad"}, dir, std::string("autocast_") + to);
+    CHECK(doc["dispatch_keys"] == "Autocast > Autograd > CUDA");
+    CHECK(doc["check"]["passed"] == true);
+    const json* library = row(doc["steady"], "library");
+    REQUIRE(library != nullptr);
+    CHECK(library->dump().find(std::string("cast_kernel<f32,") + to + "><<<>>>") != std::string::npos);
+    // Two cast kernels and the GEMM: every launch joined to a kernel.
+    CHECK(doc["steady"]["kernels"].size() >= 2);
+    CHECK(doc["steady"]["unmatched_launches"] == 0);
+  }
+}
+
 TEST_CASE("--no-device-timing: host timers only, device rows marked not applicable, the run still passes") {
   test::TempDir dir;
   const test::RunResult r = test::run_strata({"trace", "matmul", "256", "--device", "cuda", "--no-device-timing",

@@ -7,6 +7,9 @@
 
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <cstring>
+#include <algorithm>
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -176,8 +179,7 @@ TEST_CASE("the comparison would catch a wrong kernel") {
 TEST_CASE("CPU kernels refuse what they cannot compute, with the reason") {
   Tensor f32 = rnd(Shape{2, 2}, DType::kF32, 1), f64 = rnd(Shape{2, 2}, DType::kF64, 2);
   CHECK_THROWS_WITH_AS(cpu::matmul(f32, f64), doctest::Contains("matmul: dtypes differ"), UsageError);
-  Tensor half = Tensor::empty(Shape{2, 2}, DType::kF16, kCPU);
-  CHECK_THROWS_WITH_AS(cpu::relu(half), doctest::Contains("the CPU backend supports f32 and f64, got f16"),
+  CHECK_THROWS_WITH_AS(cpu::matmul(f32, rnd(Shape{2, 2}, DType::kBF16, 8)), doctest::Contains("matmul: dtypes differ"),
                        UsageError);
   CHECK_THROWS_WITH_AS(cpu::add(f32, rnd(Shape{4}, DType::kF32, 3), 1.0),
                        doctest::Contains("does not broadcast"), UsageError);
@@ -199,4 +201,95 @@ TEST_CASE("the full path (binding, dispatcher, CPU kernel) computes the same as 
   check_close(out.tensor(), reference::conv2d(x, w, b, 2, 1), DType::kF64);
   CHECK(!cpu::blas_config().empty());
   CHECK(cpu::blas_threads() >= 1);
+}
+
+namespace {
+float from_bits(uint32_t x) {
+  float f;
+  std::memcpy(&f, &x, sizeof f);
+  return f;
+}
+// to_copy of one f32 value to `to`, and the bits of the result.
+uint16_t cast_bits(float v, DType to) {
+  Tensor t = Tensor::empty(Shape{1}, DType::kF32, kCPU);
+  t.data<float>()[0] = v;
+  return cpu::to_copy(t, to).data<uint16_t>()[0];
+}
+}  // namespace
+
+TEST_CASE("to_copy: every dtype pair, half rounding bit-exact against the reference's, and the edge values") {
+  INFO("seed " << run_seed());
+  // Random values over many binades, both signs: the kernel's conversions (convert.cpp) against the
+  // reference's (reference.cpp), written apart; the reference's f16 rounding is exact for normals.
+  std::mt19937 rng(static_cast<uint32_t>(run_seed()));
+  std::uniform_real_distribution<float> mantissa(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> exponent(-14, 15);
+  Tensor x = Tensor::empty(Shape{4096}, DType::kF32, kCPU);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = std::ldexp(mantissa(rng), exponent(rng));
+  const Tensor b = cpu::to_copy(x, DType::kBF16), h = cpu::to_copy(x, DType::kF16);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const float v = x.data<float>()[i];
+    CAPTURE(v);
+    REQUIRE(b.data<uint16_t>()[i] == reference::float_to_bf16(v));
+    if (std::fabs(v) >= std::ldexp(1.0f, -14) && std::fabs(v) < 65504.0f) REQUIRE(h.data<uint16_t>()[i] == reference::float_to_half(v));
+  }
+  // Every pair of dtypes, through the full stack: values survive within the narrower dtype's tolerance.
+  for (DType from : kAllDTypes) {
+    const Tensor src = rnd(Shape{257}, from, 11);
+    for (DType to : kAllDTypes) {
+      CAPTURE(dtype_name(from));
+      CAPTURE(dtype_name(to));
+      const Tensor out = cpu::to_copy(src, to);
+      CHECK(out.dtype() == to);
+      const double tol = std::max(reference::tolerance(from), reference::tolerance(to));
+      CHECK(reference::relative_error(out, reference::to_double(src)) <= tol);
+      if (from == to || to == DType::kF64 || (to == DType::kF32 && from != DType::kF64))
+        CHECK(reference::relative_error(out, reference::to_double(src)) == 0.0);  // widening is exact
+    }
+  }
+  CHECK(cpu::to_copy(x, std::nullopt).dtype() == DType::kF32);
+  // Edge values, by hand: ties to even, overflow to inf, NaN stays NaN, subnormal halves, signed zero.
+  CHECK(cast_bits(from_bits(0x3f808000u), DType::kBF16) == 0x3f80);  // 1 + 2^-8: a tie, down to even
+  CHECK(cast_bits(from_bits(0x3f818000u), DType::kBF16) == 0x3f82);  // 1 + 3*2^-8: a tie, up to even
+  CHECK(cast_bits(from_bits(0x7f7fffffu), DType::kBF16) == 0x7f80);  // FLT_MAX rounds to inf
+  CHECK((cast_bits(std::nanf(""), DType::kBF16) & 0x7fc0) == 0x7fc0);
+  CHECK(cast_bits(-0.0f, DType::kF16) == 0x8000);
+  CHECK(cast_bits(65504.0f, DType::kF16) == 0x7bff);  // the largest half
+  CHECK(cast_bits(65520.0f, DType::kF16) == 0x7c00);  // halfway to the next: rounds to inf
+  CHECK(cast_bits(1e6f, DType::kF16) == 0x7c00);
+  CHECK((cast_bits(std::nanf(""), DType::kF16) & 0x7e00) == 0x7e00);
+  CHECK(cast_bits(std::ldexp(1.0f, -24), DType::kF16) == 0x0001);  // the smallest subnormal
+  CHECK(cast_bits(std::ldexp(1.0f, -25), DType::kF16) == 0x0000);  // half of it: a tie, to even (zero)
+  CHECK(cast_bits(std::ldexp(1.5f, -25), DType::kF16) == 0x0001);
+  CHECK(cast_bits(std::ldexp(3.0f, -16), DType::kF16) == 0x0300);  // a subnormal, exactly
+  // And back: f16 subnormals and inf widen exactly.
+  Tensor hs = Tensor::empty(Shape{3}, DType::kF16, kCPU);
+  hs.data<uint16_t>()[0] = 0x0001;
+  hs.data<uint16_t>()[1] = 0x0300;
+  hs.data<uint16_t>()[2] = 0xfc00;
+  const Tensor back = cpu::to_copy(hs, DType::kF32);
+  CHECK(back.data<float>()[0] == std::ldexp(1.0f, -24));
+  CHECK(back.data<float>()[1] == std::ldexp(3.0f, -16));
+  CHECK(std::isinf(back.data<float>()[2]));
+  CHECK(back.data<float>()[2] < 0);
+}
+
+TEST_CASE("bf16 and f16 tensors on the CPU: widened to f32, computed, rounded; each op against the reference") {
+  INFO("seed " << run_seed());
+  for (DType d : {DType::kBF16, DType::kF16}) {
+    CAPTURE(dtype_name(d));
+    const Tensor a = rnd(Shape{17, 33}, d, 1), b = rnd(Shape{33, 9}, d, 2), w = rnd(Shape{9, 33}, d, 3),
+                 bias = rnd(Shape{9}, d, 4);
+    const Tensor mm = cpu::matmul(a, b);
+    CHECK(mm.dtype() == d);
+    check_close(mm, reference::matmul(a, b), d);
+    check_close(cpu::linear(a, w, bias), reference::linear(a, w, bias), d);
+    const Tensor x = rnd(Shape{2, 3, 7, 7}, d, 5), k = rnd(Shape{4, 3, 3, 3}, d, 6), kb = rnd(Shape{4}, d, 7);
+    check_close(cpu::conv2d(x, k, kb, 2, 1), reference::conv2d(x, k, kb, 2, 1), d);
+    check_close(cpu::relu(a), reference::relu(a), d);
+    check_close(cpu::gelu(a), reference::gelu(a), d);
+    check_close(cpu::add(a, a, 0.5), reference::add(a, a, 0.5), d);
+    // relu of a half tensor is exact: max(x, 0) of a representable value is representable.
+    CHECK(reference::relative_error(cpu::relu(a), reference::relu(a)) == 0.0);
+  }
 }

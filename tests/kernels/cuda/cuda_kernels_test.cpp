@@ -9,6 +9,7 @@
 
 #include "layers/autograd/engine.h"
 #include "layers/frontend/frontend.h"
+#include "layers/kernels/cpu/cpu_kernels.h"
 #include "layers/kernels/cuda/cuda_kernels.h"
 #include "layers/kernels/reference/reference.h"
 #include "layers/runtime/cuda/cuda_runtime_layer.h"
@@ -134,6 +135,24 @@ TEST_CASE("relu, gelu and add: strata's own kernels, sizes around the block and 
       check_against_reference(cuda::add(a, b, -0.5), reference::add(a, b, -0.5), dtype);
     }
   }
+}
+
+TEST_CASE("to_copy: strata's cast kernel for every dtype pair, bit-identical to the CPU kernel's rounding") {
+  init();
+  for (DType from : kDTypes) {
+    const Tensor x = random({(int64_t{1} << 20) + 3}, from);
+    const Tensor host = x.to(kCPU);
+    for (DType to : kDTypes) {
+      CAPTURE(dtype_name(from));
+      CAPTURE(dtype_name(to));
+      const Tensor y = cuda::to_copy(x, to);
+      REQUIRE(y.dtype() == to);
+      const Tensor expected = kernels::cpu::to_copy(host, to);
+      const Tensor got = y.to(kCPU);
+      CHECK(std::memcmp(got.data_ptr(), expected.data_ptr(), got.nbytes()) == 0);
+    }
+  }
+  CHECK(cuda::to_copy(random({5}, DType::kF32), std::nullopt).dtype() == DType::kF32);
 }
 
 TEST_CASE("relu keeps exactly the non-negative values and zeroes the rest") {
