@@ -68,6 +68,26 @@ json check(const CheckResult& c) {
   return json{{"relative_error", c.relative_error}, {"tolerance", c.tolerance}, {"passed", c.passed()}};
 }
 
+json peer(const PeerReport& p) {
+  json profile = json::array();
+  for (const PeerReport::ProfileRow& r : p.profile) {
+    profile.push_back({{"name", r.name},
+                       {"kind", r.kernel ? "kernel (self device time)" : "aten op (self CPU time)"},
+                       {"self_ns_per_call", r.self_ns_per_call},
+                       {"calls_per_call", r.calls_per_call}});
+  }
+  json out{{"name", p.name},
+           {"version", p.version},
+           {"expression", p.expression},
+           {"wall", distribution(p.wall)},
+           {"cold_ns", p.cold_ns},
+           {"strata_untraced_wall", distribution(p.strata_wall)},
+           {"profiler", {{"source", "torch.profiler"}, {"profiled_calls", p.profiled_calls}, {"rows", profile}}}};
+  if (!p.profile_note.empty()) out["profiler"]["note"] = p.profile_note;
+  if (p.relative_difference >= 0) out["relative_difference_vs_strata"] = p.relative_difference;
+  return out;
+}
+
 }  // namespace
 
 std::string trace_report_json(const TraceReport& rep) {
@@ -79,6 +99,7 @@ std::string trace_report_json(const TraceReport& rep) {
            {"device", rep.device},
            {"device_reason", rep.device_reason},
            {"dispatch_keys", rep.keys},
+           {"frontend", rep.frontend},
            {"flops_per_call", rep.flops},
            {"warmup", rep.warmup},
            {"repeat", rep.repeat},
@@ -98,6 +119,8 @@ std::string trace_report_json(const TraceReport& rep) {
   }
   if (rep.peak_flops > 0) doc["peak"] = {{"flops_per_s", rep.peak_flops}, {"source", rep.peak_source}};
   if (rep.check.ran) doc["check"] = check(rep.check);
+  if (!rep.frontend_what.empty()) doc["frontend_call"] = rep.frontend_what;
+  if (rep.peer) doc["peer"] = peer(*rep.peer);
   return doc.dump(2) + "\n";
 }
 

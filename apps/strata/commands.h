@@ -2,12 +2,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "apps/strata/device_session.h"
+#include "apps/strata/python_module.h"
 #include "layers/frontend/frontend.h"
 #include "reports/report.h"
 
@@ -29,6 +31,8 @@ struct TraceOptions {
   std::string json_path;
   std::string chrome_trace_path;
   frontend::ConvOptions conv;
+  std::string frontend = "cli";  // --frontend cli | python (python_frontend.h)
+  std::string peer;              // --peer torch, or "" for none
 };
 
 struct CompareOptions {
@@ -43,6 +47,11 @@ struct Prepared {
   DeviceChoice choice;
   std::unique_ptr<DeviceSession> session;
   frontend::PreparedCall call;
+  // --frontend python / --peer torch (python_frontend.h): how each call is made (empty: C++), and the peer.
+  std::unique_ptr<PythonCall> python_call;
+  std::function<binding::IValue()> invoke;
+  std::unique_ptr<PeerCall> peer_call;
+  std::string frontend = "cli";
 };
 Prepared prepare_trace(const TraceOptions& options);
 // The op, device and environment part of a report (no figures).

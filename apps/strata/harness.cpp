@@ -21,23 +21,27 @@ void stop_if_interrupted() {
 
 namespace {
 
-binding::IValue traced_call(const frontend::PreparedCall& call, Timeline& timeline, DeviceSession& session,
-                            uint32_t op_id) {
+binding::IValue invoke(const frontend::PreparedCall& call, const HarnessOptions& options) {
+  return options.invoke ? options.invoke() : call.op->call(call.args);
+}
+
+binding::IValue traced_call(const frontend::PreparedCall& call, const HarnessOptions& options, Timeline& timeline,
+                            DeviceSession& session, uint32_t op_id) {
   tracing::ActiveScope scope(&timeline);
   timeline.set_op(op_id);
   binding::IValue out;
   {
     OpCall tag(session, op_id);
-    out = call.op->call(call.args);
+    out = invoke(call, options);
   }
   session.synchronize();
   timeline.set_op(0);
   return out;
 }
 
-double untraced_call_ns(const frontend::PreparedCall& call, DeviceSession& session) {
+double untraced_call_ns(const frontend::PreparedCall& call, const HarnessOptions& options, DeviceSession& session) {
   const uint64_t t0 = host_clock::ticks();
-  binding::IValue out = call.op->call(call.args);
+  binding::IValue out = invoke(call, options);
   session.synchronize();
   const uint64_t t1 = host_clock::ticks();
   return double(host_clock::ticks_to_ns(t1) - host_clock::ticks_to_ns(t0));
@@ -72,7 +76,7 @@ HarnessResult run_harness(const frontend::PreparedCall& call, const HarnessOptio
   r.cold_ids.push_back(next_id);
   const size_t spans_before = timeline.spans().size();  // a sweep's timeline already holds other sizes
   const uint64_t cold0 = host_clock::ticks();
-  r.last_result = traced_call(call, timeline, session, next_id++);
+  r.last_result = traced_call(call, options, timeline, session, next_id++);
   const double cold_ns = host_clock::elapsed_ns(cold0);
   // Note [One output at a time]: the frontend checked memory for the inputs and ONE output, so a
   // result is released before the next call makes another (the timed loop keeps the last one only).
@@ -81,7 +85,7 @@ HarnessResult run_harness(const frontend::PreparedCall& call, const HarnessOptio
   std::vector<double> warm;
   for (int64_t i = 0; i < options.warmup; ++i) {
     stop_if_interrupted();
-    warm.push_back(untraced_call_ns(call, session));
+    warm.push_back(untraced_call_ns(call, options, session));
   }
   r.warmup = options.warmup;
   r.repeat = options.repeat;
@@ -113,9 +117,9 @@ HarnessResult run_harness(const frontend::PreparedCall& call, const HarnessOptio
     stop_if_interrupted();
     // Untraced first, then traced, so the traced result can be kept: see Note [One output at a time].
     r.last_result = binding::IValue();
-    if (options.untraced_comparison) r.untraced_ns.push_back(untraced_call_ns(call, session));
+    if (options.untraced_comparison) r.untraced_ns.push_back(untraced_call_ns(call, options, session));
     r.timed_ids.push_back(next_id);
-    r.last_result = traced_call(call, timeline, session, next_id++);
+    r.last_result = traced_call(call, options, timeline, session, next_id++);
     progress.update(i + 1, host_clock::elapsed_ns(start) * 1e-9);
     if (options.stop_after_s > 0 && i + 1 >= 10 && host_clock::elapsed_ns(start) * 1e-9 > options.stop_after_s) {
       spdlog::debug("stopped after {} of {} timed calls: --budget's time limit passed", i + 1, r.repeat);

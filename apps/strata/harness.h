@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "apps/strata/device_session.h"
@@ -28,6 +29,10 @@ struct HarnessOptions {
   // at least 10 calls): the automatic repeat is sized from the FASTEST warm call, and on a loaded machine
   // the median call can be 30x slower than that, which made one sweep size run 20 s on a 0.5 s budget.
   double stop_after_s = 0;
+  // How one call is made. Empty: `call.op->call(call.args)` from C++ (--frontend cli). --frontend python
+  // calls strata.<op>(...) in the embedded interpreter (Note [The Python module]); each timed call runs
+  // it the same way, traced and untraced.
+  std::function<binding::IValue()> invoke;
 };
 
 struct HarnessResult {

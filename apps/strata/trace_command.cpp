@@ -13,6 +13,7 @@
 #include "apps/strata/device_session.h"
 #include "apps/strata/harness.h"
 #include "apps/strata/output_step.h"
+#include "apps/strata/python_frontend.h"
 #include "layers/kernels/cpu/cpu_kernels.h"
 #include "layers/kernels/reference/reference.h"
 #include "lib/error.h"
@@ -81,6 +82,7 @@ void validate_values(const TraceOptions& o) {
 Prepared prepare_trace(const TraceOptions& o) {
   // Everything the user typed is checked before any tensor is allocated or any file is touched.
   validate_values(o);
+  check_frontend_options(o);
   Prepared p;
   const std::optional<DType> dtype = parse_dtype(o.dtype);
   if (!dtype) throw UsageError("unknown dtype '" + o.dtype + "'; allowed: f32, f64, f16, bf16");
@@ -118,6 +120,7 @@ Prepared prepare_trace(const TraceOptions& o) {
   }
   p.call = frontend::prepare_call(p.spec, p.dtype, p.choice.device, o.seed, o.requires_grad,
                                   available_bytes(p.choice.device));
+  prepare_python(p, o);  // --frontend python, --peer torch: the same tensors, handed to Python
   return p;
 }
 
@@ -135,6 +138,8 @@ reports::TraceReport describe_context(const Prepared& p, const TraceOptions& o) 
   rep.flops = p.call.flops;
   rep.bytes_moved = p.call.bytes_moved;
   rep.seed = o.seed;
+  rep.frontend = p.frontend;
+  rep.frontend_what = frontend_description(p);
   const auto clock = host_clock::info();
   rep.env.strata_version = STRATA_VERSION;
   rep.env.cpu_model = cpu_model();
@@ -171,9 +176,14 @@ int run_trace(const TraceOptions& o) {
   h.warmup = o.warmup;
   h.repeat = o.repeat.value_or(0);
   h.budget_s = o.budget_s;
+  h.invoke = p.invoke;
   Timeline timeline;
   HarnessResult run = run_harness(call, h, timeline, *session);
   session->finish(timeline);
+  // --peer: after strata's calls and the device session's flush, so neither run sees the other's work.
+  Timeline peer_timeline(16);
+  std::optional<reports::PeerReport> peer;
+  if (p.peer_call) peer = run_peer(p, run.warmup, run.repeat, run.last_result, run.untraced_ns, peer_timeline);
 
   reports::TraceReport rep = describe_context(p, o);
   rep.steady = reports::compute_breakdown(timeline, run.timed_ids);
@@ -236,6 +246,13 @@ int run_trace(const TraceOptions& o) {
   if (std::string spread = reports::spread_note(rep.steady.wall, load_context(load)); !spread.empty())
     rep.notes.push_back(spread);
 
+  if (peer) {
+    rep.peer = std::move(peer);
+    if (rep.frontend == "cli") {
+      rep.notes.push_back("strata's calls were made from C++ (--frontend cli) and torch's from Python: add "
+                          "--frontend python to compare like with like");
+    }
+  }
   if (o.check) {
     rep.check.ran = true;
     rep.check.relative_error = reference::relative_error(run.last_result.tensor(), frontend::reference_result(spec, call));
@@ -253,7 +270,8 @@ int run_trace(const TraceOptions& o) {
     kineto.gpus = session->trace_gpus();
     for (uint32_t id : run.timed_ids) kineto.steps.push_back({id});
     writer.set_trace_metadata(std::move(kineto));
-    writer.add_timeline(timeline, "eager");
+    writer.add_timeline(timeline, rep.frontend == "python" ? "eager (--frontend python)" : "eager");
+    if (rep.peer) writer.add_timeline(peer_timeline, "torch peer (" + rep.peer->expression + ")", 1);
   };
   output.chrome_trace_hint = " (open in https://ui.perfetto.dev or chrome://tracing)";
   output.check = rep.check;

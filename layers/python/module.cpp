@@ -24,7 +24,9 @@
 #include "lib/error.h"
 #include "lib/storage.h"
 #include "lib/tensor.h"
-#if STRATA_WITH_CUDA
+#if STRATA_PYTHON_EMBEDDED
+#include "layers/python/embedded.h"
+#elif STRATA_WITH_CUDA
 #include "layers/runtime/cuda/cuda_runtime_layer.h"
 #endif
 
@@ -79,7 +81,10 @@ Device resolve_device(const std::string& text) {
   const frontend::DeviceRequest request = frontend::parse_device(text);
   if (request.automatic) throw UsageError("device 'auto' is for the CLI; use 'cpu' or 'cuda' (or 'cuda:N')");
   if (request.device.is_cpu()) return kCPU;
-#if STRATA_WITH_CUDA
+#if STRATA_PYTHON_EMBEDDED
+  // Inside the strata program (Note [The Python module]): the program's CUDA module decides.
+  return embedded_cuda_device(request, text);
+#elif STRATA_WITH_CUDA
   namespace rt = runtime::cuda;
   const rt::Probe p = rt::probe();
   if (!p.usable) throw UnavailableError("device '" + text + "': " + p.reason + "; use device='cpu'");
@@ -135,7 +140,9 @@ void check_size(const Shape& shape, DType dtype, Device device) {
   unsigned __int128 bytes = element_size(dtype);
   for (int i = 0; i < shape.ndim; ++i) bytes = std::min<unsigned __int128>(bytes * uint64_t(shape[i]), INT64_MAX);
   const size_t available = device.is_cpu() ? frontend::available_host_bytes() :
-#if STRATA_WITH_CUDA
+#if STRATA_PYTHON_EMBEDDED
+                                           embedded_available_bytes(device);
+#elif STRATA_WITH_CUDA
                                            runtime::cuda::free_bytes(device.index);
 #else
                                            0;
@@ -359,7 +366,14 @@ void bind_tensor(py::module_& m) {
 }  // namespace
 }  // namespace strata::python
 
+// The extension's body. Built as the extension module `_strata` it runs on import; built into the strata
+// program's Python module (STRATA_PYTHON_EMBEDDED, Note [The Python module] in apps/strata/python_module.h)
+// the program calls it to create `strata._strata` before importing the package.
+#if STRATA_PYTHON_EMBEDDED
+void strata::python::define_module(py::module_& m) {
+#else
 PYBIND11_MODULE(_strata, m) {
+#endif
   using namespace strata;
   using namespace strata::python;
   m.doc() = "strata's extension module: tensors and one generic operator call through the binding layer";
