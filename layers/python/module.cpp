@@ -21,6 +21,7 @@
 #include "layers/binding/binding.h"
 #include "layers/frontend/frontend.h"
 #include "layers/kernels/reference/reference.h"
+#include "layers/python/profile.h"
 #include "lib/error.h"
 #include "lib/storage.h"
 #include "lib/tensor.h"
@@ -266,6 +267,7 @@ py::object call(const std::string& name, const py::tuple& args, const py::dict& 
 
 py::list operators() {
   py::list out;
+  int index = 0;  // the operator's index for the _enter probe (Note [The python and pybind11 rows])
   for (const binding::BoundOperator* op : binding::all_operators()) {
     const binding::Schema& s = op->schema();
     py::list arguments;
@@ -283,6 +285,7 @@ py::list operators() {
     d["schema"] = s.text;
     d["returns"] = s.returns;
     d["arguments"] = arguments;
+    d["index"] = index++;
     out.append(d);
   }
   return out;
@@ -395,4 +398,6 @@ PYBIND11_MODULE(_strata, m) {
   m.def("manual_seed", [](uint64_t s) { generator().seed(s); }, py::arg("seed"));
   m.def("from_numpy", &from_numpy, py::arg("array"));
   m.attr("cuda_build") = bool(STRATA_WITH_CUDA);
+  add_probes(m.ptr());
+  bind_profile(m);
 }

@@ -6,6 +6,10 @@ TypeError naming the argument and its position. Everything else (shapes that do 
 devices that differ, strides < 1) is checked once, by strata's C++ layers (lib/op_shapes.h), and
 arrives as strata.UsageError (a ValueError). Then the call goes through the extension into
 the binding layer: boxed values -> binding::find_operator(name).call(...).
+
+With the python and pybind11 rows on (set_rows(True); strata.profile() does it), each function also
+calls three probes of the extension: _enter at its entry, _cross just before the extension call, _exit
+on the way out. See Note [The python and pybind11 rows] in layers/python/probes.h.
 """
 import inspect
 import numbers
@@ -14,6 +18,20 @@ from . import _strata
 from ._tensor import Tensor
 
 _Parameter = inspect.Parameter
+
+# Whether the frontend functions call the row probes. A module global: the untraced call pays one cached
+# global load for it.
+_rows_on = False
+
+
+def set_rows(on):
+    """Turns the python and pybind11 rows on or off for every frontend function (for strata.profile() and
+    for embedders with an active timeline; see Note [The python and pybind11 rows]). Returns the previous
+    setting."""
+    global _rows_on
+    previous = _rows_on
+    _rows_on = bool(on)
+    return previous
 
 
 def _check(op, arg, position, value):
@@ -55,6 +73,8 @@ def _make(op):
     required = sum(1 for a in positional_args if not a["has_default"])
     all_tensors = all(a["type"] == "Tensor" for a in positional_args)
     _call = _strata.call
+    _enter, _cross, _exit = _strata._enter, _strata._cross, _strata._exit
+    op_index = op["index"]
     _empty = {}
 
     index = {a["name"]: i for i, a in enumerate(arguments)}
@@ -89,6 +109,25 @@ def _make(op):
         return tuple(positional), keywords
 
     def fn(*args, **kwargs):
+        if _rows_on:
+            # The same steps as below, between the probes (kept inline: a helper call would add its own
+            # cost to the python row it is meant to measure).
+            _enter(op_index)
+            try:
+                if not kwargs and required <= len(args) <= len(positional_args):
+                    if all_tensors:
+                        for i, v in enumerate(args):
+                            if type(v) is not Tensor:
+                                _check(name, arguments[i], i + 1, v)
+                    else:
+                        args = tuple(_check(name, arguments[i], i + 1, v) for i, v in enumerate(args))
+                    _cross()
+                    return _call(name, args, _empty)
+                args, kwargs = slow(args, kwargs)
+                _cross()
+                return _call(name, args, kwargs)
+            finally:
+                _exit()
         # The common call, positional only, costs one type check per argument; everything else takes the
         # general path. Shapes, dtypes and devices are checked once, by the C++ layers (UsageError).
         if not kwargs and required <= len(args) <= len(positional_args):
