@@ -184,6 +184,9 @@ class StrataCall final : public PythonCall {
       throw UnavailableError("the strata package in " + package_dir + " has no function " + name);
     }
     fn_ = strata.attr(name.c_str());
+    // The frontend's probes (Note [The python and pybind11 rows]) record into the active timeline, which
+    // is the harness's: this module shares the program's strata (Note [The Python module]).
+    strata.attr("_ops").attr("set_rows")(true);
     python_arguments(call, args_, kwargs_);
     expression_ = "strata." + name + "(" + argument_text(call) + ")";
   }

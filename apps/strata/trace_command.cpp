@@ -213,6 +213,10 @@ int run_trace(const TraceOptions& o) {
   // Words for each row, from what this call actually did.
   using reports::RowKind;
   rep.describe(RowKind::kBinding, "", "schema " + rep.schema.substr(0, rep.schema.find(" ->")));
+  if (rep.frontend == "python") {
+    rep.describe(RowKind::kPython, "", "strata." + call.op->schema().name + "(): type checks, argument tuple");
+    rep.describe(RowKind::kPybind11, "", "_strata.call: pybind11 dispatch, boxing, result to Python");
+  }
   for (const reports::BreakdownRow& row : rep.steady.rows) {
     if (row.kind != RowKind::kDispatch) continue;
     if (row.key == "Autograd") {
@@ -233,9 +237,10 @@ int run_trace(const TraceOptions& o) {
     rep.describe_na(RowKind::kLaunch, "n/a on the CPU: no launch, the library call computes in place");
     rep.describe_na(RowKind::kQueue, "n/a on the CPU: nothing is queued");
     rep.describe_na(RowKind::kGpu, "n/a on the CPU: the compute is inside the library row");
-    rep.describe(RowKind::kWall, "", "binding begin -> library end");
+    rep.describe(RowKind::kWall, "", rep.frontend == "python" ? "python entry -> return" : "binding begin -> library end");
   } else {
-    rep.describe(RowKind::kWall, "", "binding begin -> last kernel end");
+    rep.describe(RowKind::kWall, "", rep.frontend == "python" ? "python entry -> return / last kernel end"
+                                                              : "binding begin -> last kernel end");
   }
   rep.figures.set("steady.unmatched_launches", double(rep.steady.unmatched_launches), "count");
   rep.figures.set("steady.unmatched_kernels", double(rep.steady.unmatched_kernels), "count");
