@@ -81,6 +81,7 @@ json peer(const PeerReport& p) {
            {"expression", p.expression},
            {"wall", distribution(p.wall)},
            {"cold_ns", p.cold_ns},
+           {"setup_ns", p.setup_ns},
            {"strata_untraced_wall", distribution(p.strata_wall)},
            {"profiler", {{"source", "torch.profiler"}, {"profiled_calls", p.profiled_calls}, {"rows", profile}}}};
   if (!p.profile_note.empty()) out["profiler"]["note"] = p.profile_note;
@@ -127,7 +128,7 @@ std::string trace_report_json(const TraceReport& rep) {
 namespace {
 
 json mode(const ModeFigures& m) {
-  return json{{"label", m.label},       {"unit", "ns per op"},  {"rounds", m.rounds},     {"binding", m.binding},
+  return json{{"label", m.label},       {"unit", "ns per op"},  {"rounds", m.rounds},     {"python_and_pybind11", m.python}, {"binding", m.binding},
               {"dispatch", m.dispatch}, {"library", m.library}, {"runtime", m.runtime},   {"launch", m.launch},
               {"queue", m.queue},       {"gpu", m.gpu},         {"gpu_idle", m.gpu_idle}, {"wall", m.wall},
               {"wall_p90", m.wall_p90}, {"device_records", m.has_device}};

@@ -42,6 +42,7 @@ struct PeerReport {
   std::string expression;  // "torch.matmul(self, other)"
   Distribution wall;       // each timed call
   double cold_ns = 0;      // its first call
+  double setup_ns = 0;     // import torch and making its inputs, once (not in the cold call)
   Distribution strata_wall;  // strata's untraced calls of the same run, to set beside `wall`
   double relative_difference = -1;  // of strata's result against torch's (reference::relative_error); <0: none
   struct ProfileRow {

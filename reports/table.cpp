@@ -72,8 +72,11 @@ void print_peer(const TraceReport& rep, const PeerReport& p, std::ostream& out) 
   line("wall p90", p.strata_wall.p90, p.wall.p90);
   line("cold first call", rep.cold.wall.median, p.cold_ns);
   char buf[200];
-  std::snprintf(buf, sizeof buf, "  (untraced calls: strata %zu, %s %zu; ratio = %s / strata; strata's cold call is traced)",
-                p.strata_wall.count(), p.name.c_str(), p.wall.count(), p.name.c_str());
+  std::snprintf(buf, sizeof buf,
+                "  (untraced calls: strata %zu, %s %zu; ratio = %s / strata; strata's cold call is traced; setup: import "
+                "%s and its inputs %s)",
+                p.strata_wall.count(), p.name.c_str(), p.wall.count(), p.name.c_str(), p.name.c_str(),
+                format_ns(p.setup_ns).c_str());
   out << buf << "\n";
   if (!p.profile.empty()) {
     std::snprintf(buf, sizeof buf, "torch.profiler's own numbers, self time per op call over %d profiled calls:",
@@ -164,6 +167,7 @@ void print_comparison_table(const std::string& header, const Comparison& c, std:
     out << pad(name, 10) << lpad(eager_applies ? format_ns(e) : "-", 16) << lpad(replay_applies ? format_ns(r) : "-", w2) << "\n";
   };
   const bool device = c.eager.has_device;
+  if (c.eager.python > 0) line("python", c.eager.python, c.replay.python, true, c.replay.python > 0);  // + pybind11
   line("binding", c.eager.binding, c.replay.binding, true, c.replay.binding > 0);
   line("dispatch", c.eager.dispatch, c.replay.dispatch, true, c.replay.dispatch > 0);
   line("library", c.eager.library, c.replay.library, true, true);
