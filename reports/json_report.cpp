@@ -71,7 +71,10 @@ json check(const CheckResult& c) {
 json peer(const PeerReport& p) {
   json profile = json::array();
   for (const PeerReport::ProfileRow& r : p.profile) {
+    const bool unresolved = p.profile_resolution_ns > 0 && r.calls_per_call > 0 &&
+                            r.self_ns_per_call / r.calls_per_call < p.profile_resolution_ns;
     profile.push_back({{"name", r.name},
+                       {"below_resolution", unresolved},
                        {"kind", r.kernel ? "kernel (self device time)" : "aten op (self CPU time)"},
                        {"self_ns_per_call", r.self_ns_per_call},
                        {"calls_per_call", r.calls_per_call}});
@@ -85,6 +88,7 @@ json peer(const PeerReport& p) {
            {"strata_untraced_wall", distribution(p.strata_wall)},
            {"profiler", {{"source", "torch.profiler"}, {"profiled_calls", p.profiled_calls}, {"rows", profile}}}};
   if (!p.profile_note.empty()) out["profiler"]["note"] = p.profile_note;
+  if (p.profile_resolution_ns > 0) out["profiler"]["resolution_ns_per_event"] = p.profile_resolution_ns;
   if (p.relative_difference >= 0) out["relative_difference_vs_strata"] = p.relative_difference;
   return out;
 }

@@ -53,6 +53,7 @@ struct PeerReport {
   };
   std::vector<ProfileRow> profile;
   int profiled_calls = 0;
+  double profile_resolution_ns = 0;  // the profiler's reading granularity per event when coarse, else 0
   std::string profile_note;  // why there is no profile, when there is none
 };
 

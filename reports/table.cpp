@@ -82,10 +82,22 @@ void print_peer(const TraceReport& rep, const PeerReport& p, std::ostream& out) 
     std::snprintf(buf, sizeof buf, "torch.profiler's own numbers, self time per op call over %d profiled calls:",
                   p.profiled_calls);
     out << buf << "\n";
+    bool any_unresolved = false;
     for (const PeerReport::ProfileRow& r : p.profile) {
+      const bool unresolved = p.profile_resolution_ns > 0 && r.calls_per_call > 0 &&
+                              r.self_ns_per_call / r.calls_per_call < p.profile_resolution_ns;
+      any_unresolved = any_unresolved || unresolved;
       std::snprintf(buf, sizeof buf, "%s  x%.3g per call", r.kernel ? "  (kernel, device time)" : "  (aten op, CPU)",
                     r.calls_per_call);
-      out << "  " << pad(truncate(r.name, 40), 42) << lpad(format_ns(r.self_ns_per_call), 12) << buf << "\n";
+      out << "  " << pad(truncate(r.name, 40), 42) << lpad(format_ns(r.self_ns_per_call) + (unresolved ? "*" : ""), 12)
+          << buf << "\n";
+    }
+    if (any_unresolved) {
+      std::snprintf(buf, sizeof buf,
+                    "  * under the %s per event this torch.profiler reads (whole microseconds): a mean of rounded "
+                    "readings, 'about that or less'",
+                    format_ns(p.profile_resolution_ns).c_str());
+      out << buf << "\n";
     }
   } else if (!p.profile_note.empty()) {
     out << "torch.profiler: " << p.profile_note << "\n";

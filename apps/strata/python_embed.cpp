@@ -85,6 +85,7 @@ def profile(fn, args, kwargs, sync, calls, cuda):
             if sync is not None:
                 sync()
     rows = []
+    totals = []
     for e in prof.key_averages():
         device_self = getattr(e, "self_device_time_total", None)
         if device_self is None:
@@ -93,8 +94,12 @@ def profile(fn, args, kwargs, sync, calls, cuda):
             rows.append((e.key, True, device_self, e.count))
         elif e.key.startswith("aten::"):
             rows.append((e.key, False, e.self_cpu_time_total, e.count))
+        totals += [float(e.self_cpu_time_total), float(device_self)]
     rows.sort(key=lambda r: (r[1], -r[2]))
-    return [(k, kernel, us * 1e3 / calls, count / calls) for k, kernel, us, count in rows]
+    # Some builds (torch 1.13 without Kineto) record whole microseconds per event: say so, so that a
+    # mean under that is read as what it is.
+    whole_us = bool(totals) and all(t.is_integer() for t in totals)
+    return [(k, kernel, us * 1e3 / calls, count / calls) for k, kernel, us, count in rows], 1000.0 if whole_us else 0.0
 )py";
 
 std::string python_error_text(py::error_already_set& e) {
@@ -287,11 +292,12 @@ class TorchCall final : public PeerCall {
     return reference::relative_error(strata_result, ref);
   }
 
-  std::vector<reports::PeerReport::ProfileRow> profile(int calls, std::string& why) override {
+  std::vector<reports::PeerReport::ProfileRow> profile(int calls, double& resolution_ns, std::string& why) override {
     std::vector<reports::PeerReport::ProfileRow> rows;
     try {
-      py::list got = namespace_["profile"](fn_, args_, kwargs_, cuda_ ? sync_ : py::none(), calls, cuda_);
-      for (auto item : got) {
+      py::tuple result = namespace_["profile"](fn_, args_, kwargs_, cuda_ ? sync_ : py::none(), calls, cuda_);
+      resolution_ns = result[1].cast<double>();
+      for (auto item : result[0].cast<py::list>()) {
         py::tuple t = item.cast<py::tuple>();
         rows.push_back({t[0].cast<std::string>(), t[1].cast<bool>(), t[2].cast<double>(), t[3].cast<double>()});
       }

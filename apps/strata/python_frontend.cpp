@@ -107,7 +107,7 @@ reports::PeerReport run_peer(Prepared& p, int64_t warmup, int64_t repeat, const 
   if (strata_result.is_tensor()) rep.relative_difference = peer.relative_difference(strata_result.tensor());
   // The profiler's own overhead changes what it measures; it runs after the timed calls, on its own.
   rep.profiled_calls = static_cast<int>(std::min<int64_t>(std::max<int64_t>(repeat, 1), 100));
-  rep.profile = peer.profile(rep.profiled_calls, rep.profile_note);
+  rep.profile = peer.profile(rep.profiled_calls, rep.profile_resolution_ns, rep.profile_note);
   return rep;
 }
 

@@ -73,9 +73,10 @@ class PeerCall {
   virtual std::string version() const = 0;     // "PyTorch 1.13.1 (4 intra-op threads)"
   // Relative error of the last result against `strata_result` (|a-b| / |b| over all elements, float64).
   virtual double relative_difference(const Tensor& strata_result) = 0;
-  // `calls` calls under torch.profiler; rows with self times per call. Empty with `why` set when the
-  // profiler is not available.
-  virtual std::vector<reports::PeerReport::ProfileRow> profile(int calls, std::string& why) = 0;
+  // `calls` calls under torch.profiler; rows with self times per call, and the profiler's resolution per
+  // event when it is coarse (1000 ns when every reading was whole microseconds, else 0). Empty with `why`
+  // set when the profiler is not available.
+  virtual std::vector<reports::PeerReport::ProfileRow> profile(int calls, double& resolution_ns, std::string& why) = 0;
 };
 
 }  // namespace strata::app
