@@ -129,7 +129,7 @@ int run_compare(const CompareOptions& o) {
     throw UsageError("--ops-per-graph must be between 1 and 4096, got " + std::to_string(o.ops_per_graph));
   }
   if (!o.trace.peer.empty()) {
-    throw UsageError("--peer applies to `strata trace` (one op beside its peer); compare replays strata's own calls");
+    throw UsageError("--peer applies to 'strata trace' (one op beside its peer); compare replays strata's own calls");
   }
   Prepared p = prepare_trace(o.trace);
   const int64_t k = o.ops_per_graph;

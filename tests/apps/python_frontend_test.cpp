@@ -214,5 +214,5 @@ TEST_CASE("--frontend and --peer take only the values they list") {
   check_refused(run_strata(cpu({"trace", "matmul", "8", "--peer", "jax"})), 2,
                 "--peer 'jax' is not a peer; allowed: torch");
   check_refused(run_strata(cpu({"compare", "matmul", "8", "--peer", "torch"})), 2,
-                "--peer applies to `strata trace`");
+                "--peer applies to 'strata trace'");
 }
