@@ -48,6 +48,29 @@ void write_broken_torch(const std::string& dir) {
   std::ofstream(dir + "/torch/__init__.py") << "raise ImportError('no torch in this test')\n";
 }
 
+// A stand-in `torch` that imports but refuses every op, as a real torch refuses a dtype it has no kernel
+// for on a device: the path from torch's exception to strata's exit 4 (the real torch is tested above).
+void write_refusing_torch(const std::string& dir) {
+  REQUIRE(system(("mkdir -p " + dir + "/torch/nn").c_str()) == 0);
+  std::ofstream(dir + "/torch/__init__.py")
+      << "__version__ = '0.0-refusing'\n"
+         "float32, float64, float16, bfloat16 = 'f32', 'f64', 'f16', 'bf16'\n"
+         "class _T:\n"
+         "    def to(self, *a): return self\n"
+         "    def requires_grad_(self, v): return self\n"
+         "def from_numpy(a): return _T()\n"
+         "def matmul(*a, **k): raise RuntimeError(\"\\\"addmm_impl_cpu_\\\" not implemented for 'Float'\")\n"
+         "relu = add = matmul\n"
+         "def get_num_threads(): return 1\n"
+         "class cuda:\n"
+         "    is_available = staticmethod(lambda: False)\n"
+         "class version:\n"
+         "    cuda = None\n"
+         "from . import nn\n";
+  std::ofstream(dir + "/torch/nn/__init__.py") << "from . import functional\n";
+  std::ofstream(dir + "/torch/nn/functional.py") << "from torch import matmul as linear, matmul as conv2d, matmul as gelu\n";
+}
+
 }  // namespace
 
 #if STRATA_TEST_PYTHON_BUILD
@@ -167,6 +190,19 @@ TEST_CASE("--peer torch without an importable torch: exit 4 naming the python an
   const RunResult devices = run_strata({"devices"}, options);
   CHECK(devices.exit_code == 0);
   CHECK(contains(devices.out, "torch: not importable (ImportError: no torch in this test)"));
+}
+
+TEST_CASE("--peer torch when torch refuses the op: exit 4 with torch's message, nothing written") {
+  TempDir dir;
+  write_refusing_torch(dir.path());
+  RunOptions options;
+  options.env = {"PYTHONPATH=" + dir.path()};
+  const std::string json_path = dir.path() + "/r.json";
+  const RunResult r = run_strata(cpu({"trace", "matmul", "8", "--frontend", "python", "--peer", "torch", "--json",
+                                      json_path}),
+                                 options);
+  check_refused(r, 4, "--peer torch: torch.matmul(self, other) raised RuntimeError: \"addmm_impl_cpu_\" not implemented");
+  CHECK(!file_exists(json_path));
 }
 
 TEST_CASE("--frontend python without the package or the module: exit 4 saying what is missing") {
