@@ -108,19 +108,31 @@ def _make(op):
                 keywords[a["name"]] = value
         return tuple(positional), keywords
 
+    n_positional = len(positional_args)
+
+    def checked(args):
+        # A positional call with an argument that is not exactly a Tensor: each value as its schema type,
+        # or TypeError naming it.
+        return tuple(_check(name, arguments[i], i + 1, v) for i, v in enumerate(args))
+
     def fn(*args, **kwargs):
+        # The common call, positional only, costs one type check per argument; everything else takes the
+        # general path. Shapes, dtypes and devices are checked once, by the C++ layers (UsageError).
+        # Note [The frontend's fast path]: no enumerate, no per-call len() of a list, no helper call when
+        # every argument is a Tensor; measured in docs/performance.md.
         if _rows_on:
             # The same steps as below, between the probes (kept inline: a helper call would add its own
             # cost to the python row it is meant to measure).
             _enter(op_index)
             try:
-                if not kwargs and required <= len(args) <= len(positional_args):
+                if not kwargs and required <= len(args) <= n_positional:
                     if all_tensors:
-                        for i, v in enumerate(args):
+                        for v in args:
                             if type(v) is not Tensor:
-                                _check(name, arguments[i], i + 1, v)
+                                args = checked(args)
+                                break
                     else:
-                        args = tuple(_check(name, arguments[i], i + 1, v) for i, v in enumerate(args))
+                        args = checked(args)
                     _cross()
                     return _call(name, args, _empty)
                 args, kwargs = slow(args, kwargs)
@@ -128,15 +140,14 @@ def _make(op):
                 return _call(name, args, kwargs)
             finally:
                 _exit()
-        # The common call, positional only, costs one type check per argument; everything else takes the
-        # general path. Shapes, dtypes and devices are checked once, by the C++ layers (UsageError).
-        if not kwargs and required <= len(args) <= len(positional_args):
+        if not kwargs and required <= len(args) <= n_positional:
             if all_tensors:
-                for i, v in enumerate(args):
+                for v in args:
                     if type(v) is not Tensor:
-                        _check(name, arguments[i], i + 1, v)
+                        args = checked(args)
+                        break
             else:
-                args = tuple(_check(name, arguments[i], i + 1, v) for i, v in enumerate(args))
+                args = checked(args)
             return _call(name, args, _empty)
         return _call(name, *slow(args, kwargs))
 
