@@ -123,7 +123,9 @@ class ProfileTest(unittest.TestCase):
             with self.assertRaises(TypeError):
                 strata.matmul(self.a, 3)  # a wrong Python type: the frontend refuses
             with self.assertRaises(TypeError):
-                strata.matmul(self.a, self.b, bogus=1)  # the slow path refuses
+                strata.matmul(self.a)  # missing: the general path refuses, quoting the schema
+            with self.assertRaises(TypeError):
+                strata.matmul(self.a, self.b, bogus=1)  # CPython refuses before the function runs: no call
             strata.matmul(self.a, self.b)
         # Every call, failed or not, closed its spans: the last call's python span is a root again.
         spans = p.spans()
@@ -131,6 +133,8 @@ class ProfileTest(unittest.TestCase):
         roots = [s for s in spans if s[0] == "python"]
         self.assertEqual(len(roots), 4)
         self.assertTrue(all(s[4] == -1 for s in roots))
+        # The failed calls stopped before the crossing (TypeError) or inside the layers (UsageError).
+        self.assertEqual(sum(1 for s in spans if s[0] == "pybind11"), 2)
         self.assertEqual(p.calls, 4)
         self.assertIn("strata.matmul  4 calls", p.table())
 
