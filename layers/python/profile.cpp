@@ -132,9 +132,11 @@ class Profile {
     rep.env.clock_read_ns = clock.read_cost_ns;
     if (rep.device == "cpu") rep.device = "cpu (" + std::to_string(rep.env.blas_threads) + " OpenBLAS threads)";
     rep.probe_ns = zone_cost_ns();
+    std::vector<bool> mine(next_id_, false);  // op ids are 1 .. next_id_ - 1
+    for (uint32_t id : ids) mine[id] = true;
     size_t spans = 0;
     for (const Span& s : timeline_.spans())
-      if (std::find(ids.begin(), ids.end(), s.op_id) != ids.end()) ++spans;
+      if (s.op_id < mine.size() && mine[s.op_id]) ++spans;
     rep.probes_per_call = double(spans) / double(ids.size());
 
     using reports::RowKind;

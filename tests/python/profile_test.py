@@ -158,6 +158,8 @@ class ProfileTest(unittest.TestCase):
         self.assertFalse(_ops._rows_on)
         self.assertIn("strata.relu", p.table())
         with strata.profile():
+            self.assertIn("strata.relu", p.table())  # a finished profile reads inside another one
+        with strata.profile():
             with self.assertRaises(strata.UsageError):
                 strata.profile.crosscheck(calls=1, batches=1)  # the cross-check runs untraced
 
@@ -206,6 +208,7 @@ class ProfileTest(unittest.TestCase):
             with strata.profile() as p:
                 for _ in range(20000):
                     strata.relu(self.a)
+            self.assertIn("20000 calls", p.table())  # linear in the calls: 10^5 spans read in well under a second
             del p
         self.assertLess(rss_bytes() - before, 32 << 20)
 
