@@ -12,6 +12,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <array>
 #include <cstdint>
 #include <mutex>
 #include <random>
@@ -223,7 +224,31 @@ Tensor from_numpy(const py::array& array) {
 
 // ---- values across the boundary -----------------------------------------------------------------
 
-binding::IValue to_ivalue(const py::handle& o, const std::string& op, const std::string& where) {
+// Note [The crossing's fast path]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The pybind11 row is pybind11's dispatcher plus what `call` does before the binding zone opens and
+// after it closes. Measured per call at n=16 (docs/performance.md, bench/python_overhead_bench.py), the
+// first version spent most of it on work no layer needs: a pybind11 isinstance<Tensor> and then a cast
+// for each argument (two type-registry lookups), two std::strings per argument built for an error
+// message that is almost never raised, and a heap-allocated vector for the boxed arguments. Now an
+// argument whose type is exactly strata.Tensor is read straight from its pybind11 instance, error texts
+// are built only on the way to an error, and up to kInlineArgs arguments are boxed on the stack.
+// Everything else (other types, subclasses) takes pybind11's general path, unchanged.
+PyTypeObject* g_tensor_type = nullptr;  // strata._strata.Tensor, set by bind_tensor
+constexpr size_t kInlineArgs = 8;       // the binding layer's own limit (BoundOperator: 8 arguments)
+
+// Where an argument was given, for the error message: "argument 2" or "argument 'alpha'".
+struct ArgumentPlace {
+  size_t position = 0;                 // 1-based; 0 when given by keyword
+  const std::string* keyword = nullptr;
+  std::string str() const { return keyword ? "argument '" + *keyword + "'" : "argument " + std::to_string(position); }
+};
+
+binding::IValue to_ivalue(const py::handle& o, const std::string& op, const ArgumentPlace& where) {
+  if (Py_TYPE(o.ptr()) == g_tensor_type) {
+    const py::detail::value_and_holder v = reinterpret_cast<py::detail::instance*>(o.ptr())->get_value_and_holder();
+    if (v.holder_constructed()) return binding::IValue(*static_cast<const Tensor*>(v.value_ptr()));
+  }
   if (o.is_none()) return {};
   if (py::isinstance<Tensor>(o)) return binding::IValue(o.cast<const Tensor&>());
   if (py::isinstance<py::bool_>(o)) return binding::IValue(o.cast<bool>());
@@ -231,12 +256,12 @@ binding::IValue to_ivalue(const py::handle& o, const std::string& op, const std:
     const long long v = PyLong_AsLongLong(o.ptr());
     if (v == -1 && PyErr_Occurred()) {
       PyErr_Clear();
-      throw py::value_error(op + "(): " + where + " does not fit in 64 bits");
+      throw py::value_error(op + "(): " + where.str() + " does not fit in 64 bits");
     }
     return binding::IValue(int64_t(v));
   }
   if (py::isinstance<py::float_>(o)) return binding::IValue(o.cast<double>());
-  throw py::type_error(op + "(): " + where + " must be a Tensor, int, float, bool or None, not " +
+  throw py::type_error(op + "(): " + where.str() + " must be a Tensor, int, float, bool or None, not " +
                        std::string(py::str(o.get_type().attr("__name__"))));
 }
 
@@ -251,18 +276,23 @@ py::object from_ivalue(const binding::IValue& v) {
 // One generic entry for every operator: boxed values through the real binding layer.
 py::object call(const std::string& name, const py::tuple& args, const py::dict& kwargs) {
   const binding::BoundOperator& op = binding::find_operator(name);
-  std::vector<binding::IValue> boxed;
-  boxed.reserve(args.size());
-  for (size_t i = 0; i < args.size(); ++i) boxed.push_back(to_ivalue(args[i], name, "argument " + std::to_string(i + 1)));
+  // See Note [The crossing's fast path].
+  const size_t n = args.size();
+  std::array<binding::IValue, kInlineArgs> inline_boxed;
+  std::vector<binding::IValue> heap_boxed;  // more than the binding layer takes: it says so, quoting the schema
+  if (n > kInlineArgs) heap_boxed.resize(n);
+  binding::IValue* boxed = n > kInlineArgs ? heap_boxed.data() : inline_boxed.data();
+  for (size_t i = 0; i < n; ++i) boxed[i] = to_ivalue(PyTuple_GET_ITEM(args.ptr(), Py_ssize_t(i)), name, {i + 1, nullptr});
+  if (kwargs.empty()) return from_ivalue(op.call(std::span<const binding::IValue>(boxed, n)));
   std::vector<std::string> names;  // binding::Kwarg holds a view
   std::vector<binding::Kwarg> kw;
   names.reserve(kwargs.size());
   kw.reserve(kwargs.size());
   for (auto [k, v] : kwargs) {
     names.push_back(py::cast<std::string>(k));
-    kw.push_back({names.back(), to_ivalue(v, name, "argument '" + names.back() + "'")});
+    kw.push_back({names.back(), to_ivalue(v, name, {0, &names.back()})});
   }
-  return from_ivalue(op.call(boxed, kw));
+  return from_ivalue(op.call(std::span<const binding::IValue>(boxed, n), kw));
 }
 
 py::list operators() {
@@ -322,6 +352,7 @@ int get_buffer(PyObject* obj, Py_buffer* view, int flags) {
 
 void bind_tensor(py::module_& m) {
   py::class_<Tensor> cls(m, "Tensor", py::buffer_protocol());
+  g_tensor_type = reinterpret_cast<PyTypeObject*>(cls.ptr());  // Note [The crossing's fast path]
   cls
       .def_property_readonly("shape", [](const Tensor& t) { return shape_tuple(t.sizes()); })
       .def_property_readonly("dtype", [](const Tensor& t) { return python_dtype_name(t.dtype()); })
@@ -400,4 +431,5 @@ PYBIND11_MODULE(_strata, m) {
   m.attr("cuda_build") = bool(STRATA_WITH_CUDA);
   add_probes(m.ptr());
   bind_profile(m);
+  bind_layer_timing(m);
 }

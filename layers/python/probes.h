@@ -18,8 +18,8 @@
 //
 // So the python row = _enter -> _cross (self time of the python span), the pybind11 row = _cross ->
 // binding zone begin plus binding zone end -> _exit (the return path: IValue -> Python object). The
-// frontend calls the probes only while strata._ops._rows_on is true (one cached global load per call
-// otherwise): strata.profile() sets it, and so can an embedder (strata._ops.set_rows(True)).
+// frontend calls the probes only while strata._ops._rows_on is true (one module attribute load per
+// call otherwise): strata.profile() sets it, and so can an embedder (strata._ops.set_rows(True)).
 //
 // The probes record into tracing::active() of THIS extension (the static strata libraries inside
 // _strata.so are its own copies, with their own thread_local active timeline). With no active timeline

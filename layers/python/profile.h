@@ -17,6 +17,7 @@ namespace strata::python {
 uint32_t next_profiled_call(uint16_t op_index);
 
 void add_probes(PyObject* module);       // probes.cpp
-void bind_profile(pybind11::module_& m);  // profile.cpp: _Profile and the cross-check helpers
+void bind_profile(pybind11::module_& m);        // profile.cpp: _Profile
+void bind_layer_timing(pybind11::module_& m);   // layer_timing.cpp: the C++ half of the cross-check
 
 }  // namespace strata::python
