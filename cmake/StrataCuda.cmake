@@ -64,7 +64,9 @@ endif()
 # libraries, not only the ones it calls itself. Also for the test and benchmark programs: they load the
 # module too. Nothing to do in a build without the CUDA layers.
 function(strata_export_to_cuda_module target)
-  if(NOT STRATA_WITH_CUDA)
+  # The Python module (libstrata_python.so, Note [The Python module]) resolves strata's symbols against
+  # the executable in the same way.
+  if(NOT STRATA_WITH_CUDA AND NOT TARGET strata_python_embed)
     return()
   endif()
   set_target_properties(${target} PROPERTIES ENABLE_EXPORTS ON)
@@ -74,5 +76,10 @@ function(strata_export_to_cuda_module target)
     string(APPEND archives ",$<TARGET_FILE:${lib}>")
   endforeach()
   target_link_options(${target} PRIVATE "LINKER:--whole-archive${archives},--no-whole-archive")
-  add_dependencies(${target} strata_cuda)
+  if(STRATA_WITH_CUDA)
+    add_dependencies(${target} strata_cuda)
+  endif()
+  if(TARGET strata_python_embed)
+    add_dependencies(${target} strata_python_embed)
+  endif()
 endfunction()

@@ -5,6 +5,8 @@ namespace strata {
 const char* layer_name(Layer layer) {
   switch (layer) {
     case Layer::kFrontend: return "frontend";
+    case Layer::kPython: return "python";
+    case Layer::kPybind11: return "pybind11";
     case Layer::kBinding: return "binding";
     case Layer::kDispatch: return "dispatch";
     case Layer::kLibrary: return "library";

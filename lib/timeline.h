@@ -16,6 +16,11 @@ namespace strata {
 // The layer that owns a span; the breakdown has one row per layer (dispatch one per key).
 enum class Layer : uint8_t {
   kFrontend,  // tensor creation, spec parsing (setup, not per call)
+  // The two layers above the binding when an op is called from Python (Note [The python and pybind11
+  // rows] in layers/python/probes.h): the frontend function from its entry to the call into the
+  // extension, then the pybind11 crossing (overload resolution, argument and result conversion).
+  kPython,
+  kPybind11,
   kBinding,   // boxed arguments matched against the schema
   kDispatch,  // key-set computation, table lookup, wrapper-key work (span name = the key)
   kLibrary,   // the backend kernel's host side: BLAS, cuBLAS/cuDNN host work, allocation of outputs
@@ -157,8 +162,10 @@ class Timeline {
     current_ = index;
     return index;
   }
-  void close(int32_t index) noexcept {
-    spans_[static_cast<size_t>(index)].end = host_clock::ticks();
+  void close(int32_t index) noexcept { close_at(index, host_clock::ticks()); }
+  // Closes with a reading already taken: two spans that end together cost one clock read.
+  void close_at(int32_t index, uint64_t end) noexcept {
+    spans_[static_cast<size_t>(index)].end = end;
     current_ = spans_[static_cast<size_t>(index)].parent;
   }
   void rename(int32_t index, const char* name) noexcept { spans_[static_cast<size_t>(index)].name = name; }

@@ -34,6 +34,8 @@ Distribution Distribution::of(std::vector<double> samples) {
 
 const char* row_kind_name(RowKind kind) {
   switch (kind) {
+    case RowKind::kPython: return "python";
+    case RowKind::kPybind11: return "pybind11";
     case RowKind::kBinding: return "binding";
     case RowKind::kDispatch: return "dispatch";
     case RowKind::kLibrary: return "library";
@@ -128,11 +130,13 @@ LayerBreakdown compute_breakdown(const Timeline& timeline, std::span<const uint3
   const size_t n = op_ids.size();
 
   // Host rows. Dispatch keys are discovered from span names, highest-priority first as they nest.
-  std::vector<double> binding(n, 0), library(n, 0), runtime(n, 0), launch(n, 0), queue(n, 0), gpu(n, 0);
+  std::vector<double> python(n, 0), pybind11(n, 0), binding(n, 0), library(n, 0), runtime(n, 0), launch(n, 0), queue(n, 0), gpu(n, 0);
   std::vector<int64_t> first_begin(n, INT64_MAX), last_end(n, INT64_MIN);
   std::vector<std::vector<size_t>> op_spans(n);  // span indices of each op
   std::vector<std::string> dispatch_keys;
   std::map<std::string, std::vector<double>> dispatch;
+  BreakdownRow python_row{RowKind::kPython, "", {}, {}, true, {}, {}},
+      pybind11_row{RowKind::kPybind11, "", {}, {}, true, {}, {}};
   BreakdownRow binding_row{RowKind::kBinding, "", {}, {}, true, {}, {}}, library_row{RowKind::kLibrary, "", {}, {}, true, {}, {}},
       runtime_row{RowKind::kRuntime, "", {}, {}, true, {}, {}};
   for (size_t i = 0; i < spans.size(); ++i) {
@@ -144,6 +148,14 @@ LayerBreakdown compute_breakdown(const Timeline& timeline, std::span<const uint3
     first_begin[k] = std::min(first_begin[k], timeline.begin_ns(s));
     last_end[k] = std::max(last_end[k], timeline.end_ns(s));
     switch (s.layer) {
+      case Layer::kPython:
+        python[k] += self[i];
+        add_name(python_row.names, s.name);
+        break;
+      case Layer::kPybind11:
+        pybind11[k] += self[i];
+        add_name(pybind11_row.names, s.name);
+        break;
       case Layer::kBinding:
         binding[k] += self[i];
         add_name(binding_row.names, s.name);
@@ -251,6 +263,16 @@ LayerBreakdown compute_breakdown(const Timeline& timeline, std::span<const uint3
     for (size_t i = 0; i < out.kernels.size(); ++i) out.kernels[i].ns = Distribution::of(kernel_samples[i]);
   }
 
+  // Only for calls made from Python with the rows on (strata.profile, strata trace --frontend python):
+  // a trace from C++ has no such layer, not a zero-cost one.
+  if (!python_row.names.empty()) {
+    python_row.ns = Distribution::of(python);
+    out.rows.push_back(std::move(python_row));
+  }
+  if (!pybind11_row.names.empty()) {
+    pybind11_row.ns = Distribution::of(pybind11);
+    out.rows.push_back(std::move(pybind11_row));
+  }
   binding_row.ns = Distribution::of(binding);
   out.rows.push_back(std::move(binding_row));
   for (const std::string& key : dispatch_keys) {

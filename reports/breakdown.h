@@ -1,4 +1,6 @@
 // The per-layer breakdown of one op call, computed from a finished Timeline (DESIGN.md):
+//   python / pybind11: self time of the Python frontend's and the crossing's spans, present only when
+//            the call came from Python with those rows on (Note [The python and pybind11 rows])
 //   binding / dispatch (one row per key) / library : self time of that layer's spans (span minus children)
 //   runtime: self time of Runtime-layer spans (allocator, graph/plan replay), present only when any ran
 //   launch : the CUDA launch API calls of the op (CUPTI API records joined by correlation id)
@@ -27,8 +29,8 @@ struct Distribution {
 
 // The rows of the breakdown, in the order the table prints them. `wall` is no row of LayerBreakdown::rows
 // (it is LayerBreakdown::wall) but has words of its own, so it has a kind.
-enum class RowKind : uint8_t { kBinding, kDispatch, kLibrary, kRuntime, kLaunch, kQueue, kGpu, kWall };
-inline constexpr size_t kRowKinds = 8;
+enum class RowKind : uint8_t { kPython, kPybind11, kBinding, kDispatch, kLibrary, kRuntime, kLaunch, kQueue, kGpu, kWall };
+inline constexpr size_t kRowKinds = 10;
 const char* row_kind_name(RowKind kind);  // "binding", ..., "wall": the JSON's "layer" and the table's label
 
 struct BreakdownRow {

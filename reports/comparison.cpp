@@ -21,13 +21,14 @@ ModeFigures mode_figures(const std::string& label, const Timeline& timeline,
   f.rounds = rounds.size();
   f.has_device = timeline.device.enabled;
   const double per = 1.0 / double(std::max<int64_t>(k, 1));
-  std::vector<double> binding, dispatch, library, runtime, launch, queue, gpu, idle;
+  std::vector<double> python, binding, dispatch, library, runtime, launch, queue, gpu, idle;
   // Op id -> round, for the device records.
   std::unordered_map<uint64_t, size_t> round_of;
   for (size_t r = 0; r < rounds.size(); ++r)
     for (uint32_t id : rounds[r]) round_of[id] = r;
   for (const auto& ids : rounds) {
     LayerBreakdown b = compute_breakdown(timeline, ids);
+    python.push_back((b.total(RowKind::kPython) + b.total(RowKind::kPybind11)) * per);
     binding.push_back(b.total(RowKind::kBinding) * per);
     dispatch.push_back(b.total(RowKind::kDispatch) * per);
     library.push_back(b.total(RowKind::kLibrary) * per);
@@ -57,6 +58,7 @@ ModeFigures mode_figures(const std::string& label, const Timeline& timeline,
       idle.push_back(gaps * per);
     }
   }
+  f.python = median_of(python);
   f.binding = median_of(binding);
   f.dispatch = median_of(dispatch);
   f.library = median_of(library);
@@ -102,8 +104,9 @@ std::string Comparison::verdict() const {
     bound = host > eager.gpu ? "overhead-bound: the host spends " + format_ns(host) + " per op issuing work the GPU runs in " + format_ns(eager.gpu)
                              : "compute-bound: the GPU runs " + format_ns(eager.gpu) + " per op against " + format_ns(host) + " of host overhead";
   } else {
-    std::snprintf(buf, sizeof buf, "%s: binding + dispatch are %.1f%% of the eager wall per op",
-                  share >= 0.5 ? "overhead-bound" : "compute-bound", 100.0 * share);
+    std::snprintf(buf, sizeof buf, "%s: %sbinding + dispatch are %.1f%% of the eager wall per op",
+                  share >= 0.5 ? "overhead-bound" : "compute-bound", eager.python > 0 ? "python + pybind11 + " : "",
+                  100.0 * share);
     bound = buf;
   }
   std::string effect;

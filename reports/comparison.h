@@ -16,11 +16,12 @@ struct ModeFigures {
   std::string label;  // "eager", "CUDA Graph", "plan replay"
   // Per op, ns: the median over rounds of (round total / K).
   double binding = 0, dispatch = 0, library = 0, runtime = 0, launch = 0, queue = 0, gpu = 0, wall = 0;
+  double python = 0;  // python + pybind11 rows (--frontend python); 0 for calls made from C++
   double wall_p90 = 0;
   double gpu_idle = 0;  // GPU time between consecutive kernels of a round, per op
   bool has_device = false;
   size_t rounds = 0;
-  double host() const { return binding + dispatch + runtime + launch; }  // host overhead per op
+  double host() const { return python + binding + dispatch + runtime + launch; }  // host overhead per op
 };
 
 // `rounds[r]` are the op ids of round r (K of them in eager mode, one per replay), `round_wall_ns[r]` the

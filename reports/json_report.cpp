@@ -84,6 +84,31 @@ json backward(const BackwardReport& b) {
   return doc;
 }
 
+json peer(const PeerReport& p) {
+  json profile = json::array();
+  for (const PeerReport::ProfileRow& r : p.profile) {
+    const bool unresolved = p.profile_resolution_ns > 0 && r.calls_per_call > 0 &&
+                            r.self_ns_per_call / r.calls_per_call < p.profile_resolution_ns;
+    profile.push_back({{"name", r.name},
+                       {"below_resolution", unresolved},
+                       {"kind", r.kernel ? "kernel (self device time)" : "aten op (self CPU time)"},
+                       {"self_ns_per_call", r.self_ns_per_call},
+                       {"calls_per_call", r.calls_per_call}});
+  }
+  json out{{"name", p.name},
+           {"version", p.version},
+           {"expression", p.expression},
+           {"wall", distribution(p.wall)},
+           {"cold_ns", p.cold_ns},
+           {"setup_ns", p.setup_ns},
+           {"strata_untraced_wall", distribution(p.strata_wall)},
+           {"profiler", {{"source", "torch.profiler"}, {"profiled_calls", p.profiled_calls}, {"rows", profile}}}};
+  if (!p.profile_note.empty()) out["profiler"]["note"] = p.profile_note;
+  if (p.profile_resolution_ns > 0) out["profiler"]["resolution_ns_per_event"] = p.profile_resolution_ns;
+  if (p.relative_difference >= 0) out["relative_difference_vs_strata"] = p.relative_difference;
+  return out;
+}
+
 }  // namespace
 
 std::string trace_report_json(const TraceReport& rep) {
@@ -95,6 +120,7 @@ std::string trace_report_json(const TraceReport& rep) {
            {"device", rep.device},
            {"device_reason", rep.device_reason},
            {"dispatch_keys", rep.keys},
+           {"frontend", rep.frontend},
            {"flops_per_call", rep.flops},
            {"warmup", rep.warmup},
            {"repeat", rep.repeat},
@@ -115,13 +141,15 @@ std::string trace_report_json(const TraceReport& rep) {
   if (rep.peak_flops > 0) doc["peak"] = {{"flops_per_s", rep.peak_flops}, {"source", rep.peak_source}};
   if (rep.check.ran) doc["check"] = check(rep.check);
   if (rep.backward.ran) doc["backward"] = backward(rep.backward);
+  if (!rep.frontend_what.empty()) doc["frontend_call"] = rep.frontend_what;
+  if (rep.peer) doc["peer"] = peer(*rep.peer);
   return doc.dump(2) + "\n";
 }
 
 namespace {
 
 json mode(const ModeFigures& m) {
-  return json{{"label", m.label},       {"unit", "ns per op"},  {"rounds", m.rounds},     {"binding", m.binding},
+  return json{{"label", m.label},       {"unit", "ns per op"},  {"rounds", m.rounds},     {"python_and_pybind11", m.python}, {"binding", m.binding},
               {"dispatch", m.dispatch}, {"library", m.library}, {"runtime", m.runtime},   {"launch", m.launch},
               {"queue", m.queue},       {"gpu", m.gpu},         {"gpu_idle", m.gpu_idle}, {"wall", m.wall},
               {"wall_p90", m.wall_p90}, {"device_records", m.has_device}};

@@ -3,6 +3,7 @@
 // in figures.h.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -55,6 +56,30 @@ struct BackwardReport {
   std::vector<GradCheck> checks;  // one per leaf, when --check ran
 };
 
+// --peer torch: the same op, shapes, dtype, device and input values through PyTorch, called from the same
+// embedded interpreter and timed the same way (wall per call on strata's host clock, synchronised on a
+// GPU). The profile rows are torch.profiler's own numbers, never mixed with strata's.
+struct PeerReport {
+  std::string name;        // "torch"
+  std::string version;     // "PyTorch 1.13.0 (1 intra-op threads; built without CUDA)"
+  std::string expression;  // "torch.matmul(self, other)"
+  Distribution wall;       // each timed call
+  double cold_ns = 0;      // its first call
+  double setup_ns = 0;     // import torch and making its inputs, once (not in the cold call)
+  Distribution strata_wall;  // strata's untraced calls of the same run, to set beside `wall`
+  double relative_difference = -1;  // of strata's result against torch's (reference::relative_error); <0: none
+  struct ProfileRow {
+    std::string name;     // "aten::mm", or a kernel's name
+    bool kernel = false;  // GPU kernel: self time on the device; else an aten op's self CPU time
+    double self_ns_per_call = 0;  // the profiler's total self time / profiled calls
+    double calls_per_call = 0;
+  };
+  std::vector<ProfileRow> profile;
+  int profiled_calls = 0;
+  double profile_resolution_ns = 0;  // the profiler's reading granularity per event when coarse, else 0
+  std::string profile_note;  // why there is no profile, when there is none
+};
+
 struct TraceReport {
   std::string op;           // "matmul"
   std::string spec;         // "matmul 1024"
@@ -66,6 +91,8 @@ struct TraceReport {
   std::string device;       // "cpu" / "cuda:0 NVIDIA H200"
   std::string device_reason;  // why this device (auto selection), one line
   std::string keys;         // the dispatch key path of a call, "Autograd > CPU"
+  std::string frontend = "cli";  // how each call was made: "cli" (C++) or "python" (--frontend python)
+  std::string frontend_what;     // "strata.matmul(self, other) in the embedded /usr/bin/python3 3.11.2"
   double flops = 0;         // of one call
   double bytes_moved = 0;   // of one call, for memory-bound ops (their rate is GB/s, not FLOP/s)
   double peak_flops = 0;    // the device's peak for this dtype, 0 when unknown
@@ -84,6 +111,7 @@ struct TraceReport {
 
   CheckResult check;
   BackwardReport backward;
+  std::optional<PeerReport> peer;  // --peer
   Environment env;
   Figures figures;                 // counts, one-time costs, rates: see Note [Figures, not prose]
   std::vector<std::string> notes;  // e.g. why GPU timing is unavailable; rendered from figures where they say one

@@ -57,6 +57,58 @@ std::string default_what(const BreakdownRow& r) {
   return s;
 }
 
+// --peer: strata's wall and torch's side by side, both from the same interpreter on the same host clock,
+// then torch.profiler's own per-op figures, labelled as its.
+void print_peer(const TraceReport& rep, const PeerReport& p, std::ostream& out) {
+  const std::string ours = "strata (" + rep.frontend + ")";
+  out << "peer: " << p.expression << "   " << p.version << "\n";
+  out << pad("", 22) << lpad(ours, 18) << lpad(p.name, 14) << lpad("ratio", 9) << "\n";
+  auto line = [&](const std::string& name, double a, double b) {
+    char ratio[32];
+    std::snprintf(ratio, sizeof ratio, "%.2fx", a > 0 ? b / a : 0.0);
+    out << pad(name, 22) << lpad(format_ns(a), 18) << lpad(format_ns(b), 14) << lpad(ratio, 9) << "\n";
+  };
+  line("wall median", p.strata_wall.median, p.wall.median);
+  line("wall p90", p.strata_wall.p90, p.wall.p90);
+  line("cold first call", rep.cold.wall.median, p.cold_ns);
+  char buf[200];
+  std::snprintf(buf, sizeof buf,
+                "  (untraced calls: strata %zu, %s %zu; ratio = %s / strata; strata's cold call is traced; setup: import "
+                "%s and its inputs %s)",
+                p.strata_wall.count(), p.name.c_str(), p.wall.count(), p.name.c_str(), p.name.c_str(),
+                format_ns(p.setup_ns).c_str());
+  out << buf << "\n";
+  if (!p.profile.empty()) {
+    std::snprintf(buf, sizeof buf, "torch.profiler's own numbers, self time per op call over %d profiled calls:",
+                  p.profiled_calls);
+    out << buf << "\n";
+    bool any_unresolved = false;
+    for (const PeerReport::ProfileRow& r : p.profile) {
+      const bool unresolved = p.profile_resolution_ns > 0 && r.calls_per_call > 0 &&
+                              r.self_ns_per_call / r.calls_per_call < p.profile_resolution_ns;
+      any_unresolved = any_unresolved || unresolved;
+      std::snprintf(buf, sizeof buf, "%s  x%.3g per call", r.kernel ? "  (kernel, device time)" : "  (aten op, CPU)",
+                    r.calls_per_call);
+      out << "  " << pad(truncate(r.name, 40), 42) << lpad(format_ns(r.self_ns_per_call) + (unresolved ? "*" : ""), 12)
+          << buf << "\n";
+    }
+    if (any_unresolved) {
+      std::snprintf(buf, sizeof buf,
+                    "  * under the %s per event this torch.profiler reads (whole microseconds): a mean of rounded "
+                    "readings, 'about that or less'",
+                    format_ns(p.profile_resolution_ns).c_str());
+      out << buf << "\n";
+    }
+  } else if (!p.profile_note.empty()) {
+    out << "torch.profiler: " << p.profile_note << "\n";
+  }
+  if (p.relative_difference >= 0) {
+    std::snprintf(buf, sizeof buf, "strata's result vs %s's: relative difference %.3g", p.name.c_str(),
+                  p.relative_difference);
+    out << buf << "\n";
+  }
+}
+
 }  // namespace
 
 void print_trace_table(const TraceReport& rep, std::ostream& out) {
@@ -64,6 +116,7 @@ void print_trace_table(const TraceReport& rep, std::ostream& out) {
   out << rep.op << "  " << rep.description << "  " << rep.dtype << "  " << rep.device << "   keys: " << rep.keys
       << "\n";
   if (!rep.device_reason.empty()) out << "device: " << rep.device_reason << "\n";
+  if (!rep.frontend_what.empty()) out << "frontend: " << rep.frontend << ": " << rep.frontend_what << "\n";
   out << pad("layer", 10) << pad("what", kWhat) << lpad("median", 11) << lpad("p90", 11) << lpad("share", 8) << "\n";
   const double wall = rep.steady.wall.median;
   for (const BreakdownRow& r : rep.steady.rows) {
@@ -115,6 +168,7 @@ void print_trace_table(const TraceReport& rep, std::ostream& out) {
     out << buf << "\n";
   }
   if (rep.backward.ran) print_backward_table(rep, out);
+  if (rep.peer) print_peer(rep, *rep.peer, out);
   for (const std::string& note : rep.notes) out << "note: " << note << "\n";
 }
 
@@ -169,6 +223,7 @@ void print_comparison_table(const std::string& header, const Comparison& c, std:
     out << pad(name, 10) << lpad(eager_applies ? format_ns(e) : "-", 16) << lpad(replay_applies ? format_ns(r) : "-", w2) << "\n";
   };
   const bool device = c.eager.has_device;
+  if (c.eager.python > 0) line("python", c.eager.python, c.replay.python, true, c.replay.python > 0);  // + pybind11
   line("binding", c.eager.binding, c.replay.binding, true, c.replay.binding > 0);
   line("dispatch", c.eager.dispatch, c.replay.dispatch, true, c.replay.dispatch > 0);
   line("library", c.eager.library, c.replay.library, true, true);

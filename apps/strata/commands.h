@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "apps/strata/device_session.h"
 #include "layers/dispatch/autocast.h"
+#include "apps/strata/python_module.h"
 #include "layers/frontend/frontend.h"
 #include "reports/report.h"
 
@@ -32,6 +34,8 @@ struct TraceOptions {
   std::string json_path;
   std::string chrome_trace_path;
   frontend::ConvOptions conv;
+  std::string frontend = "cli";  // --frontend cli | python (python_frontend.h)
+  std::string peer;              // --peer torch, or "" for none
 };
 
 struct CompareOptions {
@@ -53,6 +57,11 @@ struct Prepared {
   std::unique_ptr<AutocastGuard> autocast_guard;
   // The dtype the op computes and returns in: the autocast dtype for ops that autocast casts, else dtype.
   DType compute_dtype() const { return autocast_casts ? *autocast : dtype; }
+  // --frontend python / --peer torch (python_frontend.h): how each call is made (empty: C++), and the peer.
+  std::unique_ptr<PythonCall> python_call;
+  std::function<binding::IValue()> invoke;
+  std::unique_ptr<PeerCall> peer_call;
+  std::string frontend = "cli";
 };
 Prepared prepare_trace(const TraceOptions& options);
 // The op, device and environment part of a report (no figures).

@@ -21,6 +21,8 @@ CompareRounds run_compare_rounds(const Prepared& p, const CompareOptions& o, Tim
   DeviceSession& session = *p.session;
   const frontend::PreparedCall& call = p.call;
   CompareRounds out;
+  // --frontend python: each eager call, and each captured one, is strata.<op>(...) in Python.
+  auto call_once = [&call, &p] { return p.invoke ? p.invoke() : call.op->call(call.args); };
 
   // Eager: rounds of K calls through the full stack, one synchronisation per round (as a graph replay
   // has), so that both modes keep the device equally busy.
@@ -33,12 +35,12 @@ CompareRounds run_compare_rounds(const Prepared& p, const CompareOptions& o, Tim
         timeline.set_op(next_id);
         {
           OpCall tag(session, next_id);
-          out = call.op->call(call.args);
+          out = call_once();
         }
         timeline.set_op(0);
         ids->push_back(next_id++);
       } else {
-        out = call.op->call(call.args);
+        out = call_once();
       }
     }
     session.synchronize();
@@ -90,7 +92,7 @@ CompareRounds run_compare_rounds(const Prepared& p, const CompareOptions& o, Tim
   // callbacks), and through the nodes every replayed kernel.
   std::vector<uint32_t> capture_ids;
   for (int64_t i = 0; i < k; ++i) capture_ids.push_back(next_id++);
-  out.replay = session.capture([&] { return call.op->call(call.args); }, capture_ids, out.cost);
+  out.replay = session.capture(call_once, capture_ids, out.cost);
   {
     const uint64_t t0 = host_clock::ticks();
     out.replay->replay();
@@ -125,6 +127,9 @@ CompareRounds run_compare_rounds(const Prepared& p, const CompareOptions& o, Tim
 int run_compare(const CompareOptions& o) {
   if (o.ops_per_graph < 1 || o.ops_per_graph > 4096) {
     throw UsageError("--ops-per-graph must be between 1 and 4096, got " + std::to_string(o.ops_per_graph));
+  }
+  if (!o.trace.peer.empty()) {
+    throw UsageError("--peer applies to 'strata trace' (one op beside its peer); compare replays strata's own calls");
   }
   Prepared p = prepare_trace(o.trace);
   const int64_t k = o.ops_per_graph;
@@ -173,6 +178,11 @@ int run_compare(const CompareOptions& o) {
   }
   std::string header = "compare " + ctx.op + "  " + ctx.description + "  " + ctx.dtype + "  " + ctx.device +
                        "   eager vs " + replay->kind();
+  if (p.python_call) {
+    header += "\nfrontend: python: " + ctx.frontend_what;
+    ctx.notes.push_back("eager calls (and the K captured ones) went through Python: the python row holds the python and "
+                        "pybind11 rows of `strata trace`; the replay skips Python altogether");
+  }
   CommandOutput output;
   output.print_table = [&](std::ostream& out) {
     reports::print_comparison_table(header, c, out);

@@ -81,26 +81,31 @@ autograd::BackwardRecord traced_backward(const binding::IValue& out, Timeline& t
   return record;
 }
 
-binding::IValue traced_call(const frontend::PreparedCall& call, Timeline& timeline, DeviceSession& session,
-                            uint32_t op_id) {
+
+binding::IValue invoke(const frontend::PreparedCall& call, const HarnessOptions& options) {
+  return options.invoke ? options.invoke() : call.op->call(call.args);
+}
+
+binding::IValue traced_call(const frontend::PreparedCall& call, const HarnessOptions& options, Timeline& timeline,
+                            DeviceSession& session, uint32_t op_id) {
   tracing::ActiveScope scope(&timeline);
   timeline.set_op(op_id);
   binding::IValue out;
   {
     OpCall tag(session, op_id);
-    out = call.op->call(call.args);
+    out = invoke(call, options);
   }
   session.synchronize();
   timeline.set_op(0);
   return out;
 }
 
-double untraced_call_ns(const frontend::PreparedCall& call, DeviceSession& session, bool backward) {
-  if (backward) reset_grads(call);
+double untraced_call_ns(const frontend::PreparedCall& call, const HarnessOptions& options, DeviceSession& session) {
+  if (options.backward) reset_grads(call);
   const uint64_t t0 = host_clock::ticks();
-  binding::IValue out = call.op->call(call.args);
+  binding::IValue out = invoke(call, options);
   session.synchronize();
-  if (backward) {
+  if (options.backward) {
     autograd::backward(ops::sum(out.tensor()));
     session.synchronize();
   }
@@ -138,7 +143,7 @@ HarnessResult run_harness(const frontend::PreparedCall& call, const HarnessOptio
   const size_t spans_before = timeline.spans().size();  // a sweep's timeline already holds other sizes
   const uint64_t cold0 = host_clock::ticks();
   if (options.backward) reset_grads(call);
-  r.last_result = traced_call(call, timeline, session, next_id++);
+  r.last_result = traced_call(call, options, timeline, session, next_id++);
   if (options.backward) {
     uint32_t seed_id = 0;
     std::vector<uint32_t> node_ids;
@@ -155,7 +160,7 @@ HarnessResult run_harness(const frontend::PreparedCall& call, const HarnessOptio
   std::vector<double> warm;
   for (int64_t i = 0; i < options.warmup; ++i) {
     stop_if_interrupted();
-    warm.push_back(untraced_call_ns(call, session, options.backward));
+    warm.push_back(untraced_call_ns(call, options, session));
   }
   r.warmup = options.warmup;
   r.repeat = options.repeat;
@@ -187,10 +192,10 @@ HarnessResult run_harness(const frontend::PreparedCall& call, const HarnessOptio
     stop_if_interrupted();
     // Untraced first, then traced, so the traced result can be kept: see Note [One output at a time].
     r.last_result = binding::IValue();
-    if (options.untraced_comparison) r.untraced_ns.push_back(untraced_call_ns(call, session, options.backward));
+    if (options.untraced_comparison) r.untraced_ns.push_back(untraced_call_ns(call, options, session));
     r.timed_ids.push_back(next_id);
     if (options.backward) reset_grads(call);
-    r.last_result = traced_call(call, timeline, session, next_id++);
+    r.last_result = traced_call(call, options, timeline, session, next_id++);
     if (options.backward) {
       uint32_t seed_id = 0;
       std::vector<uint32_t> node_ids;

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "apps/strata/device_session.h"
@@ -28,6 +29,11 @@ struct HarnessOptions {
   // at least 10 calls): the automatic repeat is sized from the FASTEST warm call, and on a loaded machine
   // the median call can be 30x slower than that, which made one sweep size run 20 s on a 0.5 s budget.
   double stop_after_s = 0;
+  // How one call is made. Empty: `call.op->call(call.args)` from C++ (--frontend cli). --frontend python
+  // calls strata.<op>(...) in the embedded interpreter (Note [The Python module]); each timed call runs
+  // it the same way, traced and untraced.
+  std::function<binding::IValue()> invoke;
+
   // Every call is followed by y.sum().backward() (--backward): the seed's sum and each node the engine
   // runs get op ids of their own. See Note [Backward in the harness] in harness.cpp.
   bool backward = false;

@@ -18,6 +18,7 @@
 
 #include "apps/strata/commands.h"
 #include "apps/strata/harness.h"
+#include "apps/strata/python_frontend.h"
 #include "lib/error.h"
 #include "lib/output_file.h"
 
@@ -124,6 +125,11 @@ ConvFlags add_op_options(CLI::App* cmd, strata::app::TraceOptions& t, int64_t& o
   cmd->add_option("--autocast", t.autocast,
                   "bf16 | f16: the Autocast key casts matmul/linear/conv inputs to it (docs/autocast.md)");
   cmd->add_flag("--no-device-timing", t.no_device_timing, "do not start CUPTI: host timers only");
+  cmd->add_option("--frontend", t.frontend,
+                  "cli | python: call the op from C++, or as strata.<op>(...) through `import strata` in the "
+                  "embedded interpreter (docs/python.md)")
+      ->capture_default_str();
+  cmd->add_option("--peer", t.peer, "torch: also run the op through PyTorch, same inputs, timed the same way");
   // An empty path would read as "no file requested" later on: refuse it here instead of ignoring it.
   const CLI::Validator non_empty([](std::string& v) { return v.empty() ? std::string("output path is empty") : ""; },
                                  "FILE");
@@ -213,6 +219,7 @@ examples:
   strata trace conv 32x64x56x56 --out-channels 64 --kernel 3 --pad 1
   strata trace relu 1048576 --chrome-trace relu.json
   strata trace matmul 1024 --autocast bf16 --requires-grad   # keys: Autocast > Autograd > CPU (or CUDA)
+  strata trace matmul 16 --frontend python --peer torch   # through `import strata`, beside torch.matmul
   strata sweep matmul 16:1024 --plot sweep.svg  # where host overhead stops mattering, as a picture
   strata compare matmul 64 --ops-per-graph 16   # eager vs graph (GPU) / plan (CPU) replay
   strata ops                                    # operators, schemas and the keys with kernels
@@ -314,7 +321,11 @@ int main(int argc, char** argv) {
     if (*compare) return strata::app::run_compare(c);
     if (*ops) return strata::app::run_ops();
     if (*check_trace) return strata::app::run_check_trace(trace_file);
-    if (*devices) return strata::app::run_devices();
+    if (*devices) {
+      const int code = strata::app::run_devices();
+      strata::app::print_python_info(std::cout);
+      return code;
+    }
   } catch (const strata::Error& e) {
     std::cerr << "strata: " << (e.code() == strata::ExitCode::kUsage ? "usage error: " : "error: ") << e.what() << "\n";
     return static_cast<int>(e.code());

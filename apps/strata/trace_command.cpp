@@ -15,6 +15,7 @@
 #include "apps/strata/harness.h"
 #include "apps/strata/output_step.h"
 #include "layers/autograd/engine.h"
+#include "apps/strata/python_frontend.h"
 #include "layers/kernels/cpu/cpu_kernels.h"
 #include "layers/kernels/reference/reference.h"
 #include "layers/ops/operators.h"
@@ -178,6 +179,7 @@ std::string autocast_row_text(const frontend::PreparedCall& call, DType to) {
 Prepared prepare_trace(const TraceOptions& o) {
   // Everything the user typed is checked before any tensor is allocated or any file is touched.
   validate_values(o);
+  check_frontend_options(o);
   Prepared p;
   const std::optional<DType> dtype = parse_dtype(o.dtype);
   if (!dtype) throw UsageError("unknown dtype '" + o.dtype + "'; allowed: f32, f64, f16, bf16");
@@ -246,6 +248,7 @@ Prepared prepare_trace(const TraceOptions& o) {
   }
   p.call = frontend::prepare_call(p.spec, p.dtype, p.choice.device, o.seed, o.requires_grad,
                                   available_bytes(p.choice.device));
+  prepare_python(p, o);  // --frontend python, --peer torch: the same tensors, handed to Python
   // Last, once nothing else can refuse the run: every call from here on, on this thread, sees the key.
   if (p.autocast) p.autocast_guard = std::make_unique<AutocastGuard>(*p.autocast);
   return p;
@@ -269,6 +272,8 @@ reports::TraceReport describe_context(const Prepared& p, const TraceOptions& o) 
   rep.flops = p.call.flops;
   rep.bytes_moved = p.call.bytes_moved;
   rep.seed = o.seed;
+  rep.frontend = p.frontend;
+  rep.frontend_what = frontend_description(p);
   const auto clock = host_clock::info();
   rep.env.strata_version = STRATA_VERSION;
   rep.env.cpu_model = cpu_model();
@@ -306,9 +311,14 @@ int run_trace(const TraceOptions& o) {
   h.repeat = o.repeat.value_or(0);
   h.budget_s = o.budget_s;
   h.backward = o.backward;
+  h.invoke = p.invoke;
   Timeline timeline;
   HarnessResult run = run_harness(call, h, timeline, *session);
   session->finish(timeline);
+  // --peer: after strata's calls and the device session's flush, so neither run sees the other's work.
+  Timeline peer_timeline(16);
+  std::optional<reports::PeerReport> peer;
+  if (p.peer_call) peer = run_peer(p, run.warmup, run.repeat, run.last_result, run.untraced_ns, peer_timeline);
 
   reports::TraceReport rep = describe_context(p, o);
   rep.steady = reports::compute_breakdown(timeline, run.timed_ids);
@@ -345,6 +355,13 @@ int run_trace(const TraceOptions& o) {
   // Words for each row, from what this call actually did.
   using reports::RowKind;
   rep.describe(RowKind::kBinding, "", "schema " + rep.schema.substr(0, rep.schema.find(" ->")));
+  if (rep.frontend == "python") {
+    rep.notes.push_back("with --frontend python the wall row runs from the frontend function's first statement to "
+                        "its return; 'tracing off' (and --peer's wall) is timed from C++ around the whole Python call, "
+                        "so it also holds entering and leaving the interpreter and the result's conversion");
+    rep.describe(RowKind::kPython, "", "strata." + call.op->schema().name + "(): type checks, argument tuple");
+    rep.describe(RowKind::kPybind11, "", "_strata.call: pybind11 dispatch, boxing, result to Python");
+  }
   for (const reports::BreakdownRow& row : rep.steady.rows) {
     if (row.kind != RowKind::kDispatch) continue;
     if (row.key == "Autograd") {
@@ -375,9 +392,10 @@ int run_trace(const TraceOptions& o) {
     rep.describe_na(RowKind::kLaunch, "n/a on the CPU: no launch, the library call computes in place");
     rep.describe_na(RowKind::kQueue, "n/a on the CPU: nothing is queued");
     rep.describe_na(RowKind::kGpu, "n/a on the CPU: the compute is inside the library row");
-    rep.describe(RowKind::kWall, "", "binding begin -> library end");
+    rep.describe(RowKind::kWall, "", rep.frontend == "python" ? "python entry -> return" : "binding begin -> library end");
   } else {
-    rep.describe(RowKind::kWall, "", "binding begin -> last kernel end");
+    rep.describe(RowKind::kWall, "", rep.frontend == "python" ? "python entry -> return / last kernel end"
+                                                              : "binding begin -> last kernel end");
   }
   rep.figures.set("steady.unmatched_launches", double(rep.steady.unmatched_launches), "count");
   rep.figures.set("steady.unmatched_kernels", double(rep.steady.unmatched_kernels), "count");
@@ -388,6 +406,13 @@ int run_trace(const TraceOptions& o) {
   if (std::string spread = reports::spread_note(rep.steady.wall, load_context(load)); !spread.empty())
     rep.notes.push_back(spread);
 
+  if (peer) {
+    rep.peer = std::move(peer);
+    if (rep.frontend == "cli") {
+      rep.notes.push_back("strata's calls were made from C++ (--frontend cli) and torch's from Python: add "
+                          "--frontend python to compare like with like");
+    }
+  }
   if (o.check) {
     rep.check.ran = true;
     rep.check.relative_error = reference::relative_error(run.last_result.tensor(), frontend::reference_result(spec, call));
@@ -406,7 +431,8 @@ int run_trace(const TraceOptions& o) {
     kineto.gpus = session->trace_gpus();
     for (uint32_t id : run.timed_ids) kineto.steps.push_back({id});
     writer.set_trace_metadata(std::move(kineto));
-    writer.add_timeline(timeline, "eager");
+    writer.add_timeline(timeline, rep.frontend == "python" ? "eager (--frontend python)" : "eager");
+    if (rep.peer) writer.add_timeline(peer_timeline, "torch peer (" + rep.peer->expression + ")", 1);
   };
   output.chrome_trace_hint = " (open in https://ui.perfetto.dev or chrome://tracing)";
   output.check = rep.check;

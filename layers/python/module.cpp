@@ -12,6 +12,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -24,10 +25,13 @@
 #include "layers/dispatch/autocast.h"
 #include "layers/frontend/frontend.h"
 #include "layers/kernels/reference/reference.h"
+#include "layers/python/profile.h"
 #include "lib/error.h"
 #include "lib/storage.h"
 #include "lib/tensor.h"
-#if STRATA_WITH_CUDA
+#if STRATA_PYTHON_EMBEDDED
+#include "layers/python/embedded.h"
+#elif STRATA_WITH_CUDA
 #include "layers/runtime/cuda/cuda_runtime_layer.h"
 #endif
 
@@ -82,7 +86,10 @@ Device resolve_device(const std::string& text) {
   const frontend::DeviceRequest request = frontend::parse_device(text);
   if (request.automatic) throw UsageError("device 'auto' is for the CLI; use 'cpu' or 'cuda' (or 'cuda:N')");
   if (request.device.is_cpu()) return kCPU;
-#if STRATA_WITH_CUDA
+#if STRATA_PYTHON_EMBEDDED
+  // Inside the strata program (Note [The Python module]): the program's CUDA module decides.
+  return embedded_cuda_device(request, text);
+#elif STRATA_WITH_CUDA
   namespace rt = runtime::cuda;
   const rt::Probe p = rt::probe();
   if (!p.usable) throw UnavailableError("device '" + text + "': " + p.reason + "; use device='cpu'");
@@ -138,7 +145,9 @@ void check_size(const Shape& shape, DType dtype, Device device) {
   unsigned __int128 bytes = element_size(dtype);
   for (int i = 0; i < shape.ndim; ++i) bytes = std::min<unsigned __int128>(bytes * uint64_t(shape[i]), INT64_MAX);
   const size_t available = device.is_cpu() ? frontend::available_host_bytes() :
-#if STRATA_WITH_CUDA
+#if STRATA_PYTHON_EMBEDDED
+                                           embedded_available_bytes(device);
+#elif STRATA_WITH_CUDA
                                            runtime::cuda::free_bytes(device.index);
 #else
                                            0;
@@ -218,7 +227,31 @@ Tensor from_numpy(const py::array& array) {
 
 // ---- values across the boundary -----------------------------------------------------------------
 
-binding::IValue to_ivalue(const py::handle& o, const std::string& op, const std::string& where) {
+// Note [The crossing's fast path]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The pybind11 row is pybind11's dispatcher plus what `call` does before the binding zone opens and
+// after it closes. Measured per call at n=16 (docs/performance.md, bench/python_overhead_bench.py), the
+// first version spent most of it on work no layer needs: a pybind11 isinstance<Tensor> and then a cast
+// for each argument (two type-registry lookups), two std::strings per argument built for an error
+// message that is almost never raised, and a heap-allocated vector for the boxed arguments. Now an
+// argument whose type is exactly strata.Tensor is read straight from its pybind11 instance, error texts
+// are built only on the way to an error, and up to kInlineArgs arguments are boxed on the stack.
+// Everything else (other types, subclasses) takes pybind11's general path, unchanged.
+PyTypeObject* g_tensor_type = nullptr;  // strata._strata.Tensor, set by bind_tensor
+constexpr size_t kInlineArgs = 8;       // the binding layer's own limit (BoundOperator: 8 arguments)
+
+// Where an argument was given, for the error message: "argument 2" or "argument 'alpha'".
+struct ArgumentPlace {
+  size_t position = 0;                 // 1-based; 0 when given by keyword
+  const std::string* keyword = nullptr;
+  std::string str() const { return keyword ? "argument '" + *keyword + "'" : "argument " + std::to_string(position); }
+};
+
+binding::IValue to_ivalue(const py::handle& o, const std::string& op, const ArgumentPlace& where) {
+  if (Py_TYPE(o.ptr()) == g_tensor_type) {
+    const py::detail::value_and_holder v = reinterpret_cast<py::detail::instance*>(o.ptr())->get_value_and_holder();
+    if (v.holder_constructed()) return binding::IValue(*static_cast<const Tensor*>(v.value_ptr()));
+  }
   if (o.is_none()) return {};
   if (py::isinstance<Tensor>(o)) return binding::IValue(o.cast<const Tensor&>());
   if (py::isinstance<py::bool_>(o)) return binding::IValue(o.cast<bool>());
@@ -226,14 +259,14 @@ binding::IValue to_ivalue(const py::handle& o, const std::string& op, const std:
     const long long v = PyLong_AsLongLong(o.ptr());
     if (v == -1 && PyErr_Occurred()) {
       PyErr_Clear();
-      throw py::value_error(op + "(): " + where + " does not fit in 64 bits");
+      throw py::value_error(op + "(): " + where.str() + " does not fit in 64 bits");
     }
     return binding::IValue(int64_t(v));
   }
   if (py::isinstance<py::float_>(o)) return binding::IValue(o.cast<double>());
   // A ScalarType argument (to_copy's dtype): strata._ops turned the Python dtype into strata's short name.
   if (py::isinstance<py::str>(o)) return binding::IValue(resolve_dtype(o.cast<std::string>()));
-  throw py::type_error(op + "(): " + where + " must be a Tensor, int, float, bool, dtype or None, not " +
+  throw py::type_error(op + "(): " + where.str() + " must be a Tensor, int, float, bool, dtype or None, not " +
                        std::string(py::str(o.get_type().attr("__name__"))));
 }
 
@@ -249,22 +282,28 @@ py::object from_ivalue(const binding::IValue& v) {
 // One generic entry for every operator: boxed values through the real binding layer.
 py::object call(const std::string& name, const py::tuple& args, const py::dict& kwargs) {
   const binding::BoundOperator& op = binding::find_operator(name);
-  std::vector<binding::IValue> boxed;
-  boxed.reserve(args.size());
-  for (size_t i = 0; i < args.size(); ++i) boxed.push_back(to_ivalue(args[i], name, "argument " + std::to_string(i + 1)));
+  // See Note [The crossing's fast path].
+  const size_t n = args.size();
+  std::array<binding::IValue, kInlineArgs> inline_boxed;
+  std::vector<binding::IValue> heap_boxed;  // more than the binding layer takes: it says so, quoting the schema
+  if (n > kInlineArgs) heap_boxed.resize(n);
+  binding::IValue* boxed = n > kInlineArgs ? heap_boxed.data() : inline_boxed.data();
+  for (size_t i = 0; i < n; ++i) boxed[i] = to_ivalue(PyTuple_GET_ITEM(args.ptr(), Py_ssize_t(i)), name, {i + 1, nullptr});
+  if (kwargs.empty()) return from_ivalue(op.call(std::span<const binding::IValue>(boxed, n)));
   std::vector<std::string> names;  // binding::Kwarg holds a view
   std::vector<binding::Kwarg> kw;
   names.reserve(kwargs.size());
   kw.reserve(kwargs.size());
   for (auto [k, v] : kwargs) {
     names.push_back(py::cast<std::string>(k));
-    kw.push_back({names.back(), to_ivalue(v, name, "argument '" + names.back() + "'")});
+    kw.push_back({names.back(), to_ivalue(v, name, {0, &names.back()})});
   }
-  return from_ivalue(op.call(boxed, kw));
+  return from_ivalue(op.call(std::span<const binding::IValue>(boxed, n), kw));
 }
 
 py::list operators() {
   py::list out;
+  int index = 0;  // the operator's index for the _enter probe (Note [The python and pybind11 rows])
   for (const binding::BoundOperator* op : binding::all_operators()) {
     const binding::Schema& s = op->schema();
     py::list arguments;
@@ -282,6 +321,7 @@ py::list operators() {
     d["schema"] = s.text;
     d["returns"] = s.returns;
     d["arguments"] = arguments;
+    d["index"] = index++;
     out.append(d);
   }
   return out;
@@ -318,6 +358,7 @@ int get_buffer(PyObject* obj, Py_buffer* view, int flags) {
 
 void bind_tensor(py::module_& m) {
   py::class_<Tensor> cls(m, "Tensor", py::buffer_protocol());
+  g_tensor_type = reinterpret_cast<PyTypeObject*>(cls.ptr());  // Note [The crossing's fast path]
   cls
       .def_property_readonly("shape", [](const Tensor& t) { return shape_tuple(t.sizes()); })
       .def_property_readonly("dtype", [](const Tensor& t) { return python_dtype_name(t.dtype()); })
@@ -392,7 +433,14 @@ void bind_tensor(py::module_& m) {
 }  // namespace
 }  // namespace strata::python
 
+// The extension's body. Built as the extension module `_strata` it runs on import; built into the strata
+// program's Python module (STRATA_PYTHON_EMBEDDED, Note [The Python module] in apps/strata/python_module.h)
+// the program calls it to create `strata._strata` before importing the package.
+#if STRATA_PYTHON_EMBEDDED
+void strata::python::define_module(py::module_& m) {
+#else
 PYBIND11_MODULE(_strata, m) {
+#endif
   using namespace strata;
   using namespace strata::python;
   m.doc() = "strata's extension module: tensors and one generic operator call through the binding layer";
@@ -418,4 +466,7 @@ PYBIND11_MODULE(_strata, m) {
   m.def("manual_seed", [](uint64_t s) { generator().seed(s); }, py::arg("seed"));
   m.def("from_numpy", &from_numpy, py::arg("array"));
   m.attr("cuda_build") = bool(STRATA_WITH_CUDA);
+  add_probes(m.ptr());
+  bind_profile(m);
+  bind_layer_timing(m);
 }

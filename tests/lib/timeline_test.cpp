@@ -95,6 +95,8 @@ TEST_CASE("add_span appends finished spans with the given values") {
 
 TEST_CASE("layer names") {
   CHECK(std::string(layer_name(Layer::kFrontend)) == "frontend");
+  CHECK(std::string(layer_name(Layer::kPython)) == "python");
+  CHECK(std::string(layer_name(Layer::kPybind11)) == "pybind11");
   CHECK(std::string(layer_name(Layer::kBinding)) == "binding");
   CHECK(std::string(layer_name(Layer::kDispatch)) == "dispatch");
   CHECK(std::string(layer_name(Layer::kLibrary)) == "library");
@@ -130,4 +132,19 @@ TEST_CASE("a span keeps the zone kind its layer gave it") {
   CHECK(t.spans()[0].kind == ZoneKind::kHandleCreation);
   CHECK(t.spans()[1].kind == ZoneKind::kPlain);
 #endif
+}
+
+TEST_CASE("close_at: two spans closed with one reading end together, and the parent is current again") {
+  Timeline t;
+  const int32_t outer = t.open(Layer::kPython, "strata.matmul");
+  const int32_t inner = t.open(Layer::kPybind11, "_strata.call");
+  const uint64_t end = host_clock::ticks();
+  t.close_at(inner, end);
+  t.close_at(outer, end);
+  CHECK(t.spans()[size_t(inner)].parent == outer);
+  CHECK(t.spans()[size_t(inner)].end == end);
+  CHECK(t.spans()[size_t(outer)].end == end);
+  CHECK(t.spans()[size_t(outer)].begin <= t.spans()[size_t(inner)].begin);
+  const int32_t next = t.open(Layer::kPython, "strata.relu");
+  CHECK(t.spans()[size_t(next)].parent == -1);  // the stack unwound to the root
 }

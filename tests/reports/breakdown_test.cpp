@@ -135,6 +135,43 @@ TEST_CASE("the rows of one call add up to its wall time exactly") {
   CHECK(b.wall.median == 700);
 }
 
+// A call made from Python (Note [The python and pybind11 rows]): python [0, 200s] > pybind11 [20s, 190s]
+// > the C++ call of add_call at 50s (100s long). Self: python 20s + 10s = 30s, pybind11 30s + 40s = 70s.
+void add_python_call(Timeline& t, uint32_t op, uint64_t t0, uint64_t s) {
+  const int32_t py = t.add_span(Layer::kPython, "strata.matmul", t0, t0 + 200 * s, -1, op);
+  const int32_t pb = t.add_span(Layer::kPybind11, "_strata.call", t0 + 20 * s, t0 + 190 * s, py, op);
+  const int32_t b = t.add_span(Layer::kBinding, "matmul", t0 + 50 * s, t0 + 150 * s, pb, op);
+  const int32_t cpu = t.add_span(Layer::kDispatch, "CPU", t0 + 60 * s, t0 + 140 * s, b, op);
+  t.add_span(Layer::kLibrary, "cblas_sgemm", t0 + 70 * s, t0 + 130 * s, cpu, op);
+}
+
+TEST_CASE("python and pybind11 rows: self times first, only for calls that came from Python") {
+  REQUIRE(test::steady_clock_in_use());
+  Timeline t;
+  add_python_call(t, 1, 1000, 1);
+  add_python_call(t, 2, 5000, 2);
+  add_call(t, 3, 9000, 1);
+  const LayerBreakdown b = compute_breakdown(t, std::vector<uint32_t>{1, 2});
+  CHECK(row_ids(b) == std::vector<std::string>{"python", "pybind11", "binding", "dispatch/CPU", "library", "launch",
+                                               "queue", "gpu"});
+  CHECK(row(b, "python").ns.samples == std::vector<double>{30, 60});
+  CHECK(row(b, "pybind11").ns.samples == std::vector<double>{70, 140});
+  CHECK(row(b, "binding").ns.samples == std::vector<double>{20, 40});
+  CHECK(row(b, "python").names == std::vector<std::string>{"strata.matmul"});
+  CHECK(row(b, "pybind11").names == std::vector<std::string>{"_strata.call"});
+  CHECK(b.wall.samples == std::vector<double>{200, 400});  // from the python entry
+  double sum = 0;
+  for (const BreakdownRow& r : b.rows)
+    if (r.applicable) sum += r.ns.samples[0];
+  CHECK(sum == b.wall.samples[0]);  // every layer of the call, nothing counted twice
+  CHECK(b.total(RowKind::kPython) == 90);
+  CHECK(std::string(row_kind_name(RowKind::kPybind11)) == "pybind11");
+  // A call from C++ has no python layer, not a zero-cost one.
+  const LayerBreakdown c = compute_breakdown(t, std::vector<uint32_t>{3});
+  CHECK(row_ids(c).front() == "binding");
+  CHECK(c.total(RowKind::kPython) == 0);
+}
+
 TEST_CASE("device rows: launch, queue, gpu (union of overlapping kernels), unmatched records") {
   REQUIRE(test::steady_clock_in_use());
   Timeline t;

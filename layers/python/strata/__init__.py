@@ -11,6 +11,7 @@ The operators (strata.OPERATORS) are generated from the C++ declarations; see do
 from . import _strata
 from ._errors import Error, UnavailableError, UsageError
 from ._ops import OPERATORS, SCHEMAS
+from ._profile import profile
 from ._tensor import (Tensor, bfloat16, float16, float32, float64, from_numpy, manual_seed, rand, randn,
                       zeros)
 
@@ -48,4 +49,4 @@ if "add" in OPERATORS:
     Tensor.__add__ = lambda self, other: OPERATORS["add"](self, other)
 
 __all__ = ["Tensor", "autocast", "Error", "UsageError", "UnavailableError", "float32", "float64", "float16", "bfloat16",
-           "zeros", "rand", "randn", "from_numpy", "manual_seed", "OPERATORS", "SCHEMAS", *OPERATORS]
+           "zeros", "rand", "randn", "from_numpy", "manual_seed", "OPERATORS", "SCHEMAS", "profile", *OPERATORS]

@@ -6,9 +6,14 @@ TypeError naming the argument and its position. Everything else (shapes that do 
 devices that differ, strides < 1) is checked once, by strata's C++ layers (lib/op_shapes.h), and
 arrives as strata.UsageError (a ValueError). Then the call goes through the extension into
 the binding layer: boxed values -> binding::find_operator(name).call(...).
+
+With the python and pybind11 rows on (set_rows(True); strata.profile() does it), each function also
+calls three probes of the extension: _enter at its entry, _cross just before the extension call, _exit
+on the way out. See Note [The python and pybind11 rows] in layers/python/probes.h.
 """
 import inspect
 import numbers
+import sys
 
 import numpy as np
 
@@ -16,6 +21,23 @@ from . import _strata
 from ._tensor import Tensor, _dtype_arg
 
 _Parameter = inspect.Parameter
+
+# A required argument that was not given (Note [The frontend's fast path]).
+_MISSING = object()
+
+# Whether the frontend functions call the row probes. A module global: the untraced call pays one cached
+# global load for it.
+_rows_on = False
+
+
+def set_rows(on):
+    """Turns the python and pybind11 rows on or off for every frontend function (for strata.profile() and
+    for embedders with an active timeline; see Note [The python and pybind11 rows]). Returns the previous
+    setting."""
+    global _rows_on
+    previous = _rows_on
+    _rows_on = bool(on)
+    return previous
 
 
 def _check(op, arg, position, value):
@@ -62,6 +84,8 @@ def _make(op):
     required = sum(1 for a in positional_args if not a["has_default"])
     all_tensors = all(a["type"] == "Tensor" for a in positional_args)
     _call = _strata.call
+    _enter, _cross, _exit = _strata._enter, _strata._cross, _strata._exit
+    op_index = op["index"]
     _empty = {}
 
     index = {a["name"]: i for i, a in enumerate(arguments)}
@@ -95,18 +119,91 @@ def _make(op):
                 keywords[a["name"]] = value
         return tuple(positional), keywords
 
-    def fn(*args, **kwargs):
-        # The common call, positional only, costs one type check per argument; everything else takes the
-        # general path. Shapes, dtypes and devices are checked once, by the C++ layers (UsageError).
-        if not kwargs and required <= len(args) <= len(positional_args):
-            if all_tensors:
-                for i, v in enumerate(args):
-                    if type(v) is not Tensor:
-                        _check(name, arguments[i], i + 1, v)
+    # Note [The frontend's fast path]
+    # Each function is generated with the schema's own parameters (CPython binds them: no *args tuple,
+    # no **kwargs dict), so that the common call costs one exact type check per argument and a tuple:
+    #     def matmul(self=_M, other=_M, *_extra):
+    #         if type(self) is _T and type(other) is _T and not _extra:
+    #             return _call("matmul", (self, other), _empty)
+    #         return _call("matmul", *_general((self, other), _extra, {}))
+    # Required parameters default to the sentinel _M, so that a missing one reaches the general path
+    # (slow() below: the error quotes the schema) instead of CPython's own message; so do extra
+    # positional values (*_extra). Defaults are the schema's, passed on explicitly (the binding layer
+    # would fill in the same values). A value of another type takes the general path, which converts or
+    # raises TypeError naming the argument. Measured in docs/performance.md: ~50 ns less than the
+    # *args/**kwargs version per call.
+    for a in arguments:
+        if not a["name"].isidentifier() or a["name"].startswith("_"):
+            raise RuntimeError(f"strata: {schema}: argument '{a['name']}' cannot be a Python parameter name")
+    names = [a["name"] for a in arguments]
+    env = {"_M": _MISSING, "_T": Tensor, "_call": _call, "_enter": _enter, "_cross": _cross, "_exit": _exit,
+           "_empty": _empty, "_index": op_index, "_name": name, "_ops": sys.modules[__name__]}
+    signature_text, fast, positional_values, keyword_items = [], [], [], []
+    for i, a in enumerate(arguments):
+        if a["keyword_only"] and "*_extra" not in signature_text:
+            signature_text.append("*_extra")
+        default = "_M"
+        if a["has_default"]:
+            env[f"_d{i}"] = a["default"]
+            default = f"_d{i}"
+        signature_text.append(f"{a['name']}={default}")
+        check = {"Tensor": "type({0}) is _T", "Tensor?": "({0} is None or type({0}) is _T)",
+                 "int": "type({0}) is int", "float": "type({0}) is float", "bool": "type({0}) is bool",
+                 # A dtype is converted to strata's short name by _check, on the general path; None is None.
+                 "ScalarType": "False", "ScalarType?": "{0} is None"}[a["type"]]
+        fast.append(check.format(a["name"]))
+        if a["keyword_only"]:
+            keyword_items.append(a["name"])
+        else:
+            positional_values.append(a["name"])
+    if "*_extra" not in signature_text:
+        signature_text.append("*_extra")
+    fast.append("not _extra")
+    tuple_text = "(" + "".join(v + ", " for v in positional_values) + ")"
+    # Keyword-only arguments go to the binding by name, and only when they differ from the default.
+    kw_text = "_empty"
+    if keyword_items:
+        kw_text = "{" + ", ".join(f"'{k}': {k}" for k in keyword_items) + "}"
+        kw_text = "(_empty if " + " and ".join(f"{k} is _d{names.index(k)}" for k in keyword_items) + \
+                  f" else {kw_text})"
+    values_text = "(" + "".join(n + ", " for n in names) + ")"
+    source = f"""
+def {name}({", ".join(signature_text)}):
+    if _ops._rows_on:
+        _enter(_index)
+        try:
+            if {" and ".join(fast)}:
+                _cross()
+                return _call(_name, {tuple_text}, {kw_text})
+            args, kwargs = _general({values_text}, _extra)
+            _cross()
+            return _call(_name, args, kwargs)
+        finally:
+            _exit()
+    if {" and ".join(fast)}:
+        return _call(_name, {tuple_text}, {kw_text})
+    return _call(_name, *_general({values_text}, _extra))
+"""
+
+    def general(values, extra):
+        # Back to the (args, kwargs) a caller wrote, as far as it matters: the given positional values up
+        # to the first missing one, everything after by name; then slow() checks and converts.
+        if extra:
+            return slow(tuple(v for v in values[:n_positional]) + tuple(extra), {})
+        args, kwargs = [], {}
+        for i, v in enumerate(values):
+            if v is _MISSING:
+                continue
+            if i < n_positional and len(args) == i:
+                args.append(v)
             else:
-                args = tuple(_check(name, arguments[i], i + 1, v) for i, v in enumerate(args))
-            return _call(name, args, _empty)
-        return _call(name, *slow(args, kwargs))
+                kwargs[names[i]] = v
+        return slow(tuple(args), kwargs)
+
+    n_positional = len(positional_args)
+    env["_general"] = general
+    exec(compile(source, f"<strata frontend: {name}>", "exec"), env)
+    fn = env[name]
 
     fn.__name__ = fn.__qualname__ = name
     fn.__signature__ = signature

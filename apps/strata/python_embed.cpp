@@ -1,0 +1,368 @@
+// libstrata_python.so: the embedded interpreter behind --frontend python, --peer torch and the Python
+// lines of `strata devices` (Note [The Python module] in python_module.h). Its strata symbols resolve
+// against the executable; only this file and layers/python/module.cpp are compiled into it.
+#include <dlfcn.h>
+
+#include <pybind11/embed.h>
+#include <pybind11/numpy.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "apps/strata/device_session.h"
+#include "apps/strata/python_module.h"
+#include "layers/kernels/reference/reference.h"
+#include "layers/python/embedded.h"
+#include "lib/error.h"
+
+namespace py = pybind11;
+
+namespace strata::python {
+
+Device embedded_cuda_device(const frontend::DeviceRequest& request, const std::string& text) {
+  try {
+    return app::choose_device(request, false).device;
+  } catch (const UnavailableError& e) {
+    throw UnavailableError("device '" + text + "': " + e.what());
+  }
+}
+
+size_t embedded_available_bytes(Device device) { return app::available_bytes(device); }
+
+}  // namespace strata::python
+
+namespace strata::app {
+namespace {
+
+// The Python side of --peer torch: which torch function is strata's operator (by schema name; arguments
+// in schema order, keyword-only ones by name), the inputs converted with their exact values, and
+// torch.profiler's per-op figures.
+constexpr const char* kTorchPeerSource = R"py(
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+# strata schema name -> (torch callable, its name as written, the keyword-only arguments' names)
+OPS = {
+    "matmul": (torch.matmul, "torch.matmul"),
+    "linear": (F.linear, "torch.nn.functional.linear"),
+    "conv2d": (F.conv2d, "torch.nn.functional.conv2d"),
+    "relu": (torch.relu, "torch.relu"),
+    "add": (torch.add, "torch.add"),
+    "gelu": (F.gelu, "torch.nn.functional.gelu"),  # exact (erf) GELU, as strata's
+}
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+def convert(value, device):
+    """A strata.Tensor as a torch tensor with the same values (every strata dtype is exact in float64)."""
+    if not hasattr(value, "numpy_float64"):
+        return value
+    t = torch.from_numpy(value.numpy_float64()).to(DTYPES[value.dtype]).to(device)
+    if value.requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def cuda_description():
+    if not torch.cuda.is_available():
+        return "built without CUDA" if torch.version.cuda is None else f"CUDA {torch.version.cuda}, no usable device"
+    return f"CUDA {torch.version.cuda}, {torch.cuda.device_count()} device(s)"
+
+
+def result_float64(out):
+    return out.detach().to("cpu", torch.float64).numpy().ravel()
+
+
+def profile(fn, args, kwargs, sync, calls, cuda):
+    from torch.profiler import ProfilerActivity
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(calls):
+            fn(*args, **kwargs)
+            if sync is not None:
+                sync()
+    rows = []
+    totals = []
+    for e in prof.key_averages():
+        device_self = getattr(e, "self_device_time_total", None)
+        if device_self is None:
+            device_self = getattr(e, "self_cuda_time_total", 0)
+        if str(e.device_type).endswith("CUDA"):
+            rows.append((e.key, True, device_self, e.count))
+        elif e.key.startswith("aten::"):
+            rows.append((e.key, False, e.self_cpu_time_total, e.count))
+        totals += [float(e.self_cpu_time_total), float(device_self)]
+    rows.sort(key=lambda r: (r[1], -r[2]))
+    # Some builds (torch 1.13 without Kineto) record whole microseconds per event: say so, so that a
+    # mean under that is read as what it is.
+    whole_us = bool(totals) and all(t.is_integer() for t in totals)
+    return [(k, kernel, us * 1e3 / calls, count / calls) for k, kernel, us, count in rows], 1000.0 if whole_us else 0.0
+)py";
+
+std::string python_error_text(py::error_already_set& e) {
+  std::string text = e.what();
+  // pybind11 appends the traceback after a blank line; the first line is what the user needs.
+  if (size_t nl = text.find('\n'); nl != std::string::npos) text.resize(nl);
+  return text;
+}
+
+// Starts the interpreter (once) and imports strata from `package_dir`, with this module's copy of the
+// extension registered as strata._strata. Throws UnavailableError saying why it failed.
+void ensure_interpreter() {
+  if (!Py_IsInitialized()) {
+    // No Python signal handlers: strata's SIGINT handling stays (a Python KeyboardInterrupt would not
+    // reach the harness's interruption check). Not finalised either (see the Note).
+    py::initialize_interpreter(false);
+  }
+}
+
+py::module_ import_strata(const std::string& package_dir) {
+  static std::string s_dir;
+  ensure_interpreter();
+  if (!s_dir.empty()) {
+    if (s_dir != package_dir) throw Error("strata was already imported from " + s_dir);
+    return py::module_::import("strata");
+  }
+  try {
+    py::module_ sys = py::module_::import("sys");
+    sys.attr("path").attr("insert")(0, package_dir);
+    static PyModuleDef s_def{};
+    py::module_ ext = py::module_::create_extension_module("strata._strata", nullptr, &s_def);
+    python::define_module(ext);
+    sys.attr("modules")["strata._strata"] = ext;
+    py::module_ strata = py::module_::import("strata");
+    if (!py::object(strata.attr("_strata")).is(ext)) throw Error("strata._strata is not the program's own copy");
+    s_dir = package_dir;
+    return strata;
+  } catch (py::error_already_set& e) {
+    throw UnavailableError("import strata from " + package_dir + " failed in the embedded Python: " +
+                           python_error_text(e));
+  }
+}
+
+// The positional and keyword arguments of `call` as Python objects (keyword-only arguments by name).
+void python_arguments(const frontend::PreparedCall& call, py::tuple& args, py::dict& kwargs) {
+  const binding::Schema& schema = call.op->schema();
+  std::vector<py::object> positional;
+  for (size_t i = 0; i < call.args.size() && i < schema.arguments.size(); ++i) {
+    const binding::IValue& v = call.args[i];
+    py::object o = v.is_tensor() ? py::cast(v.tensor())
+                   : v.is_int()  ? py::object(py::int_(v.to_int()))
+                   : v.is_double() ? py::object(py::float_(v.to_double()))
+                   : v.is_bool()   ? py::object(py::bool_(v.to_bool()))
+                                   : py::object(py::none());
+    if (schema.arguments[i].keyword_only) {
+      kwargs[py::str(schema.arguments[i].name)] = o;
+    } else {
+      positional.push_back(o);
+    }
+  }
+  args = py::tuple(positional.size());
+  for (size_t i = 0; i < positional.size(); ++i) args[i] = positional[i];
+}
+
+std::string argument_text(const frontend::PreparedCall& call) {
+  const binding::Schema& schema = call.op->schema();
+  std::string text;
+  for (size_t i = 0; i < call.args.size() && i < schema.arguments.size(); ++i) {
+    const binding::IValue& v = call.args[i];
+    std::string value = v.is_tensor() ? schema.arguments[i].name
+                        : v.is_int()  ? std::to_string(v.to_int())
+                        : v.is_double() ? py::str(py::float_(v.to_double())).cast<std::string>()
+                        : v.is_bool()   ? (v.to_bool() ? "True" : "False")
+                                        : "None";
+    text += (text.empty() ? "" : ", ") +
+            (schema.arguments[i].keyword_only ? schema.arguments[i].name + "=" + value : value);
+  }
+  return text;
+}
+
+class StrataCall final : public PythonCall {
+ public:
+  StrataCall(const frontend::PreparedCall& call, const std::string& package_dir) {
+    py::module_ strata = import_strata(package_dir);
+    const std::string name = call.op->schema().name;
+    if (!py::hasattr(strata, name.c_str())) {
+      throw UnavailableError("the strata package in " + package_dir + " has no function " + name);
+    }
+    fn_ = strata.attr(name.c_str());
+    // The frontend's probes (Note [The python and pybind11 rows]) record into the active timeline, which
+    // is the harness's: this module shares the program's strata (Note [The Python module]).
+    strata.attr("_ops").attr("set_rows")(true);
+    python_arguments(call, args_, kwargs_);
+    expression_ = "strata." + name + "(" + argument_text(call) + ")";
+  }
+  ~StrataCall() override = default;
+
+  binding::IValue call() override {
+    PyObject* out = PyObject_Call(fn_.ptr(), args_.ptr(), kwargs_.ptr());
+    if (out == nullptr) {
+      py::error_already_set e;
+      throw Error(expression_ + " raised " + python_error_text(e));
+    }
+    py::object result = py::reinterpret_steal<py::object>(out);
+    return binding::IValue(result.cast<const Tensor&>());
+  }
+  std::string expression() const override { return expression_; }
+
+ private:
+  py::object fn_;
+  py::tuple args_;
+  py::dict kwargs_;
+  std::string expression_;
+};
+
+py::dict torch_peer_namespace() {
+  static py::dict* s_namespace = nullptr;
+  if (s_namespace == nullptr) {
+    auto* ns = new py::dict();  // lives as long as the interpreter: never finalised
+    (*ns)["__name__"] = "strata_torch_peer";
+    py::exec(kTorchPeerSource, *ns);
+    s_namespace = ns;
+  }
+  return *s_namespace;
+}
+
+class TorchCall final : public PeerCall {
+ public:
+  TorchCall(const frontend::PreparedCall& call, const std::string& package_dir) {
+    import_strata(package_dir);  // converts strata tensors through the package's Tensor methods
+    py::dict ns;
+    try {
+      ns = torch_peer_namespace();
+    } catch (py::error_already_set& e) {
+      throw UnavailableError(std::string("PyTorch is not importable by ") + STRATA_PYTHON_EXECUTABLE + " (" +
+                             python_error_text(e) + "): install python3-torch (Debian), or a torch for this Python");
+    }
+    torch_ = py::module_::import("torch");
+    const std::string name = call.op->schema().name;
+    py::dict ops = ns["OPS"];
+    if (!ops.contains(name)) {
+      std::string known;
+      for (auto item : ops) known += (known.empty() ? "" : ", ") + item.first.cast<std::string>();
+      throw UsageError("--peer torch: strata's " + name + " has no PyTorch counterpart here; ops with one: " + known);
+    }
+    py::tuple entry = ops[py::str(name)];
+    fn_ = entry[0];
+    const Device device = call.args.front().tensor().device();
+    const std::string torch_device = device.is_cpu() ? "cpu" : "cuda:" + std::to_string(device.index);
+    cuda_ = device.is_cuda();
+    try {
+      if (cuda_ && !torch_.attr("cuda").attr("is_available")().cast<bool>()) {
+        throw UnavailableError("--peer torch: this PyTorch (" + torch_.attr("__version__").cast<std::string>() +
+                               ") cannot use the GPU: " + ns["cuda_description"]().cast<std::string>());
+      }
+      py::tuple strata_args;
+      python_arguments(call, strata_args, kwargs_);
+      args_ = py::tuple(strata_args.size());
+      py::object convert = ns["convert"];
+      for (size_t i = 0; i < strata_args.size(); ++i) args_[i] = convert(strata_args[i], torch_device);
+      if (cuda_) sync_ = torch_.attr("cuda").attr("synchronize");
+    } catch (py::error_already_set& e) {
+      throw UnavailableError("--peer torch: the inputs could not be made in torch: " + python_error_text(e));
+    }
+    namespace_ = ns;
+    expression_ = entry[1].cast<std::string>() + "(" + argument_text(call) + ")";
+    version_ = "PyTorch " + torch_.attr("__version__").cast<std::string>() + " (" +
+               std::to_string(torch_.attr("get_num_threads")().cast<int>()) + " intra-op threads; " +
+               ns["cuda_description"]().cast<std::string>() + ")";
+  }
+
+  void call() override {
+    last_ = py::object();
+    PyObject* out = PyObject_Call(fn_.ptr(), args_.ptr(), kwargs_.ptr());
+    if (out == nullptr) {
+      py::error_already_set e;
+      // torch refusing the op (a dtype it has no kernel for on this device, say): valid, but not here.
+      throw UnavailableError("--peer torch: " + expression_ + " raised " + python_error_text(e));
+    }
+    last_ = py::reinterpret_steal<py::object>(out);
+    if (cuda_) sync_();
+  }
+  std::string expression() const override { return expression_; }
+  std::string version() const override { return version_; }
+
+  double relative_difference(const Tensor& strata_result) override {
+    if (!last_) return -1;
+    py::array_t<double> values = namespace_["result_float64"](last_);
+    std::vector<double> ref(values.data(), values.data() + values.size());
+    return reference::relative_error(strata_result, ref);
+  }
+
+  std::vector<reports::PeerReport::ProfileRow> profile(int calls, double& resolution_ns, std::string& why) override {
+    std::vector<reports::PeerReport::ProfileRow> rows;
+    try {
+      py::tuple result = namespace_["profile"](fn_, args_, kwargs_, cuda_ ? sync_ : py::none(), calls, cuda_);
+      resolution_ns = result[1].cast<double>();
+      for (auto item : result[0].cast<py::list>()) {
+        py::tuple t = item.cast<py::tuple>();
+        rows.push_back({t[0].cast<std::string>(), t[1].cast<bool>(), t[2].cast<double>(), t[3].cast<double>()});
+      }
+    } catch (py::error_already_set& e) {
+      why = "torch.profiler failed: " + python_error_text(e);
+    }
+    return rows;
+  }
+
+ private:
+  py::module_ torch_;
+  py::dict namespace_;
+  py::object fn_, sync_, last_;
+  py::tuple args_;
+  py::dict kwargs_;
+  bool cuda_ = false;
+  std::string expression_, version_;
+};
+
+std::string library_path() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&Py_GetVersion), &info) != 0 && info.dli_fname != nullptr) return info.dli_fname;
+  return "?";
+}
+
+PythonInfo describe(const std::string& package_dir) {
+  ensure_interpreter();
+  PythonInfo info;
+  info.executable = STRATA_PYTHON_EXECUTABLE;
+  info.library = library_path();
+  try {
+    py::module_ strata = import_strata(package_dir);
+    info.package_dir = py::str(strata.attr("__file__")).cast<std::string>();
+    info.package_dir = info.package_dir.substr(0, info.package_dir.rfind('/'));
+  } catch (const Error& e) {
+    info.package_error = e.what();
+  }
+  py::module_ sys = py::module_::import("sys");
+  info.version = py::str(sys.attr("version")).cast<std::string>();
+  if (size_t nl = info.version.find('\n'); nl != std::string::npos) info.version.resize(nl);
+  try {
+    py::dict ns = torch_peer_namespace();
+    info.torch_version = py::module_::import("torch").attr("__version__").cast<std::string>();
+    info.torch_cuda = ns["cuda_description"]().cast<std::string>();
+  } catch (py::error_already_set& e) {
+    info.torch_error = python_error_text(e);
+  }
+  return info;
+}
+
+std::unique_ptr<PythonCall> bind_strata(const frontend::PreparedCall& call, const std::string& package_dir) {
+  ensure_interpreter();  // the call's members are Python objects
+  return std::make_unique<StrataCall>(call, package_dir);
+}
+
+std::unique_ptr<PeerCall> bind_torch(const frontend::PreparedCall& call, const std::string& package_dir) {
+  ensure_interpreter();
+  return std::make_unique<TorchCall>(call, package_dir);
+}
+
+}  // namespace
+}  // namespace strata::app
+
+extern "C" __attribute__((visibility("default"))) const StrataPythonModule* strata_python_module_v1() {
+  static const StrataPythonModule kModule{kStrataPythonModuleVersion, &strata::app::describe,
+                                          &strata::app::bind_strata, &strata::app::bind_torch};
+  return &kModule;
+}

@@ -1,0 +1,114 @@
+// Note [The Python module]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// `--frontend python` runs the op through `import strata` (layer 0) from inside the strata program, and
+// `--peer torch` runs the same op through PyTorch beside it. Both need an interpreter in the process.
+//
+//  - Embedded, not a child process: the Python call must be timed by the harness like any other call
+//    (cold call, warm-ups, traced and untraced calls interleaved) and its C++ part must write spans into
+//    the harness's timeline, which only works in one process on one host clock.
+//  - A module loaded on demand, like the CUDA module (Note [The CUDA module]): libstrata_python.so links
+//    libpython3.11 (pybind11::embed) and is dlopened only for --frontend python, --peer torch and
+//    `strata devices`. A plain `strata trace` maps no libpython (some 20 MB with its dependencies,
+//    measurable start-up), and a machine without the Python packages still runs every other command.
+//    It is opened RTLD_GLOBAL because the extension modules the interpreter imports (numpy, torch._C)
+//    expect libpython's symbols in the global scope, as they are in /usr/bin/python3.
+//  - One copy of strata: the extension that `import strata` normally loads (build/python/strata/_strata.so)
+//    statically contains the whole C++ stack. Loaded into the program it would bring a second dispatcher
+//    and a second active-timeline variable, and its spans would never reach the harness. So the module is
+//    built from the same source (layers/python/module.cpp, with STRATA_PYTHON_EMBEDDED) but without the
+//    stack: its strata symbols resolve against the executable, which exports them (as for the CUDA
+//    module), and it is registered as `strata._strata` in sys.modules before the package's own .py files
+//    are imported. The Python code that runs is the package's, from the package directory below; the
+//    pybind11 crossing is the extension's code, compiled once more.
+//  - Which Python: the one libpython the module was linked with (Debian's /usr/bin/python3, 3.11; the
+//    same the extension is built for). Its site-packages are on sys.path as for /usr/bin/python3, so
+//    numpy and python3-torch import as they do there.
+//  - Where the package is: $STRATA_PYTHONPATH if set (a directory holding strata/, taken as given), else
+//    ../../python from the executable (build/apps/strata/strata -> build/python), else where this build
+//    wrote it. The module itself: $STRATA_PYTHON_MODULE, else next to the executable, else where this
+//    build wrote it. Anything missing is one line saying what and where, exit 4 (UnavailableError).
+//  - The interpreter starts once, without Python's signal handlers (strata's SIGINT handling stays), and
+//    is never finalised: torch does not support it, and the process is about to exit anyway.
+//  - The GIL is held by the main thread from start to exit; nothing else runs Python.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layers/binding/binding.h"
+#include "layers/frontend/frontend.h"
+#include "reports/report.h"
+
+inline constexpr int kStrataPythonModuleVersion = 1;
+
+namespace strata::app {
+
+// What `strata devices` prints about Python, each field measured in the embedded interpreter.
+struct PythonInfo {
+  std::string executable;     // the python whose library is embedded ("/usr/bin/python3")
+  std::string version;        // sys.version, first line
+  std::string library;        // path of the libpython the module mapped
+  std::string package_dir;    // where `strata` was imported from
+  std::string package_error;  // why `import strata` failed ("" when it worked)
+  std::string torch_version;  // "" when torch is not importable
+  std::string torch_error;    // why not
+  std::string torch_cuda;     // "CUDA 12.1, 1 device" / "built without CUDA"
+};
+
+// One call of the op through `strata.<op>(...)` from the embedded interpreter.
+class PythonCall {
+ public:
+  virtual ~PythonCall() = default;
+  virtual binding::IValue call() = 0;        // throws strata::Error with the Python exception's text
+  virtual std::string expression() const = 0;  // "strata.matmul(a, b)"
+};
+
+// The same op through PyTorch: the same values, shapes, dtype and device.
+class PeerCall {
+ public:
+  virtual ~PeerCall() = default;
+  virtual void call() = 0;  // one call; synchronises the device when it is a GPU
+  virtual std::string expression() const = 0;  // "torch.matmul(a, b)"
+  virtual std::string version() const = 0;     // "PyTorch 1.13.1 (4 intra-op threads)"
+  // Relative error of the last result against `strata_result` (|a-b| / |b| over all elements, float64).
+  virtual double relative_difference(const Tensor& strata_result) = 0;
+  // `calls` calls under torch.profiler; rows with self times per call, and the profiler's resolution per
+  // event when it is coarse (1000 ns when every reading was whole microseconds, else 0). Empty with `why`
+  // set when the profiler is not available.
+  virtual std::vector<reports::PeerReport::ProfileRow> profile(int calls, double& resolution_ns, std::string& why) = 0;
+};
+
+}  // namespace strata::app
+
+// The module's one exported name returns this table (python_embed.cpp). The types are C++ (same
+// compiler, same build); the version guards against a stale file.
+struct StrataPythonModule {
+  int version = kStrataPythonModuleVersion;
+  strata::app::PythonInfo (*describe)(const std::string& package_dir);
+  // Imports strata from `package_dir` (starting the interpreter on first use) and binds `call` as
+  // strata.<op>(...). Throws UnavailableError when the package cannot be imported.
+  std::unique_ptr<strata::app::PythonCall> (*bind_strata)(const strata::frontend::PreparedCall& call,
+                                                           const std::string& package_dir);
+  // The op through torch. Throws UnavailableError when torch is not importable or cannot run it here,
+  // UsageError when the op has no torch counterpart.
+  std::unique_ptr<strata::app::PeerCall> (*bind_torch)(const strata::frontend::PreparedCall& call,
+                                                        const std::string& package_dir);
+};
+
+extern "C" const StrataPythonModule* strata_python_module_v1();
+
+namespace strata::app {
+
+// The Python module, loading libstrata_python.so on first use; UnavailableError saying why when it
+// cannot be loaded. Later calls give the same answer.
+const StrataPythonModule& require_python_module();
+// The same, or nullptr with `why` set.
+const StrataPythonModule* python_module(std::string& why);
+// Where the strata package is (the directory holding strata/), or UnavailableError saying where it
+// looked (see the Note).
+std::string python_package_dir();
+// Host nanoseconds loading the module and starting the interpreter took (0 until then).
+double python_load_ns();
+
+}  // namespace strata::app

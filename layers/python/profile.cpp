@@ -1,0 +1,282 @@
+// strata._strata._Profile: the recording behind strata.profile() (layers/python/strata/_profile.py).
+// The reports are the ones `strata trace` prints (reports/): one TraceReport per operator called.
+#include "layers/python/profile.h"
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "layers/binding/binding.h"
+#include "layers/kernels/cpu/cpu_kernels.h"
+#include "lib/error.h"
+#include "lib/output_file.h"
+#include "lib/zone.h"
+#include "reports/chrome_trace.h"
+#include "reports/json_report.h"
+#include "reports/table.h"
+
+namespace py = pybind11;
+
+namespace strata::python {
+namespace {
+
+std::string cpu_model() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(colon + 2);
+    }
+  }
+  return "unknown";
+}
+
+// The cost of one zone (open + close) into a scratch timeline, as `strata trace` measures it
+// (apps/strata/harness.cpp's measure_probe_cost_ns, which lives in the app and is not linked here).
+double zone_cost_ns() {
+  constexpr int kZones = 20000;
+  double best = 1e9;
+  for (int round = 0; round < 3; ++round) {
+    Timeline t(kZones + 16);
+    tracing::ActiveScope scope(&t);
+    const uint64_t t0 = host_clock::ticks();
+    for (int i = 0; i < kZones; ++i) {
+      STRATA_ZONE(zone, Layer::kHarness, "probe");
+    }
+    const uint64_t t1 = host_clock::ticks();
+    best = std::min(best, double(host_clock::ticks_to_ns(t1) - host_clock::ticks_to_ns(t0)) / kZones);
+  }
+  return best;
+}
+
+class Profile;
+thread_local Profile* t_recording = nullptr;
+
+class Profile {
+ public:
+  Profile() : timeline_(1 << 16) {}
+  ~Profile() {
+    if (t_recording == this) stop();
+  }
+  Profile(const Profile&) = delete;
+  Profile& operator=(const Profile&) = delete;
+
+  void start() {
+    if (t_recording == this) throw UsageError("strata.profile(): this profile is already recording");
+    if (t_recording != nullptr || tracing::active() != nullptr)
+      throw UsageError("strata.profile(): another profile is already recording on this thread; profiles do not nest "
+                       "(put one profile around everything you want measured)");
+    if (stopped_)
+      throw UsageError("strata.profile(): a profile records once; start a new strata.profile() for another recording");
+    tracing::t_active = &timeline_;
+    t_recording = this;
+  }
+  void stop() {
+    if (t_recording != this) return;
+    tracing::t_active = nullptr;
+    t_recording = nullptr;
+    stopped_ = true;
+  }
+  bool recording() const { return t_recording == this; }
+
+  uint32_t next_call(uint16_t op_index) {
+    const uint32_t id = next_id_++;
+    ids_.push_back(id);
+    ops_.push_back(op_index);
+    // Grow the span buffer between calls, never inside one (a realloc in the middle of a timed call
+    // would be charged to whichever zone pushed the span).
+    if (timeline_.spans().capacity() - timeline_.spans().size() < 64) timeline_.reserve_more(timeline_.spans().size());
+    return id;
+  }
+
+  size_t calls() const { return ids_.size(); }
+
+  // Operator indices in the order they were first called.
+  std::vector<uint16_t> called_ops() const {
+    std::vector<uint16_t> out;
+    for (uint16_t op : ops_)
+      if (std::find(out.begin(), out.end(), op) == out.end()) out.push_back(op);
+    return out;
+  }
+
+  reports::TraceReport report(uint16_t op_index, double python_probe_ns) const {
+    const binding::BoundOperator& op = *binding::all_operators().at(op_index);
+    std::vector<uint32_t> ids;
+    for (size_t i = 0; i < ids_.size(); ++i)
+      if (ops_[i] == op_index) ids.push_back(ids_[i]);
+    reports::TraceReport rep;
+    rep.op = "strata." + op.schema().name;
+    rep.spec = rep.op;
+    rep.schema = op.schema().text;
+    rep.description = std::to_string(ids.size()) + " call" + (ids.size() == 1 ? "" : "s") + " from Python";
+    rep.dtype = "";
+    rep.steady = reports::compute_breakdown(timeline_, ids);
+    const uint32_t first = ids.front();
+    rep.cold = reports::compute_breakdown(timeline_, std::span<const uint32_t>(&first, 1));
+    rep.keys = key_path(first);
+    rep.device = rep.keys.find("CUDA") != std::string::npos ? "cuda" : "cpu";
+    rep.repeat = ids.size();
+    const auto clock = host_clock::info();
+    rep.env.strata_version = STRATA_VERSION;
+    rep.env.cpu_model = cpu_model();
+    rep.env.cpu_threads = static_cast<int>(std::thread::hardware_concurrency());
+    rep.env.blas_config = kernels::cpu::blas_config();
+    rep.env.blas_threads = kernels::cpu::blas_threads();
+    rep.env.clock_source = std::string(clock.source);
+    rep.env.clock_ns_per_tick = clock.ns_per_tick;
+    rep.env.clock_read_ns = clock.read_cost_ns;
+    if (rep.device == "cpu") rep.device = "cpu (" + std::to_string(rep.env.blas_threads) + " OpenBLAS threads)";
+    rep.probe_ns = zone_cost_ns();
+    std::vector<bool> mine(next_id_, false);  // op ids are 1 .. next_id_ - 1
+    for (uint32_t id : ids) mine[id] = true;
+    size_t spans = 0;
+    for (const Span& s : timeline_.spans())
+      if (s.op_id < mine.size() && mine[s.op_id]) ++spans;
+    rep.probes_per_call = double(spans) / double(ids.size());
+
+    using reports::RowKind;
+    std::string unresolved;
+    for (reports::BreakdownRow& row : rep.steady.rows) {
+      // The python and pybind11 rows are bounded by the Python-side probes (a CPython call each), the
+      // others by a zone: each row against the instrument that measured it.
+      // Three probe calls make the two spans, so one span's open + close costs 2/3 of the three.
+      const bool from_python = row.kind == RowKind::kPython || row.kind == RowKind::kPybind11;
+      const double probe = from_python ? python_probe_ns * 2.0 / 3.0 : rep.probe_ns;
+      row.below_resolution = row.applicable && row.ns.median < 2 * probe;
+      if (row.below_resolution) unresolved += (unresolved.empty() ? "" : ", ") + row.id();
+    }
+    rep.describe(RowKind::kPython, "", "frontend checks, to the extension call");
+    rep.describe(RowKind::kPybind11, "", "overload resolution, argument + result conversion");
+    rep.describe(RowKind::kBinding, "", "schema " + rep.schema.substr(0, rep.schema.find(" ->")));
+    for (const reports::BreakdownRow& row : rep.steady.rows)
+      if (row.kind == RowKind::kDispatch && row.key != "Autograd")
+        rep.describe(RowKind::kDispatch, row.key, row.key + " kernel: key set + table lookup");
+    if (rep.keys.find("CUDA") == std::string::npos) {
+      rep.describe_na(RowKind::kLaunch, "n/a on the CPU: no launch, the library call computes in place");
+      rep.describe_na(RowKind::kQueue, "n/a on the CPU: nothing is queued");
+      rep.describe_na(RowKind::kGpu, "n/a on the CPU: the compute is inside the library row");
+    } else {
+      rep.describe_na(RowKind::kLaunch, "not recorded: strata.profile() takes host spans only (use strata trace)");
+      rep.describe_na(RowKind::kQueue, "not recorded: strata.profile() takes host spans only (use strata trace)");
+      rep.describe_na(RowKind::kGpu, "not recorded: strata.profile() takes host spans only (use strata trace)");
+    }
+    rep.describe(RowKind::kWall, "", "python entry -> python return");
+    char probe_text[160];
+    std::snprintf(probe_text, sizeof probe_text,
+                  "the python and pybind11 rows come from three probes in the frontend costing %.0f ns per call "
+                  "together (Note [The python and pybind11 rows])",
+                  python_probe_ns);
+    rep.notes.push_back(probe_text);
+    if (!unresolved.empty()) {
+      rep.notes.push_back("rows marked * (" + unresolved +
+                          ") have medians under twice the cost of the probe that measured them: below what the "
+                          "timers resolve; read them as 'about that or less', not as measured");
+    }
+    rep.notes.push_back("the 'cold first call' is the first call of " + rep.op +
+                        " inside this profile: cold only if nothing called it before");
+    if (std::string warning = kernels::cpu::blas_kernel_warning(); !warning.empty()) rep.notes.push_back(warning);
+    return rep;
+  }
+
+  std::string table(double python_probe_ns) const {
+    check_has_calls();
+    std::ostringstream out;
+    bool first = true;
+    for (uint16_t op : called_ops()) {
+      if (!first) out << "\n";
+      first = false;
+      reports::print_trace_table(report(op, python_probe_ns), out);
+    }
+    return out.str();
+  }
+
+  // One trace report (the JSON `strata trace --json` writes) per operator, in first-called order.
+  std::string json(double python_probe_ns) const {
+    check_has_calls();
+    std::string out = "{\"calls\":" + std::to_string(calls()) + ",\"ops\":[";
+    bool first = true;
+    for (uint16_t op : called_ops()) {
+      out += (first ? "" : ",") + reports::trace_report_json(report(op, python_probe_ns));
+      first = false;
+    }
+    return out + "]}";
+  }
+
+  void export_chrome_trace(const std::string& path) const {
+    check_output_path(path);
+    check_has_calls();
+    reports::ChromeTraceWriter writer;
+    writer.add_metadata("op", "strata.profile(): " + std::to_string(calls()) + " calls from Python");
+    reports::TraceMetadata meta;
+    for (uint32_t id : ids_) meta.steps.push_back({id});
+    writer.set_trace_metadata(std::move(meta));
+    writer.add_timeline(timeline_, "python");
+    write_file_atomically(path, writer.str());
+  }
+
+  // Raw spans, for embedders and tests: (layer, name, begin_ns, end_ns, parent, op_id).
+  py::list spans() const {
+    py::list out;
+    for (const Span& s : timeline_.spans()) {
+      out.append(py::make_tuple(layer_name(s.layer), s.name, timeline_.begin_ns(s), timeline_.end_ns(s), s.parent,
+                                s.op_id));
+    }
+    return out;
+  }
+
+  py::list call_ops() const {
+    py::list out;
+    const auto ops = binding::all_operators();
+    for (size_t i = 0; i < ids_.size(); ++i) out.append(py::make_tuple(ids_[i], ops.at(ops_[i])->schema().name));
+    return out;
+  }
+
+ private:
+  void check_has_calls() const {
+    if (recording())
+      throw UsageError("strata.profile(): the profile is still recording; read it after the `with` block ends");
+    if (ids_.empty())
+      throw UsageError("strata.profile(): no strata operator was called while the profile was recording");
+  }
+
+  std::string key_path(uint32_t op_id) const {
+    std::string path;
+    for (const Span& s : timeline_.spans())
+      if (s.op_id == op_id && s.layer == Layer::kDispatch) path += (path.empty() ? "" : " > ") + std::string(s.name);
+    return path;
+  }
+
+  Timeline timeline_;
+  std::vector<uint32_t> ids_;
+  std::vector<uint16_t> ops_;
+  uint32_t next_id_ = 1;
+  bool stopped_ = false;
+};
+
+}  // namespace
+
+uint32_t next_profiled_call(uint16_t op_index) {
+  return t_recording == nullptr ? 0 : t_recording->next_call(op_index);
+}
+
+void bind_profile(py::module_& m) {
+  const auto probe = py::arg("python_probe_ns");
+  py::class_<Profile>(m, "_Profile")
+      .def(py::init<>())
+      .def("start", &Profile::start)
+      .def("stop", &Profile::stop)
+      .def_property_readonly("recording", &Profile::recording)
+      .def_property_readonly("calls", &Profile::calls)
+      .def("table", &Profile::table, probe)
+      .def("json", &Profile::json, probe)
+      .def("export_chrome_trace", &Profile::export_chrome_trace, py::arg("path"))
+      .def("spans", &Profile::spans)
+      .def("call_ops", &Profile::call_ops);
+}
+
+}  // namespace strata::python

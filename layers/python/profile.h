@@ -1,0 +1,23 @@
+// strata.profile() in C++: a Timeline that records every strata op called from Python while it is
+// active, and the same reports `strata trace` prints (reports/), built from it. See docs/python.md.
+#pragma once
+
+#include <Python.h>
+
+#include <cstdint>
+
+namespace pybind11 {
+class module_;
+}
+
+namespace strata::python {
+
+// The op id for the next frontend call when a profile is recording on this thread (and remembers which
+// operator it was), 0 when none is. Called by the _enter probe (probes.cpp).
+uint32_t next_profiled_call(uint16_t op_index);
+
+void add_probes(PyObject* module);       // probes.cpp
+void bind_profile(pybind11::module_& m);        // profile.cpp: _Profile
+void bind_layer_timing(pybind11::module_& m);   // layer_timing.cpp: the C++ half of the cross-check
+
+}  // namespace strata::python

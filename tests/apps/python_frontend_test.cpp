@@ -1,0 +1,254 @@
+// End-to-end: --frontend python (the op through `import strata` in the embedded interpreter), --peer torch
+// and the Python lines of `strata devices` (Note [The Python module] in apps/strata/python_module.h).
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "reports/chrome_trace.h"
+#include "tests/apps/e2e.h"
+
+using namespace strata::test;
+
+namespace {
+
+// The table line that starts with `layer`, or "".
+std::string table_line(const std::string& out, const std::string& layer) {
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(layer + " ", 0) == 0) return line;
+  return "";
+}
+
+bool file_exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+void check_trace_file(const std::string& path) {
+  const auto errors = strata::reports::check_chrome_trace(read_file(path));
+  std::string all;
+  for (const auto& e : errors) all += e + "\n";
+  INFO(all);
+  CHECK(errors.empty());
+}
+
+// Why --peer torch cannot run here ("" when it can), from what `strata devices` found.
+std::string torch_missing() {
+  const RunResult r = run_strata({"devices"});
+  if (contains(r.out, "--peer torch works")) return "";
+  return "torch is not importable by the embedded python: " + r.out;
+}
+
+// A directory whose `torch` package fails to import, to put first on PYTHONPATH: the embedded
+// interpreter reads PYTHONPATH as /usr/bin/python3 does.
+void write_broken_torch(const std::string& dir) {
+  REQUIRE(system(("mkdir -p " + dir + "/torch").c_str()) == 0);
+  std::ofstream(dir + "/torch/__init__.py") << "raise ImportError('no torch in this test')\n";
+}
+
+// A stand-in `torch` that imports but refuses every op, as a real torch refuses a dtype it has no kernel
+// for on a device: the path from torch's exception to strata's exit 4 (the real torch is tested above).
+void write_refusing_torch(const std::string& dir) {
+  REQUIRE(system(("mkdir -p " + dir + "/torch/nn").c_str()) == 0);
+  std::ofstream(dir + "/torch/__init__.py")
+      << "__version__ = '0.0-refusing'\n"
+         "float32, float64, float16, bfloat16 = 'f32', 'f64', 'f16', 'bf16'\n"
+         "class _T:\n"
+         "    def to(self, *a): return self\n"
+         "    def requires_grad_(self, v): return self\n"
+         "def from_numpy(a): return _T()\n"
+         "def matmul(*a, **k): raise RuntimeError(\"\\\"addmm_impl_cpu_\\\" not implemented for 'Float'\")\n"
+         "relu = add = matmul\n"
+         "def get_num_threads(): return 1\n"
+         "class cuda:\n"
+         "    is_available = staticmethod(lambda: False)\n"
+         "class version:\n"
+         "    cuda = None\n"
+         "from . import nn\n";
+  std::ofstream(dir + "/torch/nn/__init__.py") << "from . import functional\n";
+  std::ofstream(dir + "/torch/nn/functional.py") << "from torch import matmul as linear, matmul as conv2d, matmul as gelu\n";
+}
+
+}  // namespace
+
+#if STRATA_TEST_PYTHON_BUILD
+
+TEST_CASE("trace --frontend python: python and pybind11 rows above binding, the same inputs as the CLI") {
+  TempDir dir;
+  const std::string json_path = dir.path() + "/r.json", trace_path = dir.path() + "/t.json";
+  const RunResult r = run_strata(cpu({"trace", "matmul", "24x40x8", "--frontend", "python", "--check", "--json",
+                                      json_path, "--chrome-trace", trace_path}));
+  check_no_crash(r);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.out, "frontend: python: strata.matmul(self, other) in the embedded /usr/bin/python3"));
+  const size_t python = r.out.find("\npython "), pybind11 = r.out.find("\npybind11 "), binding = r.out.find("\nbinding ");
+  REQUIRE(python != std::string::npos);
+  REQUIRE(pybind11 != std::string::npos);
+  CHECK(python < pybind11);
+  CHECK(pybind11 < binding);
+  CHECK(contains(table_line(r.out, "wall"), "python entry -> return"));
+  CHECK(contains(r.out, "check: relative error"));
+  CHECK(contains(r.out, "PASS"));
+
+  const auto doc = nlohmann::json::parse(read_file(json_path));
+  CHECK(doc["frontend"] == "python");
+  CHECK(doc["steady"]["rows"][0]["layer"] == "python");
+  CHECK(doc["steady"]["rows"][1]["layer"] == "pybind11");
+  CHECK(doc["steady"]["rows"][0]["time"]["count"] == 3);
+  CHECK(doc["steady"]["rows"][0]["time"]["median"].get<double>() > 0);
+  check_trace_file(trace_path);
+  CHECK(contains(read_file(trace_path), "\"cat\":\"python\""));
+
+  // The Python path is handed the CLI's own seeded tensors: the same kernel on the same inputs gives the
+  // same error against the float64 reference, to the last digit.
+  const std::string cli_json = dir.path() + "/cli.json";
+  const RunResult c = run_strata(cpu({"trace", "matmul", "24x40x8", "--check", "--json", cli_json}));
+  REQUIRE(c.exit_code == 0);
+  const auto cli = nlohmann::json::parse(read_file(cli_json));
+  CHECK(cli["frontend"] == "cli");
+  CHECK(cli["check"]["relative_error"] == doc["check"]["relative_error"]);
+}
+
+TEST_CASE("--frontend python passes the CLI's arguments the way the schema says") {
+  // The CLI gives add no alpha (the binding layer fills the default, from Python as from C++); conv2d's
+  // stride and padding are ints after an optional bias.
+  const RunResult add = run_strata(cpu({"trace", "add", "1000", "--frontend", "python", "--check"}));
+  check_no_crash(add);
+  CHECK(add.exit_code == 0);
+  CHECK(contains(add.out, "strata.add(self, other) in the embedded"));
+  CHECK(contains(add.out, "PASS"));
+  const RunResult conv = run_strata(cpu({"trace", "conv", "1x3x8x8", "--out-channels", "4", "--stride", "2", "--pad",
+                                         "1", "--frontend", "python", "--check"}));
+  check_no_crash(conv);
+  CHECK(conv.exit_code == 0);
+  CHECK(contains(conv.out, "strata.conv2d(input, weight, bias, 2, 1)"));
+  CHECK(contains(conv.out, "PASS"));
+}
+
+TEST_CASE("compare --frontend python: the eager calls go through Python, the replay does not") {
+  const RunResult r = run_strata(cpu({"compare", "relu", "4096", "--frontend", "python", "--check"}));
+  check_no_crash(r);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.out, "frontend: python: strata.relu(self)"));
+  CHECK(contains(table_line(r.out, "python"), "us"));
+  CHECK(contains(r.out, "python + pybind11 + binding + dispatch"));
+}
+
+TEST_CASE("trace --peer torch: torch's wall beside strata's, torch.profiler's rows, the same values") {
+  if (const std::string why = torch_missing(); !why.empty()) {
+    MESSAGE("skipped: " << why);
+    return;
+  }
+  TempDir dir;
+  const std::string json_path = dir.path() + "/r.json", trace_path = dir.path() + "/t.json";
+  const RunResult r = run_strata(cpu({"trace", "linear", "8x16x4", "--frontend", "python", "--peer", "torch", "--json",
+                                      json_path, "--chrome-trace", trace_path}));
+  check_no_crash(r);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.out, "peer: torch.nn.functional.linear(input, weight, bias)   PyTorch "));
+  CHECK(contains(r.out, "strata (python)"));
+  CHECK(contains(table_line(r.out, "wall"), "us"));
+  CHECK(contains(r.out, "torch.profiler's own numbers"));
+  CHECK(contains(r.out, "aten::"));
+  CHECK(!contains(r.out, "add --frontend python"));  // like with like: no note
+
+  const auto doc = nlohmann::json::parse(read_file(json_path));
+  const auto& peer = doc["peer"];
+  CHECK(peer["name"] == "torch");
+  CHECK(peer["wall"]["count"] == 3);
+  CHECK(peer["strata_untraced_wall"]["count"] == 3);
+  CHECK(peer["wall"]["median"].get<double>() > 0);
+  CHECK(peer["profiler"]["rows"].size() > 0);
+  // The same input values in torch: the results agree to f32 rounding.
+  CHECK(peer["relative_difference_vs_strata"].get<double>() < 1e-5);
+  check_trace_file(trace_path);
+  CHECK(contains(read_file(trace_path), "torch peer call"));
+
+  // From the CLI frontend the comparison is not like with like, and the report says so.
+  const RunResult cli = run_strata(cpu({"trace", "relu", "64", "--peer", "torch"}));
+  CHECK(cli.exit_code == 0);
+  CHECK(contains(cli.out, "add --frontend python to compare like with like"));
+}
+
+TEST_CASE("--peer torch without an importable torch: exit 4 naming the python and what to install") {
+  TempDir dir;
+  write_broken_torch(dir.path());
+  RunOptions options;
+  options.env = {"PYTHONPATH=" + dir.path()};
+  const std::string json_path = dir.path() + "/r.json";
+  const RunResult r = run_strata(cpu({"trace", "matmul", "8", "--frontend", "python", "--peer", "torch", "--json",
+                                      json_path}),
+                                 options);
+  check_refused(r, 4, "PyTorch is not importable by /usr/bin/python3 (ImportError: no torch in this test)");
+  CHECK(contains(r.err, "install python3-torch"));
+  CHECK(!file_exists(json_path));
+  const RunResult devices = run_strata({"devices"}, options);
+  CHECK(devices.exit_code == 0);
+  CHECK(contains(devices.out, "torch: not importable (ImportError: no torch in this test)"));
+}
+
+TEST_CASE("--peer torch when torch refuses the op: exit 4 with torch's message, nothing written") {
+  TempDir dir;
+  write_refusing_torch(dir.path());
+  RunOptions options;
+  options.env = {"PYTHONPATH=" + dir.path()};
+  const std::string json_path = dir.path() + "/r.json";
+  const RunResult r = run_strata(cpu({"trace", "matmul", "8", "--frontend", "python", "--peer", "torch", "--json",
+                                      json_path}),
+                                 options);
+  check_refused(r, 4, "--peer torch: torch.matmul(self, other) raised RuntimeError: \"addmm_impl_cpu_\" not implemented");
+  CHECK(!file_exists(json_path));
+}
+
+TEST_CASE("--frontend python without the package or the module: exit 4 saying what is missing") {
+  RunOptions no_package;
+  no_package.env = {"STRATA_PYTHONPATH=/nonexistent/strata-python"};
+  check_refused(run_strata(cpu({"trace", "matmul", "8", "--frontend", "python"}), no_package), 4,
+                "STRATA_PYTHONPATH=/nonexistent/strata-python holds no strata package");
+  RunOptions no_module;
+  no_module.env = {"STRATA_PYTHON_MODULE=/nonexistent/libstrata_python.so"};
+  check_refused(run_strata(cpu({"trace", "matmul", "8", "--frontend", "python"}), no_module), 4,
+                "the Python module could not be loaded: /nonexistent/libstrata_python.so");
+  // A plain trace never loads the module: the same environment does not matter to it.
+  const RunResult plain = run_strata(cpu({"trace", "matmul", "8"}), no_module);
+  CHECK(plain.exit_code == 0);
+  CHECK(table_line(plain.out, "python").empty());
+}
+
+TEST_CASE("strata devices names the Python --frontend python uses, the package and torch") {
+  const RunResult r = run_strata({"devices"});
+  check_no_crash(r);
+  CHECK(r.exit_code == 0);
+  CHECK(contains(r.out, "python: /usr/bin/python3 3."));
+  CHECK(contains(r.out, "libpython3"));
+  CHECK(contains(r.out, "strata package: "));
+  CHECK(contains(r.out, "/python/strata"));
+  CHECK(contains(r.out, "torch: "));
+}
+
+#else
+
+TEST_CASE("--frontend python in a build without the Python module: exit 4 saying so") {
+  check_refused(run_strata(cpu({"trace", "matmul", "8", "--frontend", "python"})), 4,
+                "this strata was built without its Python module");
+  check_refused(run_strata(cpu({"trace", "matmul", "8", "--peer", "torch"})), 4,
+                "this strata was built without its Python module");
+}
+
+#endif
+
+TEST_CASE("--frontend and --peer take only the values they list") {
+  check_refused(run_strata(cpu({"trace", "matmul", "8", "--frontend", "foo"})), 2,
+                "--frontend 'foo' is not a frontend; allowed: cli");
+  check_refused(run_strata(cpu({"compare", "matmul", "8", "--frontend", "Python"})), 2,
+                "--frontend 'Python' is not a frontend; allowed: cli");
+  check_refused(run_strata(cpu({"trace", "matmul", "8", "--peer", "jax"})), 2,
+                "--peer 'jax' is not a peer; allowed: torch");
+  check_refused(run_strata(cpu({"compare", "matmul", "8", "--peer", "torch"})), 2,
+                "--peer applies to 'strata trace'");
+}

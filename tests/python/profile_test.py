@@ -1,0 +1,231 @@
+"""tests/python: strata.profile() and the python / pybind11 rows (Note [The python and pybind11 rows]).
+
+Runs under ctest with PYTHONPATH pointing at build/python; STRATA_BIN, when set, is the strata CLI used
+to check the exported Chrome trace (strata check-trace). No timing assertions: the figures are checked
+for structure (every call's rows add up to its wall, spans nest as the layers do), not for speed.
+"""
+import json
+import os
+import subprocess
+import tempfile
+import threading
+import unittest
+
+import numpy as np
+
+import strata
+from strata import _ops
+
+ROWS_FROM_PYTHON = ["python", "pybind11", "binding", "dispatch", "library"]
+
+
+def rss_bytes():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+class ProfileTest(unittest.TestCase):
+    def setUp(self):
+        self.a = strata.randn(16, 16, seed=11)
+        self.b = strata.randn(16, 16, seed=12)
+
+    def test_rows_of_a_matmul(self):
+        with strata.profile() as p:
+            for _ in range(50):
+                c = strata.matmul(self.a, self.b)
+        ref = self.a.numpy().astype(np.float64) @ self.b.numpy().astype(np.float64)
+        self.assertLess(np.abs(c.numpy() - ref).max(), 1e-4)  # profiling changes nothing in the result
+        self.assertEqual(p.calls, 50)
+        doc = p.json()
+        self.assertEqual(doc["calls"], 50)
+        self.assertEqual(len(doc["ops"]), 1)
+        rep = doc["ops"][0]
+        self.assertEqual(rep["op"], "strata.matmul")
+        rows = [r for r in rep["steady"]["rows"] if r["applicable"]]
+        self.assertEqual([r["layer"] for r in rows], ROWS_FROM_PYTHON)
+        self.assertEqual(rows[0]["names"], ["strata.matmul"])
+        self.assertEqual(rows[1]["names"], ["_strata.call"])
+        for r in rows:
+            self.assertEqual(r["time"]["count"], 50, r["layer"])
+            self.assertTrue(all(x >= 0 for x in r["time"]["samples"]), r["layer"])
+        self.assertGreater(rows[0]["time"]["median"], 0)
+        self.assertGreater(rows[1]["time"]["median"], 0)
+        # The spans of one call nest (python > pybind11 > binding > ...), so the rows' self times add up
+        # to the call's wall, call by call (up to the rounding of each tick -> ns conversion).
+        walls = rep["steady"]["wall"]["samples"]
+        for i, wall in enumerate(walls):
+            total = sum(r["time"]["samples"][i] for r in rows)
+            self.assertAlmostEqual(total, wall, delta=8, msg=f"call {i}")
+
+    def test_spans_nest_as_the_layers_do(self):
+        with strata.profile() as p:
+            strata.matmul(self.a, self.b)
+            strata.matmul(self.a, self.b)
+        spans = p.spans()
+        by_op = {}
+        for i, (layer, name, begin, end, parent, op) in enumerate(spans):
+            self.assertLessEqual(begin, end)
+            by_op.setdefault(op, []).append((i, layer, parent))
+        self.assertEqual(sorted(by_op), [1, 2])  # each call its own op id
+        self.assertEqual(p.call_ops(), [(1, "matmul"), (2, "matmul")])
+        for op, items in by_op.items():
+            layers = {layer: (i, parent) for i, layer, parent in items}
+            self.assertEqual(layers["python"][1], -1)
+            self.assertEqual(layers["pybind11"][1], layers["python"][0])
+            self.assertEqual(layers["binding"][1], layers["pybind11"][0])
+
+    def test_table_has_one_block_per_operator(self):
+        with strata.profile() as p:
+            for _ in range(3):
+                strata.add(self.a, self.b)
+                strata.matmul(self.a, self.b)
+        text = p.table()
+        self.assertIn("strata.add  3 calls from Python", text)
+        self.assertIn("strata.matmul  3 calls from Python", text)
+        self.assertLess(text.index("strata.add"), text.index("strata.matmul"))  # first-called order
+        for layer in ROWS_FROM_PYTHON:
+            self.assertRegex(text, rf"(?m)^{layer}\s")
+        self.assertIn("python entry -> python return", text)
+        self.assertEqual([o["op"] for o in p.json()["ops"]], ["strata.add", "strata.matmul"])
+
+    def test_chrome_trace(self):
+        with strata.profile() as p:
+            for _ in range(5):
+                strata.matmul(self.a, self.b)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "t.json")
+            p.export_chrome_trace(path)
+            with open(path) as f:
+                doc = json.load(f)
+            cats = {e.get("cat") for e in doc["traceEvents"]}
+            self.assertTrue({"python", "pybind11", "binding", "dispatch", "library"} <= cats, cats)
+            steps = [e for e in doc["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")]
+            self.assertEqual(len(steps), 5)
+            cli = os.environ.get("STRATA_BIN")
+            if cli:
+                r = subprocess.run([cli, "check-trace", path], capture_output=True, text=True)
+                self.assertEqual(r.returncode, 0, r.stderr)
+            # Unwritable places: a clear error naming the path, and nothing written.
+            for bad in (os.path.join(d, "missing", "t.json"), d, ""):
+                with self.assertRaises(strata.UsageError) as cm:
+                    p.export_chrome_trace(bad)
+                self.assertIn(repr(bad)[1:-1] if bad else "empty", str(cm.exception))
+            self.assertEqual(sorted(os.listdir(d)), ["t.json"])
+        with self.assertRaises(TypeError):
+            p.export_chrome_trace(3)
+
+    def test_errors_inside_a_profile_are_python_exceptions(self):
+        wrong = strata.randn(3, 5, seed=1)
+        with strata.profile() as p:
+            with self.assertRaises(strata.UsageError) as cm:
+                strata.matmul(self.a, wrong)  # shapes that do not multiply: the C++ layers refuse
+            self.assertIsInstance(cm.exception, ValueError)
+            with self.assertRaises(TypeError):
+                strata.matmul(self.a, 3)  # a wrong Python type: the frontend refuses
+            with self.assertRaises(TypeError):
+                strata.matmul(self.a)  # missing: the general path refuses, quoting the schema
+            with self.assertRaises(TypeError):
+                strata.matmul(self.a, self.b, bogus=1)  # CPython refuses before the function runs: no call
+            strata.matmul(self.a, self.b)
+        # Every call, failed or not, closed its spans: the last call's python span is a root again.
+        spans = p.spans()
+        self.assertTrue(all(end >= begin for _, _, begin, end, _, _ in spans))
+        roots = [s for s in spans if s[0] == "python"]
+        self.assertEqual(len(roots), 4)
+        self.assertTrue(all(s[4] == -1 for s in roots))
+        # The failed calls stopped before the crossing (TypeError) or inside the layers (UsageError).
+        self.assertEqual(sum(1 for s in spans if s[0] == "pybind11"), 2)
+        self.assertEqual(p.calls, 4)
+        self.assertIn("strata.matmul  4 calls", p.table())
+
+    def test_misuse_is_refused_clearly(self):
+        p = strata.profile()
+        with self.assertRaises(strata.UsageError):
+            p.table()  # nothing recorded
+        with p:
+            with self.assertRaises(strata.UsageError) as cm:
+                with strata.profile():
+                    pass
+            self.assertIn("do not nest", str(cm.exception))
+            with self.assertRaises(strata.UsageError) as cm:
+                p.table()
+            self.assertIn("still recording", str(cm.exception))
+            strata.relu(self.a)
+        self.assertFalse(_ops._rows_on)  # the rows are off again after the block
+        with self.assertRaises(strata.UsageError):
+            with p:  # a profile records once
+                pass
+        self.assertFalse(_ops._rows_on)
+        self.assertIn("strata.relu", p.table())
+        with strata.profile():
+            self.assertIn("strata.relu", p.table())  # a finished profile reads inside another one
+        with strata.profile():
+            with self.assertRaises(strata.UsageError):
+                strata.profile.crosscheck(calls=1, batches=1)  # the cross-check runs untraced
+
+    def test_no_timeline_no_spans(self):
+        # Rows on with no profile (an embedder that has not activated a timeline): the probes do nothing.
+        previous = _ops.set_rows(True)
+        try:
+            c = strata.matmul(self.a, self.b)
+        finally:
+            _ops.set_rows(previous)
+        self.assertEqual(c.shape, (16, 16))
+
+    def test_other_threads_are_not_recorded(self):
+        out = []
+        with strata.profile() as p:
+            t = threading.Thread(target=lambda: out.append(strata.matmul(self.a, self.b)))
+            t.start()
+            t.join()
+            strata.add(self.a, self.b)
+        self.assertEqual(len(out), 1)
+        self.assertEqual(p.call_ops(), [(1, "add")])
+
+    def test_no_leak_after_many_calls(self):
+        # 10^5 calls through the frontend, the probes (rows on, no timeline) and the extension: the
+        # reference counts of the inputs come back and RSS stays flat (a leaked tensor or IValue per call
+        # would be at least 1 KiB x 10^5 = 100 MiB here).
+        a, b = self.a, self.b
+        matmul = strata.matmul
+        for _ in range(10000):
+            matmul(a, b)
+        refs = (os.sys.getrefcount(a), os.sys.getrefcount(b))
+        before = rss_bytes()
+        previous = _ops.set_rows(True)
+        try:
+            for i in range(100000):
+                matmul(a, b)
+        finally:
+            _ops.set_rows(previous)
+        grown = rss_bytes() - before
+        self.assertEqual((os.sys.getrefcount(a), os.sys.getrefcount(b)), refs)
+        self.assertLess(grown, 8 << 20, f"RSS grew by {grown} bytes over 10^5 calls")
+
+    def test_profile_memory_is_released(self):
+        before = rss_bytes()
+        for _ in range(5):
+            with strata.profile() as p:
+                for _ in range(20000):
+                    strata.relu(self.a)
+            self.assertIn("20000 calls", p.table())  # linear in the calls: 10^5 spans read in well under a second
+            del p
+        self.assertLess(rss_bytes() - before, 32 << 20)
+
+    def test_crosscheck(self):
+        r = strata.profile.crosscheck(n=8, calls=20, batches=3)
+        self.assertEqual(set(r["levels"]), {"strata.matmul", "_strata.call", "binding", "dispatcher", "kernel",
+                                            "cblas_sgemm"})
+        self.assertTrue(all(v > 0 for v in r["levels"].values()), r["levels"])
+        self.assertEqual(set(r["differences"]), {"python", "pybind11", "binding", "dispatch", "library"})
+        self.assertTrue({"python", "pybind11", "binding", "library", "wall"} <= set(r["rows"]))
+        text = strata.profile.format_crosscheck(r)
+        self.assertIn("pybind11", text)
+        with self.assertRaises(ValueError):
+            strata.profile.crosscheck(n=0)
+        with self.assertRaises(TypeError):
+            strata.profile.crosscheck(calls=2.5)
+
+
+if __name__ == "__main__":
+    unittest.main()
