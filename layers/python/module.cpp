@@ -289,7 +289,10 @@ py::object call(const std::string& name, const py::tuple& args, const py::dict& 
   if (n > kInlineArgs) heap_boxed.resize(n);
   binding::IValue* boxed = n > kInlineArgs ? heap_boxed.data() : inline_boxed.data();
   for (size_t i = 0; i < n; ++i) boxed[i] = to_ivalue(PyTuple_GET_ITEM(args.ptr(), Py_ssize_t(i)), name, {i + 1, nullptr});
-  if (kwargs.empty()) return from_ivalue(op.call(std::span<const binding::IValue>(boxed, n)));
+  if (kwargs.empty()) {
+    note_arguments(op, std::span<const binding::IValue>(boxed, n));  // strata.profile()'s header; one check when not
+    return from_ivalue(op.call(std::span<const binding::IValue>(boxed, n)));
+  }
   std::vector<std::string> names;  // binding::Kwarg holds a view
   std::vector<binding::Kwarg> kw;
   names.reserve(kwargs.size());
@@ -298,6 +301,7 @@ py::object call(const std::string& name, const py::tuple& args, const py::dict& 
     names.push_back(py::cast<std::string>(k));
     kw.push_back({names.back(), to_ivalue(v, name, {0, &names.back()})});
   }
+  note_arguments(op, std::span<const binding::IValue>(boxed, n), kw);
   return from_ivalue(op.call(std::span<const binding::IValue>(boxed, n), kw));
 }
 

@@ -96,6 +96,16 @@ class Profile {
 
   size_t calls() const { return ids_.size(); }
 
+  void note(const binding::BoundOperator& op, std::span<const binding::IValue> args,
+            std::span<const binding::Kwarg> kwargs) {
+    for (const auto& [known, text] : arguments_)
+      if (known == &op) return;
+    std::string text;
+    for (const binding::IValue& v : args) text += (text.empty() ? "" : ", ") + v.repr();
+    for (const binding::Kwarg& k : kwargs) text += (text.empty() ? "" : ", ") + std::string(k.name) + "=" + k.value.repr();
+    arguments_.emplace_back(&op, "(" + text + ")");
+  }
+
   // Operator indices in the order they were first called.
   std::vector<uint16_t> called_ops() const {
     std::vector<uint16_t> out;
@@ -114,6 +124,8 @@ class Profile {
     rep.spec = rep.op;
     rep.schema = op.schema().text;
     rep.description = std::to_string(ids.size()) + " call" + (ids.size() == 1 ? "" : "s") + " from Python";
+    for (const auto& [known, text] : arguments_)
+      if (known == &op) rep.description = text + "  " + rep.description + " (arguments of the first)";
     rep.dtype = "";
     rep.steady = reports::compute_breakdown(timeline_, ids);
     const uint32_t first = ids.front();
@@ -254,6 +266,7 @@ class Profile {
   Timeline timeline_;
   std::vector<uint32_t> ids_;
   std::vector<uint16_t> ops_;
+  std::vector<std::pair<const binding::BoundOperator*, std::string>> arguments_;  // of each op's first call
   uint32_t next_id_ = 1;
   bool stopped_ = false;
 };
@@ -262,6 +275,12 @@ class Profile {
 
 uint32_t next_profiled_call(uint16_t op_index) {
   return t_recording == nullptr ? 0 : t_recording->next_call(op_index);
+}
+
+void note_arguments(const binding::BoundOperator& op, std::span<const binding::IValue> args,
+                    std::span<const binding::Kwarg> kwargs) {
+  if (t_recording != nullptr) [[unlikely]]
+    t_recording->note(op, args, kwargs);
 }
 
 void bind_profile(py::module_& m) {

@@ -5,6 +5,9 @@
 #include <Python.h>
 
 #include <cstdint>
+#include <span>
+
+#include "layers/binding/binding.h"
 
 namespace pybind11 {
 class module_;
@@ -15,6 +18,11 @@ namespace strata::python {
 // The op id for the next frontend call when a profile is recording on this thread (and remembers which
 // operator it was), 0 when none is. Called by the _enter probe (probes.cpp).
 uint32_t next_profiled_call(uint16_t op_index);
+
+// Remembers the arguments of the first call of each operator while a profile records on this thread,
+// for the table's header ("Tensor[16x16] f32 cpu, ..."); a no-op otherwise. Called by _strata.call.
+void note_arguments(const binding::BoundOperator& op, std::span<const binding::IValue> args,
+                    std::span<const binding::Kwarg> kwargs = {});
 
 void add_probes(PyObject* module);       // probes.cpp
 void bind_profile(pybind11::module_& m);        // profile.cpp: _Profile

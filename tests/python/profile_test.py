@@ -80,8 +80,9 @@ class ProfileTest(unittest.TestCase):
                 strata.add(self.a, self.b)
                 strata.matmul(self.a, self.b)
         text = p.table()
-        self.assertIn("strata.add  3 calls from Python", text)
-        self.assertIn("strata.matmul  3 calls from Python", text)
+        # The header names the operator, the first call's arguments and the number of calls.
+        self.assertIn("strata.add  (Tensor[16x16] f32 cpu, Tensor[16x16] f32 cpu)  3 calls from Python", text)
+        self.assertIn("strata.matmul  (Tensor[16x16] f32 cpu, Tensor[16x16] f32 cpu)  3 calls from Python", text)
         self.assertLess(text.index("strata.add"), text.index("strata.matmul"))  # first-called order
         for layer in ROWS_FROM_PYTHON:
             self.assertRegex(text, rf"(?m)^{layer}\s")
@@ -136,7 +137,7 @@ class ProfileTest(unittest.TestCase):
         # The failed calls stopped before the crossing (TypeError) or inside the layers (UsageError).
         self.assertEqual(sum(1 for s in spans if s[0] == "pybind11"), 2)
         self.assertEqual(p.calls, 4)
-        self.assertIn("strata.matmul  4 calls", p.table())
+        self.assertIn("4 calls from Python", p.table())
 
     def test_misuse_is_refused_clearly(self):
         p = strata.profile()
