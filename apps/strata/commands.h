@@ -9,6 +9,7 @@
 
 #include "apps/strata/device_session.h"
 #include "layers/frontend/frontend.h"
+#include "layers/frontend/sequence.h"
 #include "reports/report.h"
 
 namespace strata::app {
@@ -34,6 +35,9 @@ struct TraceOptions {
 struct CompareOptions {
   TraceOptions trace;
   int64_t ops_per_graph = 8;
+  // For a sequence, K counts whole forwards and defaults to 1 (docs/sequences.md): main says whether
+  // --ops-per-graph was given.
+  bool ops_per_graph_given = false;
 };
 
 // What trace and compare share: the checked options, the device session and the prepared call.
@@ -42,7 +46,8 @@ struct Prepared {
   DType dtype = DType::kF32;
   DeviceChoice choice;
   std::unique_ptr<DeviceSession> session;
-  frontend::PreparedCall call;
+  frontend::PreparedCall call;  // for a sequence: only description, flops and bytes (op is null)
+  std::unique_ptr<frontend::Sequence> sequence;  // set for `mlp ...` (frontend/sequence.h)
 };
 Prepared prepare_trace(const TraceOptions& options);
 // The op, device and environment part of a report (no figures).
@@ -73,6 +78,8 @@ struct SweepOptions {
 };
 
 int run_trace(const TraceOptions& options);
+// `strata trace mlp ...` (sequence_command.cpp): called by run_trace once prepare_trace made a sequence.
+int run_sequence_trace(const TraceOptions& options, Prepared& prepared);
 int run_sweep(const SweepOptions& options);
 int run_compare(const CompareOptions& options);
 int run_ops();

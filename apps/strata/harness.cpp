@@ -21,23 +21,28 @@ void stop_if_interrupted() {
 
 namespace {
 
-binding::IValue traced_call(const frontend::PreparedCall& call, Timeline& timeline, DeviceSession& session,
-                            uint32_t op_id) {
+// One iteration, traced: step j under op id first_id + j; one synchronisation at the end (a model does not
+// wait for the GPU between its layers, and the idle time between its kernels is what a sequence shows).
+template <typename Work>
+binding::IValue traced_call(const Work& work, Timeline& timeline, DeviceSession& session, uint32_t first_id) {
   tracing::ActiveScope scope(&timeline);
-  timeline.set_op(op_id);
   binding::IValue out;
-  {
+  for (size_t j = 0; j < work.steps(); ++j) {
+    const uint32_t op_id = first_id + static_cast<uint32_t>(j);
+    timeline.set_op(op_id);
     OpCall tag(session, op_id);
-    out = call.op->call(call.args);
+    out = work.run(j, std::move(out));
   }
   session.synchronize();
   timeline.set_op(0);
   return out;
 }
 
-double untraced_call_ns(const frontend::PreparedCall& call, DeviceSession& session) {
+template <typename Work>
+double untraced_call_ns(const Work& work, DeviceSession& session) {
   const uint64_t t0 = host_clock::ticks();
-  binding::IValue out = call.op->call(call.args);
+  binding::IValue out;
+  for (size_t j = 0; j < work.steps(); ++j) out = work.run(j, std::move(out));
   session.synchronize();
   const uint64_t t1 = host_clock::ticks();
   return double(host_clock::ticks_to_ns(t1) - host_clock::ticks_to_ns(t0));
@@ -62,17 +67,18 @@ class Progress {
   bool shown_ = false;
 };
 
-}  // namespace
-
-HarnessResult run_harness(const frontend::PreparedCall& call, const HarnessOptions& options, Timeline& timeline,
-                          DeviceSession& session) {
+template <typename Work>
+HarnessResult run_work(const Work& call, const HarnessOptions& options, Timeline& timeline, DeviceSession& session) {
   HarnessResult r;
+  const auto steps = static_cast<uint32_t>(call.steps());
+  r.steps = steps;
   uint32_t next_id = options.first_op_id;
   // The cold call: first use of the operator, its handles, lazily loaded code. Reported apart.
-  r.cold_ids.push_back(next_id);
+  for (uint32_t j = 0; j < steps; ++j) r.cold_ids.push_back(next_id + j);
   const size_t spans_before = timeline.spans().size();  // a sweep's timeline already holds other sizes
   const uint64_t cold0 = host_clock::ticks();
-  r.last_result = traced_call(call, timeline, session, next_id++);
+  r.last_result = traced_call(call, timeline, session, next_id);
+  next_id += steps;
   const double cold_ns = host_clock::elapsed_ns(cold0);
   // Note [One output at a time]: the frontend checked memory for the inputs and ONE output, so a
   // result is released before the next call makes another (the timed loop keeps the last one only).
@@ -114,8 +120,9 @@ HarnessResult run_harness(const frontend::PreparedCall& call, const HarnessOptio
     // Untraced first, then traced, so the traced result can be kept: see Note [One output at a time].
     r.last_result = binding::IValue();
     if (options.untraced_comparison) r.untraced_ns.push_back(untraced_call_ns(call, session));
-    r.timed_ids.push_back(next_id);
-    r.last_result = traced_call(call, timeline, session, next_id++);
+    for (uint32_t j = 0; j < steps; ++j) r.timed_ids.push_back(next_id + j);
+    r.last_result = traced_call(call, timeline, session, next_id);
+    next_id += steps;
     progress.update(i + 1, host_clock::elapsed_ns(start) * 1e-9);
     if (options.stop_after_s > 0 && i + 1 >= 10 && host_clock::elapsed_ns(start) * 1e-9 > options.stop_after_s) {
       spdlog::debug("stopped after {} of {} timed calls: --budget's time limit passed", i + 1, r.repeat);
@@ -125,6 +132,18 @@ HarnessResult run_harness(const frontend::PreparedCall& call, const HarnessOptio
   }
   stop_if_interrupted();
   return r;
+}
+
+}  // namespace
+
+HarnessResult run_harness(const frontend::PreparedCall& call, const HarnessOptions& options, Timeline& timeline,
+                          DeviceSession& session) {
+  return run_work(SingleCall{call}, options, timeline, session);
+}
+
+HarnessResult run_harness(frontend::Sequence& sequence, const HarnessOptions& options, Timeline& timeline,
+                          DeviceSession& session) {
+  return run_work(SequenceCall{sequence}, options, timeline, session);
 }
 
 double measure_probe_cost_ns() {

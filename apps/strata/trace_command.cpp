@@ -1,6 +1,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -85,7 +86,16 @@ Prepared prepare_trace(const TraceOptions& o) {
   const std::optional<DType> dtype = parse_dtype(o.dtype);
   if (!dtype) throw UsageError("unknown dtype '" + o.dtype + "'; allowed: f32, f64, f16, bf16");
   p.dtype = *dtype;
-  p.spec = frontend::parse_op_spec(o.op, o.spec, o.conv);
+  std::optional<frontend::SequenceSpec> sequence;
+  if (frontend::is_sequence(o.op)) {
+    // A sequence (mlp) is no operator: its own spec, its own sizing (frontend/sequence.h).
+    if (!o.conv.given.empty()) throw UsageError(o.conv.given + " apply to conv only; " + o.op + " takes no conv options");
+    sequence = frontend::parse_sequence_spec(o.op, o.spec);
+    p.spec.op = o.op;
+    p.spec.text = sequence->text;
+  } else {
+    p.spec = frontend::parse_op_spec(o.op, o.spec, o.conv);
+  }
   if (!o.json_path.empty()) check_output_path(o.json_path);
   if (!o.chrome_trace_path.empty()) check_output_path(o.chrome_trace_path);
   if (!o.json_path.empty() && !o.chrome_trace_path.empty() && same_output_file(o.json_path, o.chrome_trace_path)) {
@@ -112,9 +122,18 @@ Prepared prepare_trace(const TraceOptions& o) {
   if (o.check) {
     // The float64 reference holds host copies of the inputs and two of the output in double precision;
     // twice the op's own size in f64 bounds that from above.
-    const size_t reference_bytes = 2 * frontend::required_bytes(p.spec, DType::kF64);
+    const size_t reference_bytes = 2 * (sequence ? frontend::required_bytes(*sequence, DType::kF64)
+                                                 : frontend::required_bytes(p.spec, DType::kF64));
     frontend::check_fits(reference_bytes, frontend::available_host_bytes(), kCPU,
                          "--check's float64 reference for " + p.spec.text + " (leave out --check, or choose smaller sizes)");
+  }
+  if (sequence) {
+    p.sequence = std::make_unique<frontend::Sequence>(frontend::prepare_sequence(
+        *sequence, p.dtype, p.choice.device, o.seed, o.requires_grad, available_bytes(p.choice.device)));
+    p.call.description = p.sequence->description;
+    p.call.flops = p.sequence->flops;
+    p.call.bytes = p.sequence->bytes;
+    return p;
   }
   p.call = frontend::prepare_call(p.spec, p.dtype, p.choice.device, o.seed, o.requires_grad,
                                   available_bytes(p.choice.device));
@@ -126,7 +145,7 @@ reports::TraceReport describe_context(const Prepared& p, const TraceOptions& o) 
   rep.op = p.spec.op;
   rep.spec = p.spec.text;
   rep.description = p.call.description;
-  rep.schema = p.call.op->schema().text;
+  rep.schema = p.call.op != nullptr ? p.call.op->schema().text : "";  // a sequence has one per step
   rep.dtype = std::string(dtype_name(p.dtype)) + (o.tf32 ? " (tf32 math)" : "");
   rep.element_dtype = p.dtype;
   rep.tf32 = o.tf32;
@@ -162,6 +181,7 @@ reports::TraceReport describe_context(const Prepared& p, const TraceOptions& o) 
 
 int run_trace(const TraceOptions& o) {
   Prepared p = prepare_trace(o);
+  if (p.sequence) return run_sequence_trace(o, p);
   const frontend::OpSpec& spec = p.spec;
   const frontend::PreparedCall& call = p.call;
   const DeviceChoice& choice = p.choice;
