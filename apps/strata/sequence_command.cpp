@@ -43,16 +43,20 @@ int run_sequence_trace(const TraceOptions& o, Prepared& p) {
   rep.repeat_auto = run.repeat_auto;
   rep.probe_ns = measure_probe_cost_ns();
   seq.probe_ns = rep.probe_ns;
+  // A row of the forward is a sum over its S ops, each read by its own probes: it is below what the
+  // timers resolve under twice one probe's cost per op (the per-op table marks each op's own medians).
   std::string unresolved;
+  const double resolution = 2 * rep.probe_ns * double(seq.steps);
   for (reports::BreakdownRow& row : rep.steady.rows) {
-    row.below_resolution = row.applicable && row.ns.median < 2 * rep.probe_ns;
+    row.below_resolution = row.applicable && row.ns.median < resolution;
     if (row.below_resolution) unresolved += (unresolved.empty() ? "" : ", ") + row.id();
   }
   if (!unresolved.empty()) {
     char cost[32];
     std::snprintf(cost, sizeof cost, "%.0f ns", rep.probe_ns);
     rep.notes.push_back("rows marked * (" + unresolved + ") have medians under twice the cost of one probe (" + cost +
-                        "): below what the host timers resolve; read them as 'about that or less', not as measured");
+                        ") per op of the forward: below what the host timers resolve; read them as 'about that or "
+                        "less', not as measured");
   }
   size_t spans_in_timed = 0;
   for (const Span& s : timeline.spans()) spans_in_timed += (s.op_id >= run.timed_ids.front()) ? 1 : 0;
