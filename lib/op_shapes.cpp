@@ -76,6 +76,58 @@ Conv2dGeometry conv2d(const Shape& input, const Shape& weight, const Shape* bias
   return g;
 }
 
+Shape gemm(const Shape& self, const Shape& other, int64_t transpose_self, int64_t transpose_other) {
+  auto flag = [](const char* name, int64_t v) {
+    if (v != 0 && v != 1) throw UsageError(std::string("gemm: ") + name + " must be 0 or 1, got " + std::to_string(v));
+  };
+  flag("transpose_self", transpose_self);
+  flag("transpose_other", transpose_other);
+  if (self.ndim != 2 || other.ndim != 2) {
+    throw UsageError("gemm: expected two 2-D tensors, got " + bracket(self) + " and " + bracket(other));
+  }
+  const int64_t m = transpose_self ? self[1] : self[0], k = transpose_self ? self[0] : self[1];
+  const int64_t k2 = transpose_other ? other[1] : other[0], n = transpose_other ? other[0] : other[1];
+  if (k != k2) {
+    throw UsageError("gemm: inner dimensions differ: op(" + bracket(self) + ") @ op(" + bracket(other) +
+                     ") with transposes " + std::to_string(transpose_self) + ", " + std::to_string(transpose_other) +
+                     " is [" + std::to_string(m) + "x" + std::to_string(k) + "] @ [" + std::to_string(k2) + "x" +
+                     std::to_string(n) + "]");
+  }
+  return Shape{m, n};
+}
+
+Shape same_shape(const char* op, const Shape& self, const Shape& other) {
+  if (!(self == other)) {
+    throw UsageError(std::string(op) + ": shapes differ: " + bracket(self) + " and " + bracket(other) +
+                     " (both tensors must have the same shape)");
+  }
+  return self;
+}
+
+Shape bias_backward(const Shape& grad) {
+  if (grad.ndim != 2 && grad.ndim != 4) {
+    throw UsageError("bias_backward: expected a gradient [B,C] or [N,C,H,W], got " + bracket(grad));
+  }
+  return Shape{grad[1]};
+}
+
+Shape expand_as(const Shape& self, const Shape& other) {
+  if (self.numel() != 1) {
+    throw UsageError("expand_as: expected a one-element tensor to broadcast, got " + bracket(self));
+  }
+  return other;
+}
+
+Conv2dGeometry conv2d_backward(const char* op, const Shape& grad_output, const Shape& input, const Shape& weight,
+                               int64_t stride, int64_t padding) {
+  const Conv2dGeometry g = conv2d(input, weight, nullptr, stride, padding);
+  if (!(grad_output == g.output())) {
+    throw UsageError(std::string(op) + ": grad_output must be the conv2d output's shape " + bracket(g.output()) +
+                     ", got " + bracket(grad_output));
+  }
+  return g;
+}
+
 void check_same_dtype_and_device(const char* op, const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype()) {
     throw UsageError(std::string(op) + ": dtypes differ: " + a.str() + " and " + b.str());

@@ -24,6 +24,16 @@ struct Conv2dGeometry {
 Conv2dGeometry conv2d(const Shape& input, const Shape& weight, const Shape* bias, int64_t stride,
                       int64_t padding);
 
+// The gradient ops (layers/ops/operators.h, the backward formulas' calls).
+// op(A) @ op(B) with op = transpose when the flag is 1: [M,K] @ [K,N] after the transposes.
+Shape gemm(const Shape& self, const Shape& other, int64_t transpose_self, int64_t transpose_other);
+Shape same_shape(const char* op, const Shape& self, const Shape& other);  // identical shapes, named op
+Shape bias_backward(const Shape& grad);                 // [B,C] or [N,C,H,W] -> [C]: sum over all but dim 1
+Shape expand_as(const Shape& self, const Shape& other);  // a one-element self, broadcast to other's shape
+// A conv2d's geometry from its input and weight, checked against the gradient of its output.
+Conv2dGeometry conv2d_backward(const char* op, const Shape& grad_output, const Shape& input, const Shape& weight,
+                               int64_t stride, int64_t padding);
+
 // Tensors of one call must agree on dtype and device; `op` names the operator in the message.
 void check_same_dtype_and_device(const char* op, const Tensor& a, const Tensor& b);
 

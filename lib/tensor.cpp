@@ -98,6 +98,18 @@ Tensor Tensor::to(Device device) const {
   return out;
 }
 
+void Tensor::set_requires_grad(bool value) {
+  requires_grad_ = value;
+  if (value && grad_fn_ == nullptr && meta_ == nullptr) meta_ = std::make_shared<AutogradMeta>();
+}
+
+Tensor Tensor::grad() const { return meta_ ? meta_->grad : Tensor(); }
+
+void Tensor::set_grad(Tensor grad) const {
+  if (meta_ == nullptr) throw Error("Tensor::set_grad: only a leaf that requires grad has a .grad");
+  meta_->grad = std::move(grad);
+}
+
 std::string Tensor::str() const {
   return "[" + sizes_.str() + "] " + std::string(dtype_name(dtype_)) + " " + device_.str();
 }

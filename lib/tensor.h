@@ -16,6 +16,8 @@
 
 namespace strata {
 
+struct AutogradMeta;
+
 struct Shape {
   static constexpr int kMaxDims = 4;
   std::array<int64_t, kMaxDims> dims{};
@@ -58,9 +60,16 @@ class Tensor {
   }
 
   bool requires_grad() const { return requires_grad_; }
-  void set_requires_grad(bool value) { requires_grad_ = value; }
+  // A leaf (no grad_fn) that requires grad gets its AutogradMeta here: copies made afterwards share it,
+  // so the gradient the engine accumulates is seen through every copy (PyTorch's AutogradMeta).
+  void set_requires_grad(bool value);
   const std::shared_ptr<GradNode>& grad_fn() const { return grad_fn_; }
   void set_grad_fn(std::shared_ptr<GradNode> node) { grad_fn_ = std::move(node); }
+  bool is_leaf() const { return grad_fn_ == nullptr; }
+  // The gradient accumulated into this leaf by backward passes (undefined until the first one).
+  Tensor grad() const;
+  void set_grad(Tensor grad) const;  // on the shared AutogradMeta: const like the storage it stands beside
+  const std::shared_ptr<AutogradMeta>& autograd_meta() const { return meta_; }
 
   // A contiguous copy on another device (host <-> device through the device's allocator).
   Tensor to(Device device) const;
@@ -76,6 +85,15 @@ class Tensor {
   Device device_ = kCPU;
   bool requires_grad_ = false;
   std::shared_ptr<GradNode> grad_fn_;
+  std::shared_ptr<AutogradMeta> meta_;  // leaves that require grad only
+};
+
+// What a leaf that requires grad shares among its copies: its .grad, and the AccumulateGrad node that
+// graphs recorded from it point to (weak: the graph owns the node, the leaf only finds it again, so two
+// uses of one leaf in a graph meet in one node).
+struct AutogradMeta {
+  Tensor grad;
+  std::weak_ptr<GradNode> accumulator;
 };
 
 }  // namespace strata

@@ -68,6 +68,22 @@ json check(const CheckResult& c) {
   return json{{"relative_error", c.relative_error}, {"tolerance", c.tolerance}, {"passed", c.passed()}};
 }
 
+json backward(const BackwardReport& b) {
+  json nodes = json::array();
+  for (const BackwardNodeReport& n : b.nodes) nodes.push_back({{"node", n.name}, {"steady", breakdown(n.steady)}});
+  json doc{{"walk", b.walk}, {"seed", breakdown(b.seed)}, {"nodes", nodes}, {"wall", distribution(b.wall)},
+           {"cold_ns", b.cold_ns}};
+  if (!b.checks.empty()) {
+    json checks = json::array();
+    for (const GradCheck& c : b.checks) {
+      checks.push_back({{"argument", c.argument}, {"relative_error", c.relative_error}, {"tolerance", c.tolerance},
+                        {"passed", c.passed()}});
+    }
+    doc["gradient_checks"] = checks;
+  }
+  return doc;
+}
+
 }  // namespace
 
 std::string trace_report_json(const TraceReport& rep) {
@@ -98,16 +114,18 @@ std::string trace_report_json(const TraceReport& rep) {
   }
   if (rep.peak_flops > 0) doc["peak"] = {{"flops_per_s", rep.peak_flops}, {"source", rep.peak_source}};
   if (rep.check.ran) doc["check"] = check(rep.check);
+  if (rep.backward.ran) doc["backward"] = backward(rep.backward);
   return doc.dump(2) + "\n";
 }
 
-std::string sequence_report_json(const TraceReport& report, const SequenceFigures& f) {
-  json doc = json::parse(trace_report_json(report));
+namespace {
+
+json sequence(const SequenceFigures& f) {
   json log = json::array(), steps = json::array();
   for (size_t j = 0; j < f.per_step.size(); ++j) {
     const SequenceStepFigures& s = f.per_step[j];
     log.push_back({{"index", j + 1}, {"op", s.op}, {"dispatch_keys", s.keys}, {"backend", s.backend},
-                   {"description", s.description}});
+                   {"kernel_calls", s.backend_calls}, {"description", s.description}});
     steps.push_back({{"index", j + 1}, {"op", s.op}, {"steady", breakdown(s.breakdown)}});
   }
   json seq{{"ops_per_forward", f.steps},
@@ -132,7 +150,15 @@ std::string sequence_report_json(const TraceReport& report, const SequenceFigure
   } else {
     seq["outside_zones"] = distribution(f.outside);
   }
-  doc["sequence"] = seq;
+  return seq;
+}
+
+}  // namespace
+
+std::string sequence_report_json(const TraceReport& report, const SequenceFigures& f, const SequenceFigures* backward) {
+  json doc = json::parse(trace_report_json(report));
+  doc["sequence"] = sequence(f);
+  if (backward != nullptr) doc["backward_sequence"] = sequence(*backward);
   return doc.dump(2) + "\n";
 }
 

@@ -32,6 +32,29 @@ struct CheckResult {
   bool passed() const { return !ran || relative_error <= tolerance; }
 };
 
+// One leaf's gradient against its float64 reference (--backward --check).
+struct GradCheck {
+  std::string argument;  // "weight": the schema's name for it
+  double relative_error = 0;
+  double tolerance = 0;
+  bool passed() const { return relative_error <= tolerance; }
+};
+
+// The backward half of a `trace --backward` run (Note [Backward in the harness], apps/strata/harness.cpp).
+struct BackwardNodeReport {
+  std::string name;        // "AddmmBackward"
+  LayerBreakdown steady;   // its gradient ops' rows and the engine's own, over the timed calls
+};
+struct BackwardReport {
+  bool ran = false;
+  std::string walk;        // "SumBackward > AddmmBackward > AccumulateGrad > ..."
+  LayerBreakdown seed;     // y.sum() and the engine's ones_like seed, over the timed calls
+  std::vector<BackwardNodeReport> nodes;  // in walk order
+  Distribution wall;       // per timed call: the seed plus every node's wall
+  double cold_ns = 0;      // the cold call's backward, seed included
+  std::vector<GradCheck> checks;  // one per leaf, when --check ran
+};
+
 struct TraceReport {
   std::string op;           // "matmul"
   std::string spec;         // "matmul 1024"
@@ -60,6 +83,7 @@ struct TraceReport {
   double untraced_call_ns = 0;   // median wall of the same call with tracing off, for comparison
 
   CheckResult check;
+  BackwardReport backward;
   Environment env;
   Figures figures;                 // counts, one-time costs, rates: see Note [Figures, not prose]
   std::vector<std::string> notes;  // e.g. why GPU timing is unavailable; rendered from figures where they say one

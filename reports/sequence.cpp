@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <string_view>
 #include <unordered_map>
 
 #include "reports/report.h"
@@ -78,9 +79,14 @@ SequenceFigures compute_sequence(const Timeline& timeline, std::span<const uint3
     for (const Span& span : timeline.spans()) {
       if (span.op_id != ids.front()) continue;
       if (span.layer == Layer::kBinding && s.op.empty()) s.op = span.name;
-      if (span.layer == Layer::kDispatch) s.keys += (s.keys.empty() ? "" : " > ") + std::string(span.name);
+      if (span.layer == Layer::kDispatch) {
+        join(s.keys, span.name, " > ");
+        const std::string_view key = span.name;
+        if (key == "CPU" || key == "CUDA") ++s.backend_calls;
+      }
       if (span.layer == Layer::kLibrary) join(s.backend, span.name, " > ");
     }
+    if (s.op.empty()) s.op = s.description;
     f.per_step.push_back(std::move(s));
   }
   f.total = sum_steps(f.per_step, n);
@@ -170,7 +176,7 @@ SequenceFigures compute_sequence(const Timeline& timeline, std::span<const uint3
   char buf[512];
   if (f.on_gpu) {
     std::snprintf(buf, sizeof buf,
-                  "kernels ran %s (%s) of the forward's %s wall; the GPU sat idle %s (%s) between its %.0f kernels; "
+                  "kernels ran %s (%s) of the %s median wall; the GPU sat idle %s (%s) between its %.0f kernels; "
                   "launch calls took %s (%s); host tax %s (%s)",
                   format_ns(f.compute.median).c_str(), percent(f.compute_share).c_str(), format_ns(w).c_str(),
                   format_ns(f.kernel_idle.median).c_str(), percent(f.idle_share).c_str(), f.kernels_per_forward,
@@ -178,8 +184,8 @@ SequenceFigures compute_sequence(const Timeline& timeline, std::span<const uint3
                   format_ns(f.host_tax.median).c_str(), percent(f.host_share).c_str());
   } else {
     std::snprintf(buf, sizeof buf,
-                  "compute (the library rows) %s is %s of the forward's %s wall; host tax (binding + dispatch%s) %s "
-                  "(%s) over %zu calls",
+                  "compute (the library rows) %s is %s of the %s median wall; host tax (binding + dispatch%s) %s "
+                  "(%s) over %zu steps",
                   format_ns(f.compute.median).c_str(), percent(f.compute_share).c_str(), format_ns(w).c_str(),
                   f.total.total(RowKind::kRuntime) > 0 ? " + runtime" : "", format_ns(f.host_tax.median).c_str(),
                   percent(f.host_share).c_str(), f.steps);
@@ -188,17 +194,30 @@ SequenceFigures compute_sequence(const Timeline& timeline, std::span<const uint3
   return f;
 }
 
-void print_sequence_table(const SequenceFigures& f, std::ostream& out) {
-  out << "op log (one forward, " << f.steps << " ops, as dispatched):\n";
+void print_sequence_table(const SequenceFigures& f, std::ostream& out, const std::string& what) {
+  size_t name_width = 11;
+  for (const SequenceStepFigures& s : f.per_step) name_width = std::max(name_width, s.op.size() + 2);
+  size_t calls = 0;
+  for (const SequenceStepFigures& s : f.per_step) calls += s.backend_calls;
+  if (what == "forward") {
+    out << "op log (one forward, " << f.steps << " ops, as dispatched):\n";
+  } else {
+    out << "op log (one " << what << ", " << f.steps << " steps, " << calls << " kernel calls, as dispatched):\n";
+  }
   for (size_t j = 0; j < f.per_step.size(); ++j) {
     const SequenceStepFigures& s = f.per_step[j];
     char num[32];
     std::snprintf(num, sizeof num, "%4zu  ", j + 1);
-    out << num << pad(s.op, 8) << pad(s.description, 30) << pad(s.keys, 20) << s.backend << "\n";
+    if (what == "forward") {
+      out << num << pad(s.op, 8) << pad(s.description, 30) << pad(s.keys, 20) << s.backend << "\n";
+    } else {
+      out << num << pad(s.op, name_width) << pad(std::to_string(s.backend_calls) + (s.backend_calls == 1 ? " call" : " calls"), 10) << pad(s.keys, 28) << s.backend
+          << "\n";
+    }
   }
   // One line per step: the medians of its rows (host rows summed: dispatch is every key).
   const bool gpu = f.on_gpu;
-  out << "per op (median)  " << lpad("binding", 10) << lpad("dispatch", 10) << lpad("library", 11);
+  out << pad("per " + std::string(what == "forward" ? "op" : "step") + " (median)", name_width + 6) << lpad("binding", 10) << lpad("dispatch", 10) << lpad("library", 11);
   if (gpu) out << lpad("launch", 10) << lpad("queue", 10) << lpad("gpu", 10);
   out << lpad("wall", 11) << "\n";
   auto median_of = [](const LayerBreakdown& b, RowKind kind) {
@@ -209,20 +228,28 @@ void print_sequence_table(const SequenceFigures& f, std::ostream& out) {
     return Distribution::of(std::move(sum)).median;
   };
   // Marked as in the breakdown table: a median under twice one probe's cost is below what the timers resolve.
-  auto cell = [&](double ns, size_t width) { return lpad(format_ns(ns) + (ns < 2 * f.probe_ns ? "*" : ""), width); };
+  // A layer the step never entered (a backward node has no binding) is "-", not a measured zero.
+  auto cell = [&](double ns, size_t width, bool entered = true) {
+    return lpad(entered ? format_ns(ns) + (ns < 2 * f.probe_ns ? "*" : "") : "-", width);
+  };
+  auto entered = [](const LayerBreakdown& b, RowKind kind) {
+    for (const BreakdownRow& r : b.rows)
+      if (r.kind == kind && r.applicable && (!r.names.empty() || r.kind == RowKind::kDispatch)) return true;
+    return false;
+  };
   for (size_t j = 0; j < f.per_step.size(); ++j) {
     const LayerBreakdown& b = f.per_step[j].breakdown;
     char num[32];
     std::snprintf(num, sizeof num, "%4zu  ", j + 1);
-    out << num << pad(f.per_step[j].op, 11) << cell(median_of(b, RowKind::kBinding), 10)
-        << cell(median_of(b, RowKind::kDispatch), 10) << cell(median_of(b, RowKind::kLibrary), 11);
+    out << num << pad(f.per_step[j].op, name_width) << cell(median_of(b, RowKind::kBinding), 10, entered(b, RowKind::kBinding))
+        << cell(median_of(b, RowKind::kDispatch), 10) << cell(median_of(b, RowKind::kLibrary), 11, entered(b, RowKind::kLibrary));
     if (gpu) {
       out << cell(median_of(b, RowKind::kLaunch), 10) << lpad(format_ns(median_of(b, RowKind::kQueue)), 10)
           << lpad(format_ns(median_of(b, RowKind::kGpu)), 10);
     }
     out << lpad(format_ns(b.wall.median), 11) << "\n";
   }
-  out << "forward: " << format_ns(f.forward_wall.median) << " median wall (p90 " << format_ns(f.forward_wall.p90)
+  out << what << ": " << format_ns(f.forward_wall.median) << " median wall (p90 " << format_ns(f.forward_wall.p90)
       << ") = host tax " << format_ns(f.host_tax.median) << " + compute " << format_ns(f.compute.median);
   if (gpu) {
     out << " (kernels, overlapping the host); GPU idle between kernels " << format_ns(f.kernel_idle.median);
@@ -230,7 +257,7 @@ void print_sequence_table(const SequenceFigures& f, std::ostream& out) {
     out << " + outside the zones " << format_ns(f.outside.median) << " (all medians)";
   }
   out << "\n";
-  out << "profile: " << f.verdict << ": " << f.verdict_reason << "\n";
+  out << what << " profile: " << f.verdict << ": " << f.verdict_reason << "\n";
 }
 
 }  // namespace strata::reports

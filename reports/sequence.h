@@ -21,8 +21,11 @@
 namespace strata::reports {
 
 struct SequenceStepFigures {
-  std::string op;           // the binding zone's name: the operator that was called ("linear")
-  std::string keys;         // dispatch key path of the step's first timed call ("Autograd > CPU")
+  // The binding zone's name: the operator that was called ("linear"); a step without one (a backward
+  // node: the engine calls typed entry points) takes its description ("AddmmBackward").
+  std::string op;
+  std::string keys;         // dispatch keys of the step's first timed call, first seen first ("Autograd > CPU")
+  size_t backend_calls = 0; // kernels it reached (CPU/CUDA dispatch zones): the ops a dispatch-mode log shows
   std::string backend;      // library zone names joined ("cblas_sgemm")
   std::string description;  // from the app ("linear [16x256] -> [16x512]"); may be empty
   LayerBreakdown breakdown;
@@ -59,7 +62,8 @@ struct SequenceFigures {
 SequenceFigures compute_sequence(const Timeline& timeline, std::span<const uint32_t> op_ids, size_t steps,
                                  const std::vector<std::string>& descriptions = {});
 
-// The sequence's own section of `strata trace`: op log, per-step table, totals and verdict.
-void print_sequence_table(const SequenceFigures& figures, std::ostream& out);
+// The sequence's own section of `strata trace`: op log, per-step table, totals and verdict. `what` names
+// one iteration: "forward", or "backward" (the seed's sum, then the engine's nodes).
+void print_sequence_table(const SequenceFigures& figures, std::ostream& out, const std::string& what = "forward");
 
 }  // namespace strata::reports

@@ -105,7 +105,8 @@ void print_trace_table(const TraceReport& rep, std::ostream& out) {
                 rep.env.clock_source.c_str());
   out << buf << "\n";
   if (rep.untraced_call_ns > 0) {
-    out << "same call with tracing off: " << format_ns(rep.untraced_call_ns) << " median wall\n";
+    out << (rep.backward.ran ? "same call and its backward with tracing off: " : "same call with tracing off: ")
+        << format_ns(rep.untraced_call_ns) << " median wall\n";
   }
   if (rep.check.ran) {
     std::snprintf(buf, sizeof buf, "check: relative error %.3g vs float64 reference (tolerance %.1g for %s): %s",
@@ -113,7 +114,50 @@ void print_trace_table(const TraceReport& rep, std::ostream& out) {
                   rep.check.passed() ? "PASS" : "FAIL");
     out << buf << "\n";
   }
+  if (rep.backward.ran) print_backward_table(rep, out);
   for (const std::string& note : rep.notes) out << "note: " << note << "\n";
+}
+
+void print_backward_table(const TraceReport& rep, std::ostream& out) {
+  constexpr size_t kWhat = 44;
+  const BackwardReport& b = rep.backward;
+  out << "\nbackward  y.sum().backward(), the walk: " << b.walk << "\n";
+  out << pad("node", 22) << pad("layer", 10) << pad("what", kWhat) << lpad("median", 11) << lpad("p90", 11)
+      << lpad("share", 8) << "\n";
+  const double total = b.wall.median;
+  auto rows = [&](const std::string& node, const LayerBreakdown& br) {
+    bool first = true;
+    for (const BreakdownRow& r : br.rows) {
+      // The forward's table says why launch/queue/gpu are n/a; a row no call of this node touched (an
+      // AccumulateGrad that only stores has no library work) is left out rather than printed as 0.
+      if (!r.applicable || r.total() <= 0) continue;
+      std::string what = r.what.empty() ? default_what(r) : r.what;
+      if (r.kind == RowKind::kDispatch && r.what.empty()) what = r.key + " kernel: key set + table lookup";
+      out << pad(first ? truncate(node, 21) : "", 22) << pad(row_kind_name(r.kind), 10) << pad(truncate(what, kWhat - 1), kWhat)
+          << lpad(format_ns(r.ns.median) + (r.below_resolution ? "*" : ""), 11) << lpad(format_ns(r.ns.p90), 11) << "\n";
+      first = false;
+    }
+    out << pad(first ? truncate(node, 21) : "", 22) << pad("wall", 10) << pad("", kWhat) << lpad(format_ns(br.wall.median), 11)
+        << lpad(format_ns(br.wall.p90), 11) << lpad(percent(br.wall.median, total), 8) << "\n";
+  };
+  rows("seed: sum, ones_like", b.seed);
+  for (const BackwardNodeReport& n : b.nodes) rows(n.name, n.steady);
+  out << pad("backward total", 32) << pad("seed + every node, per call", kWhat) << lpad(format_ns(total), 11)
+      << lpad(format_ns(b.wall.p90), 11) << "\n";
+  out << "cold first backward: " << format_ns(b.cold_ns) << "\n";
+  if (!b.checks.empty()) {
+    std::string line;
+    bool passed = true;
+    for (const GradCheck& c : b.checks) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "%s %.3g", c.argument.c_str(), c.relative_error);
+      line += (line.empty() ? "" : ", ") + std::string(buf);
+      passed = passed && c.passed();
+    }
+    char tol[64];
+    std::snprintf(tol, sizeof tol, " (tolerance %.1g for %s): ", b.checks.front().tolerance, rep.dtype.c_str());
+    out << "check gradients: relative error vs float64 reference: " << line << tol << (passed ? "PASS" : "FAIL") << "\n";
+  }
 }
 
 void print_comparison_table(const std::string& header, const Comparison& c, std::ostream& out) {

@@ -24,6 +24,7 @@ struct TraceOptions {
   double budget_s = 1.0;
   uint64_t seed = 42;
   bool requires_grad = false;
+  bool backward = false;  // y.sum().backward() after each call (needs requires_grad); docs/autograd.md
   bool check = false;
   bool tf32 = false;
   bool no_device_timing = false;
@@ -80,6 +81,11 @@ struct SweepOptions {
 int run_trace(const TraceOptions& options);
 // `strata trace mlp ...` (sequence_command.cpp): called by run_trace once prepare_trace made a sequence.
 int run_sequence_trace(const TraceOptions& options, Prepared& prepared);
+// The walk and per-node rows of a --backward run into report.backward (trace_command.cpp), without the
+// gradient check: a sequence checks its parameters' gradients itself. report.probe_ns must be set.
+struct HarnessResult;
+void describe_backward_rows(reports::TraceReport& report, const Timeline& timeline, const HarnessResult& run,
+                            const Prepared& prepared);
 int run_sweep(const SweepOptions& options);
 int run_compare(const CompareOptions& options);
 int run_ops();

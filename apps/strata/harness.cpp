@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <unistd.h>
 
 #include <spdlog/spdlog.h>
 
+#include "layers/autograd/engine.h"
+#include "layers/ops/operators.h"
 #include "lib/error.h"
 #include "lib/zone.h"
 
@@ -21,8 +24,61 @@ void stop_if_interrupted() {
 
 namespace {
 
-// One iteration, traced: step j under op id first_id + j; one synchronisation at the end (a model does not
-// wait for the GPU between its layers, and the idle time between its kernels is what a sequence shows).
+// Note [Backward in the harness]
+// With --backward each call is a training step's worth of autograd: the forward (its own op id, as
+// without --backward), then y.sum() (an op id: the seed's reduction), then autograd::backward, whose
+// every node gets an op id of its own as the engine reaches it (BackwardOptions::before_node), so each
+// node's gradient ops form one "call" in the breakdown: rows per node, distributions over the timed
+// calls. The leaves' .grad is reset before every call (zero_grad(set_to_none=True)), so each call does
+// the same work and the last one's gradients are what --check compares. The device is synchronised
+// after the forward and after the backward, outside any op id, so no node is charged for the wait.
+namespace {
+
+// Tags each node's work with the next op id, for the timeline and the device session.
+struct NodeTagger {
+  Timeline& timeline;
+  DeviceSession& session;
+  uint32_t& next_id;
+  std::vector<uint32_t> ids;
+  std::optional<OpCall> tag;
+  static void before_node(void* context, size_t, const char*) {
+    auto* t = static_cast<NodeTagger*>(context);
+    t->tag.reset();
+    const uint32_t id = t->next_id++;
+    t->ids.push_back(id);
+    t->timeline.set_op(id);
+    t->tag.emplace(t->session, id);
+  }
+};
+
+}  // namespace
+
+// y.sum().backward() for the forward's output `out`, traced; ids into `ids` (seed, then nodes).
+autograd::BackwardRecord traced_backward(const binding::IValue& out, Timeline& timeline, DeviceSession& session,
+                                         uint32_t& next_id, uint32_t& seed_id, std::vector<uint32_t>& node_ids) {
+  tracing::ActiveScope scope(&timeline);
+  seed_id = next_id++;
+  timeline.set_op(seed_id);
+  Tensor root;
+  {
+    OpCall tag(session, seed_id);
+    root = ops::sum(out.tensor());
+  }
+  NodeTagger tagger{timeline, session, next_id, {}, std::nullopt};
+  autograd::BackwardOptions options;
+  options.before_node = &NodeTagger::before_node;
+  options.context = &tagger;
+  autograd::BackwardRecord record = autograd::backward(root, Tensor(), options);
+  tagger.tag.reset();
+  timeline.set_op(0);
+  session.synchronize();
+  node_ids = std::move(tagger.ids);
+  return record;
+}
+
+// One iteration, traced: step j under op id first_id + j (Note [What the harness runs]); one
+// synchronisation at the end (a model does not wait for the GPU between its layers, and the idle time
+// between its kernels is what a sequence shows).
 template <typename Work>
 binding::IValue traced_call(const Work& work, Timeline& timeline, DeviceSession& session, uint32_t first_id) {
   tracing::ActiveScope scope(&timeline);
@@ -39,11 +95,16 @@ binding::IValue traced_call(const Work& work, Timeline& timeline, DeviceSession&
 }
 
 template <typename Work>
-double untraced_call_ns(const Work& work, DeviceSession& session) {
+double untraced_call_ns(const Work& work, DeviceSession& session, bool backward) {
+  if (backward) work.reset_grads();
   const uint64_t t0 = host_clock::ticks();
   binding::IValue out;
   for (size_t j = 0; j < work.steps(); ++j) out = work.run(j, std::move(out));
   session.synchronize();
+  if (backward) {
+    autograd::backward(ops::sum(out.tensor()));
+    session.synchronize();
+  }
   const uint64_t t1 = host_clock::ticks();
   return double(host_clock::ticks_to_ns(t1) - host_clock::ticks_to_ns(t0));
 }
@@ -77,8 +138,17 @@ HarnessResult run_work(const Work& call, const HarnessOptions& options, Timeline
   for (uint32_t j = 0; j < steps; ++j) r.cold_ids.push_back(next_id + j);
   const size_t spans_before = timeline.spans().size();  // a sweep's timeline already holds other sizes
   const uint64_t cold0 = host_clock::ticks();
+  if (options.backward) call.reset_grads();
   r.last_result = traced_call(call, timeline, session, next_id);
   next_id += steps;
+  if (options.backward) {
+    uint32_t seed_id = 0;
+    std::vector<uint32_t> node_ids;
+    r.backward.walk = traced_backward(r.last_result, timeline, session, next_id, seed_id, node_ids).order;
+    r.backward.cold_first = seed_id;
+    r.backward.cold_last = next_id - 1;
+    r.backward.nodes.resize(node_ids.size());
+  }
   const double cold_ns = host_clock::elapsed_ns(cold0);
   // Note [One output at a time]: the frontend checked memory for the inputs and ONE output, so a
   // result is released before the next call makes another (the timed loop keeps the last one only).
@@ -87,7 +157,7 @@ HarnessResult run_work(const Work& call, const HarnessOptions& options, Timeline
   std::vector<double> warm;
   for (int64_t i = 0; i < options.warmup; ++i) {
     stop_if_interrupted();
-    warm.push_back(untraced_call_ns(call, session));
+    warm.push_back(untraced_call_ns(call, session, options.backward));
   }
   r.warmup = options.warmup;
   r.repeat = options.repeat;
@@ -119,10 +189,21 @@ HarnessResult run_work(const Work& call, const HarnessOptions& options, Timeline
     stop_if_interrupted();
     // Untraced first, then traced, so the traced result can be kept: see Note [One output at a time].
     r.last_result = binding::IValue();
-    if (options.untraced_comparison) r.untraced_ns.push_back(untraced_call_ns(call, session));
+    if (options.untraced_comparison) r.untraced_ns.push_back(untraced_call_ns(call, session, options.backward));
     for (uint32_t j = 0; j < steps; ++j) r.timed_ids.push_back(next_id + j);
+    if (options.backward) call.reset_grads();
     r.last_result = traced_call(call, timeline, session, next_id);
     next_id += steps;
+    if (options.backward) {
+      uint32_t seed_id = 0;
+      std::vector<uint32_t> node_ids;
+      const autograd::BackwardRecord record =
+          traced_backward(r.last_result, timeline, session, next_id, seed_id, node_ids);
+      // The walk is deterministic (Note [The autograd graph]); a different one would mix nodes' rows.
+      if (record.order != r.backward.walk) throw Error("backward: the walk changed between calls: " + record.path());
+      r.backward.seed.push_back(seed_id);
+      for (size_t k = 0; k < node_ids.size(); ++k) r.backward.nodes[k].push_back(node_ids[k]);
+    }
     progress.update(i + 1, host_clock::elapsed_ns(start) * 1e-9);
     if (options.stop_after_s > 0 && i + 1 >= 10 && host_clock::elapsed_ns(start) * 1e-9 > options.stop_after_s) {
       spdlog::debug("stopped after {} of {} timed calls: --budget's time limit passed", i + 1, r.repeat);

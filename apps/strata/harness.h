@@ -23,15 +23,24 @@ void stop_if_interrupted();
 // (S = 1 for one op; a sequence's steps feed each other, Note [Sequences are not operators]). Templates
 // over these, not a std::function or a virtual call: the single-op path compiles to exactly the loop it
 // was, and its overhead is what strata measures (bench/overhead_bench, docs/performance.md).
+// reset_grads() is zero_grad(set_to_none=True) over the leaves (--backward, Note [Backward in the harness]).
 struct SingleCall {
   const frontend::PreparedCall& call;
   static constexpr size_t steps() { return 1; }
   binding::IValue run(size_t /*step*/, binding::IValue /*prev*/) const { return call.op->call(call.args); }
+  void reset_grads() const {
+    for (const binding::IValue& a : call.args)
+      if (a.is_tensor() && a.tensor().autograd_meta() != nullptr) a.tensor().set_grad(Tensor());
+  }
 };
 struct SequenceCall {
   frontend::Sequence& sequence;
   size_t steps() const { return sequence.steps.size(); }
   binding::IValue run(size_t step, binding::IValue prev) const { return sequence.run_step(step, std::move(prev)); }
+  void reset_grads() const {
+    for (const Tensor& p : sequence.parameters)
+      if (p.autograd_meta() != nullptr) p.set_grad(Tensor());
+  }
 };
 
 struct HarnessOptions {
@@ -44,6 +53,17 @@ struct HarnessOptions {
   // at least 10 calls): the automatic repeat is sized from the FASTEST warm call, and on a loaded machine
   // the median call can be 30x slower than that, which made one sweep size run 20 s on a 0.5 s budget.
   double stop_after_s = 0;
+  // Every call is followed by y.sum().backward() (--backward): the seed's sum and each node the engine
+  // runs get op ids of their own. See Note [Backward in the harness] in harness.cpp.
+  bool backward = false;
+};
+
+// The backward half of the timed calls, when HarnessOptions::backward is set.
+struct BackwardIds {
+  std::vector<uint32_t> seed;                // the sum of each timed call
+  std::vector<std::vector<uint32_t>> nodes;  // nodes[k][i]: node k of the walk in timed call i
+  std::vector<const char*> walk;             // the walk's node names (the same in every call)
+  uint32_t cold_first = 0, cold_last = 0;    // op ids of the cold call's seed and backward nodes
 };
 
 struct HarnessResult {
@@ -57,6 +77,7 @@ struct HarnessResult {
   int64_t warmup = 0;
   int64_t repeat = 0;
   bool repeat_auto = false;
+  BackwardIds backward;
 };
 
 HarnessResult run_harness(const frontend::PreparedCall& call, const HarnessOptions& options, Timeline& timeline,

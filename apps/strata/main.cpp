@@ -114,7 +114,12 @@ ConvFlags add_op_options(CLI::App* cmd, strata::app::TraceOptions& t, int64_t& o
       ->capture_default_str()
       ->transform(whole_number<uint64_t>());
   cmd->add_flag("--requires-grad", t.requires_grad, "inputs require grad: the Autograd key records a backward node");
-  cmd->add_flag("--check", t.check, "compare the result with a float64 reference; exit 3 if outside tolerance");
+  cmd->add_flag("--backward", t.backward,
+                "after each call run y.sum().backward() through the autograd engine and break down every node "
+                "(needs --requires-grad)");
+  cmd->add_flag("--check", t.check,
+                "compare the result (and with --backward every gradient) with a float64 reference; exit 3 if "
+                "outside tolerance");
   cmd->add_flag("--tf32", t.tf32, "f32 matmul/linear/conv on TF32 tensor cores (CUDA only)");
   cmd->add_flag("--no-device-timing", t.no_device_timing, "do not start CUPTI: host timers only");
   // An empty path would read as "no file requested" later on: refuse it here instead of ignoring it.
@@ -201,6 +206,7 @@ examples:
   strata trace matmul 1024                      # where one 1024^3 matmul spends its time
   strata trace matmul 512x1024x256 --check      # M x K x N, checked against a float64 reference
   strata trace linear 32x768x3072 --requires-grad
+  strata trace linear 32x768x3072 --requires-grad --backward --check   # + y.sum().backward(), every node
   strata trace conv 32x64x56x56 --out-channels 64 --kernel 3 --pad 1
   strata trace relu 1048576 --chrome-trace relu.json
   strata trace mlp 16x256x512x10 --requires-grad  # a small model: Linear, ReLU, Linear, op by op

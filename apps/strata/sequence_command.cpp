@@ -2,6 +2,7 @@
 // (Note [Sequences are not operators], frontend/sequence.h), measured by the same harness as one op
 // (Note [What the harness runs]). The report is the whole forward as one breakdown, then the op log,
 // each step's rows, host tax against compute and the verdict (reports/sequence.h). docs/sequences.md.
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 
@@ -25,6 +26,7 @@ int run_sequence_trace(const TraceOptions& o, Prepared& p) {
   h.warmup = o.warmup;
   h.repeat = o.repeat.value_or(0);
   h.budget_s = o.budget_s;
+  h.backward = o.backward;  // sum(output).backward() after every forward (Note [Backward in the harness])
   Timeline timeline;
   HarnessResult run = run_harness(sequence, h, timeline, *session);
   session->finish(timeline);
@@ -33,6 +35,19 @@ int run_sequence_trace(const TraceOptions& o, Prepared& p) {
   for (const frontend::SequenceStep& s : sequence.steps) descriptions.push_back(s.description);
   reports::SequenceFigures seq = reports::compute_sequence(timeline, run.timed_ids, run.steps, descriptions);
   const reports::SequenceFigures cold = reports::compute_sequence(timeline, run.cold_ids, run.steps, descriptions);
+  // The backward as a sequence of its own: the seed's sum, then every node in the engine's order, timed
+  // call by timed call (the same layout as the forward's steps).
+  reports::SequenceFigures backward;
+  if (o.backward) {
+    std::vector<uint32_t> ids;
+    std::vector<std::string> names{"sum (seed)"};
+    for (const char* node : run.backward.walk) names.emplace_back(node);
+    for (size_t i = 0; i < run.backward.seed.size(); ++i) {
+      ids.push_back(run.backward.seed[i]);
+      for (const std::vector<uint32_t>& node : run.backward.nodes) ids.push_back(node[i]);
+    }
+    backward = reports::compute_sequence(timeline, ids, names.size(), names);
+  }
 
   reports::TraceReport rep = describe_context(p, o);
   rep.steady = seq.total;
@@ -43,6 +58,7 @@ int run_sequence_trace(const TraceOptions& o, Prepared& p) {
   rep.repeat_auto = run.repeat_auto;
   rep.probe_ns = measure_probe_cost_ns();
   seq.probe_ns = rep.probe_ns;
+  backward.probe_ns = rep.probe_ns;
   // A row of the forward is a sum over its S ops, each read by its own probes: it is below what the
   // timers resolve under twice one probe's cost per op (the per-op table marks each op's own medians).
   std::string unresolved;
@@ -100,6 +116,13 @@ int run_sequence_trace(const TraceOptions& o, Prepared& p) {
     rep.figures.set("sequence.launch_share", seq.launch_share, "ratio");
     rep.figures.set("sequence.kernels_per_forward", seq.kernels_per_forward, "count");
   }
+  if (o.backward) {
+    describe_backward_rows(rep, timeline, run, p);
+    rep.figures.set("sequence.backward_steps", double(backward.steps), "count");
+    rep.figures.set("sequence.backward_host_tax_median", backward.host_tax.median, "ns");
+    rep.figures.set("sequence.backward_compute_median", backward.compute.median, "ns");
+    rep.figures.set("sequence.backward_compute_share", backward.compute_share, "ratio");
+  }
   session->describe(rep);
   reports::add_rate_figures(rep);
   if (std::string spread = reports::spread_note(rep.steady.wall, ""); !spread.empty()) rep.notes.push_back(spread);
@@ -111,14 +134,34 @@ int run_sequence_trace(const TraceOptions& o, Prepared& p) {
     rep.notes.push_back("--check compares the model's output with a float64 forward of the same input and parameters; "
                         "tolerance = the " + rep.dtype + " tolerance of one op x " +
                         std::to_string(sequence.spec.linears()) + " Linear layers");
+    if (o.backward) {
+      // Every parameter's .grad from the last timed backward against the float64 gradient of sum(output).
+      const std::vector<std::vector<double>> want = frontend::reference_parameter_gradients(sequence);
+      const double tolerance = frontend::sequence_gradient_tolerance(sequence.spec, p.dtype, o.tf32);
+      for (size_t i = 0; i < sequence.parameters.size(); ++i) {
+        reports::GradCheck c;
+        c.argument = frontend::parameter_name(i);
+        c.tolerance = tolerance;
+        const Tensor g = sequence.parameters[i].grad();
+        c.relative_error = g.defined() ? reference::relative_error(g, want[i]) : INFINITY;
+        rep.backward.checks.push_back(c);
+        if (!c.passed() && rep.check.passed()) {  // the run's one verdict (exit 3) covers the gradients
+          rep.check.relative_error = c.relative_error;
+          rep.check.tolerance = c.tolerance;
+        }
+      }
+      rep.notes.push_back("--check with --backward: every parameter's gradient of sum(output) against a float64 "
+                          "backward; tolerance twice the forward's (a gradient passes back through as many GEMMs)");
+    }
   }
 
   CommandOutput output;
   output.print_table = [&](std::ostream& out) {
     reports::print_trace_table(rep, out);
     reports::print_sequence_table(seq, out);
+    if (o.backward) reports::print_sequence_table(backward, out, "backward");
   };
-  output.json = [&] { return reports::sequence_report_json(rep, seq); };
+  output.json = [&] { return reports::sequence_report_json(rep, seq, o.backward ? &backward : nullptr); };
   output.chrome_trace = [&](reports::ChromeTraceWriter& writer) {
     writer.add_metadata("op", rep.spec + "  " + rep.description + "  " + rep.dtype);
     writer.add_metadata("device", rep.device);
@@ -126,9 +169,16 @@ int run_sequence_trace(const TraceOptions& o, Prepared& p) {
     reports::TraceMetadata kineto;
     kineto.gpus = session->trace_gpus();
     // One ProfilerStep per forward (all its ops), as a training loop's step annotation would show it.
-    for (size_t i = 0; i < run.timed_ids.size(); i += run.steps)
-      kineto.steps.push_back(std::vector<uint32_t>(run.timed_ids.begin() + static_cast<std::ptrdiff_t>(i),
-                                                   run.timed_ids.begin() + static_cast<std::ptrdiff_t>(i + run.steps)));
+    // With --backward the step holds the backward's seed and nodes too: one training step.
+    for (size_t i = 0; i < run.timed_ids.size(); i += run.steps) {
+      std::vector<uint32_t> step(run.timed_ids.begin() + static_cast<std::ptrdiff_t>(i),
+                                 run.timed_ids.begin() + static_cast<std::ptrdiff_t>(i + run.steps));
+      if (o.backward && i / run.steps < run.backward.seed.size()) {
+        step.push_back(run.backward.seed[i / run.steps]);
+        for (const std::vector<uint32_t>& node : run.backward.nodes) step.push_back(node[i / run.steps]);
+      }
+      kineto.steps.push_back(std::move(step));
+    }
     writer.set_trace_metadata(std::move(kineto));
     writer.add_timeline(timeline, "eager");
   };

@@ -1,3 +1,4 @@
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -14,6 +15,7 @@
 #include "apps/strata/device_session.h"
 #include "apps/strata/harness.h"
 #include "apps/strata/output_step.h"
+#include "layers/autograd/engine.h"
 #include "layers/kernels/cpu/cpu_kernels.h"
 #include "layers/kernels/reference/reference.h"
 #include "lib/error.h"
@@ -77,7 +79,77 @@ void validate_values(const TraceOptions& o) {
   }
 }
 
+// The backward half of the report: the walk, the seed's and each node's rows, and with --check every
+// leaf's gradient against the float64 reference (the gradient of sum(y) is ones).
+void describe_backward(reports::TraceReport& rep, const Timeline& timeline, const HarnessResult& run,
+                       const Prepared& p, const TraceOptions& o) {
+  using reports::RowKind;
+  reports::BackwardReport& b = rep.backward;
+  b.ran = true;
+  b.walk = autograd::BackwardRecord{run.backward.walk}.path();
+  b.seed = reports::compute_breakdown(timeline, run.backward.seed);
+  std::vector<double> total = b.seed.wall.samples;
+  for (size_t k = 0; k < run.backward.walk.size(); ++k) {
+    reports::BackwardNodeReport node{run.backward.walk[k], reports::compute_breakdown(timeline, run.backward.nodes[k])};
+    for (size_t i = 0; i < total.size() && i < node.steady.wall.samples.size(); ++i) total[i] += node.steady.wall.samples[i];
+    b.nodes.push_back(std::move(node));
+  }
+  b.wall = reports::Distribution::of(std::move(total));
+  {
+    std::vector<uint32_t> cold;
+    for (uint32_t id = run.backward.cold_first; id <= run.backward.cold_last && id != 0; ++id) cold.push_back(id);
+    double cold_ns = 0;
+    for (double w : reports::compute_breakdown(timeline, cold).wall.samples) cold_ns += w;
+    b.cold_ns = cold_ns;
+  }
+  // Words for the rows, and the instrument's resolution as in the forward table.
+  auto describe = [&](reports::LayerBreakdown& br) {
+    for (reports::BreakdownRow& row : br.rows) {
+      row.below_resolution = row.applicable && row.ns.median < 2 * rep.probe_ns;
+      if (row.kind == RowKind::kBinding && row.ns.median <= 0) {
+        row.applicable = false;
+        row.na_reason = "n/a: the engine calls each operator's typed entry point (as PyTorch's calls at::mm), no boxing";
+      }
+      if (row.kind == RowKind::kDispatch && row.key == "Autograd") row.what = "Autograd: record SumBackward, redispatch";
+      if (row.kind == RowKind::kDispatch && row.key == "engine") {
+        row.what = "engine: walk, buffers, accumulate, free";
+      }
+    }
+  };
+  describe(b.seed);
+  for (reports::BackwardNodeReport& n : b.nodes) describe(n.steady);
+  if (o.check) {
+    // The gradient of y.sum() with respect to y: ones of y's shape, on the host.
+    const Tensor& y = run.last_result.tensor();
+    Tensor ones = Tensor::empty(y.sizes(), DType::kF64, kCPU);
+    for (int64_t i = 0; i < ones.numel(); ++i) ones.data<double>()[i] = 1.0;
+    const reference::Grads want = frontend::reference_gradients(p.spec, p.call, ones);
+    const binding::Schema& schema = p.call.op->schema();
+    for (size_t i = 0; i < p.call.args.size(); ++i) {
+      const binding::IValue& a = p.call.args[i];
+      if (!a.is_tensor() || !a.tensor().requires_grad()) continue;
+      reports::GradCheck c;
+      c.argument = i < schema.arguments.size() ? schema.arguments[i].name : "argument " + std::to_string(i);
+      c.tolerance = reference::tolerance(p.dtype, o.tf32);
+      const Tensor g = a.tensor().grad();
+      c.relative_error = g.defined() ? reference::relative_error(g, want[i]) : INFINITY;
+      b.checks.push_back(c);
+      // The run's one verdict (exit code 3) covers the gradients too: the worst of them, if it failed.
+      if (!c.passed() && rep.check.passed()) {
+        rep.check.relative_error = c.relative_error;
+        rep.check.tolerance = c.tolerance;
+      }
+    }
+  }
+}
+
 }  // namespace
+
+void describe_backward_rows(reports::TraceReport& rep, const Timeline& timeline, const HarnessResult& run,
+                            const Prepared& p) {
+  TraceOptions rows_only;  // no --check: the caller checks its own gradients (a sequence's parameters)
+  describe_backward(rep, timeline, run, p, rows_only);
+}
 
 Prepared prepare_trace(const TraceOptions& o) {
   // Everything the user typed is checked before any tensor is allocated or any file is touched.
@@ -95,6 +167,14 @@ Prepared prepare_trace(const TraceOptions& o) {
     p.spec.text = sequence->text;
   } else {
     p.spec = frontend::parse_op_spec(o.op, o.spec, o.conv);
+  }
+  if (o.backward && !o.requires_grad) {
+    throw UsageError("--backward needs --requires-grad: without it the inputs need no gradient, the Autograd key "
+                     "records no graph, and there is nothing to walk (add --requires-grad)");
+  }
+  if (o.backward && !sequence && !frontend::differentiable(p.spec)) {
+    throw UsageError("--backward: " + p.spec.op + " is a gradient op with no derivative in strata; --backward "
+                     "applies to matmul, linear, conv2d, relu, add, gelu and sum");
   }
   if (!o.json_path.empty()) check_output_path(o.json_path);
   if (!o.chrome_trace_path.empty()) check_output_path(o.chrome_trace_path);
@@ -126,6 +206,14 @@ Prepared prepare_trace(const TraceOptions& o) {
                                                  : frontend::required_bytes(p.spec, DType::kF64));
     frontend::check_fits(reference_bytes, frontend::available_host_bytes(), kCPU,
                          "--check's float64 reference for " + p.spec.text + " (leave out --check, or choose smaller sizes)");
+  }
+  if (o.backward) {
+    // The backward pass holds a gradient of every input and of the output besides what the forward holds
+    // (and the gradient ops' workspaces, no larger than the forward's): twice the forward bounds it.
+    const size_t forward_bytes = sequence ? frontend::required_bytes(*sequence, p.dtype)
+                                          : frontend::required_bytes(p.spec, p.dtype);
+    frontend::check_fits(2 * forward_bytes, available_bytes(p.choice.device), p.choice.device,
+                         p.spec.text + " with --backward (leave out --backward, or choose smaller sizes)");
   }
   if (sequence) {
     p.sequence = std::make_unique<frontend::Sequence>(frontend::prepare_sequence(
@@ -191,6 +279,7 @@ int run_trace(const TraceOptions& o) {
   h.warmup = o.warmup;
   h.repeat = o.repeat.value_or(0);
   h.budget_s = o.budget_s;
+  h.backward = o.backward;
   Timeline timeline;
   HarnessResult run = run_harness(call, h, timeline, *session);
   session->finish(timeline);
@@ -227,9 +316,11 @@ int run_trace(const TraceOptions& o) {
     if (row.kind != RowKind::kDispatch) continue;
     if (row.key == "Autograd") {
       const auto& out = run.last_result.tensor();
+      // A backward pass frees what the node saved; the count is what it saved when it was recorded.
+      const size_t saved = o.backward ? frontend::saved_by_node(spec) : (out.grad_fn() ? out.grad_fn()->num_saved() : 0);
       rep.describe(RowKind::kDispatch, row.key,
                    std::string("record ") + (out.grad_fn() ? out.grad_fn()->name() : "?") + " (saves " +
-                       std::to_string(out.grad_fn() ? out.grad_fn()->num_saved() : 0) + " tensors), redispatch");
+                       std::to_string(saved) + " tensors), redispatch");
     } else {
       rep.describe(RowKind::kDispatch, row.key, row.key + " kernel: key set + table lookup");
     }
@@ -261,6 +352,7 @@ int run_trace(const TraceOptions& o) {
     rep.check.relative_error = reference::relative_error(run.last_result.tensor(), frontend::reference_result(spec, call));
     rep.check.tolerance = reference::tolerance(p.dtype, o.tf32);
   }
+  if (o.backward) describe_backward(rep, timeline, run, p, o);
 
   CommandOutput output;
   output.print_table = [&](std::ostream& out) { reports::print_trace_table(rep, out); };

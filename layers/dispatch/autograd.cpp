@@ -1,26 +1,115 @@
-// The non-template half of the Autograd key (layers/dispatch/autograd.h): the recorded node.
+// The non-template half of the Autograd key (layers/dispatch/autograd.h): nodes, edges, AccumulateGrad.
 #include "layers/dispatch/autograd.h"
+
+#include <atomic>
+#include <limits>
+#include <string>
 
 namespace strata {
 
-void RecordedNode::save(const Tensor& t) {
-  // An absent optional input (a bias) is nothing to save; more than the array holds is a declaration
-  // error, caught by the tests of every operator's Autograd kernel.
-  if (!t.defined()) return;
-  if (count_ == saved_.size()) throw Error(std::string(name_) + ": saves more than 4 tensors");
-  saved_[count_++] = t;
-}
+namespace {
+std::atomic<int64_t> g_live_nodes{0};
+}  // namespace
 
 namespace autograd_detail {
 
-std::shared_ptr<RecordedNode> make_node(const BackwardDecl& decl) { return std::make_shared<RecordedNode>(decl.node); }
+uint64_t next_sequence_nr() {
+  // Per thread, as PyTorch's: a graph is recorded by one thread, and a plain counter costs nothing.
+  static thread_local uint64_t next = 0;
+  return next++;
+}
+
+AddFn g_add = nullptr;
 
 Tensor attach(Tensor out, const BackwardDecl& decl, std::shared_ptr<RecordedNode> node) {
-  if (decl.saves_result) node->save(out);
+  // The saved copy is taken before the grad_fn is set: a node holding its own output with the node
+  // attached would be a reference cycle, and the graph would never be freed (PyTorch's SavedVariable
+  // stores an output without its grad_fn for the same reason).
+  if (decl.saves_result) node->save_result(out);
+  out.set_grad_fn(std::move(node));  // before requires_grad: a non-leaf gets no AutogradMeta
   out.set_requires_grad(true);
-  out.set_grad_fn(std::move(node));
   return out;
 }
 
 }  // namespace autograd_detail
+
+RecordedNode::RecordedNode(const char* name, const char* op, BackwardFormula formula)
+    : Node(autograd_detail::next_sequence_nr()), name_(name), op_(op), formula_(formula) {
+  g_live_nodes.fetch_add(1, std::memory_order_relaxed);
+}
+
+RecordedNode::~RecordedNode() { g_live_nodes.fetch_sub(1, std::memory_order_relaxed); }
+
+int64_t RecordedNode::live_count() { return g_live_nodes.load(std::memory_order_relaxed); }
+
+void RecordedNode::save_input(size_t i, const Tensor& t) {
+  // An absent optional input (a bias) is nothing to save.
+  if (!t.defined()) return;
+  inputs_[i] = t;
+  ++count_;
+}
+
+void RecordedNode::save_result(const Tensor& t) {
+  result_ = t;
+  ++count_;
+}
+
+void RecordedNode::throw_released() const {
+  throw UsageError(std::string("Trying to backward through the graph a second time: ") + name_ + " (recorded by " +
+                   op_ + ") already freed the tensors it saved when the first backward pass ran through it. "
+                   "Run the forward again to record a new graph.");
+}
+
+const Tensor& RecordedNode::input(size_t i) const {
+  if (released_) throw_released();
+  return inputs_[i];
+}
+
+const Tensor& RecordedNode::result() const {
+  if (released_) throw_released();
+  return result_;
+}
+
+GradList RecordedNode::apply(const Tensor& grad) {
+  if (released_) throw_released();
+  if (formula_ == nullptr) {
+    throw UnavailableError(std::string(name_) + ": strata has no derivative for " + op_ +
+                           " (it is a gradient op itself; higher-order gradients are not supported)");
+  }
+  return formula_(*this, grad);
+}
+
+void RecordedNode::release_saved() {
+  if (count_ == 0) return;  // saved nothing: running it again needs nothing freed (PyTorch's AddBackward)
+  for (Tensor& t : inputs_) t = Tensor();
+  result_ = Tensor();
+  count_ = 0;
+  released_ = true;
+}
+
+AccumulateGrad::AccumulateGrad(std::shared_ptr<AutogradMeta> meta)
+    : Node(std::numeric_limits<uint64_t>::max()), meta_(std::move(meta)) {}
+
+GradList AccumulateGrad::apply(const Tensor& grad) {
+  // The first gradient is stored as it is: every gradient op returns a fresh tensor and none writes in
+  // place, so sharing it with another leaf (AddBackward passes one gradient to both inputs) is safe.
+  if (!meta_->grad.defined()) {
+    meta_->grad = grad;
+  } else {
+    meta_->grad = autograd_detail::g_add(meta_->grad, grad);
+  }
+  return {};
+}
+
+std::shared_ptr<Node> gradient_edge(const Tensor& t) {
+  if (!t.defined() || !t.requires_grad()) return nullptr;
+  if (t.grad_fn() != nullptr) return std::static_pointer_cast<Node>(t.grad_fn());
+  const std::shared_ptr<AutogradMeta>& meta = t.autograd_meta();
+  if (meta == nullptr) return nullptr;  // requires_grad set on a non-leaf copy (Tensor::to): no leaf to feed
+  if (std::shared_ptr<GradNode> existing = meta->accumulator.lock()) return std::static_pointer_cast<Node>(existing);
+  auto node = std::make_shared<AccumulateGrad>(meta);
+  meta->accumulator = node;
+  return node;
+}
+
 }  // namespace strata

@@ -1,18 +1,60 @@
-// The Autograd key: record the backward node an op would need (saving what PyTorch's MmBackward0 and
-// friends save), redispatch below Autograd, and attach the node to the output. One mechanism for every
-// operator: what an op records is its declaration's BackwardDecl (layers/ops/operators.h). strata does not
-// run backward passes yet; what it measures is the forward-time cost of recording, which is what a
-// `requires_grad=True` forward pays in PyTorch.
+// The Autograd key: record the backward node an op needs (saving what PyTorch's MmBackward0 and friends
+// save), with edges to the nodes of its inputs, redispatch below Autograd, and attach the node to the
+// output. One mechanism for every operator: what an op records is its declaration's BackwardDecl and its
+// backward formula (layers/ops/operators.h). The engine that walks these nodes is layers/autograd.
+// See Note [The autograd graph].
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 
 #include "layers/dispatch/dispatch.h"
 #include "lib/grad_node.h"
 
 namespace strata {
+
+// Note [The autograd graph]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~
+// Every op that runs under the Autograd key creates one RecordedNode: its next edges point, per argument
+// position, to the grad_fn of that input, or to the AccumulateGrad node of a leaf that requires grad, or
+// nowhere (an int, a tensor that needs no gradient). The node saves the tensors its formula reads
+// (BackwardDecl) and the op's non-tensor arguments (stride, alpha). Gradients are indexed by argument
+// position throughout, so a formula, the edges and the saved inputs all say "argument i" the same way.
+// Nodes are numbered in creation order (sequence_nr); the engine runs ready nodes newest first, as
+// PyTorch's engine does, which makes the walk order deterministic. AccumulateGrad nodes are numbered
+// highest so a leaf's gradient is stored as soon as it is complete.
+inline constexpr size_t kMaxArgs = 5;           // conv2d: input, weight, bias, stride, padding
+using GradList = std::array<Tensor, kMaxArgs>;  // one gradient per argument position (undefined: none)
+
+// The part of a node the engine sees: edges, ordering, and what running it means.
+class Node : public GradNode {
+ public:
+  explicit Node(uint64_t sequence_nr) : sequence_nr_(sequence_nr) {}
+  uint64_t sequence_nr() const { return sequence_nr_; }
+  const std::shared_ptr<Node>& next(size_t i) const { return next_[i]; }
+  void set_next(size_t i, std::shared_ptr<Node> node) { next_[i] = std::move(node); }
+  // The gradients of this node's inputs, given the gradient of its output. Runs with grad mode off.
+  virtual GradList apply(const Tensor& grad) = 0;
+  // Drops what the node saved (after the engine ran it); a later apply throws.
+  virtual void release_saved() {}
+
+  // The engine's scratch while one backward pass runs: how many of this node's consumers are still
+  // to deliver a gradient, and where its pending gradient sits (see layers/autograd/engine.cpp).
+  uint32_t pending = 0;
+  int32_t slot = -1;
+
+ private:
+  uint64_t sequence_nr_;
+  std::array<std::shared_ptr<Node>, kMaxArgs> next_;
+};
+
+class RecordedNode;
+// A backward formula: the node (its saved tensors and scalars, which inputs need a gradient) and the
+// gradient of the output; returns the inputs' gradients by argument position. Every gradient op it
+// calls is a dispatcher call (ops::gemm, ...), so it is traced like any other op.
+using BackwardFormula = GradList (*)(const RecordedNode& node, const Tensor& grad);
 
 // What the Autograd key records for an op: the node's name and what it saves.
 struct BackwardDecl {
@@ -21,39 +63,89 @@ struct BackwardDecl {
   bool saves_result = false;  // the output is saved (relu: the mask is where it is positive)
 };
 
-// A recorded node: its name and the tensors it saved (at most 4: inputs of a conv, or a result).
-class RecordedNode final : public GradNode {
+// A recorded node: its name, formula, the tensors it saved and the op's scalar arguments.
+class RecordedNode final : public Node {
  public:
-  explicit RecordedNode(const char* name) : name_(name) {}
+  RecordedNode(const char* name, const char* op, BackwardFormula formula);
+  ~RecordedNode() override;
   const char* name() const override { return name_; }
   size_t num_saved() const override { return count_; }
-  void save(const Tensor& t);
+  const char* op() const { return op_; }  // the forward op, for errors: "matmul"
+
+  void save_input(size_t i, const Tensor& t);
+  void save_result(const Tensor& t);
+  void save_scalar(size_t i, double v) { scalars_[i] = v; }
+  const Tensor& input(size_t i) const;  // throws once released
+  const Tensor& result() const;
+  double scalar(size_t i) const { return scalars_[i]; }
+  // Whether argument i gets a gradient: only inputs with an edge do (formulas skip the others' ops).
+  bool needs_grad(size_t i) const { return next(i) != nullptr; }
+
+  GradList apply(const Tensor& grad) override;
+  void release_saved() override;
+
+  // Nodes alive in this process, for the leak tests (a node freed with its graph decrements it).
+  static int64_t live_count();
 
  private:
+  [[noreturn]] void throw_released() const;
+
   const char* name_;
-  std::array<Tensor, 4> saved_;
+  const char* op_;
+  BackwardFormula formula_;
+  std::array<Tensor, kMaxArgs> inputs_;
+  Tensor result_;
+  std::array<double, kMaxArgs> scalars_{};
   size_t count_ = 0;
+  bool released_ = false;
 };
 
+// The node a leaf's gradient flows into: stores it as the leaf's .grad, or adds it to what is there
+// (ops::add, a dispatcher call), as PyTorch's AccumulateGrad does.
+class AccumulateGrad final : public Node {
+ public:
+  explicit AccumulateGrad(std::shared_ptr<AutogradMeta> meta);
+  const char* name() const override { return "AccumulateGrad"; }
+  size_t num_saved() const override { return 0; }
+  GradList apply(const Tensor& grad) override;
+  const std::shared_ptr<AutogradMeta>& meta() const { return meta_; }
+
+ private:
+  std::shared_ptr<AutogradMeta> meta_;
+};
+
+// The graph edge for a tensor argument: its grad_fn, a leaf's AccumulateGrad (found again or made), or
+// null when it needs no gradient.
+std::shared_ptr<Node> gradient_edge(const Tensor& t);
+
 namespace autograd_detail {
-// The node, with the inputs `decl` says to save; layers/dispatch/autograd.cpp.
-std::shared_ptr<RecordedNode> make_node(const BackwardDecl& decl);
+uint64_t next_sequence_nr();
+// The ops the engine adds with (AccumulateGrad, and gradients meeting at a node): ops::add, installed by
+// layers/ops, because the dispatcher knows no operator.
+using AddFn = Tensor (*)(const Tensor&, const Tensor&);
+extern AddFn g_add;
+
 // Saves the result if `decl` says so and attaches the node: the output requires grad.
 Tensor attach(Tensor out, const BackwardDecl& decl, std::shared_ptr<RecordedNode> node);
 
 template <typename T>
-void save_input(RecordedNode&, const BackwardDecl&, size_t, const T&) {}  // ints and floats are not saved
-inline void save_input(RecordedNode& node, const BackwardDecl& decl, size_t i, const Tensor& t) {
-  if ((decl.saved_inputs >> i) & 1u) node.save(t);
+void record_arg(RecordedNode& node, const BackwardDecl&, size_t i, const T& v) {
+  if constexpr (std::is_arithmetic_v<T>) node.save_scalar(i, static_cast<double>(v));
+}
+inline void record_arg(RecordedNode& node, const BackwardDecl& decl, size_t i, const Tensor& t) {
+  node.set_next(i, gradient_edge(t));
+  if ((decl.saved_inputs >> i) & 1u) node.save_input(i, t);
 }
 }  // namespace autograd_detail
 
 // The Autograd kernel of operator `op` (its index) whose table type is Fn.
 template <typename Fn, typename... Args>
-Tensor record_backward(size_t op, const BackwardDecl& decl, DispatchKeySet ks, const Args&... args) {
-  std::shared_ptr<RecordedNode> node = autograd_detail::make_node(decl);
+Tensor record_backward(size_t op, const char* op_name, const BackwardDecl& decl, BackwardFormula formula,
+                       DispatchKeySet ks, const Args&... args) {
+  static_assert(sizeof...(Args) <= kMaxArgs, "more arguments than a node has edges");
+  auto node = std::make_shared<RecordedNode>(decl.node, op_name, formula);
   size_t i = 0;
-  (autograd_detail::save_input(*node, decl, i++, args), ...);
+  (autograd_detail::record_arg(*node, decl, i++, args), ...);
   Tensor out = Dispatcher::instance().redispatch<Fn>(op, ks.remove(DispatchKey::kAutograd), args...);
   return autograd_detail::attach(std::move(out), decl, std::move(node));
 }

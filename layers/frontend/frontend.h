@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "layers/binding/binding.h"
+#include "layers/kernels/reference/reference.h"
 #include "layers/ops/op_declaration.h"
 #include "lib/device.h"
 #include "lib/dtype.h"
@@ -74,5 +75,13 @@ Tensor random_tensor(const Shape& shape, DType dtype, Device device, uint64_t se
 
 // The float64 reference for a prepared call (layers/kernels/reference).
 std::vector<double> reference_result(const OpSpec& spec, const PreparedCall& call);
+
+// How many tensors the op's node saves for a call built from its spec (every optional input given).
+size_t saved_by_node(const OpSpec& spec);
+// Whether the op has a backward formula (the gradient ops have none).
+bool differentiable(const OpSpec& spec);
+// The float64 gradients of the call's arguments, by argument position, given the gradient of its output
+// (reference::Grads: empty for ints and absent tensors). Throws UsageError for an op with no derivative.
+reference::Grads reference_gradients(const OpSpec& spec, const PreparedCall& call, const Tensor& grad);
 
 }  // namespace strata::frontend

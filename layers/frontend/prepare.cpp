@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <fstream>
 #include <optional>
@@ -58,6 +59,22 @@ struct ReferenceCall<Op, Tensor(Args...)> {
     return Op::kReference(binding::unbox<Args>(a[I])...);
   }
 };
+// The same for Op's float64 gradients, given the gradient of its output.
+template <typename Op, typename Signature = typename Op::Signature>
+struct ReferenceBackwardCall;
+template <typename Op, typename... Args>
+struct ReferenceBackwardCall<Op, Tensor(Args...)> {
+  static reference::Grads run(const binding::Schema& schema, const std::vector<IValue>& given, const Tensor& grad) {
+    std::vector<IValue> args = given;
+    for (size_t i = args.size(); i < schema.arguments.size(); ++i) args.push_back(*schema.arguments[i].default_value);
+    return run(args, grad, std::index_sequence_for<Args...>{});
+  }
+  template <size_t... I>
+  static reference::Grads run(const std::vector<IValue>& a, const Tensor& grad, std::index_sequence<I...>) {
+    return Op::kReferenceBackward(grad, binding::unbox<Args>(a[I])...);
+  }
+};
+
 template <typename Op>
 std::vector<double> call_reference(const binding::Schema& schema, const std::vector<IValue>& args) {
   return ReferenceCall<Op>::run(schema, args);
@@ -181,6 +198,31 @@ std::vector<double> reference_result(const OpSpec& spec, const PreparedCall& cal
   return ops::AllOps::visit(spec.op_index, [&](auto decl) {
     using Op = decltype(decl);
     return call_reference<Op>(call.op->schema(), call.args);
+  });
+}
+
+size_t saved_by_node(const OpSpec& spec) {
+  return ops::AllOps::visit(spec.op_index, [&](auto decl) -> size_t {
+    using Op = decltype(decl);
+    return static_cast<size_t>(std::popcount(Op::kBackward.saved_inputs)) + (Op::kBackward.saves_result ? 1 : 0);
+  });
+}
+
+bool differentiable(const OpSpec& spec) {
+  return ops::AllOps::visit(spec.op_index, [&](auto decl) {
+    using Op = decltype(decl);
+    return requires { Op::kReferenceBackward; } && ops::backward_formula<Op>() != nullptr;
+  });
+}
+
+reference::Grads reference_gradients(const OpSpec& spec, const PreparedCall& call, const Tensor& grad) {
+  return ops::AllOps::visit(spec.op_index, [&](auto decl) -> reference::Grads {
+    using Op = decltype(decl);
+    if constexpr (requires { Op::kReferenceBackward; }) {
+      return ReferenceBackwardCall<Op>::run(call.op->schema(), call.args, grad);
+    } else {
+      throw UsageError(spec.op + " has no derivative in strata (it is a gradient op itself)");
+    }
   });
 }
 

@@ -170,4 +170,44 @@ double sequence_tolerance(const SequenceSpec& spec, DType dtype, bool tf32) {
   return reference::tolerance(dtype, tf32) * double(spec.linears());
 }
 
+double sequence_gradient_tolerance(const SequenceSpec& spec, DType dtype, bool tf32) {
+  return 2 * sequence_tolerance(spec, dtype, tf32);
+}
+
+std::string parameter_name(size_t index) {
+  return "linear " + std::to_string(index / 2 + 1) + (index % 2 == 0 ? " weight" : " bias");
+}
+
+std::vector<std::vector<double>> reference_parameter_gradients(const Sequence& sequence) {
+  const SequenceSpec& spec = sequence.spec;
+  const size_t layers = spec.linears();
+  // Forward, keeping what the backward reads: each Linear's input and each ReLU's input.
+  std::vector<Tensor> inputs, weights, biases, pre_relu;
+  Tensor x = host_f64(Shape{spec.batch, spec.widths.front()}, reference::to_double(sequence.input));
+  for (size_t i = 0; i < layers; ++i) {
+    const int64_t in = spec.widths[i], out = spec.widths[i + 1];
+    inputs.push_back(x);
+    weights.push_back(host_f64(Shape{out, in}, reference::to_double(sequence.parameters[2 * i])));
+    biases.push_back(host_f64(Shape{out}, reference::to_double(sequence.parameters[2 * i + 1])));
+    const Tensor z = host_f64(Shape{spec.batch, out}, reference::linear(x, weights[i], biases[i]));
+    if (i + 1 < layers) {
+      pre_relu.push_back(z);
+      x = host_f64(Shape{spec.batch, out}, reference::relu(z));
+    }
+  }
+  // Backward from d sum(y) / dy = ones.
+  std::vector<std::vector<double>> grads(2 * layers);
+  Tensor g = host_f64(Shape{spec.batch, spec.widths.back()},
+                      std::vector<double>(static_cast<size_t>(spec.batch * spec.widths.back()), 1.0));
+  for (size_t i = layers; i-- > 0;) {
+    const reference::Grads lg = reference::linear_backward(g, inputs[i], weights[i], biases[i]);
+    grads[2 * i] = lg[1];
+    grads[2 * i + 1] = lg[2];
+    if (i == 0) break;
+    const Tensor g_x = host_f64(inputs[i].sizes(), lg[0]);
+    g = host_f64(inputs[i].sizes(), reference::relu_backward(g_x, pre_relu[i - 1])[0]);
+  }
+  return grads;
+}
+
 }  // namespace strata::frontend

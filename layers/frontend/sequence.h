@@ -90,8 +90,18 @@ Sequence prepare_sequence(const SequenceSpec& spec, DType dtype, Device device, 
 // (layers/kernels/reference, step by step in double precision).
 std::vector<double> reference_result(const Sequence& sequence);
 
+// The float64 gradients of sum(output) with respect to every parameter, in Sequence::parameters' order
+// (weight, bias of each Linear): the reference of `trace mlp --backward --check`. Forward and backward
+// in double precision from host copies (reference::linear_backward, reference::relu_backward).
+std::vector<std::vector<double>> reference_parameter_gradients(const Sequence& sequence);
+// "linear 1 weight", "linear 2 bias": parameter i's name in messages and reports.
+std::string parameter_name(size_t index);
+
 // The tolerance of a whole forward's relative error: the per-dtype tolerance of one op times the number
 // of Linears, since each GEMM adds its own rounding error to what it was given (to first order).
 double sequence_tolerance(const SequenceSpec& spec, DType dtype, bool tf32);
+// For the parameters' gradients: twice that, since a gradient passes back through as many GEMMs as the
+// forward that fed it (each weight's gradient is one more GEMM of the two).
+double sequence_gradient_tolerance(const SequenceSpec& spec, DType dtype, bool tf32);
 
 }  // namespace strata::frontend

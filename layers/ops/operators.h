@@ -9,6 +9,8 @@
 //   kCpu, kCuda       the backend kernels and where they live (`strata ops` prints it); NoKernel: none
 //   kReference        the float64 reference every kernel is checked against (--check and the tests)
 //   kBackward         the node the Autograd key records and what it saves
+//   backward          the node's formula, for a differentiable op: gradients through other operators
+//   kReferenceBackward its float64 gradients (the tests and --backward --check)
 //   kSpecHelp, spec   the CLI's spec ("matmul 1024"): its help line, and the call it builds, checked with
 //                     the op's shape rule (lib/op_shapes.h), with the figures the report needs
 // Code that needs a list of operators reads AllOps: the dispatcher's tables and registration
@@ -74,6 +76,9 @@ inline Shape shape(const std::vector<int64_t>& d) {
 }
 }  // namespace spec_text
 
+// The spec of an op that reads the conv options, as conv2d's (defined with Conv2d below).
+inline SpecCall conv_spec(std::vector<int64_t>& d, const ConvOptions& options, std::string_view typed);
+
 // The spec of a pointwise op over `tensors` inputs of the shape typed ("relu 1024", "add 32x32"): one
 // operation per element, and memory-bound (each input read once, the output written once).
 inline SpecCall pointwise_spec(const std::vector<int64_t>& d, int tensors, const char* joiner) {
@@ -118,7 +123,10 @@ struct Matmul {
   static constexpr KernelDecl kCpu{&kernels::cpu::matmul, "layers/kernels/cpu/gemm.cpp (OpenBLAS cblas_sgemm / cblas_dgemm)"};
   static constexpr KernelDecl kCuda{&kernels::cuda::matmul, "layers/kernels/cuda/cublas_gemm.cpp (cuBLAS)"};
   static constexpr auto kReference = &reference::matmul;
+  static constexpr auto kReferenceBackward = &reference::matmul_backward;  // float64 gradients
   static constexpr BackwardDecl kBackward{"MmBackward", 0b11};
+  // MmBackward: grad @ other^T, self^T @ grad (defined below AllOps: it calls other operators).
+  static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr const char* kSpecHelp = "  matmul N | MxKxN         [M,K] @ [K,N]            e.g. matmul 1024, matmul 512x1024x256\n";
 
   static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view typed) {
@@ -144,7 +152,10 @@ struct Linear {
   static constexpr KernelDecl kCpu{&kernels::cpu::linear, "layers/kernels/cpu/gemm.cpp (bias rows + OpenBLAS gemm, beta=1)"};
   static constexpr KernelDecl kCuda{&kernels::cuda::linear, "layers/kernels/cuda/cublas_gemm.cpp (cuBLAS, bias epilogue)"};
   static constexpr auto kReference = &reference::linear;
+  static constexpr auto kReferenceBackward = &reference::linear_backward;  // float64 gradients
   static constexpr BackwardDecl kBackward{"AddmmBackward", 0b11};
+  // AddmmBackward: grad @ weight, grad^T @ input, bias_backward(grad) (defined below AllOps: it calls other operators).
+  static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr const char* kSpecHelp = "  linear BxINxOUT          input [B,IN], weight [OUT,IN], bias [OUT]   e.g. linear 32x768x3072\n";
 
   static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view typed) {
@@ -173,7 +184,10 @@ struct Conv2d {
   static constexpr KernelDecl kCpu{&kernels::cpu::conv2d, "layers/kernels/cpu/conv.cpp (im2col + OpenBLAS gemm)"};
   static constexpr KernelDecl kCuda{&kernels::cuda::conv2d, "layers/kernels/cuda/cudnn_conv.cpp (cuDNN)"};
   static constexpr auto kReference = &reference::conv2d;
+  static constexpr auto kReferenceBackward = &reference::conv2d_backward;  // float64 gradients
   static constexpr BackwardDecl kBackward{"ConvolutionBackward", 0b11};
+  // ConvolutionBackward: conv2d_input_backward, conv2d_weight_backward, bias_backward (defined below AllOps: it calls other operators).
+  static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr const char* kSpecHelp =
       "  conv NxCxHxW             input [N,C,H,W]; --out-channels K --kernel R --stride S --pad P\n"
       "                           e.g. conv 32x64x56x56 --out-channels 64 --kernel 3 --pad 1\n";
@@ -184,6 +198,10 @@ struct Conv2d {
 inline constexpr EntryPoint<Conv2d> conv2d{};  // NOLINT(readability-identifier-naming): called like a function
 
 inline SpecCall Conv2d::spec(std::vector<int64_t>& d, const ConvOptions& options, std::string_view typed) {
+  return conv_spec(d, options, typed);
+}
+
+inline SpecCall conv_spec(std::vector<int64_t>& d, const ConvOptions& options, std::string_view typed) {
   constexpr int64_t kMaxDim = 2147483647;  // BLAS and CUDA index with int32
   if (d.size() != 4)
     throw UsageError("conv takes NxCxHxW (batch, channels, height, width), got '" + std::string(typed) + "'");
@@ -231,7 +249,10 @@ struct Relu {
   static constexpr KernelDecl kCpu{&kernels::cpu::relu, "layers/kernels/cpu/pointwise.cpp (vectorised loop)"};
   static constexpr KernelDecl kCuda{&kernels::cuda::relu, "layers/kernels/cuda/pointwise.cu (strata's own kernel)"};
   static constexpr auto kReference = &reference::relu;
+  static constexpr auto kReferenceBackward = &reference::relu_backward;  // float64 gradients
   static constexpr BackwardDecl kBackward{"ReluBackward", 0, /*saves_result=*/true};
+  // ReluBackward: threshold_backward(grad, result, 0) (defined below AllOps: it calls other operators).
+  static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr const char* kSpecHelp = "  relu N | shape           N elements (or a shape like 1024x1024)   e.g. relu 1048576\n";
 
   static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
@@ -249,7 +270,10 @@ struct Add {
   static constexpr KernelDecl kCpu{&kernels::cpu::add, "layers/kernels/cpu/pointwise.cpp (vectorised loop)"};
   static constexpr KernelDecl kCuda{&kernels::cuda::add, "layers/kernels/cuda/pointwise.cu (strata's own kernel)"};
   static constexpr auto kReference = &reference::add;
+  static constexpr auto kReferenceBackward = &reference::add_backward;  // float64 gradients
   static constexpr BackwardDecl kBackward{"AddBackward", 0};  // add saves nothing
+  // AddBackward: grad, alpha * grad (defined below AllOps: it calls other operators).
+  static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr const char* kSpecHelp = "  add N | shape            a + b, same shapes                         e.g. add 1048576\n";
 
   static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
@@ -267,7 +291,10 @@ struct Gelu {
   static constexpr KernelDecl kCpu{&kernels::cpu::gelu, "layers/kernels/cpu/pointwise.cpp (erf loop)"};
   static constexpr KernelDecl kCuda{&kernels::cuda::gelu, "layers/kernels/cuda/pointwise.cu (strata's own kernel)"};
   static constexpr auto kReference = &reference::gelu;
+  static constexpr auto kReferenceBackward = &reference::gelu_backward_of;  // float64 gradients
   static constexpr BackwardDecl kBackward{"GeluBackward", 0b1};  // dx needs x: Phi(x) + x * phi(x)
+  // GeluBackward: gelu_backward(grad, self) (defined below AllOps: it calls other operators).
+  static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr const char* kSpecHelp = "  gelu N | shape           N elements, x * Phi(x) (exact, erf)         e.g. gelu 1048576\n";
 
   static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
@@ -276,6 +303,218 @@ struct Gelu {
 
 };
 inline constexpr EntryPoint<Gelu> gelu{};  // NOLINT(readability-identifier-naming): called like a function
+
+// ---- Gradient ops ---------------------------------------------------------------------------------------
+// What the backward formulas call (Note [The autograd graph], layers/autograd). Each is an operator like
+// any other: a schema, kernels on both backends, a float64 reference, a spec so `strata trace` can trace
+// it alone. Their own Autograd nodes have no formula: strata computes first derivatives only.
+
+struct Gemm {
+  static constexpr const char* kName = "gemm";
+  static constexpr std::string_view kAlias = "";
+  static constexpr const char* kSchema =
+      "gemm(Tensor self, Tensor other, int transpose_self=0, int transpose_other=0) -> Tensor";
+  using Signature = Tensor(const Tensor& self, const Tensor& other, int64_t transpose_self, int64_t transpose_other);
+  static constexpr KernelDecl kCpu{&kernels::cpu::gemm, "layers/kernels/cpu/gemm.cpp (OpenBLAS gemm with Trans flags)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::gemm, "layers/kernels/cuda/cublas_gemm.cpp (cublasGemmEx with op flags)"};
+  static constexpr auto kReference = &reference::gemm;
+  static constexpr BackwardDecl kBackward{"GemmBackward", 0};
+  static constexpr const char* kSpecHelp =
+      "gradient ops (what --backward calls; each traces alone too):\n"
+      "  gemm MxKxN               op(A) @ op(B), transposes as flags (0 here)   e.g. gemm 3072x32x768\n";
+
+  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view typed) {
+    if (d.size() != 3) throw UsageError("gemm takes MxKxN, got '" + std::string(typed) + "'");
+    SpecCall c;
+    const Shape a{d[0], d[1]}, b{d[1], d[2]};
+    c.args = {SpecArg::tensor(a), SpecArg::tensor(b), SpecArg::integer(0), SpecArg::integer(0)};
+    c.outputs = {op_shapes::gemm(a, b, 0, 0)};
+    c.description = spec_text::bracket(a) + " @ " + spec_text::bracket(b);
+    c.gemm_shape = spec_text::dims(d, 0, 3);
+    c.flops = 2.0 * spec_text::elements(d);
+    return c;
+  }
+};
+inline constexpr EntryPoint<Gemm> gemm{};  // NOLINT(readability-identifier-naming): called like a function
+
+struct Sum {
+  static constexpr const char* kName = "sum";
+  static constexpr std::string_view kAlias = "";
+  static constexpr const char* kSchema = "sum(Tensor self) -> Tensor";
+  using Signature = Tensor(const Tensor& self);
+  static constexpr KernelDecl kCpu{&kernels::cpu::sum, "layers/kernels/cpu/pointwise.cpp (loop, f64 accumulator)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::sum, "layers/kernels/cuda/pointwise.cu (strata's own reduction)"};
+  static constexpr auto kReference = &reference::sum;
+  static constexpr auto kReferenceBackward = &reference::sum_backward;  // float64 gradients
+  // Saves self for its shape only: strata's nodes save tensors, not sizes (docs/autograd.md).
+  static constexpr BackwardDecl kBackward{"SumBackward", 0b1};
+  // SumBackward: expand_as(grad, self).
+  static GradList backward(const RecordedNode& node, const Tensor& grad);
+  static constexpr const char* kSpecHelp = "  sum N | shape            all elements -> one (the seed of y.sum().backward())\n";
+
+  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
+    SpecCall c = pointwise_spec(d, 1, "");
+    c.outputs = {Shape{}};
+    c.elements_moved = spec_text::elements(d) + 1;
+    return c;
+  }
+};
+inline constexpr EntryPoint<Sum> sum{};  // NOLINT(readability-identifier-naming): called like a function
+
+struct OnesLike {
+  static constexpr const char* kName = "ones_like";
+  static constexpr std::string_view kAlias = "";
+  static constexpr const char* kSchema = "ones_like(Tensor self) -> Tensor";
+  using Signature = Tensor(const Tensor& self);
+  static constexpr KernelDecl kCpu{&kernels::cpu::ones_like, "layers/kernels/cpu/pointwise.cpp (fill loop)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::ones_like, "layers/kernels/cuda/pointwise.cu (strata's own fill kernel)"};
+  static constexpr auto kReference = &reference::ones_like;
+  static constexpr BackwardDecl kBackward{"OnesLikeBackward", 0};
+  static constexpr const char* kSpecHelp = "  ones_like N | shape      ones of self's shape (the gradient a backward pass starts from)\n";
+
+  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
+    SpecCall c = pointwise_spec(d, 1, "");
+    c.flops = 0;
+    c.elements_moved = spec_text::elements(d);  // written only
+    return c;
+  }
+};
+inline constexpr EntryPoint<OnesLike> ones_like{};  // NOLINT(readability-identifier-naming): called like a function
+
+struct ExpandAs {
+  static constexpr const char* kName = "expand_as";
+  static constexpr std::string_view kAlias = "";
+  static constexpr const char* kSchema = "expand_as(Tensor self, Tensor other) -> Tensor";
+  using Signature = Tensor(const Tensor& self, const Tensor& other);
+  static constexpr KernelDecl kCpu{&kernels::cpu::expand_as, "layers/kernels/cpu/pointwise.cpp (fill loop)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::expand_as, "layers/kernels/cuda/pointwise.cu (strata's own fill kernel)"};
+  static constexpr auto kReference = &reference::expand_as;
+  static constexpr BackwardDecl kBackward{"ExpandBackward", 0};
+  static constexpr const char* kSpecHelp = "  expand_as N | shape      one element broadcast to the shape (SumBackward's call)\n";
+
+  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
+    SpecCall c;
+    const Shape one{1}, s = spec_text::shape(d);
+    c.args = {SpecArg::tensor(one), SpecArg::tensor(s)};
+    c.outputs = {s};
+    c.description = spec_text::bracket(one) + " -> " + spec_text::bracket(s);
+    c.elements_moved = spec_text::elements(d) + 1;
+    return c;
+  }
+};
+inline constexpr EntryPoint<ExpandAs> expand_as{};  // NOLINT(readability-identifier-naming): called like a function
+
+struct ThresholdBackward {
+  static constexpr const char* kName = "threshold_backward";
+  static constexpr std::string_view kAlias = "";
+  static constexpr const char* kSchema =
+      "threshold_backward(Tensor grad_output, Tensor self, float threshold=0) -> Tensor";
+  using Signature = Tensor(const Tensor& grad_output, const Tensor& self, double threshold);
+  static constexpr KernelDecl kCpu{&kernels::cpu::threshold_backward, "layers/kernels/cpu/pointwise.cpp (vectorised loop)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::threshold_backward, "layers/kernels/cuda/pointwise.cu (strata's own kernel)"};
+  static constexpr auto kReference = &reference::threshold_backward;
+  static constexpr BackwardDecl kBackward{"ThresholdBackwardBackward", 0};
+  static constexpr const char* kSpecHelp = "  threshold_backward N     grad where self > 0, else 0 (ReluBackward's call)\n";
+
+  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
+    return pointwise_spec(d, 2, ", ");  // threshold keeps its default, 0
+  }
+};
+inline constexpr EntryPoint<ThresholdBackward> threshold_backward{};  // NOLINT(readability-identifier-naming)
+
+struct GeluBackward {
+  static constexpr const char* kName = "gelu_backward";
+  static constexpr std::string_view kAlias = "";
+  static constexpr const char* kSchema = "gelu_backward(Tensor grad_output, Tensor self) -> Tensor";
+  using Signature = Tensor(const Tensor& grad_output, const Tensor& self);
+  static constexpr KernelDecl kCpu{&kernels::cpu::gelu_backward, "layers/kernels/cpu/pointwise.cpp (erf/exp loop)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::gelu_backward, "layers/kernels/cuda/pointwise.cu (strata's own kernel)"};
+  static constexpr auto kReference = &reference::gelu_backward;
+  static constexpr BackwardDecl kBackward{"GeluBackwardBackward", 0};
+  static constexpr const char* kSpecHelp = "  gelu_backward N          grad * (Phi(x) + x phi(x)) (GeluBackward's call)\n";
+
+  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
+    return pointwise_spec(d, 2, ", ");
+  }
+};
+inline constexpr EntryPoint<GeluBackward> gelu_backward{};  // NOLINT(readability-identifier-naming)
+
+struct BiasBackward {
+  static constexpr const char* kName = "bias_backward";
+  static constexpr std::string_view kAlias = "";
+  static constexpr const char* kSchema = "bias_backward(Tensor grad_output) -> Tensor";
+  using Signature = Tensor(const Tensor& grad_output);
+  static constexpr KernelDecl kCpu{&kernels::cpu::bias_backward, "layers/kernels/cpu/pointwise.cpp (loop, f64 accumulator)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::bias_backward, "layers/kernels/cuda/pointwise.cu (strata's own reduction)"};
+  static constexpr auto kReference = &reference::bias_backward;
+  static constexpr BackwardDecl kBackward{"BiasBackwardBackward", 0};
+  static constexpr const char* kSpecHelp =
+      "  bias_backward BxC | NxCxHxW   sum over all dims but C (linear's and conv's bias gradient)\n";
+
+  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view typed) {
+    if (d.size() != 2 && d.size() != 4)
+      throw UsageError("bias_backward takes BxC or NxCxHxW, got '" + std::string(typed) + "'");
+    SpecCall c = pointwise_spec(d, 1, "");
+    c.outputs = {op_shapes::bias_backward(spec_text::shape(d))};
+    c.elements_moved = spec_text::elements(d) + double(d[1]);
+    return c;
+  }
+};
+inline constexpr EntryPoint<BiasBackward> bias_backward{};  // NOLINT(readability-identifier-naming)
+
+// The spec of a conv2d gradient: the conv's own spec, with the gradient of its output in front.
+inline SpecCall conv_backward_spec(std::vector<int64_t>& d, const ConvOptions& options, std::string_view typed,
+                                   const char* what) {
+  SpecCall conv = conv_spec(d, options, typed);
+  SpecCall c;
+  c.args = {SpecArg::tensor(conv.outputs.front()), conv.args[0], conv.args[1], conv.args[3], conv.args[4]};
+  c.outputs = {what[0] == 'i' ? conv.args[0].shape : conv.args[1].shape};
+  c.description = std::string(what) + " of conv2d " + conv.description;
+  c.gemm_shape = conv.gemm_shape;
+  c.flops = conv.flops;  // each gradient is one GEMM of the forward's size
+  c.workspace_dims = conv.workspace_dims;
+  return c;
+}
+
+struct Conv2dInputBackward {
+  static constexpr const char* kName = "conv2d_input_backward";
+  static constexpr std::string_view kAlias = "";
+  static constexpr const char* kSchema =
+      "conv2d_input_backward(Tensor grad_output, Tensor input, Tensor weight, int stride=1, int padding=0) -> Tensor";
+  using Signature = Tensor(const Tensor& grad_output, const Tensor& input, const Tensor& weight, int64_t stride,
+                           int64_t padding);
+  static constexpr KernelDecl kCpu{&kernels::cpu::conv2d_input_backward, "layers/kernels/cpu/conv.cpp (OpenBLAS gemm + col2im)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::conv2d_input_backward, "layers/kernels/cuda/cudnn_conv.cpp (cuDNN backward data)"};
+  static constexpr auto kReference = &reference::conv2d_input_backward;
+  static constexpr BackwardDecl kBackward{"ConvolutionBackwardBackward", 0};
+  static constexpr const char* kSpecHelp =
+      "  conv2d_input_backward NxCxHxW    the input gradient of `conv NxCxHxW` (same options)\n";
+  static constexpr bool kReadsConvOptions = true;
+  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions& conv, std::string_view typed) {
+    return conv_backward_spec(d, conv, typed, "input gradient");
+  }
+};
+inline constexpr EntryPoint<Conv2dInputBackward> conv2d_input_backward{};  // NOLINT(readability-identifier-naming)
+
+struct Conv2dWeightBackward {
+  static constexpr const char* kName = "conv2d_weight_backward";
+  static constexpr std::string_view kAlias = "";
+  static constexpr const char* kSchema =
+      "conv2d_weight_backward(Tensor grad_output, Tensor input, Tensor weight, int stride=1, int padding=0) -> Tensor";
+  using Signature = Tensor(const Tensor& grad_output, const Tensor& input, const Tensor& weight, int64_t stride,
+                           int64_t padding);
+  static constexpr KernelDecl kCpu{&kernels::cpu::conv2d_weight_backward, "layers/kernels/cpu/conv.cpp (im2col + OpenBLAS gemm)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::conv2d_weight_backward, "layers/kernels/cuda/cudnn_conv.cpp (cuDNN backward filter)"};
+  static constexpr auto kReference = &reference::conv2d_weight_backward;
+  static constexpr BackwardDecl kBackward{"ConvolutionBackwardBackward", 0};
+  static constexpr const char* kSpecHelp =
+      "  conv2d_weight_backward NxCxHxW   the weight gradient of `conv NxCxHxW` (same options)\n";
+  static constexpr bool kReadsConvOptions = true;
+  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions& conv, std::string_view typed) {
+    return conv_backward_spec(d, conv, typed, "weight gradient");
+  }
+};
+inline constexpr EntryPoint<Conv2dWeightBackward> conv2d_weight_backward{};  // NOLINT(readability-identifier-naming)
 
 // Whether an op's spec reads the conv options; an op declares kReadsConvOptions only if it does, and the
 // frontend refuses those options for every other op.
@@ -313,13 +552,80 @@ struct OpList {
   }
 };
 
-using AllOps = OpList<Matmul, Linear, Conv2d, Relu, Add, Gelu>;
+using AllOps = OpList<Matmul, Linear, Conv2d, Relu, Add, Gelu, Gemm, Sum, OnesLike, ExpandAs, ThresholdBackward,
+                      GeluBackward, BiasBackward, Conv2dInputBackward, Conv2dWeightBackward>;
 
 template <typename Op>
 constexpr size_t op_index() {
   constexpr size_t kIndex = AllOps::index_of<Op>();
   static_assert(kIndex < AllOps::kSize, "not an operator in AllOps");
   return kIndex;
+}
+
+// ---- Backward formulas --------------------------------------------------------------------------------
+// One per differentiable op, declared in its struct; here because they call operators declared after it.
+// Each returns the gradient of every argument whose needs_grad is true, by argument position, and calls
+// only operators (dispatcher calls): see Note [The autograd graph].
+
+inline GradList Matmul::backward(const RecordedNode& node, const Tensor& grad) {
+  GradList g;
+  if (node.needs_grad(0)) g[0] = ops::gemm(grad, node.input(1), 0, 1);  // [M,N] @ [K,N]^T
+  if (node.needs_grad(1)) g[1] = ops::gemm(node.input(0), grad, 1, 0);  // [M,K]^T @ [M,N]
+  return g;
+}
+
+inline GradList Linear::backward(const RecordedNode& node, const Tensor& grad) {
+  GradList g;
+  if (node.needs_grad(0)) g[0] = ops::gemm(grad, node.input(1), 0, 0);  // [B,OUT] @ [OUT,IN]
+  if (node.needs_grad(1)) g[1] = ops::gemm(grad, node.input(0), 1, 0);  // [B,OUT]^T @ [B,IN]
+  if (node.needs_grad(2)) g[2] = ops::bias_backward(grad);              // sum over the batch
+  return g;
+}
+
+inline GradList Conv2d::backward(const RecordedNode& node, const Tensor& grad) {
+  GradList g;
+  const auto stride = static_cast<int64_t>(node.scalar(3)), padding = static_cast<int64_t>(node.scalar(4));
+  if (node.needs_grad(0)) g[0] = ops::conv2d_input_backward(grad, node.input(0), node.input(1), stride, padding);
+  if (node.needs_grad(1)) g[1] = ops::conv2d_weight_backward(grad, node.input(0), node.input(1), stride, padding);
+  if (node.needs_grad(2)) g[2] = ops::bias_backward(grad);
+  return g;
+}
+
+inline GradList Relu::backward(const RecordedNode& node, const Tensor& grad) {
+  GradList g;
+  g[0] = ops::threshold_backward(grad, node.result(), 0.0);  // the result is positive exactly where x is
+  return g;
+}
+
+inline GradList Add::backward(const RecordedNode& node, const Tensor& grad) {
+  GradList g;
+  const double alpha = node.scalar(2);
+  if (node.needs_grad(0)) g[0] = grad;
+  // alpha * grad as grad + (alpha - 1) * grad: add is the one scaling op strata has.
+  if (node.needs_grad(1)) g[1] = alpha == 1.0 ? grad : ops::add(grad, grad, alpha - 1.0);
+  return g;
+}
+
+inline GradList Gelu::backward(const RecordedNode& node, const Tensor& grad) {
+  GradList g;
+  g[0] = ops::gelu_backward(grad, node.input(0));
+  return g;
+}
+
+inline GradList Sum::backward(const RecordedNode& node, const Tensor& grad) {
+  GradList g;
+  g[0] = ops::expand_as(grad, node.input(0));
+  return g;
+}
+
+// An op's backward formula, or null for the gradient ops (which have none).
+template <typename Op>
+constexpr BackwardFormula backward_formula() {
+  if constexpr (requires { &Op::backward; }) {
+    return &Op::backward;
+  } else {
+    return nullptr;
+  }
 }
 
 // Typed access to an operator's entry in the dispatcher, and registration of a kernel that lasts as long

@@ -16,7 +16,7 @@ struct AutogradKernel;
 template <typename Op, typename... Args>
 struct AutogradKernel<Op, Tensor(Args...)> {
   static Tensor fn(DispatchKeySet ks, Args... args) {
-    return record_backward<KernelFn<Op>>(op_index<Op>(), Op::kBackward, ks, args...);
+    return record_backward<KernelFn<Op>>(op_index<Op>(), Op::kName, Op::kBackward, backward_formula<Op>(), ks, args...);
   }
 };
 
@@ -30,7 +30,9 @@ Dispatcher& Dispatcher::instance() {
       using Op = decltype(op);
       entries.emplace_back(Op::kName, Op::kSchema);  // the schema is parsed by the binding layer
     });
-    auto* d = new Dispatcher(std::move(entries));  // never destroyed: kernels may run during static destruction
+    auto* d = new Dispatcher(std::move(entries));
+    // AccumulateGrad (layers/dispatch) adds gradients with an operator it cannot name itself.
+    autograd_detail::g_add = [](const Tensor& a, const Tensor& b) { return ops::add(a, b, 1.0); };  // never destroyed: kernels may run during static destruction
     ops::AllOps::for_each([&](auto op) {
       using Op = decltype(op);
       if constexpr (ops::kHasKernel<decltype(Op::kCpu)>) {

@@ -141,3 +141,36 @@ TEST_CASE("bad mlp input is refused with exit 2, one message, no output") {
   test::check_refused(test::run_strata(test::cpu({"compare", "mlp", "4x4"})), 2, "at least 3 needed");
   CHECK(dir.entries().empty());
 }
+
+TEST_CASE("strata trace mlp --backward: backward op log, per-node rows, every parameter's gradient checked") {
+  test::TempDir dir;
+  const std::string json = dir.file("b.json"), trace = dir.file("b.trace.json");
+  auto r = test::run_strata(test::cpu({"trace", "mlp", "8x32x16x4", "--requires-grad", "--backward", "--check",
+                                       "--json", json, "--chrome-trace", trace}));
+  test::check_no_crash(r);
+  REQUIRE(r.exit_code == 0);
+  CHECK(test::contains(r.out, "op log (one backward"));
+  CHECK(test::contains(r.out, "backward profile: "));
+  CHECK(test::contains(r.out, "linear 1 weight"));
+  auto doc = nlohmann::json::parse(test::read_file(json));
+  CHECK(doc["check"]["passed"] == true);
+  const auto& b = doc["backward_sequence"];
+  REQUIRE(b["op_log"].size() >= 4);
+  CHECK(b["op_log"][0]["op"] == "sum (seed)");
+  std::map<std::string, int> nodes;
+  for (const auto& step : b["op_log"]) ++nodes[step["op"].get<std::string>()];
+  CHECK(nodes["AddmmBackward"] == 2);
+  CHECK(nodes["ReluBackward"] == 1);
+  CHECK(nodes["AccumulateGrad"] == 4);  // two weights, two biases; the input is data
+  CHECK(b["forwards"] == 3);
+  // The gradient check covers every parameter.
+  const auto& checks = doc["backward"]["gradient_checks"];
+  REQUIRE(checks.size() == 4);
+  for (const auto& c : checks) CHECK(c["passed"] == true);
+  const std::string text = test::read_file(trace);
+  CHECK(reports::check_chrome_trace(text).empty());
+  CHECK(text.find("AddmmBackward") != std::string::npos);
+  // --backward needs something to differentiate.
+  test::check_refused(test::run_strata(test::cpu({"trace", "mlp", "8x32x16x4", "--backward"})), 2,
+                      "--backward needs --requires-grad");
+}

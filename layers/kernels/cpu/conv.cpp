@@ -12,6 +12,8 @@
 namespace strata::kernels::cpu {
 
 void gemm_for_conv(DType dtype, int64_t m, int64_t n, int64_t k, const void* a, const void* b, void* c);
+void gemm_for_conv_backward(DType dtype, bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
+                            const void* a, const void* b, double beta, void* c);
 
 namespace {
 
@@ -37,6 +39,69 @@ void im2col(const T* image, const op_shapes::Conv2dGeometry& g, T* columns) {
         }
       }
     }
+  }
+}
+
+// The adjoint of im2col: every column entry is added back onto the input pixel it was copied from
+// (padding positions are dropped). `image` must be zeroed first.
+template <typename T>
+void col2im(const T* columns, const op_shapes::Conv2dGeometry& g, T* image) {
+  const int64_t out_hw = g.out_height * g.out_width;
+  for (int64_t c = 0; c < g.in_channels; ++c) {
+    for (int64_t r = 0; r < g.kernel_h; ++r) {
+      for (int64_t s = 0; s < g.kernel_w; ++s) {
+        const T* row = columns + ((c * g.kernel_h + r) * g.kernel_w + s) * out_hw;
+        for (int64_t oh = 0; oh < g.out_height; ++oh) {
+          const int64_t ih = oh * g.stride - g.padding + r;
+          if (ih < 0 || ih >= g.height) continue;
+          T* dst = image + (c * g.height + ih) * g.width;
+          const T* src = row + oh * g.out_width;
+          for (int64_t ow = 0; ow < g.out_width; ++ow) {
+            const int64_t iw = ow * g.stride - g.padding + s;
+            if (iw >= 0 && iw < g.width) dst[iw] += src[ow];
+          }
+        }
+      }
+    }
+  }
+}
+
+// dX: per image, columns [CRS, P] = W^T [CRS, K] @ dY_n [K, P], then col2im onto dX_n.
+template <typename T>
+void conv2d_input_backward_impl(const Tensor& grad_output, const Tensor& weight, const op_shapes::Conv2dGeometry& g,
+                                Tensor& grad_input) {
+  const int64_t crs = g.in_channels * g.kernel_h * g.kernel_w;
+  const int64_t out_hw = g.out_height * g.out_width, in_chw = g.in_channels * g.height * g.width;
+  std::vector<T> columns(static_cast<size_t>(crs * out_hw));
+  T* dx = grad_input.data<T>();
+  std::fill(dx, dx + grad_input.numel(), T(0));
+  for (int64_t n = 0; n < g.batch; ++n) {
+    {
+      STRATA_ZONE(gemm_zone, Layer::kLibrary, grad_output.dtype() == DType::kF32 ? "cblas_sgemm" : "cblas_dgemm");
+      gemm_for_conv_backward(grad_output.dtype(), true, false, crs, out_hw, g.out_channels, weight.data_ptr(),
+                             grad_output.data<T>() + n * g.out_channels * out_hw, 0.0, columns.data());
+    }
+    STRATA_ZONE(zone, Layer::kLibrary, "col2im");
+    col2im(columns.data(), g, dx + n * in_chw);
+  }
+}
+
+// dW [K, CRS] = sum over images of dY_n [K, P] @ columns_n^T [P, CRS]; the GEMM accumulates (beta = 1).
+template <typename T>
+void conv2d_weight_backward_impl(const Tensor& grad_output, const Tensor& input, const op_shapes::Conv2dGeometry& g,
+                                 Tensor& grad_weight) {
+  const int64_t crs = g.in_channels * g.kernel_h * g.kernel_w;
+  const int64_t out_hw = g.out_height * g.out_width, in_chw = g.in_channels * g.height * g.width;
+  std::vector<T> columns(static_cast<size_t>(crs * out_hw));
+  for (int64_t n = 0; n < g.batch; ++n) {
+    {
+      STRATA_ZONE(zone, Layer::kLibrary, "im2col");
+      im2col(input.data<T>() + n * in_chw, g, columns.data());
+    }
+    STRATA_ZONE(gemm_zone, Layer::kLibrary, grad_output.dtype() == DType::kF32 ? "cblas_sgemm" : "cblas_dgemm");
+    gemm_for_conv_backward(grad_output.dtype(), false, true, g.out_channels, crs, out_hw,
+                           grad_output.data<T>() + n * g.out_channels * out_hw, columns.data(), n == 0 ? 0.0 : 1.0,
+                           grad_weight.data_ptr());
   }
 }
 
@@ -78,6 +143,36 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
     conv2d_impl<float>(input, weight, bias, g, out);
   } else {
     conv2d_impl<double>(input, weight, bias, g, out);
+  }
+  return out;
+}
+
+Tensor conv2d_input_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight, int64_t stride,
+                             int64_t padding) {
+  STRATA_ZONE(zone, Layer::kLibrary, "conv2d_input_backward (cpu)");
+  op_shapes::check_operands("conv2d_input_backward", check_cpu_input, grad_output, input, weight);
+  const auto g =
+      op_shapes::conv2d_backward("conv2d_input_backward", grad_output.sizes(), input.sizes(), weight.sizes(), stride, padding);
+  Tensor out = Tensor::empty(input.sizes(), input.dtype(), input.device());
+  if (input.dtype() == DType::kF32) {
+    conv2d_input_backward_impl<float>(grad_output, weight, g, out);
+  } else {
+    conv2d_input_backward_impl<double>(grad_output, weight, g, out);
+  }
+  return out;
+}
+
+Tensor conv2d_weight_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight, int64_t stride,
+                              int64_t padding) {
+  STRATA_ZONE(zone, Layer::kLibrary, "conv2d_weight_backward (cpu)");
+  op_shapes::check_operands("conv2d_weight_backward", check_cpu_input, grad_output, input, weight);
+  const auto g = op_shapes::conv2d_backward("conv2d_weight_backward", grad_output.sizes(), input.sizes(),
+                                            weight.sizes(), stride, padding);
+  Tensor out = Tensor::empty(weight.sizes(), weight.dtype(), weight.device());
+  if (input.dtype() == DType::kF32) {
+    conv2d_weight_backward_impl<float>(grad_output, input, g, out);
+  } else {
+    conv2d_weight_backward_impl<double>(grad_output, input, g, out);
   }
   return out;
 }

@@ -16,6 +16,21 @@ Tensor relu(const Tensor& self);
 Tensor add(const Tensor& self, const Tensor& other, double alpha);
 Tensor gelu(const Tensor& self);  // exact (erf) form
 
+// ---- Gradient ops: what the backward formulas (layers/ops/operators.h) call -------------------------
+// op(self) @ op(other), op = transpose where the flag is 1 (cblas_?gemm's Trans flags): MmBackward's and
+// AddmmBackward's products without materialising a transpose.
+Tensor gemm(const Tensor& self, const Tensor& other, int64_t transpose_self, int64_t transpose_other);
+Tensor sum(const Tensor& self);                         // all elements -> a 0-dim tensor
+Tensor ones_like(const Tensor& self);                   // the seed of a backward pass
+Tensor expand_as(const Tensor& self, const Tensor& other);  // one element broadcast to other's shape
+Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, double threshold);  // relu's
+Tensor gelu_backward(const Tensor& grad_output, const Tensor& self);
+Tensor bias_backward(const Tensor& grad_output);  // sum over every dim but 1: linear's and conv2d's bias
+Tensor conv2d_input_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight, int64_t stride,
+                             int64_t padding);  // input: only its shape is read
+Tensor conv2d_weight_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight, int64_t stride,
+                              int64_t padding);  // weight: only its shape is read
+
 // What the environment report prints: OpenBLAS's own config string and thread count.
 std::string blas_config();
 int blas_threads();

@@ -34,6 +34,22 @@ void gemm(DType dtype, bool transpose_b, int64_t m, int64_t n, int64_t k, const 
   }
 }
 
+// Row-major C[M,N] = op(A) @ op(B) + beta * C with op(A) [M,K] and op(B) [K,N]; A and B are stored as they
+// are before the transpose (a transposed A is stored [K,M]), each contiguous.
+void gemm_transposed(DType dtype, bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k, const void* a,
+                     const void* b, double beta, void* c) {
+  const CBLAS_TRANSPOSE ta = transpose_a ? CblasTrans : CblasNoTrans, tb = transpose_b ? CblasTrans : CblasNoTrans;
+  const auto lda = static_cast<blasint>(transpose_a ? m : k), ldb = static_cast<blasint>(transpose_b ? k : n);
+  const auto bm = static_cast<blasint>(m), bn = static_cast<blasint>(n), bk = static_cast<blasint>(k);
+  if (dtype == DType::kF32) {
+    cblas_sgemm(CblasRowMajor, ta, tb, bm, bn, bk, 1.0f, static_cast<const float*>(a), lda, static_cast<const float*>(b),
+                ldb, static_cast<float>(beta), static_cast<float*>(c), bn);
+  } else {
+    cblas_dgemm(CblasRowMajor, ta, tb, bm, bn, bk, 1.0, static_cast<const double*>(a), lda,
+                static_cast<const double*>(b), ldb, beta, static_cast<double*>(c), bn);
+  }
+}
+
 // The kernel's zone is named after the BLAS routine it ends up calling: one zone per call keeps the
 // probe cost down (bench/overhead_bench), and the routine is what users want to see in the row.
 const char* gemm_name(DType dtype) { return dtype == DType::kF32 ? "cblas_sgemm" : "cblas_dgemm"; }
@@ -67,6 +83,24 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   gemm(input.dtype(), true, rows, cols, input.size(1), input.data_ptr(), weight.data_ptr(),
        bias.defined() ? 1.0 : 0.0, out.data_ptr());
   return out;
+}
+
+Tensor gemm(const Tensor& self, const Tensor& other, int64_t transpose_self, int64_t transpose_other) {
+  STRATA_ZONE(zone, Layer::kLibrary, "gemm (cpu)");
+  op_shapes::check_operands("gemm", check_cpu_input, self, other);
+  const Shape out_shape = op_shapes::gemm(self.sizes(), other.sizes(), transpose_self, transpose_other);
+  zone.rename(gemm_name(self.dtype()));
+  Tensor out = Tensor::empty(out_shape, self.dtype(), self.device());
+  const int64_t k = transpose_self ? self.size(0) : self.size(1);
+  gemm_transposed(self.dtype(), transpose_self != 0, transpose_other != 0, out_shape[0], out_shape[1], k,
+                  self.data_ptr(), other.data_ptr(), 0.0, out.data_ptr());
+  return out;
+}
+
+// Shared with conv.cpp: C = op(A) @ op(B) + beta * C.
+void gemm_for_conv_backward(DType dtype, bool transpose_a, bool transpose_b, int64_t m, int64_t n, int64_t k,
+                            const void* a, const void* b, double beta, void* c) {
+  gemm_transposed(dtype, transpose_a, transpose_b, m, n, k, a, b, beta, c);
 }
 
 // Shared with conv.cpp.

@@ -67,4 +67,136 @@ Tensor add(const Tensor& self, const Tensor& other, double alpha) {
   return out;
 }
 
+// ---- Gradient ops (the backward formulas' calls, layers/ops/operators.h) ------------------------------
+
+namespace {
+
+template <typename T>
+void threshold_backward_loop(const T* __restrict g, const T* __restrict x, T threshold, T* __restrict out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = x[i] <= threshold ? T(0) : g[i];  // PyTorch's: x <= t gives 0
+}
+
+// d/dx x * Phi(x) = Phi(x) + x * phi(x).
+template <typename T>
+void gelu_backward_loop(const T* __restrict g, const T* __restrict x, T* __restrict out, int64_t n) {
+  constexpr T kInvSqrt2 = T(0.70710678118654752440), kInvSqrt2Pi = T(0.39894228040143267794);
+  for (int64_t i = 0; i < n; ++i) {
+    const T cdf = T(0.5) * (T(1) + std::erf(x[i] * kInvSqrt2));
+    const T pdf = kInvSqrt2Pi * std::exp(T(-0.5) * x[i] * x[i]);
+    out[i] = g[i] * (cdf + x[i] * pdf);
+  }
+}
+
+// Sums every dimension but 1 ([B,C] -> [C], [N,C,H,W] -> [C]), accumulating in double: a bias gradient
+// over a large batch is a long sum, and f32 accumulation would lose digits the reference keeps.
+template <typename T>
+void bias_backward_loop(const T* __restrict g, const Shape& s, T* __restrict out) {
+  const int64_t outer = s[0], channels = s[1], inner = s.ndim == 4 ? s[2] * s[3] : 1;
+  for (int64_t c = 0; c < channels; ++c) {
+    double acc = 0;
+    for (int64_t o = 0; o < outer; ++o) {
+      const T* p = g + (o * channels + c) * inner;
+      for (int64_t i = 0; i < inner; ++i) acc += double(p[i]);
+    }
+    out[c] = T(acc);
+  }
+}
+
+template <typename T>
+T sum_loop(const T* __restrict x, int64_t n) {
+  double acc = 0;  // as bias_backward: a long sum keeps its digits
+  for (int64_t i = 0; i < n; ++i) acc += double(x[i]);
+  return T(acc);
+}
+
+template <typename T>
+void fill_loop(T* __restrict out, T value, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = value;
+}
+
+// The value of a one-element tensor, as the element type.
+template <typename T>
+T scalar_of(const Tensor& t) {
+  return t.data<T>()[0];
+}
+
+}  // namespace
+
+Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, double threshold) {
+  STRATA_ZONE(zone, Layer::kLibrary, "threshold_backward (cpu loop)");
+  op_shapes::check_operands("threshold_backward", check_cpu_input, grad_output, self);
+  op_shapes::same_shape("threshold_backward", grad_output.sizes(), self.sizes());
+  Tensor out = Tensor::empty(self.sizes(), self.dtype(), self.device());
+  if (self.dtype() == DType::kF32) {
+    threshold_backward_loop(grad_output.data<float>(), self.data<float>(), static_cast<float>(threshold),
+                            out.data<float>(), self.numel());
+  } else {
+    threshold_backward_loop(grad_output.data<double>(), self.data<double>(), threshold, out.data<double>(),
+                            self.numel());
+  }
+  return out;
+}
+
+Tensor gelu_backward(const Tensor& grad_output, const Tensor& self) {
+  STRATA_ZONE(zone, Layer::kLibrary, "gelu_backward (cpu loop)");
+  op_shapes::check_operands("gelu_backward", check_cpu_input, grad_output, self);
+  op_shapes::same_shape("gelu_backward", grad_output.sizes(), self.sizes());
+  Tensor out = Tensor::empty(self.sizes(), self.dtype(), self.device());
+  if (self.dtype() == DType::kF32) {
+    gelu_backward_loop(grad_output.data<float>(), self.data<float>(), out.data<float>(), self.numel());
+  } else {
+    gelu_backward_loop(grad_output.data<double>(), self.data<double>(), out.data<double>(), self.numel());
+  }
+  return out;
+}
+
+Tensor bias_backward(const Tensor& grad_output) {
+  STRATA_ZONE(zone, Layer::kLibrary, "bias_backward (cpu loop)");
+  check_cpu_input("bias_backward", grad_output);
+  Tensor out = Tensor::empty(op_shapes::bias_backward(grad_output.sizes()), grad_output.dtype(), grad_output.device());
+  if (grad_output.dtype() == DType::kF32) {
+    bias_backward_loop(grad_output.data<float>(), grad_output.sizes(), out.data<float>());
+  } else {
+    bias_backward_loop(grad_output.data<double>(), grad_output.sizes(), out.data<double>());
+  }
+  return out;
+}
+
+Tensor sum(const Tensor& self) {
+  STRATA_ZONE(zone, Layer::kLibrary, "sum (cpu loop)");
+  check_cpu_input("sum", self);
+  Tensor out = Tensor::empty(Shape{}, self.dtype(), self.device());
+  if (self.dtype() == DType::kF32) {
+    out.data<float>()[0] = sum_loop(self.data<float>(), self.numel());
+  } else {
+    out.data<double>()[0] = sum_loop(self.data<double>(), self.numel());
+  }
+  return out;
+}
+
+Tensor ones_like(const Tensor& self) {
+  STRATA_ZONE(zone, Layer::kLibrary, "ones_like (cpu loop)");
+  check_cpu_input("ones_like", self);
+  Tensor out = Tensor::empty(self.sizes(), self.dtype(), self.device());
+  if (self.dtype() == DType::kF32) {
+    fill_loop(out.data<float>(), 1.0f, out.numel());
+  } else {
+    fill_loop(out.data<double>(), 1.0, out.numel());
+  }
+  return out;
+}
+
+Tensor expand_as(const Tensor& self, const Tensor& other) {
+  STRATA_ZONE(zone, Layer::kLibrary, "expand_as (cpu loop)");
+  op_shapes::check_operands("expand_as", check_cpu_input, self, other);
+  // Materialised, not a view: strata's kernels take contiguous tensors (see docs/autograd.md).
+  Tensor out = Tensor::empty(op_shapes::expand_as(self.sizes(), other.sizes()), self.dtype(), self.device());
+  if (self.dtype() == DType::kF32) {
+    fill_loop(out.data<float>(), scalar_of<float>(self), out.numel());
+  } else {
+    fill_loop(out.data<double>(), scalar_of<double>(self), out.numel());
+  }
+  return out;
+}
+
 }  // namespace strata::kernels::cpu

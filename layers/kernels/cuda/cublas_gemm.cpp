@@ -182,6 +182,29 @@ Tensor matmul(const Tensor& self, const Tensor& other) {
   return out;
 }
 
+Tensor gemm(const Tensor& self, const Tensor& other, int64_t transpose_self, int64_t transpose_other) {
+  STRATA_ZONE(zone, Layer::kLibrary, "gemm (cuda)");
+  op_shapes::check_operands("gemm", check_cuda_input, self, other);
+  const Shape out_shape = op_shapes::gemm(self.sizes(), other.sizes(), transpose_self, transpose_other);
+  const int m = checked_int("gemm", out_shape[0]), n = checked_int("gemm", out_shape[1]);
+  const int k = checked_int("gemm", transpose_self ? self.size(0) : self.size(1));
+  const cudaStream_t stream = device_stream(self);
+  CublasHandles& h = handles_for(self, stream);
+  Tensor out = Tensor::empty(out_shape, self.dtype(), self.device());
+  const GemmTypes t = gemm_types(self.dtype());
+  // Note [Row-major GEMM on column-major cuBLAS], with operands that may be stored transposed: C^T =
+  // op(B)^T op(A)^T. A row-major B [K,N] read column-major is already op(B)^T (OP_N, ld N); stored [N,K]
+  // (transpose_other) it reads as op(B), so cuBLAS transposes it (OP_T, ld K). Likewise for A.
+  const cublasOperation_t op_other = transpose_other ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_self = transpose_self ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int ld_other = transpose_other ? k : n, ld_self = transpose_self ? m : k;
+  STRATA_ZONE(call, Layer::kLibrary, "cublasGemmEx");
+  STRATA_CUBLAS_CHECK(cublasGemmEx(h.blas, op_other, op_self, n, m, k, t.one(), other.data_ptr(), t.data, ld_other,
+                                   self.data_ptr(), t.data, ld_self, t.zero(), out.data_ptr(), t.data, n, t.compute,
+                                   CUBLAS_GEMM_DEFAULT));
+  return out;
+}
+
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   STRATA_ZONE(zone, Layer::kLibrary, "linear (cuda)");
   op_shapes::check_operands("linear", check_cuda_input, input, weight, bias);

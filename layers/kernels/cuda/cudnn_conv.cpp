@@ -245,4 +245,162 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
   return out;
 }
 
+// ---- The two gradients of conv2d: cudnnConvolutionBackwardData / BackwardFilter ------------------------
+// The algorithm is cuDNN's heuristic pick (the *_v7 "Get" calls, ranked without running anything), not a
+// timed search as the forward does: a backward pass runs both gradients of every conv, and a per-shape
+// search of each would put seconds into the cold call for what is, at strata's scale, one traced op.
+namespace {
+
+struct BackwardPlan {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  int algo = 0;  // cudnnConvolutionBwdDataAlgo_t or cudnnConvolutionBwdFilterAlgo_t
+  size_t workspace_bytes = 0;
+
+  BackwardPlan() = default;
+  BackwardPlan(const BackwardPlan&) = delete;
+  BackwardPlan& operator=(const BackwardPlan&) = delete;
+  ~BackwardPlan() {
+    if (x != nullptr) (void)cudnnDestroyTensorDescriptor(x);
+    if (y != nullptr) (void)cudnnDestroyTensorDescriptor(y);
+    if (w != nullptr) (void)cudnnDestroyFilterDescriptor(w);
+    if (conv != nullptr) (void)cudnnDestroyConvolutionDescriptor(conv);
+  }
+};
+using BackwardKey = std::tuple<bool, ConvKey>;  // true: data (input) gradient, false: filter (weight)
+std::map<BackwardKey, std::unique_ptr<BackwardPlan>> g_backward_plans;
+
+std::unique_ptr<BackwardPlan> make_backward_plan(cudnnHandle_t handle, DType dtype, const op_shapes::Conv2dGeometry& g,
+                                                 bool tf32, bool data) {
+  const cudnnDataType_t dt = cudnn_dtype(dtype);
+  const char* op = data ? "conv2d_input_backward" : "conv2d_weight_backward";
+  auto n = [&](int64_t v) { return checked_int(op, v); };
+  auto plan = std::make_unique<BackwardPlan>();
+  STRATA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&plan->x));
+  STRATA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&plan->y));
+  STRATA_CUDNN_CHECK(cudnnCreateFilterDescriptor(&plan->w));
+  STRATA_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&plan->conv));
+  STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->x, CUDNN_TENSOR_NCHW, dt, n(g.batch), n(g.in_channels),
+                                                n(g.height), n(g.width)));
+  STRATA_CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan->w, dt, CUDNN_TENSOR_NCHW, n(g.out_channels), n(g.in_channels),
+                                                n(g.kernel_h), n(g.kernel_w)));
+  STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->y, CUDNN_TENSOR_NCHW, dt, n(g.batch), n(g.out_channels),
+                                                n(g.out_height), n(g.out_width)));
+  STRATA_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(plan->conv, n(g.padding), n(g.padding), n(g.stride), n(g.stride),
+                                                     1, 1, CUDNN_CROSS_CORRELATION, compute_dtype(dtype)));
+  STRATA_CUDNN_CHECK(cudnnSetConvolutionMathType(plan->conv, requested_math(dtype, tf32)));
+  STRATA_ZONE_KIND(zone, Layer::kLibrary, data ? "cudnnGetConvolutionBackwardDataAlgorithm_v7"
+                                               : "cudnnGetConvolutionBackwardFilterAlgorithm_v7",
+                   ZoneKind::kAlgorithmSearch);
+  int returned = 0;
+  bool found = false;
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;
+  if (data) {
+    std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> results{};
+    STRATA_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, plan->w, plan->y, plan->conv, plan->x,
+                                                                   static_cast<int>(results.size()), &returned,
+                                                                   results.data()));
+    for (int i = 0; i < returned && !found; ++i) {
+      const auto& r = results[static_cast<size_t>(i)];
+      if (r.status == CUDNN_STATUS_SUCCESS && acceptable_math(dtype, tf32, r.mathType)) {
+        plan->algo = static_cast<int>(r.algo);
+        math = r.mathType;
+        found = true;
+      }
+    }
+    if (found) {
+      STRATA_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
+          handle, plan->w, plan->y, plan->conv, plan->x, static_cast<cudnnConvolutionBwdDataAlgo_t>(plan->algo),
+          &plan->workspace_bytes));
+    }
+  } else {
+    std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> results{};
+    STRATA_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, plan->x, plan->y, plan->conv, plan->w,
+                                                                     static_cast<int>(results.size()), &returned,
+                                                                     results.data()));
+    for (int i = 0; i < returned && !found; ++i) {
+      const auto& r = results[static_cast<size_t>(i)];
+      if (r.status == CUDNN_STATUS_SUCCESS && acceptable_math(dtype, tf32, r.mathType)) {
+        plan->algo = static_cast<int>(r.algo);
+        math = r.mathType;
+        found = true;
+      }
+    }
+    if (found) {
+      STRATA_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+          handle, plan->x, plan->y, plan->conv, plan->w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan->algo),
+          &plan->workspace_bytes));
+    }
+  }
+  if (!found) {
+    throw Error(std::string(op) + ": cuDNN's heuristic offers no algorithm for " + g.output().str() +
+                (dtype == DType::kF32 && !tf32 ? " in exact f32 math (try --tf32)" : ""));
+  }
+  STRATA_CUDNN_CHECK(cudnnSetConvolutionMathType(plan->conv, math));
+  tracing::annotate(AnnotationKind::kPlan, std::string(op) + " [" + g.output().str() + "] " +
+                                               std::string(dtype_name(dtype)) + ": cuDNN's heuristic chose algorithm " +
+                                               std::to_string(plan->algo) + " (" + math_name(math) + ", workspace " +
+                                               format_bytes(double(plan->workspace_bytes)) + ")");
+  return plan;
+}
+
+BackwardPlan& backward_plan(cudnnHandle_t handle, const Tensor& t, const op_shapes::Conv2dGeometry& g, bool data) {
+  const bool tf32 = t.dtype() == DType::kF32 && tf32_enabled();
+  const BackwardKey key{data, ConvKey{t.device().index, t.dtype(), tf32, g.batch, g.in_channels, g.height, g.width,
+                                      g.out_channels, g.kernel_h, g.kernel_w, g.stride, g.padding}};
+  std::lock_guard lock(g_plan_mutex);
+  auto it = g_backward_plans.find(key);
+  if (it == g_backward_plans.end()) it = g_backward_plans.emplace(key, make_backward_plan(handle, t.dtype(), g, tf32, data)).first;
+  return *it->second;
+}
+
+}  // namespace
+
+Tensor conv2d_input_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight, int64_t stride,
+                             int64_t padding) {
+  STRATA_ZONE(zone, Layer::kLibrary, "conv2d_input_backward (cuda)");
+  op_shapes::check_operands("conv2d_input_backward", check_cuda_input, grad_output, input, weight);
+  const auto g = op_shapes::conv2d_backward("conv2d_input_backward", grad_output.sizes(), input.sizes(),
+                                            weight.sizes(), stride, padding);
+  const cudaStream_t stream = device_stream(grad_output);
+  const cudnnHandle_t handle = handle_for(grad_output, stream);
+  BackwardPlan& plan = backward_plan(handle, grad_output, g, true);
+  Tensor out = Tensor::empty(input.sizes(), input.dtype(), input.device());
+  std::shared_ptr<Storage> workspace =
+      plan.workspace_bytes > 0 ? runtime::cuda::caching_allocator().allocate(plan.workspace_bytes, input.device()) : nullptr;
+  const float f_one = 1.0f, f_zero = 0.0f;
+  const double d_one = 1.0, d_zero = 0.0;
+  const bool f64 = input.dtype() == DType::kF64;
+  STRATA_ZONE(call, Layer::kLibrary, "cudnnConvolutionBackwardData");
+  STRATA_CUDNN_CHECK(cudnnConvolutionBackwardData(
+      handle, f64 ? static_cast<const void*>(&d_one) : &f_one, plan.w, weight.data_ptr(), plan.y, grad_output.data_ptr(),
+      plan.conv, static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), workspace ? workspace->data() : nullptr,
+      plan.workspace_bytes, f64 ? static_cast<const void*>(&d_zero) : &f_zero, plan.x, out.data_ptr()));
+  return out;
+}
+
+Tensor conv2d_weight_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight, int64_t stride,
+                              int64_t padding) {
+  STRATA_ZONE(zone, Layer::kLibrary, "conv2d_weight_backward (cuda)");
+  op_shapes::check_operands("conv2d_weight_backward", check_cuda_input, grad_output, input, weight);
+  const auto g = op_shapes::conv2d_backward("conv2d_weight_backward", grad_output.sizes(), input.sizes(),
+                                            weight.sizes(), stride, padding);
+  const cudaStream_t stream = device_stream(grad_output);
+  const cudnnHandle_t handle = handle_for(grad_output, stream);
+  BackwardPlan& plan = backward_plan(handle, grad_output, g, false);
+  Tensor out = Tensor::empty(weight.sizes(), weight.dtype(), weight.device());
+  std::shared_ptr<Storage> workspace =
+      plan.workspace_bytes > 0 ? runtime::cuda::caching_allocator().allocate(plan.workspace_bytes, input.device()) : nullptr;
+  const float f_one = 1.0f, f_zero = 0.0f;
+  const double d_one = 1.0, d_zero = 0.0;
+  const bool f64 = input.dtype() == DType::kF64;
+  STRATA_ZONE(call, Layer::kLibrary, "cudnnConvolutionBackwardFilter");
+  STRATA_CUDNN_CHECK(cudnnConvolutionBackwardFilter(
+      handle, f64 ? static_cast<const void*>(&d_one) : &f_one, plan.x, input.data_ptr(), plan.y, grad_output.data_ptr(),
+      plan.conv, static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), workspace ? workspace->data() : nullptr,
+      plan.workspace_bytes, f64 ? static_cast<const void*>(&d_zero) : &f_zero, plan.w, out.data_ptr()));
+  return out;
+}
+
 }  // namespace strata::kernels::cuda

@@ -85,6 +85,62 @@ __global__ void bias_channels_kernel(const T* __restrict__ bias, T* __restrict__
   }
 }
 
+// ---- Gradient ops ------------------------------------------------------------------------------------
+
+template <typename T>
+__global__ void threshold_backward_kernel(const T* __restrict__ g, const T* __restrict__ x,
+                                          typename Math<T>::Acc threshold, T* __restrict__ y, int64_t n) {
+  using M = Math<T>;
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    y[i] = M::load(x[i]) <= threshold ? M::store(typename M::Acc(0)) : g[i];
+  }
+}
+
+template <typename T>
+__global__ void gelu_backward_kernel(const T* __restrict__ g, const T* __restrict__ x, T* __restrict__ y, int64_t n) {
+  using M = Math<T>;
+  using Acc = typename M::Acc;
+  const Acc inv_sqrt2 = Acc(0.70710678118654752440), inv_sqrt_2pi = Acc(0.39894228040143267794);
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    const Acc v = M::load(x[i]);
+    const Acc cdf = Acc(0.5) * (Acc(1) + erf(v * inv_sqrt2));
+    const Acc pdf = inv_sqrt_2pi * exp(Acc(-0.5) * v * v);
+    y[i] = M::store(M::load(g[i]) * (cdf + v * pdf));
+  }
+}
+
+// y[i] = value, or y[i] = *source when source is given (expand_as reads its one element on the device).
+template <typename T>
+__global__ void fill_kernel(const T* __restrict__ source, typename Math<T>::Acc value, T* __restrict__ y, int64_t n) {
+  using M = Math<T>;
+  const T v = source != nullptr ? source[0] : M::store(value);
+  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = v;
+}
+
+// One block per output element: block c sums the elements c of `channels` in a [outer, channels, inner]
+// layout (bias_backward: [B,C] has inner 1, [N,C,H,W] inner H*W; sum: outer 1, channels 1, inner n). A
+// grid-stride loop per thread, then a shared-memory tree: deterministic, unlike atomics.
+template <typename T>
+__global__ void channel_sum_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t outer, int64_t channels,
+                                   int64_t inner) {
+  using M = Math<T>;
+  using Acc = typename M::Acc;
+  __shared__ Acc partial[kThreads];
+  const int64_t c = blockIdx.x, per_channel = outer * inner;
+  Acc acc = Acc(0);
+  for (int64_t i = threadIdx.x; i < per_channel; i += blockDim.x) {
+    const int64_t o = i / inner, j = i % inner;
+    acc += M::load(x[(o * channels + c) * inner + j]);
+  }
+  partial[threadIdx.x] = acc;
+  __syncthreads();
+  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
+    if (static_cast<int>(threadIdx.x) < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) y[c] = M::store(partial[0]);
+}
+
 // Calls f with a null pointer of the element type of `dtype`, so one switch serves every launcher.
 template <typename F>
 void with_type(DType dtype, F&& f) {
@@ -144,6 +200,50 @@ void launch_bias_channels(DType dtype, const void* bias, void* y, int64_t total,
     using T = std::remove_pointer_t<decltype(tag)>;
     bias_channels_kernel<T><<<blocks_for(total), kThreads, 0, stream>>>(static_cast<const T*>(bias),
                                                                         static_cast<T*>(y), total, channels, plane);
+  });
+  STRATA_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_threshold_backward(DType dtype, const void* grad, const void* x, double threshold, void* y, int64_t n,
+                               cudaStream_t stream) {
+  if (n == 0) return;
+  with_type(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    using Acc = typename Math<T>::Acc;
+    threshold_backward_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(
+        static_cast<const T*>(grad), static_cast<const T*>(x), static_cast<Acc>(threshold), static_cast<T*>(y), n);
+  });
+  STRATA_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_gelu_backward(DType dtype, const void* grad, const void* x, void* y, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  with_type(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    gelu_backward_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(grad),
+                                                                    static_cast<const T*>(x), static_cast<T*>(y), n);
+  });
+  STRATA_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_fill(DType dtype, const void* source, double value, void* y, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  with_type(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    using Acc = typename Math<T>::Acc;
+    fill_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(source), static_cast<Acc>(value),
+                                                           static_cast<T*>(y), n);
+  });
+  STRATA_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_channel_sum(DType dtype, const void* x, void* y, int64_t outer, int64_t channels, int64_t inner,
+                        cudaStream_t stream) {
+  if (channels == 0) return;
+  with_type(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    channel_sum_kernel<T><<<static_cast<unsigned int>(channels), kThreads, 0, stream>>>(
+        static_cast<const T*>(x), static_cast<T*>(y), outer, channels, inner);
   });
   STRATA_CUDA_CHECK(cudaGetLastError());
 }

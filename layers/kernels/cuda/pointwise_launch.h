@@ -21,4 +21,17 @@ void launch_bias_rows(DType dtype, const void* bias, void* y, int64_t rows, int6
 void launch_bias_channels(DType dtype, const void* bias, void* y, int64_t total, int64_t channels, int64_t plane,
                           cudaStream_t stream);
 
+
+// The gradient ops' kernels.
+// y = x <= threshold ? 0 : grad (relu's backward with threshold 0).
+void launch_threshold_backward(DType dtype, const void* grad, const void* x, double threshold, void* y, int64_t n,
+                               cudaStream_t stream);
+// y = grad * (Phi(x) + x * phi(x)).
+void launch_gelu_backward(DType dtype, const void* grad, const void* x, void* y, int64_t n, cudaStream_t stream);
+// y[i] = source[0] when source is not null (a device pointer), else value.
+void launch_fill(DType dtype, const void* source, double value, void* y, int64_t n, cudaStream_t stream);
+// y[c] = sum over o, j of x[o, c, j] for x laid out [outer, channels, inner]; one block per channel.
+void launch_channel_sum(DType dtype, const void* x, void* y, int64_t outer, int64_t channels, int64_t inner,
+                        cudaStream_t stream);
+
 }  // namespace strata::kernels::cuda

@@ -39,4 +39,72 @@ Tensor add(const Tensor& self, const Tensor& other, double alpha) {
   return out;
 }
 
+// ---- Gradient ops ------------------------------------------------------------------------------------
+
+Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, double threshold) {
+  STRATA_ZONE(zone, Layer::kLibrary, "threshold_backward (cuda)");
+  op_shapes::check_operands("threshold_backward", check_cuda_input, grad_output, self);
+  op_shapes::same_shape("threshold_backward", grad_output.sizes(), self.sizes());
+  const cudaStream_t stream = device_stream(self);
+  Tensor out = Tensor::empty(self.sizes(), self.dtype(), self.device());
+  STRATA_ZONE(launch, Layer::kLibrary, "threshold_backward_kernel<<<>>>");
+  launch_threshold_backward(self.dtype(), grad_output.data_ptr(), self.data_ptr(), threshold, out.data_ptr(),
+                            out.numel(), stream);
+  return out;
+}
+
+Tensor gelu_backward(const Tensor& grad_output, const Tensor& self) {
+  STRATA_ZONE(zone, Layer::kLibrary, "gelu_backward (cuda)");
+  op_shapes::check_operands("gelu_backward", check_cuda_input, grad_output, self);
+  op_shapes::same_shape("gelu_backward", grad_output.sizes(), self.sizes());
+  const cudaStream_t stream = device_stream(self);
+  Tensor out = Tensor::empty(self.sizes(), self.dtype(), self.device());
+  STRATA_ZONE(launch, Layer::kLibrary, "gelu_backward_kernel<<<>>>");
+  launch_gelu_backward(self.dtype(), grad_output.data_ptr(), self.data_ptr(), out.data_ptr(), out.numel(), stream);
+  return out;
+}
+
+Tensor bias_backward(const Tensor& grad_output) {
+  STRATA_ZONE(zone, Layer::kLibrary, "bias_backward (cuda)");
+  check_cuda_input("bias_backward", grad_output);
+  const Shape& s = grad_output.sizes();
+  const cudaStream_t stream = device_stream(grad_output);
+  Tensor out = Tensor::empty(op_shapes::bias_backward(s), grad_output.dtype(), grad_output.device());
+  STRATA_ZONE(launch, Layer::kLibrary, "channel_sum_kernel<<<>>>");
+  launch_channel_sum(grad_output.dtype(), grad_output.data_ptr(), out.data_ptr(), s[0], s[1],
+                     s.ndim == 4 ? s[2] * s[3] : 1, stream);
+  return out;
+}
+
+Tensor sum(const Tensor& self) {
+  STRATA_ZONE(zone, Layer::kLibrary, "sum (cuda)");
+  check_cuda_input("sum", self);
+  const cudaStream_t stream = device_stream(self);
+  Tensor out = Tensor::empty(Shape{}, self.dtype(), self.device());
+  // One block: the seed's reduction of a traced output, not a tuned reduction (docs/autograd.md).
+  STRATA_ZONE(launch, Layer::kLibrary, "channel_sum_kernel<<<>>>");
+  launch_channel_sum(self.dtype(), self.data_ptr(), out.data_ptr(), 1, 1, self.numel(), stream);
+  return out;
+}
+
+Tensor ones_like(const Tensor& self) {
+  STRATA_ZONE(zone, Layer::kLibrary, "ones_like (cuda)");
+  check_cuda_input("ones_like", self);
+  const cudaStream_t stream = device_stream(self);
+  Tensor out = Tensor::empty(self.sizes(), self.dtype(), self.device());
+  STRATA_ZONE(launch, Layer::kLibrary, "fill_kernel<<<>>>");
+  launch_fill(self.dtype(), nullptr, 1.0, out.data_ptr(), out.numel(), stream);
+  return out;
+}
+
+Tensor expand_as(const Tensor& self, const Tensor& other) {
+  STRATA_ZONE(zone, Layer::kLibrary, "expand_as (cuda)");
+  op_shapes::check_operands("expand_as", check_cuda_input, self, other);
+  const cudaStream_t stream = device_stream(self);
+  Tensor out = Tensor::empty(op_shapes::expand_as(self.sizes(), other.sizes()), self.dtype(), self.device());
+  STRATA_ZONE(launch, Layer::kLibrary, "fill_kernel<<<>>>");
+  launch_fill(self.dtype(), self.data_ptr(), 0.0, out.data_ptr(), out.numel(), stream);
+  return out;
+}
+
 }  // namespace strata::kernels::cuda

@@ -156,6 +156,147 @@ std::vector<double> add(const Tensor& self, const Tensor& other, double alpha) {
   return a;
 }
 
+std::vector<double> gemm(const Tensor& self, const Tensor& other, int64_t transpose_self, int64_t transpose_other) {
+  const Shape out = op_shapes::gemm(self.sizes(), other.sizes(), transpose_self, transpose_other);
+  const int64_t m = out[0], n = out[1], k = transpose_self ? self.size(0) : self.size(1);
+  const auto a = to_double(self), b = to_double(other);
+  // Element (i, p) of op(A) and (p, j) of op(B), read through the stored layouts.
+  auto at = [&](int64_t i, int64_t p) {
+    return a[static_cast<size_t>(transpose_self ? p * m + i : i * k + p)];
+  };
+  auto bt = [&](int64_t p, int64_t j) {
+    return b[static_cast<size_t>(transpose_other ? j * k + p : p * n + j)];
+  };
+  std::vector<double> c(static_cast<size_t>(m * n), 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0;
+      for (int64_t p = 0; p < k; ++p) acc += at(i, p) * bt(p, j);
+      c[static_cast<size_t>(i * n + j)] = acc;
+    }
+  return c;
+}
+
+std::vector<double> sum(const Tensor& self) {
+  double acc = 0;
+  for (double x : to_double(self)) acc += x;
+  return {acc};
+}
+
+std::vector<double> ones_like(const Tensor& self) { return std::vector<double>(static_cast<size_t>(self.numel()), 1.0); }
+
+std::vector<double> expand_as(const Tensor& self, const Tensor& other) {
+  const Shape out = op_shapes::expand_as(self.sizes(), other.sizes());
+  return std::vector<double>(static_cast<size_t>(out.numel()), to_double(self)[0]);
+}
+
+std::vector<double> threshold_backward(const Tensor& grad_output, const Tensor& self, double threshold) {
+  op_shapes::same_shape("threshold_backward", grad_output.sizes(), self.sizes());
+  auto g = to_double(grad_output);
+  const auto x = to_double(self);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = x[i] <= threshold ? 0.0 : g[i];
+  return g;
+}
+
+std::vector<double> gelu_backward(const Tensor& grad_output, const Tensor& self) {
+  op_shapes::same_shape("gelu_backward", grad_output.sizes(), self.sizes());
+  auto g = to_double(grad_output);
+  const auto x = to_double(self);
+  const double pi = std::acos(-1.0);
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double cdf = 0.5 * (1.0 + std::erf(x[i] / std::sqrt(2.0)));
+    const double pdf = std::exp(-0.5 * x[i] * x[i]) / std::sqrt(2.0 * pi);
+    g[i] *= cdf + x[i] * pdf;
+  }
+  return g;
+}
+
+std::vector<double> bias_backward(const Tensor& grad_output) {
+  const Shape& s = grad_output.sizes();
+  const Shape out = op_shapes::bias_backward(s);
+  const auto g = to_double(grad_output);
+  const int64_t channels = s[1], inner = s.ndim == 4 ? s[2] * s[3] : 1;
+  std::vector<double> b(static_cast<size_t>(out.numel()), 0.0);
+  for (size_t i = 0; i < g.size(); ++i) b[static_cast<size_t>((int64_t(i) / inner) % channels)] += g[i];
+  return b;
+}
+
+namespace {
+// Every (output pixel, kernel tap) pair of a conv2d that touches the input: the one loop nest both conv
+// gradients are sums over. f(dy index, x index, w index).
+template <typename F>
+void for_each_tap(const op_shapes::Conv2dGeometry& g, F&& f) {
+  for (int64_t n = 0; n < g.batch; ++n)
+    for (int64_t k = 0; k < g.out_channels; ++k)
+      for (int64_t oh = 0; oh < g.out_height; ++oh)
+        for (int64_t ow = 0; ow < g.out_width; ++ow) {
+          const size_t o = static_cast<size_t>(((n * g.out_channels + k) * g.out_height + oh) * g.out_width + ow);
+          for (int64_t c = 0; c < g.in_channels; ++c)
+            for (int64_t r = 0; r < g.kernel_h; ++r) {
+              const int64_t ih = oh * g.stride - g.padding + r;
+              if (ih < 0 || ih >= g.height) continue;
+              for (int64_t s = 0; s < g.kernel_w; ++s) {
+                const int64_t iw = ow * g.stride - g.padding + s;
+                if (iw < 0 || iw >= g.width) continue;
+                f(o, static_cast<size_t>(((n * g.in_channels + c) * g.height + ih) * g.width + iw),
+                  static_cast<size_t>(((k * g.in_channels + c) * g.kernel_h + r) * g.kernel_w + s));
+              }
+            }
+        }
+}
+}  // namespace
+
+std::vector<double> conv2d_input_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                                          int64_t stride, int64_t padding) {
+  const auto g = op_shapes::conv2d_backward("conv2d_input_backward", grad_output.sizes(), input.sizes(),
+                                            weight.sizes(), stride, padding);
+  const auto dy = to_double(grad_output), w = to_double(weight);
+  std::vector<double> dx(static_cast<size_t>(input.numel()), 0.0);
+  for_each_tap(g, [&](size_t o, size_t x, size_t wi) { dx[x] += dy[o] * w[wi]; });
+  return dx;
+}
+
+std::vector<double> conv2d_weight_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                                           int64_t stride, int64_t padding) {
+  const auto g = op_shapes::conv2d_backward("conv2d_weight_backward", grad_output.sizes(), input.sizes(),
+                                            weight.sizes(), stride, padding);
+  const auto dy = to_double(grad_output), x = to_double(input);
+  std::vector<double> dw(static_cast<size_t>(weight.numel()), 0.0);
+  for_each_tap(g, [&](size_t o, size_t xi, size_t wi) { dw[wi] += dy[o] * x[xi]; });
+  return dw;
+}
+
+Grads matmul_backward(const Tensor& grad, const Tensor& self, const Tensor& other) {
+  return {gemm(grad, other, 0, 1), gemm(self, grad, 1, 0)};
+}
+
+Grads linear_backward(const Tensor& grad, const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  Grads g{gemm(grad, weight, 0, 0), gemm(grad, input, 1, 0), {}};
+  if (bias.defined()) g[2] = bias_backward(grad);
+  return g;
+}
+
+Grads conv2d_backward(const Tensor& grad, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                      int64_t stride, int64_t padding) {
+  Grads g{conv2d_input_backward(grad, input, weight, stride, padding),
+          conv2d_weight_backward(grad, input, weight, stride, padding), {}, {}, {}};
+  if (bias.defined()) g[2] = bias_backward(grad);
+  return g;
+}
+
+Grads relu_backward(const Tensor& grad, const Tensor& self) { return {threshold_backward(grad, self, 0.0)}; }
+
+Grads add_backward(const Tensor& grad, const Tensor& self, const Tensor& other, double alpha) {
+  op_shapes::elementwise(self.sizes(), other.sizes());
+  std::vector<double> g = to_double(grad), scaled = g;
+  for (double& x : scaled) x *= alpha;
+  return {g, scaled, {}};
+}
+
+Grads gelu_backward_of(const Tensor& grad, const Tensor& self) { return {gelu_backward(grad, self)}; }
+
+Grads sum_backward(const Tensor& grad, const Tensor& self) { return {expand_as(grad, self)}; }
+
 double relative_error(const Tensor& out, const std::vector<double>& ref) {
   const auto got = to_double(out);
   if (got.size() != ref.size()) {

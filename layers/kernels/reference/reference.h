@@ -22,6 +22,33 @@ std::vector<double> add(const Tensor& self, const Tensor& other, double alpha);
 // x * Phi(x) with the exact normal CDF (PyTorch's gelu with approximate='none').
 std::vector<double> gelu(const Tensor& self);
 
+// The gradient ops (layers/ops/operators.h), the same naive way: each loop is the definition.
+std::vector<double> gemm(const Tensor& self, const Tensor& other, int64_t transpose_self, int64_t transpose_other);
+std::vector<double> sum(const Tensor& self);
+std::vector<double> ones_like(const Tensor& self);
+std::vector<double> expand_as(const Tensor& self, const Tensor& other);
+std::vector<double> threshold_backward(const Tensor& grad_output, const Tensor& self, double threshold);
+std::vector<double> gelu_backward(const Tensor& grad_output, const Tensor& self);
+std::vector<double> bias_backward(const Tensor& grad_output);
+std::vector<double> conv2d_input_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                                          int64_t stride, int64_t padding);
+std::vector<double> conv2d_weight_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                                           int64_t stride, int64_t padding);
+
+// Gradients of the differentiable ops: given the gradient of the output (`grad`), the gradient of every
+// argument, by argument position (empty for an int, or an absent bias). What the autograd tests and
+// `trace --backward --check` compare the engine's results with; the tests check these in turn against
+// central finite differences of the forward references above, so no formula is trusted on its own word.
+using Grads = std::vector<std::vector<double>>;
+Grads matmul_backward(const Tensor& grad, const Tensor& self, const Tensor& other);
+Grads linear_backward(const Tensor& grad, const Tensor& input, const Tensor& weight, const Tensor& bias);
+Grads conv2d_backward(const Tensor& grad, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                      int64_t stride, int64_t padding);
+Grads relu_backward(const Tensor& grad, const Tensor& self);
+Grads add_backward(const Tensor& grad, const Tensor& self, const Tensor& other, double alpha);
+Grads gelu_backward_of(const Tensor& grad, const Tensor& self);
+Grads sum_backward(const Tensor& grad, const Tensor& self);
+
 // ||out - ref||_2 / ||max(|ref|, 0.25)||_2: one number that does not blow up on individual near-zero
 // entries, nor on an output that cancels to nearly zero (see Note [Error against the inputs' scale]).
 double relative_error(const Tensor& out, const std::vector<double>& ref);
