@@ -42,7 +42,8 @@ TEST_CASE("trace mlp on cuda: kernels per op, GPU idle between them, launch shar
     const std::string text = test::read_file(trace);
     for (const std::string& e : reports::check_chrome_trace(text)) FAIL_CHECK("chrome trace: " << e);
     std::map<std::string, int> bindings;
-    for (const json& e : json::parse(text)["traceEvents"])
+    const json events = json::parse(text)["traceEvents"];  // a copy: the parsed document is a temporary
+    for (const json& e : events)
       if (e.value("cat", "") == "binding" && e.value("ph", "") == "X") ++bindings[e.value("name", "")];
     CHECK(bindings["linear"] == 3 * 21);  // 20 timed forwards + the cold one
     CHECK(bindings["relu"] == 2 * 21);
