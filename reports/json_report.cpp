@@ -148,6 +148,50 @@ std::string trace_report_json(const TraceReport& rep) {
 
 namespace {
 
+json sequence(const SequenceFigures& f) {
+  json log = json::array(), steps = json::array();
+  for (size_t j = 0; j < f.per_step.size(); ++j) {
+    const SequenceStepFigures& s = f.per_step[j];
+    log.push_back({{"index", j + 1}, {"op", s.op}, {"dispatch_keys", s.keys}, {"backend", s.backend},
+                   {"kernel_calls", s.backend_calls}, {"description", s.description}});
+    steps.push_back({{"index", j + 1}, {"op", s.op}, {"steady", breakdown(s.breakdown)}});
+  }
+  json seq{{"ops_per_forward", f.steps},
+           {"forwards", f.forwards},
+           {"op_log", log},
+           {"steps", steps},
+           {"forward_wall", distribution(f.forward_wall)},
+           {"host_tax", distribution(f.host_tax)},
+           {"compute", distribution(f.compute)},
+           {"compute_is", f.on_gpu ? "union of the forward's GPU kernels" : "library rows (CPU)"},
+           {"shares_of_wall", {{"compute", f.compute_share}, {"host_tax", f.host_share}}},
+           {"verdict", f.verdict},
+           {"verdict_reason", f.verdict_reason},
+           {"device_records", f.on_gpu}};
+  if (f.on_gpu) {
+    seq["launch"] = distribution(f.launch);
+    seq["gpu_idle_between_kernels"] = distribution(f.kernel_idle);
+    seq["gpu_window"] = distribution(f.gpu_window);
+    seq["kernels_per_forward"] = f.kernels_per_forward;
+    seq["shares_of_wall"]["launch"] = f.launch_share;
+    seq["shares_of_wall"]["gpu_idle"] = f.idle_share;
+  } else {
+    seq["outside_zones"] = distribution(f.outside);
+  }
+  return seq;
+}
+
+}  // namespace
+
+std::string sequence_report_json(const TraceReport& report, const SequenceFigures& f, const SequenceFigures* backward) {
+  json doc = json::parse(trace_report_json(report));
+  doc["sequence"] = sequence(f);
+  if (backward != nullptr) doc["backward_sequence"] = sequence(*backward);
+  return doc.dump(2) + "\n";
+}
+
+namespace {
+
 json mode(const ModeFigures& m) {
   return json{{"label", m.label},       {"unit", "ns per op"},  {"rounds", m.rounds},     {"python_and_pybind11", m.python}, {"binding", m.binding},
               {"dispatch", m.dispatch}, {"library", m.library}, {"runtime", m.runtime},   {"launch", m.launch},

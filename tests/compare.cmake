@@ -2,3 +2,5 @@
 # command end to end (apps).
 strata_add_test(test_reports_comparison reports/comparison_test.cpp)
 strata_add_test(test_apps_compare apps/compare_test.cpp LABELS e2e)
+# Sequences (mlp): the harness over steps, plan replay across steps, trace and compare end to end.
+strata_add_test(test_apps_sequence apps/sequence_test.cpp LABELS e2e)

@@ -36,6 +36,7 @@ strata_add_gpu_test(test_runtime_cuda_gpu runtime/cuda/runtime_gpu_test.cpp)
 strata_add_gpu_test(test_device_cupti_gpu device/cupti/cupti_session_gpu_test.cpp)
 strata_add_gpu_test(test_trace_cuda_gpu device/cupti/trace_gpu_test.cpp)
 strata_add_gpu_test(test_apps_compare_gpu apps/compare_gpu_test.cpp)
+strata_add_gpu_test(test_apps_sequence_gpu apps/sequence_gpu_test.cpp)
 
 # The CUDA libraries loaded on the first CUDA use, end to end (Note [The CUDA module]). Not under the
 # sanitizers: their shadow memory does not fit the address-space limit these tests run strata under.

@@ -12,6 +12,7 @@
 #include "layers/dispatch/autocast.h"
 #include "apps/strata/python_module.h"
 #include "layers/frontend/frontend.h"
+#include "layers/frontend/sequence.h"
 #include "reports/report.h"
 
 namespace strata::app {
@@ -41,6 +42,9 @@ struct TraceOptions {
 struct CompareOptions {
   TraceOptions trace;
   int64_t ops_per_graph = 8;
+  // For a sequence, K counts whole forwards and defaults to 1 (docs/sequences.md): main says whether
+  // --ops-per-graph was given.
+  bool ops_per_graph_given = false;
 };
 
 // What trace and compare share: the checked options, the device session and the prepared call.
@@ -49,7 +53,8 @@ struct Prepared {
   DType dtype = DType::kF32;
   DeviceChoice choice;
   std::unique_ptr<DeviceSession> session;
-  frontend::PreparedCall call;
+  frontend::PreparedCall call;  // for a sequence: only description, flops and bytes (op is null)
+  std::unique_ptr<frontend::Sequence> sequence;  // set for `mlp ...` (frontend/sequence.h)
   // --autocast: on for this thread while the Prepared lives (every call trace, compare or sweep makes),
   // and whether the op has an Autocast kernel (else the key falls through for it).
   std::optional<DType> autocast;
@@ -92,6 +97,13 @@ struct SweepOptions {
 };
 
 int run_trace(const TraceOptions& options);
+// `strata trace mlp ...` (sequence_command.cpp): called by run_trace once prepare_trace made a sequence.
+int run_sequence_trace(const TraceOptions& options, Prepared& prepared);
+// The walk and per-node rows of a --backward run into report.backward (trace_command.cpp), without the
+// gradient check: a sequence checks its parameters' gradients itself. report.probe_ns must be set.
+struct HarnessResult;
+void describe_backward_rows(reports::TraceReport& report, const Timeline& timeline, const HarnessResult& run,
+                            const Prepared& prepared);
 int run_sweep(const SweepOptions& options);
 int run_compare(const CompareOptions& options);
 int run_ops();

@@ -16,13 +16,21 @@
 #include "reports/table.h"
 
 namespace strata::app {
-CompareRounds run_compare_rounds(const Prepared& p, const CompareOptions& o, Timeline& timeline, uint32_t& next_id) {
-  const int64_t k = o.ops_per_graph;
+namespace {
+
+// Calls per round (K): --ops-per-graph ops, or for a sequence --ops-per-graph whole forwards, 1 unless
+// given (a model captures its forward: docs/sequences.md).
+int64_t iterations_per_round(const Prepared& p, const CompareOptions& o) {
+  return p.sequence && !o.ops_per_graph_given ? 1 : o.ops_per_graph;
+}
+
+// The rounds for one workload (Note [What the harness runs]): `k` iterations of work.steps() calls each.
+template <typename Work>
+CompareRounds compare_rounds(const Work& work, const Prepared& p, const CompareOptions& o, Timeline& timeline,
+                             uint32_t& next_id) {
+  const int64_t k = iterations_per_round(p, o);
   DeviceSession& session = *p.session;
-  const frontend::PreparedCall& call = p.call;
   CompareRounds out;
-  // --frontend python: each eager call, and each captured one, is strata.<op>(...) in Python.
-  auto call_once = [&call, &p] { return p.invoke ? p.invoke() : call.op->call(call.args); };
 
   // Eager: rounds of K calls through the full stack, one synchronisation per round (as a graph replay
   // has), so that both modes keep the device equally busy.
@@ -32,15 +40,17 @@ CompareRounds run_compare_rounds(const Prepared& p, const CompareOptions& o, Tim
       out = binding::IValue();  // one output alive at a time: see Note [One output at a time] (harness.cpp)
       if (traced) {
         tracing::ActiveScope scope(&timeline);
-        timeline.set_op(next_id);
-        {
-          OpCall tag(session, next_id);
-          out = call_once();
+        for (size_t j = 0; j < work.steps(); ++j) {
+          timeline.set_op(next_id);
+          {
+            OpCall tag(session, next_id);
+            out = work.run(j, std::move(out));
+          }
+          ids->push_back(next_id++);
         }
         timeline.set_op(0);
-        ids->push_back(next_id++);
       } else {
-        out = call_once();
+        for (size_t j = 0; j < work.steps(); ++j) out = work.run(j, std::move(out));
       }
     }
     session.synchronize();
@@ -61,7 +71,10 @@ CompareRounds run_compare_rounds(const Prepared& p, const CompareOptions& o, Tim
   // A captured graph keeps the output of each of its K calls alive (it writes them at every replay); the
   // frontend sized the request for one. Refuse here, before capturing, what would not fit.
   // (A CPU plan keeps only its latest output.)
-  const size_t outputs_bytes = static_cast<size_t>(p.choice.device.is_cuda() ? k : 1) * eager_out.tensor().nbytes();
+  // (A sequence's graph keeps every activation of each captured forward: its bytes minus parameters and
+  // input bound that; required_bytes counts them all, which errs on the safe side.)
+  const size_t one_output = p.sequence ? p.sequence->bytes : eager_out.tensor().nbytes();
+  const size_t outputs_bytes = static_cast<size_t>(p.choice.device.is_cuda() ? k : 1) * one_output;
   frontend::check_fits(outputs_bytes, available_bytes(p.choice.device), p.choice.device,
                        "--ops-per-graph " + std::to_string(k) + " (the replay keeps " + std::to_string(k) +
                            " outputs alive; lower --ops-per-graph)");
@@ -92,7 +105,13 @@ CompareRounds run_compare_rounds(const Prepared& p, const CompareOptions& o, Tim
   // callbacks), and through the nodes every replayed kernel.
   std::vector<uint32_t> capture_ids;
   for (int64_t i = 0; i < k; ++i) capture_ids.push_back(next_id++);
-  out.replay = session.capture(call_once, capture_ids, out.cost);
+  out.replay = session.capture(
+      [&] {
+        binding::IValue x;
+        for (size_t j = 0; j < work.steps(); ++j) x = work.run(j, std::move(x));
+        return x;
+      },
+      capture_ids, out.cost);
   {
     const uint64_t t0 = host_clock::ticks();
     out.replay->replay();
@@ -124,6 +143,14 @@ CompareRounds run_compare_rounds(const Prepared& p, const CompareOptions& o, Tim
   return out;
 }
 
+}  // namespace
+
+CompareRounds run_compare_rounds(const Prepared& p, const CompareOptions& o, Timeline& timeline, uint32_t& next_id) {
+  if (p.sequence) return compare_rounds(SequenceCall{*p.sequence}, p, o, timeline, next_id);
+  // --frontend python: the eager calls and the capture go through Python; replays never do.
+  return compare_rounds(SingleCall{p.call, p.invoke ? &p.invoke : nullptr}, p, o, timeline, next_id);
+}
+
 int run_compare(const CompareOptions& o) {
   if (o.ops_per_graph < 1 || o.ops_per_graph > 4096) {
     throw UsageError("--ops-per-graph must be between 1 and 4096, got " + std::to_string(o.ops_per_graph));
@@ -132,7 +159,8 @@ int run_compare(const CompareOptions& o) {
     throw UsageError("--peer applies to 'strata trace' (one op beside its peer); compare replays strata's own calls");
   }
   Prepared p = prepare_trace(o.trace);
-  const int64_t k = o.ops_per_graph;
+  // Figures are per op: a round of K iterations is K ops, or K forwards of S ops each for a sequence.
+  const int64_t k = iterations_per_round(p, o) * static_cast<int64_t>(p.sequence ? p.sequence->steps.size() : 1);
   DeviceSession& session = *p.session;
   const frontend::PreparedCall& call = p.call;
   Timeline timeline;
@@ -155,8 +183,10 @@ int run_compare(const CompareOptions& o) {
   session.describe(ctx);
   if (o.trace.check) {
     // Both modes must compute the same thing: each result against the float64 reference.
-    const auto ref = frontend::reference_result(p.spec, call);
-    const double tol = reference::tolerance(p.compute_dtype(), o.trace.tf32);
+    const auto ref = p.sequence ? frontend::reference_result(*p.sequence) : frontend::reference_result(p.spec, call);
+    // Under --autocast a sequence's GEMMs compute in the autocast dtype (and what follows them in theirs).
+    const double tol = p.sequence ? frontend::sequence_tolerance(p.sequence->spec, p.autocast.value_or(p.dtype), o.trace.tf32)
+                                  : reference::tolerance(p.compute_dtype(), o.trace.tf32);
     const double e_err = reference::relative_error(eager_out.tensor(), ref);
     const double r_err = reference::relative_error(replay->last_result().tensor(), ref);
     ctx.check.ran = true;
@@ -175,6 +205,15 @@ int run_compare(const CompareOptions& o) {
   if (replay->kind() == "plan replay") {
     ctx.notes.push_back("no GPU in use: the replay is a plan of the resolved kernel calls (no binding, no dispatch), "
                         "not a CUDA Graph");
+  }
+  if (p.sequence) {
+    const int64_t forwards = iterations_per_round(p, o);
+    ctx.notes.push_back("a round is " + std::to_string(forwards) + " whole forward" + (forwards == 1 ? "" : "s") + " of " +
+                        std::to_string(p.sequence->steps.size()) + " ops (eager: every op through binding and dispatch; "
+                        "replay: the same captured once and replayed); figures are per op, one forward = " +
+                        std::to_string(p.sequence->steps.size()) + " ops: eager " +
+                        reports::format_ns(c.eager.wall * double(k) / double(forwards)) + ", replay " +
+                        reports::format_ns(c.replay.wall * double(k) / double(forwards)) + " per forward");
   }
   std::string header = "compare " + ctx.op + "  " + ctx.description + "  " + ctx.dtype + "  " + ctx.device +
                        "   eager vs " + replay->kind();

@@ -34,11 +34,6 @@ namespace {
 // after the forward and after the backward, outside any op id, so no node is charged for the wait.
 namespace {
 
-void reset_grads(const frontend::PreparedCall& call) {
-  for (const binding::IValue& a : call.args)
-    if (a.is_tensor() && a.tensor().autograd_meta() != nullptr) a.tensor().set_grad(Tensor());
-}
-
 // Tags each node's work with the next op id, for the timeline and the device session.
 struct NodeTagger {
   Timeline& timeline;
@@ -81,29 +76,30 @@ autograd::BackwardRecord traced_backward(const binding::IValue& out, Timeline& t
   return record;
 }
 
-
-binding::IValue invoke(const frontend::PreparedCall& call, const HarnessOptions& options) {
-  return options.invoke ? options.invoke() : call.op->call(call.args);
-}
-
-binding::IValue traced_call(const frontend::PreparedCall& call, const HarnessOptions& options, Timeline& timeline,
-                            DeviceSession& session, uint32_t op_id) {
+// One iteration, traced: step j under op id first_id + j (Note [What the harness runs]); one
+// synchronisation at the end (a model does not wait for the GPU between its layers, and the idle time
+// between its kernels is what a sequence shows).
+template <typename Work>
+binding::IValue traced_call(const Work& work, Timeline& timeline, DeviceSession& session, uint32_t first_id) {
   tracing::ActiveScope scope(&timeline);
-  timeline.set_op(op_id);
   binding::IValue out;
-  {
+  for (size_t j = 0; j < work.steps(); ++j) {
+    const uint32_t op_id = first_id + static_cast<uint32_t>(j);
+    timeline.set_op(op_id);
     OpCall tag(session, op_id);
-    out = invoke(call, options);
+    out = work.run(j, std::move(out));
   }
   session.synchronize();
   timeline.set_op(0);
   return out;
 }
 
-double untraced_call_ns(const frontend::PreparedCall& call, const HarnessOptions& options, DeviceSession& session) {
-  if (options.backward) reset_grads(call);
+template <typename Work>
+double untraced_call_ns(const Work& work, DeviceSession& session, bool backward) {
+  if (backward) work.reset_grads();
   const uint64_t t0 = host_clock::ticks();
-  binding::IValue out = invoke(call, options);
+  binding::IValue out;
+  for (size_t j = 0; j < work.steps(); ++j) out = work.run(j, std::move(out));
   session.synchronize();
   if (options.backward) {
     autograd::backward(ops::sum(out.tensor()));
@@ -132,18 +128,19 @@ class Progress {
   bool shown_ = false;
 };
 
-}  // namespace
-
-HarnessResult run_harness(const frontend::PreparedCall& call, const HarnessOptions& options, Timeline& timeline,
-                          DeviceSession& session) {
+template <typename Work>
+HarnessResult run_work(const Work& call, const HarnessOptions& options, Timeline& timeline, DeviceSession& session) {
   HarnessResult r;
+  const auto steps = static_cast<uint32_t>(call.steps());
+  r.steps = steps;
   uint32_t next_id = options.first_op_id;
   // The cold call: first use of the operator, its handles, lazily loaded code. Reported apart.
-  r.cold_ids.push_back(next_id);
+  for (uint32_t j = 0; j < steps; ++j) r.cold_ids.push_back(next_id + j);
   const size_t spans_before = timeline.spans().size();  // a sweep's timeline already holds other sizes
   const uint64_t cold0 = host_clock::ticks();
-  if (options.backward) reset_grads(call);
-  r.last_result = traced_call(call, options, timeline, session, next_id++);
+  if (options.backward) call.reset_grads();
+  r.last_result = traced_call(call, timeline, session, next_id);
+  next_id += steps;
   if (options.backward) {
     uint32_t seed_id = 0;
     std::vector<uint32_t> node_ids;
@@ -192,10 +189,11 @@ HarnessResult run_harness(const frontend::PreparedCall& call, const HarnessOptio
     stop_if_interrupted();
     // Untraced first, then traced, so the traced result can be kept: see Note [One output at a time].
     r.last_result = binding::IValue();
-    if (options.untraced_comparison) r.untraced_ns.push_back(untraced_call_ns(call, options, session));
-    r.timed_ids.push_back(next_id);
-    if (options.backward) reset_grads(call);
-    r.last_result = traced_call(call, options, timeline, session, next_id++);
+    if (options.untraced_comparison) r.untraced_ns.push_back(untraced_call_ns(call, session, options.backward));
+    for (uint32_t j = 0; j < steps; ++j) r.timed_ids.push_back(next_id + j);
+    if (options.backward) call.reset_grads();
+    r.last_result = traced_call(call, timeline, session, next_id);
+    next_id += steps;
     if (options.backward) {
       uint32_t seed_id = 0;
       std::vector<uint32_t> node_ids;
@@ -215,6 +213,18 @@ HarnessResult run_harness(const frontend::PreparedCall& call, const HarnessOptio
   }
   stop_if_interrupted();
   return r;
+}
+
+}  // namespace
+
+HarnessResult run_harness(const frontend::PreparedCall& call, const HarnessOptions& options, Timeline& timeline,
+                          DeviceSession& session) {
+  return run_work(SingleCall{call, options.invoke ? &options.invoke : nullptr}, options, timeline, session);
+}
+
+HarnessResult run_harness(frontend::Sequence& sequence, const HarnessOptions& options, Timeline& timeline,
+                          DeviceSession& session) {
+  return run_work(SequenceCall{sequence}, options, timeline, session);
 }
 
 double measure_probe_cost_ns() {

@@ -10,6 +10,7 @@
 
 #include "apps/strata/device_session.h"
 #include "layers/frontend/frontend.h"
+#include "layers/frontend/sequence.h"
 #include "lib/timeline.h"
 
 namespace strata::app {
@@ -18,6 +19,34 @@ namespace strata::app {
 extern std::atomic<bool> g_interrupted;
 // Throws Error with ExitCode::kInterrupted once the flag is set (see docs/errors.md).
 void stop_if_interrupted();
+
+// Note [What the harness runs]: a workload of S steps per iteration, each a real call with its own op id
+// (S = 1 for one op; a sequence's steps feed each other, Note [Sequences are not operators]). Templates
+// over these, not a std::function or a virtual call: the single-op path compiles to exactly the loop it
+// was, and its overhead is what strata measures (bench/overhead_bench, docs/performance.md).
+// reset_grads() is zero_grad(set_to_none=True) over the leaves (--backward, Note [Backward in the harness]).
+struct SingleCall {
+  const frontend::PreparedCall& call;
+  // --frontend python: strata.<op>(...) in the embedded interpreter (HarnessOptions::invoke); null: C++.
+  const std::function<binding::IValue()>* invoke = nullptr;
+  static constexpr size_t steps() { return 1; }
+  binding::IValue run(size_t /*step*/, binding::IValue /*prev*/) const {
+    return invoke != nullptr ? (*invoke)() : call.op->call(call.args);
+  }
+  void reset_grads() const {
+    for (const binding::IValue& a : call.args)
+      if (a.is_tensor() && a.tensor().autograd_meta() != nullptr) a.tensor().set_grad(Tensor());
+  }
+};
+struct SequenceCall {
+  frontend::Sequence& sequence;
+  size_t steps() const { return sequence.steps.size(); }
+  binding::IValue run(size_t step, binding::IValue prev) const { return sequence.run_step(step, std::move(prev)); }
+  void reset_grads() const {
+    for (const Tensor& p : sequence.parameters)
+      if (p.autograd_meta() != nullptr) p.set_grad(Tensor());
+  }
+};
 
 struct HarnessOptions {
   int64_t warmup = 3;
@@ -48,9 +77,12 @@ struct BackwardIds {
 };
 
 struct HarnessResult {
+  // Op ids, iteration by iteration: each iteration is `steps` calls with consecutive ids (one for a single
+  // op; one per step of a sequence, in order). Note [What the harness runs] in harness.cpp.
   std::vector<uint32_t> cold_ids;
   std::vector<uint32_t> timed_ids;
-  std::vector<double> untraced_ns;  // wall of each untraced call
+  size_t steps = 1;
+  std::vector<double> untraced_ns;  // wall of each untraced call (a whole forward for a sequence)
   binding::IValue last_result;
   int64_t warmup = 0;
   int64_t repeat = 0;
@@ -59,6 +91,10 @@ struct HarnessResult {
 };
 
 HarnessResult run_harness(const frontend::PreparedCall& call, const HarnessOptions& options, Timeline& timeline,
+                          DeviceSession& session);
+
+// The same for a sequence: every iteration is one forward, a call per step feeding the next.
+HarnessResult run_harness(frontend::Sequence& sequence, const HarnessOptions& options, Timeline& timeline,
                           DeviceSession& session);
 
 // Measured cost of one zone (open + close) on this machine, in ns.

@@ -100,7 +100,7 @@ ConvFlags add_conv_options(CLI::App* cmd, strata::app::TraceOptions& t, int64_t&
 // The options `trace` and `compare` share: the op, its sizes, the device, and what to measure and write.
 ConvFlags add_op_options(CLI::App* cmd, strata::app::TraceOptions& t, int64_t& out_channels) {
   const CLI::Validator integer = whole_number<int64_t>();
-  cmd->add_option("op", t.op, "matmul | linear | conv | relu | add")->required();
+  cmd->add_option("op", t.op, "matmul | linear | conv | relu | add | mlp (a sequence)")->required();
   cmd->add_option("spec", t.spec, "sizes, e.g. 1024 or 512x1024x256 (see the formats below)")->required();
   cmd->add_option("--device", t.device, "auto | cpu | cuda | cuda:N  (auto: the GPU if one works, else the CPU)")
       ->capture_default_str();
@@ -220,6 +220,8 @@ examples:
   strata trace relu 1048576 --chrome-trace relu.json
   strata trace matmul 1024 --autocast bf16 --requires-grad   # keys: Autocast > Autograd > CPU (or CUDA)
   strata trace matmul 16 --frontend python --peer torch   # through `import strata`, beside torch.matmul
+  strata trace mlp 16x256x512x10 --requires-grad  # a small model: Linear, ReLU, Linear, op by op
+  strata compare mlp 16x256x512x10              # the whole forward eager vs replayed
   strata sweep matmul 16:1024 --plot sweep.svg  # where host overhead stops mattering, as a picture
   strata compare matmul 64 --ops-per-graph 16   # eager vs graph (GPU) / plan (CPU) replay
   strata ops                                    # operators, schemas and the keys with kernels
@@ -251,18 +253,20 @@ int main(int argc, char** argv) {
   int64_t out_channels = 0;
   CLI::App* trace = app.add_subcommand("trace", "Run one op many times and print where each call's time went");
   const ConvFlags trace_conv = add_op_options(trace, t, out_channels);
-  trace->footer("op formats:\n" + strata::frontend::spec_help() + kExamples);
+  trace->footer("op formats:\n" + strata::frontend::spec_help() + strata::frontend::sequence_help() + kExamples);
 
   strata::app::CompareOptions c;
   int64_t compare_out_channels = 0;
   CLI::App* compare = app.add_subcommand(
       "compare", "Run one op eager and replayed (CUDA Graph on a GPU, plan replay on the CPU), side by side");
   const ConvFlags compare_conv = add_op_options(compare, c.trace, compare_out_channels);
-  compare->add_option("--ops-per-graph", c.ops_per_graph, "K: consecutive calls captured into one graph / plan")
-      ->capture_default_str()
-      ->transform(whole_number<int64_t>());
+  CLI::Option* ops_per_graph =
+      compare->add_option("--ops-per-graph", c.ops_per_graph, "K: consecutive calls captured into one graph / plan "
+                                                              "(mlp: whole forwards, default 1)")
+          ->capture_default_str()
+          ->transform(whole_number<int64_t>());
   compare->footer("--repeat is the number of rounds (K calls eager, or one replay of K calls) per mode.\n"
-                  "op formats:\n" + strata::frontend::spec_help() + kExamples);
+                  "op formats:\n" + strata::frontend::spec_help() + strata::frontend::sequence_help() + kExamples);
 
   strata::app::SweepOptions sw;
   int64_t sweep_out_channels = 0;
@@ -318,6 +322,7 @@ int main(int argc, char** argv) {
     sw.trace.conv.given = sweep_conv.given();
     if (*sweep) return strata::app::run_sweep(sw);
     if (*trace) return strata::app::run_trace(t);
+    c.ops_per_graph_given = ops_per_graph->count() > 0;
     if (*compare) return strata::app::run_compare(c);
     if (*ops) return strata::app::run_ops();
     if (*check_trace) return strata::app::run_check_trace(trace_file);

@@ -12,16 +12,47 @@ namespace {
 
 class PlanReplay final : public Replay {
  public:
-  explicit PlanReplay(std::vector<PlanStep> steps) : steps_(std::move(steps)) {}
+  explicit PlanReplay(std::vector<PlanStep> steps) : steps_(std::move(steps)), links_(steps_.size()) {
+    // Which earlier step's output each step read at capture (a sequence: relu reads linear's output).
+    // Capture-time outputs are all alive here, so their addresses are distinct.
+    std::vector<bool> feeds(steps_.size(), false);
+    for (size_t j = 0; j < steps_.size(); ++j) {
+      for (size_t a = 0; a < steps_[j].tensor_args.size(); ++a) {
+        const Tensor& arg = *steps_[j].tensor_args[a];
+        if (!arg.defined()) continue;
+        for (size_t i = j; i-- > 0;) {
+          if (steps_[i].output.defined() && steps_[i].output.data_ptr() == arg.data_ptr()) {
+            links_[j].push_back({a, i});
+            feeds[i] = true;
+            break;
+          }
+        }
+      }
+    }
+    for (PlanStep& step : steps_) step.output = Tensor();  // only the latest outputs are kept from here on
+    keep_ = std::move(feeds);
+    fresh_.resize(steps_.size());
+  }
   std::string kind() const override { return "plan replay"; }
   void replay() override {
     STRATA_ZONE(zone, Layer::kRuntime, "plan replay");
-    for (const PlanStep& step : steps_) last_ = step.run();
+    for (size_t j = 0; j < steps_.size(); ++j) {
+      for (const Link& link : links_[j]) *steps_[j].tensor_args[link.arg] = fresh_[link.from];
+      last_ = steps_[j].run();
+      if (keep_[j]) fresh_[j] = last_;
+    }
   }
   binding::IValue last_result() const override { return last_; }
 
  private:
+  struct Link {
+    size_t arg;   // position among the step's tensor arguments
+    size_t from;  // the step whose output it is
+  };
   std::vector<PlanStep> steps_;
+  std::vector<std::vector<Link>> links_;
+  std::vector<bool> keep_;     // step j's output feeds a later step
+  std::vector<Tensor> fresh_;  // this replay's outputs of those steps
   Tensor last_;
 };
 

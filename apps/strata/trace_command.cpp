@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -176,6 +177,12 @@ std::string autocast_row_text(const frontend::PreparedCall& call, DType to) {
 
 }  // namespace
 
+void describe_backward_rows(reports::TraceReport& rep, const Timeline& timeline, const HarnessResult& run,
+                            const Prepared& p) {
+  TraceOptions rows_only;  // no --check: the caller checks its own gradients (a sequence's parameters)
+  describe_backward(rep, timeline, run, p, rows_only);
+}
+
 Prepared prepare_trace(const TraceOptions& o) {
   // Everything the user typed is checked before any tensor is allocated or any file is touched.
   validate_values(o);
@@ -184,12 +191,21 @@ Prepared prepare_trace(const TraceOptions& o) {
   const std::optional<DType> dtype = parse_dtype(o.dtype);
   if (!dtype) throw UsageError("unknown dtype '" + o.dtype + "'; allowed: f32, f64, f16, bf16");
   p.dtype = *dtype;
-  p.spec = frontend::parse_op_spec(o.op, o.spec, o.conv);
+  std::optional<frontend::SequenceSpec> sequence;
+  if (frontend::is_sequence(o.op)) {
+    // A sequence (mlp) is no operator: its own spec, its own sizing (frontend/sequence.h).
+    if (!o.conv.given.empty()) throw UsageError(o.conv.given + " apply to conv only; " + o.op + " takes no conv options");
+    sequence = frontend::parse_sequence_spec(o.op, o.spec);
+    p.spec.op = o.op;
+    p.spec.text = sequence->text;
+  } else {
+    p.spec = frontend::parse_op_spec(o.op, o.spec, o.conv);
+  }
   if (o.backward && !o.requires_grad) {
     throw UsageError("--backward needs --requires-grad: without it the inputs need no gradient, the Autograd key "
                      "records no graph, and there is nothing to walk (add --requires-grad)");
   }
-  if (o.backward && !frontend::differentiable(p.spec)) {
+  if (o.backward && !sequence && !frontend::differentiable(p.spec)) {
     throw UsageError("--backward: " + p.spec.op + " is a gradient op with no derivative in strata; --backward "
                      "applies to matmul, linear, conv2d, relu, add, gelu and sum");
   }
@@ -236,15 +252,26 @@ Prepared prepare_trace(const TraceOptions& o) {
   if (o.check) {
     // The float64 reference holds host copies of the inputs and two of the output in double precision;
     // twice the op's own size in f64 bounds that from above.
-    const size_t reference_bytes = 2 * frontend::required_bytes(p.spec, DType::kF64);
+    const size_t reference_bytes = 2 * (sequence ? frontend::required_bytes(*sequence, DType::kF64)
+                                                 : frontend::required_bytes(p.spec, DType::kF64));
     frontend::check_fits(reference_bytes, frontend::available_host_bytes(), kCPU,
                          "--check's float64 reference for " + p.spec.text + " (leave out --check, or choose smaller sizes)");
   }
   if (o.backward) {
     // The backward pass holds a gradient of every input and of the output besides what the forward holds
     // (and the gradient ops' workspaces, no larger than the forward's): twice the forward bounds it.
-    frontend::check_fits(2 * frontend::required_bytes(p.spec, p.dtype), available_bytes(p.choice.device),
-                         p.choice.device, p.spec.text + " with --backward (leave out --backward, or choose smaller sizes)");
+    const size_t forward_bytes = sequence ? frontend::required_bytes(*sequence, p.dtype)
+                                          : frontend::required_bytes(p.spec, p.dtype);
+    frontend::check_fits(2 * forward_bytes, available_bytes(p.choice.device), p.choice.device,
+                         p.spec.text + " with --backward (leave out --backward, or choose smaller sizes)");
+  }
+  if (sequence) {
+    p.sequence = std::make_unique<frontend::Sequence>(frontend::prepare_sequence(
+        *sequence, p.dtype, p.choice.device, o.seed, o.requires_grad, available_bytes(p.choice.device)));
+    p.call.description = p.sequence->description;
+    p.call.flops = p.sequence->flops;
+    p.call.bytes = p.sequence->bytes;
+    return p;
   }
   p.call = frontend::prepare_call(p.spec, p.dtype, p.choice.device, o.seed, o.requires_grad,
                                   available_bytes(p.choice.device));
@@ -259,7 +286,7 @@ reports::TraceReport describe_context(const Prepared& p, const TraceOptions& o) 
   rep.op = p.spec.op;
   rep.spec = p.spec.text;
   rep.description = p.call.description;
-  rep.schema = p.call.op->schema().text;
+  rep.schema = p.call.op != nullptr ? p.call.op->schema().text : "";  // a sequence has one per step
   // With autocast casting: "autocast f32->bf16" (the inputs given, the dtype computed in); when the key
   // falls through for the op, the dtype is what it computes in and the key path says the rest.
   rep.dtype = p.autocast_casts
@@ -301,6 +328,7 @@ reports::TraceReport describe_context(const Prepared& p, const TraceOptions& o) 
 
 int run_trace(const TraceOptions& o) {
   Prepared p = prepare_trace(o);
+  if (p.sequence) return run_sequence_trace(o, p);
   const frontend::OpSpec& spec = p.spec;
   const frontend::PreparedCall& call = p.call;
   const DeviceChoice& choice = p.choice;

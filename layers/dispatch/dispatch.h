@@ -115,8 +115,7 @@ class Dispatcher {
     zone.rename(detail::t_inner_calls == 0 ? dispatch_key_name(key) : e.inner_zone_name(key));
     auto* kernel = reinterpret_cast<Fn*>(fn);
     if (detail::t_plan_recorder != nullptr && key <= DispatchKey::kCUDA) [[unlikely]] {
-      // Arguments are copied: a plan owns what its kernels read (tensors share their storage).
-      detail::t_plan_recorder->push_back({e.name(), key, [kernel, ks, args...] { return kernel(ks, args...); }});
+      return detail::record_plan_step(e.name(), key, kernel, ks, args...);
     }
     return kernel(ks, args...);
   }

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <functional>
+#include <memory>
+#include <tuple>
 #include <vector>
 
 #include "layers/dispatch/dispatch_key.h"
@@ -17,10 +19,36 @@ struct PlanStep {
   const char* op;
   DispatchKey key;
   std::function<Tensor()> run;
+  // The tensor arguments `run` reads, in order (they live in storage `run` owns), and what the kernel
+  // returned at capture. A sequence's plan (apps/strata/plan_replay.cpp) uses them to feed each step's
+  // fresh output into the steps that read it at capture: kernels allocate a new output per call, so
+  // without this a replayed step would read the capture-time output of the one before it.
+  std::vector<Tensor*> tensor_args;
+  Tensor output;
 };
 
 namespace detail {
 inline thread_local std::vector<PlanStep>* t_plan_recorder = nullptr;
+
+template <typename T>
+void collect_tensor(std::vector<Tensor*>&, T&) {}
+inline void collect_tensor(std::vector<Tensor*>& into, Tensor& t) { into.push_back(&t); }
+
+// Records kernel(ks, args...) as a plan step and runs it. Arguments are copied into storage the step
+// owns: a plan owns what its kernels read (tensors share their storage).
+template <typename Fn, typename... Args>
+Tensor record_plan_step(const char* op, DispatchKey key, Fn* kernel, DispatchKeySet ks, const Args&... args) {
+  auto stored = std::make_shared<std::tuple<Args...>>(args...);
+  PlanStep step{op, key, [kernel, ks, stored] { return std::apply([&](const Args&... a) { return kernel(ks, a...); }, *stored); },
+                {}, {}};
+  std::apply([&](Args&... a) { (collect_tensor(step.tensor_args, a), ...); }, *stored);
+  std::vector<PlanStep>& plan = *t_plan_recorder;
+  plan.push_back(std::move(step));  // before the call: an enclosing kernel's step comes before its inner ones
+  const size_t at = plan.size() - 1;
+  Tensor out = kernel(ks, args...);
+  plan[at].output = out;
+  return out;
+}
 }  // namespace detail
 
 class PlanRecordingGuard {

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "layers/frontend/frontend.h"
+#include "layers/frontend/sequence.h"
 #include "layers/ops/operators.h"
 #include "lib/error.h"
 
@@ -72,7 +73,11 @@ OpSpec parse_op_spec(std::string_view op, std::string_view dims_text, const Conv
     }
     ++index;
   });
-  if (!found) throw UsageError("unknown op " + quote(op) + "; strata traces:\n" + spec_help());
+  if (!found && is_sequence(op)) {
+    throw UsageError(quote(op) + " is a sequence of ops, not one operator: strata trace and strata compare take it "
+                     "(docs/sequences.md); this takes one operator:\n" + spec_help());
+  }
+  if (!found) throw UsageError("unknown op " + quote(op) + "; strata traces:\n" + spec_help() + sequence_help());
   // An option the op does not read would be silently ignored: refuse it instead.
   if (!reads_conv_options && !conv.given.empty()) {
     throw UsageError(conv.given + (conv.given.find(',') == std::string::npos ? " applies" : " apply") +

@@ -1,0 +1,213 @@
+// `mlp BxIN[xHIDDEN...]xOUT`: parsing, sizing, seeded parameters and the float64 forward. See
+// Note [Sequences are not operators] in sequence.h.
+#include "layers/frontend/sequence.h"
+
+#include <cmath>
+#include <random>
+
+#include "layers/frontend/frontend.h"
+#include "layers/kernels/reference/reference.h"
+#include "lib/error.h"
+#include "lib/zone.h"
+
+namespace strata::frontend {
+namespace {
+
+constexpr const char* kMlpFormat =
+    "mlp takes BxINxOUT or BxINxHIDDEN[xHIDDEN...]xOUT: batch, input features, one width per hidden layer, "
+    "output features";
+
+std::string dims_text(std::initializer_list<int64_t> dims) {
+  std::string s;
+  for (int64_t d : dims) s += (s.empty() ? "" : "x") + std::to_string(d);
+  return s;
+}
+
+// Like random_tensor, with the values scaled by `scale` before they are rounded to `dtype`.
+Tensor scaled_random(const Shape& shape, DType dtype, Device device, uint64_t seed, double scale) {
+  Tensor host = Tensor::empty(shape, dtype, kCPU);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  const int64_t n = host.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    const double v = dist(rng) * scale;
+    switch (dtype) {
+      case DType::kF32: host.data<float>()[i] = static_cast<float>(v); break;
+      case DType::kF64: host.data<double>()[i] = v; break;
+      case DType::kF16: host.data<uint16_t>()[i] = reference::float_to_half(static_cast<float>(v)); break;
+      case DType::kBF16: host.data<uint16_t>()[i] = reference::float_to_bf16(static_cast<float>(v)); break;
+    }
+  }
+  return host.to(device);
+}
+
+Tensor host_f64(const Shape& shape, const std::vector<double>& values) {
+  Tensor t = Tensor::empty(shape, DType::kF64, kCPU);
+  for (size_t i = 0; i < values.size(); ++i) t.data<double>()[i] = values[i];
+  return t;
+}
+
+}  // namespace
+
+bool is_sequence(std::string_view op) { return op == "mlp"; }
+
+std::string sequence_help() {
+  return "  mlp BxIN[xHIDDEN...]xOUT  a small model: Linear, then ReLU + Linear per HIDDEN   e.g. mlp 16x256x512x10\n"
+         "                           (a sequence of real calls, one op id each; trace and compare only)\n";
+}
+
+SequenceSpec parse_sequence_spec(std::string_view op, std::string_view dims) {
+  if (!is_sequence(op)) throw UsageError("unknown sequence '" + std::string(op) + "'; sequences: mlp");
+  SequenceSpec spec;
+  spec.name = std::string(op);
+  spec.text = spec.name + " " + std::string(dims);
+  std::vector<int64_t> sizes;
+  size_t start = 0;
+  while (true) {
+    const size_t end = dims.find('x', start);
+    const std::string_view field = dims.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+    if (field.empty()) {
+      throw UsageError(spec.text + ": size " + quote_typed(dims) + " has an empty field; " + kMlpFormat +
+                       ", e.g. mlp 16x256x512x10");
+    }
+    try {
+      sizes.push_back(parse_dims(field).front());  // one field: the size rules of every op spec
+    } catch (const UsageError& e) {
+      throw UsageError(spec.text + ": " + e.what());
+    }
+    if (end == std::string_view::npos) break;
+    start = end + 1;
+  }
+  if (sizes.size() < 3) {
+    throw UsageError(std::string(kMlpFormat) + ", e.g. mlp 16x256x512x10; got " + quote_typed(dims) + " (" +
+                     std::to_string(sizes.size()) + " size" + (sizes.size() == 1 ? "" : "s") + ", at least 3 needed)");
+  }
+  if (sizes.size() - 2 > kMaxMlpLayers) {
+    throw UsageError(spec.text + " has " + std::to_string(sizes.size() - 2) + " Linear layers; at most " +
+                     std::to_string(kMaxMlpLayers) + " (a small model: one size per layer boundary)");
+  }
+  spec.batch = sizes.front();
+  spec.widths.assign(sizes.begin() + 1, sizes.end());
+  return spec;
+}
+
+size_t required_bytes(const SequenceSpec& spec, DType dtype) {
+  // 128-bit sums of products of sizes below 2^31 each (see ByteCount in prepare.cpp): no wrap-around.
+  using Wide = unsigned __int128;
+  const Wide e = element_size(dtype), b = static_cast<Wide>(spec.batch);
+  Wide total = b * static_cast<Wide>(spec.widths.front()) * e;  // the input
+  for (size_t i = 0; i + 1 < spec.widths.size(); ++i) {
+    const Wide in = static_cast<Wide>(spec.widths[i]), out = static_cast<Wide>(spec.widths[i + 1]);
+    total += (out * in + out) * e;                                // weight and bias
+    total += b * out * e * (i + 2 < spec.widths.size() ? 2 : 1);  // the Linear's output, and its ReLU's
+  }
+  if (total > static_cast<Wide>(INT64_MAX)) throw UsageError(spec.text + " would need more than 2^63 bytes; choose smaller sizes");
+  return static_cast<size_t>(total);
+}
+
+Sequence prepare_sequence(const SequenceSpec& spec, DType dtype, Device device, uint64_t seed, bool requires_grad,
+                          size_t available_bytes) {
+  STRATA_ZONE(zone, Layer::kFrontend, "prepare model");
+  Sequence s;
+  s.spec = spec;
+  s.bytes = required_bytes(spec, dtype);
+  check_fits(s.bytes, available_bytes, device, spec.text + " (" + std::string(dtype_name(dtype)) + ", input, parameters and every activation)");
+  // Seed streams as prepare_call numbers them: the input first, then each weight and bias in order.
+  uint64_t stream = 0;
+  s.input = scaled_random(Shape{spec.batch, spec.widths.front()}, dtype, device, seed * 1000003 + ++stream, 1.0);
+  const binding::BoundOperator& linear = binding::find_operator("linear");
+  const binding::BoundOperator& relu = binding::find_operator("relu");
+  s.description = "[" + dims_text({spec.batch, spec.widths.front()}) + "]";
+  for (size_t i = 0; i + 1 < spec.widths.size(); ++i) {
+    const int64_t in = spec.widths[i], out = spec.widths[i + 1];
+    const double bound = 1.0 / std::sqrt(double(in));
+    Tensor weight = scaled_random(Shape{out, in}, dtype, device, seed * 1000003 + ++stream, bound);
+    Tensor bias = scaled_random(Shape{out}, dtype, device, seed * 1000003 + ++stream, bound);
+    weight.set_requires_grad(requires_grad);
+    bias.set_requires_grad(requires_grad);
+    s.parameters.push_back(weight);
+    s.parameters.push_back(bias);
+    // The op's own declaration sizes the step: flops and words as `strata trace linear` would give them.
+    const OpSpec linear_spec = parse_op_spec("linear", dims_text({spec.batch, in, out}));
+    SequenceStep step;
+    step.op = &linear;
+    step.args = {i == 0 ? binding::IValue(s.input) : binding::IValue(), binding::IValue(weight), binding::IValue(bias)};
+    step.description = "linear [" + dims_text({spec.batch, in}) + "] -> [" + dims_text({spec.batch, out}) + "]";
+    step.flops = linear_spec.call.flops;
+    s.steps.push_back(std::move(step));
+    s.description += " -> linear " + std::to_string(out);
+    if (i + 2 < spec.widths.size()) {
+      const OpSpec relu_spec = parse_op_spec("relu", dims_text({spec.batch, out}));
+      SequenceStep r;
+      r.op = &relu;
+      r.args = {binding::IValue()};
+      r.description = "relu [" + dims_text({spec.batch, out}) + "]";
+      r.flops = relu_spec.call.flops;
+      s.steps.push_back(std::move(r));
+      s.description += " -> relu";
+    }
+  }
+  s.description += " -> [" + dims_text({spec.batch, spec.widths.back()}) + "]";
+  for (const SequenceStep& step : s.steps) s.flops += step.flops;
+  return s;
+}
+
+std::vector<double> reference_result(const Sequence& sequence) {
+  const SequenceSpec& spec = sequence.spec;
+  Tensor x = host_f64(Shape{spec.batch, spec.widths.front()}, reference::to_double(sequence.input));
+  for (size_t i = 0; i + 1 < spec.widths.size(); ++i) {
+    const int64_t in = spec.widths[i], out = spec.widths[i + 1];
+    const Tensor w = host_f64(Shape{out, in}, reference::to_double(sequence.parameters[2 * i]));
+    const Tensor b = host_f64(Shape{out}, reference::to_double(sequence.parameters[2 * i + 1]));
+    std::vector<double> y = reference::linear(x, w, b);
+    if (i + 2 < spec.widths.size()) y = reference::relu(host_f64(Shape{spec.batch, out}, y));
+    x = host_f64(Shape{spec.batch, out}, y);
+  }
+  return reference::to_double(x);
+}
+
+double sequence_tolerance(const SequenceSpec& spec, DType dtype, bool tf32) {
+  return reference::tolerance(dtype, tf32) * double(spec.linears());
+}
+
+double sequence_gradient_tolerance(const SequenceSpec& spec, DType dtype, bool tf32) {
+  return 2 * sequence_tolerance(spec, dtype, tf32);
+}
+
+std::string parameter_name(size_t index) {
+  return "linear " + std::to_string(index / 2 + 1) + (index % 2 == 0 ? " weight" : " bias");
+}
+
+std::vector<std::vector<double>> reference_parameter_gradients(const Sequence& sequence) {
+  const SequenceSpec& spec = sequence.spec;
+  const size_t layers = spec.linears();
+  // Forward, keeping what the backward reads: each Linear's input and each ReLU's input.
+  std::vector<Tensor> inputs, weights, biases, pre_relu;
+  Tensor x = host_f64(Shape{spec.batch, spec.widths.front()}, reference::to_double(sequence.input));
+  for (size_t i = 0; i < layers; ++i) {
+    const int64_t in = spec.widths[i], out = spec.widths[i + 1];
+    inputs.push_back(x);
+    weights.push_back(host_f64(Shape{out, in}, reference::to_double(sequence.parameters[2 * i])));
+    biases.push_back(host_f64(Shape{out}, reference::to_double(sequence.parameters[2 * i + 1])));
+    const Tensor z = host_f64(Shape{spec.batch, out}, reference::linear(x, weights[i], biases[i]));
+    if (i + 1 < layers) {
+      pre_relu.push_back(z);
+      x = host_f64(Shape{spec.batch, out}, reference::relu(z));
+    }
+  }
+  // Backward from d sum(y) / dy = ones.
+  std::vector<std::vector<double>> grads(2 * layers);
+  Tensor g = host_f64(Shape{spec.batch, spec.widths.back()},
+                      std::vector<double>(static_cast<size_t>(spec.batch * spec.widths.back()), 1.0));
+  for (size_t i = layers; i-- > 0;) {
+    const reference::Grads lg = reference::linear_backward(g, inputs[i], weights[i], biases[i]);
+    grads[2 * i] = lg[1];
+    grads[2 * i + 1] = lg[2];
+    if (i == 0) break;
+    const Tensor g_x = host_f64(inputs[i].sizes(), lg[0]);
+    g = host_f64(inputs[i].sizes(), reference::relu_backward(g_x, pre_relu[i - 1])[0]);
+  }
+  return grads;
+}
+
+}  // namespace strata::frontend

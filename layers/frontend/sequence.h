@@ -1,0 +1,107 @@
+// Sequences: a few ops in a row, each a real call through binding and dispatch, the output of one the
+// input of the next. The first is `mlp BxIN[xHIDDEN...]xOUT`: Linear, then (ReLU, Linear) per hidden
+// width, like a small model. Part of the frontend's public surface beside frontend.h (kept in its own
+// header so that the single-op frontend does not grow with it); docs/sequences.md.
+//
+// Note [Sequences are not operators]: `mlp` is not in ops::AllOps. An operator is one schema, one kernel
+// table and one backward node; a sequence is what a user's model does with several of them, so every
+// step goes through find_operator(...).call() exactly as a single traced op does, with its own op id in
+// the timeline (apps/strata/harness.cpp), and the reports add the steps up (reports/sequence.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "layers/binding/binding.h"
+#include "lib/device.h"
+#include "lib/dtype.h"
+
+namespace strata::frontend {
+
+// What the user typed: "mlp 16x256x512x10" -> widths {256, 512, 10}, batch 16.
+struct SequenceSpec {
+  std::string name;             // "mlp"
+  std::string text;             // "mlp 16x256x512x10", for messages
+  int64_t batch = 0;            // B
+  std::vector<int64_t> widths;  // IN, HIDDEN..., OUT (at least two)
+  size_t linears() const { return widths.size() - 1; }
+  size_t steps() const { return 2 * linears() - 1; }  // a ReLU between consecutive Linears
+};
+
+// True for the names that are sequences rather than operators ("mlp").
+bool is_sequence(std::string_view op);
+// The sequences' spec formats, for --help and for the unknown-op message (after spec_help()).
+std::string sequence_help();
+// Throws UsageError naming what was wrong: fewer than three sizes, more than kMaxMlpLayers Linears, and
+// every size rule of parse_dims.
+SequenceSpec parse_sequence_spec(std::string_view op, std::string_view dims);
+inline constexpr size_t kMaxMlpLayers = 16;
+
+struct SequenceStep {
+  const binding::BoundOperator* op = nullptr;
+  // The call's arguments; for every step after the first, args[0] is the previous step's output, put
+  // there by Sequence::run_step just before the call.
+  std::vector<binding::IValue> args;
+  std::string description;  // "linear [16x256] -> [16x512]"
+  double flops = 0;
+};
+
+struct Sequence {
+  SequenceSpec spec;
+  std::vector<SequenceStep> steps;
+  Tensor input;                    // [B, IN]; never requires grad (a batch of data, not a parameter)
+  std::vector<Tensor> parameters;  // weight and bias of each Linear, in order
+  std::string description;         // "[16x256] -> linear 512 -> relu -> linear 10 -> [16x10]"
+  double flops = 0;                // of one forward
+  size_t bytes = 0;                // what required_bytes said
+
+  // Step j on the previous step's output (`prev` is ignored for step 0, which reads `input`). The one
+  // place where data flows from step to step, so that eager, traced and captured runs all do the same.
+  binding::IValue run_step(size_t j, binding::IValue prev) {
+    SequenceStep& s = steps[j];
+    if (j == 0) return s.op->call(s.args);
+    s.args[0] = std::move(prev);
+    binding::IValue out = s.op->call(s.args);
+    s.args[0] = binding::IValue();  // the step does not keep its input alive between forwards
+    return out;
+  }
+  // One whole forward, untraced.
+  binding::IValue forward() {
+    binding::IValue x;
+    for (size_t j = 0; j < steps.size(); ++j) x = run_step(j, std::move(x));
+    return x;
+  }
+};
+
+// Bytes one forward needs on the device: the input, every parameter and every step's output (all kept:
+// with --requires-grad the Autograd key saves them for backward; without, this bounds it from above).
+// Overflow-checked; throws UsageError past 2^63.
+size_t required_bytes(const SequenceSpec& spec, DType dtype);
+
+// Checks the memory, then creates the input (uniform in [-1, 1)) and the parameters (uniform in
+// [-1/sqrt(fan_in), 1/sqrt(fan_in)), as torch.nn.Linear initialises them, so that activations keep their
+// scale through the layers) from `seed`. With `requires_grad` the parameters require grad, the input not.
+Sequence prepare_sequence(const SequenceSpec& spec, DType dtype, Device device, uint64_t seed, bool requires_grad,
+                          size_t available_bytes);
+
+// The float64 forward of the whole model, from host copies of the input and parameters
+// (layers/kernels/reference, step by step in double precision).
+std::vector<double> reference_result(const Sequence& sequence);
+
+// The float64 gradients of sum(output) with respect to every parameter, in Sequence::parameters' order
+// (weight, bias of each Linear): the reference of `trace mlp --backward --check`. Forward and backward
+// in double precision from host copies (reference::linear_backward, reference::relu_backward).
+std::vector<std::vector<double>> reference_parameter_gradients(const Sequence& sequence);
+// "linear 1 weight", "linear 2 bias": parameter i's name in messages and reports.
+std::string parameter_name(size_t index);
+
+// The tolerance of a whole forward's relative error: the per-dtype tolerance of one op times the number
+// of Linears, since each GEMM adds its own rounding error to what it was given (to first order).
+double sequence_tolerance(const SequenceSpec& spec, DType dtype, bool tf32);
+// For the parameters' gradients: twice that, since a gradient passes back through as many GEMMs as the
+// forward that fed it (each weight's gradient is one more GEMM of the two).
+double sequence_gradient_tolerance(const SequenceSpec& spec, DType dtype, bool tf32);
+
+}  // namespace strata::frontend

@@ -1,0 +1,182 @@
+// Sequences end to end on the CPU (docs/sequences.md): the harness runs every step under its own op id,
+// a plan replay feeds each step's fresh output to the next, and `strata trace mlp` / `strata compare mlp`
+// give the op log, the per-op rows, a passing --check, a JSON report and a Chrome trace that holds every
+// op of every forward and passes the trace validator. Bad mlp specs are refused with exit 2.
+#include <doctest/doctest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "apps/strata/device_session.h"
+#include "apps/strata/harness.h"
+#include "layers/frontend/sequence.h"
+#include "layers/kernels/reference/reference.h"
+#include "reports/chrome_trace.h"
+#include "tests/apps/e2e.h"
+
+using namespace strata;
+
+TEST_CASE("the harness runs a sequence as one call per step, each with its own op id, forward by forward") {
+  const auto spec = frontend::parse_sequence_spec("mlp", "4x8x6x5x3");
+  frontend::Sequence seq = frontend::prepare_sequence(spec, DType::kF32, kCPU, 3, true, SIZE_MAX);
+  app::DeviceSession cpu;
+  app::HarnessOptions h;
+  h.warmup = 1;
+  h.repeat = 4;
+  h.first_op_id = 10;
+  Timeline timeline;
+  app::HarnessResult r = app::run_harness(seq, h, timeline, cpu);
+  REQUIRE(r.steps == 5);
+  CHECK(r.cold_ids == std::vector<uint32_t>{10, 11, 12, 13, 14});
+  REQUIRE(r.timed_ids.size() == 20);
+  for (size_t k = 0; k < r.timed_ids.size(); ++k) CHECK(r.timed_ids[k] == 15 + k);
+  CHECK(r.untraced_ns.size() == 4);
+  // Every op id has exactly one binding zone, named after the step's operator.
+  std::map<uint32_t, std::vector<std::string>> bindings;
+  for (const Span& s : timeline.spans())
+    if (s.layer == Layer::kBinding) bindings[s.op_id].push_back(s.name);
+  const char* expected[] = {"linear", "relu", "linear", "relu", "linear"};
+  for (size_t k = 0; k < r.timed_ids.size(); ++k) {
+    CAPTURE(k);
+    REQUIRE(bindings[r.timed_ids[k]].size() == 1);
+    CHECK(bindings[r.timed_ids[k]].front() == expected[k % 5]);
+  }
+  // The last forward's output is the model's output, with its backward node recorded.
+  CHECK(r.last_result.tensor().grad_fn());
+  CHECK(reference::relative_error(r.last_result.tensor(), frontend::reference_result(seq)) <=
+        frontend::sequence_tolerance(spec, DType::kF32, false));
+}
+
+TEST_CASE("a plan replay of a sequence feeds each step's fresh output into the next step") {
+  const auto spec = frontend::parse_sequence_spec("mlp", "3x7x5x4");
+  frontend::Sequence seq = frontend::prepare_sequence(spec, DType::kF64, kCPU, 9, false, SIZE_MAX);
+  app::CaptureCost cost;
+  app::DeviceSession cpu;
+  auto replay = app::capture_plan(cpu, [&] { return seq.forward(); }, {1}, cost);
+  replay->replay();
+  CHECK(reference::relative_error(replay->last_result().tensor(), frontend::reference_result(seq)) <=
+        frontend::sequence_tolerance(spec, DType::kF64, false));
+  // New input values, in place: the replayed first Linear reads them, and only if its fresh output
+  // reaches the ReLU and the second Linear does the model's output follow (a plan that replayed each
+  // step on its capture-time arguments would return the old output).
+  const std::vector<double> before = reference::to_double(replay->last_result().tensor());
+  for (int64_t i = 0; i < seq.input.numel(); ++i) seq.input.data<double>()[i] = 0.9 - 0.1 * double(i % 17);
+  replay->replay();
+  CHECK(reference::relative_error(replay->last_result().tensor(), before) > 1e-3);
+  CHECK(reference::relative_error(replay->last_result().tensor(), frontend::reference_result(seq)) <=
+        frontend::sequence_tolerance(spec, DType::kF64, false));
+}
+
+TEST_CASE("strata trace mlp: op log, per-op rows, check, JSON with every step, a valid trace with every op") {
+  test::TempDir dir;
+  const std::string json = dir.file("m.json"), trace = dir.file("m.trace.json");
+  auto r = test::run_strata(test::cpu({"trace", "mlp", "8x32x16x4", "--requires-grad", "--check", "--json", json,
+                                       "--chrome-trace", trace}));
+  test::check_no_crash(r);
+  REQUIRE(r.exit_code == 0);
+  CHECK(test::contains(r.out, "op log (one forward, 3 ops"));
+  CHECK(test::contains(r.out, "Autograd > CPU"));
+  CHECK(test::contains(r.out, "per op (median)"));
+  CHECK(test::contains(r.out, "profile: "));
+  CHECK(test::contains(r.out, "PASS"));
+  auto doc = nlohmann::json::parse(test::read_file(json));
+  CHECK(doc["op"] == "mlp");
+  CHECK(doc["check"]["passed"] == true);
+  const auto& seq = doc["sequence"];
+  CHECK(seq["ops_per_forward"] == 3);
+  CHECK(seq["forwards"] == 3);
+  REQUIRE(seq["op_log"].size() == 3);
+  CHECK(seq["op_log"][0]["op"] == "linear");
+  CHECK(seq["op_log"][1]["op"] == "relu");
+  CHECK(seq["op_log"][2]["op"] == "linear");
+  CHECK(seq["op_log"][1]["dispatch_keys"] == "Autograd > CPU");
+  CHECK(seq["steps"][2]["steady"]["calls"] == 3);
+  CHECK((seq["verdict"] == "compute-bound" || seq["verdict"] == "overhead-bound"));
+  CHECK(seq["compute"]["median"].get<double>() > 0);
+  CHECK(seq["host_tax"]["median"].get<double>() > 0);
+  // The trace: valid, and every op of every forward (3 timed + the cold one) is there as a binding zone.
+  const std::string text = test::read_file(trace);
+  CHECK(reports::check_chrome_trace(text).empty());
+  auto events = nlohmann::json::parse(text)["traceEvents"];
+  std::map<std::string, int> bindings;
+  for (const auto& e : events)
+    if (e.value("cat", "") == "binding" && e.value("ph", "") == "X") ++bindings[e.value("name", "")];
+  CHECK(bindings["linear"] == 2 * 4);
+  CHECK(bindings["relu"] == 1 * 4);
+  auto check = test::run_strata({"check-trace", trace});
+  CHECK(check.exit_code == 0);
+}
+
+TEST_CASE("strata compare mlp: whole forwards eager and plan-replayed, both checked") {
+  test::TempDir dir;
+  const std::string json = dir.file("c.json"), trace = dir.file("c.trace.json");
+  auto r = test::run_strata({"compare", "mlp", "8x32x16x16x4", "--device", "cpu", "--repeat", "4", "--warmup", "1",
+                             "--check", "--json", json, "--chrome-trace", trace});
+  test::check_no_crash(r);
+  REQUIRE(r.exit_code == 0);
+  CHECK(test::contains(r.out, "eager vs plan replay"));
+  CHECK(test::contains(r.out, "a round is 1 whole forward of 5 ops"));
+  auto doc = nlohmann::json::parse(test::read_file(json));
+  CHECK(doc["ops_per_replay"] == 5);
+  CHECK(doc["check"]["passed"] == true);
+  CHECK(doc["figures"]["check.replay_relative_error"]["value"].get<double>() <= doc["check"]["tolerance"].get<double>());
+  CHECK(reports::check_chrome_trace(test::read_file(trace)).empty());
+  // --ops-per-graph counts forwards for a sequence.
+  r = test::run_strata({"compare", "mlp", "8x32x16x4", "--device", "cpu", "--repeat", "3", "--warmup", "0",
+                        "--ops-per-graph", "2", "--json", json});
+  REQUIRE(r.exit_code == 0);
+  CHECK(nlohmann::json::parse(test::read_file(json))["ops_per_replay"] == 6);
+}
+
+TEST_CASE("bad mlp input is refused with exit 2, one message, no output") {
+  test::TempDir dir;
+  test::check_refused(test::run_strata(test::cpu({"trace", "mlp", "16x256", "--json", dir.file("a.json")})), 2,
+                      "at least 3 needed");
+  test::check_refused(test::run_strata(test::cpu({"trace", "mlp", "16x0x10"})), 2, "contains 0");
+  test::check_refused(test::run_strata(test::cpu({"trace", "mlp", "16x256x10", "--kernel", "3"})), 2,
+                      "takes no conv options");
+  test::check_refused(test::run_strata(test::cpu({"trace", "mlp", "100000x100000x100000"})), 2,
+                      "is available");
+  test::check_refused(test::run_strata({"sweep", "mlp", "16:64"}), 2, "sequence of ops");
+  test::check_refused(test::run_strata(test::cpu({"compare", "mlp", "4x4"})), 2, "at least 3 needed");
+  CHECK(dir.entries().empty());
+}
+
+TEST_CASE("strata trace mlp --backward: backward op log, per-node rows, every parameter's gradient checked") {
+  test::TempDir dir;
+  const std::string json = dir.file("b.json"), trace = dir.file("b.trace.json");
+  auto r = test::run_strata(test::cpu({"trace", "mlp", "8x32x16x4", "--requires-grad", "--backward", "--check",
+                                       "--json", json, "--chrome-trace", trace}));
+  test::check_no_crash(r);
+  REQUIRE(r.exit_code == 0);
+  CHECK(test::contains(r.out, "op log (one backward"));
+  CHECK(test::contains(r.out, "backward profile: "));
+  CHECK(test::contains(r.out, "linear 1 weight"));
+  auto doc = nlohmann::json::parse(test::read_file(json));
+  CHECK(doc["check"]["passed"] == true);
+  const auto& b = doc["backward_sequence"];
+  REQUIRE(b["op_log"].size() >= 4);
+  CHECK(b["op_log"][0]["op"] == "sum (seed)");
+  std::map<std::string, int> nodes;
+  for (const auto& step : b["op_log"]) ++nodes[step["op"].get<std::string>()];
+  CHECK(nodes["AddmmBackward"] == 2);
+  CHECK(nodes["ReluBackward"] == 1);
+  CHECK(nodes["AccumulateGrad"] == 4);  // two weights, two biases; the input is data
+  CHECK(b["forwards"] == 3);
+  // The gradient check covers every parameter.
+  const auto& checks = doc["backward"]["gradient_checks"];
+  REQUIRE(checks.size() == 4);
+  for (const auto& c : checks) CHECK(c["passed"] == true);
+  const std::string text = test::read_file(trace);
+  CHECK(reports::check_chrome_trace(text).empty());
+  // Every backward node's gradient ops are in it (the nodes' own zones are the engine's, named "engine").
+  std::map<std::string, int> library;
+  const auto events = nlohmann::json::parse(text)["traceEvents"];
+  for (const auto& e : events)
+    if (e.value("cat", "") == "library" && e.value("ph", "") == "X") ++library[e.value("name", "")];
+  CHECK(library["threshold_backward (cpu loop)"] == 4);  // ReluBackward, in the cold and 3 timed calls
+  CHECK(library["bias_backward (cpu loop)"] == 2 * 4);   // each AddmmBackward
+  // --backward needs something to differentiate.
+  test::check_refused(test::run_strata(test::cpu({"trace", "mlp", "8x32x16x4", "--backward"})), 2,
+                      "--backward needs --requires-grad");
+}
