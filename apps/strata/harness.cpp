@@ -101,7 +101,7 @@ double untraced_call_ns(const Work& work, DeviceSession& session, bool backward)
   binding::IValue out;
   for (size_t j = 0; j < work.steps(); ++j) out = work.run(j, std::move(out));
   session.synchronize();
-  if (options.backward) {
+  if (backward) {
     autograd::backward(ops::sum(out.tensor()));
     session.synchronize();
   }
@@ -157,7 +157,7 @@ HarnessResult run_work(const Work& call, const HarnessOptions& options, Timeline
   std::vector<double> warm;
   for (int64_t i = 0; i < options.warmup; ++i) {
     stop_if_interrupted();
-    warm.push_back(untraced_call_ns(call, options, session));
+    warm.push_back(untraced_call_ns(call, session, options.backward));
   }
   r.warmup = options.warmup;
   r.repeat = options.repeat;

@@ -195,6 +195,11 @@ Prepared prepare_trace(const TraceOptions& o) {
   if (frontend::is_sequence(o.op)) {
     // A sequence (mlp) is no operator: its own spec, its own sizing (frontend/sequence.h).
     if (!o.conv.given.empty()) throw UsageError(o.conv.given + " apply to conv only; " + o.op + " takes no conv options");
+    if (o.frontend != "cli" || !o.peer.empty()) {
+      throw UsageError(std::string(o.frontend != "cli" ? "--frontend " + o.frontend : "--peer " + o.peer) + " drives one "
+                       "operator through Python; " + o.op + " is a sequence of operators, run from C++ only (leave it "
+                       "out, or trace one of its ops: linear, relu)");
+    }
     sequence = frontend::parse_sequence_spec(o.op, o.spec);
     p.spec.op = o.op;
     p.spec.text = sequence->text;
@@ -238,7 +243,9 @@ Prepared prepare_trace(const TraceOptions& o) {
                        "f32 on TF32 tensor cores, --autocast casts the inputs to " + o.autocast + ")");
     }
     p.autocast = *to;
-    p.autocast_casts = Dispatcher::instance().entry(p.spec.op_index).kernel(DispatchKey::kAutocast) != nullptr;
+    // A sequence's linears are cast (its relus take what they are given); an op, if it has an Autocast kernel.
+    p.autocast_casts = sequence.has_value() ||
+                       Dispatcher::instance().entry(p.spec.op_index).kernel(DispatchKey::kAutocast) != nullptr;
   }
   // Refused here, for every build, rather than left to the device session of whichever build this is.
   if (o.tf32 && p.choice.device.is_cpu()) {
@@ -271,6 +278,7 @@ Prepared prepare_trace(const TraceOptions& o) {
     p.call.description = p.sequence->description;
     p.call.flops = p.sequence->flops;
     p.call.bytes = p.sequence->bytes;
+    if (p.autocast) p.autocast_guard = std::make_unique<AutocastGuard>(*p.autocast);  // as for one op, below
     return p;
   }
   p.call = frontend::prepare_call(p.spec, p.dtype, p.choice.device, o.seed, o.requires_grad,

@@ -180,3 +180,27 @@ TEST_CASE("strata trace mlp --backward: backward op log, per-node rows, every pa
   test::check_refused(test::run_strata(test::cpu({"trace", "mlp", "8x32x16x4", "--backward"})), 2,
                       "--backward needs --requires-grad");
 }
+
+TEST_CASE("strata trace mlp --autocast bf16: the linears compute in bf16, the leaves' gradients come back through casts") {
+  const test::RunResult r = test::run_strata(test::cpu({"trace", "mlp", "4x16x8x3", "--autocast", "bf16", "--requires-grad", "--backward",
+                                      "--check"}));
+  test::check_no_crash(r);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(test::contains(r.out, "autocast f32->bf16"));
+  // Each parameter is cast on its way in, so its gradient returns through ToCopyBackward before AccumulateGrad.
+  CHECK(test::count_of(r.out, "ToCopyBackward > AccumulateGrad") == 4);
+  // Computed in bf16: the forward's error is bf16-sized, not f32-sized, and within the bf16 tolerance.
+  const size_t at = r.out.find("check: relative error ");
+  REQUIRE(at != std::string::npos);
+  const double error = std::stod(r.out.substr(at + 22));
+  CHECK(error > 1e-4);
+  CHECK(test::contains(r.out, "for autocast f32->bf16): PASS"));
+}
+
+TEST_CASE("mlp is a sequence from C++: --frontend python and --peer torch are refused with the reason") {
+  test::check_refused(test::run_strata(test::cpu({"trace", "mlp", "4x16x3", "--frontend", "python"})), 2,
+                "--frontend python drives one operator through Python; mlp is a sequence of operators");
+  test::check_refused(test::run_strata(test::cpu({"trace", "mlp", "4x16x3", "--peer", "torch"})), 2,
+                "--peer torch drives one operator through Python; mlp is a sequence of operators");
+}
