@@ -34,7 +34,9 @@ TEST_CASE("sweep: a table per size, crossovers in words, --json --csv --plot wri
   CHECK(contains(r.out, "sweep matmul 16,32,64  (3 sizes"));
   CHECK(contains(r.out, "host%"));
   CHECK(count_of(r.out, "crossover: host overhead") == 2);
-  CHECK(contains(r.out, "under 5.0% of the wall"));
+  // The 5% crossover in words: where it falls depends on this machine's speed (under ASan, or a loaded
+  // core, the host share at 64 can stay above 5%), so either wording; which one is the sweep's to measure.
+  CHECK((contains(r.out, "under 5.0% of the wall") || contains(r.out, "still 5.0% of the wall or more")));
   CHECK(dir.entries() == std::vector<std::string>{"s.csv", "s.json", "s.svg"});  // no temporaries left
   const auto j = nlohmann::json::parse(read_file(dir.file("s.json")));
   REQUIRE(j["points"].size() == 3);
