@@ -572,11 +572,11 @@ struct OpList {
     using R = std::invoke_result_t<F, std::tuple_element_t<0, std::tuple<Ops...>>>;
     if constexpr (std::is_void_v<R>) {
       size_t i = 0;
-      ((i++ == index ? (f(Ops{}), true) : false) || ...);
+      static_cast<void>(((i++ == index ? (f(Ops{}), true) : false) || ...));  // the fold stops at the op
     } else {
       R result{};
       size_t i = 0;
-      ((i++ == index ? (result = f(Ops{}), true) : false) || ...);
+      static_cast<void>(((i++ == index ? (result = f(Ops{}), true) : false) || ...));
       return result;
     }
   }
