@@ -51,7 +51,7 @@ struct SequenceFigures {
   double kernels_per_forward = 0;
   // Medians of the shares of the forward's wall (0..1), and the verdict from them.
   double compute_share = 0, host_share = 0, launch_share = 0, idle_share = 0;
-  // Set by the caller (measure_probe_cost_ns): per-op medians under twice this are marked * when printed.
+  // Set by the caller (measure_zone_cost_ns, lib/zone.h): per-op medians under twice this are marked * when printed.
   double probe_ns = 0;
   std::string verdict;         // "compute-bound" or "overhead-bound"
   std::string verdict_reason;  // the numbers behind it, in one sentence

@@ -227,20 +227,4 @@ HarnessResult run_harness(frontend::Sequence& sequence, const HarnessOptions& op
   return run_work(SequenceCall{sequence}, options, timeline, session);
 }
 
-double measure_probe_cost_ns() {
-  constexpr int kZones = 20000;
-  double best = 1e9;
-  for (int round = 0; round < 3; ++round) {
-    Timeline t(kZones + 16);
-    tracing::ActiveScope scope(&t);
-    const uint64_t t0 = host_clock::ticks();
-    for (int i = 0; i < kZones; ++i) {
-      STRATA_ZONE(zone, Layer::kHarness, "probe");
-    }
-    const uint64_t t1 = host_clock::ticks();
-    best = std::min(best, double(host_clock::ticks_to_ns(t1) - host_clock::ticks_to_ns(t0)) / kZones);
-  }
-  return best;
-}
-
 }  // namespace strata::app

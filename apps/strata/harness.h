@@ -97,7 +97,4 @@ HarnessResult run_harness(const frontend::PreparedCall& call, const HarnessOptio
 HarnessResult run_harness(frontend::Sequence& sequence, const HarnessOptions& options, Timeline& timeline,
                           DeviceSession& session);
 
-// Measured cost of one zone (open + close) on this machine, in ns.
-double measure_probe_cost_ns();
-
 }  // namespace strata::app

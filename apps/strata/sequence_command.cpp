@@ -56,7 +56,7 @@ int run_sequence_trace(const TraceOptions& o, Prepared& p) {
   rep.warmup = static_cast<size_t>(run.warmup);
   rep.repeat = static_cast<size_t>(run.repeat);
   rep.repeat_auto = run.repeat_auto;
-  rep.probe_ns = measure_probe_cost_ns();
+  rep.probe_ns = measure_zone_cost_ns();
   seq.probe_ns = rep.probe_ns;
   backward.probe_ns = rep.probe_ns;
   // A row of the forward is a sum over its S ops, each read by its own probes: it is below what the

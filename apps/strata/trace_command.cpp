@@ -21,24 +21,13 @@
 #include "layers/kernels/reference/reference.h"
 #include "layers/ops/operators.h"
 #include "lib/error.h"
+#include "lib/machine.h"
 #include "lib/output_file.h"
 #include "reports/json_report.h"
 #include "reports/table.h"
 
 namespace strata::app {
 namespace {
-
-std::string cpu_model() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(cpuinfo, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      size_t colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(colon + 2);
-    }
-  }
-  return "unknown";
-}
 
 // What the machine was doing around the run, for the spread note: the 1-minute load average against the
 // CPU count (a load above the CPU count means the timed calls shared cores). Negative when unreadable.
@@ -370,7 +359,7 @@ int run_trace(const TraceOptions& o) {
   rep.warmup = static_cast<size_t>(run.warmup);
   rep.repeat = static_cast<size_t>(run.repeat);
   rep.repeat_auto = run.repeat_auto;
-  rep.probe_ns = measure_probe_cost_ns();
+  rep.probe_ns = measure_zone_cost_ns();
   // A row whose median is within twice one probe's cost is mostly the instrument itself: say so.
   std::string unresolved;
   for (reports::BreakdownRow& row : rep.steady.rows) {

@@ -5,7 +5,6 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <fstream>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -13,6 +12,7 @@
 #include "layers/binding/binding.h"
 #include "layers/kernels/cpu/cpu_kernels.h"
 #include "lib/error.h"
+#include "lib/machine.h"
 #include "lib/output_file.h"
 #include "lib/zone.h"
 #include "reports/chrome_trace.h"
@@ -23,36 +23,6 @@ namespace py = pybind11;
 
 namespace strata::python {
 namespace {
-
-std::string cpu_model() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(cpuinfo, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      size_t colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(colon + 2);
-    }
-  }
-  return "unknown";
-}
-
-// The cost of one zone (open + close) into a scratch timeline, as `strata trace` measures it
-// (apps/strata/harness.cpp's measure_probe_cost_ns, which lives in the app and is not linked here).
-double zone_cost_ns() {
-  constexpr int kZones = 20000;
-  double best = 1e9;
-  for (int round = 0; round < 3; ++round) {
-    Timeline t(kZones + 16);
-    tracing::ActiveScope scope(&t);
-    const uint64_t t0 = host_clock::ticks();
-    for (int i = 0; i < kZones; ++i) {
-      STRATA_ZONE(zone, Layer::kHarness, "probe");
-    }
-    const uint64_t t1 = host_clock::ticks();
-    best = std::min(best, double(host_clock::ticks_to_ns(t1) - host_clock::ticks_to_ns(t0)) / kZones);
-  }
-  return best;
-}
 
 class Profile;
 thread_local Profile* t_recording = nullptr;
@@ -143,7 +113,7 @@ class Profile {
     rep.env.clock_ns_per_tick = clock.ns_per_tick;
     rep.env.clock_read_ns = clock.read_cost_ns;
     if (rep.device == "cpu") rep.device = "cpu (" + std::to_string(rep.env.blas_threads) + " OpenBLAS threads)";
-    rep.probe_ns = zone_cost_ns();
+    rep.probe_ns = measure_zone_cost_ns();
     std::vector<bool> mine(next_id_, false);  // op ids are 1 .. next_id_ - 1
     for (uint32_t id : ids) mine[id] = true;
     size_t spans = 0;

@@ -1,0 +1,25 @@
+#include "lib/zone.h"
+
+#include <algorithm>
+
+#include "lib/host_clock.h"
+
+namespace strata {
+
+double measure_zone_cost_ns() {
+  constexpr int kZones = 20000;
+  double best = 1e9;
+  for (int round = 0; round < 3; ++round) {
+    Timeline t(kZones + 16);
+    tracing::ActiveScope scope(&t);
+    const uint64_t t0 = host_clock::ticks();
+    for (int i = 0; i < kZones; ++i) {
+      STRATA_ZONE(zone, Layer::kHarness, "probe");
+    }
+    const uint64_t t1 = host_clock::ticks();
+    best = std::min(best, double(host_clock::ticks_to_ns(t1) - host_clock::ticks_to_ns(t0)) / kZones);
+  }
+  return best;
+}
+
+}  // namespace strata
