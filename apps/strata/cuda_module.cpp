@@ -13,6 +13,7 @@
 
 #include "apps/strata/commands.h"
 #include "apps/strata/device_session.h"
+#include "apps/strata/module_file.h"
 #include "lib/error.h"
 #include "lib/host_clock.h"
 #include "lib/zone.h"
@@ -28,28 +29,7 @@ struct Loaded {
   double load_ns = 0;
 };
 
-std::string executable_dir() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return "";
-  std::string path(buf, size_t(n));
-  return path.substr(0, path.rfind('/'));
-}
-
 using Entry = const StrataCudaBackend* (*)();
-
-// Where the module is, or "" with `why` set. $STRATA_CUDA_MODULE is taken as given (dlopen says what is
-// wrong with it); otherwise the first copy that exists.
-std::string module_path(std::string& why) {
-  if (const char* env = std::getenv("STRATA_CUDA_MODULE"); env != nullptr && *env != '\0') return env;
-  const std::string next_to_exe = executable_dir() + "/" + kModuleName;
-  for (const std::string& path : {next_to_exe, std::string(STRATA_CUDA_MODULE_BUILD_PATH)}) {
-    if (access(path.c_str(), F_OK) == 0) return path;
-  }
-  why = std::string(kModuleName) + " is neither next to the executable (" + next_to_exe + ") nor where this build wrote it (" +
-        STRATA_CUDA_MODULE_BUILD_PATH + "); set STRATA_CUDA_MODULE to its path";
-  return "";
-}
 
 Loaded load() {
   Loaded r;
@@ -61,7 +41,8 @@ Loaded load() {
   auto entry = (env == nullptr || *env == '\0') ? reinterpret_cast<Entry>(dlsym(RTLD_DEFAULT, "strata_cuda_backend_v1"))
                                                  : nullptr;
   if (entry == nullptr) {
-    const std::string path = module_path(r.why);
+    const std::string path =
+        find_module_file(kModuleName, "STRATA_CUDA_MODULE", STRATA_CUDA_MODULE_BUILD_PATH, r.why);
     if (path.empty()) return r;
     // RTLD_NOW: a symbol the module needs and the executable does not export is an error now, with its name,
     // rather than a crash at the first call that needs it.

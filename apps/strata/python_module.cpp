@@ -1,6 +1,7 @@
 // The loader of libstrata_python.so and the search for the strata package, on the executable's side
 // (Note [The Python module] in python_module.h).
 #include "apps/strata/python_module.h"
+#include "apps/strata/module_file.h"
 
 #include <dlfcn.h>
 #include <unistd.h>
@@ -16,14 +17,6 @@ namespace {
 
 constexpr const char* kModuleName = "libstrata_python.so";
 
-std::string executable_dir() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) return "";
-  std::string path(buf, size_t(n));
-  return path.substr(0, path.rfind('/'));
-}
-
 struct Loaded {
   const StrataPythonModule* module = nullptr;
   std::string why;
@@ -33,24 +26,9 @@ struct Loaded {
 Loaded load() {
   Loaded r;
   const int64_t t0 = host_clock::now_ns();
-  std::string path;
-  if (const char* env = std::getenv("STRATA_PYTHON_MODULE"); env != nullptr && *env != '\0') {
-    path = env;
-  } else {
-    const std::string next_to_exe = executable_dir() + "/" + kModuleName;
-    for (const std::string& p : {next_to_exe, std::string(STRATA_PYTHON_MODULE_BUILD_PATH)}) {
-      if (access(p.c_str(), F_OK) == 0) {
-        path = p;
-        break;
-      }
-    }
-    if (path.empty()) {
-      r.why = std::string(kModuleName) + " is neither next to the executable (" + next_to_exe +
-              ") nor where this build wrote it (" + STRATA_PYTHON_MODULE_BUILD_PATH +
-              "); set STRATA_PYTHON_MODULE to its path";
-      return r;
-    }
-  }
+  const std::string path =
+      find_module_file(kModuleName, "STRATA_PYTHON_MODULE", STRATA_PYTHON_MODULE_BUILD_PATH, r.why);
+  if (path.empty()) return r;
   // RTLD_GLOBAL: numpy's and torch's extension modules look libpython's symbols up in the global scope.
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
   if (handle == nullptr) {
