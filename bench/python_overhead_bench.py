@@ -9,8 +9,9 @@ clock:
   raw cblas_sgemm timed in C++ on the same buffers (the floor both stacks call into at this size)
   strata.matmul inside strata.profile() with the python/pybind11 rows on, and with them off
 Targets: strata's overhead over raw cblas_sgemm at most half of PyTorch's; the python and pybind11 rows
-add at most 0.2 us per call. Then the differential cross-check (strata.profile.crosscheck). Prints
-figures, not verdicts on a noisy machine: run it on a quiet one. Results: docs/performance.md.
+add at most 0.2 us per call. Then the differential cross-check (strata.profile.crosscheck). Prints the
+figures and whether each target held in this run; on a shared machine run it more than once (the
+figures move together with the machine's speed). Results: docs/performance.md.
 """
 import argparse
 import os

@@ -12,6 +12,23 @@ void TraceReport::describe_na(RowKind kind, const std::string& na_reason) {
   cold.describe_na(kind, na_reason);
 }
 
+void describe_python_rows(TraceReport& rep) {
+  std::vector<std::string> functions, entries;  // "strata.matmul"; "_strata._op"
+  for (const BreakdownRow& row : rep.steady.rows) {
+    if (row.kind == RowKind::kPython) functions = row.names;
+    if (row.kind == RowKind::kPybind11) entries = row.names;
+  }
+  rep.describe(RowKind::kPython, "", (functions.size() == 1 ? functions[0] + "()" : std::string("the frontend")) +
+                                         ": type checks, to the extension call");
+  std::string what;
+  for (const std::string& e : entries) {
+    if (!what.empty()) what += " + ";
+    what += e == "_strata.call" ? "pybind11 dispatch into _strata.call" : e;
+  }
+  rep.describe(RowKind::kPybind11, "", (what.empty() ? std::string("the extension call") : what) +
+                                           ": boxing, result to Python");
+}
+
 void add_rate_figures(TraceReport& rep) {
   const double wall = rep.steady.wall.median;
   if (wall <= 0) return;

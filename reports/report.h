@@ -126,6 +126,11 @@ struct TraceReport {
 // the table and the JSON only format them.
 void add_rate_figures(TraceReport& report);
 
+// Words for the python and pybind11 rows of a call made from Python (strata.profile(), --frontend
+// python): the pybind11 row is worded by the entry its spans name (Note [Two entries into the
+// extension] in layers/python/crossing.cpp), "_strata._op" or "_strata.call".
+void describe_python_rows(TraceReport& report);
+
 // "41.70 ms", "0.09 us": a duration in ns with a unit that keeps 3-4 significant digits.
 std::string format_ns(double ns);
 std::string format_rate(double flops_per_s);  // "52.1 GFLOP/s"

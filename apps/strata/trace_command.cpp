@@ -384,8 +384,7 @@ int run_trace(const TraceOptions& o) {
     rep.notes.push_back("with --frontend python the wall row runs from the frontend function's first statement to "
                         "its return; 'tracing off' (and --peer's wall) is timed from C++ around the whole Python call, "
                         "so it also holds entering and leaving the interpreter and the result's conversion");
-    rep.describe(RowKind::kPython, "", "strata." + call.op->schema().name + "(): type checks, argument tuple");
-    rep.describe(RowKind::kPybind11, "", "_strata.call: pybind11 dispatch, boxing, result to Python");
+    reports::describe_python_rows(rep);
   }
   for (const reports::BreakdownRow& row : rep.steady.rows) {
     if (row.kind != RowKind::kDispatch) continue;

@@ -36,6 +36,7 @@ class IValue {
   bool is_dtype() const { return std::holds_alternative<DType>(value_); }
 
   const Tensor& tensor() const { return std::get<Tensor>(value_); }
+  Tensor&& take_tensor() && { return std::get<Tensor>(std::move(value_)); }  // a result handed on, not copied
   int64_t to_int() const { return std::get<int64_t>(value_); }
   double to_double() const { return is_int() ? static_cast<double>(std::get<int64_t>(value_)) : std::get<double>(value_); }
   bool to_bool() const { return std::get<bool>(value_); }

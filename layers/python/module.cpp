@@ -1,13 +1,12 @@
 // strata._strata: the pybind11 extension behind `import strata` (layer 0 in docs/DESIGN's table).
 //
-// It is deliberately thin. Tensors are strata::Tensor objects held by pybind11; operators are NOT bound
-// one by one: `call(name, args, kwargs)` boxes the Python values into binding::IValue and goes through the
-// binding layer (binding::find_operator(name).call), exactly as the CLI does, and `operators()` describes
-// every bound operator's schema so that the pure-Python frontend (strata/_ops.py) generates one function
-// per operator. Both come from ops::AllOps through the binding layer (Note [One declaration per
-// operator]): a new declaration appears in Python with no edit here.
-//
-// strata's C++ errors become Python exceptions (see Note [Errors across the language boundary]).
+// It is deliberately thin. Tensors are strata::Tensor objects held by pybind11 (this file: creation,
+// devices, the Tensor class); operators are NOT bound one by one: the crossing (crossing.cpp) boxes
+// Python values into binding::IValue and goes through the binding layer, exactly as the CLI does, and
+// `operators()` describes every bound operator's schema so that the pure-Python frontend (strata/_ops.py)
+// generates one function per operator. Both come from ops::AllOps through the binding layer (Note [One
+// declaration per operator]): a new declaration appears in Python with no edit here. strata's C++
+// errors become Python exceptions (Note [Errors across the language boundary] in crossing.cpp).
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -25,6 +24,7 @@
 #include "layers/dispatch/autocast.h"
 #include "layers/frontend/frontend.h"
 #include "layers/kernels/reference/reference.h"
+#include "layers/python/crossing.h"
 #include "layers/python/profile.h"
 #include "lib/error.h"
 #include "lib/storage.h"
@@ -39,44 +39,6 @@ namespace py = pybind11;
 
 namespace strata::python {
 namespace {
-
-// Note [Errors across the language boundary]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// lib/error.h has one rule per kind of failure; Python gets one exception class per kind, each a
-// subclass of the built-in a Python user would catch:
-//   strata::Error            -> strata.Error(RuntimeError)                  library failure, bug
-//   strata::UsageError       -> strata.UsageError(strata.Error, ValueError)  the caller asked for
-//                               something malformed (shapes that do not fit, a bad size, a bad device)
-//   strata::UnavailableError -> strata.UnavailableError(strata.Error)        valid, but this machine
-//                               cannot serve it (no GPU, out of memory)
-// The message is strata's own. Wrong Python types are TypeError, raised by the pure-Python frontend
-// before anything reaches C++ (as torch's python_arg_parser does).
-PyObject* g_error = nullptr;
-PyObject* g_usage_error = nullptr;
-PyObject* g_unavailable_error = nullptr;
-
-void create_exceptions(py::module_& m) {
-  g_error = PyErr_NewException("strata.Error", PyExc_RuntimeError, nullptr);
-  PyObject* usage_bases = PyTuple_Pack(2, g_error, PyExc_ValueError);
-  g_usage_error = PyErr_NewException("strata.UsageError", usage_bases, nullptr);
-  Py_DECREF(usage_bases);
-  g_unavailable_error = PyErr_NewException("strata.UnavailableError", g_error, nullptr);
-  // The module holds a reference to each; so do these globals, for the life of the process.
-  m.attr("Error") = py::reinterpret_borrow<py::object>(g_error);
-  m.attr("UsageError") = py::reinterpret_borrow<py::object>(g_usage_error);
-  m.attr("UnavailableError") = py::reinterpret_borrow<py::object>(g_unavailable_error);
-  py::register_exception_translator([](std::exception_ptr p) {
-    try {
-      if (p) std::rethrow_exception(p);
-    } catch (const UsageError& e) {
-      PyErr_SetString(g_usage_error, e.what());
-    } catch (const UnavailableError& e) {
-      PyErr_SetString(g_unavailable_error, e.what());
-    } catch (const Error& e) {
-      PyErr_SetString(g_error, e.what());
-    }
-  });
-}
 
 // ---- devices -------------------------------------------------------------------------------------
 
@@ -106,21 +68,6 @@ Device resolve_device(const std::string& text) {
                          "': this strata was built without CUDA support (STRATA_CUDA=OFF or no toolkit); use "
                          "device='cpu'");
 #endif
-}
-
-DType resolve_dtype(const std::string& text) {
-  if (std::optional<DType> d = parse_dtype(text)) return *d;
-  throw UsageError("unknown dtype '" + text + "': use f32, f64, f16 or bf16");
-}
-
-std::string python_dtype_name(DType d) {
-  switch (d) {
-    case DType::kF32: return "float32";
-    case DType::kF64: return "float64";
-    case DType::kF16: return "float16";
-    case DType::kBF16: return "bfloat16";
-  }
-  return "?";
 }
 
 // ---- creation ------------------------------------------------------------------------------------
@@ -225,111 +172,6 @@ Tensor from_numpy(const py::array& array) {
   return Tensor::from_storage(std::move(storage), shape, dtype);
 }
 
-// ---- values across the boundary -----------------------------------------------------------------
-
-// Note [The crossing's fast path]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// The pybind11 row is pybind11's dispatcher plus what `call` does before the binding zone opens and
-// after it closes. Measured per call at n=16 (docs/performance.md, bench/python_overhead_bench.py), the
-// first version spent most of it on work no layer needs: a pybind11 isinstance<Tensor> and then a cast
-// for each argument (two type-registry lookups), two std::strings per argument built for an error
-// message that is almost never raised, and a heap-allocated vector for the boxed arguments. Now an
-// argument whose type is exactly strata.Tensor is read straight from its pybind11 instance, error texts
-// are built only on the way to an error, and up to kInlineArgs arguments are boxed on the stack.
-// Everything else (other types, subclasses) takes pybind11's general path, unchanged.
-PyTypeObject* g_tensor_type = nullptr;  // strata._strata.Tensor, set by bind_tensor
-constexpr size_t kInlineArgs = 8;       // the binding layer's own limit (BoundOperator: 8 arguments)
-
-// Where an argument was given, for the error message: "argument 2" or "argument 'alpha'".
-struct ArgumentPlace {
-  size_t position = 0;                 // 1-based; 0 when given by keyword
-  const std::string* keyword = nullptr;
-  std::string str() const { return keyword ? "argument '" + *keyword + "'" : "argument " + std::to_string(position); }
-};
-
-binding::IValue to_ivalue(const py::handle& o, const std::string& op, const ArgumentPlace& where) {
-  if (Py_TYPE(o.ptr()) == g_tensor_type) {
-    const py::detail::value_and_holder v = reinterpret_cast<py::detail::instance*>(o.ptr())->get_value_and_holder();
-    if (v.holder_constructed()) return binding::IValue(*static_cast<const Tensor*>(v.value_ptr()));
-  }
-  if (o.is_none()) return {};
-  if (py::isinstance<Tensor>(o)) return binding::IValue(o.cast<const Tensor&>());
-  if (py::isinstance<py::bool_>(o)) return binding::IValue(o.cast<bool>());
-  if (py::isinstance<py::int_>(o)) {
-    const long long v = PyLong_AsLongLong(o.ptr());
-    if (v == -1 && PyErr_Occurred()) {
-      PyErr_Clear();
-      throw py::value_error(op + "(): " + where.str() + " does not fit in 64 bits");
-    }
-    return binding::IValue(int64_t(v));
-  }
-  if (py::isinstance<py::float_>(o)) return binding::IValue(o.cast<double>());
-  // A ScalarType argument (to_copy's dtype): strata._ops turned the Python dtype into strata's short name.
-  if (py::isinstance<py::str>(o)) return binding::IValue(resolve_dtype(o.cast<std::string>()));
-  throw py::type_error(op + "(): " + where.str() + " must be a Tensor, int, float, bool, dtype or None, not " +
-                       std::string(py::str(o.get_type().attr("__name__"))));
-}
-
-py::object from_ivalue(const binding::IValue& v) {
-  if (v.is_tensor()) return py::cast(v.tensor());
-  if (v.is_int()) return py::int_(v.to_int());
-  if (v.is_double()) return py::float_(v.to_double());
-  if (v.is_bool()) return py::bool_(v.to_bool());
-  if (v.is_dtype()) return py::str(python_dtype_name(v.to_dtype()));
-  return py::none();
-}
-
-// One generic entry for every operator: boxed values through the real binding layer.
-py::object call(const std::string& name, const py::tuple& args, const py::dict& kwargs) {
-  const binding::BoundOperator& op = binding::find_operator(name);
-  // See Note [The crossing's fast path].
-  const size_t n = args.size();
-  std::array<binding::IValue, kInlineArgs> inline_boxed;
-  std::vector<binding::IValue> heap_boxed;  // more than the binding layer takes: it says so, quoting the schema
-  if (n > kInlineArgs) heap_boxed.resize(n);
-  binding::IValue* boxed = n > kInlineArgs ? heap_boxed.data() : inline_boxed.data();
-  for (size_t i = 0; i < n; ++i) boxed[i] = to_ivalue(PyTuple_GET_ITEM(args.ptr(), Py_ssize_t(i)), name, {i + 1, nullptr});
-  if (kwargs.empty()) {
-    note_arguments(op, std::span<const binding::IValue>(boxed, n));  // strata.profile()'s header; one check when not
-    return from_ivalue(op.call(std::span<const binding::IValue>(boxed, n)));
-  }
-  std::vector<std::string> names;  // binding::Kwarg holds a view
-  std::vector<binding::Kwarg> kw;
-  names.reserve(kwargs.size());
-  kw.reserve(kwargs.size());
-  for (auto [k, v] : kwargs) {
-    names.push_back(py::cast<std::string>(k));
-    kw.push_back({names.back(), to_ivalue(v, name, {0, &names.back()})});
-  }
-  note_arguments(op, std::span<const binding::IValue>(boxed, n), kw);
-  return from_ivalue(op.call(std::span<const binding::IValue>(boxed, n), kw));
-}
-
-py::list operators() {
-  py::list out;
-  int index = 0;  // the operator's index for the _enter probe (Note [The python and pybind11 rows])
-  for (const binding::BoundOperator* op : binding::all_operators()) {
-    const binding::Schema& s = op->schema();
-    py::list arguments;
-    for (const binding::Argument& a : s.arguments) {
-      py::dict d;
-      d["name"] = a.name;
-      d["type"] = binding::arg_type_name(a.type);
-      d["has_default"] = a.default_value.has_value();
-      d["default"] = a.default_value ? from_ivalue(*a.default_value) : py::none();
-      d["keyword_only"] = a.keyword_only;
-      arguments.append(d);
-    }
-    py::dict d;
-    d["name"] = s.name;
-    d["schema"] = s.text;
-    d["returns"] = s.returns;
-    d["arguments"] = arguments;
-    d["index"] = index++;
-    out.append(d);
-  }
-  return out;
-}
 
 py::tuple shape_tuple(const Shape& s) {
   py::tuple t(size_t(s.ndim));
@@ -362,7 +204,7 @@ int get_buffer(PyObject* obj, Py_buffer* view, int flags) {
 
 void bind_tensor(py::module_& m) {
   py::class_<Tensor> cls(m, "Tensor", py::buffer_protocol());
-  g_tensor_type = reinterpret_cast<PyTypeObject*>(cls.ptr());  // Note [The crossing's fast path]
+  bind_crossing(m, reinterpret_cast<PyTypeObject*>(cls.ptr()));  // _op, call, operators (crossing.cpp)
   cls
       .def_property_readonly("shape", [](const Tensor& t) { return shape_tuple(t.sizes()); })
       .def_property_readonly("dtype", [](const Tensor& t) { return python_dtype_name(t.dtype()); })
@@ -450,13 +292,10 @@ PYBIND11_MODULE(_strata, m) {
   m.doc() = "strata's extension module: tensors and one generic operator call through the binding layer";
   create_exceptions(m);
   bind_tensor(m);
-  m.def("operators", &operators, "every operator's schema, from ops::AllOps through the binding layer");
   // strata.autocast's guard (layers/dispatch/autocast.h): alive from __enter__ to __exit__ on this thread.
   py::class_<AutocastGuard>(m, "_AutocastGuard")
       .def(py::init([](const std::string& d) { return std::make_unique<AutocastGuard>(resolve_dtype(d)); }),
            py::arg("dtype"));
-  m.def("call", &call, py::arg("name"), py::arg("args"), py::arg("kwargs"),
-        "boxes the arguments and calls binding::find_operator(name)");
   const auto sizes = py::arg("sizes"), dtype = py::arg("dtype"), device = py::arg("device"), seed = py::arg("seed");
   m.def("zeros", [](const std::vector<int64_t>& s, const std::string& d, const std::string& dev) {
     return create(s, Fill::kZeros, d, dev, std::nullopt);

@@ -60,26 +60,16 @@ PyObject* enter(PyObject*, PyObject* index_object) {
 }
 
 PyObject* cross(PyObject*, PyObject*) {
-  const int depth = t_depth - 1;
-  if (depth < 0 || depth >= kMaxDepth) Py_RETURN_NONE;
-  Frame& f = t_frames[depth];
-  if (f.timeline == nullptr || f.pybind11 >= 0 || f.timeline != tracing::active()) Py_RETURN_NONE;
-  f.pybind11 = f.timeline->open(Layer::kPybind11, "_strata.call");
+  open_crossing_span("_strata._op");
+  Py_RETURN_NONE;
+}
+PyObject* cross_call(PyObject*, PyObject*) {
+  open_crossing_span("_strata.call");
   Py_RETURN_NONE;
 }
 
 PyObject* exit_probe(PyObject*, PyObject*) {
-  const uint64_t end = host_clock::ticks();
-  if (t_depth == 0) Py_RETURN_NONE;  // unbalanced (rows switched on inside a call): nothing to close
-  const int depth = --t_depth;
-  if (depth >= kMaxDepth) Py_RETURN_NONE;
-  Frame& f = t_frames[depth];
-  // A timeline that is no longer active (the profile ended inside the call) is not touched again.
-  if (f.timeline == nullptr || f.timeline != tracing::active()) Py_RETURN_NONE;
-  if (f.pybind11 >= 0) f.timeline->close_at(f.pybind11, end);
-  f.timeline->close_at(f.python, end);
-  if (f.owns_op) f.timeline->set_op(0);
-  f.timeline = nullptr;
+  close_call_spans();
   Py_RETURN_NONE;
 }
 
@@ -95,7 +85,8 @@ PyObject* ticks_to_ns(PyObject*, PyObject* arg) {
 
 PyMethodDef g_probe_methods[] = {
     {"_enter", &enter, METH_O, "probe: a frontend function's entry (Note [The python and pybind11 rows])"},
-    {"_cross", &cross, METH_NOARGS, "probe: just before the frontend calls into the extension"},
+    {"_cross", &cross, METH_NOARGS, "probe: just before the frontend calls _strata._op (the hot entry)"},
+    {"_cross_call", &cross_call, METH_NOARGS, "probe: just before the frontend calls _strata.call (the general entry)"},
     {"_exit", &exit_probe, METH_NOARGS, "probe: the frontend function's return (closes both spans)"},
     {"_ticks", &ticks, METH_NOARGS, "the host clock's raw ticks (Note [One host clock])"},
     {"_ticks_to_ns", &ticks_to_ns, METH_O, "ticks on the CLOCK_MONOTONIC ns axis"},
@@ -116,6 +107,28 @@ const char* clock_source() {
 EmbedApi g_embed_api{kEmbedApiVersion, &activate, &clock_source};
 
 }  // namespace
+
+void open_crossing_span(const char* entry) {
+  const int depth = t_depth - 1;
+  if (depth < 0 || depth >= kMaxDepth) return;
+  Frame& f = t_frames[depth];
+  if (f.timeline == nullptr || f.pybind11 >= 0 || f.timeline != tracing::active()) return;
+  f.pybind11 = f.timeline->open(Layer::kPybind11, entry);
+}
+
+void close_call_spans() {
+  const uint64_t end = host_clock::ticks();
+  if (t_depth == 0) return;  // unbalanced (rows switched on inside a call): nothing to close
+  const int depth = --t_depth;
+  if (depth >= kMaxDepth) return;
+  Frame& f = t_frames[depth];
+  // A timeline that is no longer active (the profile ended inside the call) is not touched again.
+  if (f.timeline == nullptr || f.timeline != tracing::active()) return;
+  if (f.pybind11 >= 0) f.timeline->close_at(f.pybind11, end);
+  f.timeline->close_at(f.python, end);
+  if (f.owns_op) f.timeline->set_op(0);
+  f.timeline = nullptr;
+}
 
 void add_probes(PyObject* module) {
   if (python_names().empty())

@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -126,14 +127,13 @@ class Profile {
     for (reports::BreakdownRow& row : rep.steady.rows) {
       // The python and pybind11 rows are bounded by the Python-side probes (a CPython call each), the
       // others by a zone: each row against the instrument that measured it.
-      // Three probe calls make the two spans, so one span's open + close costs 2/3 of the three.
+      // The probes of one call make two spans, so one span's open + close costs half of them.
       const bool from_python = row.kind == RowKind::kPython || row.kind == RowKind::kPybind11;
-      const double probe = from_python ? python_probe_ns * 2.0 / 3.0 : rep.probe_ns;
+      const double probe = from_python ? python_probe_ns / 2.0 : rep.probe_ns;
       row.below_resolution = row.applicable && row.ns.median < 2 * probe;
       if (row.below_resolution) unresolved += (unresolved.empty() ? "" : ", ") + row.id();
     }
-    rep.describe(RowKind::kPython, "", "frontend checks, to the extension call");
-    rep.describe(RowKind::kPybind11, "", "overload resolution, argument + result conversion");
+    describe_python_rows(rep);
     rep.describe(RowKind::kBinding, "", "schema " + rep.schema.substr(0, rep.schema.find(" ->")));
     for (const reports::BreakdownRow& row : rep.steady.rows)
       if (row.kind == RowKind::kDispatch && row.key != "Autograd")
@@ -148,12 +148,9 @@ class Profile {
       rep.describe_na(RowKind::kGpu, "not recorded: strata.profile() takes host spans only (use strata trace)");
     }
     rep.describe(RowKind::kWall, "", "python entry -> python return");
-    char probe_text[160];
-    std::snprintf(probe_text, sizeof probe_text,
-                  "the python and pybind11 rows come from three probes in the frontend costing %.0f ns per call "
-                  "together (Note [The python and pybind11 rows])",
-                  python_probe_ns);
-    rep.notes.push_back(probe_text);
+    rep.notes.push_back("the python and pybind11 rows come from probes in the frontend and the extension's entry "
+                        "costing about " + std::to_string(std::lround(python_probe_ns)) +
+                        " ns per call together (Note [The python and pybind11 rows])");
     if (!unresolved.empty()) {
       rep.notes.push_back("rows marked * (" + unresolved +
                           ") have medians under twice the cost of the probe that measured them: below what the "

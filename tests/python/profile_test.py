@@ -44,7 +44,7 @@ class ProfileTest(unittest.TestCase):
         rows = [r for r in rep["steady"]["rows"] if r["applicable"]]
         self.assertEqual([r["layer"] for r in rows], ROWS_FROM_PYTHON)
         self.assertEqual(rows[0]["names"], ["strata.matmul"])
-        self.assertEqual(rows[1]["names"], ["_strata.call"])
+        self.assertEqual(rows[1]["names"], ["_strata._op"])  # the hot entry (crossing.cpp)
         for r in rows:
             self.assertEqual(r["time"]["count"], 50, r["layer"])
             self.assertTrue(all(x >= 0 for x in r["time"]["samples"]), r["layer"])
@@ -56,6 +56,16 @@ class ProfileTest(unittest.TestCase):
         for i, wall in enumerate(walls):
             total = sum(r["time"]["samples"][i] for r in rows)
             self.assertAlmostEqual(total, wall, delta=8, msg=f"call {i}")
+
+    def test_the_pybind11_row_names_the_entry_the_call_took(self):
+        # Note [Two entries into the extension]: a keyword away from its default, or a value that needs a
+        # conversion, goes through pybind11's dispatcher into _strata.call; the plain call through _op.
+        with strata.profile() as p:
+            strata.add(self.a, self.b)
+            strata.add(self.a, self.b, alpha=2.0)
+            strata.add(self.a, self.b, alpha=2)  # an int for a float: converted on the general path
+        spans = [s for s in p.spans() if s[0] == "pybind11"]
+        self.assertEqual([s[1] for s in spans], ["_strata._op", "_strata.call", "_strata.call"])
 
     def test_spans_nest_as_the_layers_do(self):
         with strata.profile() as p:
@@ -215,8 +225,8 @@ class ProfileTest(unittest.TestCase):
 
     def test_crosscheck(self):
         r = strata.profile.crosscheck(n=8, calls=20, batches=3)
-        self.assertEqual(set(r["levels"]), {"strata.matmul", "_strata.call", "binding", "dispatcher", "kernel",
-                                            "cblas_sgemm"})
+        self.assertEqual(set(r["levels"]), {"strata.matmul", "_strata._op", "binding", "dispatcher", "kernel",
+                                            "cblas_sgemm", "_strata.call"})
         self.assertTrue(all(v > 0 for v in r["levels"].values()), r["levels"])
         self.assertEqual(set(r["differences"]), {"python", "pybind11", "binding", "dispatch", "library"})
         self.assertTrue({"python", "pybind11", "binding", "library", "wall"} <= set(r["rows"]))

@@ -186,6 +186,33 @@ class OperatorsTest(unittest.TestCase):
                         err = relative_error(out.numpy_float64(), ref)
                         self.assertLessEqual(err, TOLERANCE[dtype], f"{name} {dtype}: relative error {err:.3g}")
 
+    def test_both_entries_agree(self):
+        # Note [Two entries into the extension] (layers/python/crossing.cpp): the hot entry _op and the
+        # general entry call (pybind11's dispatcher) box alike and reach the same operator.
+        seed = random.SystemRandom().randrange(2**32)
+        rng = random.Random(seed)
+        for op in strata._strata.operators():
+            name = op["name"]
+            with self.subTest(op=name, seed=seed):
+                t = lambda *shape: strata.randn(*shape, seed=rng.randrange(2**63))
+                args, kwargs = CASES[name][0](rng, t)
+                if kwargs:
+                    continue  # keywords take the general entry only
+                fast = strata._strata._op(op["index"], *args)
+                general = strata._strata.call(name, tuple(args), {})
+                self.assertIs(type(fast), strata.Tensor)
+                self.assertEqual((fast.shape, fast.dtype), (general.shape, general.dtype))
+                np.testing.assert_array_equal(fast.numpy_float64(), general.numpy_float64())
+        a = strata.randn(2, 2, seed=1)
+        with self.assertRaises(TypeError):
+            strata._strata._op()
+        with self.assertRaises(ValueError):
+            strata._strata._op(len(strata.OPERATORS), a)
+        with self.assertRaises(strata.UsageError):
+            strata._strata._op(0, a, "not a tensor")
+        with self.assertRaises(strata.UsageError):
+            strata._strata._op(0, *([a] * 12))  # more than the binding takes: it says so
+
     def test_to_copy_and_autocast(self):
         x = strata.randn(8, 16, seed=11)
         y = strata.to_copy(x, dtype="bfloat16")

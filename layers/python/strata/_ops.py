@@ -5,15 +5,17 @@ Each function validates like torch/functional.py and torch's python_arg_parser: 
 TypeError naming the argument and its position. Everything else (shapes that do not fit, dtypes or
 devices that differ, strides < 1) is checked once, by strata's C++ layers (lib/op_shapes.h), and
 arrives as strata.UsageError (a ValueError). Then the call goes through the extension into
-the binding layer: boxed values -> binding::find_operator(name).call(...).
+the binding layer: boxed values -> the operator's BoundOperator::call(...), entered through _strata._op
+(the common call) or _strata.call (keywords, conversions): Note [Two entries into the extension] in
+layers/python/crossing.cpp.
 
 With the python and pybind11 rows on (set_rows(True); strata.profile() does it), each function also
-calls three probes of the extension: _enter at its entry, _cross just before the extension call, _exit
-on the way out. See Note [The python and pybind11 rows] in layers/python/probes.h.
+calls the probes of the extension: _enter at its entry, the crossing's open (the hot entry does it itself
+when given ~index; _cross_call before the general entry), and _exit on the way out (the hot entry does
+that too when it returns a result). See Note [The python and pybind11 rows] in layers/python/probes.h.
 """
 import inspect
 import numbers
-import sys
 
 import numpy as np
 
@@ -30,6 +32,11 @@ _MISSING = object()
 _rows_on = False
 
 
+# The globals of every generated function: each reads _rows_on as a global of its own (a cached dict
+# load), which set_rows keeps equal to this module's.
+_function_globals = []
+
+
 def set_rows(on):
     """Turns the python and pybind11 rows on or off for every frontend function (for strata.profile() and
     for embedders with an active timeline; see Note [The python and pybind11 rows]). Returns the previous
@@ -37,6 +44,8 @@ def set_rows(on):
     global _rows_on
     previous = _rows_on
     _rows_on = bool(on)
+    for env in _function_globals:
+        env["_rows_on"] = _rows_on
     return previous
 
 
@@ -84,9 +93,7 @@ def _make(op):
     required = sum(1 for a in positional_args if not a["has_default"])
     all_tensors = all(a["type"] == "Tensor" for a in positional_args)
     _call = _strata.call
-    _enter, _cross, _exit = _strata._enter, _strata._cross, _strata._exit
     op_index = op["index"]
-    _empty = {}
 
     index = {a["name"]: i for i, a in enumerate(arguments)}
     schema = op["schema"]
@@ -121,23 +128,27 @@ def _make(op):
 
     # Note [The frontend's fast path]
     # Each function is generated with the schema's own parameters (CPython binds them: no *args tuple,
-    # no **kwargs dict), so that the common call costs one exact type check per argument and a tuple:
+    # no **kwargs dict), so that the common call costs one exact type check per argument and one call of
+    # the extension's hot entry (Note [Two entries into the extension] in crossing.cpp):
     #     def matmul(self=_M, other=_M, *_extra):
+    #         if _rows_on: ...                                  (the same, with the probes)
     #         if type(self) is _T and type(other) is _T and not _extra:
-    #             return _call("matmul", (self, other), _empty)
-    #         return _call("matmul", *_general((self, other), _extra, {}))
+    #             return _op(0, self, other)
+    #         return _call("matmul", *_general((self, other), _extra))
     # Required parameters default to the sentinel _M, so that a missing one reaches the general path
     # (slow() below: the error quotes the schema) instead of CPython's own message; so do extra
-    # positional values (*_extra). Defaults are the schema's, passed on explicitly (the binding layer
-    # would fill in the same values). A value of another type takes the general path, which converts or
-    # raises TypeError naming the argument. Measured in docs/performance.md: ~50 ns less than the
-    # *args/**kwargs version per call.
+    # positional values (*_extra). Positional defaults are the schema's, passed on explicitly (the binding
+    # layer would fill in the same values); keyword-only arguments take the fast path only at their
+    # defaults (left out: the binding fills them in), otherwise _strata.call with a keyword. A value of
+    # another type takes the general path, which converts or raises TypeError naming the argument.
+    # Measured in docs/performance.md.
     for a in arguments:
         if not a["name"].isidentifier() or a["name"].startswith("_"):
             raise RuntimeError(f"strata: {schema}: argument '{a['name']}' cannot be a Python parameter name")
     names = [a["name"] for a in arguments]
-    env = {"_M": _MISSING, "_T": Tensor, "_call": _call, "_enter": _enter, "_cross": _cross, "_exit": _exit,
-           "_empty": _empty, "_index": op_index, "_name": name, "_ops": sys.modules[__name__]}
+    env = {"_M": _MISSING, "_T": Tensor, "_call": _call, "_op": _strata._op, "_enter": _strata._enter,
+           "_cross_call": _strata._cross_call, "_exit": _strata._exit,
+           "_rows_on": _rows_on, "_index": op_index, "_traced": ~op_index, "_name": name}
     signature_text, fast, positional_values, keyword_items = [], [], [], []
     for i, a in enumerate(arguments):
         if a["keyword_only"] and "*_extra" not in signature_text:
@@ -159,29 +170,26 @@ def _make(op):
     if "*_extra" not in signature_text:
         signature_text.append("*_extra")
     fast.append("not _extra")
-    tuple_text = "(" + "".join(v + ", " for v in positional_values) + ")"
-    # Keyword-only arguments go to the binding by name, and only when they differ from the default.
-    kw_text = "_empty"
-    if keyword_items:
-        kw_text = "{" + ", ".join(f"'{k}': {k}" for k in keyword_items) + "}"
-        kw_text = "(_empty if " + " and ".join(f"{k} is _d{names.index(k)}" for k in keyword_items) + \
-                  f" else {kw_text})"
+    fast += [f"{k} is _d{names.index(k)}" for k in keyword_items]
+    op_args = "".join(", " + v for v in positional_values)
     values_text = "(" + "".join(n + ", " for n in names) + ")"
     source = f"""
 def {name}({", ".join(signature_text)}):
-    if _ops._rows_on:
+    if _rows_on:
         _enter(_index)
         try:
             if {" and ".join(fast)}:
-                _cross()
-                return _call(_name, {tuple_text}, {kw_text})
+                return _op(_traced{op_args})  # ~index: the entry opens the pybind11 span and closes both
             args, kwargs = _general({values_text}, _extra)
-            _cross()
-            return _call(_name, args, kwargs)
-        finally:
+            _cross_call()
+            result = _call(_name, args, kwargs)
+        except BaseException:
             _exit()
+            raise
+        _exit()
+        return result
     if {" and ".join(fast)}:
-        return _call(_name, {tuple_text}, {kw_text})
+        return _op(_index{op_args})
     return _call(_name, *_general({values_text}, _extra))
 """
 
@@ -203,6 +211,7 @@ def {name}({", ".join(signature_text)}):
     n_positional = len(positional_args)
     env["_general"] = general
     exec(compile(source, f"<strata frontend: {name}>", "exec"), env)
+    _function_globals.append(env)
     fn = env[name]
 
     fn.__name__ = fn.__qualname__ = name

@@ -1,0 +1,319 @@
+// The crossing from Python into C++: the code of the `pybind11` row (crossing.h).
+#include "layers/python/crossing.h"
+
+#include <pybind11/pybind11.h>
+
+#include <array>
+#include <memory>
+#include <new>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "layers/binding/binding.h"
+#include "layers/python/probes.h"
+#include "layers/python/profile.h"
+#include "lib/error.h"
+
+namespace py = pybind11;
+
+namespace strata::python {
+namespace {
+
+// Note [Errors across the language boundary]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// lib/error.h has one rule per kind of failure; Python gets one exception class per kind, each a
+// subclass of the built-in a Python user would catch:
+//   strata::Error            -> strata.Error(RuntimeError)                  library failure, bug
+//   strata::UsageError       -> strata.UsageError(strata.Error, ValueError)  the caller asked for
+//                               something malformed (shapes that do not fit, a bad size, a bad device)
+//   strata::UnavailableError -> strata.UnavailableError(strata.Error)        valid, but this machine
+//                               cannot serve it (no GPU, out of memory)
+// The message is strata's own. Wrong Python types are TypeError, raised by the pure-Python frontend
+// before anything reaches C++ (as torch's python_arg_parser does).
+PyObject* g_error = nullptr;
+PyObject* g_usage_error = nullptr;
+PyObject* g_unavailable_error = nullptr;
+
+void set_strata_error(const Error& e) {
+  if (dynamic_cast<const UsageError*>(&e) != nullptr) PyErr_SetString(g_usage_error, e.what());
+  else if (dynamic_cast<const UnavailableError*>(&e) != nullptr) PyErr_SetString(g_unavailable_error, e.what());
+  else PyErr_SetString(g_error, e.what());
+}
+
+// What pybind11's dispatcher does for an exception, for the entry that does not go through it: called in
+// a catch block, sets the Python error for the exception in flight.
+void set_error_from_current_exception() {
+  try {
+    throw;
+  } catch (py::error_already_set& e) {
+    e.restore();
+  } catch (const py::builtin_exception& e) {
+    e.set_error();
+  } catch (const Error& e) {
+    set_strata_error(e);
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  } catch (...) {
+    PyErr_SetString(PyExc_RuntimeError, "strata: an unknown C++ exception crossed into Python");
+  }
+}
+
+// Note [Two entries into the extension]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Every strata.<op>(...) call crosses into C++ through one of two functions, and the pybind11 row's span
+// is named after the one it took:
+//
+//   _strata._op(index, *args)  the hot entry: a METH_FASTCALL function of the module (the interpreter
+//       passes its argument array; no tuple, no dict, no name to look up). The frontend takes it when
+//       every argument already has its schema type and keyword-only arguments are at their defaults
+//       (Note [The frontend's fast path] in strata/_ops.py): the common call.
+//   _strata.call(name, args, kwargs)  a pybind11 def: pybind11's dispatcher loads a str, a tuple and a
+//       dict, and each value is converted whatever its Python type. Keywords, ints given for floats,
+//       numpy dtypes, and every error path take it.
+//
+// Why two (measured, docs/performance.md): pybind11's dispatcher alone costs ~100 ns per call from
+// Python (function_record lookup, argument_loader, loader_life_support), a METH_FASTCALL function ~20 ns.
+// PyTorch's own torch.matmul crosses the same way: its Python bindings are generated CPython functions
+// (python_arg_parser), not pybind11 defs; strata keeps pybind11 for the Tensor type, its instances and
+// every other binding, and for the general entry. Both entries box values alike (to_ivalue) and call the
+// same BoundOperator; a test calls every operator through both and compares.
+//
+// Note [The crossing's fast path]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// What either entry does before the binding zone opens and after it closes is the rest of the row.
+// Measured per call at n=16, the first version spent most of it on work no layer needs: a pybind11
+// isinstance<Tensor> and then a cast for each argument (two type-registry lookups), two std::strings per
+// argument built for an error message that is almost never raised, a heap-allocated vector for the boxed
+// arguments, and a result registered in pybind11's instance map. Now an argument whose type is exactly
+// strata.Tensor is read straight from its pybind11 instance, error texts are built only on the way to an
+// error, up to kInlineArgs arguments are boxed on the stack, and the result is created by wrap_tensor.
+// Everything else (other types, subclasses) takes pybind11's general conversions, unchanged.
+PyTypeObject* g_tensor_type = nullptr;  // strata._strata.Tensor, set by bind_crossing
+constexpr size_t kInlineArgs = 8;       // the binding layer's own limit (BoundOperator: 8 arguments)
+
+// Note [The result as a pybind11 instance]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// py::cast(Tensor) looks the C++ type up in pybind11's type registry (hashing its name), looks the new
+// pointer up in the registry of live instances, allocates the instance, and registers it there (a
+// node allocated in an unordered_multimap, erased again on deallocation). wrap_tensor builds the same
+// instance (pybind11's make_new_instance, the value moved into a new Tensor, the std::unique_ptr holder
+// constructed, owned) without the two lookups and without registering it: creating and deallocating a
+// result costs ~60 ns instead of ~140 (measured A/B in one process, over returning None). The registry only lets pybind11 hand back the existing Python object when C++ returns
+// a pointer or reference to an object that already has one; strata never returns tensors by pointer or
+// reference, and pybind11's deallocation deregisters only instances marked registered
+// (detail/class.h, clear_instance). Written against pybind11 2.10-3.x's instance layout (Debian 12 has
+// 2.10, the GPU machine's wheel is newer); other versions take py::cast.
+PyObject* wrap_tensor(Tensor&& t) {
+#if PYBIND11_VERSION_MAJOR == 2 && PYBIND11_VERSION_MINOR >= 10 || PYBIND11_VERSION_MAJOR == 3
+  PyObject* self = py::detail::make_new_instance(g_tensor_type);
+  if (self == nullptr) throw py::error_already_set();
+  auto* inst = reinterpret_cast<py::detail::instance*>(self);
+  inst->owned = true;
+  py::detail::value_and_holder v = inst->get_value_and_holder();
+  try {
+    v.value_ptr() = new Tensor(std::move(t));
+  } catch (...) {
+    Py_DECREF(self);  // nothing constructed yet: deallocation frees the layout only
+    throw;
+  }
+  new (std::addressof(v.holder<std::unique_ptr<Tensor>>())) std::unique_ptr<Tensor>(v.value_ptr<Tensor>());
+  v.set_holder_constructed();
+  return self;
+#else
+  return py::cast(std::move(t), py::return_value_policy::move).release().ptr();
+#endif
+}
+
+// Where an argument was given, for the error message: "argument 2" or "argument 'alpha'".
+struct ArgumentPlace {
+  size_t position = 0;                 // 1-based; 0 when given by keyword
+  const std::string* keyword = nullptr;
+  std::string str() const { return keyword ? "argument '" + *keyword + "'" : "argument " + std::to_string(position); }
+};
+
+binding::IValue to_ivalue(const py::handle& o, const std::string& op, const ArgumentPlace& where) {
+  if (Py_TYPE(o.ptr()) == g_tensor_type) {
+    const py::detail::value_and_holder v = reinterpret_cast<py::detail::instance*>(o.ptr())->get_value_and_holder();
+    if (v.holder_constructed()) return binding::IValue(*static_cast<const Tensor*>(v.value_ptr()));
+  }
+  if (o.is_none()) return {};
+  if (py::isinstance<Tensor>(o)) return binding::IValue(o.cast<const Tensor&>());
+  if (py::isinstance<py::bool_>(o)) return binding::IValue(o.cast<bool>());
+  if (py::isinstance<py::int_>(o)) {
+    const long long v = PyLong_AsLongLong(o.ptr());
+    if (v == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      throw py::value_error(op + "(): " + where.str() + " does not fit in 64 bits");
+    }
+    return binding::IValue(int64_t(v));
+  }
+  if (py::isinstance<py::float_>(o)) return binding::IValue(o.cast<double>());
+  // A ScalarType argument (to_copy's dtype): strata._ops turned the Python dtype into strata's short name.
+  if (py::isinstance<py::str>(o)) return binding::IValue(resolve_dtype(o.cast<std::string>()));
+  throw py::type_error(op + "(): " + where.str() + " must be a Tensor, int, float, bool, dtype or None, not " +
+                       std::string(py::str(o.get_type().attr("__name__"))));
+}
+
+py::object from_ivalue(binding::IValue&& v) {
+  if (v.is_tensor()) return py::reinterpret_steal<py::object>(wrap_tensor(std::move(v).take_tensor()));
+  if (v.is_int()) return py::int_(v.to_int());
+  if (v.is_double()) return py::float_(v.to_double());
+  if (v.is_bool()) return py::bool_(v.to_bool());
+  if (v.is_dtype()) return py::str(python_dtype_name(v.to_dtype()));
+  return py::none();
+}
+
+// The general entry (Note [Two entries into the extension]): pybind11's dispatcher, then boxed values
+// through the real binding layer.
+py::object call(const std::string& name, const py::tuple& args, const py::dict& kwargs) {
+  const binding::BoundOperator& op = binding::find_operator(name);
+  const size_t n = args.size();
+  std::array<binding::IValue, kInlineArgs> inline_boxed;
+  std::vector<binding::IValue> heap_boxed;  // more than the binding layer takes: it says so, quoting the schema
+  if (n > kInlineArgs) heap_boxed.resize(n);
+  binding::IValue* boxed = n > kInlineArgs ? heap_boxed.data() : inline_boxed.data();
+  for (size_t i = 0; i < n; ++i) boxed[i] = to_ivalue(PyTuple_GET_ITEM(args.ptr(), Py_ssize_t(i)), name, {i + 1, nullptr});
+  if (kwargs.empty()) {
+    note_arguments(op, std::span<const binding::IValue>(boxed, n));  // strata.profile()'s header; one check when not
+    return from_ivalue(op.call(std::span<const binding::IValue>(boxed, n)));
+  }
+  std::vector<std::string> names;  // binding::Kwarg holds a view
+  std::vector<binding::Kwarg> kw;
+  names.reserve(kwargs.size());
+  kw.reserve(kwargs.size());
+  for (auto [k, v] : kwargs) {
+    names.push_back(py::cast<std::string>(k));
+    kw.push_back({names.back(), to_ivalue(v, name, {0, &names.back()})});
+  }
+  note_arguments(op, std::span<const binding::IValue>(boxed, n), kw);
+  return from_ivalue(op.call(std::span<const binding::IValue>(boxed, n), kw));
+}
+
+py::list operators() {
+  py::list out;
+  int index = 0;  // the operator's index for the _enter probe (Note [The python and pybind11 rows])
+  for (const binding::BoundOperator* op : binding::all_operators()) {
+    const binding::Schema& s = op->schema();
+    py::list arguments;
+    for (const binding::Argument& a : s.arguments) {
+      py::dict d;
+      d["name"] = a.name;
+      d["type"] = binding::arg_type_name(a.type);
+      d["has_default"] = a.default_value.has_value();
+      d["default"] = a.default_value ? from_ivalue(binding::IValue(*a.default_value)) : py::none();
+      d["keyword_only"] = a.keyword_only;
+      arguments.append(d);
+    }
+    py::dict d;
+    d["name"] = s.name;
+    d["schema"] = s.text;
+    d["returns"] = s.returns;
+    d["arguments"] = arguments;
+    d["index"] = index++;
+    out.append(d);
+  }
+  return out;
+}
+
+// The hot entry (Note [Two entries into the extension]): _op(index, *args), index = the operator's
+// place in binding::all_operators() (the "index" operators() gives the frontend), or ~index when the
+// frontend's probes are on (Note [The python and pybind11 rows] in probes.h).
+const std::vector<const binding::BoundOperator*>& operator_table() {
+  static const std::vector<const binding::BoundOperator*> kTable = binding::all_operators();
+  return kTable;
+}
+
+PyObject* op_entry(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
+  try {
+    if (argc < 1) {
+      PyErr_SetString(PyExc_TypeError, "_op(index, *args): the operator's index is missing");
+      return nullptr;
+    }
+    Py_ssize_t index = PyLong_AsSsize_t(argv[0]);
+    const bool traced = index < 0;
+    if (traced) {
+      if (index == -1 && PyErr_Occurred()) return nullptr;
+      // ~index: the frontend's probes are on; this entry opens the pybind11 span and, when it returns a
+      // result, closes the call's spans (Note [The python and pybind11 rows] in probes.h). On an error
+      // the frontend's _exit closes them.
+      open_crossing_span("_strata._op");
+      index = ~index;
+    }
+    const std::vector<const binding::BoundOperator*>& table = operator_table();
+    if (size_t(index) >= table.size()) {
+      PyErr_Format(PyExc_ValueError, "_op(): no operator with index %zd (there are %zu)", index, table.size());
+      return nullptr;
+    }
+    const binding::BoundOperator& op = *table[size_t(index)];
+    const size_t n = size_t(argc - 1);
+    std::array<binding::IValue, kInlineArgs> inline_boxed;
+    std::vector<binding::IValue> heap_boxed;  // more than the binding layer takes: it says so, quoting the schema
+    if (n > kInlineArgs) heap_boxed.resize(n);
+    binding::IValue* boxed = n > kInlineArgs ? heap_boxed.data() : inline_boxed.data();
+    for (size_t i = 0; i < n; ++i) boxed[i] = to_ivalue(argv[i + 1], op.schema().name, {i + 1, nullptr});
+    const std::span<const binding::IValue> args(boxed, n);
+    note_arguments(op, args);  // strata.profile()'s header; one check when not
+    PyObject* result = from_ivalue(op.call(args)).release().ptr();
+    if (traced) close_call_spans();
+    return result;
+  } catch (...) {
+    set_error_from_current_exception();
+    return nullptr;
+  }
+}
+
+PyMethodDef g_entry_methods[] = {
+    {"_op", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&op_entry)), METH_FASTCALL,
+     "_op(index, *args): the hot entry into the binding layer (Note [Two entries into the extension])"},
+    {nullptr, nullptr, 0, nullptr}};
+
+}  // namespace
+
+void create_exceptions(py::module_& m) {
+  g_error = PyErr_NewException("strata.Error", PyExc_RuntimeError, nullptr);
+  PyObject* usage_bases = PyTuple_Pack(2, g_error, PyExc_ValueError);
+  g_usage_error = PyErr_NewException("strata.UsageError", usage_bases, nullptr);
+  Py_DECREF(usage_bases);
+  g_unavailable_error = PyErr_NewException("strata.UnavailableError", g_error, nullptr);
+  // The module holds a reference to each; so do these globals, for the life of the process.
+  m.attr("Error") = py::reinterpret_borrow<py::object>(g_error);
+  m.attr("UsageError") = py::reinterpret_borrow<py::object>(g_usage_error);
+  m.attr("UnavailableError") = py::reinterpret_borrow<py::object>(g_unavailable_error);
+  // pybind11's dispatcher asks its translators; strata's classes are translated here, anything else is
+  // left to pybind11's own (RuntimeError with the message).
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const Error& e) {
+      set_strata_error(e);
+    }
+  });
+}
+
+DType resolve_dtype(const std::string& text) {
+  if (std::optional<DType> d = parse_dtype(text)) return *d;
+  throw UsageError("unknown dtype '" + text + "': use f32, f64, f16 or bf16");
+}
+
+std::string python_dtype_name(DType d) {
+  switch (d) {
+    case DType::kF32: return "float32";
+    case DType::kF64: return "float64";
+    case DType::kF16: return "float16";
+    case DType::kBF16: return "bfloat16";
+  }
+  return "?";
+}
+
+void bind_crossing(py::module_& m, PyTypeObject* tensor_type) {
+  g_tensor_type = tensor_type;
+  m.def("operators", &operators, "every operator's schema, from ops::AllOps through the binding layer");
+  m.def("call", &call, py::arg("name"), py::arg("args"), py::arg("kwargs"),
+        "boxes the arguments and calls binding::find_operator(name) (the general entry)");
+  if (PyModule_AddFunctions(m.ptr(), g_entry_methods) < 0) throw py::error_already_set();
+}
+
+}  // namespace strata::python
