@@ -104,10 +104,11 @@ constexpr size_t kInlineArgs = 8;       // the binding layer's own limit (BoundO
 // result costs ~60 ns instead of ~140 (measured A/B in one process, over returning None). The registry only lets pybind11 hand back the existing Python object when C++ returns
 // a pointer or reference to an object that already has one; strata never returns tensors by pointer or
 // reference, and pybind11's deallocation deregisters only instances marked registered
-// (detail/class.h, clear_instance). Written against pybind11 2.10-3.x's instance layout (Debian 12 has
-// 2.10, the GPU machine's wheel is newer); other versions take py::cast.
+// (detail/class.h, clear_instance). Written against pybind11 2.x's instance layout, read in 2.10
+// (Debian 12's); other versions (the GPU machine's pybind11 wheel may be 3.x) take py::cast, the same
+// object at the cost measured above.
 PyObject* wrap_tensor(Tensor&& t) {
-#if PYBIND11_VERSION_MAJOR == 2 && PYBIND11_VERSION_MINOR >= 10 || PYBIND11_VERSION_MAJOR == 3
+#if PYBIND11_VERSION_MAJOR == 2 && PYBIND11_VERSION_MINOR >= 10
   PyObject* self = py::detail::make_new_instance(g_tensor_type);
   if (self == nullptr) throw py::error_already_set();
   auto* inst = reinterpret_cast<py::detail::instance*>(self);
