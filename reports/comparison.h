@@ -35,6 +35,9 @@ struct Comparison {
   ModeFigures replay;
   int64_t ops_per_replay = 1;
   double capture_ns = 0, instantiate_ns = 0, first_replay_ns = 0;  // one-time costs
+  // One host zone's open + close (measure_zone_cost_ns): a host-timed cell under twice it is below what
+  // the timers resolve, and the table marks it (0: not measured, nothing marked).
+  double probe_ns = 0;
   double speedup() const { return replay.wall > 0 ? eager.wall / replay.wall : 0; }
   std::string verdict() const;
 };

@@ -210,6 +210,7 @@ std::string comparison_json(const Comparison& c, const TraceReport& ctx) {
            {"device_reason", ctx.device_reason},
            {"seed", ctx.seed},
            {"ops_per_replay", c.ops_per_replay},
+           {"probe_ns", c.probe_ns},
            {"eager", mode(c.eager)},
            {"replay", mode(c.replay)},
            {"one_time_ns", {{"capture", c.capture_ns}, {"instantiate", c.instantiate_ns}, {"first_replay", c.first_replay_ns}}},

@@ -212,6 +212,11 @@ std::vector<std::string> SweepReport::crossover_words() const {
   return words;
 }
 
+bool SweepReport::below_resolution(const SweepRow& r) const {
+  const bool host_timed = r.name != "launch" && r.name != "queue" && r.name != "gpu";
+  return host_timed && probe_ns > 0 && r.median < 2 * probe_ns;
+}
+
 void print_sweep_table(const SweepReport& rep, std::ostream& out) {
   out << "sweep " << rep.op << " " << rep.pattern << "  (" << rep.points.size() << " sizes, " << rep.swept
       << " swept)  " << rep.dtype << "  " << rep.device << "   keys: " << rep.keys << "\n";
@@ -232,12 +237,15 @@ void print_sweep_table(const SweepReport& rep, std::ostream& out) {
       << "  " << pad("rate", 14) << lpad("% of ceiling", 12);
   if (compare) out << "  " << pad("eager/op", 10) << lpad("replay/op", 11) << lpad("speed-up", 9) << lpad("noise", 7);
   out << "\n";
+  std::vector<std::string> unresolved;  // rows with a marked cell, in column order
   for (const SweepPoint& p : rep.points) {
     std::ostringstream line;
     line << pad(std::to_string(p.size), 8);
     for (const std::string& n : names) {
       const SweepRow* r = find_row(p, n);
-      line << lpad(r ? format_ns(r->median) : "-", width(n));
+      const bool below = r && rep.below_resolution(*r);
+      if (below && std::find(unresolved.begin(), unresolved.end(), n) == unresolved.end()) unresolved.push_back(n);
+      line << lpad(r ? format_ns(r->median) + (below ? "*" : "") : "-", width(n));
     }
     line << lpad(format_ns(p.wall.median), 11) << lpad(format_ns(p.wall.p90), 11) << lpad(format_ns(p.host_ns), 11)
          << lpad(percent(p.host_share), 7) << lpad(percent(p.compute_share), 9) << "  " << pad(rate_text(p), 14)
@@ -256,6 +264,12 @@ void print_sweep_table(const SweepReport& rep, std::ostream& out) {
   if (compare) out << "; eager/op and replay/op from rounds of " << rep.ops_per_replay << " ops";
   out << "\n";
   for (const std::string& w : rep.crossover_words()) out << "crossover: " << w << "\n";
+  if (!unresolved.empty()) {
+    std::string rows;
+    for (const std::string& n : unresolved) rows += (rows.empty() ? "" : ", ") + n;
+    out << "note: cells marked * (in " << rows << ") are under twice the cost of one probe (" << format_ns(rep.probe_ns)
+        << "): below what the host timers resolve; read them as 'about that or less', not as measured\n";
+  }
   for (const std::string& n : rep.notes) out << "note: " << n << "\n";
 }
 
@@ -310,6 +324,7 @@ std::string sweep_json(const SweepReport& rep) {
          {"compute_row", rep.compute_row},
          {"budget_s_per_size", rep.budget_s},
          {"elapsed_s", rep.elapsed_s},
+         {"probe_ns", rep.probe_ns},
          {"ceiling", {{"rate", rep.ceiling.rate}, {"unit", rep.rate_unit()}, {"measured", rep.ceiling.measured},
                       {"how", rep.ceiling.how}}},
          {"figures", figures(rep.figures())},

@@ -82,6 +82,11 @@ struct SweepReport {
   int64_t ops_per_replay = 0;
   double budget_s = 0;
   double elapsed_s = 0;
+  // One host zone's open + close (measure_zone_cost_ns): a host-timed row's cell under twice it is below
+  // what the timers resolve and is marked (0: not measured, nothing marked). launch/queue/gpu come from
+  // CUPTI and are never marked against it.
+  double probe_ns = 0;
+  bool below_resolution(const SweepRow& r) const;
   std::vector<SweepPoint> points;
   std::vector<std::string> notes;
   Ceiling ceiling;

@@ -219,20 +219,30 @@ void print_comparison_table(const std::string& header, const Comparison& c, std:
   const std::string replay_col = c.replay.label + " (per op)";
   out << pad("layer", 10) << lpad("eager (per op)", 16) << lpad(replay_col, std::max<size_t>(16, replay_col.size() + 2)) << "\n";
   const size_t w2 = std::max<size_t>(16, replay_col.size() + 2);
-  auto line = [&](const char* name, double e, double r, bool eager_applies, bool replay_applies) {
-    out << pad(name, 10) << lpad(eager_applies ? format_ns(e) : "-", 16) << lpad(replay_applies ? format_ns(r) : "-", w2) << "\n";
+  // Host-zone rows are marked as the trace table marks them (Comparison::probe_ns); launch, queue and
+  // gpu come from CUPTI's timestamps, another instrument, and are never marked here.
+  std::string unresolved;
+  auto line = [&](const char* name, double e, double r, bool eager_applies, bool replay_applies, bool host_zone) {
+    auto cell = [&](double v, bool applies, const std::string& mode) {
+      if (!applies) return std::string("-");
+      const bool below = host_zone && c.probe_ns > 0 && v < 2 * c.probe_ns;
+      if (below) unresolved += (unresolved.empty() ? "" : ", ") + mode + " " + name;
+      return format_ns(v) + (below ? "*" : "");
+    };
+    out << pad(name, 10) << lpad(cell(e, eager_applies, "eager"), 16) << lpad(cell(r, replay_applies, c.replay.label), w2)
+        << "\n";
   };
   const bool device = c.eager.has_device;
-  if (c.eager.python > 0) line("python", c.eager.python, c.replay.python, true, c.replay.python > 0);  // + pybind11
-  line("binding", c.eager.binding, c.replay.binding, true, c.replay.binding > 0);
-  line("dispatch", c.eager.dispatch, c.replay.dispatch, true, c.replay.dispatch > 0);
-  line("library", c.eager.library, c.replay.library, true, true);
-  line("runtime", c.eager.runtime, c.replay.runtime, c.eager.runtime > 0, true);
+  if (c.eager.python > 0) line("python", c.eager.python, c.replay.python, true, c.replay.python > 0, true);  // + pybind11
+  line("binding", c.eager.binding, c.replay.binding, true, c.replay.binding > 0, true);
+  line("dispatch", c.eager.dispatch, c.replay.dispatch, true, c.replay.dispatch > 0, true);
+  line("library", c.eager.library, c.replay.library, true, true, true);
+  line("runtime", c.eager.runtime, c.replay.runtime, c.eager.runtime > 0, true, true);
   if (device) {
-    line("launch", c.eager.launch, c.replay.launch, true, true);
-    line("queue", c.eager.queue, c.replay.queue, true, true);
-    line("gpu", c.eager.gpu, c.replay.gpu, true, true);
-    line("gpu idle", c.eager.gpu_idle, c.replay.gpu_idle, true, true);
+    line("launch", c.eager.launch, c.replay.launch, true, true, false);
+    line("queue", c.eager.queue, c.replay.queue, true, true, false);
+    line("gpu", c.eager.gpu, c.replay.gpu, true, true, false);
+    line("gpu idle", c.eager.gpu_idle, c.replay.gpu_idle, true, true, false);
   } else {
     out << pad("launch", 10) << "n/a on the CPU (queue, gpu too): the library row holds the compute\n";
   }
@@ -247,6 +257,10 @@ void print_comparison_table(const std::string& header, const Comparison& c, std:
                 format_ns(c.instantiate_ns).c_str(), format_ns(c.first_replay_ns).c_str());
   out << buf << "\n";
   out << "verdict: " << c.verdict() << "\n";
+  if (!unresolved.empty()) {
+    out << "note: cells marked * (" << unresolved << ") are under twice the cost of one probe (" << format_ns(c.probe_ns)
+        << "): below what the host timers resolve; read them as 'about that or less', not as measured\n";
+  }
 }
 
 }  // namespace strata::reports

@@ -175,6 +175,7 @@ int run_compare(const CompareOptions& o) {
   c.capture_ns = cost.capture_ns;
   c.instantiate_ns = cost.instantiate_ns;
   c.first_replay_ns = first_replay_ns;
+  c.probe_ns = measure_zone_cost_ns();
   c.eager = reports::mode_figures("eager", timeline, eager_ids, eager_wall, k);
   const reports::GraphAttribution attribution = reports::attribute_graph_kernels(timeline.device);
   c.replay = reports::mode_figures(replay->kind(), timeline, replay_ids, replay_wall, k);

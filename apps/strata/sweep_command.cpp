@@ -21,6 +21,7 @@
 #include "apps/strata/sweep_range.h"
 #include "lib/error.h"
 #include "lib/output_file.h"
+#include "lib/zone.h"
 #include "reports/sweep.h"
 #include "reports/sweep_plot.h"
 
@@ -145,6 +146,7 @@ int run_sweep(const SweepOptions& o) {
   const bool on_gpu = p.choice.device.is_cuda();
   rep.compute_row = on_gpu ? "gpu" : "library";
   rep.budget_s = o.trace.budget_s;
+  rep.probe_ns = measure_zone_cost_ns();
   rep.ops_per_replay = o.compare ? o.ops_per_graph : 0;
 
   // The ceiling the achieved rates are set against, measured on the CPU now, before the sweep (and outside

@@ -1,7 +1,10 @@
 // The eager-vs-replay arithmetic, the verdict and graph-node attribution, on hand-built timelines.
 #include <doctest/doctest.h>
 
+#include <sstream>
+
 #include "reports/comparison.h"
+#include "reports/table.h"
 #include "tests/reports/steady_clock.h"
 
 using namespace strata;
@@ -137,4 +140,36 @@ TEST_CASE("replayed kernels are attributed to the op that created their graph no
   CHECK(a.op_of_kernel[2] == 2);
   CHECK(a.op_of_kernel[3] == 3);
   CHECK(a.op_of_kernel[4] == 0);  // a node nobody recorded: reported as unattributed, never guessed
+}
+
+TEST_CASE("the comparison table marks host-timed cells under twice one probe's cost, and only those") {
+  Comparison c;
+  c.eager.label = "eager";
+  c.replay.label = "plan replay";
+  c.eager.binding = 30, c.eager.dispatch = 55, c.eager.library = 4000, c.eager.wall = 4100;
+  c.replay.library = 4000, c.replay.runtime = 12, c.replay.wall = 4020;
+  c.probe_ns = 20;
+  std::ostringstream out;
+  print_comparison_table("compare matmul", c, out);
+  const std::string text = out.str();
+  CHECK(text.find("0.03 us*") != std::string::npos);   // eager binding: 30 < 40
+  CHECK(text.find("0.06 us*") == std::string::npos);   // eager dispatch: 55 >= 40
+  CHECK(text.find("0.01 us*") != std::string::npos);   // replay runtime: 12 < 40
+  CHECK(text.find("(eager binding, plan replay runtime)") != std::string::npos);
+  CHECK(text.find("under twice the cost of one probe (0.02 us)") != std::string::npos);
+
+  // On a GPU, launch/queue/gpu are CUPTI's figures: never marked against the host probe.
+  c.eager.has_device = true;
+  c.eager.gpu = 5, c.replay.gpu = 5, c.eager.launch = 3;
+  std::ostringstream device_out;
+  print_comparison_table("compare relu", c, device_out);
+  CHECK(device_out.str().find("0.01 us*") != std::string::npos);  // still the replay runtime
+  CHECK(device_out.str().find("(eager binding, plan replay runtime)") != std::string::npos);
+
+  // No probe measured: nothing marked, no note.
+  c.probe_ns = 0;
+  std::ostringstream plain;
+  print_comparison_table("compare matmul", c, plain);
+  CHECK(plain.str().find('*') == std::string::npos);
+  CHECK(plain.str().find("probe") == std::string::npos);
 }

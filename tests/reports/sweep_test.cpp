@@ -205,3 +205,27 @@ TEST_CASE("the SVG has both panels, every curve and the crossover marks, and esc
   CHECK(svg.find("nan") == std::string::npos);
   CHECK(svg.find("inf") == std::string::npos);
 }
+
+TEST_CASE("sweep cells under twice one probe's cost are marked, host-timed rows only") {
+  SweepReport rep;
+  rep.op = "relu";
+  rep.swept = "size";
+  rep.host_rows = "binding + dispatch";
+  rep.compute_row = "library";
+  // binding and dispatch/CPU 15 ns each (host 30 ns), library 5000 ns; a GPU-style row of 10 ns too.
+  LayerBreakdown b = synthetic(30, 5000);
+  b.rows.push_back({RowKind::kGpu, "", {"kernel"}, Distribution::of(std::vector<double>(5, 10.0)), true});
+  rep.points.push_back(sweep_point(1024, "1024", "", 0, 8192, b, "library"));
+  rep.probe_ns = 20;
+  std::ostringstream marked;
+  print_sweep_table(rep, marked);
+  const std::string text = marked.str();
+  CHECK(text.find("0.01 us*") != std::string::npos);   // binding, dispatch: 15 < 40
+  CHECK(text.find("5.00 us*") == std::string::npos);   // the library row is far above
+  CHECK(text.find("cells marked * (in binding, dispatch/CPU)") != std::string::npos);  // not the gpu row
+  CHECK(nlohmann::json::parse(sweep_json(rep))["probe_ns"] == 20);
+  rep.probe_ns = 0;  // not measured: nothing marked
+  std::ostringstream plain;
+  print_sweep_table(rep, plain);
+  CHECK(plain.str().find('*') == std::string::npos);
+}
