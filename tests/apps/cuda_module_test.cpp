@@ -86,6 +86,8 @@ TEST_CASE("a CPU run works in an address space too small for the CUDA libraries"
   // Every operator has a CUDA kernel, the gradient ops (docs/autograd.md) included.
   CHECK(count_of(r.out, "[in libstrata_cuda.so, registered on the first CUDA use]") == int(strata::ops::AllOps::kSize));
   CHECK(count_of(r.out, "  CUDA      layers/kernels/cuda/") == int(strata::ops::AllOps::kSize));
+  // ... and so the key summary does not call CUDA empty.
+  CHECK_FALSE(contains(r.out, "CUDA: no operator has a kernel"));
 }
 
 TEST_CASE("a module that cannot be mapped: devices says why, auto runs on the CPU, cuda exits 4") {
