@@ -161,6 +161,14 @@ class OperatorsTest(unittest.TestCase):
         self.assertTrue(strata.OPERATORS)
         self.assertEqual(sorted(strata.OPERATORS), sorted(CASES), "add a reference for each declared operator")
 
+    def test_star_import_leaves_builtins_alone(self):
+        namespace = {}
+        exec("from strata import *", namespace)
+        self.assertIn("matmul", namespace)
+        self.assertIn("sum", strata.OPERATORS)  # the gradient op is there, as strata.sum
+        self.assertNotIn("sum", namespace)  # but a star import does not shadow the builtin
+        self.assertIs(strata.sum, strata.OPERATORS["sum"])
+
     def test_functions_follow_the_schemas(self):
         for op in strata._strata.operators():
             fn = getattr(strata, op["name"])

@@ -48,5 +48,10 @@ if "matmul" in OPERATORS:
 if "add" in OPERATORS:
     Tensor.__add__ = lambda self, other: OPERATORS["add"](self, other)
 
+# `from strata import *` brings every operator except those named like a Python builtin (the gradient op
+# `sum`): a star import must not shadow them. They stay strata.sum etc.
+import builtins as _builtins  # noqa: E402
+
 __all__ = ["Tensor", "autocast", "Error", "UsageError", "UnavailableError", "float32", "float64", "float16", "bfloat16",
-           "zeros", "rand", "randn", "from_numpy", "manual_seed", "OPERATORS", "SCHEMAS", "profile", *OPERATORS]
+           "zeros", "rand", "randn", "from_numpy", "manual_seed", "OPERATORS", "SCHEMAS", "profile",
+           *(name for name in OPERATORS if not hasattr(_builtins, name))]
