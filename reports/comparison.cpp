@@ -26,16 +26,30 @@ ModeFigures mode_figures(const std::string& label, const Timeline& timeline,
   std::unordered_map<uint64_t, size_t> round_of;
   for (size_t r = 0; r < rounds.size(); ++r)
     for (uint32_t id : rounds[r]) round_of[id] = r;
+  // One breakdown of every op of every round (a breakdown reads the whole timeline: one per round made
+  // compare quadratic in rounds), then each round's totals from its calls' samples, which are per call in
+  // the order of `all_ids`.
+  std::vector<uint32_t> all_ids;
+  for (const auto& ids : rounds) all_ids.insert(all_ids.end(), ids.begin(), ids.end());
+  const LayerBreakdown b = compute_breakdown(timeline, all_ids);
+  size_t first = 0;
   for (const auto& ids : rounds) {
-    LayerBreakdown b = compute_breakdown(timeline, ids);
-    python.push_back((b.total(RowKind::kPython) + b.total(RowKind::kPybind11)) * per);
-    binding.push_back(b.total(RowKind::kBinding) * per);
-    dispatch.push_back(b.total(RowKind::kDispatch) * per);
-    library.push_back(b.total(RowKind::kLibrary) * per);
-    runtime.push_back(b.total(RowKind::kRuntime) * per);
-    launch.push_back(b.total(RowKind::kLaunch) * per);
-    queue.push_back(b.total(RowKind::kQueue) * per);
-    gpu.push_back(b.total(RowKind::kGpu) * per);
+    auto total = [&](RowKind kind) {
+      double sum = 0;
+      for (const BreakdownRow& row : b.rows)
+        if (row.kind == kind)
+          for (size_t i = first; i < first + ids.size() && i < row.ns.samples.size(); ++i) sum += row.ns.samples[i];
+      return sum;
+    };
+    python.push_back((total(RowKind::kPython) + total(RowKind::kPybind11)) * per);
+    binding.push_back(total(RowKind::kBinding) * per);
+    dispatch.push_back(total(RowKind::kDispatch) * per);
+    library.push_back(total(RowKind::kLibrary) * per);
+    runtime.push_back(total(RowKind::kRuntime) * per);
+    launch.push_back(total(RowKind::kLaunch) * per);
+    queue.push_back(total(RowKind::kQueue) * per);
+    gpu.push_back(total(RowKind::kGpu) * per);
+    first += ids.size();
   }
   if (f.has_device) {
     std::unordered_map<uint32_t, uint64_t> corr_to_op;
