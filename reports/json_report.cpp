@@ -125,6 +125,7 @@ std::string trace_report_json(const TraceReport& rep) {
            {"warmup", rep.warmup},
            {"repeat", rep.repeat},
            {"repeat_auto", rep.repeat_auto},
+           {"planned_repeat", rep.planned_repeat},
            {"seed", rep.seed},
            {"probe", {{"cost_ns", rep.probe_ns}, {"zones_per_call", rep.probes_per_call}}},
            {"untraced_wall_median_ns", rep.untraced_call_ns},

@@ -103,6 +103,7 @@ struct TraceReport {
   size_t warmup = 0;
   size_t repeat = 0;
   bool repeat_auto = false;
+  size_t planned_repeat = 0;  // > repeat: the time limit (twice --budget) ended the timed loop early
   uint64_t seed = 0;  // of the random inputs (--seed), so that a run can be repeated on the same data
 
   double probe_ns = 0;           // measured cost of one zone (open + close)

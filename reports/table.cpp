@@ -152,10 +152,14 @@ void print_trace_table(const TraceReport& rep, std::ostream& out) {
     cold += (cold.empty() ? "" : ", ") + r.id() + " " + format_ns(r.ns.median);
   }
   out << "cold first call: " << format_ns(rep.cold.wall.median) << " (" << cold << ")\n";
-  char buf[256];
+  char buf[320];
+  char stopped[96] = "";
+  if (rep.planned_repeat > rep.repeat) {
+    std::snprintf(stopped, sizeof stopped, " (auto; of %zu planned: stopped at twice --budget)", rep.planned_repeat);
+  }
   std::snprintf(buf, sizeof buf, "timed calls: %zu%s after %zu warm-up   probe cost: %.0f ns x %.0f zones per call (clock: %s)",
-                rep.repeat, rep.repeat_auto ? " (auto)" : "", rep.warmup, rep.probe_ns, rep.probes_per_call,
-                rep.env.clock_source.c_str());
+                rep.repeat, stopped[0] ? stopped : rep.repeat_auto ? " (auto)" : "", rep.warmup, rep.probe_ns,
+                rep.probes_per_call, rep.env.clock_source.c_str());
   out << buf << "\n";
   if (rep.untraced_call_ns > 0) {
     out << (rep.backward.ran ? "same call and its backward with tracing off: " : "same call with tracing off: ")

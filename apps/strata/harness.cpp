@@ -183,6 +183,9 @@ HarnessResult run_work(const Work& call, const HarnessOptions& options, Timeline
                      "available); lower --repeat");
   }
   timeline.reserve_more(spans_needed);
+  r.planned_repeat = r.repeat;
+  const double stop_after_s =
+      options.stop_after_s > 0 ? options.stop_after_s : (r.repeat_auto ? 2 * options.budget_s : 0.0);
   Progress progress(r.repeat);
   const uint64_t start = host_clock::ticks();
   for (int64_t i = 0; i < r.repeat; ++i) {
@@ -205,7 +208,7 @@ HarnessResult run_work(const Work& call, const HarnessOptions& options, Timeline
       for (size_t k = 0; k < node_ids.size(); ++k) r.backward.nodes[k].push_back(node_ids[k]);
     }
     progress.update(i + 1, host_clock::elapsed_ns(start) * 1e-9);
-    if (options.stop_after_s > 0 && i + 1 >= 10 && host_clock::elapsed_ns(start) * 1e-9 > options.stop_after_s) {
+    if (stop_after_s > 0 && i + 1 >= 10 && host_clock::elapsed_ns(start) * 1e-9 > stop_after_s) {
       spdlog::debug("stopped after {} of {} timed calls: --budget's time limit passed", i + 1, r.repeat);
       r.repeat = i + 1;
       break;

@@ -54,9 +54,11 @@ struct HarnessOptions {
   double budget_s = 1.0;
   bool untraced_comparison = true;
   uint32_t first_op_id = 1;  // where this run's op ids start (a sweep runs many into one timeline)
-  // 0 = run every planned call. Otherwise the timed loop ends once this many seconds have passed (after
-  // at least 10 calls): the automatic repeat is sized from the FASTEST warm call, and on a loaded machine
-  // the median call can be 30x slower than that, which made one sweep size run 20 s on a 0.5 s budget.
+  // 0 = run every planned call; with an automatic repeat (repeat == 0) that means twice budget_s.
+  // Otherwise the timed loop ends once this many seconds have passed (after at least 10 calls): the
+  // automatic repeat is sized from the FASTEST warm call, and on a loaded machine the median call can be
+  // 30x slower than that, which made one sweep size run 20 s on a 0.5 s budget. An explicit repeat with
+  // no stop_after_s runs in full.
   double stop_after_s = 0;
   // How one call is made. Empty: `call.op->call(call.args)` from C++ (--frontend cli). --frontend python
   // calls strata.<op>(...) in the embedded interpreter (Note [The Python module]); each timed call runs
@@ -87,6 +89,7 @@ struct HarnessResult {
   int64_t warmup = 0;
   int64_t repeat = 0;
   bool repeat_auto = false;
+  int64_t planned_repeat = 0;  // what the run was sized for; more than `repeat` when the time limit ended it
   BackwardIds backward;
 };
 

@@ -110,7 +110,9 @@ ConvFlags add_op_options(CLI::App* cmd, strata::app::TraceOptions& t, int64_t& o
   cmd->add_option("--warmup", t.warmup, "untraced calls between the cold call and the timed ones")
       ->capture_default_str()
       ->transform(integer);
-  cmd->add_option("--budget", t.budget_s, "seconds of timed calls when --repeat is not given")->capture_default_str();
+  cmd->add_option("--budget", t.budget_s,
+                  "seconds of timed calls when --repeat is not given (the run stops at twice this if calls turn slower)")
+      ->capture_default_str();
   cmd->add_option("--seed", t.seed, "seed of the random inputs (uniform in [-1, 1)), 0 to 2^64-1")
       ->capture_default_str()
       ->transform(whole_number<uint64_t>());

@@ -56,6 +56,7 @@ int run_sequence_trace(const TraceOptions& o, Prepared& p) {
   rep.warmup = static_cast<size_t>(run.warmup);
   rep.repeat = static_cast<size_t>(run.repeat);
   rep.repeat_auto = run.repeat_auto;
+  rep.planned_repeat = static_cast<size_t>(run.planned_repeat);
   rep.probe_ns = measure_zone_cost_ns();
   seq.probe_ns = rep.probe_ns;
   backward.probe_ns = rep.probe_ns;

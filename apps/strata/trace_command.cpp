@@ -359,6 +359,7 @@ int run_trace(const TraceOptions& o) {
   rep.warmup = static_cast<size_t>(run.warmup);
   rep.repeat = static_cast<size_t>(run.repeat);
   rep.repeat_auto = run.repeat_auto;
+  rep.planned_repeat = static_cast<size_t>(run.planned_repeat);
   rep.probe_ns = measure_zone_cost_ns();
   // A row whose median is within twice one probe's cost is mostly the instrument itself: say so.
   std::string unresolved;

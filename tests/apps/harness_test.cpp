@@ -5,7 +5,9 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "apps/strata/device_session.h"
 #include "layers/frontend/frontend.h"
@@ -83,6 +85,32 @@ TEST_CASE("automatic repeat stays between 10 and 10000 calls") {
   CHECK(r.repeat_auto);
   CHECK(r.repeat == 10);
   CHECK(r.timed_ids.size() == 10);
+}
+
+TEST_CASE("an automatic repeat ends at twice --budget when the calls turn slower than the warm-ups") {
+  const frontend::PreparedCall call = prepare("relu", "16");
+  HarnessOptions o;
+  o.warmup = 2;
+  o.repeat = 0;
+  o.budget_s = 0.05;
+  // The cold call and the warm-ups are fast; every later call sleeps 2 ms (a machine that got busy): the
+  // run is sized for thousands of calls and must stop once 0.1 s have passed.
+  int calls = 0;
+  o.invoke = [&] {
+    if (++calls > 3) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    return call.op->call(call.args);
+  };
+  Timeline t;
+  DeviceSession session;
+  const auto begin = std::chrono::steady_clock::now();
+  HarnessResult r = run_harness(call, o, t, session);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  CHECK(r.repeat_auto);
+  CHECK(r.planned_repeat > 100);
+  CHECK(r.repeat < r.planned_repeat);
+  CHECK(r.repeat >= 10);
+  CHECK(r.timed_ids.size() == size_t(r.repeat));
+  CHECK(seconds < 2.0);  // each timed call is two calls of ~2 ms: 0.1 s plus one iteration, with room for load
 }
 
 TEST_CASE("an interrupt stops the run at the next call boundary with exit code 130") {

@@ -88,3 +88,19 @@ TEST_CASE("a memory-bound op's rate is its bandwidth, not FLOP/s") {
   CHECK(out.str().find("8.0 GB/s (bytes read + written)") != std::string::npos);  // 8000 B in 1 us
   CHECK(out.str().find("FLOP/s") == std::string::npos);
 }
+
+TEST_CASE("timed calls say when the time limit ended an automatic run early") {
+  TraceReport r;
+  r.steady.rows.push_back({RowKind::kLibrary, "", {"cblas_sgemm"}, Distribution::of({800}), true, {}, {}});
+  r.steady.wall = Distribution::of({800});
+  r.repeat = 12;
+  r.repeat_auto = true;
+  r.planned_repeat = 12;
+  std::ostringstream full;
+  print_trace_table(r, full);
+  CHECK(full.str().find("timed calls: 12 (auto) after") != std::string::npos);
+  r.planned_repeat = 5000;
+  std::ostringstream stopped;
+  print_trace_table(r, stopped);
+  CHECK(stopped.str().find("timed calls: 12 (auto; of 5000 planned: stopped at twice --budget) after") != std::string::npos);
+}
