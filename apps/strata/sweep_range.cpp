@@ -5,6 +5,7 @@
 #include <charconv>
 #include <limits>
 
+#include "layers/frontend/frontend.h"
 #include "lib/error.h"
 
 namespace strata::app {
@@ -17,13 +18,7 @@ std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
 
 int64_t parse_size(std::string_view field, std::string_view whole) {
   if (field.empty()) throw UsageError("range " + quoted(whole) + " has an empty size; " + sweep_range_help());
-  int64_t scale = 1;
-  switch (field.back()) {
-    case 'k': case 'K': scale = int64_t{1} << 10; break;
-    case 'M': scale = int64_t{1} << 20; break;
-    case 'G': scale = int64_t{1} << 30; break;
-    default: break;
-  }
+  const int64_t scale = frontend::size_suffix_scale(field.back());
   std::string_view digits = scale == 1 ? field : field.substr(0, field.size() - 1);
   int64_t value = 0;
   auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);

@@ -34,9 +34,14 @@ struct OpSpec {
 // The ops `strata trace` accepts and their spec formats, for --help and error messages.
 std::string spec_help();
 
-// Parses a size list "1024", "512x1024x256". Throws UsageError for empty fields, signs, exponents,
-// zero, stray characters and values beyond 2^31-1 (the BLAS index limit).
+// Parses a size list "1024", "512x1024x256", "1M", "4x1k". A field may end in k, M or G (binary: 1k =
+// 1024, 1M = 2^20, 1G = 2^30, as tensor sizes usually are, and as sweep ranges read them). Throws
+// UsageError for empty fields, signs, exponents, zero, stray characters and values beyond 2^31-1 (the
+// BLAS index limit).
 std::vector<int64_t> parse_dims(std::string_view text);
+
+// The multiplier a size's last character stands for: k/K 2^10, M 2^20, G 2^30; 1 for anything else.
+int64_t size_suffix_scale(char last);
 
 OpSpec parse_op_spec(std::string_view op, std::string_view dims, const ConvOptions& conv = {});
 

@@ -23,8 +23,19 @@ std::string spec_help() {
   return help;
 }
 
+int64_t size_suffix_scale(char last) {
+  switch (last) {
+    case 'k': case 'K': return int64_t{1} << 10;
+    case 'M': return int64_t{1} << 20;
+    case 'G': return int64_t{1} << 30;
+    default: return 1;
+  }
+}
+
 std::vector<int64_t> parse_dims(std::string_view text) {
-  const std::string allowed = "sizes are positive integers joined by 'x', e.g. 1024 or 512x1024x256";
+  const std::string allowed =
+      "sizes are positive integers joined by 'x', e.g. 1024 or 512x1024x256, optionally ending in k, M or G "
+      "(1k = 1024, 1M = 1048576)";
   if (text.empty()) throw UsageError("missing size: " + allowed);
   std::vector<int64_t> dims;
   size_t start = 0;
@@ -36,21 +47,25 @@ std::vector<int64_t> parse_dims(std::string_view text) {
                        (start == 0 ? " at the start" : (end == std::string_view::npos ? " at the end" : "")) + ": " +
                        allowed);
     }
+    const int64_t scale = size_suffix_scale(field.back());
+    const std::string_view whole_field = field;
+    if (scale != 1) field.remove_suffix(1);
+    if (field.empty()) throw UsageError("size " + quote(text) + ": " + quote(whole_field) + " has no digits; " + allowed);
     for (char c : field) {
       if (c < '0' || c > '9') {
         std::string why = (c == '-') ? "is negative" : (c == '+') ? "has a sign" : (c == 'e' || c == 'E' || c == '.') ? "is not a whole number written in digits" : "has the character " + quote(std::string_view(&c, 1));
-        throw UsageError("size " + quote(text) + ": " + quote(field) + " " + why + "; " + allowed);
+        throw UsageError("size " + quote(text) + ": " + quote(whole_field) + " " + why + "; " + allowed);
       }
     }
     int64_t value = 0;
     auto [ptr, ec] = std::from_chars(field.data(), field.data() + field.size(), value);
-    if (ec == std::errc::result_out_of_range || value > kMaxDim) {
-      throw UsageError("size " + quote(field) + " is too large: each size must be at most " +
+    if (ec == std::errc::result_out_of_range || value > kMaxDim / scale) {
+      throw UsageError("size " + quote(whole_field) + " is too large: each size must be at most " +
                        std::to_string(kMaxDim) + " (the BLAS index limit)");
     }
-    if (ec != std::errc() || ptr != field.data() + field.size()) throw UsageError("size " + quote(field) + ": " + allowed);
+    if (ec != std::errc() || ptr != field.data() + field.size()) throw UsageError("size " + quote(whole_field) + ": " + allowed);
     if (value == 0) throw UsageError("size " + quote(text) + " contains 0: every size must be at least 1");
-    dims.push_back(value);
+    dims.push_back(value * scale);
     if (dims.size() > 4) throw UsageError("size " + quote(text) + " has more than 4 fields");
     if (end == std::string_view::npos) break;
     start = end + 1;

@@ -41,6 +41,20 @@ TEST_CASE("parse_dims accepts positive integers joined by x") {
   CHECK(parse_dims("1x1x1x1") == std::vector<int64_t>{1, 1, 1, 1});
   CHECK(parse_dims("2147483647") == std::vector<int64_t>{2147483647});
   CHECK(parse_dims("007") == std::vector<int64_t>{7});  // leading zeros are still a whole number
+  // Binary suffixes, as sweep ranges read them (`strata trace relu 1M`).
+  CHECK(parse_dims("1M") == std::vector<int64_t>{1 << 20});
+  CHECK(parse_dims("4x1k") == std::vector<int64_t>{4, 1024});
+  CHECK(parse_dims("2K") == std::vector<int64_t>{2048});
+  CHECK(parse_dims("1G") == std::vector<int64_t>{1 << 30});
+}
+
+TEST_CASE("parse_dims: a suffix needs digits before it and keeps the BLAS limit") {
+  CHECK(contains(dims_error("k"), "'k' has no digits"));
+  CHECK(contains(dims_error("4xM"), "'M' has no digits"));
+  CHECK(contains(dims_error("2G"), "'2G' is too large"));
+  CHECK(contains(dims_error("1kk"), "the character 'k'"));
+  CHECK(contains(dims_error("1m"), "the character 'm'"));  // M only: m is not a binary size
+  CHECK(contains(dims_error("-1k"), "negative"));
 }
 
 TEST_CASE("parse_dims refuses every malformed size with the reason") {
