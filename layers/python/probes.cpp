@@ -85,7 +85,7 @@ PyObject* ticks_to_ns(PyObject*, PyObject* arg) {
 
 PyMethodDef g_probe_methods[] = {
     {"_enter", &enter, METH_O, "probe: a frontend function's entry (Note [The python and pybind11 rows])"},
-    {"_cross", &cross, METH_NOARGS, "probe: just before the frontend calls _strata._op (the hot entry)"},
+    {"_cross", &cross, METH_NOARGS, "probe: opens the crossing's span before a plain-index call of _strata._op"},
     {"_cross_call", &cross_call, METH_NOARGS, "probe: just before the frontend calls _strata.call (the general entry)"},
     {"_exit", &exit_probe, METH_NOARGS, "probe: the frontend function's return (closes both spans)"},
     {"_ticks", &ticks, METH_NOARGS, "the host clock's raw ticks (Note [One host clock])"},

@@ -18,8 +18,8 @@
 //               as its first statement, when the frontend passes the operator's index as ~index
 //               ("_strata._op": one probe call fewer per call); before the general entry the frontend
 //               calls _cross_call() ("_strata.call": pybind11's dispatcher runs before any code of
-//               ours). _cross() opens an "_strata._op" span from Python, for callers of _op that
-//               pass a plain index, and stands for the crossing's open in the probe-cost measurement.
+//               ours). _cross() opens an "_strata._op" span from Python, for a caller of _op that
+//               passes a plain index and closes with _exit().
 //   _exit()     closes both spans with one clock read and ends the call: called by the frontend after
 //               the general entry returns and whenever the call raised; the hot entry does the same
 //               itself as it returns its result (one probe call fewer again), so a fully typed call
