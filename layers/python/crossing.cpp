@@ -158,6 +158,23 @@ binding::IValue to_ivalue(const py::handle& o, const std::string& op, const Argu
                        std::string(py::str(o.get_type().attr("__name__"))));
 }
 
+// The positional values of one call, boxed for the binding layer by either entry: on the stack up to
+// kInlineArgs, on the heap past that (more than the binding layer takes: it says so, quoting the schema).
+class BoxedArgs {
+ public:
+  BoxedArgs(PyObject* const* values, size_t n, const std::string& op) : n_(n) {
+    if (n > kInlineArgs) heap_.resize(n);
+    binding::IValue* out = n > kInlineArgs ? heap_.data() : inline_.data();
+    for (size_t i = 0; i < n; ++i) out[i] = to_ivalue(values[i], op, {i + 1, nullptr});
+  }
+  std::span<const binding::IValue> span() const { return {n_ > kInlineArgs ? heap_.data() : inline_.data(), n_}; }
+
+ private:
+  size_t n_;
+  std::array<binding::IValue, kInlineArgs> inline_;
+  std::vector<binding::IValue> heap_;
+};
+
 py::object from_ivalue(binding::IValue&& v) {
   if (v.is_tensor()) return py::reinterpret_steal<py::object>(wrap_tensor(std::move(v).take_tensor()));
   if (v.is_int()) return py::int_(v.to_int());
@@ -171,15 +188,10 @@ py::object from_ivalue(binding::IValue&& v) {
 // through the real binding layer.
 py::object call(const std::string& name, const py::tuple& args, const py::dict& kwargs) {
   const binding::BoundOperator& op = binding::find_operator(name);
-  const size_t n = args.size();
-  std::array<binding::IValue, kInlineArgs> inline_boxed;
-  std::vector<binding::IValue> heap_boxed;  // more than the binding layer takes: it says so, quoting the schema
-  if (n > kInlineArgs) heap_boxed.resize(n);
-  binding::IValue* boxed = n > kInlineArgs ? heap_boxed.data() : inline_boxed.data();
-  for (size_t i = 0; i < n; ++i) boxed[i] = to_ivalue(PyTuple_GET_ITEM(args.ptr(), Py_ssize_t(i)), name, {i + 1, nullptr});
+  const BoxedArgs boxed(PySequence_Fast_ITEMS(args.ptr()), args.size(), name);
   if (kwargs.empty()) {
-    note_arguments(op, std::span<const binding::IValue>(boxed, n));  // strata.profile()'s header; one check when not
-    return from_ivalue(op.call(std::span<const binding::IValue>(boxed, n)));
+    note_arguments(op, boxed.span());  // strata.profile()'s header; one check when not
+    return from_ivalue(op.call(boxed.span()));
   }
   std::vector<std::string> names;  // binding::Kwarg holds a view
   std::vector<binding::Kwarg> kw;
@@ -189,8 +201,8 @@ py::object call(const std::string& name, const py::tuple& args, const py::dict& 
     names.push_back(py::cast<std::string>(k));
     kw.push_back({names.back(), to_ivalue(v, name, {0, &names.back()})});
   }
-  note_arguments(op, std::span<const binding::IValue>(boxed, n), kw);
-  return from_ivalue(op.call(std::span<const binding::IValue>(boxed, n), kw));
+  note_arguments(op, boxed.span(), kw);
+  return from_ivalue(op.call(boxed.span(), kw));
 }
 
 py::list operators() {
@@ -249,15 +261,9 @@ PyObject* op_entry(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
       return nullptr;
     }
     const binding::BoundOperator& op = *table[size_t(index)];
-    const size_t n = size_t(argc - 1);
-    std::array<binding::IValue, kInlineArgs> inline_boxed;
-    std::vector<binding::IValue> heap_boxed;  // more than the binding layer takes: it says so, quoting the schema
-    if (n > kInlineArgs) heap_boxed.resize(n);
-    binding::IValue* boxed = n > kInlineArgs ? heap_boxed.data() : inline_boxed.data();
-    for (size_t i = 0; i < n; ++i) boxed[i] = to_ivalue(argv[i + 1], op.schema().name, {i + 1, nullptr});
-    const std::span<const binding::IValue> args(boxed, n);
-    note_arguments(op, args);  // strata.profile()'s header; one check when not
-    PyObject* result = from_ivalue(op.call(args)).release().ptr();
+    const BoxedArgs boxed(argv + 1, size_t(argc - 1), op.schema().name);
+    note_arguments(op, boxed.span());  // strata.profile()'s header; one check when not
+    PyObject* result = from_ivalue(op.call(boxed.span())).release().ptr();
     if (traced) close_call_spans();
     return result;
   } catch (...) {
