@@ -29,6 +29,11 @@ void describe_python_rows(TraceReport& rep) {
                                            ": boxing, result to Python");
 }
 
+std::string marked_cells_note(const std::string& marked, double probe_ns) {
+  return "cells marked * (" + marked + ") are under twice the cost of one probe (" + format_ns(probe_ns) +
+         "): below what the host timers resolve; read them as 'about that or less', not as measured";
+}
+
 void add_rate_figures(TraceReport& rep) {
   const double wall = rep.steady.wall.median;
   if (wall <= 0) return;

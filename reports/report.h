@@ -134,6 +134,9 @@ void describe_python_rows(TraceReport& report);
 
 // "41.70 ms", "0.09 us": a duration in ns with a unit that keeps 3-4 significant digits.
 std::string format_ns(double ns);
+// The note under a table whose cells `marked` ("eager binding, plan replay runtime") carry a '*': under
+// twice `probe_ns`, one probe's cost, so below what the host timers resolve (compare, sweep).
+std::string marked_cells_note(const std::string& marked, double probe_ns);
 std::string format_rate(double flops_per_s);  // "52.1 GFLOP/s"
 std::string format_bandwidth(double bytes_per_s);  // "12.3 GB/s" (10^9 bytes)
 // Table cells: `s` padded with spaces on the right (pad) or the left (lpad) to `width` characters.

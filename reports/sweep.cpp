@@ -267,8 +267,7 @@ void print_sweep_table(const SweepReport& rep, std::ostream& out) {
   if (!unresolved.empty()) {
     std::string rows;
     for (const std::string& n : unresolved) rows += (rows.empty() ? "" : ", ") + n;
-    out << "note: cells marked * (in " << rows << ") are under twice the cost of one probe (" << format_ns(rep.probe_ns)
-        << "): below what the host timers resolve; read them as 'about that or less', not as measured\n";
+    out << "note: " << marked_cells_note("in " + rows, rep.probe_ns) << "\n";
   }
   for (const std::string& n : rep.notes) out << "note: " << n << "\n";
 }

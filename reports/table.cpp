@@ -262,8 +262,7 @@ void print_comparison_table(const std::string& header, const Comparison& c, std:
   out << buf << "\n";
   out << "verdict: " << c.verdict() << "\n";
   if (!unresolved.empty()) {
-    out << "note: cells marked * (" << unresolved << ") are under twice the cost of one probe (" << format_ns(c.probe_ns)
-        << "): below what the host timers resolve; read them as 'about that or less', not as measured\n";
+    out << "note: " << marked_cells_note(unresolved, c.probe_ns) << "\n";
   }
 }
 
