@@ -127,8 +127,8 @@ def bad_notes(doc):
                    "may miss calls")
     untimed = figure(doc, "cupti.untimed_records")
     if untimed:
-        out.append(f"CUPTI delivered {int(untimed)} kernel or API records without timestamps; they are left out, so "
-                   "launch, queue and gpu rows may miss calls")
+        out.append(f"CUPTI delivered {int(untimed)} kernel, API or overhead records without timestamps; they are left "
+                   "out, so launch, queue, gpu and cold-call rows may miss calls")
     return out
 
 

@@ -61,6 +61,9 @@ struct ApiCallRecord {  // a CUDA runtime or driver API call (CUPTI RUNTIME / DR
   uint32_t correlation_id = 0;
   uint32_t thread_id = 0;
   bool is_launch = false;  // a call that puts work on a stream (kernel launch, graph launch)
+  // An INTERNAL_LAUNCH_API record: a driver launch outside any public call. It is a launch only when a
+  // kernel or memory record shares its correlation id (cupti::resolve_internal_launches).
+  bool internal_launch = false;
 };
 
 struct KernelRecord {  // one GPU kernel execution (CUPTI CONCURRENT_KERNEL activity)
@@ -112,7 +115,7 @@ struct DeviceTrace {
   bool enabled = false;            // CUPTI collected records for this run
   std::string unavailable_reason;  // why not, in one line, when !enabled
   uint64_t dropped_records = 0;    // cuptiActivityGetNumDroppedRecords after the flush
-  uint64_t untimed_records = 0;    // kernel / API records CUPTI delivered without timestamps (left out)
+  uint64_t untimed_records = 0;    // kernel / API / overhead records CUPTI delivered without timestamps (left out)
   std::vector<ApiCallRecord> api_calls;
   std::vector<KernelRecord> kernels;
   std::vector<MemoryRecord> memory;

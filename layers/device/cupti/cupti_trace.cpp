@@ -98,10 +98,7 @@ struct Session {
   uint64_t dropped_in_callbacks = 0;
   uint64_t lost_buffers = 0;  // completed buffers that could not be kept (out of memory)
   std::vector<ExternalCorrelation> callback_correlations;
-  std::vector<GraphNodeOrigin> graph_nodes;  // from resource callbacks, see on_graph_node
-  // graph node id -> op, the same pairs indexed: each clone looks its original up inside
-  // cudaGraphInstantiate, whose time strata reports, so a scan of graph_nodes would add O(nodes^2) to it.
-  std::unordered_map<uint64_t, uint32_t> node_ops;
+  GraphNodeOrigins graph_nodes;  // from resource callbacks (on_graph_node) and attribute_graph_nodes
   std::vector<std::string> warnings;  // optional features that could not be enabled, failures after start
 };
 
@@ -155,21 +152,14 @@ void on_graph_node(CUpti_CallbackId cbid, const CUpti_ResourceData* resource) {
   Session& s = session();
   std::lock_guard lock(s.mutex);
   if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED) {
-    if (t_current_op != 0) {
-      s.graph_nodes.push_back({node_id, static_cast<uint32_t>(t_current_op)});
-      s.node_ops.emplace(node_id, static_cast<uint32_t>(t_current_op));
-    }
+    if (t_current_op != 0) s.graph_nodes.add(node_id, static_cast<uint32_t>(t_current_op));
     return;
   }
   uint64_t original_id = 0;  // CLONED
   if (graph->originalNode == nullptr || !STRATA_CUPTI_CALL(cuptiGetGraphNodeId(graph->originalNode, &original_id)).ok()) {
     return;
   }
-  if (auto it = s.node_ops.find(original_id); it != s.node_ops.end()) {
-    const uint32_t op = it->second;
-    s.graph_nodes.push_back({node_id, op});
-    s.node_ops.emplace(node_id, op);
-  }
+  s.graph_nodes.add_clone(node_id, original_id);
 }
 
 // Launch callbacks (both domains): remember which op each launch belongs to, from the host side. The
@@ -357,9 +347,11 @@ bool RecordConverter::add(const void* raw) {
       r.domain = record->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? ApiDomain::kRuntime : ApiDomain::kDriver;
       r.cbid = a->cbid;
       if (record->kind == CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API) {
-        // A driver launch outside any public API call (CUPTI leaves cbid unused): still a launch.
+        // A driver launch outside any public API call (CUPTI leaves cbid unused). Whether it launched
+        // anything strata measures is only known once every record is in: resolve_internal_launches.
         r.name = "driver-internal launch";
-        r.is_launch = true;
+        r.internal_launch = true;
+        r.is_launch = false;
       } else {
         r.name = api_name(r.domain, r.cbid);
         r.is_launch = is_launch_api(r.domain, r.cbid);
@@ -385,6 +377,12 @@ bool RecordConverter::add(const void* raw) {
     }
     case CUPTI_ACTIVITY_KIND_OVERHEAD: {
       const auto* o = static_cast<const CUpti_ActivityOverhead3*>(raw);
+      // Kept, an untimed overhead would sit at time 0, outside every zone, where only the cold-call
+      // note's clipping hides it: left out and counted like an untimed kernel.
+      if (untimed(o->start, o->end)) {
+        ++out_.untimed_records;
+        return false;
+      }
       out_.overhead.push_back(
           OverheadRecord{overhead_kind_name(o->overheadKind), static_cast<int64_t>(o->start), static_cast<int64_t>(o->end)});
       return true;
@@ -403,10 +401,32 @@ bool RecordConverter::add(const void* raw) {
   return false;
 }
 
-size_t resolve_nested_launches(DeviceTrace& trace) {
+namespace {
+
+// The correlation ids that some kernel or memory record carries: the calls that put measured work on a
+// stream.
+std::unordered_set<uint32_t> correlations_with_work(const DeviceTrace& trace) {
   std::unordered_set<uint32_t> with_work;
   for (const KernelRecord& k : trace.kernels) with_work.insert(k.correlation_id);
   for (const MemoryRecord& m : trace.memory) with_work.insert(m.correlation_id);
+  return with_work;
+}
+
+}  // namespace
+
+size_t resolve_internal_launches(DeviceTrace& trace) {
+  const std::unordered_set<uint32_t> with_work = correlations_with_work(trace);
+  size_t launches = 0;
+  for (ApiCallRecord& a : trace.api_calls) {
+    if (!a.internal_launch) continue;
+    a.is_launch = with_work.count(a.correlation_id) > 0;
+    launches += a.is_launch ? 1 : 0;
+  }
+  return launches;
+}
+
+size_t resolve_nested_launches(DeviceTrace& trace) {
+  const std::unordered_set<uint32_t> with_work = correlations_with_work(trace);
   std::vector<ApiCallRecord*> launches;
   for (ApiCallRecord& a : trace.api_calls)
     if (a.is_launch) launches.push_back(&a);
@@ -444,6 +464,24 @@ size_t resolve_nested_launches(DeviceTrace& trace) {
   return demoted;
 }
 
+bool GraphNodeOrigins::add(uint64_t node_id, uint32_t op_id) {
+  if (!ops_.emplace(node_id, op_id).second) return false;
+  nodes_.push_back({node_id, op_id});
+  return true;
+}
+
+bool GraphNodeOrigins::add_clone(uint64_t clone_id, uint64_t original_id) {
+  const auto it = ops_.find(original_id);
+  return it != ops_.end() && add(clone_id, it->second);
+}
+
+std::vector<GraphNodeOrigin> GraphNodeOrigins::take() {
+  std::vector<GraphNodeOrigin> out;
+  out.swap(nodes_);
+  ops_.clear();
+  return out;
+}
+
 size_t merge_callback_correlations(DeviceTrace& trace, const std::vector<ExternalCorrelation>& from_callbacks) {
   std::unordered_set<uint32_t> known;
   for (const ExternalCorrelation& e : trace.external) known.insert(e.correlation_id);
@@ -470,8 +508,8 @@ std::vector<std::string> trace_notes(const DeviceTrace& trace) {
   }
   if (trace.untimed_records > 0) {
     notes.push_back("CUPTI delivered " + std::to_string(trace.untimed_records) +
-                    " kernel or API records without timestamps; they are left out, so launch, queue and gpu "
-                    "rows may miss calls");
+                    " kernel, API or overhead records without timestamps; they are left out, so launch, queue, "
+                    "gpu and cold-call rows may miss calls");
   }
   return notes;
 }
@@ -586,7 +624,7 @@ void attribute_graph_nodes(const std::vector<void*>& nodes, uint32_t op_id) noex
     uint64_t id = 0;
     if (!STRATA_CUPTI_CALL(cuptiGetGraphNodeId(static_cast<CUgraphNode>(node), &id)).ok()) continue;
     std::lock_guard lock(s.mutex);
-    if (s.node_ops.emplace(id, op_id).second) s.graph_nodes.push_back({id, op_id});  // first record wins
+    s.graph_nodes.add(id, op_id);  // a node the resource callback already reported keeps that report
   }
 }
 
@@ -627,9 +665,7 @@ void finish_session(DeviceTrace& out) {
     std::lock_guard lock(s.mutex);
     buffers.swap(s.completed);
     callback_correlations.swap(s.callback_correlations);
-    for (const GraphNodeOrigin& g : s.graph_nodes) out.graph_nodes.push_back(g);
-    s.graph_nodes.clear();
-    s.node_ops.clear();
+    for (const GraphNodeOrigin& g : s.graph_nodes.take()) out.graph_nodes.push_back(g);
     out.dropped_records += s.dropped_in_callbacks + dropped_global;
     s.dropped_in_callbacks = 0;
     lost_buffers = s.lost_buffers;
@@ -655,6 +691,7 @@ void finish_session(DeviceTrace& out) {
     std::free(buffer);
   }
   merge_callback_correlations(out, callback_correlations);
+  resolve_internal_launches(out);
   resolve_nested_launches(out);
   if (const uint64_t losses = g_callback_losses.exchange(0) + lost_buffers; losses > 0) {
     warn(s, std::to_string(losses) + " callback tags or record buffers lost to allocation failures");

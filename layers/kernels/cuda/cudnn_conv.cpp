@@ -122,6 +122,15 @@ std::map<ConvKey, std::unique_ptr<ConvPlan>> g_plans;
 
 std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, const Tensor& input, const Tensor& weight, Tensor& out,
                                     const op_shapes::Conv2dGeometry& g, bool tf32) {
+  // The search below queries free memory and runs and times every algorithm on the stream: inside a CUDA
+  // Graph capture those kernels would be captured as the op's own, or the query would invalidate the
+  // capture. A shape is planned by its first eager call; one first seen while capturing is refused.
+  if (runtime::cuda::capturing(input.device().index)) {
+    throw Error("conv2d: no cuDNN algorithm is chosen yet for input " + input.sizes().str() + " weight " +
+                weight.sizes().str() + " " + std::string(dtype_name(input.dtype())) + (tf32 ? " (tf32)" : "") +
+                ", and cuDNN's algorithm search cannot run inside a CUDA Graph capture; run the shape once "
+                "eagerly before capturing it");
+  }
   const DType dtype = input.dtype();
   const cudnnDataType_t dt = cudnn_dtype(dtype);
   auto plan = std::make_unique<ConvPlan>();

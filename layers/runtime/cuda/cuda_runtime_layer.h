@@ -170,6 +170,10 @@ class CapturedGraph {
 // False once something on strata's stream of `index` has invalidated the capture in progress.
 bool capture_valid(int index);
 
+// True while a capture is in progress on strata's stream of `index`, valid or already invalidated:
+// what must not run then (a timed algorithm search, a free-memory query) asks this first.
+bool capturing(int index) noexcept;
+
 // The nodes of the graph being captured on strata's stream of `index`; empty when nothing is being
 // captured or the query fails (it only feeds attribution, never the capture itself).
 std::vector<cudaGraphNode_t> capturing_graph_nodes(int index) noexcept;

@@ -14,6 +14,19 @@ bool capture_valid(int index) {
   return status == cudaStreamCaptureStatusActive;
 }
 
+bool capturing(int index) noexcept {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  try {
+    if (cudaStreamIsCapturing(stream(index), &status) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+  } catch (const std::exception&) {  // a device that was never initialised captures nothing
+    return false;
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
+
 std::vector<cudaGraphNode_t> capturing_graph_nodes(int index) noexcept {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   cudaGraph_t graph = nullptr;

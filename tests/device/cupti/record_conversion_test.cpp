@@ -3,7 +3,9 @@
 // CUDA 13, external correlation, memory and overhead records, and what a reader is told about drops.
 #include <doctest/doctest.h>
 
+#include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "layers/device/cupti/cupti_trace.h"
 #include "tests/device/cupti/cupti_records.h"
@@ -53,22 +55,27 @@ TEST_CASE("latency timestamps CUPTI did not collect are -1, not 0") {
   CHECK(trace.kernels.at(0).submitted_ns == -1);
 }
 
-TEST_CASE("kernel and API records CUPTI could not time (start = end = 0) are left out and counted") {
+TEST_CASE("kernel, API and overhead records CUPTI could not time (start = end = 0) are left out and counted") {
   DeviceTrace trace;
   cupti::RecordConverter convert(trace);
   const auto untimed_kernel = kernel_record("k", 0, 0, 1);
   const auto untimed_api = driver_record(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, 0, 0, 1);
   const auto backwards = kernel_record("k", 500, 400, 2);  // end before start: no usable interval either
   const auto timed = kernel_record("k", 100, 200, 3);
+  CUpti_ActivityOverhead3 untimed_overhead{};
+  untimed_overhead.kind = CUPTI_ACTIVITY_KIND_OVERHEAD;
+  untimed_overhead.overheadKind = CUPTI_ACTIVITY_OVERHEAD_RUNTIME_TRIGGERED_MODULE_LOADING;
   CHECK_FALSE(convert.add(&untimed_kernel));
   CHECK_FALSE(convert.add(&untimed_api));
   CHECK_FALSE(convert.add(&backwards));
+  CHECK_FALSE(convert.add(&untimed_overhead));
   CHECK(convert.add(&timed));
-  CHECK(trace.untimed_records == 3);
+  CHECK(trace.untimed_records == 4);
   CHECK(convert.ignored() == 0);  // a kind strata uses, not an ignored one
   REQUIRE(trace.kernels.size() == 1);
   CHECK(trace.kernels[0].correlation_id == 3);
   CHECK(trace.api_calls.empty());
+  CHECK(trace.overhead.empty());
 }
 
 TEST_CASE("graph-replayed kernels keep their graph node and graph ids") {
@@ -139,15 +146,60 @@ TEST_CASE("every kernel and graph launch cbid of both domains is a launch but ho
   CHECK_FALSE(is_launch_api(ApiDomain::kDriver, CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000));
 }
 
-TEST_CASE("INTERNAL_LAUNCH_API records (driver launches outside any public call) are launches") {
+TEST_CASE("INTERNAL_LAUNCH_API records are launches only when a kernel or memory record shares their id") {
   DeviceTrace trace;
   cupti::RecordConverter convert(trace);
-  const auto a = api_record(CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API, 0, 10, 20, 9);
-  CHECK(convert.add(&a));
-  REQUIRE(trace.api_calls.size() == 1);
+  const auto with_kernel = api_record(CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API, 0, 10, 20, 9);
+  const auto with_copy = api_record(CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API, 0, 30, 40, 10);
+  const auto housekeeping = api_record(CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API, 0, 50, 60, 11);
+  const auto kernel = kernel_record("k", 100, 200, 9);
+  CUpti_ActivityMemset4 set{};
+  set.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+  set.start = 300;
+  set.end = 310;
+  set.correlationId = 10;
+  // A public launch whose kernel record was lost stays a launch: it is counted as unmatched, not hidden.
+  const auto public_launch = driver_record(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx, 70, 80, 12);
+  for (const void* r : std::initializer_list<const void*>{&with_kernel, &with_copy, &housekeeping, &kernel, &set,
+                                                           &public_launch}) {
+    CHECK(convert.add(r));
+  }
+  REQUIRE(trace.api_calls.size() == 4);
   CHECK(trace.api_calls[0].domain == ApiDomain::kDriver);
+  CHECK(trace.api_calls[0].name == "driver-internal launch");
+  CHECK(trace.api_calls[0].internal_launch);
+  CHECK_FALSE(trace.api_calls[0].is_launch);  // undecided until every record is in
+
+  CHECK(cupti::resolve_internal_launches(trace) == 2);
   CHECK(trace.api_calls[0].is_launch);
-  CHECK(trace.api_calls[0].correlation_id == 9);
+  CHECK(trace.api_calls[1].is_launch);
+  CHECK_FALSE(trace.api_calls[2].is_launch);
+  CHECK(trace.api_calls[3].is_launch);
+  CHECK_FALSE(trace.api_calls[3].internal_launch);
+}
+
+TEST_CASE("graph node origins: first report wins, clones inherit their original's op, duplicates kept once") {
+  cupti::GraphNodeOrigins origins;
+  CHECK(origins.add(100, 7));
+  CHECK(origins.add(101, 8));
+  CHECK_FALSE(origins.add(100, 9));         // the capture-info fallback after the resource callback
+  CHECK(origins.add_clone(200, 100));
+  CHECK_FALSE(origins.add_clone(200, 100));  // the same clone reported twice
+  CHECK_FALSE(origins.add_clone(200, 101));  // nor can a later report move it to another op
+  CHECK_FALSE(origins.add_clone(300, 555));  // a clone of a node no op created stays unattributed
+  CHECK(origins.add_clone(201, 200));        // a clone of a clone
+  const std::vector<GraphNodeOrigin> nodes = origins.take();
+  REQUIRE(nodes.size() == 4);
+  CHECK(nodes[0].graph_node_id == 100);
+  CHECK(nodes[0].op_id == 7);
+  CHECK(nodes[1].graph_node_id == 101);
+  CHECK(nodes[1].op_id == 8);
+  CHECK(nodes[2].graph_node_id == 200);
+  CHECK(nodes[2].op_id == 7);
+  CHECK(nodes[3].graph_node_id == 201);
+  CHECK(nodes[3].op_id == 7);
+  CHECK(origins.take().empty());
+  CHECK(origins.add(100, 3));  // take() emptied the index too
 }
 
 TEST_CASE("external correlation: strata's CUSTOM0 tag is kept, other tools' kinds are ignored") {
@@ -289,7 +341,7 @@ TEST_CASE("the reader is told about dropped records and about GPU timing being o
   trace.untimed_records = 2;
   notes = cupti::trace_notes(trace);
   REQUIRE(notes.size() == 1);
-  CHECK(notes[0].find("2 kernel or API records without timestamps") != std::string::npos);
+  CHECK(notes[0].find("2 kernel, API or overhead records without timestamps") != std::string::npos);
 
   DeviceTrace off;
   off.enabled = false;

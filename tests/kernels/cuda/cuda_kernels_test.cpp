@@ -122,6 +122,30 @@ TEST_CASE("conv2d with --tf32") {
   check_against_reference(cuda::conv2d(x, w, b, 1, 1), reference::conv2d(x, w, b, 1, 1), DType::kF32, true);
 }
 
+TEST_CASE("conv2d of a shape first seen during a CUDA Graph capture is refused; planned eagerly, it captures") {
+  init();
+  const Tensor x = random({2, 6, 11, 9}, DType::kF32), w = random({7, 6, 3, 3}, DType::kF32);
+  const Tensor b = random({7}, DType::kF32);
+  Tensor captured;
+  auto issue = [&] { captured = cuda::conv2d(x, w, b, 1, 1); };
+  try {
+    runtime::cuda::CapturedGraph graph(0, issue);
+    FAIL("the capture of an unplanned conv2d shape was not refused");
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    CAPTURE(what);
+    CHECK(what.find("CUDA Graph capture failed") != std::string::npos);
+    CHECK(what.find("run the shape once eagerly before capturing it") != std::string::npos);
+  }
+  CHECK_FALSE(runtime::cuda::capturing(0));  // the refused capture was ended
+  check_against_reference(cuda::conv2d(x, w, b, 1, 1), reference::conv2d(x, w, b, 1, 1), DType::kF32);
+  runtime::cuda::CapturedGraph graph(0, issue);
+  CHECK(graph.nodes() > 0);
+  graph.launch();
+  runtime::cuda::synchronize(0);
+  check_against_reference(captured, reference::conv2d(x, w, b, 1, 1), DType::kF32);
+}
+
 TEST_CASE("relu, gelu and add: strata's own kernels, sizes around the block and grid edges, every dtype") {
   init();
   for (int64_t n : {int64_t{1}, int64_t{255}, int64_t{256}, int64_t{257}, int64_t{1} << 20, (int64_t{1} << 20) + 3}) {
