@@ -267,6 +267,77 @@ def traces(work, cases, status):
                    "; ".join(problems) if problems else "device records, no unmatched launch or kernel, no drops")
     print()
 
+    # 5. What the first GPU run must confirm about CUPTI, each in so many words.
+    confirm_cupti(work, cases, status)
+
+
+TIMESTAMP_CHECKS = ("launches_outside_zones", "kernels_before_launch", "kernels_without_latency",
+                    "kernels_latency_disordered")
+
+
+def confirm_cupti(work, cases, status):
+    """Issue 9's list of CUPTI behaviour the first GPU run must confirm explicitly, summed over the trace
+    runs and both phases: latency timestamps asked for before CUDA initialised and present on every kernel,
+    in order; CUPTI's timestamps on strata's clock (every launch inside a host zone of its op, no kernel
+    before its launch); no dropped or untimed records; no launch counted twice (0 unmatched)."""
+    docs = [(case, d) for case, d in ((c, load(os.path.join(work, "json", c + ".json"))) for c in cases)
+            if "__error__" not in d]
+    print("### CUPTI behaviour to confirm\n")
+    print(f"Summed over the {len(docs)} trace runs above, steady and cold calls (the JSON's figures and each "
+          "phase's `timestamps` checks).\n")
+    print("| what | evidence | result |")
+    print("|---|---|---|")
+    lines = []
+    if not docs:
+        lines.append(("CUPTI behaviour", "fail", "no trace JSON to read"))
+    else:
+        before = [figure(d, "cupti.latency_timestamps_before_init") for _, d in docs]
+        missing = [case for (case, _), b in zip(docs, before) if b is None]
+        late = [case for (case, _), b in zip(docs, before) if b == 0]
+        ok = not missing and not late
+        evidence = f"asked for before CUDA initialised in {sum(1 for b in before if b == 1)} of {len(docs)} runs"
+        if late:
+            evidence += "; only after, or not at all, in " + ", ".join(late)
+        if missing:
+            evidence += "; no cupti.latency_timestamps figures in " + ", ".join(missing)
+        lines.append(("latency timestamps enabled before CUDA initialised", "pass" if ok else "fail", evidence))
+
+        sums = {k: 0 for k in TIMESTAMP_CHECKS}
+        kernels, unmatched, without_checks = 0, 0, []
+        for case, d in docs:
+            for phase in ("steady", "cold"):
+                b = d.get(phase, {})
+                t = b.get("timestamps")
+                if t is None:
+                    without_checks.append(f"{case} {phase}")
+                    continue
+                for k in TIMESTAMP_CHECKS:
+                    sums[k] += t.get(k, 0)
+                kernels += b.get("calls", 0) * len(b.get("kernels", []))
+                unmatched += (b.get("unmatched_launches") or 0) + (b.get("unmatched_kernels") or 0)
+        absent = "; no timestamp checks in " + ", ".join(without_checks) if without_checks else ""
+        ok = not without_checks and sums["kernels_without_latency"] == 0 and sums["kernels_latency_disordered"] == 0
+        lines.append(("queued/submitted present and in order (queued <= submitted <= start)", "pass" if ok else "fail",
+                      f"{sums['kernels_without_latency']} kernels without them, {sums['kernels_latency_disordered']} "
+                      f"out of order{absent}"))
+        ok = not without_checks and sums["launches_outside_zones"] == 0 and sums["kernels_before_launch"] == 0
+        lines.append(("CUPTI's timestamps on strata's clock (the timestamp callback works)", "pass" if ok else "fail",
+                      f"{sums['launches_outside_zones']} launch calls outside every host zone of their op, "
+                      f"{sums['kernels_before_launch']} kernels starting before their launch call (queue < 0){absent}"))
+        dropped = sum(figure(d, "cupti.dropped_records") or 0 for _, d in docs)
+        untimed = sum(figure(d, "cupti.untimed_records") or 0 for _, d in docs)
+        lines.append(("no dropped or untimed records", "pass" if dropped == 0 and untimed == 0 else "fail",
+                      f"{int(dropped)} dropped, {int(untimed)} untimed"))
+        lines.append(("no nested driver/runtime double count", "pass" if unmatched == 0 and not without_checks else "fail",
+                      f"{unmatched} unmatched launches and kernels"))
+        warnings = sorted({n for _, d in docs for n in d.get("notes", []) if n.startswith("CUPTI: ")})
+        if warnings:
+            lines.append(("CUPTI's own warnings", "info", "; ".join(warnings)))
+    for what, result, evidence in lines:
+        print(f"| {what} | {evidence} | {result.upper() if result in ('pass', 'fail') else result} |")
+        status.add(f"confirm: {what}", result, evidence)
+    print()
+
 
 def compare(work, cases, status):
     raw = load(os.path.join(work, "json", "raw_graph.json"))
@@ -317,6 +388,32 @@ def compare(work, cases, status):
         status.add(f"compare {op} {size} K={k}", "fail" if problems else "pass",
                    ("; ".join(problems) + "; " if problems else "") + detail)
     print()
+    confirm_graph_nodes(work, cases, status)
+
+
+def confirm_graph_nodes(work, cases, status):
+    """Issue 9: GRAPHNODE_CREATED fires for stream-captured nodes, or the capture-info fallback attributes
+    every replayed kernel. Which one did it is the figure graph_replay.attributed_by_capture_info."""
+    replayed = attributed = fallback = runs = 0
+    for case in cases:
+        doc = load(os.path.join(work, "json", case + ".json"))
+        if "__error__" in doc or doc.get("replay", {}).get("label") == "plan replay":
+            continue
+        runs += 1
+        replayed += figure(doc, "graph_replay.replayed_kernels") or 0
+        attributed += figure(doc, "graph_replay.attributed_kernels") or 0
+        fallback += figure(doc, "graph_replay.attributed_by_capture_info") or 0
+    what = "graph nodes attributed (GRAPHNODE_CREATED or the capture-info fallback)"
+    if runs == 0:
+        result, evidence = "fail", "no CUDA Graph comparison to read"
+    else:
+        result = "pass" if replayed > 0 and attributed == replayed else "fail"
+        evidence = (f"{int(attributed)} of {int(replayed)} replayed kernels over {runs} runs: "
+                    f"{int(attributed - fallback)} through CUPTI's node callbacks, {int(fallback)} through the "
+                    "capture-info fallback")
+    print("### CUPTI behaviour to confirm: graph nodes\n")
+    print(f"{what}: {evidence}: **{result.upper()}**\n")
+    status.add(f"confirm: {what}", result, evidence)
 
 
 def sweep_case_name(case):

@@ -106,9 +106,14 @@ struct ExternalCorrelation {  // CUPTI EXTERNAL_CORRELATION: which op a CUDA API
   uint64_t external_id = 0;  // = Span::op_id
 };
 
+// Who told strata which op created a graph node: CUPTI's GRAPHNODE_CREATED callback (a clone inherits its
+// original's source), or the fallback that reads the capturing graph's nodes after each captured op.
+enum class GraphNodeSource : uint8_t { kResourceCallback, kCaptureInfo };
+
 struct GraphNodeOrigin {  // recorded at capture time: which op created a graph node
   uint64_t graph_node_id = 0;
   uint32_t op_id = 0;
+  GraphNodeSource source = GraphNodeSource::kResourceCallback;
 };
 
 struct DeviceTrace {

@@ -117,6 +117,14 @@ double union_ns(std::vector<std::pair<int64_t, int64_t>>& intervals) {
 
 }  // namespace
 
+TimestampChecks& TimestampChecks::operator+=(const TimestampChecks& other) {
+  launches_outside_zones += other.launches_outside_zones;
+  kernels_before_launch += other.kernels_before_launch;
+  kernels_without_latency += other.kernels_without_latency;
+  kernels_latency_disordered += other.kernels_latency_disordered;
+  return *this;
+}
+
 LayerBreakdown compute_breakdown(const Timeline& timeline, std::span<const uint32_t> op_ids) {
   LayerBreakdown out;
   out.calls = op_ids.size();
@@ -207,6 +215,7 @@ LayerBreakdown compute_breakdown(const Timeline& timeline, std::span<const uint3
             (inner == nullptr || timeline.end_ns(s) - timeline.begin_ns(s) < timeline.end_ns(*inner) - timeline.begin_ns(*inner)))
           inner = &s;
       }
+      if (inner == nullptr) ++out.timestamps.launches_outside_zones;
       if (inner != nullptr) {
         if (inner->layer == Layer::kLibrary) library[k] -= dur;
         else if (inner->layer == Layer::kRuntime) runtime[k] -= dur;
@@ -231,6 +240,12 @@ LayerBreakdown compute_breakdown(const Timeline& timeline, std::span<const uint3
       }
       corr_has_kernel[kr.correlation_id] = true;
       const size_t k = it->second;
+      if (kr.start_ns < lit->second->start_ns) ++out.timestamps.kernels_before_launch;
+      if (kr.queued_ns < 0 || kr.submitted_ns < 0) {
+        ++out.timestamps.kernels_without_latency;
+      } else if (kr.submitted_ns < kr.queued_ns || kr.start_ns < kr.submitted_ns) {
+        ++out.timestamps.kernels_latency_disordered;
+      }
       intervals[k].push_back({kr.start_ns, kr.end_ns});
       if (kr.start_ns < first_kernel[k]) {
         first_kernel[k] = kr.start_ns;

@@ -62,6 +62,19 @@ struct KernelSummary {  // one GPU kernel of the op (identical launches across c
   Distribution ns;
 };
 
+// What the device records say about their own timestamps, held against strata's host timers (Note [One
+// host clock]). All 0 when CUPTI's timestamps are on strata's clock and its latency timestamps came in.
+struct TimestampChecks {
+  // Launch calls that lie inside no host zone of their op: CUPTI's API timestamps are not on the host
+  // clock (the timestamp callback is not in effect), so launch and queue rows are not trustworthy.
+  uint64_t launches_outside_zones = 0;
+  uint64_t kernels_before_launch = 0;       // kernels that started before their launch call: a negative queue
+  uint64_t kernels_without_latency = 0;     // kernels without CUPTI's queued/submitted timestamps
+  uint64_t kernels_latency_disordered = 0;  // kernels where queued <= submitted <= start does not hold
+
+  TimestampChecks& operator+=(const TimestampChecks& other);
+};
+
 struct LayerBreakdown {
   std::vector<BreakdownRow> rows;
   Distribution wall;
@@ -70,6 +83,7 @@ struct LayerBreakdown {
   bool has_device_records = false;
   uint64_t unmatched_launches = 0;  // launch API calls with no kernel record
   uint64_t unmatched_kernels = 0;   // kernel records whose correlation id matches no launch of these ops
+  TimestampChecks timestamps;       // of the matched launches and kernels
 
   // Sum over the calls of every row of `kind` (all dispatch keys together); 0 when there is none.
   double total(RowKind kind) const;

@@ -91,8 +91,8 @@ ModeFigures mode_figures(const std::string& label, const Timeline& timeline,
 
 GraphAttribution attribute_graph_kernels(const DeviceTrace& device) {
   GraphAttribution a;
-  std::unordered_map<uint64_t, uint32_t> node_to_op;
-  for (const GraphNodeOrigin& n : device.graph_nodes) node_to_op[n.graph_node_id] = n.op_id;
+  std::unordered_map<uint64_t, const GraphNodeOrigin*> node_to_op;
+  for (const GraphNodeOrigin& n : device.graph_nodes) node_to_op.emplace(n.graph_node_id, &n);  // first wins
   a.op_of_kernel.assign(device.kernels.size(), 0);
   for (size_t i = 0; i < device.kernels.size(); ++i) {
     const KernelRecord& k = device.kernels[i];
@@ -100,8 +100,9 @@ GraphAttribution attribute_graph_kernels(const DeviceTrace& device) {
     ++a.replayed_kernels;
     auto it = node_to_op.find(k.graph_node_id);
     if (it == node_to_op.end()) continue;
-    a.op_of_kernel[i] = it->second;
+    a.op_of_kernel[i] = it->second->op_id;
     ++a.attributed;
+    if (it->second->source == GraphNodeSource::kCaptureInfo) ++a.attributed_by_capture_info;
   }
   return a;
 }

@@ -49,6 +49,7 @@ struct Comparison {
 struct GraphAttribution {
   size_t replayed_kernels = 0;  // kernels with a graph node id
   size_t attributed = 0;        // of those, how many map to a captured op
+  size_t attributed_by_capture_info = 0;  // of those, through the capture-info fallback (GraphNodeSource)
   std::vector<uint32_t> op_of_kernel;  // per DeviceTrace::kernels entry: capture-time op id, 0 = none
 };
 GraphAttribution attribute_graph_kernels(const DeviceTrace& device);

@@ -33,6 +33,16 @@ void add_device_trace_figures(Figures& figures, const DeviceTrace& device) {
   figures.set("cupti.untimed_records", double(device.untimed_records), "count");
 }
 
+void add_steady_join_figures(Figures& figures, const LayerBreakdown& steady) {
+  figures.set("steady.unmatched_launches", double(steady.unmatched_launches), "count");
+  figures.set("steady.unmatched_kernels", double(steady.unmatched_kernels), "count");
+  const TimestampChecks& t = steady.timestamps;
+  figures.set("steady.launches_outside_zones", double(t.launches_outside_zones), "count");
+  figures.set("steady.kernels_before_launch", double(t.kernels_before_launch), "count");
+  figures.set("steady.kernels_without_latency", double(t.kernels_without_latency), "count");
+  figures.set("steady.kernels_latency_disordered", double(t.kernels_latency_disordered), "count");
+}
+
 void add_cold_call_figures(Figures& figures, const Timeline& timeline, uint32_t cold_op, double context_ns) {
   int64_t begin = INT64_MAX, end = INT64_MIN;
   double handles = 0, search = 0, malloc_ns = 0;

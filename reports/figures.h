@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "lib/timeline.h"
+#include "reports/breakdown.h"
 
 namespace strata::reports {
 
@@ -35,6 +36,11 @@ class Figures {
 
 // What CUPTI delivered: "device_timing.enabled" (bool), "cupti.dropped_records", "cupti.untimed_records".
 void add_device_trace_figures(Figures& figures, const DeviceTrace& device);
+
+// How the steady calls' device records joined: "steady.unmatched_launches", "steady.unmatched_kernels", and
+// their timestamp checks (TimestampChecks): "steady.launches_outside_zones", "steady.kernels_before_launch",
+// "steady.kernels_without_latency", "steady.kernels_latency_disordered".
+void add_steady_join_figures(Figures& figures, const LayerBreakdown& steady);
 
 // What the first call (op `cold_op`) spent on one-time work, from its zones by ZoneKind and from CUPTI's
 // module-loading OVERHEAD records inside it: "cold.host_ns" (first span begin -> last span end),

@@ -39,7 +39,12 @@ json breakdown(const LayerBreakdown& b) {
               {"kernels", kernels},
               {"device_records", b.has_device_records},
               {"unmatched_launches", b.unmatched_launches},
-              {"unmatched_kernels", b.unmatched_kernels}};
+              {"unmatched_kernels", b.unmatched_kernels},
+              {"timestamps",
+               {{"launches_outside_zones", b.timestamps.launches_outside_zones},
+                {"kernels_before_launch", b.timestamps.kernels_before_launch},
+                {"kernels_without_latency", b.timestamps.kernels_without_latency},
+                {"kernels_latency_disordered", b.timestamps.kernels_latency_disordered}}}};
 }
 
 // The machine and library versions behind the figures; every report carries the same block.

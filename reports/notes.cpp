@@ -19,9 +19,18 @@ std::string graph_replay_note(const Figures& f, bool plan_replay) {
   const double replayed = f.value_or("graph_replay.replayed_kernels", 0);
   const double attributed = f.value_or("graph_replay.attributed_kernels", 0);
   if (replayed > 0) {
+    // Which source attributed them is what the first GPU run must confirm: CUPTI's node callbacks, or
+    // the capture-info fallback for drivers that create captured nodes without a callback.
+    const double fallback = f.value_or("graph_replay.attributed_by_capture_info", 0);
+    std::string sources;
+    if (fallback > 0) {
+      sources = fallback == attributed ? ", all through the capture-info fallback (no CUPTI node callbacks)"
+                                       : ", " + count(f, "graph_replay.attributed_by_capture_info") +
+                                             " through the capture-info fallback";
+    }
     return "graph replay: " + count(f, "graph_replay.attributed_kernels") + " of " +
            count(f, "graph_replay.replayed_kernels") +
-           " replayed kernels attributed to the op that created their graph node" +
+           " replayed kernels attributed to the op that created their graph node" + sources +
            (attributed == replayed ? "" : " (the rest: no node record)");
   }
   if (f.value_or("device_timing.enabled", 0) > 0 && !plan_replay) {
@@ -39,6 +48,24 @@ std::string unmatched_launches_note(const Figures& f) {
 std::string unmatched_kernels_note(const Figures& f) {
   if (f.value_or("steady.unmatched_kernels", 0) <= 0) return "";
   return count(f, "steady.unmatched_kernels") + " kernels of the timed calls have no launch record; they count in no row";
+}
+
+std::string timestamp_note(const Figures& f) {
+  std::string out;
+  const double outside = f.value_or("steady.launches_outside_zones", 0);
+  const double early = f.value_or("steady.kernels_before_launch", 0);
+  if (outside > 0 || early > 0) {
+    out = "CUPTI's timestamps disagree with strata's host clock (";
+    if (outside > 0) out += count(f, "steady.launches_outside_zones") + " launch calls in no host zone of their op";
+    if (outside > 0 && early > 0) out += ", ";
+    if (early > 0) out += count(f, "steady.kernels_before_launch") + " kernels starting before their launch call";
+    out += "): the launch and queue rows are not trustworthy (the host-clock timestamp callback is not in effect)";
+  }
+  if (f.value_or("steady.kernels_latency_disordered", 0) > 0) {
+    out += (out.empty() ? "" : "; ") + count(f, "steady.kernels_latency_disordered") +
+           " kernels have queued/submitted timestamps out of order (queued <= submitted <= start does not hold)";
+  }
+  return out;
 }
 
 std::string allocator_note(const Figures& f) {

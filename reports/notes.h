@@ -9,12 +9,17 @@
 
 namespace strata::reports {
 
-// "graph_replay.replayed_kernels", "graph_replay.attributed_kernels", "device_timing.enabled".
+// "graph_replay.replayed_kernels", "graph_replay.attributed_kernels", "graph_replay.attributed_by_capture_info",
+// "device_timing.enabled".
 std::string graph_replay_note(const Figures& figures, bool plan_replay);
 
 // "steady.unmatched_launches" / "steady.unmatched_kernels".
 std::string unmatched_launches_note(const Figures& figures);
 std::string unmatched_kernels_note(const Figures& figures);
+
+// "steady.launches_outside_zones", "steady.kernels_before_launch", "steady.kernels_latency_disordered":
+// where CUPTI's timestamps disagree with the host timers (TimestampChecks).
+std::string timestamp_note(const Figures& figures);
 
 // "allocator.cuda_mallocs", "allocator.bytes_reserved", "allocator.cache_hits".
 std::string allocator_note(const Figures& figures);

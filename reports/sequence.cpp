@@ -26,6 +26,7 @@ LayerBreakdown sum_steps(const std::vector<SequenceStepFigures>& steps, size_t f
     total.has_device_records = total.has_device_records || b.has_device_records;
     total.unmatched_launches += b.unmatched_launches;
     total.unmatched_kernels += b.unmatched_kernels;
+    total.timestamps += b.timestamps;
     for (const KernelSummary& k : b.kernels) total.kernels.push_back(k);
     for (const BreakdownRow& r : b.rows) {
       auto it = std::find_if(total.rows.begin(), total.rows.end(),

@@ -200,6 +200,7 @@ int run_compare(const CompareOptions& o) {
   }
   ctx.figures.set("graph_replay.replayed_kernels", double(attribution.replayed_kernels), "count");
   ctx.figures.set("graph_replay.attributed_kernels", double(attribution.attributed), "count");
+  ctx.figures.set("graph_replay.attributed_by_capture_info", double(attribution.attributed_by_capture_info), "count");
   ctx.figures.set("device_timing.enabled", timeline.device.enabled ? 1 : 0, "bool");
   if (std::string note = reports::graph_replay_note(ctx.figures, replay->kind() == "plan replay"); !note.empty())
     ctx.notes.push_back(note);

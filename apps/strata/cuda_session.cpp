@@ -127,6 +127,12 @@ class CudaSession final : public DeviceSession {
     notes_ = cupti::trace_notes(timeline.device);
     for (const std::string& w : cupti::session_warnings()) notes_.push_back("CUPTI: " + w);
     reports::add_device_trace_figures(figures_, timeline.device);
+    if (cupti_reason_.empty()) {
+      const cupti::LatencyTimestamps latency = cupti::latency_timestamps();
+      figures_.set("cupti.latency_timestamps", latency != cupti::LatencyTimestamps::kOff ? 1 : 0, "bool");
+      figures_.set("cupti.latency_timestamps_before_init", latency == cupti::LatencyTimestamps::kBeforeInit ? 1 : 0,
+                   "bool");
+    }
     if (cold_op_ != 0) {
       reports::add_cold_call_figures(figures_, timeline, cold_op_, context_ns_);
       if (std::string cold = reports::cold_call_note(figures_); !cold.empty()) notes_.push_back(cold);

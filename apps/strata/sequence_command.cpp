@@ -12,6 +12,7 @@
 #include "apps/strata/output_step.h"
 #include "layers/kernels/reference/reference.h"
 #include "lib/error.h"
+#include "reports/figures.h"
 #include "reports/json_report.h"
 #include "reports/sequence.h"
 #include "reports/table.h"
@@ -106,8 +107,7 @@ int run_sequence_trace(const TraceOptions& o, Prepared& p) {
   } else {
     rep.describe(RowKind::kWall, "", "first binding begin -> last kernel end");
   }
-  rep.figures.set("steady.unmatched_launches", double(rep.steady.unmatched_launches), "count");
-  rep.figures.set("steady.unmatched_kernels", double(rep.steady.unmatched_kernels), "count");
+  reports::add_steady_join_figures(rep.figures, rep.steady);
   rep.figures.set("sequence.ops_per_forward", double(seq.steps), "count");
   rep.figures.set("sequence.host_tax_median", seq.host_tax.median, "ns");
   rep.figures.set("sequence.compute_median", seq.compute.median, "ns");

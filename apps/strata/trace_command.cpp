@@ -23,6 +23,7 @@
 #include "lib/error.h"
 #include "lib/machine.h"
 #include "lib/output_file.h"
+#include "reports/figures.h"
 #include "reports/json_report.h"
 #include "reports/table.h"
 
@@ -422,8 +423,7 @@ int run_trace(const TraceOptions& o) {
     rep.describe(RowKind::kWall, "", rep.frontend == "python" ? "python entry -> return / last kernel end"
                                                               : "binding begin -> last kernel end");
   }
-  rep.figures.set("steady.unmatched_launches", double(rep.steady.unmatched_launches), "count");
-  rep.figures.set("steady.unmatched_kernels", double(rep.steady.unmatched_kernels), "count");
+  reports::add_steady_join_figures(rep.figures, rep.steady);
   session->describe(rep);
   reports::add_rate_figures(rep);
   const double load = load_average();

@@ -99,6 +99,40 @@ class TraceChecks(unittest.TestCase):
         self.assertEqual(st[f"accounting {CASE}"][0], "fail")
         self.assertIn("cold: device_records=True, unmatched launches 1", st[f"accounting {CASE}"][1])
 
+    def test_cupti_behaviour_confirmed_in_so_many_words(self):
+        text, st = self.run_traces(gpu_trace([10000] * 5), raw_cuda(10000))
+        self.assertIn("### CUPTI behaviour to confirm", text)
+        for what in ("latency timestamps enabled before CUDA initialised",
+                     "queued/submitted present and in order (queued <= submitted <= start)",
+                     "CUPTI's timestamps on strata's clock (the timestamp callback works)",
+                     "no dropped or untimed records", "no nested driver/runtime double count"):
+            self.assertEqual(st[f"confirm: {what}"][0], "pass", what)
+        self.assertEqual(st["confirm: latency timestamps enabled before CUDA initialised"][1],
+                         "asked for before CUDA initialised in 1 of 1 runs")
+
+        doc = gpu_trace([10000] * 5)
+        doc["figures"]["cupti.latency_timestamps_before_init"]["value"] = 0
+        doc["cold"]["timestamps"]["kernels_before_launch"] = 2
+        doc["steady"]["timestamps"]["kernels_latency_disordered"] = 1
+        doc["notes"] = ["CUPTI: latency timestamps enabled only after CUDA initialised"]
+        _, st = self.run_traces(doc, raw_cuda(10000))
+        self.assertEqual(st["confirm: latency timestamps enabled before CUDA initialised"][0], "fail")
+        self.assertIn(f"only after, or not at all, in {CASE}",
+                      st["confirm: latency timestamps enabled before CUDA initialised"][1])
+        clock = st["confirm: CUPTI's timestamps on strata's clock (the timestamp callback works)"]
+        self.assertEqual(clock, ("fail", "0 launch calls outside every host zone of their op, 2 kernels starting "
+                                         "before their launch call (queue < 0)"))
+        self.assertEqual(st["confirm: queued/submitted present and in order (queued <= submitted <= start)"],
+                         ("fail", "0 kernels without them, 1 out of order"))
+        self.assertEqual(st["confirm: CUPTI's own warnings"],
+                         ("info", "CUPTI: latency timestamps enabled only after CUDA initialised"))
+
+    def test_cupti_behaviour_without_the_checks_fails(self):
+        # The CPU JSON as it is: no latency figures, no device records.
+        _, st = self.run_traces(load_data("trace_relu_1024_cpu.json"), raw_cuda(10000))
+        self.assertEqual(st["confirm: latency timestamps enabled before CUDA initialised"][0], "fail")
+        self.assertIn("no cupti.latency_timestamps figures", st["confirm: latency timestamps enabled before CUDA initialised"][1])
+
     def test_cpu_run_has_no_device_records(self):
         # The real CPU JSON as it is: no device records, no gpu row.
         _, st = self.run_traces(load_data("trace_relu_1024_cpu.json"), raw_cuda(10000))
@@ -153,6 +187,25 @@ class CompareChecks(unittest.TestCase):
         doc["figures"] = attribution(60, 64)
         _, (result, detail) = self.run_compare(doc)
         self.assertEqual(result, "fail")
+
+    def test_graph_node_source_is_stated(self):
+        doc = compare_doc(64, 64)
+        doc["figures"]["graph_replay.attributed_by_capture_info"] = {"value": 16, "unit": "count"}
+        self.work.write_json("compare_relu_1024_k4", doc)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            analyze.compare(self.work.path, ["compare_relu_1024_k4"], analyze.Status(self.work.path, False))
+        what = "confirm: graph nodes attributed (GRAPHNODE_CREATED or the capture-info fallback)"
+        self.assertEqual(self.work.statuses()[what],
+                         ("pass", "64 of 64 replayed kernels over 1 runs: 48 through CUPTI's node callbacks, 16 "
+                                  "through the capture-info fallback"))
+        self.assertIn("**PASS**", out.getvalue())
+
+        # A CPU plan replay has no graph nodes to confirm.
+        self.work.write_json("compare_relu_1024_k4", load_data("compare_relu_1024_k4_cpu.json"))
+        with contextlib.redirect_stdout(io.StringIO()):
+            analyze.compare(self.work.path, ["compare_relu_1024_k4"], analyze.Status(self.work.path, False))
+        self.assertEqual(self.work.statuses()[what], ("fail", "no CUDA Graph comparison to read"))
 
 
 class SweepChecks(unittest.TestCase):

@@ -123,7 +123,10 @@ TEST_CASE("verdict: overhead-bound vs compute-bound, and noise") {
 
 TEST_CASE("replayed kernels are attributed to the op that created their graph node") {
   DeviceTrace d;
-  d.graph_nodes = {{101, 1}, {102, 2}, {103, 3}};
+  d.graph_nodes = {{101, 1, GraphNodeSource::kResourceCallback},
+                   {102, 2, GraphNodeSource::kCaptureInfo},
+                   {103, 3, GraphNodeSource::kResourceCallback},
+                   {101, 9, GraphNodeSource::kCaptureInfo}};  // a duplicate: the first record wins
   KernelRecord eager_kernel;  // not from a graph
   d.kernels.push_back(eager_kernel);
   for (uint64_t node : {101, 102, 103, 999}) {
@@ -134,6 +137,7 @@ TEST_CASE("replayed kernels are attributed to the op that created their graph no
   GraphAttribution a = attribute_graph_kernels(d);
   CHECK(a.replayed_kernels == 4);
   CHECK(a.attributed == 3);
+  CHECK(a.attributed_by_capture_info == 1);
   REQUIRE(a.op_of_kernel.size() == 5);
   CHECK(a.op_of_kernel[0] == 0);
   CHECK(a.op_of_kernel[1] == 1);

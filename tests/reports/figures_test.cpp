@@ -86,6 +86,29 @@ TEST_CASE("notes rendered from figures: graph replay, unmatched records, the all
   f.set("graph_replay.attributed_kernels", 6, "count");
   CHECK(graph_replay_note(f, false) ==
         "graph replay: 6 of 8 replayed kernels attributed to the op that created their graph node (the rest: no node record)");
+  f.set("graph_replay.attributed_by_capture_info", 2, "count");
+  CHECK(graph_replay_note(f, false) ==
+        "graph replay: 6 of 8 replayed kernels attributed to the op that created their graph node, 2 through the "
+        "capture-info fallback (the rest: no node record)");
+  f.set("graph_replay.attributed_by_capture_info", 6, "count");
+  CHECK(graph_replay_note(f, false).find(", all through the capture-info fallback (no CUPTI node callbacks)") !=
+        std::string::npos);
+
+  CHECK(timestamp_note(f).empty());
+  f.set("steady.launches_outside_zones", 0, "count");
+  f.set("steady.kernels_before_launch", 0, "count");
+  f.set("steady.kernels_latency_disordered", 0, "count");
+  CHECK(timestamp_note(f).empty());
+  f.set("steady.kernels_before_launch", 3, "count");
+  CHECK(timestamp_note(f) == "CUPTI's timestamps disagree with strata's host clock (3 kernels starting before their "
+                             "launch call): the launch and queue rows are not trustworthy (the host-clock timestamp "
+                             "callback is not in effect)");
+  f.set("steady.launches_outside_zones", 2, "count");
+  f.set("steady.kernels_latency_disordered", 1, "count");
+  const std::string both = timestamp_note(f);
+  CHECK(both.find("(2 launch calls in no host zone of their op, 3 kernels starting before their launch call)") !=
+        std::string::npos);
+  CHECK(both.find("; 1 kernels have queued/submitted timestamps out of order") != std::string::npos);
 
   CHECK(unmatched_launches_note(f).empty());
   f.set("steady.unmatched_launches", 0, "count");

@@ -109,6 +109,8 @@ Session& session() {
 
 // Whether the early cuptiActivityEnableLatencyTimestamps (before cuInit) succeeded.
 std::atomic<bool> g_latency_enabled{false};
+// Whether start_session's late retry did (after CUDA initialised, where CUPTI does not promise them).
+std::atomic<bool> g_latency_enabled_late{false};
 
 // The op whose calls this thread is making; read by the launch callback.
 thread_local uint64_t t_current_op = 0;
@@ -152,7 +154,9 @@ void on_graph_node(CUpti_CallbackId cbid, const CUpti_ResourceData* resource) {
   Session& s = session();
   std::lock_guard lock(s.mutex);
   if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED) {
-    if (t_current_op != 0) s.graph_nodes.add(node_id, static_cast<uint32_t>(t_current_op));
+    if (t_current_op != 0) {
+      s.graph_nodes.add(node_id, static_cast<uint32_t>(t_current_op), GraphNodeSource::kResourceCallback);
+    }
     return;
   }
   uint64_t original_id = 0;  // CLONED
@@ -464,21 +468,24 @@ size_t resolve_nested_launches(DeviceTrace& trace) {
   return demoted;
 }
 
-bool GraphNodeOrigins::add(uint64_t node_id, uint32_t op_id) {
-  if (!ops_.emplace(node_id, op_id).second) return false;
-  nodes_.push_back({node_id, op_id});
+bool GraphNodeOrigins::add(uint64_t node_id, uint32_t op_id, GraphNodeSource source) {
+  const GraphNodeOrigin origin{node_id, op_id, source};
+  if (!index_.emplace(node_id, origin).second) return false;
+  nodes_.push_back(origin);
   return true;
 }
 
 bool GraphNodeOrigins::add_clone(uint64_t clone_id, uint64_t original_id) {
-  const auto it = ops_.find(original_id);
-  return it != ops_.end() && add(clone_id, it->second);
+  const auto it = index_.find(original_id);
+  if (it == index_.end()) return false;
+  const GraphNodeOrigin original = it->second;  // add() may rehash index_
+  return add(clone_id, original.op_id, original.source);
 }
 
 std::vector<GraphNodeOrigin> GraphNodeOrigins::take() {
   std::vector<GraphNodeOrigin> out;
   out.swap(nodes_);
-  ops_.clear();
+  index_.clear();
   return out;
 }
 
@@ -550,6 +557,7 @@ std::string start_session() {
     if (const CuptiCall latency = STRATA_CUPTI_CALL(cuptiActivityEnableLatencyTimestamps(1)); !latency.ok()) {
       warn(s, "no queued/submitted kernel timestamps (" + latency.failure() + ")");
     } else {
+      g_latency_enabled_late.store(true);
       warn(s, "latency timestamps enabled only after CUDA initialised: queued/submitted may be missing");
     }
   }
@@ -605,6 +613,11 @@ void enable_latency_timestamps() noexcept {
   if (STRATA_CUPTI_CALL(cuptiActivityEnableLatencyTimestamps(1)).ok()) g_latency_enabled.store(true);
 }
 
+LatencyTimestamps latency_timestamps() noexcept {
+  if (g_latency_enabled.load()) return LatencyTimestamps::kBeforeInit;
+  return g_latency_enabled_late.load() ? LatencyTimestamps::kAfterInit : LatencyTimestamps::kOff;
+}
+
 bool session_active() noexcept { return session().active.load(std::memory_order_relaxed); }
 
 void push_op(uint64_t op_id) noexcept {
@@ -624,7 +637,8 @@ void attribute_graph_nodes(const std::vector<void*>& nodes, uint32_t op_id) noex
     uint64_t id = 0;
     if (!STRATA_CUPTI_CALL(cuptiGetGraphNodeId(static_cast<CUgraphNode>(node), &id)).ok()) continue;
     std::lock_guard lock(s.mutex);
-    s.graph_nodes.add(id, op_id);  // a node the resource callback already reported keeps that report
+    // A node the resource callback already reported keeps that report.
+    s.graph_nodes.add(id, op_id, GraphNodeSource::kCaptureInfo);
   }
 }
 

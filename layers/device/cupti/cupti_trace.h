@@ -65,8 +65,9 @@ size_t merge_callback_correlations(DeviceTrace& trace, const std::vector<Externa
 // so no later duplicate can override the first where the comparison joins replayed kernels to ops.
 class GraphNodeOrigins {
  public:
-  bool add(uint64_t node_id, uint32_t op_id);  // false when the node is already known
-  // The clone inherits its original's op. False when the original is unknown or the clone already known.
+  bool add(uint64_t node_id, uint32_t op_id, GraphNodeSource source);  // false when the node is already known
+  // The clone inherits its original's op and source. False when the original is unknown or the clone
+  // already known.
   bool add_clone(uint64_t clone_id, uint64_t original_id);
   void reserve(size_t nodes) { nodes_.reserve(nodes); }
   std::vector<GraphNodeOrigin> take();  // every node in the order first reported; leaves the table empty
@@ -75,7 +76,7 @@ class GraphNodeOrigins {
   std::vector<GraphNodeOrigin> nodes_;
   // The same pairs indexed: each clone looks its original up inside cudaGraphInstantiate, whose time
   // strata reports, so a scan of nodes_ would add O(nodes^2) to it.
-  std::unordered_map<uint64_t, uint32_t> ops_;
+  std::unordered_map<uint64_t, GraphNodeOrigin> index_;
 };
 
 // What a reader must know about the trace's completeness: dropped records, why collection was off.
@@ -87,6 +88,11 @@ std::vector<std::string> trace_notes(const DeviceTrace& trace);
 // runtime's first call loads the driver), so device selection calls it ahead of its probe; start_session
 // repeats it if this early call did not succeed. Never fails loudly: the result only decides a warning.
 void enable_latency_timestamps() noexcept;
+
+// Where queued/submitted timestamps stand: asked for before CUDA initialised (as CUPTI wants), only after
+// (start_session's retry; they may be missing), or not at all.
+enum class LatencyTimestamps : uint8_t { kOff, kAfterInit, kBeforeInit };
+LatencyTimestamps latency_timestamps() noexcept;
 
 // Starts the process's one CUPTI session. Call after the runtime has found a driver and BEFORE the first
 // CUDA context exists (latency timestamps must be enabled before it). Returns "" on success, else the

@@ -162,6 +162,45 @@ TEST_CASE("a dropped EXTERNAL_CORRELATION record is made good by the launch call
   CHECK(row(b, "queue").ns.median == 52000 - 50200);
 }
 
+TEST_CASE("timestamp checks: launches outside their op's zones, kernels before their launch, latency order") {
+  const Timeline t = build_timeline();
+  const std::vector<uint32_t> clean{1};
+  const reports::TimestampChecks one = reports::compute_breakdown(t, clean).timestamps;
+  CHECK(one.launches_outside_zones == 0);
+  CHECK(one.kernels_before_launch == 0);
+  CHECK(one.kernels_without_latency == 0);  // queued 2700 <= submitted 2900 <= start 3500
+  CHECK(one.kernels_latency_disordered == 0);
+  const std::vector<uint32_t> linear{2};
+  CHECK(reports::compute_breakdown(t, linear).timestamps.kernels_without_latency == 2);
+  // Op 9's launch has no host zone at all: on strata's clock every launch runs inside one.
+  const std::vector<uint32_t> unzoned{9};
+  CHECK(reports::compute_breakdown(t, unzoned).timestamps.launches_outside_zones == 1);
+
+  // A clock that is not strata's: the launch lands after the op's zones, the kernel before the launch,
+  // and the kernel was submitted before it was queued.
+  Timeline skewed;
+  const int32_t b = skewed.add_span(Layer::kBinding, "relu", 1000, 2000, -1, 1);
+  skewed.add_span(Layer::kLibrary, "relu (cuda)", 1100, 1900, b, 1);
+  cupti::RecordConverter convert(skewed.device);
+  const auto ext = external_record(10, 1);
+  const auto launch = runtime_record(CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000, 5000, 5100, 10);
+  const auto kernel = kernel_record("relu", 4000, 4500, 10, /*queued=*/3900, /*submitted=*/3800);
+  for (const void* r : std::initializer_list<const void*>{&ext, &launch, &kernel}) REQUIRE(convert.add(r));
+  skewed.device.enabled = true;
+  const std::vector<uint32_t> ops{1};
+  const reports::LayerBreakdown sb = reports::compute_breakdown(skewed, ops);
+  CHECK(sb.timestamps.launches_outside_zones == 1);
+  CHECK(sb.timestamps.kernels_before_launch == 1);
+  CHECK(sb.timestamps.kernels_without_latency == 0);
+  CHECK(sb.timestamps.kernels_latency_disordered == 1);
+
+  reports::TimestampChecks sum = one;
+  sum += sb.timestamps;
+  sum += sb.timestamps;
+  CHECK(sum.launches_outside_zones == 2);
+  CHECK(sum.kernels_latency_disordered == 2);
+}
+
 TEST_CASE("distributions over several ops without another op's kernels leaking in") {
   const Timeline t = build_timeline();
   const std::vector<uint32_t> ops{1, 2, 3, 4};

@@ -179,27 +179,31 @@ TEST_CASE("INTERNAL_LAUNCH_API records are launches only when a kernel or memory
 }
 
 TEST_CASE("graph node origins: first report wins, clones inherit their original's op, duplicates kept once") {
+  using Source = GraphNodeSource;
   cupti::GraphNodeOrigins origins;
-  CHECK(origins.add(100, 7));
-  CHECK(origins.add(101, 8));
-  CHECK_FALSE(origins.add(100, 9));         // the capture-info fallback after the resource callback
+  CHECK(origins.add(100, 7, Source::kResourceCallback));
+  CHECK(origins.add(101, 8, Source::kCaptureInfo));
+  CHECK_FALSE(origins.add(100, 9, Source::kCaptureInfo));  // the fallback after the resource callback
   CHECK(origins.add_clone(200, 100));
   CHECK_FALSE(origins.add_clone(200, 100));  // the same clone reported twice
   CHECK_FALSE(origins.add_clone(200, 101));  // nor can a later report move it to another op
   CHECK_FALSE(origins.add_clone(300, 555));  // a clone of a node no op created stays unattributed
   CHECK(origins.add_clone(201, 200));        // a clone of a clone
+  CHECK(origins.add_clone(202, 101));
   const std::vector<GraphNodeOrigin> nodes = origins.take();
-  REQUIRE(nodes.size() == 4);
-  CHECK(nodes[0].graph_node_id == 100);
-  CHECK(nodes[0].op_id == 7);
-  CHECK(nodes[1].graph_node_id == 101);
-  CHECK(nodes[1].op_id == 8);
-  CHECK(nodes[2].graph_node_id == 200);
-  CHECK(nodes[2].op_id == 7);
-  CHECK(nodes[3].graph_node_id == 201);
-  CHECK(nodes[3].op_id == 7);
+  REQUIRE(nodes.size() == 5);
+  const uint64_t ids[] = {100, 101, 200, 201, 202};
+  const uint32_t ops[] = {7, 8, 7, 7, 8};
+  const Source sources[] = {Source::kResourceCallback, Source::kCaptureInfo, Source::kResourceCallback,
+                            Source::kResourceCallback, Source::kCaptureInfo};
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    CAPTURE(i);
+    CHECK(nodes[i].graph_node_id == ids[i]);
+    CHECK(nodes[i].op_id == ops[i]);
+    CHECK(nodes[i].source == sources[i]);
+  }
   CHECK(origins.take().empty());
-  CHECK(origins.add(100, 3));  // take() emptied the index too
+  CHECK(origins.add(100, 3, Source::kResourceCallback));  // take() emptied the index too
 }
 
 TEST_CASE("external correlation: strata's CUSTOM0 tag is kept, other tools' kinds are ignored") {
