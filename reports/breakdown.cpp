@@ -215,8 +215,9 @@ LayerBreakdown compute_breakdown(const Timeline& timeline, std::span<const uint3
             (inner == nullptr || timeline.end_ns(s) - timeline.begin_ns(s) < timeline.end_ns(*inner) - timeline.begin_ns(*inner)))
           inner = &s;
       }
-      if (inner == nullptr) ++out.timestamps.launches_outside_zones;
-      if (inner != nullptr) {
+      if (inner == nullptr) {
+        ++out.timestamps.launches_outside_zones;  // on one clock, every launch runs inside a zone of its op
+      } else {
         if (inner->layer == Layer::kLibrary) library[k] -= dur;
         else if (inner->layer == Layer::kRuntime) runtime[k] -= dur;
         else if (inner->layer == Layer::kBinding) binding[k] -= dur;

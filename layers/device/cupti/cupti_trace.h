@@ -69,7 +69,10 @@ class GraphNodeOrigins {
   // The clone inherits its original's op and source. False when the original is unknown or the clone
   // already known.
   bool add_clone(uint64_t clone_id, uint64_t original_id);
-  void reserve(size_t nodes) { nodes_.reserve(nodes); }
+  void reserve(size_t nodes) {  // before capture: no reallocation or rehash inside timed calls
+    nodes_.reserve(nodes);
+    index_.reserve(nodes);
+  }
   std::vector<GraphNodeOrigin> take();  // every node in the order first reported; leaves the table empty
 
  private:
