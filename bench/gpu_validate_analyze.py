@@ -303,33 +303,36 @@ def confirm_cupti(work, cases, status):
         lines.append(("latency timestamps enabled before CUDA initialised", "pass" if ok else "fail", evidence))
 
         sums = {k: 0 for k in TIMESTAMP_CHECKS}
-        kernels, unmatched, without_checks = 0, 0, []
+        unmatched, with_records, unchecked = 0, 0, []
         for case, d in docs:
             for phase in ("steady", "cold"):
                 b = d.get(phase, {})
                 t = b.get("timestamps")
-                if t is None:
-                    without_checks.append(f"{case} {phase}")
+                # Zero counts from a phase without device records checked nothing.
+                if t is None or not b.get("device_records"):
+                    unchecked.append(f"{case} {phase}")
                     continue
+                with_records += 1
                 for k in TIMESTAMP_CHECKS:
                     sums[k] += t.get(k, 0)
-                kernels += b.get("calls", 0) * len(b.get("kernels", []))
                 unmatched += (b.get("unmatched_launches") or 0) + (b.get("unmatched_kernels") or 0)
-        absent = "; no timestamp checks in " + ", ".join(without_checks) if without_checks else ""
-        ok = not without_checks and sums["kernels_without_latency"] == 0 and sums["kernels_latency_disordered"] == 0
+        scope = f" (over {with_records} phases with device records"
+        scope += "; none in " + ", ".join(unchecked) + ")" if unchecked else ")"
+        checked = with_records > 0 and not unchecked
+        ok = checked and sums["kernels_without_latency"] == 0 and sums["kernels_latency_disordered"] == 0
         lines.append(("queued/submitted present and in order (queued <= submitted <= start)", "pass" if ok else "fail",
                       f"{sums['kernels_without_latency']} kernels without them, {sums['kernels_latency_disordered']} "
-                      f"out of order{absent}"))
-        ok = not without_checks and sums["launches_outside_zones"] == 0 and sums["kernels_before_launch"] == 0
+                      f"out of order{scope}"))
+        ok = checked and sums["launches_outside_zones"] == 0 and sums["kernels_before_launch"] == 0
         lines.append(("CUPTI's timestamps on strata's clock (the timestamp callback works)", "pass" if ok else "fail",
                       f"{sums['launches_outside_zones']} launch calls outside every host zone of their op, "
-                      f"{sums['kernels_before_launch']} kernels starting before their launch call (queue < 0){absent}"))
+                      f"{sums['kernels_before_launch']} kernels starting before their launch call (queue < 0){scope}"))
         dropped = sum(figure(d, "cupti.dropped_records") or 0 for _, d in docs)
         untimed = sum(figure(d, "cupti.untimed_records") or 0 for _, d in docs)
-        lines.append(("no dropped or untimed records", "pass" if dropped == 0 and untimed == 0 else "fail",
-                      f"{int(dropped)} dropped, {int(untimed)} untimed"))
-        lines.append(("no nested driver/runtime double count", "pass" if unmatched == 0 and not without_checks else "fail",
-                      f"{unmatched} unmatched launches and kernels"))
+        lines.append(("no dropped or untimed records", "pass" if checked and dropped == 0 and untimed == 0 else "fail",
+                      f"{int(dropped)} dropped, {int(untimed)} untimed{scope}"))
+        lines.append(("no nested driver/runtime double count", "pass" if checked and unmatched == 0 else "fail",
+                      f"{unmatched} unmatched launches and kernels{scope}"))
         warnings = sorted({n for _, d in docs for n in d.get("notes", []) if n.startswith("CUPTI: ")})
         if warnings:
             lines.append(("CUPTI's own warnings", "info", "; ".join(warnings)))

@@ -121,9 +121,9 @@ class TraceChecks(unittest.TestCase):
                       st["confirm: latency timestamps enabled before CUDA initialised"][1])
         clock = st["confirm: CUPTI's timestamps on strata's clock (the timestamp callback works)"]
         self.assertEqual(clock, ("fail", "0 launch calls outside every host zone of their op, 2 kernels starting "
-                                         "before their launch call (queue < 0)"))
+                                         "before their launch call (queue < 0) (over 2 phases with device records)"))
         self.assertEqual(st["confirm: queued/submitted present and in order (queued <= submitted <= start)"],
-                         ("fail", "0 kernels without them, 1 out of order"))
+                         ("fail", "0 kernels without them, 1 out of order (over 2 phases with device records)"))
         self.assertEqual(st["confirm: CUPTI's own warnings"],
                          ("info", "CUPTI: latency timestamps enabled only after CUDA initialised"))
 
@@ -132,6 +132,13 @@ class TraceChecks(unittest.TestCase):
         _, st = self.run_traces(load_data("trace_relu_1024_cpu.json"), raw_cuda(10000))
         self.assertEqual(st["confirm: latency timestamps enabled before CUDA initialised"][0], "fail")
         self.assertIn("no cupti.latency_timestamps figures", st["confirm: latency timestamps enabled before CUDA initialised"][1])
+        # Counts of 0 from phases without device records checked nothing: no pass.
+        for what in ("queued/submitted present and in order (queued <= submitted <= start)",
+                     "CUPTI's timestamps on strata's clock (the timestamp callback works)",
+                     "no nested driver/runtime double count"):
+            result, detail = st[f"confirm: {what}"]
+            self.assertEqual(result, "fail", what)
+            self.assertIn(f"(over 0 phases with device records; none in {CASE} steady, {CASE} cold)", detail)
 
     def test_cpu_run_has_no_device_records(self):
         # The real CPU JSON as it is: no device records, no gpu row.
