@@ -59,7 +59,8 @@ std::string timestamp_note(const Figures& f) {
     if (outside > 0) out += count(f, "steady.launches_outside_zones") + " launch calls in no host zone of their op";
     if (outside > 0 && early > 0) out += ", ";
     if (early > 0) out += count(f, "steady.kernels_before_launch") + " kernels starting before their launch call";
-    out += "): the launch and queue rows are not trustworthy (the host-clock timestamp callback is not in effect)";
+    out += "): the launch and queue rows are not trustworthy (a sign that CUPTI's host-clock timestamp "
+           "callback is not in effect)";
   }
   if (f.value_or("steady.kernels_latency_disordered", 0) > 0) {
     out += (out.empty() ? "" : "; ") + count(f, "steady.kernels_latency_disordered") +

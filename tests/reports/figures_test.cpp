@@ -101,8 +101,8 @@ TEST_CASE("notes rendered from figures: graph replay, unmatched records, the all
   CHECK(timestamp_note(f).empty());
   f.set("steady.kernels_before_launch", 3, "count");
   CHECK(timestamp_note(f) == "CUPTI's timestamps disagree with strata's host clock (3 kernels starting before their "
-                             "launch call): the launch and queue rows are not trustworthy (the host-clock timestamp "
-                             "callback is not in effect)");
+                             "launch call): the launch and queue rows are not trustworthy (a sign that CUPTI's "
+                             "host-clock timestamp callback is not in effect)");
   f.set("steady.launches_outside_zones", 2, "count");
   f.set("steady.kernels_latency_disordered", 1, "count");
   const std::string both = timestamp_note(f);
