@@ -107,10 +107,9 @@ Session& session() {
   return *s;
 }
 
-// Whether the early cuptiActivityEnableLatencyTimestamps (before cuInit) succeeded.
-std::atomic<bool> g_latency_enabled{false};
-// Whether start_session's late retry did (after CUDA initialised, where CUPTI does not promise them).
-std::atomic<bool> g_latency_enabled_late{false};
+// Which cuptiActivityEnableLatencyTimestamps succeeded: the early one (before cuInit), start_session's
+// late retry (after CUDA initialised, where CUPTI does not promise them), or neither.
+std::atomic<LatencyTimestamps> g_latency{LatencyTimestamps::kOff};
 
 // The op whose calls this thread is making; read by the launch callback.
 thread_local uint64_t t_current_op = 0;
@@ -553,11 +552,11 @@ std::string start_session() {
 
   // CUPTI documents this as "before initialization of CUDA"; device selection already tried before its
   // probe. A late success still helps if only the context (not cuInit) is what matters.
-  if (!g_latency_enabled.load()) {
+  if (g_latency.load() != LatencyTimestamps::kBeforeInit) {
     if (const CuptiCall latency = STRATA_CUPTI_CALL(cuptiActivityEnableLatencyTimestamps(1)); !latency.ok()) {
       warn(s, "no queued/submitted kernel timestamps (" + latency.failure() + ")");
     } else {
-      g_latency_enabled_late.store(true);
+      g_latency.store(LatencyTimestamps::kAfterInit);
       warn(s, "latency timestamps enabled only after CUDA initialised: queued/submitted may be missing");
     }
   }
@@ -610,13 +609,10 @@ std::string start_session() {
 
 void enable_latency_timestamps() noexcept {
   // A failure only costs the queued/submitted timestamps; start_session tries again and warns then.
-  if (STRATA_CUPTI_CALL(cuptiActivityEnableLatencyTimestamps(1)).ok()) g_latency_enabled.store(true);
+  if (STRATA_CUPTI_CALL(cuptiActivityEnableLatencyTimestamps(1)).ok()) g_latency.store(LatencyTimestamps::kBeforeInit);
 }
 
-LatencyTimestamps latency_timestamps() noexcept {
-  if (g_latency_enabled.load()) return LatencyTimestamps::kBeforeInit;
-  return g_latency_enabled_late.load() ? LatencyTimestamps::kAfterInit : LatencyTimestamps::kOff;
-}
+LatencyTimestamps latency_timestamps() noexcept { return g_latency.load(); }
 
 bool session_active() noexcept { return session().active.load(std::memory_order_relaxed); }
 
