@@ -167,8 +167,9 @@ class CapturedGraph {
   double instantiate_ns_ = 0;
 };
 
-// False once something on strata's stream of `index` has invalidated the capture in progress.
-bool capture_valid(int index);
+// False once something on strata's stream of `index` has invalidated the capture in progress (and when
+// nothing is being captured).
+bool capture_valid(int index) noexcept;
 
 // True while a capture is in progress on strata's stream of `index`, valid or already invalidated:
 // what must not run then (a timed algorithm search, a free-memory query) asks this first.

@@ -8,35 +8,43 @@
 
 namespace strata::runtime::cuda {
 
-bool capture_valid(int index) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream(index), &status) != cudaSuccess) return false;
-  return status == cudaStreamCaptureStatusActive;
+namespace {
+
+// strata's stream of `index`, or nullptr for a device that was never initialised (stream() throws then,
+// and stream() never returns nullptr otherwise): such a device captures nothing.
+cudaStream_t initialised_stream(int index) noexcept {
+  try {
+    return stream(index);
+  } catch (const std::exception&) {
+    return nullptr;
+  }
 }
 
-bool capturing(int index) noexcept {
+// The capture status of strata's stream of `index`: None as well for a device never initialised or a
+// failed query (whose error is cleared, so no later cudaGetLastError reports it).
+cudaStreamCaptureStatus capture_status(int index) noexcept {
+  const cudaStream_t s = initialised_stream(index);
+  if (s == nullptr) return cudaStreamCaptureStatusNone;
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  try {
-    if (cudaStreamIsCapturing(stream(index), &status) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return false;
-    }
-  } catch (const std::exception&) {  // a device that was never initialised captures nothing
-    return false;
+  if (cudaStreamIsCapturing(s, &status) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return cudaStreamCaptureStatusNone;
   }
-  return status != cudaStreamCaptureStatusNone;
+  return status;
 }
+
+}  // namespace
+
+bool capture_valid(int index) noexcept { return capture_status(index) == cudaStreamCaptureStatusActive; }
+
+bool capturing(int index) noexcept { return capture_status(index) != cudaStreamCaptureStatusNone; }
 
 std::vector<cudaGraphNode_t> capturing_graph_nodes(int index) noexcept {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   cudaGraph_t graph = nullptr;
   size_t count = 0;
-  cudaStream_t s = nullptr;
-  try {
-    s = stream(index);  // throws for a device that was never initialised: then nothing is being captured
-  } catch (const std::exception&) {
-    return {};
-  }
+  const cudaStream_t s = initialised_stream(index);
+  if (s == nullptr) return {};
   if (cudaStreamGetCaptureInfo(s, &status, nullptr, &graph) != cudaSuccess ||
       status != cudaStreamCaptureStatusActive || graph == nullptr ||
       cudaGraphGetNodes(graph, nullptr, &count) != cudaSuccess) {
