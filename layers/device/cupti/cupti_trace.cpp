@@ -415,10 +415,9 @@ std::unordered_set<uint32_t> correlations_with_work(const DeviceTrace& trace) {
   return with_work;
 }
 
-}  // namespace
-
-size_t resolve_internal_launches(DeviceTrace& trace) {
-  const std::unordered_set<uint32_t> with_work = correlations_with_work(trace);
+// The two resolvers below, given the ids with work: finish_session runs both over one set (resolving
+// internal launches changes no kernel or memory record, so the set stays true).
+size_t resolve_internal_launches(DeviceTrace& trace, const std::unordered_set<uint32_t>& with_work) {
   size_t launches = 0;
   for (ApiCallRecord& a : trace.api_calls) {
     if (!a.internal_launch) continue;
@@ -428,8 +427,7 @@ size_t resolve_internal_launches(DeviceTrace& trace) {
   return launches;
 }
 
-size_t resolve_nested_launches(DeviceTrace& trace) {
-  const std::unordered_set<uint32_t> with_work = correlations_with_work(trace);
+size_t resolve_nested_launches(DeviceTrace& trace, const std::unordered_set<uint32_t>& with_work) {
   std::vector<ApiCallRecord*> launches;
   for (ApiCallRecord& a : trace.api_calls)
     if (a.is_launch) launches.push_back(&a);
@@ -466,6 +464,14 @@ size_t resolve_nested_launches(DeviceTrace& trace) {
   }
   return demoted;
 }
+
+}  // namespace
+
+size_t resolve_internal_launches(DeviceTrace& trace) {
+  return resolve_internal_launches(trace, correlations_with_work(trace));
+}
+
+size_t resolve_nested_launches(DeviceTrace& trace) { return resolve_nested_launches(trace, correlations_with_work(trace)); }
 
 bool GraphNodeOrigins::add(uint64_t node_id, uint32_t op_id, GraphNodeSource source) {
   const GraphNodeOrigin origin{node_id, op_id, source};
@@ -701,8 +707,11 @@ void finish_session(DeviceTrace& out) {
     std::free(buffer);
   }
   merge_callback_correlations(out, callback_correlations);
-  resolve_internal_launches(out);
-  resolve_nested_launches(out);
+  {
+    const std::unordered_set<uint32_t> with_work = correlations_with_work(out);
+    resolve_internal_launches(out, with_work);
+    resolve_nested_launches(out, with_work);
+  }
   if (const uint64_t losses = g_callback_losses.exchange(0) + lost_buffers; losses > 0) {
     warn(s, std::to_string(losses) + " callback tags or record buffers lost to allocation failures");
   }
