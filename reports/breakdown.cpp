@@ -118,10 +118,7 @@ double union_ns(std::vector<std::pair<int64_t, int64_t>>& intervals) {
 }  // namespace
 
 TimestampChecks& TimestampChecks::operator+=(const TimestampChecks& other) {
-  launches_outside_zones += other.launches_outside_zones;
-  kernels_before_launch += other.kernels_before_launch;
-  kernels_without_latency += other.kernels_without_latency;
-  kernels_latency_disordered += other.kernels_latency_disordered;
+  for (const TimestampCheckField& f : kTimestampCheckFields) this->*f.count += other.*f.count;
   return *this;
 }
 

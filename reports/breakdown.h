@@ -11,6 +11,7 @@
 // produces named figures, reports/table.* formats them.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -74,6 +75,20 @@ struct TimestampChecks {
 
   TimestampChecks& operator+=(const TimestampChecks& other);
 };
+
+// Every TimestampChecks counter with the name the reports give it ("steady.<name>" in figures, "<name>" in
+// the JSON breakdown's "timestamps" object): summing, figures and JSON all walk this one list, so a new
+// check is added here once.
+struct TimestampCheckField {
+  const char* name;
+  uint64_t TimestampChecks::*count;
+};
+inline constexpr std::array<TimestampCheckField, 4> kTimestampCheckFields{{
+    {"launches_outside_zones", &TimestampChecks::launches_outside_zones},
+    {"kernels_before_launch", &TimestampChecks::kernels_before_launch},
+    {"kernels_without_latency", &TimestampChecks::kernels_without_latency},
+    {"kernels_latency_disordered", &TimestampChecks::kernels_latency_disordered},
+}};
 
 struct LayerBreakdown {
   std::vector<BreakdownRow> rows;

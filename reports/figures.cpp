@@ -36,11 +36,8 @@ void add_device_trace_figures(Figures& figures, const DeviceTrace& device) {
 void add_steady_join_figures(Figures& figures, const LayerBreakdown& steady) {
   figures.set("steady.unmatched_launches", double(steady.unmatched_launches), "count");
   figures.set("steady.unmatched_kernels", double(steady.unmatched_kernels), "count");
-  const TimestampChecks& t = steady.timestamps;
-  figures.set("steady.launches_outside_zones", double(t.launches_outside_zones), "count");
-  figures.set("steady.kernels_before_launch", double(t.kernels_before_launch), "count");
-  figures.set("steady.kernels_without_latency", double(t.kernels_without_latency), "count");
-  figures.set("steady.kernels_latency_disordered", double(t.kernels_latency_disordered), "count");
+  for (const TimestampCheckField& f : kTimestampCheckFields)
+    figures.set(std::string("steady.") + f.name, double(steady.timestamps.*f.count), "count");
 }
 
 void add_cold_call_figures(Figures& figures, const Timeline& timeline, uint32_t cold_op, double context_ns) {

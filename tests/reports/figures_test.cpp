@@ -159,3 +159,25 @@ TEST_CASE("the achieved rate is measured once, and the JSON carries every figure
   add_rate_figures(idle);
   CHECK(idle.figures.all().empty());
 }
+
+TEST_CASE("the steady join figures carry every timestamp check, and checks of several steps sum field by field") {
+  LayerBreakdown steady;
+  steady.unmatched_launches = 5;
+  steady.unmatched_kernels = 6;
+  steady.timestamps = {1, 2, 3, 4};
+  TimestampChecks more{10, 20, 30, 40};
+  more += steady.timestamps;
+  CHECK(more.launches_outside_zones == 11);
+  CHECK(more.kernels_before_launch == 22);
+  CHECK(more.kernels_without_latency == 33);
+  CHECK(more.kernels_latency_disordered == 44);
+
+  Figures f;
+  add_steady_join_figures(f, steady);
+  CHECK(f.value_or("steady.unmatched_launches", -1) == 5);
+  CHECK(f.value_or("steady.unmatched_kernels", -1) == 6);
+  CHECK(f.value_or("steady.launches_outside_zones", -1) == 1);
+  CHECK(f.value_or("steady.kernels_before_launch", -1) == 2);
+  CHECK(f.value_or("steady.kernels_without_latency", -1) == 3);
+  CHECK(f.value_or("steady.kernels_latency_disordered", -1) == 4);
+}

@@ -75,3 +75,19 @@ TEST_CASE("a failed check is reported as failed") {
   r.check.ran = false;
   CHECK_FALSE(nlohmann::json::parse(trace_report_json(r)).contains("check"));
 }
+
+TEST_CASE("each breakdown carries its timestamp checks under the names the GPU validation reads") {
+  TraceReport r = sample_report();
+  r.steady.timestamps.launches_outside_zones = 1;
+  r.steady.timestamps.kernels_before_launch = 2;
+  r.steady.timestamps.kernels_without_latency = 3;
+  r.steady.timestamps.kernels_latency_disordered = 4;
+  const auto doc = nlohmann::json::parse(trace_report_json(r));
+  const auto& t = doc["steady"]["timestamps"];
+  CHECK(t.size() == 4);
+  CHECK(t["launches_outside_zones"] == 1);
+  CHECK(t["kernels_before_launch"] == 2);
+  CHECK(t["kernels_without_latency"] == 3);
+  CHECK(t["kernels_latency_disordered"] == 4);
+  CHECK(doc["cold"]["timestamps"]["kernels_latency_disordered"] == 0);
+}
