@@ -16,6 +16,10 @@ enum class DispatchKey : uint8_t {
   // Wrapper keys: do their work, then redispatch with themselves masked out.
   kAutograd = 3,  // records a backward node when an input requires grad
   kAutocast = 4,  // casts inputs to the autocast dtype before the backend sees them
+  // Records the call into a graph (layers/compiler, Note [Capture is a dispatch key]) and redispatches
+  // with itself excluded, so that the ops the call makes below it are not recorded twice. Highest: the
+  // graph holds the program as the caller wrote it, before Autocast casts or Autograd records.
+  kCapture = 5,
   kCount,
 };
 inline constexpr int kNumDispatchKeys = static_cast<int>(DispatchKey::kCount);

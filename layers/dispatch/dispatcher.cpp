@@ -11,6 +11,7 @@ const char* dispatch_key_name(DispatchKey key) {
     case DispatchKey::kCUDA: return "CUDA";
     case DispatchKey::kAutograd: return "Autograd";
     case DispatchKey::kAutocast: return "Autocast";
+    case DispatchKey::kCapture: return "Capture";
     case DispatchKey::kCount: break;
   }
   return "?";

@@ -1,0 +1,198 @@
+// The compiled path on the CPU (docs/compiled.md): capture a function at the dispatcher into a graph,
+// plan which ops fuse into one kernel, generate C++ for each fused kernel, compile it with the system's
+// C++ compiler into a shared object kept in an on-disk cache, load it, and run the graph with one call
+// per fused kernel. TorchDynamo + TorchInductor's C++ backend are the model, at strata's scale.
+//
+//   compiler::Captured c = compiler::capture(fn, inputs);        // runs fn once, for real
+//   compiler::CompiledGraph g = compiler::compile(c, options);   // fusion, codegen, compile, load
+//   std::vector<Tensor> out = g.run(inputs);                     // guards, then the fused kernels
+//
+// The public surface of layers/compiler; everything else in the folder is private.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "layers/binding/binding.h"
+#include "lib/error.h"
+#include "lib/tensor.h"
+
+namespace strata::compiler {
+
+// ---- The graph (an FX graph's analogue) ---------------------------------------------------------------
+
+// What a value is: its shape, dtype and device (what the guards compare, and what codegen is for).
+struct ValueMeta {
+  Shape shape;
+  DType dtype = DType::kF32;
+  Device device = kCPU;
+  std::string str() const;  // "f32[1024x1024]" (", cuda:0" off the CPU)
+  friend bool operator==(const ValueMeta&, const ValueMeta&) = default;
+};
+
+enum class NodeKind {
+  kInput,     // the function's i-th input (FX's placeholder)
+  kConstant,  // a tensor the function read that is neither an input nor made in the graph (a parameter)
+  kCall,      // one operator call, as the dispatcher saw it
+};
+
+// One argument of a call in schema order: a tensor is a reference to the node that made it; anything
+// else (alpha, stride, a dtype, an absent Tensor?) is kept boxed as it was passed.
+struct Arg {
+  std::optional<size_t> value;  // the node whose output this tensor is
+  binding::IValue scalar;       // when not a tensor
+};
+
+struct Node {
+  NodeKind kind = NodeKind::kCall;
+  std::string op;  // the operator's name, for a call
+  std::vector<Arg> args;
+  ValueMeta meta;                // of the node's output
+  Tensor constant;               // kConstant: the tensor itself, kept for every run
+  size_t input_index = 0;        // kInput: which input
+  std::vector<size_t> users;     // the call nodes that read this node's output, in graph order
+};
+
+struct Graph {
+  std::vector<Node> nodes;     // in recording order, which is a topological order
+  std::vector<size_t> inputs;  // node ids of the inputs, in the function's order
+  std::vector<size_t> outputs; // node ids of what the function returned
+  size_t calls() const;        // the operator calls: what eager runs, one dispatch each
+  // The FX-style listing:  %2 = matmul(%0, %1)  : f32[64x32]
+  std::string str() const;
+};
+
+// The captured graph, what the function returned when it ran for real, and how long capture took.
+struct Captured {
+  Graph graph;
+  std::vector<Tensor> eager_outputs;
+  double capture_ns = 0;
+};
+
+using Function = std::function<std::vector<Tensor>(const std::vector<Tensor>& inputs)>;
+
+// Runs fn(inputs) once with the Capture dispatch key on (Note [Capture is a dispatch key]): every
+// operator call is executed as eagerly as ever and recorded. Throws UsageError when fn returns a tensor
+// that no recorded call, input or constant explains.
+Captured capture(const Function& fn, const std::vector<Tensor>& inputs);
+
+// ---- Fusion ----------------------------------------------------------------------------------------------
+
+enum class KernelKind {
+  kPointwise,     // a chain (or tree) of pointwise ops: one loop, each input read once, one output written
+  kGemmEpilogue,  // matmul / linear through OpenBLAS, the pointwise ops after it applied per row block
+  kExtern,        // one op with no lowering (or nothing to fuse with): called through binding and dispatch
+};
+const char* kernel_kind_name(KernelKind kind);
+
+struct FusedKernel {
+  KernelKind kind = KernelKind::kExtern;
+  std::string name;            // "fused_matmul_relu"; an extern kernel is its op's name
+  std::vector<size_t> nodes;   // the graph's call nodes it computes, in graph order
+  size_t output = 0;           // the one node whose value leaves the kernel (the last of `nodes`)
+  std::vector<size_t> inputs;  // nodes it reads from outside, in first-use order
+};
+
+struct FusionPlan {
+  std::vector<FusedKernel> kernels;  // in an order that runs (each after what it reads)
+  std::string str(const Graph& graph) const;
+};
+
+// The fusion decisions (Note [What fuses] in fusion.cpp). Pure: reads only the graph.
+FusionPlan plan_fusion(const Graph& graph);
+
+// ---- Code generation, JIT, the kernel cache ----------------------------------------------------------------
+
+struct CompileOptions {
+  // "" = $STRATA_CACHE_DIR, else ~/.cache/strata/kernels.
+  std::string cache_dir;
+  // "" = $CXX, else the first of c++, g++, clang++ on PATH. One executable (a name or a path).
+  std::string cxx;
+  // Rows of C per cblas_?gemm call in a GEMM-epilogue kernel, the epilogue running on each block while it
+  // is in cache; 0 = one GEMM call over all rows, then one fused pass. bench/compiled_bench measures both
+  // (docs/performance.md); 0 is the default because it measured faster here.
+  int64_t gemm_row_block = 0;
+};
+
+// No C++ compiler on this machine (or CXX names none): the compiled path cannot run, eager and graph
+// replay still can. An UnavailableError: the CLI's exit 4.
+class CompilerUnavailableError : public UnavailableError {
+ public:
+  explicit CompilerUnavailableError(const std::string& what) : UnavailableError(what) {}
+};
+
+// Generated code the compiler refused. The message holds the compiler's output and where the generated
+// source was kept; nothing of it is left in the cache.
+class KernelCompileError : public Error {
+ public:
+  KernelCompileError(const std::string& what, std::string source_path)
+      : Error(what), source_path_(std::move(source_path)) {}
+  const std::string& source_path() const { return source_path_; }
+
+ private:
+  std::string source_path_;
+};
+
+// One kernel's build: what it cost cold, and where its code lives.
+struct KernelBuild {
+  std::string name;       // "fused_add_relu"
+  DType dtype = DType::kF32;
+  std::string key;        // the cache key: hash of source, dtype, compiler identity and flags
+  bool cache_hit = false; // loaded from the cache without compiling
+  double codegen_ns = 0;  // generating the source and its key
+  double compile_ns = 0;  // the compiler's wall time (0 on a hit)
+  double load_ns = 0;     // dlopen + dlsym + the ABI check
+  std::string library_path;
+  std::string source;     // the generated C++ (what --emit cpp prints)
+};
+
+// The cold phases of one compile, in strata's host clock (Note [One host clock]).
+struct CompileTimings {
+  double capture_ns = 0, fusion_ns = 0, codegen_ns = 0, compile_ns = 0, load_ns = 0;
+  int cache_hits = 0, cache_misses = 0;
+  std::string cache_dir;   // where the kernels are
+  std::string cache_note;  // "" or why the cache is a private temporary directory
+  std::string compiler;    // the compiler used, resolved
+  double total_ns() const { return capture_ns + fusion_ns + codegen_ns + compile_ns + load_ns; }
+};
+
+// Compiles `source` (a complete translation unit exporting the kernel ABI, see codegen.cpp) through the
+// cache, as compile() does for each generated kernel: the hook for tools and the tests, which need to
+// hand the JIT a source of their own (one that does not compile, for instance).
+KernelBuild jit_compile(const std::string& name, DType dtype, const std::string& source,
+                        const CompileOptions& options = {});
+
+class CompiledGraph {
+ public:
+  // Checks the inputs against the guards (count, shape, dtype, device: what the graph was compiled for)
+  // and runs every fused kernel, one dispatched call each (Note [One dispatch per fused kernel]).
+  // A guard that fails is a UsageError naming the input, what it is and what was compiled.
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
+
+  const Graph& graph() const;
+  const FusionPlan& plan() const;
+  const CompileTimings& timings() const;
+  const std::vector<KernelBuild>& builds() const;  // one per generated kernel, in plan order
+  std::string emit_cpp() const;                    // every generated kernel's source
+  // Bytes one run moves through memory: each kernel's inputs read once and its output written once.
+  double bytes_moved() const;
+
+  struct Impl;
+  explicit CompiledGraph(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+
+ private:
+  std::shared_ptr<const Impl> impl_;
+};
+
+// Fusion, codegen, compile and load for a captured graph (its capture time goes into the timings).
+CompiledGraph compile(const Captured& captured, const CompileOptions& options = {});
+
+// Bytes an eager run of the graph moves: every call reads its tensor arguments and writes its output,
+// so every intermediate is written once and read back by each user.
+double eager_bytes_moved(const Graph& graph);
+
+}  // namespace strata::compiler

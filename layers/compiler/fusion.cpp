@@ -1,0 +1,177 @@
+// The fusion planner, and the lowering table it shares with codegen.
+//
+// Note [What fuses]
+// ~~~~~~~~~~~~~~~~~
+// One pass over the calls in graph order, each becoming part of a kernel:
+//  - a GEMM (matmul, linear) starts a GEMM-epilogue kernel;
+//  - a pointwise op with a lowering joins the kernels of its tensor arguments when it can: an argument's
+//    kernel is joinable when the argument is that kernel's current output, this op is its only user, it is
+//    not a graph output, and it has this op's shape and dtype (then the intermediate never reaches memory).
+//    Several joinable pointwise kernels merge into one (add(relu(x), relu(y)) is one loop); a GEMM kernel
+//    joins at most once (its epilogue runs on its own output tile, and a second GEMM's tile is elsewhere);
+//    with nothing to join it starts a pointwise kernel of its own;
+//  - anything else (no lowering, a dtype or device codegen does not cover) is an extern kernel: the op's
+//    own kernel, called through binding and dispatch as eagerly (Inductor's extern kernels).
+// A GEMM kernel whose epilogue stayed empty is the GEMM alone: it becomes extern too, since a generated
+// kernel would only add a compile for the same cblas call.
+// Broadcasting: the existing pointwise ops take identical shapes only, so a fused loop reads every input
+// at the output's index, except linear's bias, which the epilogue reads per column (a row broadcast).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "layers/compiler/lowering.h"
+
+namespace strata::compiler {
+namespace lowering {
+namespace {
+
+// A scalar argument as a C++ literal of the kernel's type (exact: %.17g round-trips a double).
+std::string literal(const binding::IValue& v) {
+  const double d = v.to_double();
+  if (std::isnan(d)) return "T(__builtin_nan(\"\"))";
+  if (std::isinf(d)) return d > 0 ? "T(__builtin_inf())" : "T(-__builtin_inf())";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "T(%.17g)", d);
+  return buf;
+}
+
+std::string relu(const std::vector<std::string>& t, const Node&) {
+  return "(" + t[0] + " > T(0) ? " + t[0] + " : T(0))";
+}
+std::string add(const std::vector<std::string>& t, const Node& n) {
+  return "(" + t[0] + " + " + literal(n.args[2].scalar) + " * " + t[1] + ")";
+}
+std::string gelu(const std::vector<std::string>& t, const Node&) {  // exact (erf) form, as the eager kernel
+  return "(T(0.5) * " + t[0] + " * (T(1) + std::erf(" + t[0] + " * T(0.70710678118654752440))))";
+}
+std::string threshold_backward(const std::vector<std::string>& t, const Node& n) {
+  return "(" + t[1] + " <= " + literal(n.args[2].scalar) + " ? T(0) : " + t[0] + ")";
+}
+std::string gelu_backward(const std::vector<std::string>& t, const Node&) {
+  const std::string& x = t[1];
+  return "(" + t[0] + " * (T(0.5) * (T(1) + std::erf(" + x + " * T(0.70710678118654752440))) + " + x +
+         " * T(0.39894228040143267794) * std::exp(T(-0.5) * " + x + " * " + x + ")))";
+}
+
+}  // namespace
+
+PointwiseExpr find_pointwise(const std::string& op) {
+  static const std::map<std::string, PointwiseExpr> kTable = {
+      {"relu", &relu},
+      {"add", &add},
+      {"gelu", &gelu},
+      {"threshold_backward", &threshold_backward},
+      {"gelu_backward", &gelu_backward},
+  };
+  auto it = kTable.find(op);
+  return it == kTable.end() ? nullptr : it->second;
+}
+
+bool is_gemm(const std::string& op) { return op == "matmul" || op == "linear"; }
+
+}  // namespace lowering
+
+namespace {
+
+class Planner {
+ public:
+  explicit Planner(const Graph& g) : g_(g), kernel_of_(g.nodes.size(), kNone), is_output_(g.nodes.size(), false) {
+    for (size_t o : g.outputs) is_output_[o] = true;
+  }
+
+  FusionPlan run() {
+    for (size_t id = 0; id < g_.nodes.size(); ++id) {
+      const Node& n = g_.nodes[id];
+      if (n.kind != NodeKind::kCall) continue;
+      if (lowering::lowerable(n.meta) && lowering::is_gemm(n.op)) {
+        start(id, KernelKind::kGemmEpilogue);
+      } else if (lowering::lowerable(n.meta) && lowering::find_pointwise(n.op) != nullptr) {
+        join(id);
+      } else {
+        start(id, KernelKind::kExtern);
+      }
+    }
+    return finish();
+  }
+
+ private:
+  static constexpr size_t kNone = ~size_t{0};
+
+  void start(size_t id, KernelKind kind) {
+    kernels_.push_back({kind, "", {id}, id, {}});
+    kernel_of_[id] = kernels_.size() - 1;
+  }
+
+  // Whether the pointwise op `id` may read argument `v` inside v's kernel (Note [What fuses]).
+  bool joinable(size_t v, size_t id) const {
+    const size_t k = kernel_of_[v];
+    return k != kNone && kernels_[k].kind != KernelKind::kExtern && kernels_[k].output == v && !is_output_[v] &&
+           g_.nodes[v].users.size() == 1 && g_.nodes[v].meta == g_.nodes[id].meta;
+  }
+
+  void join(size_t id) {
+    size_t target = kNone;
+    std::vector<size_t> merge;
+    for (const Arg& a : g_.nodes[id].args) {
+      if (!a.value || !joinable(*a.value, id)) continue;
+      const size_t k = kernel_of_[*a.value];
+      if (k == target || std::find(merge.begin(), merge.end(), k) != merge.end()) continue;
+      const bool gemm = kernels_[k].kind == KernelKind::kGemmEpilogue;
+      if (gemm && target != kNone && kernels_[target].kind == KernelKind::kGemmEpilogue) continue;  // one GEMM
+      if (target == kNone || gemm) {
+        if (target != kNone) merge.push_back(target);
+        target = k;
+      } else {
+        merge.push_back(k);
+      }
+    }
+    if (target == kNone) return start(id, KernelKind::kPointwise);
+    FusedKernel& t = kernels_[target];
+    for (size_t k : merge) {
+      for (size_t n : kernels_[k].nodes) {
+        t.nodes.push_back(n);
+        kernel_of_[n] = target;
+      }
+      kernels_[k].nodes.clear();  // emptied: dropped by finish()
+    }
+    std::sort(t.nodes.begin(), t.nodes.end());  // graph order is a topological order
+    t.nodes.push_back(id);
+    t.output = id;
+    kernel_of_[id] = target;
+  }
+
+  FusionPlan finish() {
+    FusionPlan plan;
+    for (FusedKernel& k : kernels_) {
+      if (k.nodes.empty()) continue;
+      if (k.kind == KernelKind::kGemmEpilogue && k.nodes.size() == 1) k.kind = KernelKind::kExtern;
+      k.name = k.kind == KernelKind::kExtern ? g_.nodes[k.output].op : "fused";
+      for (size_t n : k.nodes) {
+        if (k.kind != KernelKind::kExtern) k.name += "_" + g_.nodes[n].op;
+        for (const Arg& a : g_.nodes[n].args) {
+          const bool inside = a.value && std::find(k.nodes.begin(), k.nodes.end(), *a.value) != k.nodes.end();
+          if (a.value && !inside && std::find(k.inputs.begin(), k.inputs.end(), *a.value) == k.inputs.end())
+            k.inputs.push_back(*a.value);
+        }
+      }
+      plan.kernels.push_back(std::move(k));
+    }
+    // Each kernel's inputs are earlier kernels' outputs (or inputs, constants), made before its last node.
+    std::sort(plan.kernels.begin(), plan.kernels.end(),
+              [](const FusedKernel& a, const FusedKernel& b) { return a.output < b.output; });
+    return plan;
+  }
+
+  const Graph& g_;
+  std::vector<FusedKernel> kernels_;
+  std::vector<size_t> kernel_of_;
+  std::vector<bool> is_output_;
+};
+
+}  // namespace
+
+FusionPlan plan_fusion(const Graph& graph) { return Planner(graph).run(); }
+
+}  // namespace strata::compiler

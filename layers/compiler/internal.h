@@ -1,0 +1,47 @@
+// Private to layers/compiler: what codegen, the JIT and the compiled graph share.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "layers/compiler/compiler.h"
+
+namespace strata::compiler::detail {
+
+// Note [The kernel ABI]
+// ~~~~~~~~~~~~~~~~~~~~~
+// Every generated shared object exports three C symbols:
+//   int strata_kernel_abi()            kKernelAbi, checked at load (a stale cache entry of another layout
+//                                      is recompiled, never called)
+//   const char strata_kernel_key[]     the cache key it was compiled under, checked at load
+//   void strata_kernel(inputs, output, row_begin, row_end, cols)
+// strata_kernel computes rows [row_begin, row_end) of a row-major [rows, cols] output: a pointwise kernel
+// is called once with one row of numel columns; a GEMM epilogue once per row block of C, with `output`
+// already holding the GEMM's result there. `inputs` are the kernel's inputs (FusedKernel::inputs), in order.
+inline constexpr int kKernelAbi = 1;
+using KernelEntry = void (*)(const void* const* inputs, void* output, int64_t row_begin, int64_t row_end,
+                             int64_t cols);
+
+// The C++ source of one fused kernel for one dtype (f32 or f64), without the key line the JIT appends.
+std::string generate_source(const Graph& graph, const FusedKernel& kernel, DType dtype);
+// The kernel's GEMM node (a GEMM-epilogue kernel has exactly one).
+size_t gemm_node(const Graph& graph, const FusedKernel& kernel);
+
+struct Toolchain {
+  std::string path;      // resolved executable
+  std::string identity;  // what the cache key holds of it
+};
+// Throws CompilerUnavailableError when there is none (Note [Finding the compiler] in jit.cpp).
+Toolchain resolve_compiler(const std::string& requested);
+
+struct CacheDir {
+  std::string path;
+  std::string note;  // "" or why this is a private temporary directory
+};
+CacheDir resolve_cache_dir(const std::string& requested);
+
+// Compiles build.source (or finds it in the cache) and loads it; fills in the build's key, cache_hit,
+// compile_ns, load_ns and library_path. Throws KernelCompileError when the compiler refuses the source.
+KernelEntry build_kernel(KernelBuild& build, const Toolchain& toolchain, const CacheDir& cache);
+
+}  // namespace strata::compiler::detail

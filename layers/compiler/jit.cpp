@@ -1,0 +1,315 @@
+// The JIT: find the system C++ compiler, compile a kernel's source into a shared object through an
+// on-disk cache, load it.
+//
+// Note [The kernel cache]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// A kernel's shared object is <cache>/<key>.so, where key = a 64-bit FNV-1a hash (16 hex digits) of the
+// kernel ABI, the source, the dtype, the compiler's identity, the flags and the CPU model (the flags say
+// -march=native, so an object built on one CPU must not be picked up on another through a shared home).
+// The key is also compiled into the object (strata_kernel_key) and checked at load, with the ABI, so
+// that a file of another layout or a foreign file under that name is recompiled, never called.
+// Concurrent processes: the compiler writes a temporary name in the cache directory itself, which is then
+// renamed onto <key>.so (rename is atomic within a directory): a reader sees the old file, the new one or
+// none, never half of one; two processes compiling the same kernel both rename a complete file. The source
+// is written in a private work directory outside the cache; when the compiler refuses it, the temporary
+// object is removed and the work directory is kept, its path in the error, so nothing half-written is left
+// in the cache and the user can read what failed. The source of every cached kernel is kept beside it as
+// <key>.cpp (written the same way) for reading. A cache directory that cannot be written (or created) is
+// replaced by a private temporary one, and the compile's timings say so.
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "layers/compiler/internal.h"
+#include "lib/host_clock.h"
+#include "lib/machine.h"
+
+extern char** environ;
+
+namespace strata::compiler::detail {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kFlags[] = {"-O3", "-march=native", "-std=c++17", "-fPIC", "-shared"};
+
+std::string getenv_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return (v != nullptr && *v != '\0') ? std::string(v) : fallback;
+}
+
+std::string temp_root() { return getenv_or("TMPDIR", "/tmp"); }
+
+bool is_executable_file(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+std::string search_path(const std::string& name) {
+  std::stringstream dirs(getenv_or("PATH", "/usr/bin:/bin"));
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (is_executable_file(candidate)) return candidate;
+  }
+  return "";
+}
+
+uint64_t fnv1a(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : text) {
+    h ^= ch;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+std::string hex16(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+std::string make_temp_dir(const std::string& in, const char* prefix) {
+  std::string pattern = in + "/" + prefix + "XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr) return "";
+  return pattern;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+  f.close();
+  if (!f) throw Error("compiler: could not write " + path + ": " + std::strerror(errno));
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// A name in the cache directory no other process or thread uses: the temporary the compiler writes.
+std::string temp_name_in(const std::string& dir, const std::string& key, const char* ext) {
+  static std::atomic<uint64_t> counter{0};
+  return dir + "/." + key + ext + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
+}
+
+// Runs the compiler without a shell, its output into `log`; returns the exit status (or -signal).
+int run_compiler(const std::string& cxx, const std::string& source, const std::string& output, const std::string& log) {
+  std::vector<std::string> args = {cxx};
+  for (const char* f : kFlags) args.emplace_back(f);
+  args.insert(args.end(), {"-o", output, source});
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = -1;
+  const int rc = ::posix_spawn(&pid, cxx.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) throw CompilerUnavailableError("compiler: could not run " + cxx + ": " + std::strerror(rc));
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+}
+
+struct Loaded {
+  KernelEntry entry = nullptr;
+  std::string why_not;  // when entry is null
+};
+
+// dlopen + the ABI and key checks. Handles stay open for the process's life: a kernel may be called by
+// any CompiledGraph at any time, and the objects are small.
+Loaded load(const std::string& path, const std::string& key) {
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) return {nullptr, std::string("dlopen failed: ") + ::dlerror()};
+  auto abi = reinterpret_cast<int (*)()>(::dlsym(handle, "strata_kernel_abi"));
+  auto stored = static_cast<const char*>(::dlsym(handle, "strata_kernel_key"));
+  auto entry = reinterpret_cast<KernelEntry>(::dlsym(handle, "strata_kernel"));
+  std::string why;
+  if (abi == nullptr || stored == nullptr || entry == nullptr) {
+    why = "not a strata kernel";
+  } else if (abi() != kKernelAbi) {
+    why = "kernel ABI " + std::to_string(abi()) + ", expected " + std::to_string(kKernelAbi);
+  } else if (key != stored) {
+    why = std::string("compiled under key ") + stored;
+  } else {
+    return {entry, ""};
+  }
+  // Closed, so that loading the recompiled file under the same name maps the new one, not this one.
+  ::dlclose(handle);
+  return {nullptr, why};
+}
+
+// Compiles into the cache (Note [The kernel cache]); throws KernelCompileError when the compiler refuses.
+void compile_into_cache(const KernelBuild& build, const std::string& text, const Toolchain& tc, const CacheDir& cache,
+                        const std::string& so_path) {
+  const std::string work = make_temp_dir(temp_root(), "strata-jit-");
+  if (work.empty()) throw Error("compiler: could not create a work directory in " + temp_root() + ": " + std::strerror(errno));
+  const std::string source = work + "/" + build.name + "_" + std::string(dtype_name(build.dtype)) + ".cpp";
+  const std::string log = work + "/compiler.log";
+  write_file(source, text);
+  const std::string tmp = temp_name_in(cache.path, build.key, ".so");
+  const int status = run_compiler(tc.path, source, tmp, log);
+  if (status != 0) {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    std::string out = read_file(log);
+    if (out.size() > 4000) out = "...\n" + out.substr(out.size() - 4000);
+    throw KernelCompileError("compiler: the generated kernel " + build.name + " (" + std::string(dtype_name(build.dtype)) +
+                                 ") did not compile: " + tc.path + " exited with " + std::to_string(status) +
+                                 "; the source is kept at " + source + "; the compiler said:\n" + out,
+                             source);
+  }
+  if (::rename(tmp.c_str(), so_path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    throw Error("compiler: could not move the compiled kernel into the cache (" + so_path + "): " + why);
+  }
+  const std::string tmp_source = temp_name_in(cache.path, build.key, ".cpp");
+  write_file(tmp_source, text);
+  if (::rename(tmp_source.c_str(), (cache.path + "/" + build.key + ".cpp").c_str()) != 0) {
+    std::error_code ec;
+    fs::remove(tmp_source, ec);  // the source copy is for reading only; the kernel is in place
+  }
+  std::error_code ec;
+  fs::remove_all(work, ec);
+}
+
+}  // namespace
+
+// Note [Finding the compiler]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// CompileOptions::cxx, else $CXX, else the first of c++, g++, clang++ on PATH; a name without a slash is
+// looked up on PATH. Its identity in the cache key is its resolved path, size and modification time: an
+// upgraded compiler is a different file, and reading those costs a stat, where asking it for its version
+// would cost a process start on every compile, cache hits included.
+Toolchain resolve_compiler(const std::string& requested) {
+  const bool from_env = requested.empty() && std::getenv("CXX") != nullptr && *std::getenv("CXX") != '\0';
+  const std::string name = requested.empty() ? getenv_or("CXX", "") : requested;
+  std::string path;
+  if (name.empty()) {
+    for (const char* candidate : {"c++", "g++", "clang++"}) {
+      path = search_path(candidate);
+      if (!path.empty()) break;
+    }
+    if (path.empty()) {
+      throw CompilerUnavailableError(
+          "no C++ compiler: CXX is not set and none of c++, g++, clang++ is on PATH. The compiled path generates C++ "
+          "for its fused kernels and needs one: install a compiler (Debian: apt-get install g++) or set CXX to one. "
+          "Eager and graph replay do not need it.");
+    }
+  } else {
+    path = name.find('/') != std::string::npos ? (is_executable_file(name) ? name : "") : search_path(name);
+    if (path.empty()) {
+      throw CompilerUnavailableError(
+          std::string("no C++ compiler: ") + (from_env ? "CXX=" : "the compiler ") + quote_typed(name) +
+          " is not an executable file" + (name.find('/') == std::string::npos ? " on PATH" : "") +
+          ". The compiled path generates C++ for its fused kernels and needs one: set CXX to a C++ compiler "
+          "(one executable, e.g. g++ or /usr/bin/clang++). Eager and graph replay do not need it.");
+    }
+  }
+  std::error_code ec;
+  const fs::path real = fs::canonical(path, ec);
+  struct stat st {};
+  ::stat(path.c_str(), &st);
+  Toolchain tc;
+  tc.path = path;
+  tc.identity = (ec ? path : real.string()) + " size=" + std::to_string(st.st_size) +
+                " mtime=" + std::to_string(int64_t(st.st_mtim.tv_sec)) + "." + std::to_string(int64_t(st.st_mtim.tv_nsec));
+  return tc;
+}
+
+CacheDir resolve_cache_dir(const std::string& requested) {
+  const std::string home = getenv_or("HOME", temp_root());
+  const std::string want =
+      !requested.empty() ? requested : getenv_or("STRATA_CACHE_DIR", home + "/.cache/strata/kernels");
+  std::error_code ec;
+  fs::create_directories(want, ec);
+  std::string why;
+  if (ec) {
+    why = ec.message();
+  } else {
+    // Writable means a file can be created there (access() would say yes to root on a read-only mount).
+    std::string probe = want + "/.probe-XXXXXX";
+    const int fd = ::mkstemp(probe.data());
+    if (fd < 0) {
+      why = std::strerror(errno);
+    } else {
+      ::close(fd);
+      ::unlink(probe.c_str());
+      return {want, ""};
+    }
+  }
+  const std::string priv = make_temp_dir(temp_root(), "strata-kernels-");
+  if (priv.empty()) {
+    throw Error("compiler: the kernel cache " + want + " is not writable (" + why + ") and no private directory could be created in " +
+                temp_root() + ": " + std::strerror(errno));
+  }
+  return {priv, "the kernel cache " + want + " is not writable (" + why + "): kernels were compiled into the private temporary directory " +
+                    priv + ", which no other process will reuse"};
+}
+
+KernelEntry build_kernel(KernelBuild& build, const Toolchain& tc, const CacheDir& cache) {
+  static std::mutex mutex;  // one compile at a time per process; other processes are safe by rename
+  std::lock_guard<std::mutex> lock(mutex);
+  std::string key_text = "abi=" + std::to_string(kKernelAbi) + "\ndtype=" + std::string(dtype_name(build.dtype)) + "\ncxx=" + tc.identity +
+                         "\ncpu=" + cpu_model() + "\nflags=";
+  for (const char* f : kFlags) key_text += std::string(f) + " ";
+  build.key = hex16(fnv1a(key_text + "\n" + build.source));
+  const std::string text = build.source + "\nextern \"C\" const char strata_kernel_key[] = \"" + build.key + "\";\n";
+  build.library_path = cache.path + "/" + build.key + ".so";
+
+  int64_t t0 = host_clock::now_ns();
+  if (::access(build.library_path.c_str(), F_OK) == 0) {
+    Loaded hit = load(build.library_path, build.key);
+    build.load_ns = double(host_clock::now_ns() - t0);
+    if (hit.entry != nullptr) {
+      build.cache_hit = true;
+      return hit.entry;
+    }
+    // A file of another ABI or a foreign one under this name: compiled again below, atomically replaced.
+  }
+  t0 = host_clock::now_ns();
+  compile_into_cache(build, text, tc, cache, build.library_path);
+  const int64_t t1 = host_clock::now_ns();
+  Loaded fresh = load(build.library_path, build.key);
+  build.compile_ns = double(t1 - t0);
+  build.load_ns = double(host_clock::now_ns() - t1);
+  if (fresh.entry == nullptr) throw Error("compiler: the kernel just compiled into " + build.library_path + " does not load: " + fresh.why_not);
+  return fresh.entry;
+}
+
+}  // namespace strata::compiler::detail
+
+namespace strata::compiler {
+
+KernelBuild jit_compile(const std::string& name, DType dtype, const std::string& source, const CompileOptions& options) {
+  KernelBuild build;
+  build.name = name;
+  build.dtype = dtype;
+  build.source = source;
+  detail::build_kernel(build, detail::resolve_compiler(options.cxx), detail::resolve_cache_dir(options.cache_dir));
+  return build;
+}
+
+}  // namespace strata::compiler

@@ -1,0 +1,30 @@
+// Private to layers/compiler: which operators the compiler can lower, and into what C++ expression.
+// Fusion (what may join a kernel) and codegen (what the kernel computes) read the same table, so an op
+// is fusable exactly when there is code for it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "layers/compiler/compiler.h"
+
+namespace strata::compiler::lowering {
+
+// A pointwise op's value at one element: `tensors` are the C++ expressions of its tensor arguments at
+// that element (in argument order), `node` gives the scalars. The expression has type T (the kernel's
+// element type, float or double), and is written as the eager CPU kernel computes it, so that fused and
+// eager agree to rounding.
+using PointwiseExpr = std::string (*)(const std::vector<std::string>& tensors, const Node& node);
+
+// The lowering of a pointwise op, or null: a pointwise op the table does not know is not fused.
+PointwiseExpr find_pointwise(const std::string& op);
+
+// matmul and linear: a GEMM whose output tile can carry an epilogue.
+bool is_gemm(const std::string& op);
+
+// Generated kernels are for contiguous f32 and f64 tensors on the CPU; anything else stays extern.
+inline bool lowerable(const ValueMeta& m) {
+  return m.device.is_cpu() && (m.dtype == DType::kF32 || m.dtype == DType::kF64);
+}
+
+}  // namespace strata::compiler::lowering

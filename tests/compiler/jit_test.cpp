@@ -1,0 +1,226 @@
+// layers/compiler's code generation and JIT with the real system compiler: compiled results against eager
+// and the float64 reference, the kernel cache (in this process and in a second one), and the failures
+// (no compiler, a source that does not compile, a cache directory that cannot be written).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "layers/compiler/compiler.h"
+#include "layers/frontend/frontend.h"
+#include "layers/kernels/reference/reference.h"
+#include "layers/ops/operators.h"
+#include "tests/support/error_text.h"
+#include "tests/support/subprocess.h"
+
+namespace strata {
+namespace {
+
+Tensor rand(const Shape& s, DType dtype, uint64_t seed) { return frontend::random_tensor(s, dtype, kCPU, seed); }
+
+compiler::CompileOptions options_in(const test::TempDir& dir) {
+  compiler::CompileOptions o;
+  o.cache_dir = dir.path() + "/kernels";
+  return o;
+}
+
+double gelu(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+
+// Sets an environment variable for one scope, restoring what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    if (old != nullptr) old_ = old;
+    had_ = old != nullptr;
+    ::setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      ::setenv(name_, old_.c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+// linear -> relu, and matmul -> add -> gelu: each one GEMM kernel with an epilogue, and (x + y) -> gelu ->
+// relu as one loop, at random sizes; compiled, eager and float64 agree.
+void check_programs(DType dtype, uint64_t seed, const compiler::CompileOptions& options, int64_t row_block) {
+  std::mt19937_64 rng(seed);
+  auto size = [&] { return int64_t(1 + rng() % 48); };
+  const int64_t m = size(), k = size(), n = size();
+  CAPTURE(dtype_name(dtype));
+  CAPTURE(m);
+  CAPTURE(k);
+  CAPTURE(n);
+  const Tensor x = rand({m, k}, dtype, seed + 1), w = rand({n, k}, dtype, seed + 2), bias = rand({n}, dtype, seed + 3);
+  const Tensor b = rand({k, n}, dtype, seed + 4), c = rand({m, n}, dtype, seed + 5);
+  auto fn = [&](const std::vector<Tensor>& in) {
+    const Tensor y = ops::relu(ops::linear(in[0], w, bias));
+    const Tensor z = ops::gelu(ops::add(ops::matmul(in[0], b), in[1], -0.5));
+    return std::vector<Tensor>{y, z, ops::relu(ops::gelu(ops::add(y, z, 1.0)))};
+  };
+  const compiler::Captured captured = compiler::capture(fn, {x, c});
+  compiler::CompileOptions o = options;
+  o.gemm_row_block = row_block;
+  const compiler::CompiledGraph g = compiler::compile(captured, o);
+  REQUIRE(g.plan().kernels.size() == 3);
+  CHECK(g.plan().kernels[0].name == "fused_linear_relu");
+  CHECK(g.plan().kernels[1].name == "fused_matmul_add_gelu");
+  CHECK(g.plan().kernels[2].name == "fused_add_gelu_relu");
+  const std::vector<Tensor> out = g.run({x, c});
+  REQUIRE(out.size() == 3);
+
+  std::vector<double> y = reference::linear(x, w, bias), z = reference::matmul(x, b), last(y.size());
+  const std::vector<double> cd = reference::to_double(c);
+  for (double& v : y) v = std::max(v, 0.0);
+  for (size_t i = 0; i < z.size(); ++i) z[i] = gelu(z[i] - 0.5 * cd[i]);
+  for (size_t i = 0; i < y.size(); ++i) last[i] = std::max(gelu(y[i] + z[i]), 0.0);
+  const std::vector<std::vector<double>> refs = {y, z, last};
+  for (size_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    CHECK(reference::relative_error(out[i], refs[i]) < reference::tolerance(dtype));
+    CHECK(reference::relative_error(captured.eager_outputs[i], refs[i]) < reference::tolerance(dtype));
+    // Compiled against eager: both rounded from the same math, each within the dtype's tolerance of it.
+    CHECK(reference::relative_error(out[i], reference::to_double(captured.eager_outputs[i])) <
+          2 * reference::tolerance(dtype));
+  }
+}
+
+}  // namespace
+
+TEST_CASE("compiled results match eager and the float64 reference, f32 and f64, at random sizes") {
+  const test::TempDir dir;
+  const compiler::CompileOptions options = options_in(dir);
+  const uint64_t seed = std::random_device{}();
+  CAPTURE(seed);
+  check_programs(DType::kF32, seed, options, 0);
+  check_programs(DType::kF64, seed + 100, options, 0);
+  // The same kernels with the GEMM in blocks of 7 rows (the epilogue per block): same source, cache hits.
+  check_programs(DType::kF32, seed + 200, options, 7);
+}
+
+TEST_CASE("the cold phases are timed, the cache hits on a second compile, and guards refuse other shapes") {
+  const test::TempDir dir;
+  const Tensor x = rand({100}, DType::kF32, 1), y = rand({100}, DType::kF32, 2);
+  auto fn = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{ops::relu(ops::add(in[0], in[1], 1.0))}; };
+  const compiler::Captured captured = compiler::capture(fn, {x, y});
+  const compiler::CompiledGraph cold = compiler::compile(captured, options_in(dir));
+  CHECK(cold.timings().cache_misses == 1);
+  CHECK(cold.timings().cache_hits == 0);
+  CHECK(cold.timings().capture_ns > 0);
+  CHECK(cold.timings().codegen_ns > 0);
+  CHECK(cold.timings().compile_ns > 0);
+  CHECK(cold.timings().load_ns > 0);
+  CHECK(cold.timings().cache_note.empty());
+  REQUIRE(cold.builds().size() == 1);
+  CHECK(test::contains(cold.emit_cpp(), "extern \"C\" void strata_kernel("));
+  const compiler::CompiledGraph warm = compiler::compile(captured, options_in(dir));
+  CHECK(warm.timings().cache_hits == 1);
+  CHECK(warm.timings().compile_ns == 0);
+  // Three arrays of 100 floats: eager writes the sum and reads it back, the fused loop does not.
+  CHECK(warm.bytes_moved() == 3 * 400.0);
+  CHECK(compiler::eager_bytes_moved(captured.graph) == 5 * 400.0);
+
+  const std::string message =
+      test::message_of([&] { warm.run({rand({99}, DType::kF32, 1), rand({99}, DType::kF32, 2)}); });
+  CHECK(test::contains(message, "guard failed on input 0"));
+  CHECK(test::contains(message, "f32[99]"));
+  CHECK(test::contains(message, "f32[100]"));
+}
+
+TEST_CASE("a second process reuses the cached kernel") {
+  const test::TempDir dir;
+  const std::string cache = dir.path() + "/kernels";
+  auto run_probe = [&] {
+    const std::string cmd = "STRATA_CACHE_DIR='" + cache + "' '" COMPILER_CACHE_PROBE "'";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    REQUIRE(p != nullptr);
+    int hits = -1, misses = -1;
+    double error = 1;
+    const int fields = std::fscanf(p, "hits %d misses %d error %lf", &hits, &misses, &error);
+    const int status = ::pclose(p);
+    CHECK(fields == 3);
+    CHECK(status == 0);
+    CHECK(error < reference::tolerance(DType::kF32));
+    return std::pair{hits, misses};
+  };
+  CHECK(run_probe() == std::pair{0, 1});
+  CHECK(run_probe() == std::pair{1, 0});
+}
+
+TEST_CASE("generated code that does not compile: the compiler's message and the source's path, and a clean cache") {
+  const test::TempDir dir;
+  const compiler::CompileOptions options = options_in(dir);
+  std::string source_path;
+  std::string message;
+  try {
+    compiler::jit_compile("broken_kernel", DType::kF32, "this is not C++ at all;\n", options);
+  } catch (const compiler::KernelCompileError& e) {
+    message = e.what();
+    source_path = e.source_path();
+  }
+  REQUIRE_FALSE(message.empty());
+  CHECK(test::contains(message, "did not compile"));
+  CHECK(test::contains(message, source_path));
+  CHECK(test::contains(message, "error"));  // the compiler's own words
+  std::ifstream kept(source_path);
+  CHECK(kept.good());
+  std::string first;
+  std::getline(kept, first);
+  CHECK(first == "this is not C++ at all;");
+  // Nothing of it in the cache: no object, no temporary, no source copy.
+  const std::vector<std::string> entries = [&] {
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(options.cache_dir)) names.push_back(e.path().filename());
+    return names;
+  }();
+  CHECK(entries.empty());
+  std::filesystem::remove_all(std::filesystem::path(source_path).parent_path());
+}
+
+TEST_CASE("no C++ compiler is a clear UnavailableError (the CLI's exit 4)") {
+  const test::TempDir dir;
+  const ScopedEnv cxx("CXX", "/nonexistent/c++");
+  const compiler::Captured captured = compiler::capture(
+      [](const std::vector<Tensor>& in) { return std::vector<Tensor>{ops::relu(ops::add(in[0], in[1], 1.0))}; },
+      {rand({4}, DType::kF32, 1), rand({4}, DType::kF32, 2)});
+  try {
+    compiler::compile(captured, options_in(dir));
+    FAIL("compile should have refused");
+  } catch (const compiler::CompilerUnavailableError& e) {
+    CHECK(e.code() == ExitCode::kUnavailable);
+    CHECK(test::contains(e.what(), "CXX='/nonexistent/c++'"));
+    CHECK(test::contains(e.what(), "not an executable file"));
+  }
+}
+
+TEST_CASE("an unwritable cache directory: the kernel is compiled into a private one, and the timings say so") {
+  const test::TempDir dir;
+  std::ofstream(dir.path() + "/a-file") << "not a directory";
+  compiler::CompileOptions options;
+  options.cache_dir = dir.path() + "/a-file/kernels";  // cannot be created, whoever runs the test
+  const compiler::Captured captured = compiler::capture(
+      [](const std::vector<Tensor>& in) { return std::vector<Tensor>{ops::relu(in[0])}; }, {rand({10}, DType::kF64, 1)});
+  const compiler::CompiledGraph g = compiler::compile(captured, options);
+  CHECK(test::contains(g.timings().cache_note, "is not writable"));
+  CHECK(test::contains(g.timings().cache_note, g.timings().cache_dir));
+  CHECK(g.timings().cache_dir != options.cache_dir);
+  const std::vector<Tensor> out = g.run({rand({10}, DType::kF64, 1)});
+  CHECK(reference::relative_error(out[0], reference::relu(rand({10}, DType::kF64, 1))) < reference::tolerance(DType::kF64));
+  std::filesystem::remove_all(g.timings().cache_dir);
+}
+
+}  // namespace strata
