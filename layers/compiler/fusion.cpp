@@ -44,15 +44,15 @@ std::string add(const std::vector<std::string>& t, const Node& n) {
   return "(" + t[0] + " + " + literal(n.args[2].scalar) + " * " + t[1] + ")";
 }
 std::string gelu(const std::vector<std::string>& t, const Node&) {  // exact (erf) form, as the eager kernel
-  return "(T(0.5) * " + t[0] + " * (T(1) + std::erf(" + t[0] + " * T(0.70710678118654752440))))";
+  return "(T(0.5) * " + t[0] + " * (T(1) + m_erf(" + t[0] + " * T(0.70710678118654752440))))";
 }
 std::string threshold_backward(const std::vector<std::string>& t, const Node& n) {
   return "(" + t[1] + " <= " + literal(n.args[2].scalar) + " ? T(0) : " + t[0] + ")";
 }
 std::string gelu_backward(const std::vector<std::string>& t, const Node&) {
   const std::string& x = t[1];
-  return "(" + t[0] + " * (T(0.5) * (T(1) + std::erf(" + x + " * T(0.70710678118654752440))) + " + x +
-         " * T(0.39894228040143267794) * std::exp(T(-0.5) * " + x + " * " + x + ")))";
+  return "(" + t[0] + " * (T(0.5) * (T(1) + m_erf(" + x + " * T(0.70710678118654752440))) + " + x +
+         " * T(0.39894228040143267794) * m_exp(T(-0.5) * " + x + " * " + x + ")))";
 }
 
 }  // namespace

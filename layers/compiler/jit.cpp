@@ -44,7 +44,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr const char* kFlags[] = {"-O3", "-march=native", "-std=c++17", "-fPIC", "-shared"};
+// -fopenmp-simd and libmvec: Note [Vector math] in codegen.cpp.
+constexpr const char* kFlags[] = {"-O3", "-march=native", "-std=c++17", "-fPIC", "-shared", "-fopenmp-simd"};
+constexpr const char* kLibs[] = {"-lmvec", "-lm"};
 
 std::string getenv_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
@@ -114,6 +116,7 @@ int run_compiler(const std::string& cxx, const std::string& source, const std::s
   std::vector<std::string> args = {cxx};
   for (const char* f : kFlags) args.emplace_back(f);
   args.insert(args.end(), {"-o", output, source});
+  for (const char* l : kLibs) args.emplace_back(l);
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -275,6 +278,7 @@ KernelEntry build_kernel(KernelBuild& build, const Toolchain& tc, const CacheDir
   std::string key_text = "abi=" + std::to_string(kKernelAbi) + "\ndtype=" + std::string(dtype_name(build.dtype)) + "\ncxx=" + tc.identity +
                          "\ncpu=" + cpu_model() + "\nflags=";
   for (const char* f : kFlags) key_text += std::string(f) + " ";
+  for (const char* l : kLibs) key_text += std::string(l) + " ";
   build.key = hex16(fnv1a(key_text + "\n" + build.source));
   const std::string text = build.source + "\nextern \"C\" const char strata_kernel_key[] = \"" + build.key + "\";\n";
   build.library_path = cache.path + "/" + build.key + ".so";

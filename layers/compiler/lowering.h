@@ -13,7 +13,8 @@ namespace strata::compiler::lowering {
 // A pointwise op's value at one element: `tensors` are the C++ expressions of its tensor arguments at
 // that element (in argument order), `node` gives the scalars. The expression has type T (the kernel's
 // element type, float or double), and is written as the eager CPU kernel computes it, so that fused and
-// eager agree to rounding.
+// eager agree to rounding. Math functions are spelled m_erf, m_exp: the kernel's prelude maps them onto
+// the libm function of its type, declared with a SIMD variant (codegen.cpp, Note [Vector math]).
 using PointwiseExpr = std::string (*)(const std::vector<std::string>& tensors, const Node& node);
 
 // The lowering of a pointwise op, or null: a pointwise op the table does not know is not fused.
