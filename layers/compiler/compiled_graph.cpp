@@ -17,6 +17,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "layers/compiler/internal.h"
 #include "layers/dispatch/dispatch.h"
@@ -66,6 +67,12 @@ void gemm_with_epilogue(const StepCall& call, const void* const* inputs, Tensor&
   const int64_t m = a.size(0), k = a.size(1), cols = out.size(1);
   const int64_t ldb = linear ? k : cols;
   const CBLAS_TRANSPOSE trans_b = linear ? CblasTrans : CblasNoTrans;
+  if (m == 0 || cols == 0) return;
+  if (k == 0) {  // an empty sum: BLAS refuses the zero leading dimension, and the product is zeros
+    std::memset(out.data_ptr(), 0, out.nbytes());
+    call.step.entry(inputs, out.data_ptr(), 0, m, cols);
+    return;
+  }
   const int64_t block = call.impl.options.gemm_row_block > 0 ? std::min(call.impl.options.gemm_row_block, m) : m;
   for (int64_t r0 = 0; r0 < m; r0 += block) {
     const int64_t rows = std::min(block, m - r0);

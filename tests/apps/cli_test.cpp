@@ -256,7 +256,7 @@ TEST_CASE("strata ops lists every operator, its schema, and the keys with kernel
   CHECK(contains(r.out, "Autocast (--autocast bf16|f16) casts the inputs of: matmul, linear, conv2d; falls through "
                         "for: relu, add, gelu, to_copy, gemm, sum, ones_like, expand_as, threshold_backward, "
                         "gelu_backward, bias_backward, conv2d_input_backward, conv2d_weight_backward\n"));
-  CHECK(contains(r.out, "keys in priority order (highest first): Autocast > Autograd > CUDA > CPU"));
+  CHECK(contains(r.out, "keys in priority order (highest first): Capture > Autocast > Autograd > CUDA > CPU"));
 }
 
 TEST_CASE("--help texts name the ops, the options and the exit codes") {

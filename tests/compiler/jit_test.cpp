@@ -224,3 +224,22 @@ TEST_CASE("an unwritable cache directory: the kernel is compiled into a private 
 }
 
 }  // namespace strata
+
+namespace strata {
+
+TEST_CASE("linear without a bias: captured as None, fused with its epilogue, and right") {
+  const test::TempDir dir;
+  const Tensor x = rand({9, 13}, DType::kF32, 1), w = rand({6, 13}, DType::kF32, 2);
+  const compiler::Captured captured = compiler::capture(
+      [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{ops::relu(ops::linear(in[0], w, Tensor()))}; }, {x});
+  CHECK(test::contains(captured.graph.str(), "linear(%0, %1, None)"));
+  const compiler::CompiledGraph g = compiler::compile(captured, options_in(dir));
+  REQUIRE(g.plan().kernels.size() == 1);
+  CHECK(g.plan().kernels[0].name == "fused_linear_relu");
+  CHECK(g.plan().kernels[0].inputs == std::vector<size_t>{0, 1});
+  std::vector<double> ref = reference::linear(x, w, Tensor());
+  for (double& v : ref) v = std::max(v, 0.0);
+  CHECK(reference::relative_error(g.run({x})[0], ref) < reference::tolerance(DType::kF32));
+}
+
+}  // namespace strata
