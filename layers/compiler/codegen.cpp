@@ -37,7 +37,7 @@ std::string node_expr(const Graph& g, const FusedKernel& k, size_t id) {
 std::string header(const Graph& g, const FusedKernel& k, DType dtype) {
   std::string s = "// strata generated kernel: " + k.name + " (" + std::string(dtype_name(dtype)) + "), " + kernel_kind_name(k.kind) +
                   "\n";
-  for (size_t id : k.nodes) s += "//   %" + std::to_string(id) + " = " + g.nodes[id].op + "  : " + g.nodes[id].meta.str() + "\n";
+  for (size_t id : k.nodes) s += "//   %" + std::to_string(id) + " = " + call_text(g.nodes[id]) + "  : " + g.nodes[id].meta.str() + "\n";
   return s;
 }
 

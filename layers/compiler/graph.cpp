@@ -2,7 +2,7 @@
 #include <cstdio>
 #include <string>
 
-#include "layers/compiler/compiler.h"
+#include "layers/compiler/internal.h"
 
 namespace strata::compiler {
 namespace {
@@ -19,6 +19,12 @@ std::string scalar_text(const binding::IValue& v) {
   return v.repr();
 }
 
+double bytes_of(const ValueMeta& m) { return double(m.shape.numel()) * double(element_size(m.dtype)); }
+
+}  // namespace
+
+namespace detail {
+
 std::string call_text(const Node& n) {
   const binding::Schema& schema = binding::find_operator(n.op).schema();
   std::string s = n.op + "(";
@@ -31,9 +37,7 @@ std::string call_text(const Node& n) {
   return s + ")";
 }
 
-double bytes_of(const ValueMeta& m) { return double(m.shape.numel()) * double(element_size(m.dtype)); }
-
-}  // namespace
+}  // namespace detail
 
 std::string ValueMeta::str() const {
   std::string s = std::string(dtype_name(dtype)) + "[" + shape.str() + "]";
@@ -54,7 +58,7 @@ std::string Graph::str() const {
   for (size_t id = 0; id < nodes.size(); ++id) {
     const Node& n = nodes[id];
     if (n.kind == NodeKind::kInput) continue;
-    std::string line = "  " + ref(id) + " = " + (n.kind == NodeKind::kConstant ? std::string("constant") : call_text(n));
+    std::string line = "  " + ref(id) + " = " + (n.kind == NodeKind::kConstant ? std::string("constant") : detail::call_text(n));
     if (line.size() < 40) line.resize(40, ' ');
     s += line + "  : " + n.meta.str() + "\n";
   }

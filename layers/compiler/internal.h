@@ -22,6 +22,9 @@ inline constexpr int kKernelAbi = 1;
 using KernelEntry = void (*)(const void* const* inputs, void* output, int64_t row_begin, int64_t row_end,
                              int64_t cols);
 
+// A call as the graph listing writes it: "add(%3, %2, alpha=-0.5)".
+std::string call_text(const Node& node);
+
 // The C++ source of one fused kernel for one dtype (f32 or f64), without the key line the JIT appends.
 std::string generate_source(const Graph& graph, const FusedKernel& kernel, DType dtype);
 // The kernel's GEMM node (a GEMM-epilogue kernel has exactly one).
