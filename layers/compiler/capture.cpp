@@ -38,11 +38,16 @@ class GraphBuilder {
  public:
   explicit GraphBuilder(const std::vector<Tensor>& inputs) {
     for (size_t i = 0; i < inputs.size(); ++i) {
+      size_t first = i;
+      for (size_t j = 0; j < i && first == i; ++j) first = inputs[j].data_ptr() == inputs[i].data_ptr() ? j : i;
       Node n;
       n.kind = NodeKind::kInput;
       n.meta = meta_of(inputs[i]);
       n.input_index = i;
-      graph_.inputs.push_back(add(std::move(n), inputs[i]));
+      graph_.nodes.push_back(std::move(n));
+      graph_.inputs.push_back(graph_.nodes.size() - 1);
+      graph_.same_as.push_back(first);
+      if (first == i) add_alive(graph_.inputs.back(), inputs[i]);  // an alias keeps the first's node
     }
   }
 
@@ -92,12 +97,13 @@ class GraphBuilder {
   // later tensor and mistaken for the node that had it.
   size_t add(Node n, const Tensor& t) {
     graph_.nodes.push_back(std::move(n));
-    const size_t id = graph_.nodes.size() - 1;
-    if (t.defined()) {
-      by_address_[t.data_ptr()] = id;
-      alive_.push_back(t);
-    }
-    return id;
+    add_alive(graph_.nodes.size() - 1, t);
+    return graph_.nodes.size() - 1;
+  }
+  void add_alive(size_t id, const Tensor& t) {
+    if (!t.defined()) return;
+    by_address_[t.data_ptr()] = id;
+    alive_.push_back(t);
   }
 
   Graph graph_;

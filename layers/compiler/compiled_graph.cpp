@@ -153,6 +153,11 @@ void check_guards(const Graph& g, const std::vector<Tensor>& inputs) {
                        ", the graph was compiled for contiguous " + want.str() +
                        "; compile again for the new shape, dtype or device");
     }
+    const size_t first = g.same_as[i];
+    if (first != i && t.data_ptr() != inputs[first].data_ptr()) {
+      throw UsageError("compiled graph: guard failed on input " + std::to_string(i) + ": it was the same tensor as input " +
+                       std::to_string(first) + " when the graph was captured, and is another now; compile again");
+    }
   }
 }
 

@@ -60,6 +60,9 @@ struct Node {
 struct Graph {
   std::vector<Node> nodes;     // in recording order, which is a topological order
   std::vector<size_t> inputs;  // node ids of the inputs, in the function's order
+  // For each input, the first input that was the same tensor at capture (itself when none was): the graph
+  // reads both through that one, so a run must pass the same tensor there too (a guard).
+  std::vector<size_t> same_as;
   std::vector<size_t> outputs; // node ids of what the function returned
   size_t calls() const;        // the operator calls: what eager runs, one dispatch each
   // The FX-style listing:  %2 = matmul(%0, %1)  : f32[64x32]

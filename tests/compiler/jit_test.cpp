@@ -139,6 +139,14 @@ TEST_CASE("the cold phases are timed, the cache hits on a second compile, and gu
   CHECK(test::contains(message, "guard failed on input 0"));
   CHECK(test::contains(message, "f32[99]"));
   CHECK(test::contains(message, "f32[100]"));
+
+  // Captured with one tensor as both inputs: the graph reads it once, so a run must alias them too.
+  const compiler::Captured twice = compiler::capture(fn, {x, x});
+  CHECK(twice.graph.same_as == std::vector<size_t>{0, 0});
+  CHECK(test::contains(twice.graph.str(), "add(%0, %0, alpha=1)"));
+  const compiler::CompiledGraph aliased = compiler::compile(twice, options_in(dir));
+  CHECK(reference::relative_error(aliased.run({y, y})[0], reference::relu(ops::add(y, y, 1.0))) < 1e-6);
+  CHECK(test::contains(test::message_of([&] { aliased.run({x, y}); }), "same tensor as input 0"));
 }
 
 TEST_CASE("a second process reuses the cached kernel") {
