@@ -122,6 +122,9 @@ def render(work, now=None, final=None):
     out = [f"# strata GPU validation, {meta.get('stamp', '?')}", ""]
     out.append(f"- commit: `{meta.get('commit', 'unknown')}` (from {meta.get('commit_from', '?')})")
     out.append(f"- machine: {meta.get('machine', '?')}, {meta.get('gpu_name') or 'GPU not identified'}")
+    # README.md's and `strata devices`' status line quotes this line of the newest committed report
+    # (cmake/ValidationStatus.cmake).
+    out.append(f"- device: {meta.get('gpu_name') or 'no GPU identified'}")
     if meta.get("mode"):
         out.append(f"- mode: {meta['mode']}")
     out.append(f"- budget: {budget} s, used {elapsed} s; CUDA archs built: "

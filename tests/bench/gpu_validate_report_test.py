@@ -40,6 +40,7 @@ class Render(Work):
         self.assertTrue(text.startswith("# strata GPU validation, 2026-11-23-070000Z\n"))
         self.assertIn("- commit: `abc123` (from git)", text)
         self.assertIn("- machine: gpu-box, NVIDIA H200", text)
+        self.assertIn("\n- device: NVIDIA H200\n", text)
         self.assertIn("- budget: 540 s, used 100 s; CUDA archs built: `not configured yet`", text)
         self.assertIn("- result: IN PROGRESS: the run stopped here if this line remains (100 s into a 540 s budget)",
                       text)
