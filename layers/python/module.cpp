@@ -1,4 +1,4 @@
-// strata._strata: the pybind11 extension behind `import strata` (layer 0 in docs/DESIGN's table).
+// strata._strata: the pybind11 extension behind `import strata` (layer 0 in docs/layers.md).
 //
 // It is deliberately thin. Tensors are strata::Tensor objects held by pybind11 (this file: creation,
 // devices, the Tensor class); operators are NOT bound one by one: the crossing (crossing.cpp) boxes
