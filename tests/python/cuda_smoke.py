@@ -7,7 +7,7 @@ strata_test.py is the full suite; on a machine without a GPU it checks that cuda
 matmul, relu and gelu on device='cuda' in float32 (and matmul, gelu in bfloat16, matmul in float16), each
 against a float64 numpy reference of the same inputs, with strata's relative-error measure and
 tests/python's per-dtype tolerance. One line per case on stdout; --json FILE writes the same as JSON
-(bench/gpu_validate_report.py python-smoke formats it). --device (default cuda) exists to exercise this
+(scripts/gpu_validate/tables.py python_smoke formats it). --device (default cuda) exists to exercise this
 script on a machine without a GPU: with --device cpu only the float32 cases run (the CPU kernels refuse
 float16 and bfloat16).
 

@@ -1,12 +1,10 @@
 #!/usr/bin/env python3
-"""bench/gpu_validate_analyze.py: the checks computed from strata's JSON and the raw baselines' JSON."""
-import contextlib
-import io
+"""scripts/gpu_validate/checks.py: the checks computed from strata's JSON and the raw baselines' JSON."""
 import os
 import unittest
 
 from gpu_validate_test_support import WorkFolder, gpu_sweep, gpu_trace, load_data
-import gpu_validate_analyze as analyze
+import checks
 
 CASE = "matmul_1024_f32"
 KERNEL = "sm90_xmma_gemm_f32f32_tn"
@@ -30,10 +28,9 @@ class TraceChecks(unittest.TestCase):
             self.work.write_json(CASE + ".nodt", nodt)
         if raw is not None:
             self.work.write_json("raw_cuda", raw)
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            analyze.traces(self.work.path, [CASE], analyze.Status(self.work.path, rehearsal))
-        return out.getvalue(), self.work.statuses()
+        self.work.record.rehearsal = rehearsal
+        checks.traces(self.work.record, [CASE])
+        return self.work.text(), self.work.statuses()
 
     def test_kernel_time_within_tolerance_passes(self):
         text, st = self.run_traces(gpu_trace([10000, 10100, 10050, 9990, 10020]), raw_cuda(10000))
@@ -61,11 +58,9 @@ class TraceChecks(unittest.TestCase):
 
     def test_missing_json_fails(self):
         self.work.write_json("raw_cuda", raw_cuda(10000))
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            analyze.traces(self.work.path, [CASE], analyze.Status(self.work.path, False))
+        checks.traces(self.work.record, [CASE])
         self.assertEqual(self.work.statuses()[f"kernel time {CASE}"][0], "fail")
-        self.assertIn("(no JSON)", out.getvalue())
+        self.assertIn("(no JSON)", self.work.text())
 
     def test_binding_dispatch_per_call(self):
         _, st = self.run_traces(gpu_trace([10000] * 5, binding_dispatch=200), raw_cuda(10000))
@@ -162,10 +157,9 @@ class CompareChecks(unittest.TestCase):
 
     def run_compare(self, doc, case="compare_relu_1024_k4"):
         self.work.write_json(case, doc)
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            analyze.compare(self.work.path, [case], analyze.Status(self.work.path, False))
-        return out.getvalue(), self.work.statuses()["compare relu 1024 K=4"]
+        self.work.record.rehearsal = False
+        checks.compare(self.work.record, [case])
+        return self.work.text(), self.work.statuses()["compare relu 1024 K=4"]
 
     def test_cpu_plan_replay_has_no_device_records(self):
         text, (result, detail) = self.run_compare(load_data("compare_relu_1024_k4_cpu.json"))
@@ -199,19 +193,16 @@ class CompareChecks(unittest.TestCase):
         doc = compare_doc(64, 64)
         doc["figures"]["graph_replay.attributed_by_capture_info"] = {"value": 16, "unit": "count"}
         self.work.write_json("compare_relu_1024_k4", doc)
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            analyze.compare(self.work.path, ["compare_relu_1024_k4"], analyze.Status(self.work.path, False))
+        checks.compare(self.work.record, ["compare_relu_1024_k4"])
         what = "confirm: graph nodes attributed (GRAPHNODE_CREATED or the capture-info fallback)"
         self.assertEqual(self.work.statuses()[what],
                          ("pass", "64 of 64 replayed kernels over 1 runs: 48 through CUPTI's node callbacks, 16 "
                                   "through the capture-info fallback"))
-        self.assertIn("**PASS**", out.getvalue())
+        self.assertIn("**PASS**", self.work.text())
 
         # A CPU plan replay has no graph nodes to confirm.
         self.work.write_json("compare_relu_1024_k4", load_data("compare_relu_1024_k4_cpu.json"))
-        with contextlib.redirect_stdout(io.StringIO()):
-            analyze.compare(self.work.path, ["compare_relu_1024_k4"], analyze.Status(self.work.path, False))
+        checks.compare(self.work.record, ["compare_relu_1024_k4"])
         self.assertEqual(self.work.statuses()[what], ("fail", "no CUDA Graph comparison to read"))
 
 
@@ -226,14 +217,13 @@ class SweepChecks(unittest.TestCase):
         for case, doc in docs.items():
             if doc is not None:
                 self.work.write_json(case, doc)
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            analyze.sweep(self.work.path, list(docs), analyze.Status(self.work.path, rehearsal))
-        return out.getvalue(), self.work.statuses()
+        self.work.record.rehearsal = rehearsal
+        checks.sweep(self.work.record, list(docs))
+        return self.work.text(), self.work.statuses()
 
     def test_case_names(self):
-        self.assertEqual(analyze.sweep_case_name("sweep_matmul_16_4096"), "matmul 16:4096")
-        self.assertEqual(analyze.sweep_case_name("sweep_relu_1k_16M_compare"), "relu 1k:16M --compare")
+        self.assertEqual(checks.sweep_case_name("sweep_matmul_16_4096"), "matmul 16:4096")
+        self.assertEqual(checks.sweep_case_name("sweep_relu_1k_16M_compare"), "relu 1k:16M --compare")
 
     def test_gpu_figures_at_every_size_and_the_host_share_at_1024_stated(self):
         doc = gpu_sweep(host_share=lambda n: 0.0432 if n == 1024 else 0.5)
@@ -309,10 +299,8 @@ class FiguresNotProse(unittest.TestCase):
         work = WorkFolder()
         try:
             work.write_json(case, doc)
-            with contextlib.redirect_stdout(io.StringIO()) as out:
-                analyze.main(["gpu_validate_analyze.py", command, work.path, case])
-            with open(os.path.join(work.path, "status.tsv")) as f:
-                return out.getvalue(), [line.rstrip("\n").split("\t") for line in f]
+            getattr(checks, command)(work.record, [case])
+            return work.text(), [list(c) for c in work.record.checks]
         finally:
             work.remove()
 
