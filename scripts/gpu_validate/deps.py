@@ -58,6 +58,21 @@ def first_line(text):
 
 # ---- the Debian packages carried in .deps/ ----
 
+def unpack_one(deb, prefix):
+    """Whether `deb` was unpacked into `prefix` (dpkg-deb -x, else ar + tar: a .deb is an ar archive
+    holding data.tar.{xz,zst,gz})."""
+    try:
+        if shutil.which("dpkg-deb"):
+            return subprocess.run(["dpkg-deb", "-x", deb, prefix], timeout=120).returncode == 0
+        with tempfile.TemporaryDirectory() as tmp:
+            if subprocess.run(["ar", "x", deb], cwd=tmp, timeout=60).returncode != 0:
+                return False
+            data = glob.glob(os.path.join(tmp, "data.tar.*"))
+            return bool(data) and subprocess.run(["tar", "-xf", data[0], "-C", prefix], timeout=120).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
 def unpack(record, debs, prefix, dry_run):
     """Unpacks `debs` into `prefix` once per set of packages; the names of those that failed."""
     want = "".join(f"{os.path.basename(d)} {os.path.getsize(d)}\n" for d in debs)
@@ -70,17 +85,7 @@ def unpack(record, debs, prefix, dry_run):
         return []
     shutil.rmtree(prefix, ignore_errors=True)
     os.makedirs(prefix)
-    failed = []
-    for deb in debs:
-        if shutil.which("dpkg-deb"):
-            ok = subprocess.run(["dpkg-deb", "-x", deb, prefix], timeout=120).returncode == 0
-        else:  # without dpkg: a .deb is an ar archive holding data.tar.{xz,zst,gz}
-            with tempfile.TemporaryDirectory() as tmp:
-                ok = subprocess.run(["ar", "x", deb], cwd=tmp, timeout=60).returncode == 0
-                data = glob.glob(os.path.join(tmp, "data.tar.*"))
-                ok = ok and bool(data) and subprocess.run(["tar", "-xf", data[0], "-C", prefix], timeout=120).returncode == 0
-        if not ok:
-            failed.append(os.path.basename(deb))
+    failed = [os.path.basename(deb) for deb in debs if not unpack_one(deb, prefix)]
     if not failed:
         with open(stamp, "w") as f:
             f.write(want)
@@ -194,7 +199,7 @@ def find_cuda_root():
     candidates.append(os.path.dirname(os.path.dirname(nvcc)) if nvcc else "")
     for c in candidates:
         if c and os.access(os.path.join(c, "bin", "nvcc"), os.X_OK):
-            return os.path.realpath(c)
+            return os.path.abspath(c)  # /usr/local/cuda as named, not the versioned folder it links to
     return ""
 
 

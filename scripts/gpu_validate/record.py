@@ -68,12 +68,11 @@ class Record:
                 result, detail = "skip", "CPU rehearsal, not a validation: would be " + result + ": " + detail
         self.checks.append((check, result, clean(detail)))
 
-    def print(self, text=""):
-        """One line of markdown, as print() would write it."""
+    def say(self, text=""):
+        """Markdown, as print() would write it (a line of its own)."""
         self.body.append(f"{text}\n")
 
-    def say(self, text=""):
-        self.body.append(text + ("" if text.endswith("\n") else "\n"))
+    print = say  # checks.py reads like the report it prints
 
     def block(self, text):
         self.body.append(block(text))

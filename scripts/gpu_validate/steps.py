@@ -4,7 +4,6 @@ the State.
 """
 import json
 import os
-import platform
 import re
 import shutil
 from dataclasses import dataclass, field
@@ -92,11 +91,13 @@ def machine(r, st):
         found = shutil.which(tool)
         tools.append(f"{tool:<9} " + (deps_module.first_line(deps_module.capture([found, "--version"], 10))
                                       if found else "not found"))
-    os_name = next((l.split("=", 1)[1].strip('"') for l in open("/etc/os-release") if l.startswith("PRETTY_NAME")),
-                   "?") if os.path.exists("/etc/os-release") else "?"
-    r.record.block("\n".join([" ".join(platform.uname()), os_name,
+    os_name = next((l.split("=", 1)[1].strip().strip('"') for l in open("/etc/os-release")
+                    if l.startswith("PRETTY_NAME")), "?") if os.path.exists("/etc/os-release") else "?"
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")),
+               "?") if os.path.exists("/proc/cpuinfo") else "?"
+    r.record.block("\n".join([deps_module.first_line(deps_module.capture(["uname", "-a"], 10)), os_name,
                               deps_module.first_line(deps_module.capture(["ldd", "--version"], 10)),
-                              f"CPU: {platform.processor() or '?'} x {os.cpu_count()}"] + tools))
+                              f"CPU: {cpu} x {os.cpu_count()}"] + tools))
 
 
 # ---- 2. Dependencies ----
@@ -144,8 +145,9 @@ def configure(r, st):
         r.record.block("\n".join(st.configure_log.splitlines()[-40:]))
         r.verdict("fail", "build: configure", f"cmake failed (logs/configure.log); compilers: {deps_module.compilers(st.deps)}")
         return False
-    r.record.block("\n".join(l for l in st.configure_log.splitlines()
-                             if re.search(r"strata: CUDA layers|strata: Python package", l)))
+    summary = [l for l in st.configure_log.splitlines() if re.search(r"strata: CUDA layers|strata: Python package", l)]
+    if summary:
+        r.record.block("\n".join(summary))
     found = re.search(r"strata: Python package.*", st.configure_log)
     r.record.meta["python_package"] = found.group(0) if found else ""
     cache = deps_module.capture(["grep", "^CMAKE_CUDA_ARCHITECTURES", os.path.join(st.build, "CMakeCache.txt")], 5)
