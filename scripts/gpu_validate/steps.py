@@ -183,9 +183,10 @@ def build(r, st):
                                    "strata", "raw_cuda_bench", "raw_graph_bench"])
     if rc != 0:
         r.record.block("\n".join([l for l in r.log_text("build_core").splitlines()
-                                  if re.search(r"error|Error|FAILED", l)][:40]))
+                                  if re.search(r"error:|Error |FAILED", l)][:40]))
+        why = "stopped for time" if rc in (124, 125, 137) else f"exit {rc}"
         r.verdict("fail", "build: strata and the raw baselines",
-                  f"did not build (logs/build_core.log); compilers: {deps_module.compilers(st.deps)}")
+                  f"did not build ({why}, logs/build_core.log); compilers: {deps_module.compilers(st.deps)}")
         return False
     r.verdict("pass", "build: strata and the raw baselines", "strata, raw_cuda_bench, raw_graph_bench (STRATA_CUDA=ON, "
               f"archs {r.record.meta.get('archs', '?')}; logs/build_core.log)")
