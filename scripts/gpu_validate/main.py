@@ -5,14 +5,11 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 
 import steps
 from record import Record, write_atomically
 from runner import Runner
-
-USAGE = __doc__
 
 
 def parse(argv, root):

@@ -196,7 +196,7 @@ def cuda_module(record, no_gpu):
         problems.append("strata devices reported no cuda:0")
     out = [f"- `readelf -d strata`: NEEDED {', '.join(strata_needed) or '(none)'}",
            f"- `readelf -d libstrata_cuda.so`: NEEDED {', '.join(module_needed) or '(none)'}",
-           f"- `strata devices` (LD_DEBUG=files): " + (f"loaded `{loaded.group(1)}`" if loaded else "module not loaded")
+           "- `strata devices` (LD_DEBUG=files): " + (f"loaded `{loaded.group(1)}`" if loaded else "module not loaded")
            + (f"; {gpu.group(1)}" if gpu else "")]
     text = "\n".join(out) + "\n"
     if problems:
