@@ -18,6 +18,9 @@ TRACES = {  # case -> strata trace arguments
     "matmul_1024_bf16": "matmul 1024 --dtype bf16",
     "linear_32x768x3072_f32": "linear 32x768x3072",
     "conv_32x64x56x56_k3p1_f32": "conv 32x64x56x56 --kernel 3 --pad 1",
+    # strata's own kernels: traced and accounted for; no library call exists to compare their time with
+    "relu_1048576_f32": "relu 1048576",
+    "gelu_1048576_f32": "gelu 1048576",
 }
 COMPARES = [(spec, k) for spec in ("matmul 64", "matmul 256", "matmul 1024", "matmul 4096", "relu 1048576")
             for k in (1, 16)]
@@ -282,7 +285,8 @@ def traces(r, st):
                              ["trace", "matmul", "1024", "--repeat", str(st.chrome_repeat), "--check"],
                              "Chrome trace of matmul 1024")
     if failures == 0 and chrome_ok:
-        r.verdict("pass", "traces exit 0", "5 traces + 5 without CUPTI; matmul 1024 Chrome trace valid and --check passing")
+        r.verdict("pass", "traces exit 0", f"{len(TRACES)} traces + {len(TRACES)} without CUPTI; matmul 1024 Chrome trace "
+                  "valid and --check passing")
     else:
         r.verdict("fail", "traces exit 0", f"{failures} trace runs failed; Chrome trace ok={int(chrome_ok)} (logs/)")
     raw_baseline(r, st, "raw_cuda", "raw_cuda_bench", ["--markdown", "--iterations", "500"], "raw library calls measured",
@@ -453,13 +457,17 @@ def kernel_paths(r, st):
             r.log(f"SKIP kernel path {spec} {dtype}: time budget")
             continue
         r.run(name, 60, [st.strata, "trace"] + words(spec) + ["--device", "cuda"] + kernel_path_args(dtype)
-              + ["--check", "--repeat", "3", "--warmup", "1"])
+              + ["--check", "--repeat", "3", "--warmup", "1", "--json", f"{r.record.work}/json/{name}.json"])
     if r.dry_run:
         r.verdict("skip", check, f"dry run: {len(cases)} CLI runs recorded")
-        return
-    text, (result, detail) = tables.kernel_paths(r.record, cases)
-    r.record.say(text)
-    r.verdict(result, check, detail)
+    else:
+        text, (result, detail) = tables.kernel_paths(r.record, cases)
+        r.record.say(text)
+        r.verdict(result, check, detail)
+    # The backward and autocast passes launch the gradient kernels and the casts: every one accounted for.
+    wrapped = [name for name, spec, dtype in cases if "--backward" in spec or dtype.startswith("autocast")]
+    r.record.say("\n### Accounting of the backward and autocast runs")
+    analyze(r, "accounting of the backward and autocast runs", checks.accounting, wrapped)
 
 
 # ---- 9. The CUDA module ----

@@ -51,6 +51,27 @@ class TraceChecks(unittest.TestCase):
         self.assertIn("ran different kernels", st[f"kernel time {CASE}"][1])
         self.assertIn("PASS (different kernels)", text)
 
+    def test_strata_own_kernel_is_stated_not_compared(self):
+        doc = gpu_trace([900] * 5, kernel_names=("relu_kernel<float>",))
+        self.work.write_json("relu_1048576_f32", doc)
+        self.work.write_json("raw_cuda", raw_cuda(10000))
+        checks.traces(self.work.record, ["relu_1048576_f32"])
+        st = self.work.statuses()
+        self.assertEqual(st["kernel time relu_1048576_f32"],
+                         ("info", "strata's own kernel, no library call to compare with: 0.90 us"))
+        self.assertEqual(st["accounting relu_1048576_f32"][0], "pass")
+
+    def test_the_cold_call_is_stated_with_its_parts(self):
+        doc = gpu_trace([10000] * 5)
+        for name, value in (("cold.handle_creation_ns", 250000), ("cold.algorithm_search_ns", 0),
+                            ("cold.context_creation_ns", 90000000)):
+            doc["figures"][name] = {"value": value, "unit": "ns"}
+        text, st = self.run_traces(doc, raw_cuda(10000))
+        result, detail = st[f"cold call {CASE}"]
+        self.assertEqual(result, "info")
+        self.assertRegex(detail, r"^rows [0-9.]+ us of a [0-9.]+ us wall \([0-9.]+\); handle creation 250.00 us$")
+        self.assertIn("### The cold first call", text)
+
     def test_missing_raw_baseline_fails(self):
         text, st = self.run_traces(gpu_trace([10000] * 5), None)
         self.assertIn("No raw baseline", text)
@@ -221,6 +242,17 @@ class SweepChecks(unittest.TestCase):
         checks.sweep(self.work.record, list(docs))
         return self.work.text(), self.work.statuses()
 
+    def test_the_size_where_the_host_share_falls_under_five_percent(self):
+        doc = gpu_sweep(host_share=lambda n: {16: 0.9, 32: 0.04, 64: 0.3}.get(n, 0.03))
+        _, st = self.run_sweep({"sweep_matmul_16_1024": doc})
+        result, detail = st["host under 5% (sweep matmul 16:1024)"]
+        self.assertEqual(result, "info")
+        self.assertRegex(detail, r"^from matmul 128\S* on \(host share 3.0% there\)$")  # 32 dips, 64 does not stay
+        doc = gpu_sweep(host_share=lambda n: 0.5)
+        _, st = self.run_sweep({"sweep_matmul_16_1024": doc})
+        self.assertRegex(st["host under 5% (sweep matmul 16:1024)"][1], r"^at no size up to matmul 1024\S* \(host "
+                                                                        r"share there 50.0%\)$")
+
     def test_case_names(self):
         self.assertEqual(checks.sweep_case_name("sweep_matmul_16_4096"), "matmul 16:4096")
         self.assertEqual(checks.sweep_case_name("sweep_relu_1k_16M_compare"), "relu 1k:16M --compare")
@@ -285,8 +317,10 @@ def compare_doc(replayed, attributed, notes=()):
 
 
 def trace_doc(dropped=0, untimed=0):
-    phase = {"calls": 1, "rows": [], "kernels": [], "device_records": True, "unmatched_launches": 0,
-             "unmatched_kernels": 0}
+    measured = {"median": 1000, "samples": [1000]}
+    phase = {"calls": 1, "rows": [{"layer": name, "applicable": True, "time": measured}
+                                  for name in ("launch", "queue", "gpu")],
+             "kernels": [], "device_records": True, "unmatched_launches": 0, "unmatched_kernels": 0}
     return {"steady": phase, "cold": phase, "notes": ["a note that says nothing the script reads"],
             "figures": figures(device_timing__enabled=1, cupti__dropped_records=dropped,
                                cupti__untimed_records=untimed)}
@@ -327,6 +361,21 @@ class FiguresNotProse(unittest.TestCase):
         _, status = self.run_case("traces", "matmul_1024_f32", trace_doc())
         accounting = [s for s in status if s[0] == "accounting matmul_1024_f32"][0]
         self.assertEqual(accounting[1], "pass")
+
+    def test_rows_and_kernel_geometry_must_be_measured(self):
+        doc = trace_doc()
+        doc["steady"] = dict(doc["steady"], rows=doc["steady"]["rows"][:2],
+                             kernels=[{"name": "relu_kernel<float>", "grid": [0, 1, 1], "block": [256, 1, 1],
+                                       "registers_per_thread": 16, "shared_bytes": 0, "time": {"median": 900}}])
+        text, status = self.run_case("traces", "relu_1048576_f32", doc)
+        accounting = [s for s in status if s[0] == "accounting relu_1048576_f32"][0]
+        self.assertEqual(accounting[1], "fail")
+        self.assertIn("gpu row not measured", accounting[2])
+        self.assertIn("kernel relu_kernel<float> without its launch geometry", accounting[2])
+        self.assertIn("| relu_1048576_f32 | `relu_kernel<float>` | 0x1x1 | 256x1x1 | 16 | 0 | 0.90 |", text)
+        # Without its gpu row even strata's own kernel has no time to state.
+        kernel_time = [s for s in status if s[0] == "kernel time relu_1048576_f32"]
+        self.assertEqual(kernel_time, [["kernel time relu_1048576_f32", "fail", "missing strata's gpu row"]])
 
     def test_gpu_timing_off_only_matters_on_a_cuda_session(self):
         doc = trace_doc()
