@@ -80,6 +80,24 @@ class Verdicts(unittest.TestCase):
             work.remove()
 
 
+class Commit(unittest.TestCase):
+    def test_the_commit_comes_from_the_environment_then_the_carried_file(self):
+        import main
+        work = WorkFolder()
+        saved = os.environ.pop("STRATA_COMMIT", None)
+        try:
+            self.assertEqual(main.commit(work.path), ("unknown", "no STRATA_COMMIT, no .validate-commit, no git"))
+            work.write(".validate-commit", "0123abcd\n")
+            self.assertEqual(main.commit(work.path), ("0123abcd", ".validate-commit"))
+            os.environ["STRATA_COMMIT"] = "feedbeef"
+            self.assertEqual(main.commit(work.path), ("feedbeef", "STRATA_COMMIT"))
+        finally:
+            os.environ.pop("STRATA_COMMIT", None)
+            if saved is not None:
+                os.environ["STRATA_COMMIT"] = saved
+            work.remove()
+
+
 class Dependencies(unittest.TestCase):
     def setUp(self):
         self.work = WorkFolder()
