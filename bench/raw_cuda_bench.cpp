@@ -2,9 +2,9 @@
 // strata layer in between: the baseline that says what strata's binding, dispatch and bookkeeping add, and
 // whether strata's kernels run as fast as the library's own.
 //
-// A standalone baseline program, not a strata layer: it includes cupti.h itself (DESIGN.md keeps cupti.h
-// inside layers/device/cupti for strata's own code; a baseline must not go through strata's code) and no
-// strata header at all.
+// A standalone baseline program, not a strata layer: it includes cupti.h itself and no strata header at
+// all. strata's own code keeps cupti.h inside layers/device/cupti (so that the rest is testable without a
+// GPU); a baseline must not go through strata's code, or it would measure strata too.
 //
 //   raw_cuda_bench [--iterations N] [--markdown] [--json FILE] [--seed S]
 //

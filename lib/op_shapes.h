@@ -37,18 +37,23 @@ Conv2dGeometry conv2d_backward(const char* op, const Shape& grad_output, const S
 // Tensors of one call must agree on dtype and device; `op` names the operator in the message.
 void check_same_dtype_and_device(const char* op, const Tensor& a, const Tensor& b);
 
-// The argument checks every kernel starts with: each defined operand passes the backend's own check
-// (`backend_check(op, tensor)`: device, dtype, layout) and agrees with the first on dtype and device.
+// The argument checks every kernel starts with: the defined operands agree with the first on dtype and
+// device, then each passes the backend's own check (`backend_check(op, tensor)`: device, dtype, layout).
+// Agreement comes first on every backend: `add(cuda_tensor, cpu_tensor)` reaches the CUDA kernel (the
+// highest key of the two), whose own check sees one operand and could only say "CUDA kernel got a CPU
+// tensor"; the caller's mistake is the mismatch, and its message names both devices.
 // An undefined tensor is an absent optional one (a bias) and is skipped.
 template <typename BackendCheck, typename... Rest>
 void check_operands(const char* op, BackendCheck&& backend_check, const Tensor& first, const Rest&... rest) {
-  backend_check(op, first);
-  auto one = [&](const Tensor& t) {
-    if (!t.defined()) return;
-    backend_check(op, t);
-    check_same_dtype_and_device(op, first, t);
+  auto agrees = [&](const Tensor& t) {
+    if (t.defined()) check_same_dtype_and_device(op, first, t);
   };
-  (one(rest), ...);
+  (agrees(rest), ...);
+  backend_check(op, first);
+  auto own = [&](const Tensor& t) {
+    if (t.defined()) backend_check(op, t);
+  };
+  (own(rest), ...);
 }
 
 }  // namespace strata::op_shapes

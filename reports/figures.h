@@ -14,7 +14,7 @@ namespace strata::reports {
 // Note [Figures, not prose]
 // A figure is measured once, stored under a name that never changes ("cupti.dropped_records"), and read by
 // whoever needs it: the notes the table prints are rendered from figures (reports/notes.h), the JSON
-// carries them in its "figures" object, and scripts (bench/gpu_validate_analyze.py) read them there.
+// carries them in its "figures" object, and scripts (scripts/gpu_validate/checks.py) read them there.
 // Nothing parses a note back into a number; a note's wording can change without breaking a script.
 
 struct Figure {

@@ -16,7 +16,7 @@ strata_add_test(test_runtime_cuda runtime/cuda/runtime_host_test.cpp runtime/cud
   runtime/cuda/per_device_test.cpp)
 target_link_libraries(test_runtime_cuda PRIVATE strata_cuda CUDA::cudart)
 
-strata_add_test(test_kernels_cuda kernels/cuda/library_check_test.cpp)
+strata_add_test(test_kernels_cuda kernels/cuda/library_check_test.cpp kernels/cuda/reduction_split_test.cpp)
 target_link_libraries(test_kernels_cuda PRIVATE strata_cuda CUDA::cudart CUDA::cublas strata_cudnn)
 
 function(strata_add_gpu_test name)

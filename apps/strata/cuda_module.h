@@ -34,7 +34,7 @@
 #include "apps/strata/device_session.h"
 #include "layers/dispatch/dispatch.h"
 
-inline constexpr int kStrataCudaBackendVersion = 1;
+inline constexpr int kStrataCudaBackendVersion = 2;
 
 struct StrataCudaBackend {
   int version = kStrataCudaBackendVersion;
@@ -47,6 +47,10 @@ struct StrataCudaBackend {
   std::unique_ptr<strata::app::DeviceSession> (*open_session)(strata::Device device,
                                                               const strata::app::SessionOptions& options);
   int (*run_devices)();
+  // For the Python package (layers/python/cuda_device.cpp), which has no session: makes `device` ready for
+  // tensors (its stream, the caching allocator), or throws UnavailableError with the reason alone (no
+  // driver, no such device, a device strata cannot use), for the caller to put in its own words.
+  void (*init_device_for_python)(strata::Device device);
 };
 
 // The module's one exported name (cuda_module_entry.cpp).

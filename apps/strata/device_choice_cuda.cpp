@@ -50,6 +50,17 @@ DeviceChoice choose_device(const frontend::DeviceRequest& request, bool device_t
   return {request.device, ""};
 }
 
+void init_device_for_python(Device device) {
+  const rt::Probe p = rt::probe();
+  if (!p.usable) throw UnavailableError(p.reason);
+  if (device.index >= p.device_count) {
+    throw UnavailableError("this machine has " + std::to_string(p.device_count) + " CUDA device" +
+                           (p.device_count == 1 ? "" : "s"));
+  }
+  if (std::string why = rt::unsupported_reason(device.index); !why.empty()) throw UnavailableError(why);
+  rt::init_device(device.index);
+}
+
 size_t available_bytes(Device device) {
   if (device.is_cuda()) return rt::free_bytes(device.index);
   return frontend::available_host_bytes();

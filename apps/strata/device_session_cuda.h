@@ -16,5 +16,6 @@ DeviceChoice choose_device(const frontend::DeviceRequest& request, bool device_t
 size_t available_bytes(Device device);
 std::unique_ptr<DeviceSession> open_device_session(Device device, const SessionOptions& options);
 int run_devices();
+void init_device_for_python(Device device);
 
 }  // namespace strata::app::cuda_module

@@ -19,6 +19,7 @@
 #include "apps/strata/commands.h"
 #include "apps/strata/harness.h"
 #include "apps/strata/python_frontend.h"
+#include "gpu_validation_status.h"
 #include "lib/error.h"
 #include "lib/output_file.h"
 
@@ -330,6 +331,9 @@ int main(int argc, char** argv) {
     if (*check_trace) return strata::app::run_check_trace(trace_file);
     if (*devices) {
       const int code = strata::app::run_devices();
+      // Whether the GPU path has run on hardware, from docs/validation/ at build time: a GPU user must not
+      // have to find that out by reading the validation reports.
+      std::cout << "gpu path: " << kGpuValidationStatus << "\n";
       strata::app::print_python_info(std::cout);
       return code;
     }

@@ -1,4 +1,4 @@
-// strata._strata: the pybind11 extension behind `import strata` (layer 0 in docs/DESIGN's table).
+// strata._strata: the pybind11 extension behind `import strata` (layer 0 in docs/layers.md).
 //
 // It is deliberately thin. Tensors are strata::Tensor objects held by pybind11 (this file: creation,
 // devices, the Tensor class); operators are NOT bound one by one: the crossing (crossing.cpp) boxes
@@ -22,6 +22,7 @@
 #include "layers/autograd/engine.h"
 #include "layers/binding/binding.h"
 #include "layers/dispatch/autocast.h"
+#include "layers/dispatch/dispatch.h"
 #include "layers/frontend/frontend.h"
 #include "layers/kernels/reference/reference.h"
 #include "layers/python/crossing.h"
@@ -32,7 +33,7 @@
 #if STRATA_PYTHON_EMBEDDED
 #include "layers/python/embedded.h"
 #elif STRATA_WITH_CUDA
-#include "layers/runtime/cuda/cuda_runtime_layer.h"
+#include "layers/python/cuda_device.h"
 #endif
 
 namespace py = pybind11;
@@ -52,17 +53,8 @@ Device resolve_device(const std::string& text) {
   // Inside the strata program (Note [The Python module]): the program's CUDA module decides.
   return embedded_cuda_device(request, text);
 #elif STRATA_WITH_CUDA
-  namespace rt = runtime::cuda;
-  const rt::Probe p = rt::probe();
-  if (!p.usable) throw UnavailableError("device '" + text + "': " + p.reason + "; use device='cpu'");
-  if (request.device.index >= p.device_count) {
-    throw UnavailableError("device '" + text + "': this machine has " + std::to_string(p.device_count) +
-                           " CUDA device" + (p.device_count == 1 ? "" : "s"));
-  }
-  if (std::string why = rt::unsupported_reason(request.device.index); !why.empty())
-    throw UnavailableError("device '" + text + "': " + why);
-  rt::init_device(request.device.index);
-  return request.device;
+  // The CUDA module the strata program loads: its kernels are registered on this first CUDA use.
+  return module_cuda_device(request, text);
 #else
   throw UnavailableError("device '" + text +
                          "': this strata was built without CUDA support (STRATA_CUDA=OFF or no toolkit); use "
@@ -95,7 +87,7 @@ void check_size(const Shape& shape, DType dtype, Device device) {
 #if STRATA_PYTHON_EMBEDDED
                                            embedded_available_bytes(device);
 #elif STRATA_WITH_CUDA
-                                           runtime::cuda::free_bytes(device.index);
+                                           module_available_bytes(device);
 #else
                                            0;
 #endif
@@ -309,6 +301,14 @@ PYBIND11_MODULE(_strata, m) {
   m.def("manual_seed", [](uint64_t s) { generator().seed(s); }, py::arg("seed"));
   m.def("from_numpy", &from_numpy, py::arg("array"));
   m.attr("cuda_build") = bool(STRATA_WITH_CUDA);
+  // The operators with a CUDA kernel in the dispatcher: none until the first CUDA use loads the CUDA
+  // module (tests/python check the loading path with it, GPU or not).
+  m.def("_cuda_kernel_ops", [] {
+    std::vector<std::string> names;
+    for (const OperatorEntry& e : Dispatcher::instance().operators())
+      if (e.kernel(DispatchKey::kCUDA) != nullptr) names.emplace_back(e.name());
+    return names;
+  });
   add_probes(m.ptr());
   bind_profile(m);
   bind_layer_timing(m);

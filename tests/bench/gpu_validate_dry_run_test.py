@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """scripts/gpu-validate --dry-run end to end: the steps in their order, the report and the tarball written,
-the budget honoured. Needs bash and the usual tools; no GPU, no build (the dry run builds nothing).
+the budget honoured. Needs python3 and the usual tools; no GPU, no build (the dry run builds nothing).
 Dependency discovery runs for real against an empty .deps, so what it finds depends on the machine and is
 not asserted here."""
 import glob
@@ -28,7 +28,7 @@ def dry_run(scratch, *extra):
     os.makedirs(deps, exist_ok=True)
     env = dict(os.environ, PYTHON=sys.executable, STRATA_COMMIT="test-commit")
     env.pop("OUT", None)
-    proc = subprocess.run(["bash", SCRIPT, "--dry-run", "--out", os.path.join(scratch, "out"), "--build",
+    proc = subprocess.run([sys.executable, SCRIPT, "--dry-run", "--out", os.path.join(scratch, "out"), "--build",
                            os.path.join(scratch, "build"), "--deps", deps, "--jobs", "1", *extra],
                           env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=240)
     reports = glob.glob(os.path.join(scratch, "out", "gpu-validate-*.md"))
@@ -62,7 +62,7 @@ class DryRun(unittest.TestCase):
         # The commands it would have run, with the shapes the checks need.
         for command in ("trace matmul 1024 --tf32 --device cuda", "trace conv 32x64x56x56 --kernel 3 --pad 1",
                         "--no-device-timing", "compare relu 1048576 --device cuda --ops-per-graph 16",
-                        "raw_cuda_bench --markdown", "raw_graph_bench --markdown", "gpu_validate_analyze.py traces",
+                        "raw_cuda_bench --markdown", "raw_graph_bench --markdown", "the checks of `traces` would be computed",
                         # the steps added for the GPU paths of later issues
                         "trace gelu 1048576 --device cuda --dtype f32 --check",
                         "trace gelu 1048576 --device cuda --dtype bf16 --check",
@@ -71,7 +71,7 @@ class DryRun(unittest.TestCase):
                         "trace matmul 1024 --device cuda --dtype f32 --autocast f16 --requires-grad --check",
                         "| readelf_strata | 0 | dry run: readelf -d ", "/apps/strata/libstrata_cuda.so |",
                         "dry run: env LD_DEBUG=files ", "sweep matmul 16:4096 --sweep-budget 20 --device cuda --json ",
-                        "sweep relu 1k:16M --compare", "--plot ", "gpu_validate_analyze.py sweep",
+                        "sweep relu 1k:16M --compare", "--plot ", "the checks of `sweep` would be computed",
                         f"-DSTRATA_PYTHON=AUTO -DPython3_EXECUTABLE={sys.executable}", "--target strata_python",
                         "tests/python/cuda_smoke.py --json "):
             self.assertIn(command, text)
@@ -92,6 +92,12 @@ class DryRun(unittest.TestCase):
                       "Python package on cuda"):
             self.assertRegex(text, r"\| " + check + r" \| skipped \| time budget: \d+ s left of 30 s \|")
         self.assertIn("- result: DRY RUN", text)
+
+    def test_bad_options_are_usage_errors(self):
+        for bad in (["--budget", "x"], ["--budget", "0"], ["--dry-run", "--rehearse-on-cpu"], ["--frobnicate"]):
+            proc = subprocess.run([sys.executable, SCRIPT, *bad], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True, timeout=60)
+            self.assertEqual(proc.returncode, 2, (bad, proc.stdout))
 
 
 if __name__ == "__main__":

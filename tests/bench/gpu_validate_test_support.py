@@ -1,5 +1,6 @@
-"""Shared by the tests of bench/gpu_validate_*.py: the bench folder on sys.path, a scratch work folder laid
-out as scripts/gpu-validate lays it out, and GPU-shaped JSON made from real CPU runs of strata.
+"""Shared by the tests of scripts/gpu-validate: its modules (scripts/gpu_validate) on sys.path, a scratch work
+folder laid out as the validation lays it out with the Record of a run in it, and GPU-shaped JSON made from
+real CPU runs of strata.
 
 data/trace_relu_1024_cpu.json is `strata trace relu 1024 --repeat 5 --warmup 1 --json` and
 data/compare_relu_1024_k4_cpu.json `strata compare relu 1024 --repeat 5 --warmup 1 --ops-per-graph 4 --json`,
@@ -17,7 +18,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "bench"))
+sys.path.insert(0, os.path.join(ROOT, "scripts", "gpu_validate"))
 sys.dont_write_bytecode = True
 
 
@@ -47,10 +48,13 @@ def gpu_trace(kernel_samples, kernel_names=("sm90_xmma_gemm_f32f32_tn",), bindin
         b["timestamps"] = {"launches_outside_zones": 0, "kernels_before_launch": 0, "kernels_without_latency": 0,
                            "kernels_latency_disordered": 0}
         n = b["calls"]
-        b["kernels"] = [{"name": name, "time": timing(kernel_samples[:n])} for name in kernel_names]
+        b["kernels"] = [{"name": name, "grid": [128, 8, 1], "block": [256, 1, 1], "registers_per_thread": 128,
+                         "shared_bytes": 49152, "time": timing(kernel_samples[:n])} for name in kernel_names]
         for row in b["rows"]:
             if row["layer"] == "gpu":
                 row.update(applicable=True, names=list(kernel_names), time=timing(kernel_samples[:n]))
+            if row["layer"] in ("launch", "queue"):  # measured from CUPTI's API and kernel records on a GPU
+                row.update(applicable=True, time=timing([3000] * n))
             if binding_dispatch is not None and phase == "steady" and row["layer"] in ("binding", "dispatch"):
                 row["time"] = timing([binding_dispatch / 2] * n)
     doc.setdefault("figures", {})["cupti.latency_timestamps_before_init"] = {"value": 1, "unit": "bool"}
@@ -74,12 +78,22 @@ def gpu_sweep(name="sweep_matmul_16_1024_cpu.json", gpu_ns=None, host_share=None
 
 
 class WorkFolder:
-    """A scratch folder with json/ and logs/, removed afterwards."""
+    """A scratch folder with json/ and logs/, removed afterwards, and the Record of a run that started at
+    t = 1000 s writing there."""
 
     def __init__(self):
+        from record import Record  # after the path above
         self.path = tempfile.mkdtemp(prefix="gpu-validate-test-")
         os.makedirs(os.path.join(self.path, "json"))
         os.makedirs(os.path.join(self.path, "logs"))
+        self.record = Record(self.path, start=1000)
+
+    def timing(self, name, secs, rc):
+        self.record.timings.append((name, secs, str(rc)))
+
+    def text(self):
+        """The markdown the checks and tables added."""
+        return "".join(self.record.body)
 
     def write_json(self, name, doc):
         with open(os.path.join(self.path, "json", name + ".json"), "w") as f:
@@ -94,13 +108,8 @@ class WorkFolder:
             return f.read()
 
     def statuses(self):
-        """{check: (result, detail)} from status.tsv."""
-        out = {}
-        if os.path.exists(os.path.join(self.path, "status.tsv")):
-            for line in self.read("status.tsv").splitlines():
-                step, result, detail = line.split("\t", 2)
-                out[step] = (result, detail)
-        return out
+        """{check: (result, detail)} of the Record's summary."""
+        return {check: (result, detail) for check, result, detail in self.record.checks}
 
     def remove(self):
         shutil.rmtree(self.path, ignore_errors=True)

@@ -2,9 +2,11 @@
 
 #include <doctest/doctest.h>
 
+#include <memory>
 #include <string>
 
 #include "lib/error.h"
+#include "lib/storage.h"
 
 using namespace strata;
 
@@ -87,4 +89,40 @@ TEST_CASE("tensors of one call must share dtype and device") {
   CHECK_NOTHROW(op_shapes::check_same_dtype_and_device("add", a, a));
   CHECK(usage_message([&] { op_shapes::check_same_dtype_and_device("add", a, b); }) ==
         "add: dtypes differ: [2] f32 cpu and [2] f64 cpu");
+}
+
+namespace {
+// A tensor that claims to live on cuda:0, over host memory no kernel touches: the checks read only its
+// dtype, device and shape, so no GPU is needed.
+Tensor labelled_cuda_tensor(float* host_memory, int64_t n) {
+  auto storage = std::make_shared<Storage>(host_memory, size_t(n) * sizeof(float), Device{DeviceType::kCUDA, 0},
+                                           nullptr, nullptr);
+  return Tensor::from_storage(storage, Shape{n}, DType::kF32);
+}
+
+// What a CUDA kernel's own check says about an operand that is not on the GPU.
+void cuda_only(const char* op, const Tensor& t) {
+  if (!t.device().is_cuda()) throw UsageError(std::string(op) + ": CUDA kernel got " + t.str());
+}
+}  // namespace
+
+TEST_CASE("check_operands reports a dtype or device mismatch before the backend's own check") {
+  float memory[2] = {1.0F, 2.0F};
+  const Tensor gpu = labelled_cuda_tensor(memory, 2);
+  const Tensor cpu = Tensor::empty(Shape{2}, DType::kF32, kCPU);
+  // add(cuda, cpu) reaches the CUDA kernel: the message names both devices, not the kernel's own rule.
+  const std::string devices = usage_message([&] { op_shapes::check_operands("add", cuda_only, gpu, cpu); });
+  CHECK(devices.find("add: devices differ") == 0);
+  CHECK(devices.find("cuda:0") != std::string::npos);
+  CHECK(devices.find("cpu") != std::string::npos);
+  // The first operand itself on the wrong backend: still the agreement message when the second differs.
+  CHECK(usage_message([&] { op_shapes::check_operands("add", cuda_only, cpu, gpu); }).find("add: devices differ") == 0);
+  // Operands that agree still go through the backend's check, each of them.
+  CHECK(usage_message([&] { op_shapes::check_operands("add", cuda_only, cpu, cpu); }).find("CUDA kernel got") !=
+        std::string::npos);
+  CHECK_NOTHROW(op_shapes::check_operands("add", cuda_only, gpu, gpu));
+  // An absent optional operand (an undefined bias) is skipped by both checks.
+  CHECK_NOTHROW(op_shapes::check_operands("linear", cuda_only, gpu, gpu, Tensor()));
+  const Tensor f64 = Tensor::empty(Shape{2}, DType::kF64, kCPU);
+  CHECK(usage_message([&] { op_shapes::check_operands("add", cuda_only, cpu, f64); }).find("add: dtypes differ") == 0);
 }

@@ -6,8 +6,9 @@ strata_test.py is the full suite; on a machine without a GPU it checks that cuda
 
 matmul, relu and gelu on device='cuda' in float32 (and matmul, gelu in bfloat16, matmul in float16), each
 against a float64 numpy reference of the same inputs, with strata's relative-error measure and
-tests/python's per-dtype tolerance. One line per case on stdout; --json FILE writes the same as JSON
-(bench/gpu_validate_report.py python-smoke formats it). --device (default cuda) exists to exercise this
+tests/python's per-dtype tolerance; then a backward pass (sum(a @ b).backward(), both gradients against
+float64) and strata.profile() around CUDA calls (every call recorded, its host rows there). One line per case on stdout; --json FILE writes the same as JSON
+(scripts/gpu_validate/tables.py python_smoke formats it). --device (default cuda) exists to exercise this
 script on a machine without a GPU: with --device cpu only the float32 cases run (the CPU kernels refuse
 float16 and bfloat16).
 
@@ -104,7 +105,59 @@ def main(argv):
         print(f"{op} {dtype} {case['shape']}: " + ("ok" if case["ok"] else "FAILED") +
               (f", relative error {case['error']:.3g} (tolerance {case['tolerance']:g})" if "error" in case else "") +
               (f": {case['problem']}" if "problem" in case else ""))
-    return done(1 if failed else 0, f"{failed} of {len(cases)} cases failed" if failed else None)
+    for name, check in (("matmul backward", backward_case), ("profile rows", profile_case)):
+        case = {"op": name, "dtype": "float32", "shape": "64x96 x 96x32", "tolerance": TOLERANCE["float32"]}
+        try:
+            problems = check(strata, np, device, case)
+        except Exception as e:
+            problems = [f"{type(e).__name__}: {e}"]
+            case["traceback"] = traceback.format_exc(limit=3)
+        case["ok"] = not problems
+        if problems:
+            case["problem"] = "; ".join(problems)
+        failed += not case["ok"]
+        doc["cases"].append(case)
+        print(f"{name}: " + ("ok" if case["ok"] else "FAILED: " + case["problem"]))
+    return done(1 if failed else 0, f"{failed} of {len(doc['cases'])} cases failed" if failed else None)
+
+
+def backward_case(strata, np, device, case):
+    """sum(a @ b).backward() on the device: both gradients against float64 (ones @ b^T, a^T @ ones)."""
+    a = strata.randn(64, 96, device=device, seed=7, requires_grad=True)
+    b = strata.randn(96, 32, device=device, seed=8, requires_grad=True)
+    strata.sum(strata.matmul(a, b)).backward()
+    a64, b64 = a.cpu().numpy_float64(), b.cpu().numpy_float64()
+    ones = np.ones((64, 32))
+    errors = []
+    for name, t, ref in (("a", a, ones @ b64.T), ("b", b, a64.T @ ones)):
+        if t.grad is None:
+            errors.append(f"{name}.grad is None")
+            continue
+        got = t.grad.cpu().numpy_float64()
+        errors.append(float(np.linalg.norm(got - ref) / np.linalg.norm(np.maximum(np.abs(ref), 0.25))))
+    problems = [e for e in errors if isinstance(e, str)]
+    measured = [e for e in errors if not isinstance(e, str)]
+    if measured:
+        case["error"] = max(measured)
+        if not case["error"] <= case["tolerance"]:
+            problems.append(f"gradient relative error {case['error']:.3g} over {case['tolerance']:g}")
+    return problems
+
+
+def profile_case(strata, np, device, case):
+    """strata.profile() around CUDA calls: every call recorded, with the host rows measured."""
+    a = strata.randn(64, 96, device=device, seed=9)
+    b = strata.randn(96, 32, device=device, seed=10)
+    with strata.profile() as p:
+        for _ in range(5):
+            strata.matmul(a, b)
+    doc = p.json()
+    problems = [] if doc["calls"] == 5 else [f"{doc['calls']} calls recorded, expected 5"]
+    rows = {r["layer"]: r for r in doc["ops"][0]["steady"]["rows"] if r["applicable"]} if doc["ops"] else {}
+    for layer in ("python", "pybind11", "binding", "dispatch", "library"):
+        if layer not in rows or not rows[layer]["time"]["median"] >= 0:
+            problems.append(f"no {layer} row")
+    return problems
 
 
 if __name__ == "__main__":

@@ -433,6 +433,21 @@ class BadInputTest(unittest.TestCase):
             self.assertRaisesMessage(TypeError, t.numpy, ".cpu()")
             self.assertRaisesMessage(ValueError, lambda: strata.add(t, strata.randn(2, 2)), "devices differ")
 
+    def test_first_cuda_use_loads_the_cuda_module_and_its_kernels(self):
+        # The CUDA kernels live in libstrata_cuda.so, which the extension loads on the first CUDA use (GPU or
+        # not: the toolkit's runtime loads without a driver), so a CUDA call finds a kernel, and a machine
+        # without a GPU hears why (the driver), not "no kernel for dispatch key CUDA".
+        if not strata._strata.cuda_build:
+            self.skipTest("this strata was built without CUDA support")
+        try:
+            strata.zeros(1, device="cuda")
+        except strata.UnavailableError as e:
+            self.assertNotIn("no kernel", str(e))
+            self.assertNotIn("could not be loaded", str(e))
+        registered = strata._strata._cuda_kernel_ops()
+        for op in ("matmul", "linear", "conv2d", "relu", "add", "gelu", "sum", "to_copy"):
+            self.assertIn(op, registered)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2 if "-v" in sys.argv else 1)

@@ -4,7 +4,8 @@
 // Note [CUPTI failures degrade]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Every CUPTI call goes through STRATA_CUPTI_CALL, as every call goes through CUPTI_CALL in Kineto. Unlike
-// STRATA_CUDA_CHECK it never throws: a tracing failure must never end a run (STYLE.md rule 9). It hands
+// STRATA_CUDA_CHECK it never throws: a tracing failure must never end a run, whose host figures are still
+// worth having without the GPU's (Kineto's CUPTI_CALL logs and carries on for the same reason). It hands
 // back the result with the call's text, and the call site says what the failure costs, from least to most:
 // nothing the reader needs to know (a fallback that explains itself), a line in the report's notes
 // (session_warnings), or no GPU timing at all (start_session's reason). Every message is

@@ -1,4 +1,6 @@
-// The only translation unit in strata that includes cupti.h (STYLE.md rule 6).
+// The only translation unit in strata that includes cupti.h. CUPTI's raw records become strata's own plain
+// structs here (cupti::RecordConverter), so everything after this file is tested on machines without a GPU
+// by feeding it those structs, and a change of CUPTI's structs (one per CUDA release) touches one file.
 //
 // Note [One CUPTI session]
 // ~~~~~~~~~~~~~~~~~~~~~~~~
@@ -207,7 +209,8 @@ constexpr CUpti_CallbackId kRuntimeLaunchCbids[] = {
     CUPTI_RUNTIME_TRACE_CBID_cudaGraphLaunch_ptsz_v10000,
     CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
     CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
-    // nvcc 13 lowers kernel<<<...>>> to __cudaLaunchKernel (see DESIGN.md, Facts about CUDA 13).
+    // nvcc 13 lowers kernel<<<...>>> to __cudaLaunchKernel, a runtime entry new in CUDA 13.0, not to
+    // cudaLaunchKernel: without these, strata's own kernels would have no launch to join.
     CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000,
     CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_ptsz_v13000,
 };
@@ -223,7 +226,8 @@ constexpr CUpti_CallbackId kDriverLaunchCbids[] = {
     CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernelMultiDevice,
     CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch,
     CUPTI_DRIVER_TRACE_CBID_cuGraphLaunch_ptsz,
-    // cuBLAS 13 and cuDNN 9 launch through the driver (DESIGN.md).
+    // cuBLAS 13 and cuDNN 9 launch their kernels through the driver's cuLaunchKernelEx, not the runtime:
+    // without these, the library kernels would have no launch to join.
     CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
     CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
 };
@@ -667,7 +671,8 @@ void finish_session(DeviceTrace& out) {
   const CuptiCall flushed = STRATA_CUPTI_CALL(cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
   if (!flushed.ok()) warn(s, flushed.failure());
   size_t dropped_global = 0;
-  // Never drop silently (DESIGN.md): when CUPTI cannot count its drops, the reader is told so.
+  // Never drop silently: a dropped record makes a row undercount without a sign, so when CUPTI cannot
+  // count its drops, the reader is told so.
   if (const CuptiCall c = STRATA_CUPTI_CALL(cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped_global)); !c.ok()) {
     dropped_global = 0;
     warn(s, c.failure() + " (records CUPTI dropped, if any, are not counted)");

@@ -8,8 +8,9 @@
 //    feed them hand-built records of the real CUPTI structs.
 //  - the profiling session: subscribe, enable launch callbacks and activity kinds, tag every call with
 //    its op id (external correlation), flush, convert. One per process (see Note [One CUPTI session]).
-// Tracing failures never throw (STYLE.md rule 9, Note [CUPTI failures degrade] in cupti_call.h): a session
-// that cannot start says why, in one line, and the run goes on with host timers only.
+// Tracing failures never throw (Note [CUPTI failures degrade] in cupti_call.h): a profiler that ends the
+// run it measures loses the host figures too, so a session that cannot start says why, in one line, and
+// the run goes on with host timers only.
 #pragma once
 
 #include <cstdint>

@@ -105,7 +105,12 @@ struct LtPlan {
 };
 using LtKey = std::tuple<int, DType, bool, int, int, int>;  // device, dtype, tf32, rows, in, out
 std::mutex g_lt_mutex;
-std::map<LtKey, std::unique_ptr<LtPlan>> g_lt_plans;
+
+// Never destroyed: see Note [Plan caches outlive static destruction] in cudnn_conv.cpp.
+std::map<LtKey, std::unique_ptr<LtPlan>>& lt_plans() {
+  static auto* cache = new std::map<LtKey, std::unique_ptr<LtPlan>>();
+  return *cache;
+}
 
 LtPlan& lt_plan(const CublasHandles& h, const Tensor& input, const Tensor& bias, int rows, int in, int out,
                 const GemmTypes& t) {
@@ -113,7 +118,7 @@ LtPlan& lt_plan(const CublasHandles& h, const Tensor& input, const Tensor& bias,
   std::lock_guard lock(g_lt_mutex);
   // Inserted only once built: a cuBLASLt failure below throws, and an empty entry left behind would be
   // dereferenced by the next call of this shape.
-  if (auto it = g_lt_plans.find(key); it != g_lt_plans.end()) return *it->second;
+  if (auto it = lt_plans().find(key); it != lt_plans().end()) return *it->second;
   STRATA_ZONE_KIND(zone, Layer::kLibrary, "cublasLtMatmulAlgoGetHeuristic", ZoneKind::kAlgorithmSearch);
   auto plan = std::make_unique<LtPlan>();
   STRATA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, t.compute, t.scale));
@@ -156,7 +161,7 @@ LtPlan& lt_plan(const CublasHandles& h, const Tensor& input, const Tensor& bias,
                          format_bytes(double(plan->workspace_bytes)) + ")"
                    : "linear " + shape + ": cuBLASLt has no bias-epilogue kernel for this shape; cublasGemmEx + "
                                          "strata's bias kernel instead");
-  return *g_lt_plans.emplace(key, std::move(plan)).first->second;
+  return *lt_plans().emplace(key, std::move(plan)).first->second;
 }
 
 }  // namespace

@@ -118,7 +118,18 @@ struct ConvPlan {
 };
 using ConvKey = std::tuple<int, DType, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
 std::mutex g_plan_mutex;
-std::map<ConvKey, std::unique_ptr<ConvPlan>> g_plans;
+
+// Note [Plan caches outlive static destruction]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The plan caches (cuDNN's here, cuBLASLt's in cublas_gemm.cpp) are allocated once and never destroyed,
+// as the caching allocator is. As namespace-scope objects their destructors would run at exit and call
+// cudnnDestroy* / cublasLt*Destroy during static destruction, in an order no one controls: cuDNN 9 dlopens
+// its sub-libraries (libcudnn_ops, libcudnn_cnn, ...) and may have unloaded them by then, so a run that
+// finished could crash on its way out. The process's exit returns the descriptors' memory anyway.
+std::map<ConvKey, std::unique_ptr<ConvPlan>>& forward_plans() {
+  static auto* cache = new std::map<ConvKey, std::unique_ptr<ConvPlan>>();
+  return *cache;
+}
 
 std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, const Tensor& input, const Tensor& weight, Tensor& out,
                                     const op_shapes::Conv2dGeometry& g, bool tf32) {
@@ -228,8 +239,9 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
   ConvPlan* plan = nullptr;
   {
     std::lock_guard lock(g_plan_mutex);
-    auto it = g_plans.find(key);
-    if (it == g_plans.end()) it = g_plans.emplace(key, make_plan(handle, input, weight, out, g, tf32)).first;
+    auto& plans = forward_plans();
+    auto it = plans.find(key);
+    if (it == plans.end()) it = plans.emplace(key, make_plan(handle, input, weight, out, g, tf32)).first;
     plan = it->second.get();
   }
   std::shared_ptr<Storage> workspace =
@@ -278,7 +290,24 @@ struct BackwardPlan {
   }
 };
 using BackwardKey = std::tuple<bool, ConvKey>;  // true: data (input) gradient, false: filter (weight)
-std::map<BackwardKey, std::unique_ptr<BackwardPlan>> g_backward_plans;
+// Never destroyed: see Note [Plan caches outlive static destruction].
+std::map<BackwardKey, std::unique_ptr<BackwardPlan>>& backward_plans() {
+  static auto* cache = new std::map<BackwardKey, std::unique_ptr<BackwardPlan>>();
+  return *cache;
+}
+
+// The workspace `plan`'s algorithm needs under the math type its descriptor holds.
+size_t backward_workspace_bytes(cudnnHandle_t handle, const BackwardPlan& plan, bool data) {
+  size_t bytes = 0;
+  if (data) {
+    STRATA_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
+        handle, plan.w, plan.y, plan.conv, plan.x, static_cast<cudnnConvolutionBwdDataAlgo_t>(plan.algo), &bytes));
+  } else {
+    STRATA_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
+        handle, plan.x, plan.y, plan.conv, plan.w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan.algo), &bytes));
+  }
+  return bytes;
+}
 
 std::unique_ptr<BackwardPlan> make_backward_plan(cudnnHandle_t handle, DType dtype, const op_shapes::Conv2dGeometry& g,
                                                  bool tf32, bool data) {
@@ -318,11 +347,6 @@ std::unique_ptr<BackwardPlan> make_backward_plan(cudnnHandle_t handle, DType dty
         found = true;
       }
     }
-    if (found) {
-      STRATA_CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(
-          handle, plan->w, plan->y, plan->conv, plan->x, static_cast<cudnnConvolutionBwdDataAlgo_t>(plan->algo),
-          &plan->workspace_bytes));
-    }
   } else {
     std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> results{};
     STRATA_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, plan->x, plan->y, plan->conv, plan->w,
@@ -336,17 +360,15 @@ std::unique_ptr<BackwardPlan> make_backward_plan(cudnnHandle_t handle, DType dty
         found = true;
       }
     }
-    if (found) {
-      STRATA_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(
-          handle, plan->x, plan->y, plan->conv, plan->w, static_cast<cudnnConvolutionBwdFilterAlgo_t>(plan->algo),
-          &plan->workspace_bytes));
-    }
   }
   if (!found) {
     throw Error(std::string(op) + ": cuDNN's heuristic offers no algorithm for " + g.output().str() +
                 (dtype == DType::kF32 && !tf32 ? " in exact f32 math (try --tf32)" : ""));
   }
+  // The heuristic's math type before the workspace query: the workspace an algorithm needs depends on the
+  // math type, and the descriptor still holds the requested one.
   STRATA_CUDNN_CHECK(cudnnSetConvolutionMathType(plan->conv, math));
+  plan->workspace_bytes = backward_workspace_bytes(handle, *plan, data);
   tracing::annotate(AnnotationKind::kPlan, std::string(op) + " [" + g.output().str() + "] " +
                                                std::string(dtype_name(dtype)) + ": cuDNN's heuristic chose algorithm " +
                                                std::to_string(plan->algo) + " (" + math_name(math) + ", workspace " +
@@ -359,8 +381,9 @@ BackwardPlan& backward_plan(cudnnHandle_t handle, const Tensor& t, const op_shap
   const BackwardKey key{data, ConvKey{t.device().index, t.dtype(), tf32, g.batch, g.in_channels, g.height, g.width,
                                       g.out_channels, g.kernel_h, g.kernel_w, g.stride, g.padding}};
   std::lock_guard lock(g_plan_mutex);
-  auto it = g_backward_plans.find(key);
-  if (it == g_backward_plans.end()) it = g_backward_plans.emplace(key, make_backward_plan(handle, t.dtype(), g, tf32, data)).first;
+  auto& plans = backward_plans();
+  auto it = plans.find(key);
+  if (it == plans.end()) it = plans.emplace(key, make_backward_plan(handle, t.dtype(), g, tf32, data)).first;
   return *it->second;
 }
 

@@ -130,28 +130,66 @@ __global__ void fill_kernel(const T* __restrict__ source, typename Math<T>::Acc 
   for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = v;
 }
 
-// One block per output element: block c sums the elements c of `channels` in a [outer, channels, inner]
-// layout (bias_backward: [B,C] has inner 1, [N,C,H,W] inner H*W; sum: outer 1, channels 1, inner n). A
-// grid-stride loop per thread, then a shared-memory tree: deterministic, unlike atomics.
+// The reductions (bias_backward, sum): y[c] = the sum over o, j of x[o, c, j] in an [outer, channels,
+// inner] layout (bias_backward: [B,C] has inner 1, [N,C,H,W] inner H*W; sum: outer 1, channels 1, inner n).
+// Each channel is split into `parts` slices, one block each (pass 1: a grid-stride loop per thread, then a
+// shared-memory tree, one partial per block); with more than one part a second pass adds each channel's
+// partials in a fixed order. Deterministic, unlike atomics. Every dtype accumulates in double, as the CPU
+// kernels do: a long f32 sum in f32 sits at the f32 tolerance of the float64 reference.
+using ReduceAcc = double;
+
+// Element i of channel c's slice of `per_channel` elements. The two common layouts need no division:
+// inner 1 (a [B,C] gradient) strides by `channels`, outer 1 (sum, or one image) is contiguous.
 template <typename T>
-__global__ void channel_sum_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t outer, int64_t channels,
-                                   int64_t inner) {
+__device__ ReduceAcc channel_element(const T* __restrict__ x, int64_t c, int64_t i, int64_t channels, int64_t outer,
+                                     int64_t inner) {
   using M = Math<T>;
-  using Acc = typename M::Acc;
-  __shared__ Acc partial[kThreads];
-  const int64_t c = blockIdx.x, per_channel = outer * inner;
-  Acc acc = Acc(0);
-  for (int64_t i = threadIdx.x; i < per_channel; i += blockDim.x) {
-    const int64_t o = i / inner, j = i % inner;
-    acc += M::load(x[(o * channels + c) * inner + j]);
-  }
-  partial[threadIdx.x] = acc;
+  if (inner == 1) return ReduceAcc(M::load(x[i * channels + c]));
+  if (outer == 1) return ReduceAcc(M::load(x[c * inner + i]));
+  const int64_t o = i / inner, j = i - o * inner;
+  return ReduceAcc(M::load(x[(o * channels + c) * inner + j]));
+}
+
+// The block's threads' values summed into partial[0] (a tree over shared memory).
+__device__ void block_tree_sum(ReduceAcc* partial) {
   __syncthreads();
   for (int stride = kThreads / 2; stride > 0; stride /= 2) {
     if (static_cast<int>(threadIdx.x) < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
     __syncthreads();
   }
-  if (threadIdx.x == 0) y[c] = M::store(partial[0]);
+}
+
+// Pass 1: block b sums slice (b % parts) of channel (b / parts). With parts == 1 it writes y[c] directly;
+// otherwise partials[c * parts + part].
+template <typename T>
+__global__ void channel_sum_kernel(const T* __restrict__ x, T* __restrict__ y, ReduceAcc* __restrict__ partials,
+                                   int64_t outer, int64_t channels, int64_t inner, int64_t parts) {
+  __shared__ ReduceAcc partial[kThreads];
+  const int64_t c = blockIdx.x / parts, part = blockIdx.x - c * parts, per_channel = outer * inner;
+  ReduceAcc acc = 0;
+  for (int64_t i = part * kThreads + threadIdx.x; i < per_channel; i += parts * kThreads) {
+    acc += channel_element(x, c, i, channels, outer, inner);
+  }
+  partial[threadIdx.x] = acc;
+  block_tree_sum(partial);
+  if (threadIdx.x != 0) return;
+  if (parts == 1) {
+    y[c] = Math<T>::store(typename Math<T>::Acc(partial[0]));
+  } else {
+    partials[c * parts + part] = partial[0];
+  }
+}
+
+// Pass 2: block c adds channel c's `parts` partials.
+template <typename T>
+__global__ void channel_partials_kernel(const ReduceAcc* __restrict__ partials, T* __restrict__ y, int64_t parts) {
+  __shared__ ReduceAcc partial[kThreads];
+  const int64_t c = blockIdx.x;
+  ReduceAcc acc = 0;
+  for (int64_t i = threadIdx.x; i < parts; i += kThreads) acc += partials[c * parts + i];
+  partial[threadIdx.x] = acc;
+  block_tree_sum(partial);
+  if (threadIdx.x == 0) y[c] = Math<T>::store(typename Math<T>::Acc(partial[0]));
 }
 
 // Calls f with a null pointer of the element type of `dtype`, so one switch serves every launcher.
@@ -262,13 +300,28 @@ void launch_fill(DType dtype, const void* source, double value, void* y, int64_t
   STRATA_CUDA_CHECK(cudaGetLastError());
 }
 
+int64_t channel_sum_parts(int64_t outer, int64_t channels, int64_t inner) {
+  if (channels == 0) return 1;
+  // Enough elements per thread (16) that the second pass stays small, at most kThreads parts per channel
+  // (one pass-2 block reads them all in one step), and a grid within CUDA's 2^31 - 1 blocks.
+  const int64_t per_channel = outer * inner;
+  const int64_t wanted = (per_channel + int64_t{kThreads} * 16 - 1) / (int64_t{kThreads} * 16);
+  const int64_t grid_cap = std::max<int64_t>(1, ((int64_t{1} << 31) - 1) / channels);
+  return std::clamp<int64_t>(std::min(wanted, grid_cap), 1, kThreads);
+}
+
 void launch_channel_sum(DType dtype, const void* x, void* y, int64_t outer, int64_t channels, int64_t inner,
-                        cudaStream_t stream) {
+                        double* partials, int64_t parts, cudaStream_t stream) {
   if (channels == 0) return;
+  const auto blocks = static_cast<unsigned int>(channels * parts);
   with_type(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    channel_sum_kernel<T><<<static_cast<unsigned int>(channels), kThreads, 0, stream>>>(
-        static_cast<const T*>(x), static_cast<T*>(y), outer, channels, inner);
+    channel_sum_kernel<T><<<blocks, kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), partials,
+                                                           outer, channels, inner, parts);
+    if (parts > 1) {
+      channel_partials_kernel<T><<<static_cast<unsigned int>(channels), kThreads, 0, stream>>>(
+          partials, static_cast<T*>(y), parts);
+    }
   });
   STRATA_CUDA_CHECK(cudaGetLastError());
 }

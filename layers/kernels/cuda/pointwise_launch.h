@@ -32,8 +32,11 @@ void launch_threshold_backward(DType dtype, const void* grad, const void* x, dou
 void launch_gelu_backward(DType dtype, const void* grad, const void* x, void* y, int64_t n, cudaStream_t stream);
 // y[i] = source[0] when source is not null (a device pointer), else value.
 void launch_fill(DType dtype, const void* source, double value, void* y, int64_t n, cudaStream_t stream);
-// y[c] = sum over o, j of x[o, c, j] for x laid out [outer, channels, inner]; one block per channel.
+// y[c] = sum over o, j of x[o, c, j] for x laid out [outer, channels, inner], accumulated in double.
+// Each channel is split across channel_sum_parts(...) blocks; when that is more than 1, `partials` is device
+// memory for channels * parts doubles (the first pass's sums, added by a second pass), else it may be null.
+int64_t channel_sum_parts(int64_t outer, int64_t channels, int64_t inner);
 void launch_channel_sum(DType dtype, const void* x, void* y, int64_t outer, int64_t channels, int64_t inner,
-                        cudaStream_t stream);
+                        double* partials, int64_t parts, cudaStream_t stream);
 
 }  // namespace strata::kernels::cuda

@@ -93,15 +93,33 @@ Tensor gelu_backward(const Tensor& grad_output, const Tensor& self) {
   return out;
 }
 
+namespace {
+
+// The first pass's per-block sums of a reduction split into `parts` per channel (launch_channel_sum):
+// `count` doubles on x's device from the caching allocator, none when one block per channel suffices.
+Tensor reduction_partials(const Tensor& x, int64_t count, int64_t parts) {
+  if (parts <= 1) return Tensor();
+  return Tensor::empty(Shape{count}, DType::kF64, x.device());
+}
+
+double* partials_ptr(const Tensor& partials) {
+  return partials.defined() ? static_cast<double*>(partials.data_ptr()) : nullptr;
+}
+
+}  // namespace
+
 Tensor bias_backward(const Tensor& grad_output) {
   STRATA_ZONE(zone, Layer::kLibrary, "bias_backward (cuda)");
   check_cuda_input("bias_backward", grad_output);
   const Shape& s = grad_output.sizes();
   const cudaStream_t stream = device_stream(grad_output);
   Tensor out = Tensor::empty(op_shapes::bias_backward(s), grad_output.dtype(), grad_output.device());
+  const int64_t inner = s.ndim == 4 ? s[2] * s[3] : 1;
+  const int64_t parts = channel_sum_parts(s[0], s[1], inner);
+  const Tensor partials = reduction_partials(grad_output, s[1] * parts, parts);
   STRATA_ZONE(launch, Layer::kLibrary, "channel_sum_kernel<<<>>>");
-  launch_channel_sum(grad_output.dtype(), grad_output.data_ptr(), out.data_ptr(), s[0], s[1],
-                     s.ndim == 4 ? s[2] * s[3] : 1, stream);
+  launch_channel_sum(grad_output.dtype(), grad_output.data_ptr(), out.data_ptr(), s[0], s[1], inner,
+                     partials_ptr(partials), parts, stream);
   return out;
 }
 
@@ -110,9 +128,11 @@ Tensor sum(const Tensor& self) {
   check_cuda_input("sum", self);
   const cudaStream_t stream = device_stream(self);
   Tensor out = Tensor::empty(Shape{}, self.dtype(), self.device());
-  // One block: the seed's reduction of a traced output, not a tuned reduction (docs/autograd.md).
+  const int64_t parts = channel_sum_parts(1, 1, self.numel());
+  const Tensor partials = reduction_partials(self, parts, parts);
   STRATA_ZONE(launch, Layer::kLibrary, "channel_sum_kernel<<<>>>");
-  launch_channel_sum(self.dtype(), self.data_ptr(), out.data_ptr(), 1, 1, self.numel(), stream);
+  launch_channel_sum(self.dtype(), self.data_ptr(), out.data_ptr(), 1, 1, self.numel(), partials_ptr(partials), parts,
+                     stream);
   return out;
 }
 

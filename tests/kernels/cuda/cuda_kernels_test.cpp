@@ -269,3 +269,25 @@ TEST_CASE("a backward pass on the GPU: every leaf gradient of linear and conv2d 
     }
   }
 }
+
+TEST_CASE("reductions across many blocks: sum and bias_backward, odd tails and every layout, against float64") {
+  init();
+  // Sizes around the split into slices of 256 threads x 16 elements (channel_sum_parts): one block, just
+  // over one, many with an odd tail, and more slices than one pass-2 step reads.
+  const int64_t sums[] = {4095, 4096, 4097, 3 * 4096 + 1, (int64_t{1} << 20) + 7, (int64_t{1} << 22) + 4097};
+  for (DType dtype : kDTypes) {
+    CAPTURE(dtype_name(dtype));
+    for (int64_t n : sums) {
+      CAPTURE(n);
+      const Tensor v = random({n}, dtype);
+      check_against_reference(cuda::sum(v), reference::sum(v), dtype);
+    }
+    // bias_backward's three layouts: [B,C] (inner 1: strided, no division), [1,C,H,W] (outer 1:
+    // contiguous), [N,C,H,W] (the general index), each with channels split across blocks.
+    for (const Shape& shape : {Shape{70001, 3}, Shape{1, 5, 211, 307}, Shape{9, 4, 129, 131}, Shape{32, 64, 56, 56}}) {
+      CAPTURE(shape.str());
+      const Tensor g = random(shape, dtype);
+      check_against_reference(cuda::bias_backward(g), reference::bias_backward(g), dtype);
+    }
+  }
+}

@@ -1,12 +1,10 @@
 #!/usr/bin/env python3
-"""bench/gpu_validate_analyze.py: the checks computed from strata's JSON and the raw baselines' JSON."""
-import contextlib
-import io
+"""scripts/gpu_validate/checks.py: the checks computed from strata's JSON and the raw baselines' JSON."""
 import os
 import unittest
 
 from gpu_validate_test_support import WorkFolder, gpu_sweep, gpu_trace, load_data
-import gpu_validate_analyze as analyze
+import checks
 
 CASE = "matmul_1024_f32"
 KERNEL = "sm90_xmma_gemm_f32f32_tn"
@@ -30,10 +28,9 @@ class TraceChecks(unittest.TestCase):
             self.work.write_json(CASE + ".nodt", nodt)
         if raw is not None:
             self.work.write_json("raw_cuda", raw)
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            analyze.traces(self.work.path, [CASE], analyze.Status(self.work.path, rehearsal))
-        return out.getvalue(), self.work.statuses()
+        self.work.record.rehearsal = rehearsal
+        checks.traces(self.work.record, [CASE])
+        return self.work.text(), self.work.statuses()
 
     def test_kernel_time_within_tolerance_passes(self):
         text, st = self.run_traces(gpu_trace([10000, 10100, 10050, 9990, 10020]), raw_cuda(10000))
@@ -54,6 +51,27 @@ class TraceChecks(unittest.TestCase):
         self.assertIn("ran different kernels", st[f"kernel time {CASE}"][1])
         self.assertIn("PASS (different kernels)", text)
 
+    def test_strata_own_kernel_is_stated_not_compared(self):
+        doc = gpu_trace([900] * 5, kernel_names=("relu_kernel<float>",))
+        self.work.write_json("relu_1048576_f32", doc)
+        self.work.write_json("raw_cuda", raw_cuda(10000))
+        checks.traces(self.work.record, ["relu_1048576_f32"])
+        st = self.work.statuses()
+        self.assertEqual(st["kernel time relu_1048576_f32"],
+                         ("info", "strata's own kernel, no library call to compare with: 0.90 us"))
+        self.assertEqual(st["accounting relu_1048576_f32"][0], "pass")
+
+    def test_the_cold_call_is_stated_with_its_parts(self):
+        doc = gpu_trace([10000] * 5)
+        for name, value in (("cold.handle_creation_ns", 250000), ("cold.algorithm_search_ns", 0),
+                            ("cold.context_creation_ns", 90000000)):
+            doc["figures"][name] = {"value": value, "unit": "ns"}
+        text, st = self.run_traces(doc, raw_cuda(10000))
+        result, detail = st[f"cold call {CASE}"]
+        self.assertEqual(result, "info")
+        self.assertRegex(detail, r"^rows [0-9.]+ us of a [0-9.]+ us wall \([0-9.]+\); handle creation 250.00 us$")
+        self.assertIn("### The cold first call", text)
+
     def test_missing_raw_baseline_fails(self):
         text, st = self.run_traces(gpu_trace([10000] * 5), None)
         self.assertIn("No raw baseline", text)
@@ -61,11 +79,9 @@ class TraceChecks(unittest.TestCase):
 
     def test_missing_json_fails(self):
         self.work.write_json("raw_cuda", raw_cuda(10000))
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            analyze.traces(self.work.path, [CASE], analyze.Status(self.work.path, False))
+        checks.traces(self.work.record, [CASE])
         self.assertEqual(self.work.statuses()[f"kernel time {CASE}"][0], "fail")
-        self.assertIn("(no JSON)", out.getvalue())
+        self.assertIn("(no JSON)", self.work.text())
 
     def test_binding_dispatch_per_call(self):
         _, st = self.run_traces(gpu_trace([10000] * 5, binding_dispatch=200), raw_cuda(10000))
@@ -162,10 +178,9 @@ class CompareChecks(unittest.TestCase):
 
     def run_compare(self, doc, case="compare_relu_1024_k4"):
         self.work.write_json(case, doc)
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            analyze.compare(self.work.path, [case], analyze.Status(self.work.path, False))
-        return out.getvalue(), self.work.statuses()["compare relu 1024 K=4"]
+        self.work.record.rehearsal = False
+        checks.compare(self.work.record, [case])
+        return self.work.text(), self.work.statuses()["compare relu 1024 K=4"]
 
     def test_cpu_plan_replay_has_no_device_records(self):
         text, (result, detail) = self.run_compare(load_data("compare_relu_1024_k4_cpu.json"))
@@ -199,19 +214,16 @@ class CompareChecks(unittest.TestCase):
         doc = compare_doc(64, 64)
         doc["figures"]["graph_replay.attributed_by_capture_info"] = {"value": 16, "unit": "count"}
         self.work.write_json("compare_relu_1024_k4", doc)
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            analyze.compare(self.work.path, ["compare_relu_1024_k4"], analyze.Status(self.work.path, False))
+        checks.compare(self.work.record, ["compare_relu_1024_k4"])
         what = "confirm: graph nodes attributed (GRAPHNODE_CREATED or the capture-info fallback)"
         self.assertEqual(self.work.statuses()[what],
                          ("pass", "64 of 64 replayed kernels over 1 runs: 48 through CUPTI's node callbacks, 16 "
                                   "through the capture-info fallback"))
-        self.assertIn("**PASS**", out.getvalue())
+        self.assertIn("**PASS**", self.work.text())
 
         # A CPU plan replay has no graph nodes to confirm.
         self.work.write_json("compare_relu_1024_k4", load_data("compare_relu_1024_k4_cpu.json"))
-        with contextlib.redirect_stdout(io.StringIO()):
-            analyze.compare(self.work.path, ["compare_relu_1024_k4"], analyze.Status(self.work.path, False))
+        checks.compare(self.work.record, ["compare_relu_1024_k4"])
         self.assertEqual(self.work.statuses()[what], ("fail", "no CUDA Graph comparison to read"))
 
 
@@ -226,14 +238,24 @@ class SweepChecks(unittest.TestCase):
         for case, doc in docs.items():
             if doc is not None:
                 self.work.write_json(case, doc)
-        out = io.StringIO()
-        with contextlib.redirect_stdout(out):
-            analyze.sweep(self.work.path, list(docs), analyze.Status(self.work.path, rehearsal))
-        return out.getvalue(), self.work.statuses()
+        self.work.record.rehearsal = rehearsal
+        checks.sweep(self.work.record, list(docs))
+        return self.work.text(), self.work.statuses()
+
+    def test_the_size_where_the_host_share_falls_under_five_percent(self):
+        doc = gpu_sweep(host_share=lambda n: {16: 0.9, 32: 0.04, 64: 0.3}.get(n, 0.03))
+        _, st = self.run_sweep({"sweep_matmul_16_1024": doc})
+        result, detail = st["host under 5% (sweep matmul 16:1024)"]
+        self.assertEqual(result, "info")
+        self.assertRegex(detail, r"^from matmul 128\S* on \(host share 3.0% there\)$")  # 32 dips, 64 does not stay
+        doc = gpu_sweep(host_share=lambda n: 0.5)
+        _, st = self.run_sweep({"sweep_matmul_16_1024": doc})
+        self.assertRegex(st["host under 5% (sweep matmul 16:1024)"][1], r"^at no size up to matmul 1024\S* \(host "
+                                                                        r"share there 50.0%\)$")
 
     def test_case_names(self):
-        self.assertEqual(analyze.sweep_case_name("sweep_matmul_16_4096"), "matmul 16:4096")
-        self.assertEqual(analyze.sweep_case_name("sweep_relu_1k_16M_compare"), "relu 1k:16M --compare")
+        self.assertEqual(checks.sweep_case_name("sweep_matmul_16_4096"), "matmul 16:4096")
+        self.assertEqual(checks.sweep_case_name("sweep_relu_1k_16M_compare"), "relu 1k:16M --compare")
 
     def test_gpu_figures_at_every_size_and_the_host_share_at_1024_stated(self):
         doc = gpu_sweep(host_share=lambda n: 0.0432 if n == 1024 else 0.5)
@@ -295,8 +317,10 @@ def compare_doc(replayed, attributed, notes=()):
 
 
 def trace_doc(dropped=0, untimed=0):
-    phase = {"calls": 1, "rows": [], "kernels": [], "device_records": True, "unmatched_launches": 0,
-             "unmatched_kernels": 0}
+    measured = {"median": 1000, "samples": [1000]}
+    phase = {"calls": 1, "rows": [{"layer": name, "applicable": True, "time": measured}
+                                  for name in ("launch", "queue", "gpu")],
+             "kernels": [], "device_records": True, "unmatched_launches": 0, "unmatched_kernels": 0}
     return {"steady": phase, "cold": phase, "notes": ["a note that says nothing the script reads"],
             "figures": figures(device_timing__enabled=1, cupti__dropped_records=dropped,
                                cupti__untimed_records=untimed)}
@@ -309,10 +333,8 @@ class FiguresNotProse(unittest.TestCase):
         work = WorkFolder()
         try:
             work.write_json(case, doc)
-            with contextlib.redirect_stdout(io.StringIO()) as out:
-                analyze.main(["gpu_validate_analyze.py", command, work.path, case])
-            with open(os.path.join(work.path, "status.tsv")) as f:
-                return out.getvalue(), [line.rstrip("\n").split("\t") for line in f]
+            getattr(checks, command)(work.record, [case])
+            return work.text(), [list(c) for c in work.record.checks]
         finally:
             work.remove()
 
@@ -339,6 +361,21 @@ class FiguresNotProse(unittest.TestCase):
         _, status = self.run_case("traces", "matmul_1024_f32", trace_doc())
         accounting = [s for s in status if s[0] == "accounting matmul_1024_f32"][0]
         self.assertEqual(accounting[1], "pass")
+
+    def test_rows_and_kernel_geometry_must_be_measured(self):
+        doc = trace_doc()
+        doc["steady"] = dict(doc["steady"], rows=doc["steady"]["rows"][:2],
+                             kernels=[{"name": "relu_kernel<float>", "grid": [0, 1, 1], "block": [256, 1, 1],
+                                       "registers_per_thread": 16, "shared_bytes": 0, "time": {"median": 900}}])
+        text, status = self.run_case("traces", "relu_1048576_f32", doc)
+        accounting = [s for s in status if s[0] == "accounting relu_1048576_f32"][0]
+        self.assertEqual(accounting[1], "fail")
+        self.assertIn("gpu row not measured", accounting[2])
+        self.assertIn("kernel relu_kernel<float> without its launch geometry", accounting[2])
+        self.assertIn("| relu_1048576_f32 | `relu_kernel<float>` | 0x1x1 | 256x1x1 | 16 | 0 | 0.90 |", text)
+        # Without its gpu row even strata's own kernel has no time to state.
+        kernel_time = [s for s in status if s[0] == "kernel time relu_1048576_f32"]
+        self.assertEqual(kernel_time, [["kernel time relu_1048576_f32", "fail", "missing strata's gpu row"]])
 
     def test_gpu_timing_off_only_matters_on_a_cuda_session(self):
         doc = trace_doc()
