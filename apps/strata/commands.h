@@ -93,6 +93,7 @@ struct SweepOptions {
   double sweep_budget_s = 20.0;  // the whole sweep; per-size budgets shrink to fit it
   bool compare = false;
   int64_t ops_per_graph = 8;
+  bool ops_per_graph_given = false;  // refused without --compare, which alone reads it
   std::string plot_path, csv_path;
 };
 
@@ -106,6 +107,8 @@ void describe_backward_rows(reports::TraceReport& report, const Timeline& timeli
                             const Prepared& prepared);
 int run_sweep(const SweepOptions& options);
 int run_compare(const CompareOptions& options);
+// --ops-per-graph's range, for compare and for sweep (given or not, with --compare or without).
+void check_ops_per_graph(int64_t ops_per_graph);
 int run_ops();
 int run_check_trace(const std::string& path);  // exit 0 when valid, 1 with one line per violation
 int run_devices();  // device_session_cpu.cpp, or cuda_module.cpp (through libstrata_cuda.so) with CUDA

@@ -322,6 +322,7 @@ int main(int argc, char** argv) {
     t.conv.given = trace_conv.given();
     c.trace.conv.given = compare_conv.given();
     sw.trace.conv.given = sweep_conv.given();
+    sw.ops_per_graph_given = sweep->get_option("--ops-per-graph")->count() > 0;
     if (*sweep) return strata::app::run_sweep(sw);
     if (*trace) return strata::app::run_trace(t);
     c.ops_per_graph_given = ops_per_graph->count() > 0;

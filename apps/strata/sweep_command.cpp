@@ -111,8 +111,10 @@ int run_sweep(const SweepOptions& o) {
   if (!(o.sweep_budget_s > 0 && o.sweep_budget_s <= 86400)) {
     throw UsageError("--sweep-budget must be more than 0 and at most 86400 seconds, got " + std::to_string(o.sweep_budget_s));
   }
-  if (o.compare && (o.ops_per_graph < 1 || o.ops_per_graph > 4096)) {
-    throw UsageError("--ops-per-graph must be between 1 and 4096, got " + std::to_string(o.ops_per_graph));
+  check_ops_per_graph(o.ops_per_graph);
+  if (o.ops_per_graph_given && !o.compare) {
+    throw UsageError("--ops-per-graph " + std::to_string(o.ops_per_graph) + " sizes the replay of --compare, and "
+                     "this sweep replays nothing: add --compare, or leave --ops-per-graph out");
   }
   check_outputs(o);
 
@@ -155,7 +157,7 @@ int run_sweep(const SweepOptions& o) {
   const bool memory_bound = p.call.bytes_moved > 0;
   if (!on_gpu) {
     if (isatty(STDERR_FILENO) != 0) std::fprintf(stderr, "\r  sweep: measuring the ceiling");
-    rep.ceiling = measure_cpu_ceiling(memory_bound, p.dtype);
+    rep.ceiling = measure_cpu_ceiling(memory_bound, p.compute_dtype());
   }
 
   uint32_t next_id = 1;
@@ -273,7 +275,7 @@ int run_sweep(const SweepOptions& o) {
   if (!on_gpu && std::any_of(rep.points.begin(), rep.points.end(), [&](const reports::SweepPoint& pt) {
         return rep.ceiling_share(pt) > 1 && (!memory_bound || pt.bytes_moved >= cache_free_bytes);
       })) {
-    const reports::Ceiling again = measure_cpu_ceiling(memory_bound, p.dtype);
+    const reports::Ceiling again = measure_cpu_ceiling(memory_bound, p.compute_dtype());
     const double spent = rep.ceiling.spent_ns + again.spent_ns;
     if (again.rate > rep.ceiling.rate) rep.ceiling = again;
     rep.ceiling.spent_ns = spent;
