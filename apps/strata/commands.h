@@ -71,6 +71,9 @@ struct Prepared {
 Prepared prepare_trace(const TraceOptions& options);
 // The op, device and environment part of a report (no figures).
 reports::TraceReport describe_context(const Prepared& prepared, const TraceOptions& options);
+// Under --autocast, for an op autocast does not cast: the key path gains "Autocast (fallthrough) > " (the
+// fallthrough leaves no span of its own) and the notes say why. trace and sweep both print key paths.
+void describe_autocast_fallthrough(const Prepared& prepared, std::string& keys, std::vector<std::string>& notes);
 
 // The measured part of `strata compare`: K-call eager rounds, then capture and replay rounds, all traced
 // into `timeline` under op ids from `next_id` on (advanced past the last one used). The caller calls

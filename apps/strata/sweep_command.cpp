@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <iostream>
 #include <optional>
+#include <sstream>
 #include <unordered_set>
 #include <unistd.h>
 
@@ -109,7 +110,9 @@ int run_sweep(const SweepOptions& o) {
   std::vector<frontend::OpSpec> specs;
   for (size_t i = 0; i < sizes.values.size(); ++i) specs.push_back(frontend::parse_op_spec(o.trace.op, sizes.spec(i), o.trace.conv));
   if (!(o.sweep_budget_s > 0 && o.sweep_budget_s <= 86400)) {
-    throw UsageError("--sweep-budget must be more than 0 and at most 86400 seconds, got " + std::to_string(o.sweep_budget_s));
+    std::ostringstream got;
+    got << o.sweep_budget_s;  // as --budget's message writes it ("1e+308"), not std::to_string's 309 digits
+    throw UsageError("--sweep-budget must be more than 0 and at most 86400 seconds, got " + got.str());
   }
   check_ops_per_graph(o.ops_per_graph);
   if (o.ops_per_graph_given && !o.compare) {
@@ -126,14 +129,16 @@ int run_sweep(const SweepOptions& o) {
 
   // Sizes that would not fit are refused now, not after minutes of measuring the ones that do.
   const size_t available = available_bytes(p.choice.device);
+  // Each size's peak as prepare_call will check it (Note [Peak bytes of a call]).
+  auto peak = [&](size_t i) { return frontend::peak_bytes(specs[i], p.dtype, p.compute_dtype(), p.choice.device); };
   for (size_t i = 0; i < specs.size(); ++i) {
-    const size_t need = frontend::required_bytes(specs[i], p.dtype);
+    const size_t need = peak(i);
     if (need > available) {
       // Sizes ascend, and so does the memory they need: the one before is the largest that fits.
       const std::string largest =
           i == 0 ? "none (not even the smallest)"
                  : std::to_string(sizes.values[i - 1]) + " (" +
-                       format_bytes(double(frontend::required_bytes(specs[i - 1], p.dtype))) + ")";
+                       format_bytes(double(peak(i - 1))) + ")";
       throw UsageError(o.trace.op + " " + sizes.spec(i) + " needs " + format_bytes(double(need)) + " on " +
                        p.choice.device.str() + ", more than the " + format_bytes(double(available)) +
                        " available; the largest size of this range that fits is " + largest +
@@ -182,7 +187,7 @@ int run_sweep(const SweepOptions& o) {
       p.call = frontend::PreparedCall();  // the previous size's tensors go before the next ones are made
       p.spec = specs[i];
       p.call = frontend::prepare_call(p.spec, p.dtype, p.choice.device, o.trace.seed, o.trace.requires_grad,
-                                      available_bytes(p.choice.device));
+                                      available_bytes(p.choice.device), p.compute_dtype());
     }
     descriptions.push_back(p.call.description);
     work.push_back({p.call.flops, p.call.bytes_moved});
@@ -225,6 +230,7 @@ int run_sweep(const SweepOptions& o) {
     p.session->describe(ctx);
     rep.dtype = ctx.dtype;
     rep.device = ctx.device;
+    rep.device_reason = ctx.device_reason;
     rep.notes = ctx.notes;
     if (on_gpu && memory_bound) {
       rep.ceiling.how = "no bandwidth ceiling on a GPU: nothing measured, and reports/peak_table has no "
@@ -258,6 +264,7 @@ int run_sweep(const SweepOptions& o) {
             host.find(kind) == std::string::npos)
           host += (host.empty() ? "" : " + ") + kind;
       }
+      describe_autocast_fallthrough(p, keys, rep.notes);
       rep.keys = keys;
       rep.host_rows = host;
     }

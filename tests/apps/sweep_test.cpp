@@ -129,6 +129,30 @@ TEST_CASE("sweep: --ops-per-graph is checked with --compare or without, and refu
   check_refused(run_strata(sweep({"matmul", "16,32", "--ops-per-graph", "4"})), 2, "add --compare");
 }
 
+// What sweep says about the run is what trace says: the key path with autocast's fallthrough and its
+// note, and why --device auto chose this device (issue 30).
+TEST_CASE("sweep: autocast's fallthrough and auto's device choice, as trace says them") {
+  TempDir dir;
+  RunResult r = run_strata(sweep({"relu", "1k,2k", "--autocast", "bf16", "--json", dir.file("s.json")}));
+  check_no_crash(r);
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(read_file(dir.file("s.json")));
+  CHECK(j["keys"] == "Autocast (fallthrough) > CPU");
+  CHECK(contains(r.out, "relu has no autocast policy, so the Autocast key falls through"));
+  // --device auto: the same device and the same reason as trace gives for it, in the table and the JSON.
+  r = run_strata(fast({"sweep", "relu", "1k,2k", "--device", "auto", "--json", dir.file("s.json")}));
+  check_no_crash(r);
+  REQUIRE(r.exit_code == 0);
+  j = nlohmann::json::parse(read_file(dir.file("s.json")));
+  const RunResult t = run_strata(fast({"trace", "relu", "1k", "--device", "auto", "--json", dir.file("t.json")}));
+  REQUIRE(t.exit_code == 0);
+  const auto tj = nlohmann::json::parse(read_file(dir.file("t.json")));
+  CHECK(j["device_reason"] == tj["device_reason"]);
+  if (!tj["device_reason"].get<std::string>().empty())
+    CHECK(contains(r.out, "device: " + tj["device_reason"].get<std::string>()));
+}
+
 TEST_CASE("sweep: one swept field of a multi-field spec, with --compare") {
   const RunResult r = run_strata(sweep({"linear", "8x16x[16:32]", "--compare", "--ops-per-graph", "2"}));
   check_no_crash(r);
