@@ -25,6 +25,7 @@ struct TraceOptions {
   std::optional<int64_t> repeat;  // unset = auto
   int64_t warmup = 3;
   double budget_s = 1.0;
+  bool budget_given = false;  // --budget typed: refused beside --repeat, which leaves it nothing to size
   uint64_t seed = 42;
   bool requires_grad = false;
   bool backward = false;  // y.sum().backward() after each call (needs requires_grad); docs/autograd.md
@@ -94,6 +95,7 @@ CompareRounds run_compare_rounds(const Prepared& prepared, const CompareOptions&
 struct SweepOptions {
   TraceOptions trace;            // trace.spec holds the range pattern; trace.budget_s is per size
   double sweep_budget_s = 20.0;  // the whole sweep; per-size budgets shrink to fit it
+  bool sweep_budget_given = false;
   bool compare = false;
   int64_t ops_per_graph = 8;
   bool ops_per_graph_given = false;  // refused without --compare, which alone reads it

@@ -354,6 +354,10 @@ int main(int argc, char** argv) {
     c.trace.conv.given = compare_conv.given();
     sw.trace.conv.given = sweep_conv.given();
     sw.ops_per_graph_given = sweep->get_option("--ops-per-graph")->count() > 0;
+    t.budget_given = trace->get_option("--budget")->count() > 0;
+    c.trace.budget_given = compare->get_option("--budget")->count() > 0;
+    sw.trace.budget_given = sweep->get_option("--budget")->count() > 0;
+    sw.sweep_budget_given = sweep->get_option("--sweep-budget")->count() > 0;
     if (*sweep) return strata::app::run_sweep(sw);
     if (*trace) return strata::app::run_trace(t);
     c.ops_per_graph_given = ops_per_graph->count() > 0;

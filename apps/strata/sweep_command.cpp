@@ -114,6 +114,11 @@ int run_sweep(const SweepOptions& o) {
     got << o.sweep_budget_s;  // as --budget's message writes it ("1e+308"), not std::to_string's 309 digits
     throw UsageError("--sweep-budget must be more than 0 and at most 86400 seconds, got " + got.str());
   }
+  if (o.trace.repeat && o.sweep_budget_given) {
+    throw UsageError("--sweep-budget shares time among the sizes when --repeat is not given; with --repeat " +
+                     std::to_string(*o.trace.repeat) + " every size runs exactly that many calls and it would be "
+                     "ignored: give one of them");
+  }
   check_ops_per_graph(o.ops_per_graph);
   if (o.ops_per_graph_given && !o.compare) {
     throw UsageError("--ops-per-graph " + std::to_string(o.ops_per_graph) + " sizes the replay of --compare, and "

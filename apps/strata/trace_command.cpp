@@ -72,6 +72,11 @@ void validate_values(const TraceOptions& o) {
     got << o.budget_s;  // as typed ("0", "1e-3"), not std::to_string's "0.000000"
     throw UsageError("--budget must be more than 0 and at most 3600 seconds, got " + got.str());
   }
+  // Either sizes the timed calls; beside an explicit --repeat, --budget would be ignored without a word.
+  if (o.repeat && o.budget_given) {
+    throw UsageError("--budget sizes the run when --repeat is not given; with --repeat " + std::to_string(*o.repeat) +
+                     " it would be ignored: give one of them");
+  }
 }
 
 // The backward half of the report: the walk, the seed's and each node's rows, and with --check every

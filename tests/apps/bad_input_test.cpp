@@ -279,6 +279,15 @@ TEST_CASE("one number rule for the seconds options: decimal with fraction and ex
                 "--sweep-budget must be more than 0 and at most 86400 seconds, got 1e+308");
   check_refused(run_strata({"trace", "relu", "16", "--device", "cpu", "--budget", "1e308"}), 2,
                 "--budget must be more than 0 and at most 3600 seconds, got 1e+308");
+  // Beside an explicit --repeat they size nothing: refused rather than ignored.
+  check_refused(run_strata({"trace", "relu", "16", "--device", "cpu", "--repeat", "5", "--budget", "2"}), 2,
+                "with --repeat 5 it would be ignored");
+  check_refused(run_strata({"compare", "relu", "16", "--device", "cpu", "--repeat", "5", "--budget", "2"}), 2,
+                "with --repeat 5 it would be ignored");
+  check_refused(run_strata({"sweep", "relu", "16,32", "--device", "cpu", "--repeat", "5", "--budget", "2"}), 2,
+                "with --repeat 5 it would be ignored");
+  check_refused(run_strata({"sweep", "relu", "16,32", "--device", "cpu", "--repeat", "5", "--sweep-budget", "2"}), 2,
+                "--sweep-budget shares time among the sizes when --repeat is not given");
   // Fractions and exponents are what these options are for.
   TempDir dir;
   const RunResult r = run_strata({"trace", "relu", "16", "--device", "cpu", "--warmup", "0", "--budget", "2.5e-2",
