@@ -207,7 +207,9 @@ TEST_CASE("peak_bytes of a sequence covers the measured peak in bf16 and under a
   const frontend::SequenceSpec spec = frontend::parse_sequence_spec("mlp", "8x32x64x16");
   const std::pair<DType, std::optional<DType>> cases[] = {
       {DType::kF32, std::nullopt}, {DType::kBF16, std::nullopt}, {DType::kF32, DType::kBF16}};
-  for (const auto& [given, cast] : cases) {
+  for (const auto& c : cases) {  // not a structured binding: clang 14 (the lint stage) cannot capture one
+    const DType given = c.first;
+    const std::optional<DType> cast = c.second;
     CAPTURE(dtype_name(given));
     CAPTURE(cast.has_value());
     const DType computed = cast.value_or(given);

@@ -101,7 +101,9 @@ TEST_CASE("sweep: f16 and bf16 sweep, against the f32 ceiling they compute in on
   TempDir dir;
   const std::pair<const char*, const char*> ops[] = {{"matmul", "16,32"}, {"linear", "8x16x[16:32]"},
                                                      {"conv", "1x2x8x[8:16]"}};
-  for (const auto& [op, range] : ops) {
+  for (const auto& spec : ops) {  // not a structured binding: clang 14 (the lint stage) cannot capture one
+    const char* op = spec.first;
+    const char* range = spec.second;
     for (const char* dtype : {"bf16", "f16"}) {
       CAPTURE(op);
       CAPTURE(dtype);
