@@ -369,12 +369,98 @@ void check_args(const std::string& where, const nlohmann::json& e, std::vector<s
   }
 }
 
+// The phases of the Trace Event Format (duration B/E, complete X, instant i/I, counter C, async b/n/e and
+// the legacy S/T/p/F, flow s/t/f, sample P, object N/O/D, metadata M, memory dump V/v, mark R, clock sync
+// c, context ( and )). Anything else is no event a viewer knows how to draw.
+bool known_phase(const std::string& ph) {
+  static const std::set<std::string> kPhases = {"B", "E", "X", "i", "I", "C", "b", "n", "e", "S", "T", "p", "F", "s",
+                                               "t", "f", "P", "N", "O", "D", "M", "V", "v", "R", "c", "(", ")"};
+  return kPhases.count(ph) != 0;
+}
+
+// Note [Duplicate keys]: JSON that is valid but ambiguous is refused too. A key given twice in one object
+// is one value to one reader and the other to the next (nlohmann keeps the last, a streaming reader may
+// keep the first), so each duplicate is reported. Found by a SAX pass that builds nothing: nlohmann's
+// parse callback would do it in the same pass, but its DOM builder then rescans the enclosing array at
+// every object's end, which is quadratic in the number of events (seconds for 100k).
+class DuplicateKeys final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  explicit DuplicateKeys(std::vector<std::string>& errors) : errors_(errors) {}
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t&) override { return true; }
+  bool string(string_t&) override { return true; }
+  bool binary(binary_t&) override { return true; }
+  bool start_object(std::size_t) override {
+    keys_.emplace_back();
+    return true;
+  }
+  bool key(string_t& key) override {
+    if (!keys_.back().insert(key).second && errors_.size() < 20)
+      errors_.push_back("key '" + key + "' appears twice in one object (readers disagree on which value counts)");
+    return true;
+  }
+  bool end_object() override {
+    keys_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+ private:
+  std::vector<std::string>& errors_;
+  std::vector<std::set<std::string>> keys_;  // one set per object open at this point of the text
+};
+
+// What every event must be, whatever its phase: a known phase, pid and tid not negative (tid 0 is checked
+// with the tracks), and args, when given, an object (readers look names up in it).
+void check_event_fields(const std::string& where, const nlohmann::json& e, std::vector<std::string>& errors) {
+  const std::string& ph = e["ph"].get_ref<const std::string&>();
+  if (!known_phase(ph)) errors.push_back(where + ": unknown phase '" + ph + "' (not a Trace Event Format phase)");
+  for (const char* key : {"pid", "tid"}) {
+    const auto it = e.find(key);
+    if (it != e.end() && it->is_number_integer() && it->get<int64_t>() < 0)
+      errors.push_back(where + ": " + key + " " + std::to_string(it->get<int64_t>()) + " is negative");
+  }
+  if (const auto args = e.find("args"); args != e.end() && !args->is_object())
+    errors.push_back(where + ": args is " + args->type_name() + ", not an object");
+}
+
+// Duration events: on each track every B is closed by a later E, innermost first.
+class BeginEndPairs {
+ public:
+  void add(const std::string& where, const std::string& ph, std::pair<int64_t, int64_t> track,
+           std::vector<std::string>& errors) {
+    std::vector<std::string>& open = open_[track];
+    if (ph == "B") open.push_back(where);
+    if (ph != "E") return;
+    if (open.empty()) errors.push_back(where + ": E event with no open B event on its track");
+    else open.pop_back();
+  }
+  void finish(std::vector<std::string>& errors) const {
+    for (const auto& [track, open] : open_)
+      for (const std::string& where : open) errors.push_back(where + ": B event never closed by an E event on its track");
+  }
+
+ private:
+  std::map<std::pair<int64_t, int64_t>, std::vector<std::string>> open_;
+};
+
 }  // namespace
 
 std::vector<std::string> check_chrome_trace(const std::string& text) {
   std::vector<std::string> errors;
+  // A NUL is no JSON text; a reader that stops at it would see a different trace than one that does not.
+  if (const size_t nul = text.find('\0'); nul != std::string::npos) {
+    return {"byte " + std::to_string(nul) + " is a NUL: a trace is JSON text, and readers disagree on what follows it"};
+  }
   nlohmann::json doc;
   try {
+    DuplicateKeys duplicates(errors);  // Note [Duplicate keys]; first, while no document takes memory
+    nlohmann::json::sax_parse(text, &duplicates);
     doc = nlohmann::json::parse(text);  // strict JSON: NaN and Infinity are parse errors
   } catch (const std::bad_alloc&) {
     throw;  // the machine's limit, not the trace's fault: the caller says so
@@ -384,6 +470,7 @@ std::vector<std::string> check_chrome_trace(const std::string& text) {
   if (!doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array()) {
     return {"top level must be an object with a traceEvents array"};
   }
+  if (doc["traceEvents"].empty()) errors.push_back("traceEvents is empty: a trace with no events records nothing");
   // The header fields HTA reads (Note [Kineto trace layout]), where the trace has them.
   if (auto it = doc.find("distributedInfo"); it != doc.end()) {
     const auto rank = it->is_object() ? it->find("rank") : it->end();
@@ -428,6 +515,7 @@ std::vector<std::string> check_chrome_trace(const std::string& text) {
     if (it == e.end() || !it->is_number_integer()) return std::nullopt;
     return it->get<int64_t>();
   };
+  BeginEndPairs begin_end;
   size_t index = 0;
   for (const auto& e : doc["traceEvents"]) {
     const std::string where = "event " + std::to_string(index++);
@@ -436,6 +524,7 @@ std::vector<std::string> check_chrome_trace(const std::string& text) {
       continue;
     }
     const std::string ph = e["ph"].get<std::string>();
+    check_event_fields(where, e, errors);
     if (const std::string* name = step_name(e); name && ph != "X") {
       errors.push_back(where + ": " + *name + " must be a complete (X) event enclosing its step");
     }
@@ -455,14 +544,15 @@ std::vector<std::string> check_chrome_trace(const std::string& text) {
     }
     const double ts = e["ts"].get<double>();
     if (!std::isfinite(ts) || ts < 0) {
-      errors.push_back(where + ": ts " + std::to_string(ts) + " is negative or not finite");
+      errors.push_back(where + ": ts " + number(ts) + " is negative or not finite");
       continue;
     }
     if (ts > kMaxUs) {
-      errors.push_back(where + ": ts " + std::to_string(ts) + " us is out of range");
+      errors.push_back(where + ": ts " + number(ts) + " us is out of range");
       continue;
     }
     const auto track = std::make_pair(*pid, *tid);
+    begin_end.add(where, ph, track, errors);
     if (ph == "X") {
       if (!e.contains("dur") || !e["dur"].is_number() || e["dur"].get<double>() < 0) {
         errors.push_back(where + ": X event without a non-negative dur");
@@ -470,7 +560,7 @@ std::vector<std::string> check_chrome_trace(const std::string& text) {
       }
       const double dur = e["dur"].get<double>();
       if (dur > kMaxUs) {
-        errors.push_back(where + ": dur " + std::to_string(dur) + " us is out of range");
+        errors.push_back(where + ": dur " + number(dur) + " us is out of range");
         continue;
       }
       const int64_t b = to_ns(ts);
@@ -490,6 +580,7 @@ std::vector<std::string> check_chrome_trace(const std::string& text) {
       flow_points.emplace_back(track, to_ns(ts), *id);
     }
   }
+  begin_end.finish(errors);
   for (auto& [track, slices] : tracks) {
     std::sort(slices.begin(), slices.end(), [](const Slice& a, const Slice& b) {
       return a.begin != b.begin ? a.begin < b.begin : a.end > b.end;

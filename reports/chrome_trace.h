@@ -83,7 +83,9 @@ class ChromeTraceWriter {
 };
 
 // Every violation of DESIGN.md's trace invariants in `json`, one line each; empty means valid:
-// valid JSON, no NaN/Infinity, finite non-negative ts, X events on one track properly nested, every flow
+// valid JSON with no NUL byte and no key twice in one object, no NaN/Infinity, at least one event, every
+// phase one of the Trace Event Format's, pid and tid not negative, args an object, every B closed by an E
+// on its track, finite non-negative ts, X events on one track properly nested, every flow
 // id exactly one "s" and one "f" each inside an X on its own track, tid never 0. And what HTA relies on
 // (Note [Kineto trace layout]), wherever the trace has it: an integer rank >= 0 in distributedInfo,
 // deviceProperties a non-empty array of flat objects, ProfilerStep#N events complete, numbered once and

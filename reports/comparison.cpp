@@ -107,22 +107,37 @@ GraphAttribution attribute_graph_kernels(const DeviceTrace& device) {
   return a;
 }
 
+// One rule on both devices, as for a sequence (reports/sequence.cpp): compute-bound when the compute (the
+// GPU's kernels, or on the CPU the library row) fills at least half of the eager wall. Everything else is
+// overhead: the host rows AND the time that falls in no row (the interpreter between zones under
+// --frontend python). Comparing the host rows alone with the wall called a call compute-bound whose
+// library was 23% of its wall.
+double Comparison::compute_share() const {
+  const double compute = eager.has_device ? eager.gpu : eager.library;
+  return eager.wall > 0 ? compute / eager.wall : 0;
+}
+
+std::string Comparison::bound() const { return compute_share() >= 0.5 ? "compute-bound" : "overhead-bound"; }
+
 std::string Comparison::verdict() const {
   char buf[512];
-  const double host = eager.host();
-  const double share = eager.wall > 0 ? host / eager.wall : 0;
   // Noise: the spread between median and p90 of the two walls. A difference inside it is no difference.
   const double noise = std::max(eager.wall_p90 - eager.wall, replay.wall_p90 - replay.wall);
   const double saved = eager.wall - replay.wall;
-  std::string bound;
-  if (eager.has_device && eager.gpu > 0) {
-    bound = host > eager.gpu ? "overhead-bound: the host spends " + format_ns(host) + " per op issuing work the GPU runs in " + format_ns(eager.gpu)
-                             : "compute-bound: the GPU runs " + format_ns(eager.gpu) + " per op against " + format_ns(host) + " of host overhead";
-  } else {
-    std::snprintf(buf, sizeof buf, "%s: %sbinding + dispatch are %.1f%% of the eager wall per op",
-                  share >= 0.5 ? "overhead-bound" : "compute-bound", eager.python > 0 ? "python + pybind11 + " : "",
-                  100.0 * share);
-    bound = buf;
+  const double compute = eager.has_device ? eager.gpu : eager.library;
+  const double host = eager.host();
+  auto pct = [&](double ns) { return eager.wall > 0 ? 100.0 * ns / eager.wall : 0.0; };
+  std::snprintf(buf, sizeof buf, "%s: %s %s is %.1f%% of the %s eager wall per op; host overhead (%sbinding + dispatch%s) "
+                "%.1f%%",
+                bound().c_str(), eager.has_device ? "the GPU's" : "the library's", format_ns(compute).c_str(),
+                100.0 * compute_share(), format_ns(eager.wall).c_str(), eager.python > 0 ? "python + pybind11 + " : "",
+                eager.has_device ? " + runtime + launch" : "", pct(host));
+  std::string bound_text = buf;
+  // On the CPU the rows run one after another inside the wall, so what is left is time no zone covers.
+  // (On a GPU the kernels overlap the host's issuing: there is no such remainder to speak of.)
+  if (!eager.has_device) {
+    std::snprintf(buf, sizeof buf, ", in no row %.1f%%", pct(std::max(0.0, eager.wall - compute - host)));
+    bound_text += buf;
   }
   std::string effect;
   if (std::abs(saved) <= noise) {
@@ -132,7 +147,7 @@ std::string Comparison::verdict() const {
                   format_ns(std::abs(saved)).c_str(), speedup());
     effect = buf;
   }
-  return bound + "; " + effect;
+  return bound_text + "; " + effect;
 }
 
 }  // namespace strata::reports

@@ -39,7 +39,11 @@ struct Comparison {
   // the timers resolve, and the table marks it (0: not measured, nothing marked).
   double probe_ns = 0;
   double speedup() const { return replay.wall > 0 ? eager.wall / replay.wall : 0; }
-  std::string verdict() const;
+  // The compute's share of the eager wall per op (the GPU's kernels, or the library row on the CPU), and
+  // "compute-bound" when it is at least half, else "overhead-bound".
+  double compute_share() const;
+  std::string bound() const;
+  std::string verdict() const;  // the bound with its figures, and what the replay changed
 };
 
 // CUDA Graph replay: CUPTI reports every replayed kernel with the graph launch's correlation id and the

@@ -219,6 +219,8 @@ std::string comparison_json(const Comparison& c, const TraceReport& ctx) {
            {"replay", mode(c.replay)},
            {"one_time_ns", {{"capture", c.capture_ns}, {"instantiate", c.instantiate_ns}, {"first_replay", c.first_replay_ns}}},
            {"speedup_wall_per_op", c.speedup()},
+           {"bound", c.bound()},
+           {"compute_share", c.compute_share()},
            {"verdict", c.verdict()},
            {"notes", ctx.notes},
            {"figures", figures(ctx.figures)},

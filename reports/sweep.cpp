@@ -179,7 +179,9 @@ std::vector<std::string> SweepReport::crossover_words() const {
                         std::to_string(c.below) + " and " + std::to_string(c.above) + ")");
         break;
       case Crossover::Kind::kFromStart:
-        words.push_back(what + " at every measured size, from the smallest (" + swept + " = " + size_words(c.x) + ")");
+        // A measured size, written as typed (size_words is for interpolated ones: "(size = 1.0)" beside "= 16").
+        words.push_back(what + " at every measured size, from the smallest (" + swept + " = " +
+                        std::to_string(points.front().size) + ")");
         break;
       case Crossover::Kind::kNever:
         words.push_back(what.substr(0, what.find(" is under")) + " is still " + percent(share) +
@@ -220,6 +222,7 @@ bool SweepReport::below_resolution(const SweepRow& r) const {
 void print_sweep_table(const SweepReport& rep, std::ostream& out) {
   out << "sweep " << rep.op << " " << rep.pattern << "  (" << rep.points.size() << " sizes, " << rep.swept
       << " swept)  " << rep.dtype << "  " << rep.device << "   keys: " << rep.keys << "\n";
+  if (!rep.device_reason.empty()) out << "device: " << rep.device_reason << "\n";  // as trace's table says it
   if (rep.ceiling.rate > 0) {
     out << "ceiling: " << rate_text(rep.ceiling.rate, rep.memory_bound())
         << (rep.ceiling.measured ? ", measured: " : ", datasheet peak (not measured): ") << rep.ceiling.how << "\n";
@@ -318,6 +321,7 @@ std::string sweep_json(const SweepReport& rep) {
          {"swept", rep.swept},
          {"dtype", rep.dtype},
          {"device", rep.device},
+         {"device_reason", rep.device_reason},
          {"keys", rep.keys},
          {"host_rows", rep.host_rows},
          {"compute_row", rep.compute_row},

@@ -76,6 +76,7 @@ struct SweepReport {
   std::string op, swept;     // "matmul", "N" / "the last size" words for the swept dimension
   std::string pattern;       // "32x768x[256:8192]" as typed
   std::string dtype, device, keys;
+  std::string device_reason;  // why this device (--device auto), as trace says it; "" when requested
   std::string compute_row;   // "library" / "gpu"
   std::string host_rows;     // "binding + dispatch + runtime" as measured
   std::string replay_kind;   // "CUDA Graph" / "plan replay" with --compare

@@ -7,8 +7,8 @@
 
 namespace strata::app {
 
-// FLOP-bound ops (memory_bound false): the best FLOP/s of a few n x n x n GEMMs in `dtype` (f32 or f64)
-// through kernels::cpu::matmul, the same OpenBLAS routine and thread count the sweep's GEMMs use.
+// FLOP-bound ops (memory_bound false): the best FLOP/s of a few n x n x n GEMMs in the type `dtype`
+// computes in (f64 in f64; f32, bf16 and f16 in f32, Note [Half types on the CPU]) through kernels::cpu::matmul, the same OpenBLAS routine and thread count the sweep's GEMMs use.
 // Memory-bound ops: the best bytes/s (read + written) of a few passes of a one-thread streaming copy of
 // `copy_bytes`, one thread as the pointwise kernels run. Each is a warm-up then up to `passes` timed
 // runs, stopping early once `budget_s` has passed: about 0.1-0.3 s at the defaults on a 2-core VM.

@@ -25,6 +25,7 @@ struct TraceOptions {
   std::optional<int64_t> repeat;  // unset = auto
   int64_t warmup = 3;
   double budget_s = 1.0;
+  bool budget_given = false;  // --budget typed: refused beside --repeat, which leaves it nothing to size
   uint64_t seed = 42;
   bool requires_grad = false;
   bool backward = false;  // y.sum().backward() after each call (needs requires_grad); docs/autograd.md
@@ -71,6 +72,9 @@ struct Prepared {
 Prepared prepare_trace(const TraceOptions& options);
 // The op, device and environment part of a report (no figures).
 reports::TraceReport describe_context(const Prepared& prepared, const TraceOptions& options);
+// Under --autocast, for an op autocast does not cast: the key path gains "Autocast (fallthrough) > " (the
+// fallthrough leaves no span of its own) and the notes say why. trace and sweep both print key paths.
+void describe_autocast_fallthrough(const Prepared& prepared, std::string& keys, std::vector<std::string>& notes);
 
 // The measured part of `strata compare`: K-call eager rounds, then capture and replay rounds, all traced
 // into `timeline` under op ids from `next_id` on (advanced past the last one used). The caller calls
@@ -91,8 +95,10 @@ CompareRounds run_compare_rounds(const Prepared& prepared, const CompareOptions&
 struct SweepOptions {
   TraceOptions trace;            // trace.spec holds the range pattern; trace.budget_s is per size
   double sweep_budget_s = 20.0;  // the whole sweep; per-size budgets shrink to fit it
+  bool sweep_budget_given = false;
   bool compare = false;
   int64_t ops_per_graph = 8;
+  bool ops_per_graph_given = false;  // refused without --compare, which alone reads it
   std::string plot_path, csv_path;
 };
 
@@ -106,6 +112,8 @@ void describe_backward_rows(reports::TraceReport& report, const Timeline& timeli
                             const Prepared& prepared);
 int run_sweep(const SweepOptions& options);
 int run_compare(const CompareOptions& options);
+// --ops-per-graph's range, for compare and for sweep (given or not, with --compare or without).
+void check_ops_per_graph(int64_t ops_per_graph);
 int run_ops();
 int run_check_trace(const std::string& path);  // exit 0 when valid, 1 with one line per violation
 int run_devices();  // device_session_cpu.cpp, or cuda_module.cpp (through libstrata_cuda.so) with CUDA

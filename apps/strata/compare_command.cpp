@@ -37,6 +37,7 @@ CompareRounds compare_rounds(const Work& work, const Prepared& p, const CompareO
   auto eager_round = [&](bool traced, std::vector<uint32_t>* ids) {
     binding::IValue out;
     for (int64_t i = 0; i < k; ++i) {
+      stop_if_interrupted();   // a round of K forwards of a large model takes seconds
       out = binding::IValue();  // one output alive at a time: see Note [One output at a time] (harness.cpp)
       if (traced) {
         tracing::ActiveScope scope(&timeline);
@@ -60,6 +61,7 @@ CompareRounds compare_rounds(const Work& work, const Prepared& p, const CompareO
   // is where the libraries make their plans: it runs on a scratch timeline whose plan annotations are
   // kept (Note [Annotations on the timeline]) and whose spans are not.
   binding::IValue eager_out;
+  size_t round_spans = 0;  // what one eager round writes: it sizes the buffer for all of them, below
   {
     Timeline first(1024);
     {
@@ -67,6 +69,7 @@ CompareRounds compare_rounds(const Work& work, const Prepared& p, const CompareO
       eager_out = eager_round(false, nullptr);
     }
     for (const Annotation& a : first.annotations()) timeline.add_annotation(a);
+    round_spans = first.spans().size();
   }
   // A captured graph keeps the output of each of its K calls alive (it writes them at every replay); the
   // frontend sized the request for one. Refuse here, before capturing, what would not fit.
@@ -87,8 +90,12 @@ CompareRounds compare_rounds(const Work& work, const Prepared& p, const CompareO
     const double per_round = o.trace.warmup > 0 ? host_clock::elapsed_ns(w0) / double(o.trace.warmup) : 1e6;
     rounds = std::clamp<int64_t>(static_cast<int64_t>(o.trace.budget_s * 0.5e9 / std::max(per_round, 1.0)), 10, 2000);
   }
-  // Room for every span of both phases (a call writes a handful), so the buffer never grows mid-round.
-  timeline.reserve_more(static_cast<size_t>(rounds) * static_cast<size_t>(k + 1) * 8 + 64);
+  // Room for every span of both phases, so the buffer never grows mid-round: an eager round's spans as the
+  // first round wrote them, and as many again for a replay (its kernels' zones, fewer than eager's).
+  reserve_spans(timeline, static_cast<size_t>(rounds), 2 * round_spans + 8,
+                "--repeat " + std::to_string(rounds) + " rounds of " + std::to_string(k) +
+                    (work.steps() > 1 ? " forwards" : " calls"),
+                "lower --repeat or --ops-per-graph");
   out.eager_ids.resize(static_cast<size_t>(rounds));
   out.eager_begin = host_clock::now_ns();
   for (int64_t r = 0; r < rounds; ++r) {
@@ -151,12 +158,23 @@ CompareRounds run_compare_rounds(const Prepared& p, const CompareOptions& o, Tim
   return compare_rounds(SingleCall{p.call, p.invoke ? &p.invoke : nullptr}, p, o, timeline, next_id);
 }
 
-int run_compare(const CompareOptions& o) {
-  if (o.ops_per_graph < 1 || o.ops_per_graph > 4096) {
-    throw UsageError("--ops-per-graph must be between 1 and 4096, got " + std::to_string(o.ops_per_graph));
+void check_ops_per_graph(int64_t ops_per_graph) {
+  if (ops_per_graph < 1 || ops_per_graph > 4096) {
+    throw UsageError("--ops-per-graph must be between 1 and 4096, got " + std::to_string(ops_per_graph));
   }
+}
+
+int run_compare(const CompareOptions& o) {
+  check_ops_per_graph(o.ops_per_graph);
   if (!o.trace.peer.empty()) {
     throw UsageError("--peer applies to 'strata trace' (one op beside its peer); compare replays strata's own calls");
+  }
+  // Neither mode runs a backward: a replay is the captured forward calls, and a graph of the engine's
+  // walk is not captured. Accepting the flag would print forward figures as if they covered it.
+  if (o.trace.backward) {
+    throw UsageError("--backward applies to 'strata trace': compare times forward calls eager and replayed, and "
+                     "replays no backward (run strata trace " + o.trace.op + " " + o.trace.spec +
+                     " --requires-grad --backward)");
   }
   Prepared p = prepare_trace(o.trace);
   // Figures are per op: a round of K iterations is K ops, or K forwards of S ops each for a sequence.
@@ -201,6 +219,7 @@ int run_compare(const CompareOptions& o) {
   ctx.figures.set("graph_replay.replayed_kernels", double(attribution.replayed_kernels), "count");
   ctx.figures.set("graph_replay.attributed_kernels", double(attribution.attributed), "count");
   ctx.figures.set("graph_replay.attributed_by_capture_info", double(attribution.attributed_by_capture_info), "count");
+  if (cost.recorded_calls > 0) ctx.figures.set("plan_replay.recorded_calls", double(cost.recorded_calls), "count");
   ctx.figures.set("device_timing.enabled", timeline.device.enabled ? 1 : 0, "bool");
   if (std::string note = reports::graph_replay_note(ctx.figures, replay->kind() == "plan replay"); !note.empty())
     ctx.notes.push_back(note);

@@ -46,6 +46,7 @@ class Replay {
 struct CaptureCost {
   double capture_ns = 0;      // issuing the K calls through the full stack while recording
   double instantiate_ns = 0;  // turning the recording into something replayable
+  size_t recorded_calls = 0;  // kernel calls in a CPU plan (0 for a CUDA Graph: its nodes are not counted)
 };
 
 class DeviceSession {

@@ -16,6 +16,20 @@ namespace strata::app {
 
 std::atomic<bool> g_interrupted{false};
 
+void reserve_spans(Timeline& timeline, size_t repeats, size_t spans_each, const std::string& what,
+                   const std::string& remedy) {
+  // Saturating: a product past SIZE_MAX is as refused as one just past the memory.
+  const size_t spans = spans_each != 0 && repeats > (SIZE_MAX - 64) / spans_each / sizeof(Span)
+                           ? SIZE_MAX / sizeof(Span)
+                           : repeats * spans_each + 64;
+  const size_t span_bytes = spans * sizeof(Span);
+  if (span_bytes > frontend::available_host_bytes() / 2) {
+    throw UsageError(what + " would record " + std::to_string(spans) + " spans (" + format_bytes(double(span_bytes)) +
+                     " of host memory, more than half of what is available); " + remedy);
+  }
+  timeline.reserve_more(spans);
+}
+
 void stop_if_interrupted() {
   if (g_interrupted.load(std::memory_order_relaxed)) {
     throw Error("interrupted: stopped before the measurement finished; no report written", ExitCode::kInterrupted);
@@ -175,14 +189,8 @@ HarnessResult run_work(const Work& call, const HarnessOptions& options, Timeline
                 options.untraced_comparison ? "on" : "off");
   // The cold call shows how many spans one call writes; make room for all timed calls up front. That
   // buffer is memory too: refuse a run whose spans alone would crowd out the op (half of what is free).
-  const size_t spans_needed = static_cast<size_t>(r.repeat) * (timeline.spans().size() - spans_before + 2) + 64;
-  const size_t span_bytes = spans_needed * sizeof(Span);
-  if (span_bytes > frontend::available_host_bytes() / 2) {
-    throw UsageError("--repeat " + std::to_string(r.repeat) + " would record " + std::to_string(spans_needed) +
-                     " spans (" + format_bytes(double(span_bytes)) + " of host memory, more than half of what is " +
-                     "available); lower --repeat");
-  }
-  timeline.reserve_more(spans_needed);
+  reserve_spans(timeline, static_cast<size_t>(r.repeat), timeline.spans().size() - spans_before + 2,
+                "--repeat " + std::to_string(r.repeat), "lower --repeat");
   r.planned_repeat = r.repeat;
   const double stop_after_s =
       options.stop_after_s > 0 ? options.stop_after_s : (r.repeat_auto ? 2 * options.budget_s : 0.0);

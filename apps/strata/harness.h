@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "apps/strata/device_session.h"
@@ -19,6 +20,13 @@ namespace strata::app {
 extern std::atomic<bool> g_interrupted;
 // Throws Error with ExitCode::kInterrupted once the flag is set (see docs/errors.md).
 void stop_if_interrupted();
+
+// Makes room for `repeats` x `spans_each` spans up front, so the buffer never grows while calls are timed.
+// That buffer is memory too: a run whose spans alone would take more than half of the free host memory
+// is refused (UsageError: "<what> would record N spans (...); <remedy>") rather than ended by bad_alloc
+// or the OOM killer.
+void reserve_spans(Timeline& timeline, size_t repeats, size_t spans_each, const std::string& what,
+                   const std::string& remedy);
 
 // Note [What the harness runs]: a workload of S steps per iteration, each a real call with its own op id
 // (S = 1 for one op; a sequence's steps feed each other, Note [Sequences are not operators]). Templates

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <csignal>
 #include <cstdio>
@@ -73,6 +74,33 @@ CLI::Validator whole_number() {
       std::is_unsigned_v<T> ? "UINT" : "INT");
 }
 
+// The same rule for the options that take seconds (--budget, --sweep-budget): decimal, with an optional
+// fraction and exponent ("0.5", "2e-3"). Left to CLI11, they are read with strtod: "0x10" is a hex float
+// (16), " 5", "+5", "inf" and "nan" pass. A value past the double range is refused here rather than read
+// as infinity; the range check of each option then says what it allows.
+CLI::Validator decimal_number() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        const size_t digits_from = !v.empty() && v[0] == '-' ? 1 : 0;
+        const bool decimal = v.size() > digits_from && (std::isdigit(static_cast<unsigned char>(v[digits_from])) ||
+                                                        v[digits_from] == '.') &&
+                             v.find_first_not_of("0123456789.eE+-") == std::string::npos;
+        double value = 0;
+        const auto [end, ec] = decimal ? std::from_chars(v.data(), v.data() + v.size(), value)
+                                       : std::from_chars_result{v.data(), std::errc::invalid_argument};
+        if (ec == std::errc::result_out_of_range) return as_typed(v) + " is out of range for a number of seconds";
+        if (ec != std::errc() || end != v.data() + v.size()) {
+          return as_typed(v) + " is not a decimal number (digits, an optional fraction and exponent, e.g. 0.5 or "
+                               "2e-3; no '+', spaces, 0x, inf or nan)";
+        }
+        char canonical[32];  // what CLI11 then reads back: the same double, in a form strtod reads one way
+        std::snprintf(canonical, sizeof canonical, "%.17g", value);
+        v = canonical;
+        return "";
+      },
+      "FLOAT");
+}
+
 // The conv-only options, so that giving one to another op can be refused (it would be ignored).
 struct ConvFlags {
   std::vector<CLI::Option*> options;
@@ -101,7 +129,7 @@ ConvFlags add_conv_options(CLI::App* cmd, strata::app::TraceOptions& t, int64_t&
 // The options `trace` and `compare` share: the op, its sizes, the device, and what to measure and write.
 ConvFlags add_op_options(CLI::App* cmd, strata::app::TraceOptions& t, int64_t& out_channels) {
   const CLI::Validator integer = whole_number<int64_t>();
-  cmd->add_option("op", t.op, "matmul | linear | conv | relu | add | mlp (a sequence)")->required();
+  cmd->add_option("op", t.op, strata::frontend::op_names() + " | mlp (a sequence)")->required();
   cmd->add_option("spec", t.spec, "sizes, e.g. 1024 or 512x1024x256 (see the formats below)")->required();
   cmd->add_option("--device", t.device, "auto | cpu | cuda | cuda:N  (auto: the GPU if one works, else the CPU)")
       ->capture_default_str();
@@ -113,7 +141,8 @@ ConvFlags add_op_options(CLI::App* cmd, strata::app::TraceOptions& t, int64_t& o
       ->transform(integer);
   cmd->add_option("--budget", t.budget_s,
                   "seconds of timed calls when --repeat is not given (the run stops at twice this if calls turn slower)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(decimal_number());
   cmd->add_option("--seed", t.seed, "seed of the random inputs (uniform in [-1, 1)), 0 to 2^64-1")
       ->capture_default_str()
       ->transform(whole_number<uint64_t>());
@@ -147,14 +176,16 @@ ConvFlags add_sweep_options(CLI::App* cmd, strata::app::SweepOptions& s, int64_t
   const CLI::Validator integer = whole_number<int64_t>();
   strata::app::TraceOptions& t = s.trace;
   t.budget_s = 0.5;
-  cmd->add_option("op", t.op, "matmul | linear | conv | relu | add")->required();
+  cmd->add_option("op", t.op, strata::frontend::op_names())->required();
   cmd->add_option("range", t.spec, "sizes: 16:4096, 64,256,1024, 1k:64M, or 32x768x[256:8192] (see below)")->required();
   cmd->add_option("--device", t.device, "auto | cpu | cuda | cuda:N")->capture_default_str();
   cmd->add_option("--dtype", t.dtype, "f32 | f64 | f16 | bf16 (on the CPU f16/bf16 compute in f32)")->capture_default_str();
   cmd->add_option("--budget", t.budget_s, "seconds of timed calls per size (fewer if --sweep-budget is short)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(decimal_number());
   cmd->add_option("--sweep-budget", s.sweep_budget_s, "seconds for the whole sweep, shared among the sizes left")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->transform(decimal_number());
   cmd->add_option("--repeat", t.repeat, "timed calls per size (default: as many as fit in the budget, at least 10)")
       ->transform(integer);
   cmd->add_option("--warmup", t.warmup, "untraced calls per size before the timed ones")->capture_default_str()->transform(integer);
@@ -323,6 +354,11 @@ int main(int argc, char** argv) {
     t.conv.given = trace_conv.given();
     c.trace.conv.given = compare_conv.given();
     sw.trace.conv.given = sweep_conv.given();
+    sw.ops_per_graph_given = sweep->get_option("--ops-per-graph")->count() > 0;
+    t.budget_given = trace->get_option("--budget")->count() > 0;
+    c.trace.budget_given = compare->get_option("--budget")->count() > 0;
+    sw.trace.budget_given = sweep->get_option("--budget")->count() > 0;
+    sw.sweep_budget_given = sweep->get_option("--sweep-budget")->count() > 0;
     if (*sweep) return strata::app::run_sweep(sw);
     if (*trace) return strata::app::run_trace(t);
     c.ops_per_graph_given = ops_per_graph->count() > 0;

@@ -2,7 +2,10 @@
 // through the full stack with a plan recorder active (layers/dispatch records every resolved backend
 // kernel call with its arguments); replay then calls exactly those kernels, skipping binding and
 // dispatch. What replay saves is therefore precisely the binding + dispatch cost, which is the point.
+#include <unordered_map>
+
 #include "apps/strata/device_session.h"
+#include "apps/strata/harness.h"
 #include "layers/dispatch/dispatch.h"
 #include "lib/error.h"
 #include "lib/zone.h"
@@ -14,25 +17,30 @@ class PlanReplay final : public Replay {
  public:
   explicit PlanReplay(std::vector<PlanStep> steps) : steps_(std::move(steps)), links_(steps_.size()) {
     // Which earlier step's output each step read at capture (a sequence: relu reads linear's output).
-    // Capture-time outputs are all alive here, so their addresses are distinct.
+    // Capture-time outputs are all alive here, so their addresses are distinct; the map holds the latest
+    // step to produce each address, so one pass over the steps finds every link. (A scan of every earlier
+    // step per argument was quadratic: a parameter no step produces was looked for in all of them, 24 s
+    // at 64k steps.) Building can still take a while for the largest plans: a signal ends it.
+    std::unordered_map<const void*, size_t> producer;
+    producer.reserve(steps_.size());
     std::vector<bool> feeds(steps_.size(), false);
     for (size_t j = 0; j < steps_.size(); ++j) {
+      if ((j & 1023) == 0) stop_if_interrupted();
       for (size_t a = 0; a < steps_[j].tensor_args.size(); ++a) {
         const Tensor& arg = *steps_[j].tensor_args[a];
         if (!arg.defined()) continue;
-        for (size_t i = j; i-- > 0;) {
-          if (steps_[i].output.defined() && steps_[i].output.data_ptr() == arg.data_ptr()) {
-            links_[j].push_back({a, i});
-            feeds[i] = true;
-            break;
-          }
+        if (const auto it = producer.find(arg.data_ptr()); it != producer.end()) {
+          links_[j].push_back({a, it->second});
+          feeds[it->second] = true;
         }
       }
+      if (steps_[j].output.defined()) producer[steps_[j].output.data_ptr()] = j;
     }
     for (PlanStep& step : steps_) step.output = Tensor();  // only the latest outputs are kept from here on
     keep_ = std::move(feeds);
     fresh_.resize(steps_.size());
   }
+  size_t steps() const { return steps_.size(); }
   std::string kind() const override { return "plan replay"; }
   void replay() override {
     STRATA_ZONE(zone, Layer::kRuntime, "plan replay");
@@ -65,6 +73,7 @@ std::unique_ptr<Replay> capture_plan(DeviceSession& session, const std::function
   {
     PlanRecordingGuard guard(&steps);
     for (uint32_t id : op_ids) {
+      stop_if_interrupted();  // K calls of a large model take seconds
       OpCall tag(session, id);
       call_once();
     }
@@ -72,6 +81,7 @@ std::unique_ptr<Replay> capture_plan(DeviceSession& session, const std::function
   const int64_t t1 = host_clock::now_ns();
   if (steps.empty()) throw Error("plan capture recorded no kernel calls");
   auto plan = std::make_unique<PlanReplay>(std::move(steps));
+  cost.recorded_calls = plan->steps();
   cost.capture_ns = double(t1 - t0);
   cost.instantiate_ns = double(host_clock::now_ns() - t1);
   return plan;

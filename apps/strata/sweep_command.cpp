@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <iostream>
 #include <optional>
+#include <sstream>
 #include <unordered_set>
 #include <unistd.h>
 
@@ -109,10 +110,19 @@ int run_sweep(const SweepOptions& o) {
   std::vector<frontend::OpSpec> specs;
   for (size_t i = 0; i < sizes.values.size(); ++i) specs.push_back(frontend::parse_op_spec(o.trace.op, sizes.spec(i), o.trace.conv));
   if (!(o.sweep_budget_s > 0 && o.sweep_budget_s <= 86400)) {
-    throw UsageError("--sweep-budget must be more than 0 and at most 86400 seconds, got " + std::to_string(o.sweep_budget_s));
+    std::ostringstream got;
+    got << o.sweep_budget_s;  // as --budget's message writes it ("1e+308"), not std::to_string's 309 digits
+    throw UsageError("--sweep-budget must be more than 0 and at most 86400 seconds, got " + got.str());
   }
-  if (o.compare && (o.ops_per_graph < 1 || o.ops_per_graph > 4096)) {
-    throw UsageError("--ops-per-graph must be between 1 and 4096, got " + std::to_string(o.ops_per_graph));
+  if (o.trace.repeat && o.sweep_budget_given) {
+    throw UsageError("--sweep-budget shares time among the sizes when --repeat is not given; with --repeat " +
+                     std::to_string(*o.trace.repeat) + " every size runs exactly that many calls and it would be "
+                     "ignored: give one of them");
+  }
+  check_ops_per_graph(o.ops_per_graph);
+  if (o.ops_per_graph_given && !o.compare) {
+    throw UsageError("--ops-per-graph " + std::to_string(o.ops_per_graph) + " sizes the replay of --compare, and "
+                     "this sweep replays nothing: add --compare, or leave --ops-per-graph out");
   }
   check_outputs(o);
 
@@ -124,14 +134,16 @@ int run_sweep(const SweepOptions& o) {
 
   // Sizes that would not fit are refused now, not after minutes of measuring the ones that do.
   const size_t available = available_bytes(p.choice.device);
+  // Each size's peak as prepare_call will check it (Note [Peak bytes of a call]).
+  auto peak = [&](size_t i) { return frontend::peak_bytes(specs[i], p.dtype, p.compute_dtype(), p.choice.device); };
   for (size_t i = 0; i < specs.size(); ++i) {
-    const size_t need = frontend::required_bytes(specs[i], p.dtype);
+    const size_t need = peak(i);
     if (need > available) {
       // Sizes ascend, and so does the memory they need: the one before is the largest that fits.
       const std::string largest =
           i == 0 ? "none (not even the smallest)"
                  : std::to_string(sizes.values[i - 1]) + " (" +
-                       format_bytes(double(frontend::required_bytes(specs[i - 1], p.dtype))) + ")";
+                       format_bytes(double(peak(i - 1))) + ")";
       throw UsageError(o.trace.op + " " + sizes.spec(i) + " needs " + format_bytes(double(need)) + " on " +
                        p.choice.device.str() + ", more than the " + format_bytes(double(available)) +
                        " available; the largest size of this range that fits is " + largest +
@@ -155,7 +167,7 @@ int run_sweep(const SweepOptions& o) {
   const bool memory_bound = p.call.bytes_moved > 0;
   if (!on_gpu) {
     if (isatty(STDERR_FILENO) != 0) std::fprintf(stderr, "\r  sweep: measuring the ceiling");
-    rep.ceiling = measure_cpu_ceiling(memory_bound, p.dtype);
+    rep.ceiling = measure_cpu_ceiling(memory_bound, p.compute_dtype());
   }
 
   uint32_t next_id = 1;
@@ -180,7 +192,7 @@ int run_sweep(const SweepOptions& o) {
       p.call = frontend::PreparedCall();  // the previous size's tensors go before the next ones are made
       p.spec = specs[i];
       p.call = frontend::prepare_call(p.spec, p.dtype, p.choice.device, o.trace.seed, o.trace.requires_grad,
-                                      available_bytes(p.choice.device));
+                                      available_bytes(p.choice.device), p.compute_dtype());
     }
     descriptions.push_back(p.call.description);
     work.push_back({p.call.flops, p.call.bytes_moved});
@@ -223,6 +235,7 @@ int run_sweep(const SweepOptions& o) {
     p.session->describe(ctx);
     rep.dtype = ctx.dtype;
     rep.device = ctx.device;
+    rep.device_reason = ctx.device_reason;
     rep.notes = ctx.notes;
     if (on_gpu && memory_bound) {
       rep.ceiling.how = "no bandwidth ceiling on a GPU: nothing measured, and reports/peak_table has no "
@@ -256,6 +269,7 @@ int run_sweep(const SweepOptions& o) {
             host.find(kind) == std::string::npos)
           host += (host.empty() ? "" : " + ") + kind;
       }
+      describe_autocast_fallthrough(p, keys, rep.notes);
       rep.keys = keys;
       rep.host_rows = host;
     }
@@ -273,7 +287,7 @@ int run_sweep(const SweepOptions& o) {
   if (!on_gpu && std::any_of(rep.points.begin(), rep.points.end(), [&](const reports::SweepPoint& pt) {
         return rep.ceiling_share(pt) > 1 && (!memory_bound || pt.bytes_moved >= cache_free_bytes);
       })) {
-    const reports::Ceiling again = measure_cpu_ceiling(memory_bound, p.dtype);
+    const reports::Ceiling again = measure_cpu_ceiling(memory_bound, p.compute_dtype());
     const double spent = rep.ceiling.spent_ns + again.spent_ns;
     if (again.rate > rep.ceiling.rate) rep.ceiling = again;
     rep.ceiling.spent_ns = spent;

@@ -72,6 +72,11 @@ void validate_values(const TraceOptions& o) {
     got << o.budget_s;  // as typed ("0", "1e-3"), not std::to_string's "0.000000"
     throw UsageError("--budget must be more than 0 and at most 3600 seconds, got " + got.str());
   }
+  // Either sizes the timed calls; beside an explicit --repeat, --budget would be ignored without a word.
+  if (o.repeat && o.budget_given) {
+    throw UsageError("--budget sizes the run when --repeat is not given; with --repeat " + std::to_string(*o.repeat) +
+                     " it would be ignored: give one of them");
+  }
 }
 
 // The backward half of the report: the walk, the seed's and each node's rows, and with --check every
@@ -202,7 +207,7 @@ Prepared prepare_trace(const TraceOptions& o) {
   }
   if (o.backward && !sequence && !frontend::differentiable(p.spec)) {
     throw UsageError("--backward: " + p.spec.op + " is a gradient op with no derivative in strata; --backward "
-                     "applies to matmul, linear, conv2d, relu, add, gelu and sum");
+                     "applies to " + frontend::differentiable_op_names());
   }
   if (!o.json_path.empty()) check_output_path(o.json_path);
   if (!o.chrome_trace_path.empty()) check_output_path(o.chrome_trace_path);
@@ -254,17 +259,20 @@ Prepared prepare_trace(const TraceOptions& o) {
     frontend::check_fits(reference_bytes, frontend::available_host_bytes(), kCPU,
                          "--check's float64 reference for " + p.spec.text + " (leave out --check, or choose smaller sizes)");
   }
+  // Note [Peak bytes of a call]: what the op computes in decides its temporaries.
+  const std::optional<DType> computed = p.autocast_casts ? p.autocast : std::nullopt;
   if (o.backward) {
     // The backward pass holds a gradient of every input and of the output besides what the forward holds
     // (and the gradient ops' workspaces, no larger than the forward's): twice the forward bounds it.
-    const size_t forward_bytes = sequence ? frontend::required_bytes(*sequence, p.dtype)
-                                          : frontend::required_bytes(p.spec, p.dtype);
+    const DType in = computed.value_or(p.dtype);
+    const size_t forward_bytes = sequence ? frontend::peak_bytes(*sequence, p.dtype, in, p.choice.device)
+                                          : frontend::peak_bytes(p.spec, p.dtype, in, p.choice.device);
     frontend::check_fits(2 * forward_bytes, available_bytes(p.choice.device), p.choice.device,
                          p.spec.text + " with --backward (leave out --backward, or choose smaller sizes)");
   }
   if (sequence) {
     p.sequence = std::make_unique<frontend::Sequence>(frontend::prepare_sequence(
-        *sequence, p.dtype, p.choice.device, o.seed, o.requires_grad, available_bytes(p.choice.device)));
+        *sequence, p.dtype, p.choice.device, o.seed, o.requires_grad, available_bytes(p.choice.device), computed));
     p.call.description = p.sequence->description;
     p.call.flops = p.sequence->flops;
     p.call.bytes = p.sequence->bytes;
@@ -272,11 +280,20 @@ Prepared prepare_trace(const TraceOptions& o) {
     return p;
   }
   p.call = frontend::prepare_call(p.spec, p.dtype, p.choice.device, o.seed, o.requires_grad,
-                                  available_bytes(p.choice.device));
+                                  available_bytes(p.choice.device), computed);
   prepare_python(p, o);  // --frontend python, --peer torch: the same tensors, handed to Python
   // Last, once nothing else can refuse the run: every call from here on, on this thread, sees the key.
   if (p.autocast) p.autocast_guard = std::make_unique<AutocastGuard>(*p.autocast);
   return p;
+}
+
+void describe_autocast_fallthrough(const Prepared& p, std::string& keys, std::vector<std::string>& notes) {
+  if (!p.autocast || p.autocast_casts) return;
+  // The fallthrough leaves no span (it is one AND in the key set computation): say where the key went.
+  keys = "Autocast (fallthrough) > " + keys;
+  notes.push_back("--autocast " + std::string(dtype_name(*p.autocast)) + ": " + p.spec.op +
+                  " has no autocast policy, so the Autocast key falls through (is masked out) and the op runs "
+                  "in " + std::string(dtype_name(p.dtype)) + "; `strata ops` lists the ops autocast casts for");
 }
 
 reports::TraceReport describe_context(const Prepared& p, const TraceOptions& o) {
@@ -296,6 +313,8 @@ reports::TraceReport describe_context(const Prepared& p, const TraceOptions& o) 
   rep.device_reason = p.choice.reason;
   rep.flops = p.call.flops;
   rep.bytes_moved = p.call.bytes_moved;
+  // What the memory check counted (Note [Peak bytes of a call]), so that it can be set against a measured peak.
+  rep.figures.set("memory.checked_peak_bytes", double(p.call.bytes), "bytes");
   rep.seed = o.seed;
   rep.frontend = p.frontend;
   rep.frontend_what = frontend_description(p);
@@ -350,13 +369,7 @@ int run_trace(const TraceOptions& o) {
   rep.steady = reports::compute_breakdown(timeline, run.timed_ids);
   rep.cold = reports::compute_breakdown(timeline, run.cold_ids);
   rep.keys = key_path(timeline, run.timed_ids.front());
-  if (p.autocast && !p.autocast_casts) {
-    // The fallthrough leaves no span (it is one AND in the key set computation): say where the key went.
-    rep.keys = "Autocast (fallthrough) > " + rep.keys;
-    rep.notes.push_back("--autocast " + std::string(dtype_name(*p.autocast)) + ": " + spec.op +
-                        " has no autocast policy, so the Autocast key falls through (is masked out) and the op runs "
-                        "in " + std::string(dtype_name(p.dtype)) + "; `strata ops` lists the ops autocast casts for");
-  }
+  describe_autocast_fallthrough(p, rep.keys, rep.notes);
   rep.warmup = static_cast<size_t>(run.warmup);
   rep.repeat = static_cast<size_t>(run.repeat);
   rep.repeat_auto = run.repeat_auto;

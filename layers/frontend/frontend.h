@@ -33,6 +33,10 @@ struct OpSpec {
 
 // The ops `strata trace` accepts and their spec formats, for --help and error messages.
 std::string spec_help();
+// Their names, "matmul | linear | conv2d | ...", and the names of those with a backward formula (what
+// --backward applies to), "matmul, linear, ...": derived from the declarations, so no list goes stale.
+std::string op_names();
+std::string differentiable_op_names();
 
 // Parses a size list "1024", "512x1024x256", "1M", "4x1k". A field may end in k, M or G (binary: 1k =
 // 1024, 1M = 2^20, 1G = 2^30, as tensor sizes usually are, and as sweep ranges read them). Throws
@@ -60,20 +64,33 @@ struct PreparedCall {
   std::string gemm_shape;   // "1024x1024x1024" (MxKxN) for GEMM-based ops, "" otherwise
   double flops = 0;         // floating-point operations of one call
   double bytes_moved = 0;   // memory-bound ops (relu, add): bytes one call must read and write; else 0
-  size_t bytes = 0;         // memory the call needs: inputs, output, workspace
+  size_t bytes = 0;         // the most the call holds at once (peak_bytes): what was checked
 };
 
 // Bytes a call would need on its device (inputs + output + workspace), overflow-checked. Throws
 // UsageError if it does not even fit in 64 bits.
 size_t required_bytes(const OpSpec& spec, DType dtype);
 
+// Note [Peak bytes of a call]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// What every memory check counts: the most one call holds at once on its device, not only its own
+// tensors. Inputs are made in `given`; the kernel computes in `computed` (the autocast dtype for an op
+// autocast casts, else `given`). Besides the inputs, output and workspace in `computed`:
+// - when autocast casts, the given inputs stay alive beside their casts;
+// - on the CPU a bf16/f16 computation widens its operands to f32 copies and makes an f32 output before
+//   rounding it (Note [Half types on the CPU]): the call's tensors again in f32, and its workspace in f32.
+// A bf16 matmul 2048 under --autocast peaks at twice what the f32 inputs alone suggest; counting only
+// those let a run past the check be ended by the OOM killer. Used by trace, compare and sweep alike.
+size_t peak_bytes(const OpSpec& spec, DType given, DType computed, const Device& device);
+
 // Throws UsageError with the bytes needed and the bytes available when `bytes` will not fit.
 void check_fits(size_t bytes, size_t available, const Device& device, const std::string& what);
 size_t available_host_bytes();  // MemAvailable from /proc/meminfo
 
-// Sizes, checks, and creates the inputs (uniform in [-1, 1) from `seed`, never zeros).
+// Sizes, checks, and creates the inputs (uniform in [-1, 1) from `seed`, never zeros). `computed`: the
+// dtype the op computes in when autocast casts it (Note [Peak bytes of a call]); unset, `dtype`.
 PreparedCall prepare_call(const OpSpec& spec, DType dtype, Device device, uint64_t seed, bool requires_grad,
-                          size_t available_bytes);
+                          size_t available_bytes, std::optional<DType> computed = std::nullopt);
 
 // A tensor of `shape` with values uniform in [-1, 1) from `seed`, created on the host and copied.
 Tensor random_tensor(const Shape& shape, DType dtype, Device device, uint64_t seed);

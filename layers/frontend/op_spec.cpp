@@ -23,6 +23,16 @@ std::string spec_help() {
   return help;
 }
 
+std::string op_names() {
+  std::string names;
+  ops::AllOps::for_each([&](auto op) {
+    using Op = decltype(op);
+    names += (names.empty() ? "" : " | ") + std::string(Op::kName);
+    if (!Op::kAlias.empty()) names += " (" + std::string(Op::kAlias) + ")";
+  });
+  return names;
+}
+
 int64_t size_suffix_scale(char last) {
   switch (last) {
     case 'k': case 'K': return int64_t{1} << 10;

@@ -93,6 +93,25 @@ size_t required_bytes(const OpSpec& spec, DType dtype) {
   return bytes.value(spec);
 }
 
+size_t peak_bytes(const OpSpec& spec, DType given, DType computed, const Device& device) {
+  // Note [Half types on the CPU]: a half-precision kernel there runs on f32 copies of its operands, makes
+  // an f32 output, and its workspace (conv's columns) is f32 too.
+  const bool widened = device.is_cpu() && (computed == DType::kBF16 || computed == DType::kF16);
+  ByteCount bytes;
+  auto add_tensors = [&](DType dtype, bool outputs) {
+    for (const ops::SpecArg& a : spec.call.args)
+      if (a.is_tensor) bytes.add_tensor(std::span<const int64_t>(a.shape.dims.data(), size_t(a.shape.ndim)), element_size(dtype));
+    if (outputs)
+      for (const Shape& o : spec.call.outputs) bytes.add_tensor(std::span<const int64_t>(o.dims.data(), size_t(o.ndim)), element_size(dtype));
+  };
+  add_tensors(computed, true);
+  if (widened) add_tensors(DType::kF32, true);
+  if (computed != given) add_tensors(given, false);  // autocast: the given inputs live on beside their casts
+  if (!spec.call.workspace_dims.empty())
+    bytes.add_tensor(spec.call.workspace_dims, element_size(widened ? DType::kF32 : computed));
+  return bytes.value(spec);
+}
+
 namespace {
 
 // A number read from a cgroup file; nullopt for "max", a missing file or anything unparsable.
@@ -167,13 +186,13 @@ Tensor random_tensor(const Shape& shape, DType dtype, Device device, uint64_t se
 }
 
 PreparedCall prepare_call(const OpSpec& spec, DType dtype, Device device, uint64_t seed, bool requires_grad,
-                          size_t available_bytes) {
+                          size_t available_bytes, std::optional<DType> computed) {
   STRATA_ZONE(zone, Layer::kFrontend, "prepare inputs");
   PreparedCall call;
-  call.bytes = required_bytes(spec, dtype);
-  // Note [Half types on the CPU]: the CPU kernels widen bf16/f16 tensors to f32 copies, which need room too.
-  if (device.is_cpu() && (dtype == DType::kBF16 || dtype == DType::kF16)) call.bytes += required_bytes(spec, DType::kF32);
-  check_fits(call.bytes, available_bytes, device, spec.text + " (" + std::string(dtype_name(dtype)) + ")");
+  const DType in = computed.value_or(dtype);
+  call.bytes = peak_bytes(spec, dtype, in, device);  // Note [Peak bytes of a call]
+  check_fits(call.bytes, available_bytes, device,
+             spec.text + " (" + std::string(dtype_name(dtype)) + (in == dtype ? "" : " computed in " + std::string(dtype_name(in))) + ")");
   call.op = &binding::find_operator(spec.op);
   // Each tensor gets its own stream of the seed (its position among the tensors, from 1) so that
   // changing one shape does not change the others.
@@ -210,11 +229,27 @@ size_t saved_by_node(const OpSpec& spec) {
   });
 }
 
+namespace {
+
+// Whether Op has a backward formula, and a float64 reference for it (--backward --check needs both).
+template <typename Op>
+constexpr bool has_backward() {
+  return requires { Op::kReferenceBackward; } && ops::backward_formula<Op>() != nullptr;
+}
+
+}  // namespace
+
 bool differentiable(const OpSpec& spec) {
-  return ops::AllOps::visit(spec.op_index, [&](auto decl) {
+  return ops::AllOps::visit(spec.op_index, [&](auto decl) { return has_backward<decltype(decl)>(); });
+}
+
+std::string differentiable_op_names() {
+  std::string names;
+  ops::AllOps::for_each([&](auto decl) {
     using Op = decltype(decl);
-    return requires { Op::kReferenceBackward; } && ops::backward_formula<Op>() != nullptr;
+    if (has_backward<Op>()) names += (names.empty() ? "" : ", ") + std::string(Op::kName);
   });
+  return names;
 }
 
 reference::Grads reference_gradients(const OpSpec& spec, const PreparedCall& call, const Tensor& grad) {

@@ -2,6 +2,7 @@
 // Note [Sequences are not operators] in sequence.h.
 #include "layers/frontend/sequence.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -105,13 +106,38 @@ size_t required_bytes(const SequenceSpec& spec, DType dtype) {
   return static_cast<size_t>(total);
 }
 
+size_t peak_bytes(const SequenceSpec& spec, DType given, DType computed, const Device& device) {
+  using Wide = unsigned __int128;  // sums of products of sizes below 2^31, as in required_bytes
+  const Wide eg = element_size(given), ec = element_size(computed), b = static_cast<Wide>(spec.batch);
+  const bool widened = device.is_cpu() && (computed == DType::kBF16 || computed == DType::kF16);
+  Wide total = b * static_cast<Wide>(spec.widths.front()) * eg;  // the input
+  Wide transient = 0;  // the largest step's, freed when the step returns
+  for (size_t i = 0; i + 1 < spec.widths.size(); ++i) {
+    const Wide in = static_cast<Wide>(spec.widths[i]), out = static_cast<Wide>(spec.widths[i + 1]);
+    const bool relu = i + 2 < spec.widths.size();
+    total += (out * in + out) * eg;                 // weight and bias
+    total += b * out * ec * (relu ? 2 : 1);         // the Linear's output, and its ReLU's
+    Wide step = 0;
+    if (computed != given) step += ((i == 0 ? b * in : 0) + out * in + out) * ec;  // autocast's casts
+    if (widened) step += (b * in + out * in + out + b * out) * 4;                  // f32 operands and output
+    transient = std::max(transient, step);
+    if (relu && widened) transient = std::max(transient, 2 * b * out * 4);
+  }
+  total += transient;
+  if (total > static_cast<Wide>(INT64_MAX)) throw UsageError(spec.text + " would need more than 2^63 bytes; choose smaller sizes");
+  return static_cast<size_t>(total);
+}
+
 Sequence prepare_sequence(const SequenceSpec& spec, DType dtype, Device device, uint64_t seed, bool requires_grad,
-                          size_t available_bytes) {
+                          size_t available_bytes, std::optional<DType> computed) {
   STRATA_ZONE(zone, Layer::kFrontend, "prepare model");
   Sequence s;
   s.spec = spec;
-  s.bytes = required_bytes(spec, dtype);
-  check_fits(s.bytes, available_bytes, device, spec.text + " (" + std::string(dtype_name(dtype)) + ", input, parameters and every activation)");
+  const DType in = computed.value_or(dtype);
+  s.bytes = peak_bytes(spec, dtype, in, device);  // Note [Peak bytes of a call]
+  check_fits(s.bytes, available_bytes, device,
+             spec.text + " (" + std::string(dtype_name(dtype)) + (in == dtype ? "" : " computed in " + std::string(dtype_name(in))) +
+                 ", input, parameters, every activation and the largest step's temporaries)");
   // Seed streams as prepare_call numbers them: the input first, then each weight and bias in order.
   uint64_t stream = 0;
   s.input = scaled_random(Shape{spec.batch, spec.widths.front()}, dtype, device, seed * 1000003 + ++stream, 1.0);

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,7 +56,7 @@ struct Sequence {
   std::vector<Tensor> parameters;  // weight and bias of each Linear, in order
   std::string description;         // "[16x256] -> linear 512 -> relu -> linear 10 -> [16x10]"
   double flops = 0;                // of one forward
-  size_t bytes = 0;                // what required_bytes said
+  size_t bytes = 0;                // what peak_bytes said: the memory check's figure
 
   // Step j on the previous step's output (`prev` is ignored for step 0, which reads `input`). The one
   // place where data flows from step to step, so that eager, traced and captured runs all do the same.
@@ -80,11 +81,18 @@ struct Sequence {
 // Overflow-checked; throws UsageError past 2^63.
 size_t required_bytes(const SequenceSpec& spec, DType dtype);
 
+// The most one forward holds at once (Note [Peak bytes of a call]): the input and parameters in `given`,
+// every activation in `computed` (the autocast dtype when the linears are cast), and on top the largest
+// step's transient tensors: autocast's casts of its operands, and on the CPU the f32 copies a bf16/f16
+// step widens its operands and output to.
+size_t peak_bytes(const SequenceSpec& spec, DType given, DType computed, const Device& device);
+
 // Checks the memory, then creates the input (uniform in [-1, 1)) and the parameters (uniform in
 // [-1/sqrt(fan_in), 1/sqrt(fan_in)), as torch.nn.Linear initialises them, so that activations keep their
 // scale through the layers) from `seed`. With `requires_grad` the parameters require grad, the input not.
+// `computed`: the dtype the linears compute in under autocast; unset, `dtype`.
 Sequence prepare_sequence(const SequenceSpec& spec, DType dtype, Device device, uint64_t seed, bool requires_grad,
-                          size_t available_bytes);
+                          size_t available_bytes, std::optional<DType> computed = std::nullopt);
 
 // The float64 forward of the whole model, from host copies of the input and parameters
 // (layers/kernels/reference, step by step in double precision).

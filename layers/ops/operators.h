@@ -242,8 +242,10 @@ inline SpecCall conv_spec(std::vector<int64_t>& d, const ConvOptions& options, s
   if (!__builtin_mul_overflow(d[1], r, &crr) && !__builtin_mul_overflow(crr, r, &crr) &&
       !__builtin_mul_overflow(g.out_height, g.out_width, &plane))
     c.gemm_shape = Shape{k, crr, plane}.str();
+  // The GEMM's multiply-adds, then one bias add per output element, as linear counts its bias.
   c.flops = 2.0 * double(d[0]) * double(k) * double(d[1]) * double(r) * double(r) * double(g.out_height) *
-            double(g.out_width);
+                double(g.out_width) +
+            double(d[0]) * double(k) * double(g.out_height) * double(g.out_width);
   c.workspace_dims = {d[1], r, r, g.out_height, g.out_width};  // im2col columns of one image (the CPU's)
   return c;
 }
@@ -478,7 +480,9 @@ inline SpecCall conv_backward_spec(std::vector<int64_t>& d, const ConvOptions& o
   c.outputs = {what[0] == 'i' ? conv.args[0].shape : conv.args[1].shape};
   c.description = std::string(what) + " of conv2d " + conv.description;
   c.gemm_shape = conv.gemm_shape;
-  c.flops = conv.flops;  // each gradient is one GEMM of the forward's size
+  // Each gradient is one GEMM of the forward's size, with no bias add.
+  const Shape& out = conv.outputs.front();
+  c.flops = conv.flops - double(out.dims[0]) * double(out.dims[1]) * double(out.dims[2]) * double(out.dims[3]);
   c.workspace_dims = conv.workspace_dims;
   return c;
 }

@@ -253,6 +253,49 @@ TEST_CASE("one number rule for every integer option: decimal digits only, as for
   CHECK(contains(read_file(dir.file("out.json")), "\"repeat\": 10,"));
 }
 
+// The options that take seconds follow the same rule: CLI11 alone reads them with strtod, so 0x10 was
+// a hex float (16 s) although hex is refused everywhere else, and inf and nan passed its parser.
+TEST_CASE("one number rule for the seconds options: decimal with fraction and exponent, nothing else") {
+  const std::vector<std::vector<std::string>> options = {{"trace", "relu", "16", "--budget"},
+                                                         {"compare", "relu", "16", "--budget"},
+                                                         {"sweep", "relu", "16,32", "--budget"},
+                                                         {"sweep", "relu", "16,32", "--sweep-budget"}};
+  for (const auto& option : options) {
+    for (const char* value : {"0x10", "0x1p4", " 5", "+5", "5 ", "inf", "nan", "1e", "1.5.2", "e3"}) {
+      CAPTURE(option.front());
+      CAPTURE(option.back());
+      CAPTURE(value);
+      std::vector<std::string> args = option;
+      args.push_back(value);
+      args.insert(args.end(), {"--device", "cpu"});
+      check_refused(run_strata(args), 2, option.back() + ": '" + value + "' is not a decimal number");
+    }
+    std::vector<std::string> args = option;
+    args.insert(args.end(), {"1e999", "--device", "cpu"});
+    check_refused(run_strata(args), 2, option.back() + ": '1e999' is out of range");
+  }
+  // In range for a double, out of the option's range: quoted short, not as 309 digits.
+  check_refused(run_strata({"sweep", "relu", "16,32", "--device", "cpu", "--sweep-budget", "1e308"}), 2,
+                "--sweep-budget must be more than 0 and at most 86400 seconds, got 1e+308");
+  check_refused(run_strata({"trace", "relu", "16", "--device", "cpu", "--budget", "1e308"}), 2,
+                "--budget must be more than 0 and at most 3600 seconds, got 1e+308");
+  // Beside an explicit --repeat they size nothing: refused rather than ignored.
+  check_refused(run_strata({"trace", "relu", "16", "--device", "cpu", "--repeat", "5", "--budget", "2"}), 2,
+                "with --repeat 5 it would be ignored");
+  check_refused(run_strata({"compare", "relu", "16", "--device", "cpu", "--repeat", "5", "--budget", "2"}), 2,
+                "with --repeat 5 it would be ignored");
+  check_refused(run_strata({"sweep", "relu", "16,32", "--device", "cpu", "--repeat", "5", "--budget", "2"}), 2,
+                "with --repeat 5 it would be ignored");
+  check_refused(run_strata({"sweep", "relu", "16,32", "--device", "cpu", "--repeat", "5", "--sweep-budget", "2"}), 2,
+                "--sweep-budget shares time among the sizes when --repeat is not given");
+  // Fractions and exponents are what these options are for.
+  TempDir dir;
+  const RunResult r = run_strata({"trace", "relu", "16", "--device", "cpu", "--warmup", "0", "--budget", "2.5e-2",
+                                  "--json", dir.file("out.json")});
+  check_no_crash(r);
+  CHECK(r.exit_code == 0);
+}
+
 TEST_CASE("a value past the option's type is quoted as typed, never clamped") {
   check_refused(run_strata(cpu({"trace", "conv", "1x3x8x8", "--kernel", "9999999999999999999"})), 2,
                 "--kernel: '9999999999999999999' is out of range");

@@ -113,6 +113,34 @@ TEST_CASE("--dtype bf16 and f16 on the CPU: widened to f32, labelled so, checked
   }
 }
 
+// Note [Peak bytes of a call]: the figure the memory check compared with what is free counts autocast's
+// casts beside the f32 inputs and the f32 copies half types are widened to on the CPU (they were left
+// out, so a run could pass the check and be killed by the OOM killer). Exact byte counts for matmul 64
+// (three 64x64 tensors) and for mlp 2x3x4x5 (73 values, its largest step's temporaries on top).
+TEST_CASE("the memory check counts autocast's casts and the widened copies, in trace and compare") {
+  TempDir dir;
+  const std::string json = dir.file("r.json");
+  auto checked = [&](std::vector<std::string> args) {
+    args.push_back("--json");
+    args.push_back(json);
+    const RunResult r = run_strata(cpu(std::move(args)));
+    check_no_crash(r);
+    INFO("stderr:\n" << r.err);
+    REQUIRE(r.exit_code == 0);
+    return nlohmann::json::parse(read_file(json))["figures"]["memory.checked_peak_bytes"]["value"].get<double>();
+  };
+  const double tensor_f32 = 64 * 64 * 4, tensor_bf16 = 64 * 64 * 2;
+  CHECK(checked({"trace", "matmul", "64"}) == 3 * tensor_f32);
+  // bf16 tensors, and the f32 copies the kernel computes on.
+  CHECK(checked({"trace", "matmul", "64", "--dtype", "bf16"}) == 3 * tensor_bf16 + 3 * tensor_f32);
+  // The f32 inputs, their bf16 casts and output, and the f32 copies of those.
+  CHECK(checked({"trace", "matmul", "64", "--autocast", "bf16"}) == 2 * tensor_f32 + 3 * tensor_bf16 + 3 * tensor_f32);
+  CHECK(checked({"compare", "matmul", "64", "--autocast", "bf16"}) == 2 * tensor_f32 + 3 * tensor_bf16 + 3 * tensor_f32);
+  CHECK(checked({"trace", "mlp", "2x3x4x5"}) == 73 * 4);
+  // 73 bf16 values, and the second linear's f32 x, weight, bias and output: (8 + 20 + 5 + 10) x 4.
+  CHECK(checked({"trace", "mlp", "2x3x4x5", "--dtype", "bf16"}) == 73 * 2 + 43 * 4);
+}
+
 TEST_CASE("--json writes every figure, parseable, and nothing else into the directory") {
   TempDir dir;
   const std::string path = dir.file("report.json");
@@ -272,6 +300,13 @@ TEST_CASE("--help texts name the ops, the options and the exit codes") {
                         "--chrome-trace", "--out-channels", "--kernel", "--stride", "--pad", "--autocast",
                         "matmul N | MxKxN", "linear BxINxOUT", "conv NxCxHxW"}) {
     CHECK_MESSAGE(contains(r.out, s), s);
+  }
+  // Every operator a spec can name, derived from the declarations (sweep --help listed five).
+  for (const char* command : {"trace", "compare", "sweep"}) {
+    r = run_strata({command, "--help"});
+    CHECK(r.exit_code == 0);
+    for (const char* op : {"matmul", "linear", "conv2d (conv)", "relu", "add", "gelu", "to_copy", "gemm"})
+      CHECK_MESSAGE(contains(r.out, op), command << ": " << op);
   }
   r = run_strata({"--version"});
   CHECK(r.exit_code == 0);

@@ -66,10 +66,38 @@ TEST_CASE("strata compare on the CPU: table, verdict, JSON and one Chrome trace 
   CHECK(doc["eager"]["binding"].get<double>() > 0);
   CHECK(doc["replay"]["binding"].get<double>() == 0);
   CHECK(doc["check"]["passed"] == true);
+  // One rule for the verdict: the library's share of the eager wall, at least half for compute-bound.
+  const double share = doc["eager"]["library"].get<double>() / doc["eager"]["wall"].get<double>();
+  CHECK(doc["compute_share"].get<double>() == doctest::Approx(share));
+  CHECK(doc["bound"] == (share >= 0.5 ? "compute-bound" : "overhead-bound"));
   const std::string text = test::read_file(trace);
   CHECK(reports::check_chrome_trace(text).empty());
   CHECK(text.find("strata host (eager)") != std::string::npos);
   CHECK(text.find("strata host (plan replay)") != std::string::npos);
+}
+
+// Neither mode runs a backward: accepting --backward printed forward figures and checked nothing.
+TEST_CASE("strata compare refuses --backward with exit 2 and the reason") {
+  test::TempDir dir;
+  auto r = test::run_strata({"compare", "matmul", "16", "--requires-grad", "--backward", "--check", "--json",
+                             dir.file("x.json")});
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("--backward applies to 'strata trace'") != std::string::npos);
+  CHECK(dir.entries().empty());
+}
+
+// The trace buffer is sized from the rounds and what one round writes, and that size is checked like
+// any other memory: 100000 rounds of 4096 calls asked for terabytes and ended in std::bad_alloc.
+TEST_CASE("strata compare refuses rounds whose spans would not fit in memory, before timing any") {
+  test::TempDir dir;
+  auto r = test::run_strata({"compare", "relu", "16", "--device", "cpu", "--ops-per-graph", "4096", "--repeat",
+                             "1000000", "--warmup", "0", "--json", dir.file("x.json")});
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("--repeat 1000000 rounds of 4096 calls would record") != std::string::npos);
+  CHECK(r.err.find("lower --repeat or --ops-per-graph") != std::string::npos);
+  CHECK(dir.entries().empty());
 }
 
 TEST_CASE("strata compare refuses a bad --ops-per-graph with exit 2 and writes nothing") {

@@ -126,6 +126,13 @@ TEST_CASE("prepare_call builds the operator's arguments, figures and a matching 
   CHECK(call.args[0].tensor().requires_grad());
   CHECK(call.bytes == required_bytes(spec, DType::kF32));
   CHECK(call.flops == doctest::Approx(2.0 * 4 * 8 * 3 + 4 * 3));  // multiply-adds, then the bias adds
+  // conv counts its bias adds as linear does, one per output element; its gradients are GEMMs alone.
+  ConvOptions conv;
+  conv.out_channels = 4;
+  const OpSpec c = parse_op_spec("conv", "2x3x6x6", conv);  // 3x3 kernel, no pad: [2, 4, 4, 4] out
+  CHECK(c.call.flops == doctest::Approx(2.0 * 2 * 4 * 3 * 3 * 3 * 4 * 4 + 2 * 4 * 4 * 4));
+  CHECK(parse_op_spec("conv2d_input_backward", "2x3x6x6", conv).call.flops ==
+        doctest::Approx(2.0 * 2 * 4 * 3 * 3 * 3 * 4 * 4));
   // The tensors come from different streams of the seed: the weight is not a copy of the input.
   CHECK(reference::to_double(call.args[0].tensor())[0] != reference::to_double(call.args[1].tensor())[0]);
   CHECK(reference_result(spec, call).size() == 12);

@@ -403,6 +403,33 @@ TEST_CASE("the validator rejects each violation of the invariants") {
   CHECK(rejects(trace(R"({"ph":"s","ts":2,"pid":1,"tid":2})"), "flow event without id"));
 }
 
+// Inputs that parsed, or half-parsed, and passed although they are no trace (each also a fuzz seed in
+// fuzz/corpus/chrome_trace).
+TEST_CASE("the validator refuses what is not a trace: NUL, duplicate keys, phases, B/E, tid, args, no events") {
+  const std::string x = R"({"ph":"X","name":"a","ts":1.0,"dur":10.0,"pid":1,"tid":2})";
+  CHECK(rejects(trace(x) + std::string("\0", 1) + "anything", "byte " + std::to_string(trace(x).size()) + " is a NUL"));
+  CHECK(rejects(trace(R"({"ph":"X","ph":"B","name":"a","ts":1.0,"dur":10.0,"pid":1,"tid":2})"),
+                "key 'ph' appears twice in one object"));
+  CHECK(rejects(R"({"traceEvents":[],"traceEvents":[)" + x + "]}", "key 'traceEvents' appears twice"));
+  CHECK(rejects(trace(R"({"ph":"Q","name":"a","ts":1.0,"pid":1,"tid":2})"), "event 0: unknown phase 'Q'"));
+  CHECK(rejects(trace(R"({"ph":"B","name":"a","ts":1.0,"pid":1,"tid":2})"),
+                "event 0: B event never closed by an E event on its track"));
+  CHECK(rejects(trace(R"({"ph":"E","ts":1.0,"pid":1,"tid":2})"), "event 0: E event with no open B event"));
+  // A B closed on another track is still open on its own.
+  CHECK(rejects(trace(R"({"ph":"B","name":"a","ts":1.0,"pid":1,"tid":2},{"ph":"E","ts":2.0,"pid":1,"tid":3})"),
+                "B event never closed"));
+  CHECK(rejects(trace(R"({"ph":"X","name":"a","ts":1.0,"dur":1,"pid":1,"tid":-4})"), "event 0: tid -4 is negative"));
+  CHECK(rejects(trace(R"({"ph":"X","name":"a","ts":1.0,"dur":1,"pid":-1,"tid":2})"), "event 0: pid -1 is negative"));
+  CHECK(rejects(trace(R"({"ph":"X","name":"a","ts":1.0,"dur":1,"pid":1,"tid":2,"args":[1,2]})"),
+                "event 0: args is array, not an object"));
+  CHECK(rejects(R"({"traceEvents":[]})", "traceEvents is empty"));
+  // Matched B/E pairs, nested, are a valid trace.
+  CHECK(check_chrome_trace(trace(R"({"ph":"B","name":"a","ts":1.0,"pid":1,"tid":2},)"
+                                 R"({"ph":"B","name":"b","ts":2.0,"pid":1,"tid":2},)"
+                                 R"({"ph":"E","ts":3.0,"pid":1,"tid":2},{"ph":"E","ts":4.0,"pid":1,"tid":2})"))
+            .empty());
+}
+
 TEST_CASE("the validator reports wrongly typed fields instead of throwing") {
   CHECK(rejects(trace(R"({"ph":"X","ts":1,"dur":1,"pid":1,"tid":"main"})"), "pid/tid"));
   CHECK(rejects(trace(R"({"ph":"X","ts":1,"dur":1,"pid":"p","tid":2})"), "pid/tid"));

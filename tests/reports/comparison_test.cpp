@@ -101,24 +101,52 @@ TEST_CASE("verdict: overhead-bound vs compute-bound, and noise") {
   c.replay.wall = 450;
   c.replay.wall_p90 = 460;
   CHECK(c.speedup() == doctest::Approx(1000.0 / 450.0));
+  CHECK(c.bound() == "overhead-bound");
+  CHECK(c.compute_share() == doctest::Approx(0.4));
   std::string v = c.verdict();
   CHECK(v.find("overhead-bound") == 0);
   CHECK(v.find("cuts wall per op") != std::string::npos);
 
   c.eager.binding = 10;
   c.eager.dispatch = 10;
+  c.eager.library = 960;
   c.eager.wall = 1000;
   c.replay.wall = 995;  // inside the 10 ns spread
+  CHECK(c.bound() == "compute-bound");
   v = c.verdict();
   CHECK(v.find("compute-bound") == 0);
   CHECK(v.find("no difference beyond noise") != std::string::npos);
 
-  // On a GPU the comparison is host cost per op against GPU time per op.
+  // On a GPU the compute is the GPU's time per op, against the same wall.
   c.eager.has_device = true;
-  c.eager.gpu = 5000;
-  CHECK(c.verdict().find("compute-bound: the GPU runs") == 0);
+  c.eager.gpu = 800;
+  CHECK(c.bound() == "compute-bound");
+  CHECK(c.verdict().find("compute-bound: the GPU's") == 0);
   c.eager.gpu = 1;
-  CHECK(c.verdict().find("overhead-bound: the host spends") == 0);
+  CHECK(c.bound() == "overhead-bound");
+}
+
+// The figures of `compare matmul 8 --frontend python` that were called compute-bound: the host rows are
+// under half of the wall, but so is the library, and the rest fell in no row (the interpreter between
+// zones). Time in no row is overhead, not compute.
+TEST_CASE("verdict: time that falls in no row counts against compute") {
+  Comparison c;
+  c.eager.label = "eager";
+  c.replay.label = "plan replay";
+  c.eager.python = 250;
+  c.eager.binding = 80;
+  c.eager.dispatch = 70;
+  c.eager.library = 230;
+  c.eager.wall = 1000;
+  c.eager.wall_p90 = 1100;
+  c.replay.wall = 240;
+  c.replay.wall_p90 = 250;
+  CHECK(c.eager.host() / c.eager.wall < 0.5);  // what the old rule looked at alone
+  CHECK(c.compute_share() == doctest::Approx(0.23));
+  CHECK(c.bound() == "overhead-bound");
+  const std::string v = c.verdict();
+  CHECK(v.find("overhead-bound") == 0);
+  CHECK(v.find("in no row 37.0%") != std::string::npos);
 }
 
 TEST_CASE("replayed kernels are attributed to the op that created their graph node") {

@@ -100,6 +100,20 @@ TEST_CASE("host-share crossovers of a synthetic sweep are where the formula puts
   CHECK(words[1].find("between the measured 256 and 512") != std::string::npos);
 }
 
+// A measured size is written as it was measured: "(size = 1)", not "(size = 1.0)" beside "(size = 16)".
+TEST_CASE("a crossover at the smallest measured size names that size as an integer") {
+  SweepReport rep;
+  rep.op = "relu";
+  rep.swept = "size";
+  rep.host_rows = "binding + dispatch";
+  rep.compute_row = "library";
+  for (int64_t s : {1, 16}) rep.points.push_back(sweep_point(s, std::to_string(s), "", 0, 8.0 * double(s), synthetic(1, 1000), "library"));
+  const std::vector<std::string> words = rep.crossover_words();
+  REQUIRE(words.size() == 2);
+  CHECK(words[0].find("from the smallest (size = 1)") != std::string::npos);
+  CHECK(words[0].find("1.0") == std::string::npos);
+}
+
 TEST_CASE("replay stops helping where the speed-up falls within the noise") {
   SweepReport rep = cubic_sweep();
   rep.replay_kind = "plan replay";
