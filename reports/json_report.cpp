@@ -101,6 +101,7 @@ json peer(const PeerReport& p) {
   json out{{"name", p.name},
            {"version", p.version},
            {"expression", p.expression},
+           {"work", p.work},
            {"wall", distribution(p.wall)},
            {"cold_ns", p.cold_ns},
            {"setup_ns", p.setup_ns},

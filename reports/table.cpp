@@ -62,6 +62,7 @@ std::string default_what(const BreakdownRow& r) {
 void print_peer(const TraceReport& rep, const PeerReport& p, std::ostream& out) {
   const std::string ours = "strata (" + rep.frontend + ")";
   out << "peer: " << p.expression << "   " << p.version << "\n";
+  if (!p.work.empty()) out << "  each call, on both sides: " << p.work << "\n";
   out << pad("", 22) << lpad(ours, 18) << lpad(p.name, 14) << lpad("ratio", 9) << "\n";
   auto line = [&](const std::string& name, double a, double b) {
     char ratio[32];
