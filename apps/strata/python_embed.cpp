@@ -291,8 +291,9 @@ class TorchCall final : public PeerCall {
       ns = torch_peer_namespace();
     } catch (py::error_already_set& e) {
       throw UnavailableError(std::string("PyTorch is not importable by ") + STRATA_PYTHON_EXECUTABLE + " (" +
-                             python_error_text(e) + "): run scripts/install-deps and set VIRTUAL_ENV to the environment it "
-                             "made (torch 2.x, docs/build.md), or install python3-torch (Debian, torch 1.13)");
+                             python_error_text(e) +
+                             "): run scripts/install-deps and set VIRTUAL_ENV to the environment it made (torch "
+                             "2.x, docs/build.md), or install python3-torch (Debian, torch 1.13)");
     }
     torch_ = py::module_::import("torch");
     const std::string name = call.op->schema().name;
@@ -318,14 +319,16 @@ class TorchCall final : public PeerCall {
       py::object convert = ns["convert"];
       for (size_t i = 0; i < strata_args.size(); ++i) args_[i] = convert(strata_args[i], torch_device);
       if (cuda_) sync_ = torch_.attr("cuda").attr("synchronize");
-      wrapped_ = ns["make_call"](fn_, args_, kwargs_, options.backward,
-                                 options.autocast.empty() ? py::object(py::none()) : py::str(options.autocast), torch_device);
+      wrapped_ = ns["make_call"](
+          fn_, args_, kwargs_, options.backward,
+          options.autocast.empty() ? py::object(py::none()) : py::str(options.autocast), torch_device);
     } catch (py::error_already_set& e) {
       throw UnavailableError("--peer torch: the inputs could not be made in torch: " + python_error_text(e));
     }
     work_ = options.backward ? "forward + y.sum().backward()" : "forward";
     if (!options.autocast.empty()) {
-      work_ += ", under torch.autocast(\"" + std::string(cuda_ ? "cuda" : "cpu") + "\", torch." + options.autocast + ")";
+      work_ += ", under torch.autocast(\"" + std::string(cuda_ ? "cuda" : "cpu") + "\", torch." +
+               options.autocast + ")";
     }
     namespace_ = ns;
     expression_ = entry[1].cast<std::string>() + "(" + argument_text(call) + ")";
@@ -382,8 +385,8 @@ class TorchCall final : public PeerCall {
     dtype_checked_ = true;
     const std::string got = namespace_["dtype_name"](last_).cast<std::string>();
     if (!options_.result_dtype.empty() && got != options_.result_dtype) {
-      throw UnavailableError("--peer torch: " + expression_ + " (" + work_ + ") computed " + got + " where strata " +
-                             "computed " + options_.result_dtype + ": this PyTorch (" +
+      throw UnavailableError("--peer torch: " + expression_ + " (" + work_ + ") computed " + got +
+                             " where strata computed " + options_.result_dtype + ": this PyTorch (" +
                              torch_.attr("__version__").cast<std::string>() +
                              ") does not do the same work here, so its time would not compare");
     }

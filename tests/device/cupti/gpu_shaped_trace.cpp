@@ -65,14 +65,17 @@ void add_call(Timeline& t, cupti::RecordConverter& convert, uint32_t op, uint64_
   bias.streamId = kStream;
   bias.gridX = 64, bias.gridY = 1;
   bias.registersPerThread = 16, bias.staticSharedMemory = 0, bias.dynamicSharedMemory = 0;
-  const auto copy_call = runtime_record(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, at(18), at(21), c + 2);
+  const auto copy_call =
+      runtime_record(CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, at(18), at(21), c + 2);
   const auto copy = memcpy_record(at(50.5), at(60), c + 2, 1 << 20);
-  const auto sync = runtime_record(CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, at(22), at(61), c + 3);
+  const auto sync =
+      runtime_record(CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020, at(22), at(61), c + 3);
   std::vector<CUpti_ActivityExternalCorrelation> ext;
   for (uint32_t i = 0; i < 4; ++i) ext.push_back(external_record(c + i, op));
   // CUPTI delivers records grouped by buffer, not in time order.
-  for (const void* r : std::initializer_list<const void*>{&gemm, &bias, &copy, &launch, &bias_launch, &copy_call,
-                                                           &sync, &ext[0], &ext[1], &ext[2], &ext[3]}) {
+  for (const void* r :
+       std::initializer_list<const void*>{&gemm, &bias, &copy, &launch, &bias_launch, &copy_call, &sync,
+                                          &ext[0], &ext[1], &ext[2], &ext[3]}) {
     if (!convert.add(r)) throw std::runtime_error("a synthetic CUPTI record was not converted");
   }
 }
@@ -85,7 +88,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (!steady_clock_in_use()) {
-    std::fprintf(stderr, "the host clock is not pinned to steady_clock: span ticks would not be nanoseconds\n");
+    std::fprintf(stderr,
+                 "the host clock is not pinned to steady_clock: span ticks would not be nanoseconds\n");
     return 1;
   }
   Timeline t;
