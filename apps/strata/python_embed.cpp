@@ -17,6 +17,7 @@
 #include "layers/kernels/reference/reference.h"
 #include "layers/python/embedded.h"
 #include "lib/error.h"
+#include "lib/host_clock.h"
 
 namespace py = pybind11;
 
@@ -91,6 +92,49 @@ def make_call(fn, args, kwargs, backward, autocast, device):
             y.sum().backward()
         return y
     return call
+
+
+def compare_modes(fn, args, kwargs, cuda, k):
+    """compare --peer torch: (eager round, replay setup, replay round, replay kind, why no replay), rounds of k
+    calls. torch's counterpart of strata's replay: a CUDA Graph of the k calls on a GPU; torch.compile of
+    the function on the CPU (inductor, torch 2.x)."""
+    sync = torch.cuda.synchronize if cuda else None
+
+    def eager():
+        for _ in range(k):
+            fn(*args, **kwargs)
+        if sync is not None:
+            sync()
+    if cuda:
+        graph = torch.cuda.CUDAGraph()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up off the default stream first, as torch's CUDA Graphs docs ask
+            for _ in range(3):
+                fn(*args, **kwargs)
+        torch.cuda.current_stream().wait_stream(side)
+
+        def capture():
+            with torch.cuda.graph(graph):
+                for _ in range(k):
+                    fn(*args, **kwargs)
+            sync()
+
+        def replay():
+            graph.replay()
+            sync()
+        return eager, capture, replay, "CUDA Graph (torch.cuda.CUDAGraph)", ""
+    if not hasattr(torch, "compile"):
+        return eager, None, None, "", f"PyTorch {torch.__version__} has no torch.compile (2.0 and later): eager only"
+    compiled = torch.compile(fn)
+
+    def first_call():  # compiles
+        compiled(*args, **kwargs)
+
+    def replay():
+        for _ in range(k):
+            compiled(*args, **kwargs)
+    return eager, first_call, replay, "torch.compile (inductor)", ""
 
 
 def dtype_name(out):
@@ -353,6 +397,39 @@ class TorchCall final : public PeerCall {
   std::string expression() const override { return expression_; }
   std::string version() const override { return version_; }
   std::string work() const override { return work_; }
+
+  PeerRounds compare_rounds(int64_t k, int64_t warmup, int64_t rounds) override {
+    PeerRounds r;
+    auto timed = [&](const py::object& round, std::vector<double>& out) {
+      for (int64_t i = 0; i < warmup; ++i) round();
+      for (int64_t i = 0; i < rounds; ++i) {
+        const uint64_t t0 = host_clock::ticks();
+        round();
+        out.push_back(host_clock::elapsed_ns(t0));
+      }
+    };
+    try {
+      const bool plain = wrapped_.is_none();
+      py::tuple modes = namespace_["compare_modes"](plain ? fn_ : wrapped_, plain ? args_ : py::tuple(),
+                                                    plain ? kwargs_ : py::dict(), cuda_, k);
+      r.replay_kind = modes[3].cast<std::string>();
+      r.why_no_replay = modes[4].cast<std::string>();
+      timed(modes[0], r.eager_ns);
+      if (!modes[1].is_none()) {
+        const uint64_t t0 = host_clock::ticks();
+        modes[1]();
+        r.setup_ns = host_clock::elapsed_ns(t0);
+        timed(modes[2], r.replay_ns);
+      }
+    } catch (py::error_already_set& e) {
+      if (r.eager_ns.empty()) throw UnavailableError("--peer torch: " + expression_ + " raised " + python_error_text(e));
+      // torch's replay failing (inductor without a compiler, a capture it refuses) leaves its eager figures.
+      r.why_no_replay = r.replay_kind + " failed: " + python_error_text(e);
+      r.replay_kind.clear();
+      r.replay_ns.clear();
+    }
+    return r;
+  }
 
   double relative_difference(const Tensor& strata_result) override {
     if (!last_) return -1;

@@ -40,7 +40,7 @@
 #include "layers/frontend/frontend.h"
 #include "reports/report.h"
 
-inline constexpr int kStrataPythonModuleVersion = 2;
+inline constexpr int kStrataPythonModuleVersion = 3;
 
 namespace strata::app {
 
@@ -73,6 +73,14 @@ struct PeerOptions {
   std::string result_dtype;   // the dtype of strata's result, in torch's spelling; torch's must be the same
 };
 
+// compare --peer torch: torch's rounds of K calls, eager and through its own replay (python_embed.cpp).
+struct PeerRounds {
+  std::string replay_kind;  // "torch.compile (inductor)", "CUDA Graph (torch.cuda.CUDAGraph)"; "" when none
+  std::string why_no_replay;
+  double setup_ns = 0;                      // the capture, or the first compiled call (which compiles)
+  std::vector<double> eager_ns, replay_ns;  // per round
+};
+
 // The same op through PyTorch: the same values, shapes, dtype and device.
 class PeerCall {
  public:
@@ -87,6 +95,8 @@ class PeerCall {
   // event when it is coarse (1000 ns when every reading was whole microseconds, else 0). Empty with `why`
   // set when the profiler is not available.
   virtual std::vector<reports::PeerReport::ProfileRow> profile(int calls, double& resolution_ns, std::string& why) = 0;
+  // `warmup` untimed and `rounds` timed rounds of `k` calls, eager, then through torch's replay.
+  virtual PeerRounds compare_rounds(int64_t k, int64_t warmup, int64_t rounds) = 0;
 };
 
 }  // namespace strata::app

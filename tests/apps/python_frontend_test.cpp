@@ -72,8 +72,9 @@ void write_refusing_torch(const std::string& dir) {
   std::ofstream(dir + "/torch/nn/functional.py") << "from torch import matmul as linear, matmul as conv2d, matmul as gelu\n";
 }
 
-// A stand-in `torch` whose autocast changes nothing (as torch 1.13's CPU autocast does for float16: it
-// warns and computes float32): strata must refuse to compare its time with a bf16 run.
+// A stand-in `torch` whose autocast changes nothing (an autocast that does not cast): strata must refuse
+// to compare its time with a bf16 run. Its torch.compile returns the function: the wiring of compare
+// --peer torch, without the minutes inductor takes to compile on this VM.
 void write_float32_only_torch(const std::string& dir) {
   REQUIRE(system(("mkdir -p " + dir + "/torch/nn").c_str()) == 0);
   std::ofstream(dir + "/torch/__init__.py")
@@ -88,6 +89,7 @@ void write_float32_only_torch(const std::string& dir) {
          "def matmul(*a, **k): return _T()\n"
          "relu = add = matmul\n"
          "def autocast(**k): return contextlib.nullcontext()\n"
+         "def compile(f): return f\n"
          "def get_num_threads(): return 1\n"
          "class cuda:\n"
          "    is_available = staticmethod(lambda: False)\n"
@@ -249,6 +251,29 @@ TEST_CASE("--peer torch whose autocast computes another dtype than strata's: exi
   CHECK(!file_exists(json_path));
 }
 
+TEST_CASE("compare --peer torch: torch's eager rounds and its torch.compile rounds beside strata's, per op") {
+  TempDir dir;
+  write_float32_only_torch(dir.path());
+  RunOptions options;
+  options.env = {"PYTHONPATH=" + dir.path()};
+  const std::string json_path = dir.path() + "/c.json";
+  const RunResult r = run_strata(cpu({"compare", "matmul", "8", "--frontend", "python", "--peer", "torch",
+                                      "--ops-per-graph", "4", "--json", json_path}),
+                                 options);  // cpu(): 3 rounds, no warm-up
+  check_no_crash(r);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.out, "peer: torch.matmul(self, other)   PyTorch 0.0-float32-only"));
+  CHECK(contains(r.out, "(strata: plan replay; torch: torch.compile (inductor))"));
+  const auto peer = nlohmann::json::parse(read_file(json_path))["peer"];
+  CHECK(peer["replay_kind"] == "torch.compile (inductor)");
+  CHECK(peer["rounds"] == 3);
+  CHECK(peer["eager"].get<double>() > 0);
+  CHECK(peer["replay"].get<double>() > 0);
+  CHECK(peer["setup_ns"].get<double>() > 0);
+  CHECK(peer["work"] == "forward");
+}
+
 TEST_CASE("--peer torch without an importable torch: exit 4 naming the python and what to install") {
   TempDir dir;
   write_broken_torch(dir.path());
@@ -324,6 +349,6 @@ TEST_CASE("--frontend and --peer take only the values they list") {
                 "--frontend 'Python' is not a frontend; allowed: cli");
   check_refused(run_strata(cpu({"trace", "matmul", "8", "--peer", "jax"})), 2,
                 "--peer 'jax' is not a peer; allowed: torch");
-  check_refused(run_strata(cpu({"compare", "matmul", "8", "--peer", "torch"})), 2,
-                "--peer applies to 'strata trace'");
+  check_refused(run_strata(cpu({"compare", "matmul", "8", "--peer", "jax"})), 2,
+                "--peer 'jax' is not a peer; allowed: torch");
 }
