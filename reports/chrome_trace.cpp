@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -147,6 +148,31 @@ std::string number(double v) {
   return buf;
 }
 
+// Each op call's extent on each GPU track (pid, stream), from its kernels and copies, written as a
+// gpu_user_annotation named after the op, as Kineto writes one on the GPU for a user annotation whose ops
+// put work there: HTA attributes GPU time to annotations through them (get_gpu_user_annotation_breakdown).
+// A stream runs its work in order, so the extents of two calls on one track never cross.
+class GpuOpExtents {
+ public:
+  void name_op(uint32_t op, const char* name) { names_.try_emplace(op, name); }
+  void add(uint64_t op, int pid, uint64_t tid, int64_t begin, int64_t end) {
+    if (op == 0 || !names_.count(op)) return;  // work of no op call (or of one this source does not hold)
+    auto [it, fresh] = extents_.try_emplace({op, pid, tid}, Interval{begin, end});
+    if (!fresh) it->second = {std::min(it->second.begin, begin), std::max(it->second.end, end)};
+  }
+  void write(EventList& ev) const {
+    for (const auto& [key, extent] : extents_) {
+      const auto& [op, pid, tid] = key;
+      ev.complete(names_.at(op), "gpu_user_annotation", extent.begin, extent.end, pid, tid,
+                  "\"External id\":" + std::to_string(op) + ",\"op\":" + std::to_string(op));
+    }
+  }
+
+ private:
+  std::unordered_map<uint64_t, const char*> names_;  // op id -> its binding span's name
+  std::map<std::tuple<uint64_t, int, uint64_t>, Interval> extents_;
+};
+
 }  // namespace
 
 std::string ChromeTraceWriter::str() const {
@@ -167,6 +193,7 @@ std::string ChromeTraceWriter::str() const {
     ev.sort_index(hpid, src.group * 100);
     // Each op's extent on the host track (its spans and the CUDA calls made for it), for ProfilerStep.
     std::unordered_map<uint32_t, Interval> op_extent;
+    GpuOpExtents gpu_ops;
     std::vector<Interval> host_events;
     auto extend = [&](uint32_t op, int64_t b, int64_t e) {
       auto [it, fresh] = op_extent.try_emplace(op, Interval{b, e});
@@ -177,8 +204,15 @@ std::string ChromeTraceWriter::str() const {
       const int64_t b = t.begin_ns(s), e = std::max(b, t.end_ns(s));
       host_events.push_back({b, e});
       if (s.op_id) extend(s.op_id, b, e);
-      ev.complete(s.name, layer_name(s.layer), b, t.end_ns(s), hpid, host_tid,
-                  s.op_id ? "\"External id\":" + std::to_string(s.op_id) + ",\"op\":" + std::to_string(s.op_id) : "");
+      const std::string op_args =
+          s.op_id ? "\"External id\":" + std::to_string(s.op_id) + ",\"op\":" + std::to_string(s.op_id) : "";
+      if (s.layer == Layer::kBinding) {
+        // The op as Kineto's cpu_op, around its binding span: HTA's op analyses select cat cpu_op and
+        // names that start with "aten::" (strata's schemas are ATen's). See Note [Kineto trace layout].
+        ev.complete(std::string("aten::") + s.name, "cpu_op", b, t.end_ns(s), hpid, host_tid, op_args);
+        if (s.op_id) gpu_ops.name_op(s.op_id, s.name);
+      }
+      ev.complete(s.name, layer_name(s.layer), b, t.end_ns(s), hpid, host_tid, op_args);
     }
     const DeviceTrace& d = t.device;
     std::unordered_map<uint32_t, uint64_t> external;
@@ -229,6 +263,10 @@ std::string ChromeTraceWriter::str() const {
     }
     std::set<std::pair<int, uint64_t>> gpu_tracks;
     std::set<uint32_t> flowed;
+    auto op_of = [&](uint32_t correlation) -> uint64_t {
+      auto it = external.find(correlation);
+      return it == external.end() ? 0 : it->second;
+    };
     for (const KernelRecord& k : d.kernels) {
       // A kernel belongs where its launch call was made (it may start after the window closed).
       auto launch = launches.find(k.correlation_id);
@@ -266,6 +304,7 @@ std::string ChromeTraceWriter::str() const {
       }
       a += op_args(k.correlation_id);
       ev.complete(k.name, "kernel", k.start_ns, k.end_ns, gpid, tid, a);
+      gpu_ops.add(op_of(k.correlation_id), gpid, tid, k.start_ns, std::max(k.start_ns, k.end_ns));
       // One arrow per launch call (a graph launch enqueues many kernels: the arrow goes to the first).
       if (launch != launches.end() && flowed.insert(k.correlation_id).second) {
         const ApiCallRecord& l = *launch->second;
@@ -284,8 +323,13 @@ std::string ChromeTraceWriter::str() const {
       // bytes per ns = GB/s; left out for a zero-length record rather than written as infinity.
       if (m.end_ns > m.start_ns) a += ",\"memory bandwidth (GB/s)\":" + number(double(m.bytes) / double(m.end_ns - m.start_ns));
       a += op_args(m.correlation_id);
-      ev.complete(m.kind, m.kind == "memset" ? "gpu_memset" : "gpu_memcpy", m.start_ns, m.end_ns, gpid, tid, a);
+      // Kineto's names ("Memcpy DtoH", "Memset"): HTA tells memory work from kernels by them.
+      const bool memset = m.kind == "memset";
+      ev.complete(memset ? "Memset" : "Memcpy " + m.kind, memset ? "gpu_memset" : "gpu_memcpy", m.start_ns, m.end_ns,
+                  gpid, tid, a);
+      gpu_ops.add(op_of(m.correlation_id), gpid, tid, m.start_ns, std::max(m.start_ns, m.end_ns));
     }
+    gpu_ops.write(ev);
     std::set<int> gpu_pids;
     for (auto [pid, tid] : gpu_tracks) {
       if (gpu_pids.insert(pid).second) {
@@ -317,8 +361,10 @@ std::string ChromeTraceWriter::str() const {
     }
     header += "\n],\n";
   }
-  header += "\"distributedInfo\":{\"rank\":" + std::to_string(meta.rank) +
-            ",\"world_size\":" + std::to_string(meta.world_size) + "},\n";
+  // "rank": N with a space, as Kineto writes it: HTA finds the rank with the pattern "rank":\s+(\d+) over
+  // the raw text before it parses the JSON.
+  header += "\"distributedInfo\":{\"rank\": " + std::to_string(meta.rank) +
+            ",\"world_size\": " + std::to_string(meta.world_size) + "},\n";
   header += "\"displayTimeUnit\":\"ns\",\n\"baseTimeNanoseconds\":" + std::to_string(base + unix_minus_host) +
             ",\n\"strata\":{\"time base\":\"CLOCK_MONOTONIC ns, see Note [One host clock]\",\"base time (CLOCK_MONOTONIC ns)\":\"" +
             std::to_string(base) + "\"";

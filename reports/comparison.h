@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,7 +31,19 @@ ModeFigures mode_figures(const std::string& label, const Timeline& timeline,
                          const std::vector<std::vector<uint32_t>>& rounds, const std::vector<double>& round_wall_ns,
                          int64_t k);
 
+// compare --peer torch: the same call through torch, eager and through torch's own replay (a CUDA Graph on
+// a GPU, torch.compile on the CPU), timed as strata's rounds are: K calls a round, per op.
+struct PeerComparison {
+  std::string version, expression, work;
+  std::string replay_kind;  // "torch.compile (inductor)", "CUDA Graph (torch.cuda.CUDAGraph)"; "" when none
+  std::string note;         // why there is no replay, when there is none
+  double eager_ns = 0, replay_ns = 0;  // median round / K
+  double setup_ns = 0;                 // the capture, or the first compiled call (which compiles)
+  size_t rounds = 0;
+};
+
 struct Comparison {
+  std::optional<PeerComparison> peer;  // compare --peer torch
   ModeFigures eager;
   ModeFigures replay;
   int64_t ops_per_replay = 1;

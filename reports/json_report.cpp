@@ -101,6 +101,7 @@ json peer(const PeerReport& p) {
   json out{{"name", p.name},
            {"version", p.version},
            {"expression", p.expression},
+           {"work", p.work},
            {"wall", distribution(p.wall)},
            {"cold_ns", p.cold_ns},
            {"setup_ns", p.setup_ns},
@@ -226,6 +227,14 @@ std::string comparison_json(const Comparison& c, const TraceReport& ctx) {
            {"figures", figures(ctx.figures)},
            {"environment", environment(ctx.env)}};
   if (ctx.check.ran) doc["check"] = check(ctx.check);
+  if (c.peer) {
+    const PeerComparison& p = *c.peer;
+    doc["peer"] = {{"name", "torch"},        {"version", p.version},   {"expression", p.expression},
+                   {"work", p.work},         {"unit", "ns per op"},    {"rounds", p.rounds},
+                   {"eager", p.eager_ns},    {"replay_kind", p.replay_kind},
+                   {"replay", p.replay_kind.empty() ? json(nullptr) : json(p.replay_ns)},
+                   {"setup_ns", p.setup_ns}, {"note", p.note}};
+  }
   return doc.dump(2) + "\n";
 }
 

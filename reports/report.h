@@ -63,6 +63,7 @@ struct PeerReport {
   std::string name;        // "torch"
   std::string version;     // "PyTorch 1.13.0 (1 intra-op threads; built without CUDA)"
   std::string expression;  // "torch.matmul(self, other)"
+  std::string work;        // what each timed call did on both sides: "forward + y.sum().backward()"
   Distribution wall;       // each timed call
   double cold_ns = 0;      // its first call
   double setup_ns = 0;     // import torch and making its inputs, once (not in the cold call)

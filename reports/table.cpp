@@ -62,6 +62,7 @@ std::string default_what(const BreakdownRow& r) {
 void print_peer(const TraceReport& rep, const PeerReport& p, std::ostream& out) {
   const std::string ours = "strata (" + rep.frontend + ")";
   out << "peer: " << p.expression << "   " << p.version << "\n";
+  if (!p.work.empty()) out << "  each call, on both sides: " << p.work << "\n";
   out << pad("", 22) << lpad(ours, 18) << lpad(p.name, 14) << lpad("ratio", 9) << "\n";
   auto line = [&](const std::string& name, double a, double b) {
     char ratio[32];
@@ -218,6 +219,29 @@ void print_backward_table(const TraceReport& rep, std::ostream& out) {
   }
 }
 
+namespace {
+
+// compare --peer torch: strata's two modes beside torch's, per op, from rounds of the same K calls.
+void print_peer_comparison(const Comparison& c, const PeerComparison& p, std::ostream& out) {
+  out << "peer: " << p.expression << "   " << p.version << "\n";
+  if (!p.work.empty()) out << "  each call, on both sides: " << p.work << "\n";
+  const std::string replay = p.replay_kind.empty() ? "-" : p.replay_kind;
+  out << pad("per op", 10) << lpad("strata", 14) << lpad("torch", 14) << "\n";
+  out << pad("eager", 10) << lpad(format_ns(c.eager.wall), 14) << lpad(format_ns(p.eager_ns), 14) << "\n";
+  out << pad("replay", 10) << lpad(format_ns(c.replay.wall), 14)
+      << lpad(p.replay_kind.empty() ? "-" : format_ns(p.replay_ns), 14) << "   (strata: " << c.replay.label
+      << "; torch: " << replay << ")\n";
+  char buf[200];
+  std::snprintf(buf, sizeof buf, "  (%zu rounds of %lld calls each side; torch's one-time %s: %s)", p.rounds,
+                static_cast<long long>(c.ops_per_replay),
+                p.replay_kind.rfind("torch.compile", 0) == 0 ? "compile (its first call)" : "capture",
+                p.replay_kind.empty() ? "-" : format_ns(p.setup_ns).c_str());
+  out << buf << "\n";
+  if (!p.note.empty()) out << "note: " << p.note << "\n";
+}
+
+}  // namespace
+
 void print_comparison_table(const std::string& header, const Comparison& c, std::ostream& out) {
   out << header << "\n";
   const std::string replay_col = c.replay.label + " (per op)";
@@ -264,6 +288,7 @@ void print_comparison_table(const std::string& header, const Comparison& c, std:
   if (!unresolved.empty()) {
     out << "note: " << marked_cells_note(unresolved, c.probe_ns) << "\n";
   }
+  if (c.peer) print_peer_comparison(c, *c.peer, out);
 }
 
 }  // namespace strata::reports

@@ -50,3 +50,10 @@ if(NOT STRATA_SANITIZE)
     target_compile_definitions(test_apps_cuda_module PRIVATE STRATA_CUDA_STUB_DRIVER="${STRATA_CUDA_STUB_DRIVER}")
   endif()
 endif()
+
+# A GPU run's Chrome trace from synthetic CUPTI records, written by strata's own writer: what the HTA test
+# (tests/reports/hta_test.py, in tests/CMakeLists.txt) loads as its GPU-shaped trace on any machine.
+add_executable(strata_gpu_shaped_trace device/cupti/gpu_shaped_trace.cpp)
+target_link_libraries(strata_gpu_shaped_trace PRIVATE strata_app strata_cuda CUDA::cupti)
+target_include_directories(strata_gpu_shaped_trace PRIVATE ${PROJECT_SOURCE_DIR})
+strata_export_to_cuda_module(strata_gpu_shaped_trace)

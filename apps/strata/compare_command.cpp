@@ -7,6 +7,7 @@
 #include "apps/strata/device_session.h"
 #include "apps/strata/harness.h"
 #include "apps/strata/output_step.h"
+#include "apps/strata/python_module.h"
 #include "layers/kernels/reference/reference.h"
 #include "lib/error.h"
 #include "lib/zone.h"
@@ -150,6 +151,25 @@ CompareRounds compare_rounds(const Work& work, const Prepared& p, const CompareO
   return out;
 }
 
+// compare --peer torch: the same rounds of K calls through torch, after strata's and its device flush,
+// eager and through torch's own replay (python_embed.cpp: compare_modes). Figures per op, medians.
+reports::PeerComparison compare_peer(const Prepared& p, const CompareOptions& o, int64_t rounds) {
+  PeerCall& peer = *p.peer_call;
+  const int64_t k = iterations_per_round(p, o);
+  const PeerRounds r = peer.compare_rounds(k, o.trace.warmup, rounds);
+  reports::PeerComparison c;
+  c.version = peer.version();
+  c.expression = peer.expression();
+  c.work = peer.work();
+  c.replay_kind = r.replay_kind;
+  c.note = r.why_no_replay;
+  c.eager_ns = reports::Distribution::of(r.eager_ns).median / double(k);
+  if (!r.replay_ns.empty()) c.replay_ns = reports::Distribution::of(r.replay_ns).median / double(k);
+  c.setup_ns = r.setup_ns;
+  c.rounds = r.eager_ns.size();
+  return c;
+}
+
 }  // namespace
 
 CompareRounds run_compare_rounds(const Prepared& p, const CompareOptions& o, Timeline& timeline, uint32_t& next_id) {
@@ -166,9 +186,6 @@ void check_ops_per_graph(int64_t ops_per_graph) {
 
 int run_compare(const CompareOptions& o) {
   check_ops_per_graph(o.ops_per_graph);
-  if (!o.trace.peer.empty()) {
-    throw UsageError("--peer applies to 'strata trace' (one op beside its peer); compare replays strata's own calls");
-  }
   // Neither mode runs a backward: a replay is the captured forward calls, and a graph of the engine's
   // walk is not captured. Accepting the flag would print forward figures as if they covered it.
   if (o.trace.backward) {
@@ -197,6 +214,8 @@ int run_compare(const CompareOptions& o) {
   c.eager = reports::mode_figures("eager", timeline, eager_ids, eager_wall, k);
   const reports::GraphAttribution attribution = reports::attribute_graph_kernels(timeline.device);
   c.replay = reports::mode_figures(replay->kind(), timeline, replay_ids, replay_wall, k);
+
+  if (p.peer_call) c.peer = compare_peer(p, o, static_cast<int64_t>(rounds.eager_wall.size()));
 
   reports::TraceReport ctx = describe_context(p, o.trace);
   session.describe(ctx);
@@ -238,6 +257,10 @@ int run_compare(const CompareOptions& o) {
   }
   std::string header = "compare " + ctx.op + "  " + ctx.description + "  " + ctx.dtype + "  " + ctx.device +
                        "   eager vs " + replay->kind();
+  if (p.peer_call && !p.python_call) {
+    ctx.notes.push_back("strata's calls were made from C++ (--frontend cli) and torch's from Python: add --frontend "
+                        "python to compare like with like");
+  }
   if (p.python_call) {
     header += "\nfrontend: python: " + ctx.frontend_what;
     ctx.notes.push_back("eager calls (and the K captured ones) went through Python: the python row holds the python and "

@@ -7,6 +7,7 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "layers/kernels/reference/reference.h"
 #include "layers/python/embedded.h"
 #include "lib/error.h"
+#include "lib/host_clock.h"
 
 namespace py = pybind11;
 
@@ -72,6 +74,73 @@ def cuda_description():
     return f"CUDA {torch.version.cuda}, {torch.cuda.device_count()} device(s)"
 
 
+def make_call(fn, args, kwargs, backward, autocast, device):
+    """fn(*args, **kwargs) as strata's call runs: under torch.autocast and followed by y.sum().backward()
+    where strata's is. None for the plain call, which C++ makes directly (no Python frame of ours)."""
+    if not backward and not autocast:
+        return None
+    dtype = DTYPES[autocast] if autocast else None
+    device_type = device.split(":")[0]
+
+    def call():
+        if dtype is not None:
+            with torch.autocast(device_type=device_type, dtype=dtype):
+                y = fn(*args, **kwargs)
+        else:
+            y = fn(*args, **kwargs)
+        if backward:
+            y.sum().backward()
+        return y
+    return call
+
+
+def compare_modes(fn, args, kwargs, cuda, k):
+    """compare --peer torch: (eager round, replay setup, replay round, replay kind, why no replay), rounds of k
+    calls. torch's counterpart of strata's replay: a CUDA Graph of the k calls on a GPU; torch.compile of
+    the function on the CPU (inductor, torch 2.x)."""
+    sync = torch.cuda.synchronize if cuda else None
+
+    def eager():
+        for _ in range(k):
+            fn(*args, **kwargs)
+        if sync is not None:
+            sync()
+    if cuda:
+        graph = torch.cuda.CUDAGraph()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm-up off the default stream first, as torch's CUDA Graphs docs ask
+            for _ in range(3):
+                fn(*args, **kwargs)
+        torch.cuda.current_stream().wait_stream(side)
+
+        def capture():
+            with torch.cuda.graph(graph):
+                for _ in range(k):
+                    fn(*args, **kwargs)
+            sync()
+
+        def replay():
+            graph.replay()
+            sync()
+        return eager, capture, replay, "CUDA Graph (torch.cuda.CUDAGraph)", ""
+    if not hasattr(torch, "compile"):
+        return eager, None, None, "", f"PyTorch {torch.__version__} has no torch.compile (2.0 and later): eager only"
+    compiled = torch.compile(fn)
+
+    def first_call():  # compiles
+        compiled(*args, **kwargs)
+
+    def replay():
+        for _ in range(k):
+            compiled(*args, **kwargs)
+    return eager, first_call, replay, "torch.compile (inductor)", ""
+
+
+def dtype_name(out):
+    return str(out.dtype).replace("torch.", "")
+
+
 def result_float64(out):
     return out.detach().to("cpu", torch.float64).numpy().ravel()
 
@@ -109,6 +178,35 @@ std::string python_error_text(py::error_already_set& e) {
   return text;
 }
 
+// An activated virtual environment (VIRTUAL_ENV, as `source VENV/bin/activate` sets it; scripts/install-deps
+// makes one with torch 2.x, docs/build.md) is honoured as its own python would: its site-packages after
+// PYTHONPATH and before the system's, so its torch wins over Debian's. The embedded interpreter cannot
+// find the environment itself (its prefix comes from libpython, not from VENV/bin/python). It must be
+// made from a python of the same version as the embedded one: its compiled packages are built for that.
+constexpr const char* kUseVirtualEnvSource = R"py(
+import os, site, sys
+venv = os.environ.get("VIRTUAL_ENV", "")
+packages = os.path.join(venv, "lib", "python%d.%d" % sys.version_info[:2], "site-packages")
+if venv and os.path.isdir(packages) and packages not in sys.path:
+    system = [i for i, p in enumerate(sys.path) if p.endswith(("site-packages", "dist-packages"))]
+    at = system[0] if system else len(sys.path)
+    before = list(sys.path)
+    site.addsitedir(packages)  # also runs the environment's .pth files
+    added = [p for p in sys.path if p not in before]
+    sys.path[:] = before[:at] + added + before[at:]
+)py";
+
+void use_virtual_env() {
+  try {
+    py::dict scope;  // not __main__'s globals
+    py::exec(kUseVirtualEnvSource, scope);
+  } catch (py::error_already_set& e) {
+    const char* venv = std::getenv("VIRTUAL_ENV");
+    throw UnavailableError(std::string("VIRTUAL_ENV=") + (venv != nullptr ? venv : "") +
+                           " could not be used by the embedded Python: " + python_error_text(e));
+  }
+}
+
 // Starts the interpreter (once) and imports strata from `package_dir`, with this module's copy of the
 // extension registered as strata._strata. Throws UnavailableError saying why it failed.
 void ensure_interpreter() {
@@ -116,6 +214,7 @@ void ensure_interpreter() {
     // No Python signal handlers: strata's SIGINT handling stays (a Python KeyboardInterrupt would not
     // reach the harness's interruption check). Not finalised either (see the Note).
     py::initialize_interpreter(false);
+    use_virtual_env();
   }
 }
 
@@ -228,14 +327,17 @@ py::dict torch_peer_namespace() {
 
 class TorchCall final : public PeerCall {
  public:
-  TorchCall(const frontend::PreparedCall& call, const std::string& package_dir) {
+  TorchCall(const frontend::PreparedCall& call, const std::string& package_dir, const PeerOptions& options)
+      : options_(options) {
     import_strata(package_dir);  // converts strata tensors through the package's Tensor methods
     py::dict ns;
     try {
       ns = torch_peer_namespace();
     } catch (py::error_already_set& e) {
       throw UnavailableError(std::string("PyTorch is not importable by ") + STRATA_PYTHON_EXECUTABLE + " (" +
-                             python_error_text(e) + "): install python3-torch (Debian), or a torch for this Python");
+                             python_error_text(e) +
+                             "): run scripts/install-deps and set VIRTUAL_ENV to the environment it made (torch "
+                             "2.x, docs/build.md), or install python3-torch (Debian, torch 1.13)");
     }
     torch_ = py::module_::import("torch");
     const std::string name = call.op->schema().name;
@@ -261,8 +363,16 @@ class TorchCall final : public PeerCall {
       py::object convert = ns["convert"];
       for (size_t i = 0; i < strata_args.size(); ++i) args_[i] = convert(strata_args[i], torch_device);
       if (cuda_) sync_ = torch_.attr("cuda").attr("synchronize");
+      wrapped_ = ns["make_call"](
+          fn_, args_, kwargs_, options.backward,
+          options.autocast.empty() ? py::object(py::none()) : py::str(options.autocast), torch_device);
     } catch (py::error_already_set& e) {
       throw UnavailableError("--peer torch: the inputs could not be made in torch: " + python_error_text(e));
+    }
+    work_ = options.backward ? "forward + y.sum().backward()" : "forward";
+    if (!options.autocast.empty()) {
+      work_ += ", under torch.autocast(\"" + std::string(cuda_ ? "cuda" : "cpu") + "\", torch." +
+               options.autocast + ")";
     }
     namespace_ = ns;
     expression_ = entry[1].cast<std::string>() + "(" + argument_text(call) + ")";
@@ -273,17 +383,53 @@ class TorchCall final : public PeerCall {
 
   void call() override {
     last_ = py::object();
-    PyObject* out = PyObject_Call(fn_.ptr(), args_.ptr(), kwargs_.ptr());
+    PyObject* out = wrapped_.is_none() ? PyObject_Call(fn_.ptr(), args_.ptr(), kwargs_.ptr())
+                                       : PyObject_CallNoArgs(wrapped_.ptr());
     if (out == nullptr) {
       py::error_already_set e;
       // torch refusing the op (a dtype it has no kernel for on this device, say): valid, but not here.
-      throw UnavailableError("--peer torch: " + expression_ + " raised " + python_error_text(e));
+      throw UnavailableError("--peer torch: " + expression_ + " (" + work_ + ") raised " + python_error_text(e));
     }
     last_ = py::reinterpret_steal<py::object>(out);
     if (cuda_) sync_();
+    if (!dtype_checked_) check_result_dtype();
   }
   std::string expression() const override { return expression_; }
   std::string version() const override { return version_; }
+  std::string work() const override { return work_; }
+
+  PeerRounds compare_rounds(int64_t k, int64_t warmup, int64_t rounds) override {
+    PeerRounds r;
+    auto timed = [&](const py::object& round, std::vector<double>& out) {
+      for (int64_t i = 0; i < warmup; ++i) round();
+      for (int64_t i = 0; i < rounds; ++i) {
+        const uint64_t t0 = host_clock::ticks();
+        round();
+        out.push_back(host_clock::elapsed_ns(t0));
+      }
+    };
+    try {
+      const bool plain = wrapped_.is_none();
+      py::tuple modes = namespace_["compare_modes"](plain ? fn_ : wrapped_, plain ? args_ : py::tuple(),
+                                                    plain ? kwargs_ : py::dict(), cuda_, k);
+      r.replay_kind = modes[3].cast<std::string>();
+      r.why_no_replay = modes[4].cast<std::string>();
+      timed(modes[0], r.eager_ns);
+      if (!modes[1].is_none()) {
+        const uint64_t t0 = host_clock::ticks();
+        modes[1]();
+        r.setup_ns = host_clock::elapsed_ns(t0);
+        timed(modes[2], r.replay_ns);
+      }
+    } catch (py::error_already_set& e) {
+      if (r.eager_ns.empty()) throw UnavailableError("--peer torch: " + expression_ + " raised " + python_error_text(e));
+      // torch's replay failing (inductor without a compiler, a capture it refuses) leaves its eager figures.
+      r.why_no_replay = r.replay_kind + " failed: " + python_error_text(e);
+      r.replay_kind.clear();
+      r.replay_ns.clear();
+    }
+    return r;
+  }
 
   double relative_difference(const Tensor& strata_result) override {
     if (!last_) return -1;
@@ -295,7 +441,9 @@ class TorchCall final : public PeerCall {
   std::vector<reports::PeerReport::ProfileRow> profile(int calls, double& resolution_ns, std::string& why) override {
     std::vector<reports::PeerReport::ProfileRow> rows;
     try {
-      py::tuple result = namespace_["profile"](fn_, args_, kwargs_, cuda_ ? sync_ : py::none(), calls, cuda_);
+      const bool plain = wrapped_.is_none();
+      py::tuple result = namespace_["profile"](plain ? fn_ : wrapped_, plain ? args_ : py::tuple(),
+                                               plain ? kwargs_ : py::dict(), cuda_ ? sync_ : py::none(), calls, cuda_);
       resolution_ns = result[1].cast<double>();
       for (auto item : result[0].cast<py::list>()) {
         py::tuple t = item.cast<py::tuple>();
@@ -308,9 +456,25 @@ class TorchCall final : public PeerCall {
   }
 
  private:
+  // Once, after the first call: torch computed in the dtype strata did, or the two sides did different
+  // work (torch 1.13's CPU autocast, for one, knows no float16: it warns and computes float32).
+  void check_result_dtype() {
+    dtype_checked_ = true;
+    const std::string got = namespace_["dtype_name"](last_).cast<std::string>();
+    if (!options_.result_dtype.empty() && got != options_.result_dtype) {
+      throw UnavailableError("--peer torch: " + expression_ + " (" + work_ + ") computed " + got +
+                             " where strata computed " + options_.result_dtype + ": this PyTorch (" +
+                             torch_.attr("__version__").cast<std::string>() +
+                             ") does not do the same work here, so its time would not compare");
+    }
+  }
+
+  PeerOptions options_;
+  bool dtype_checked_ = false;
+  std::string work_;
   py::module_ torch_;
   py::dict namespace_;
-  py::object fn_, sync_, last_;
+  py::object fn_, sync_, last_, wrapped_ = py::none();
   py::tuple args_;
   py::dict kwargs_;
   bool cuda_ = false;
@@ -353,9 +517,10 @@ std::unique_ptr<PythonCall> bind_strata(const frontend::PreparedCall& call, cons
   return std::make_unique<StrataCall>(call, package_dir);
 }
 
-std::unique_ptr<PeerCall> bind_torch(const frontend::PreparedCall& call, const std::string& package_dir) {
+std::unique_ptr<PeerCall> bind_torch(const frontend::PreparedCall& call, const std::string& package_dir,
+                                     const PeerOptions& options) {
   ensure_interpreter();
-  return std::make_unique<TorchCall>(call, package_dir);
+  return std::make_unique<TorchCall>(call, package_dir, options);
 }
 
 }  // namespace

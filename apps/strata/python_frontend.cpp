@@ -37,6 +37,31 @@ void check_frontend_options(const TraceOptions& o) {
   }
 }
 
+#if STRATA_WITH_PYTHON
+namespace {
+
+std::string torch_dtype_name(DType d) {
+  switch (d) {
+    case DType::kF32: return "float32";
+    case DType::kF64: return "float64";
+    case DType::kF16: return "float16";
+    case DType::kBF16: return "bfloat16";
+  }
+  return "";
+}
+
+// The same work on torch's side as on strata's: --backward and --autocast have torch counterparts.
+PeerOptions peer_options(const Prepared& p, const TraceOptions& o) {
+  PeerOptions options;
+  options.backward = o.backward;
+  if (p.autocast) options.autocast = torch_dtype_name(*p.autocast);
+  options.result_dtype = torch_dtype_name(p.compute_dtype());
+  return options;
+}
+
+}  // namespace
+#endif
+
 void prepare_python(Prepared& p, const TraceOptions& o) {
   p.frontend = o.frontend;
   if (o.frontend == "cli" && o.peer.empty()) return;
@@ -52,7 +77,7 @@ void prepare_python(Prepared& p, const TraceOptions& o) {
   }
   if (o.peer == "torch") {
     const uint64_t t0 = host_clock::ticks();
-    p.peer_call = module.bind_torch(p.call, package);
+    p.peer_call = module.bind_torch(p.call, package, peer_options(p, o));
     g_torch_setup_ns = host_clock::elapsed_ns(t0);
   }
 #else
@@ -81,6 +106,7 @@ reports::PeerReport run_peer(Prepared& p, int64_t warmup, int64_t repeat, const 
   rep.name = "torch";
   rep.version = peer.version();
   rep.expression = peer.expression();
+  rep.work = peer.work();
   rep.setup_ns = g_torch_setup_ns;
   // Timed as the harness times strata: host clock around the call, which synchronises on a GPU.
   const uint64_t c0 = host_clock::ticks();

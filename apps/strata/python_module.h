@@ -40,7 +40,7 @@
 #include "layers/frontend/frontend.h"
 #include "reports/report.h"
 
-inline constexpr int kStrataPythonModuleVersion = 1;
+inline constexpr int kStrataPythonModuleVersion = 3;
 
 namespace strata::app {
 
@@ -64,6 +64,23 @@ class PythonCall {
   virtual std::string expression() const = 0;  // "strata.matmul(a, b)"
 };
 
+// What the peer does around the op so that both sides time the same work: strata's --backward and
+// --autocast have torch counterparts (y.sum().backward(), torch.autocast), and a run with either on is
+// compared only with torch doing the same.
+struct PeerOptions {
+  bool backward = false;      // y.sum().backward() after each call, as strata's --backward does
+  std::string autocast;       // "" or torch's dtype name ("bfloat16", "float16"): torch.autocast around the op
+  std::string result_dtype;   // the dtype of strata's result, in torch's spelling; torch's must be the same
+};
+
+// compare --peer torch: torch's rounds of K calls, eager and through its own replay (python_embed.cpp).
+struct PeerRounds {
+  std::string replay_kind;  // "torch.compile (inductor)", "CUDA Graph (torch.cuda.CUDAGraph)"; "" when none
+  std::string why_no_replay;
+  double setup_ns = 0;                      // the capture, or the first compiled call (which compiles)
+  std::vector<double> eager_ns, replay_ns;  // per round
+};
+
 // The same op through PyTorch: the same values, shapes, dtype and device.
 class PeerCall {
  public:
@@ -71,12 +88,15 @@ class PeerCall {
   virtual void call() = 0;  // one call; synchronises the device when it is a GPU
   virtual std::string expression() const = 0;  // "torch.matmul(a, b)"
   virtual std::string version() const = 0;     // "PyTorch 1.13.1 (4 intra-op threads)"
+  virtual std::string work() const = 0;        // what one call does: "forward", "forward + y.sum().backward()"
   // Relative error of the last result against `strata_result` (|a-b| / |b| over all elements, float64).
   virtual double relative_difference(const Tensor& strata_result) = 0;
   // `calls` calls under torch.profiler; rows with self times per call, and the profiler's resolution per
   // event when it is coarse (1000 ns when every reading was whole microseconds, else 0). Empty with `why`
   // set when the profiler is not available.
   virtual std::vector<reports::PeerReport::ProfileRow> profile(int calls, double& resolution_ns, std::string& why) = 0;
+  // `warmup` untimed and `rounds` timed rounds of `k` calls, eager, then through torch's replay.
+  virtual PeerRounds compare_rounds(int64_t k, int64_t warmup, int64_t rounds) = 0;
 };
 
 }  // namespace strata::app
@@ -93,7 +113,8 @@ struct StrataPythonModule {
   // The op through torch. Throws UnavailableError when torch is not importable or cannot run it here,
   // UsageError when the op has no torch counterpart.
   std::unique_ptr<strata::app::PeerCall> (*bind_torch)(const strata::frontend::PreparedCall& call,
-                                                        const std::string& package_dir);
+                                                        const std::string& package_dir,
+                                                        const strata::app::PeerOptions& options);
 };
 
 extern "C" const StrataPythonModule* strata_python_module_v1();

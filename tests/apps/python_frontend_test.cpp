@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -61,6 +62,34 @@ void write_refusing_torch(const std::string& dir) {
          "def from_numpy(a): return _T()\n"
          "def matmul(*a, **k): raise RuntimeError(\"\\\"addmm_impl_cpu_\\\" not implemented for 'Float'\")\n"
          "relu = add = matmul\n"
+         "def get_num_threads(): return 1\n"
+         "class cuda:\n"
+         "    is_available = staticmethod(lambda: False)\n"
+         "class version:\n"
+         "    cuda = None\n"
+         "from . import nn\n";
+  std::ofstream(dir + "/torch/nn/__init__.py") << "from . import functional\n";
+  std::ofstream(dir + "/torch/nn/functional.py") << "from torch import matmul as linear, matmul as conv2d, matmul as gelu\n";
+}
+
+// A stand-in `torch` whose autocast changes nothing (an autocast that does not cast): strata must refuse
+// to compare its time with a bf16 run. Its torch.compile returns the function: the wiring of compare
+// --peer torch, without the minutes inductor takes to compile on this VM.
+void write_float32_only_torch(const std::string& dir) {
+  REQUIRE(system(("mkdir -p " + dir + "/torch/nn").c_str()) == 0);
+  std::ofstream(dir + "/torch/__init__.py")
+      << "import contextlib\n"
+         "__version__ = '0.0-float32-only'\n"
+         "float32, float64, float16, bfloat16 = 'f32', 'f64', 'f16', 'bf16'\n"
+         "class _T:\n"
+         "    dtype = 'torch.float32'\n"
+         "    def to(self, *a): return self\n"
+         "    def requires_grad_(self, v): return self\n"
+         "def from_numpy(a): return _T()\n"
+         "def matmul(*a, **k): return _T()\n"
+         "relu = add = matmul\n"
+         "def autocast(**k): return contextlib.nullcontext()\n"
+         "def compile(f): return f\n"
          "def get_num_threads(): return 1\n"
          "class cuda:\n"
          "    is_available = staticmethod(lambda: False)\n"
@@ -175,6 +204,76 @@ TEST_CASE("trace --peer torch: torch's wall beside strata's, torch.profiler's ro
   CHECK(contains(cli.out, "add --frontend python to compare like with like"));
 }
 
+TEST_CASE("--peer torch times the same work as strata: --backward and --autocast on both sides") {
+  if (const std::string why = torch_missing(); !why.empty()) {
+    MESSAGE("skipped: " << why);
+    return;
+  }
+  TempDir dir;
+  const std::string json_path = dir.path() + "/r.json";
+  const RunResult bw = run_strata(cpu({"trace", "linear", "8x16x4", "--requires-grad", "--backward", "--frontend",
+                                       "python", "--peer", "torch", "--json", json_path}));
+  INFO(bw.out << bw.err);
+  REQUIRE(bw.exit_code == 0);
+  CHECK(contains(bw.out, "each call, on both sides: forward + y.sum().backward()"));
+  auto peer = nlohmann::json::parse(read_file(json_path))["peer"];
+  CHECK(peer["work"] == "forward + y.sum().backward()");
+  CHECK(peer["relative_difference_vs_strata"].get<double>() < 1e-5);
+  // The version compared against is in the report; the peer's environment (scripts/install-python-deps,
+  // passed to the tests as VIRTUAL_ENV) holds torch 2.x.
+  const std::string version = peer["version"];
+  CHECK(version.rfind("PyTorch ", 0) == 0);
+  if (const char* venv = std::getenv("VIRTUAL_ENV"); venv != nullptr && *venv != '\0') {
+    CHECK(version.rfind("PyTorch 2.", 0) == 0);
+  }
+
+  const RunResult ac = run_strata(cpu({"trace", "linear", "8x16x4", "--autocast", "bf16", "--frontend", "python",
+                                       "--peer", "torch", "--json", json_path}));
+  INFO(ac.out << ac.err);
+  REQUIRE(ac.exit_code == 0);
+  peer = nlohmann::json::parse(read_file(json_path))["peer"];
+  CHECK(peer["work"] == "forward, under torch.autocast(\"cpu\", torch.bfloat16)");
+  // Both computed in bfloat16 from the same f32 values: the results agree to bf16 rounding, not f32's.
+  CHECK(peer["relative_difference_vs_strata"].get<double>() < 1e-2);
+}
+
+TEST_CASE("--peer torch whose autocast computes another dtype than strata's: exit 4, nothing written") {
+  TempDir dir;
+  write_float32_only_torch(dir.path());
+  RunOptions options;
+  options.env = {"PYTHONPATH=" + dir.path()};
+  const std::string json_path = dir.path() + "/r.json";
+  const RunResult r = run_strata(cpu({"trace", "matmul", "8", "--autocast", "bf16", "--frontend", "python", "--peer",
+                                      "torch", "--json", json_path}),
+                                 options);
+  check_refused(r, 4, "computed float32 where strata computed bfloat16: this PyTorch (0.0-float32-only) does not do "
+                      "the same work here");
+  CHECK(!file_exists(json_path));
+}
+
+TEST_CASE("compare --peer torch: torch's eager rounds and its torch.compile rounds beside strata's, per op") {
+  TempDir dir;
+  write_float32_only_torch(dir.path());
+  RunOptions options;
+  options.env = {"PYTHONPATH=" + dir.path()};
+  const std::string json_path = dir.path() + "/c.json";
+  const RunResult r = run_strata(cpu({"compare", "matmul", "8", "--frontend", "python", "--peer", "torch",
+                                      "--ops-per-graph", "4", "--json", json_path}),
+                                 options);  // cpu(): 3 rounds, no warm-up
+  check_no_crash(r);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.out, "peer: torch.matmul(self, other)   PyTorch 0.0-float32-only"));
+  CHECK(contains(r.out, "(strata: plan replay; torch: torch.compile (inductor))"));
+  const auto peer = nlohmann::json::parse(read_file(json_path))["peer"];
+  CHECK(peer["replay_kind"] == "torch.compile (inductor)");
+  CHECK(peer["rounds"] == 3);
+  CHECK(peer["eager"].get<double>() > 0);
+  CHECK(peer["replay"].get<double>() > 0);
+  CHECK(peer["setup_ns"].get<double>() > 0);
+  CHECK(peer["work"] == "forward");
+}
+
 TEST_CASE("--peer torch without an importable torch: exit 4 naming the python and what to install") {
   TempDir dir;
   write_broken_torch(dir.path());
@@ -201,7 +300,8 @@ TEST_CASE("--peer torch when torch refuses the op: exit 4 with torch's message, 
   const RunResult r = run_strata(cpu({"trace", "matmul", "8", "--frontend", "python", "--peer", "torch", "--json",
                                       json_path}),
                                  options);
-  check_refused(r, 4, "--peer torch: torch.matmul(self, other) raised RuntimeError: \"addmm_impl_cpu_\" not implemented");
+  check_refused(r, 4, "--peer torch: torch.matmul(self, other) (forward) raised RuntimeError: \"addmm_impl_cpu_\" not "
+                      "implemented");
   CHECK(!file_exists(json_path));
 }
 
@@ -249,6 +349,6 @@ TEST_CASE("--frontend and --peer take only the values they list") {
                 "--frontend 'Python' is not a frontend; allowed: cli");
   check_refused(run_strata(cpu({"trace", "matmul", "8", "--peer", "jax"})), 2,
                 "--peer 'jax' is not a peer; allowed: torch");
-  check_refused(run_strata(cpu({"compare", "matmul", "8", "--peer", "torch"})), 2,
-                "--peer applies to 'strata trace'");
+  check_refused(run_strata(cpu({"compare", "matmul", "8", "--peer", "jax"})), 2,
+                "--peer 'jax' is not a peer; allowed: torch");
 }

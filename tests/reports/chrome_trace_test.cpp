@@ -82,6 +82,56 @@ Timeline device_timeline() {
 
 }  // namespace
 
+TEST_CASE("what HTA needs: the rank as Kineto writes it, a cpu_op per op, Kineto's memcpy names, GPU extents") {
+  REQUIRE(test::steady_clock_in_use());
+  Timeline t = device_timeline();
+  MemoryRecord copy;  // op 1's copy, after its kernels on their stream (tid 1)
+  copy.kind = "DtoH";
+  copy.bytes = 1024;
+  copy.start_ns = 9600;
+  copy.end_ns = 9800;
+  copy.correlation_id = 6;
+  t.device.memory.push_back(copy);
+  t.device.external.push_back({6, 1});
+  ChromeTraceWriter w;
+  TraceMetadata meta;
+  meta.unix_minus_host_ns = 0;
+  w.set_trace_metadata(meta);
+  w.add_timeline(t, "eager");
+  const std::string text = w.str();
+  const auto errors = check_chrome_trace(text);
+  INFO(joined(errors));
+  CHECK(errors.empty());
+  // HTA reads the rank with the pattern "rank":\s+(\d+) over the raw text, before parsing.
+  CHECK(text.find("\"rank\": 0") != std::string::npos);
+
+  const auto doc = nlohmann::json::parse(text);
+  std::map<std::string, int> cpu_ops;
+  std::vector<nlohmann::json> annotations;
+  std::map<std::string, std::string> memory_names;  // cat -> name
+  for (const auto& e : doc["traceEvents"]) {
+    const std::string cat = e.value("cat", "");
+    if (cat == "cpu_op") {
+      ++cpu_ops[e["name"]];
+      CHECK(e["args"]["External id"] == e["args"]["op"]);
+    }
+    if (cat == "gpu_user_annotation") annotations.push_back(e);
+    if (cat == "gpu_memcpy" || cat == "gpu_memset") memory_names[e["name"]] = cat;
+  }
+  // One per binding span, around it (two matmul calls), named aten:: + the op.
+  CHECK(cpu_ops == std::map<std::string, int>{{"aten::matmul", 2}});
+  CHECK(memory_names.count("Memcpy HtoD") == 1);
+  CHECK(memory_names.count("Memcpy DtoH") == 1);
+  // Op 1's GPU work on stream tid 1: its two kernels [3000, 9500] and its copy [9600, 9800] (the op-less
+  // HtoD copy before them is no op's). Op 2 put nothing on the GPU: no extent.
+  REQUIRE(annotations.size() == 1);
+  CHECK(annotations[0]["name"] == "matmul");
+  CHECK(annotations[0]["tid"] == 1);
+  CHECK(annotations[0]["args"]["op"] == 1);
+  CHECK(annotations[0]["ts"].get<double>() == doctest::Approx(2.5));  // 3000 ns after the base at 500
+  CHECK(annotations[0]["dur"].get<double>() == doctest::Approx(6.8));
+}
+
 TEST_CASE("the writer's output passes the validator: host spans, API calls, kernels, memcpy, flows") {
   REQUIRE(test::steady_clock_in_use());
   Timeline t = device_timeline();
