@@ -12,6 +12,7 @@
 #include "layers/kernels/cpu/cpu_kernels.h"
 #include "layers/kernels/cuda/cuda_kernels.h"
 #include "layers/kernels/reference/reference.h"
+#include "tests/kernels/empty_reductions.h"
 #include "layers/runtime/cuda/cuda_runtime_layer.h"
 #include "lib/error.h"
 
@@ -268,4 +269,21 @@ TEST_CASE("a backward pass on the GPU: every leaf gradient of linear and conv2d 
       }
     }
   }
+}
+
+// The kernels check_empty_reductions calls (tests/kernels/empty_reductions.h).
+struct CudaKernels {
+  static constexpr auto matmul = &cuda::matmul;
+  static constexpr auto gemm = &cuda::gemm;
+  static constexpr auto linear = &cuda::linear;
+  static constexpr auto conv2d = &cuda::conv2d;
+  static constexpr auto conv2d_input_backward = &cuda::conv2d_input_backward;
+  static constexpr auto conv2d_weight_backward = &cuda::conv2d_weight_backward;
+  static constexpr auto bias_backward = &cuda::bias_backward;
+  static constexpr auto sum = &cuda::sum;
+};
+
+TEST_CASE("accumulating kernels write their whole output when the reduced dimension is empty (N = 0, K = 0, C = 0)") {
+  init();
+  for (DType dtype : kDTypes) testing::check_empty_reductions(CudaKernels{}, kGpu, dtype);
 }
