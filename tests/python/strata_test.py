@@ -9,6 +9,7 @@ import inspect
 import math
 import random
 import sys
+import threading
 import unittest
 
 import numpy as np
@@ -242,6 +243,77 @@ class OperatorsTest(unittest.TestCase):
         with self.assertRaises(strata.UsageError):
             with strata.autocast("float32"):
                 pass
+
+    def matmul_dtype(self):
+        return strata.matmul(strata.randn(2, 2, seed=1), strata.randn(2, 2, seed=2)).dtype
+
+    def test_autocast_contexts_exited_out_of_order_leave_it_off(self):
+        # Note [Autocast contexts] in strata/__init__.py.
+        outer, inner = strata.autocast("bf16"), strata.autocast("f16")
+        outer.__enter__()
+        inner.__enter__()
+        outer.__exit__(None, None, None)  # out of order: the inner one is still open
+        self.assertEqual(self.matmul_dtype(), "float16")
+        inner.__exit__(None, None, None)
+        self.assertEqual(self.matmul_dtype(), "float32")  # was bfloat16: the leak
+        # Three, the middle one first; and one object entered twice, nested.
+        a, b, c = strata.autocast("bf16"), strata.autocast("f16"), strata.autocast("bf16")
+        for ctx in (a, b, c):
+            ctx.__enter__()
+        b.__exit__(None, None, None)
+        c.__exit__(None, None, None)
+        self.assertEqual(self.matmul_dtype(), "bfloat16")  # a is still open
+        a.__exit__(None, None, None)
+        self.assertEqual(self.matmul_dtype(), "float32")
+        twice = strata.autocast("f16")
+        with twice:
+            with twice:
+                self.assertEqual(self.matmul_dtype(), "float16")
+            self.assertEqual(self.matmul_dtype(), "float16")
+        self.assertEqual(self.matmul_dtype(), "float32")
+
+    def test_autocast_is_per_thread_and_exits_only_where_it_was_entered(self):
+        worker_ctx = strata.autocast("f16")
+        entered, checked, done = threading.Event(), threading.Event(), threading.Event()
+        seen = {}
+
+        def worker():
+            worker_ctx.__enter__()
+            seen["worker inside"] = self.matmul_dtype()
+            entered.set()
+            checked.wait()
+            seen["worker still"] = self.matmul_dtype()
+            worker_ctx.__exit__(None, None, None)
+            seen["worker after"] = self.matmul_dtype()
+            done.set()
+
+        t = threading.Thread(target=worker)
+        with strata.autocast("bf16"):
+            t.start()
+            entered.wait()
+            self.assertEqual(self.matmul_dtype(), "bfloat16")  # the worker's context is not this thread's
+            with self.assertRaises(strata.UsageError) as cm:
+                worker_ctx.__exit__(None, None, None)  # used to turn this thread's autocast off
+            self.assertIn("thread that entered it", str(cm.exception))
+            self.assertEqual(self.matmul_dtype(), "bfloat16")
+            checked.set()
+            done.wait()
+        t.join()
+        self.assertEqual(seen, {"worker inside": "float16", "worker still": "float16", "worker after": "float32"})
+        self.assertEqual(self.matmul_dtype(), "float32")
+
+    def test_autocast_misuse_is_a_clear_error(self):
+        with self.assertRaises(strata.UsageError) as cm:
+            strata.autocast().__exit__(None, None, None)  # was a bare IndexError
+        self.assertIn("without a matching __enter__", str(cm.exception))
+        ctx = strata.autocast()
+        with ctx:
+            pass
+        with self.assertRaises(strata.UsageError):
+            ctx.__exit__(None, None, None)  # exited twice
+        with self.assertRaises(strata.UsageError):
+            strata.autocast("float64").__enter__()  # autocast casts to bf16 or f16
+        self.assertEqual(self.matmul_dtype(), "float32")  # a refused enter changed nothing
 
     def test_keywords_and_defaults_reach_the_binding_layer(self):
         x, w = strata.randn(1, 2, 5, 5, seed=3), strata.randn(3, 2, 3, 3, seed=4)
