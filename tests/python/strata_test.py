@@ -244,6 +244,38 @@ class OperatorsTest(unittest.TestCase):
             with strata.autocast("float32"):
                 pass
 
+    def test_out_of_range_integers_are_refused_naming_the_argument(self):
+        # Every int that crosses into C++: the crossing takes int64, then each operator its own range.
+        # padding=2**62 reported negative sizes and 2**63-1 returned a 1x1 tensor of zeros (the padded
+        # size wrapped around); now each is a ValueError naming the argument and what it may be.
+        x, w = strata.randn(1, 1, 4, 4, seed=1), strata.randn(1, 1, 1, 1, seed=2)
+        g = strata.randn(1, 1, 4, 4, seed=3)
+        cases = [
+            (lambda: strata.conv2d(x, w, padding=2**62), "padding must be between 0 and 2147483647"),
+            (lambda: strata.conv2d(x, w, padding=2**63 - 1), "padding must be between 0 and 2147483647"),
+            (lambda: strata.conv2d(x, w, padding=2**31), "padding must be between 0 and 2147483647"),
+            (lambda: strata.conv2d(x, w, padding=-1), "padding must be between 0 and 2147483647"),
+            (lambda: strata.conv2d(x, w, None, 2**31), "stride must be between 1 and 2147483647"),
+            (lambda: strata.conv2d(x, w, None, 0), "stride must be between 1 and 2147483647"),
+            (lambda: strata.conv2d(x, w, padding=2**64), "argument 'padding' (position 5) must be an int in [-2**63"),
+            (lambda: strata.conv2d(x, w, None, -2**63 - 1), "argument 'stride' (position 4) must be an int in [-2**63"),
+            (lambda: strata._strata._op(strata.OPERATORS["conv2d"].__globals__["_index"], x, w, None, 1, 2**64),
+             "argument 'padding' (position 5) must be an int"),
+            (lambda: strata.conv2d_input_backward(g, x, w, 1, 2**62), "padding must be between 0 and 2147483647"),
+            (lambda: strata.conv2d_weight_backward(g, x, w, 2**62, 0), "stride must be between 1 and 2147483647"),
+            (lambda: strata.gemm(strata.randn(2, 2), strata.randn(2, 2), 2, 0),
+             "transpose_self must be 0 or 1"),
+            (lambda: strata.add(x, x, alpha=2**2000), "argument 'alpha' (position 3) must be a float"),
+            (lambda: strata.zeros(0, 2**62, 2**62), "product must fit in 64 bits"),
+            (lambda: strata.zeros(2**63), "does not fit in 64 bits"),
+            (lambda: strata.randn(2, seed=2**64), "seed must be an int in [0, 2**64)"),
+            (lambda: strata.manual_seed(-1), "seed must be an int in [0, 2**64)"),
+        ]
+        for call, message in cases:
+            with self.assertRaises(ValueError) as cm:
+                call()
+            self.assertIn(message, str(cm.exception))
+
     def matmul_dtype(self):
         return strata.matmul(strata.randn(2, 2, seed=1), strata.randn(2, 2, seed=2)).dtype
 

@@ -107,12 +107,17 @@ def _check(op, arg, position, value):
         if not isinstance(value, bool) and isinstance(value, numbers.Integral):
             value = int(value)
             if not -2**63 <= value < 2**63:
-                raise ValueError(f"{op}(): argument '{arg['name']}' (position {position}) does not fit in 64 bits: "
-                                 f"{value}")
+                # C++ takes int64; each operator then checks its own range (conv2d's padding: lib/op_shapes).
+                raise ValueError(f"{op}(): argument '{arg['name']}' (position {position}) must be an int in "
+                                 f"[-2**63, 2**63), got {value}")
             return value
     elif kind == "float":
         if not isinstance(value, bool) and isinstance(value, numbers.Real):
-            return float(value)
+            try:
+                return float(value)
+            except OverflowError:  # an int past the largest double
+                raise ValueError(f"{op}(): argument '{arg['name']}' (position {position}) must be a float within "
+                                 f"+-1.8e308, got an int of {int(value).bit_length()} bits") from None
     elif kind == "bool":
         if isinstance(value, bool):
             return value
