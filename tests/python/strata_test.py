@@ -411,6 +411,22 @@ class TensorTest(unittest.TestCase):
         self.assertEqual(v.ctypes.data, t.data_ptr())
         self.assertFalse(v.flags.owndata)
 
+    def test_np_asarray_of_bfloat16_is_refused_unless_a_dtype_is_asked_for(self):
+        # numpy's fallback gave a 0-d object array holding the tensor; now the refusal torch gives for
+        # bf16 .numpy(), and an explicit dtype gives a converted copy (exact: bf16 values are float32s).
+        b = strata.randn(2, 3, dtype="bfloat16", seed=4)
+        for convert in (np.asarray, np.array, lambda t: t.numpy()):
+            with self.assertRaises(TypeError) as cm:
+                convert(b)
+            self.assertIn("numpy has no bfloat16", str(cm.exception))
+        copy = np.asarray(b, dtype=np.float32)
+        self.assertEqual((copy.dtype, copy.shape), (np.dtype(np.float32), (2, 3)))
+        np.testing.assert_array_equal(copy, b.numpy_float64())
+        # The dtypes numpy has stay views.
+        for dtype in ("float32", "float64", "float16"):
+            t = strata.randn(2, 3, dtype=dtype, seed=5)
+            self.assertEqual(np.asarray(t).ctypes.data, t.data_ptr())
+
     def test_lifetimes(self):
         a = np.ones((64, 64), dtype=np.float32)
         t = strata.from_numpy(a)
