@@ -184,6 +184,17 @@ TEST_CASE("add's alpha scales the second gradient; gradients accumulate across p
   for (double v : reference::to_double(b.grad())) CHECK(v == 5.0);
 }
 
+TEST_CASE("AddBackward scales by alpha with one multiply: no cancellation for alpha near 0 or near 1") {
+  // grad + (alpha - 1) * grad gave exactly 0 for alpha = 1e-8 in f32, and ~200 ulp off for alpha = 1e-3.
+  for (double alpha : {1e-8, 1e-3, 1.0 + 1e-6, -3.0}) {
+    CAPTURE(alpha);
+    const Tensor a = leaf({7}, DType::kF32, 30), b = leaf({7}, DType::kF32, 31);
+    autograd::backward(ops::sum(ops::add(a, b, alpha)));
+    for (double v : reference::to_double(b.grad())) CHECK(v == double(static_cast<float>(alpha)));
+    for (double v : reference::to_double(a.grad())) CHECK(v == 1.0);
+  }
+}
+
 TEST_CASE("saved tensors are freed by backward; a second pass is refused, unless the graph was retained") {
   const Tensor x = leaf({3, 4}, DType::kF32, 8), w = leaf({4, 2}, DType::kF32, 9);
   const Tensor y = ops::matmul(x, w);

@@ -104,6 +104,20 @@ class BackwardTest(unittest.TestCase):
             y.backward("ones")
 
 
+class AddBackwardTest(unittest.TestCase):
+    def test_alpha_scales_the_gradient_without_cancelling(self):
+        # torch: b.grad == alpha; strata gave exactly 0 for 1e-8 (grad + (alpha - 1) * grad in f32).
+        for dtype in ("float32", "float64"):
+            for alpha in (1e-8, 1e-3, -2.5):
+                a = strata.randn(5, dtype=dtype, seed=1, requires_grad=True)
+                b = strata.randn(5, dtype=dtype, seed=2, requires_grad=True)
+                walk = strata.sum(strata.add(a, b, alpha=alpha)).backward()
+                self.assertEqual(walk, "SumBackward > AddBackward > AccumulateGrad > AccumulateGrad")
+                expected = np.full(5, np.dtype(dtype).type(alpha))
+                np.testing.assert_array_equal(b.grad.numpy(), expected, f"{dtype} alpha={alpha}")
+                np.testing.assert_array_equal(a.grad.numpy(), np.ones(5, dtype))
+
+
 class GraphLifetimeTest(unittest.TestCase):
     def test_a_long_chain_frees_at_exit_without_crashing(self):
         # 250,000 relus used to segfault the interpreter when the graph was freed (one nested destructor

@@ -75,6 +75,11 @@ def _inputs_add(rng, t):
     return [t(*shape), t(*shape)], {"alpha": rng.choice([1, 0.5, -2.0])}
 
 
+def _inputs_mul(rng, t):
+    shape = [rng.randint(1, 9) for _ in range(rng.randint(1, 4))]
+    return [t(*shape), rng.choice([0.5, -3.0, 1e-8])], {}
+
+
 def _inputs_gemm(rng, t):
     m, k, n = rng.randint(1, 30), rng.randint(1, 30), rng.randint(1, 30)
     ts, to = rng.randint(0, 1), rng.randint(0, 1)
@@ -150,6 +155,7 @@ CASES = {
                               lambda g, x, w, stride, padding: _conv_backward_reference(g, x, w, stride, padding, True)),
     "conv2d_weight_backward": (_inputs_conv_backward,
                                lambda g, x, w, stride, padding: _conv_backward_reference(g, x, w, stride, padding, False)),
+    "mul": (_inputs_mul, lambda x, other=1: x * other),
 }
 
 
@@ -270,6 +276,10 @@ class OperatorsTest(unittest.TestCase):
             (lambda: strata.zeros(2**63), "does not fit in 64 bits"),
             (lambda: strata.randn(2, seed=2**64), "seed must be an int in [0, 2**64)"),
             (lambda: strata.manual_seed(-1), "seed must be an int in [0, 2**64)"),
+            # The shape error names the Python arguments (weight, padding), not the CLI's --kernel/--pad.
+            (lambda: strata.conv2d(strata.randn(1, 1, 2, 2), strata.randn(1, 1, 5, 5)),
+             "(weight's last two sizes) is larger than the padded input 2x2 (input's height and width plus 2 x "
+             "padding 0): give a weight with a smaller kernel, or more padding"),
         ]
         for call, message in cases:
             with self.assertRaises(ValueError) as cm:
