@@ -48,7 +48,6 @@ class Profile {
       throw UsageError("strata.profile(): a profile records once; start a new strata.profile() for another recording");
     tracing::t_active = &timeline_;
     t_recording = this;
-    owner_ = std::this_thread::get_id();
     recording_ = true;
   }
   // The recording is the thread's that started it (its active timeline is thread-local): ending it from
@@ -286,7 +285,6 @@ class Profile {
   std::vector<uint16_t> ops_;
   std::vector<uint8_t> failed_;  // per call, as ids_: 1 when it raised
   std::atomic<bool> recording_{false};
-  std::thread::id owner_;  // the thread that started the recording
   std::vector<std::pair<const binding::BoundOperator*, std::string>> arguments_;  // of each op's first call
   uint32_t next_id_ = 1;
   bool stopped_ = false;

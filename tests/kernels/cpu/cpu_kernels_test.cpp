@@ -297,14 +297,14 @@ TEST_CASE("bf16 and f16 tensors on the CPU: widened to f32, computed, rounded; e
 
 // The kernels check_empty_reductions calls (tests/kernels/empty_reductions.h).
 struct CpuKernels {
-  static constexpr auto matmul = &cpu::matmul;
-  static constexpr auto gemm = &cpu::gemm;
-  static constexpr auto linear = &cpu::linear;
-  static constexpr auto conv2d = &cpu::conv2d;
-  static constexpr auto conv2d_input_backward = &cpu::conv2d_input_backward;
-  static constexpr auto conv2d_weight_backward = &cpu::conv2d_weight_backward;
-  static constexpr auto bias_backward = &cpu::bias_backward;
-  static constexpr auto sum = &cpu::sum;
+  static constexpr auto kMatmul = &cpu::matmul;
+  static constexpr auto kGemm = &cpu::gemm;
+  static constexpr auto kLinear = &cpu::linear;
+  static constexpr auto kConv2d = &cpu::conv2d;
+  static constexpr auto kConv2dInputBackward = &cpu::conv2d_input_backward;
+  static constexpr auto kConv2dWeightBackward = &cpu::conv2d_weight_backward;
+  static constexpr auto kBiasBackward = &cpu::bias_backward;
+  static constexpr auto kSum = &cpu::sum;
 };
 
 TEST_CASE("accumulating kernels write their whole output when the reduced dimension is empty (N = 0, K = 0, C = 0)") {

@@ -274,14 +274,14 @@ TEST_CASE("a backward pass on the GPU: every leaf gradient of linear and conv2d 
 
 // The kernels check_empty_reductions calls (tests/kernels/empty_reductions.h).
 struct CudaKernels {
-  static constexpr auto matmul = &cuda::matmul;
-  static constexpr auto gemm = &cuda::gemm;
-  static constexpr auto linear = &cuda::linear;
-  static constexpr auto conv2d = &cuda::conv2d;
-  static constexpr auto conv2d_input_backward = &cuda::conv2d_input_backward;
-  static constexpr auto conv2d_weight_backward = &cuda::conv2d_weight_backward;
-  static constexpr auto bias_backward = &cuda::bias_backward;
-  static constexpr auto sum = &cuda::sum;
+  static constexpr auto kMatmul = &cuda::matmul;
+  static constexpr auto kGemm = &cuda::gemm;
+  static constexpr auto kLinear = &cuda::linear;
+  static constexpr auto kConv2d = &cuda::conv2d;
+  static constexpr auto kConv2dInputBackward = &cuda::conv2d_input_backward;
+  static constexpr auto kConv2dWeightBackward = &cuda::conv2d_weight_backward;
+  static constexpr auto kBiasBackward = &cuda::bias_backward;
+  static constexpr auto kSum = &cuda::sum;
 };
 
 TEST_CASE("accumulating kernels write their whole output when the reduced dimension is empty (N = 0, K = 0, C = 0)") {
