@@ -44,11 +44,11 @@ Shape contiguous_strides(const Shape& sizes) {
   int64_t stride = 1, extent = 1;  // extent: the product with zeros taken as ones
   for (int i = sizes.ndim - 1; i >= 0; --i) {
     strides[i] = stride;
-    stride *= sizes[i];  // cannot overflow: |stride| <= extent, checked below
     if (sizes[i] < 0 || __builtin_mul_overflow(extent, std::max<int64_t>(sizes[i], 1), &extent)) {
       throw UsageError("a tensor of size [" + sizes.str() +
                        "]: sizes must be non-negative and their product must fit in 64 bits");
     }
+    stride *= sizes[i];  // cannot overflow: 0 <= stride <= extent
   }
   return strides;
 }
