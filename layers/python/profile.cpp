@@ -203,7 +203,10 @@ class Profile {
       first = false;
       reports::print_trace_table(report(op, python_probe_ns), out);
     }
+    // An operator whose every call raised has no block above: one line says so.
+    const std::vector<uint16_t> measured = called_ops();
     for (uint16_t op : called_ops(true)) {
+      if (std::find(measured.begin(), measured.end(), op) != measured.end()) continue;  // its block says it
       const size_t failed = calls_of(op, true).size();
       out << (first ? "" : "\n") << "strata." << binding::all_operators().at(op)->schema().name << ": " << failed
           << " call" << (failed == 1 ? "" : "s") << " raised an exception (not measured: in no figure)\n";

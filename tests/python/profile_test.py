@@ -178,6 +178,7 @@ class ProfileTest(unittest.TestCase):
         table = p.table()
         self.assertIn("50 calls from Python (+80 that raised, left out)", table)
         self.assertIn("strata.add: 7 calls raised an exception", table)
+        self.assertNotIn("strata.matmul: 80 calls raised", table)  # its block says it
 
     def test_misuse_is_refused_clearly(self):
         p = strata.profile()
