@@ -79,9 +79,9 @@ def measure(o, torch, torch_why, a, b, ta, tb):
         raw = _strata._time_matmul_layers(a, b, o.calls, 1)["cblas_sgemm"][0]
         with strata.profile():
             on = _python_loop_ns(matmul, (a, b), o.calls) - loop
-            _ops.set_rows(False)  # the same profile, C++ zones only: what the two rows add is the difference
+            forced = _ops.set_rows(False)  # the same profile, C++ zones only: what the two rows add is the difference
             off = _python_loop_ns(matmul, (a, b), o.calls) - loop
-            _ops.set_rows(True)
+            _ops.set_rows(forced)
         if i == 0:
             continue  # warm-up batch
         series["strata"].append(s)

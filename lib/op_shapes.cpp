@@ -54,19 +54,33 @@ Conv2dGeometry conv2d(const Shape& input, const Shape& weight, const Shape* bias
     throw UsageError("conv2d: expected input [N,C,H,W] and weight [K,C,R,S], got " + bracket(input) +
                      " and " + bracket(weight));
   }
-  if (stride < 1) throw UsageError("conv2d: stride must be at least 1, got " + std::to_string(stride));
-  if (padding < 0) throw UsageError("conv2d: padding must be 0 or more, got " + std::to_string(padding));
+  // The kernels index with int (BLAS, cuDNN), and the padded size must not overflow: the CLI's own
+  // limits on --stride and --pad, for every caller (a Python int reaches here as any int64).
+  if (stride < 1 || stride > kMaxConvArgument) {
+    throw UsageError("conv2d: stride must be between 1 and " + std::to_string(kMaxConvArgument) + ", got " +
+                     std::to_string(stride));
+  }
+  if (padding < 0 || padding > kMaxConvArgument) {
+    throw UsageError("conv2d: padding must be between 0 and " + std::to_string(kMaxConvArgument) + ", got " +
+                     std::to_string(padding));
+  }
   if (input[1] != weight[1]) {
     throw UsageError("conv2d: channels differ: input " + bracket(input) + " has " + std::to_string(input[1]) +
                      " channels, weight " + bracket(weight) + " expects " + std::to_string(weight[1]));
   }
   Conv2dGeometry g{input[0], input[1], input[2], input[3], weight[0], weight[2], weight[3],
                    stride,   padding,  0,        0};
-  int64_t padded_h = g.height + 2 * padding, padded_w = g.width + 2 * padding;
+  int64_t padded_h = 0, padded_w = 0;
+  if (__builtin_add_overflow(g.height, 2 * padding, &padded_h) || __builtin_add_overflow(g.width, 2 * padding, &padded_w)) {
+    throw UsageError("conv2d: input " + bracket(input) + " padded by " + std::to_string(padding) +
+                     " on each side is larger than int64 can index");
+  }
+  // Worded with the schema's argument names, which are Python's too; the CLI checks its own flags first.
   if (g.kernel_h > padded_h || g.kernel_w > padded_w) {
-    throw UsageError("conv2d: kernel " + std::to_string(g.kernel_h) + "x" + std::to_string(g.kernel_w) +
-                     " is larger than the padded input " + std::to_string(padded_h) + "x" +
-                     std::to_string(padded_w) + " (use a smaller --kernel or more --pad)");
+    throw UsageError("conv2d: the kernel " + std::to_string(g.kernel_h) + "x" + std::to_string(g.kernel_w) +
+                     " (weight's last two sizes) is larger than the padded input " + std::to_string(padded_h) + "x" +
+                     std::to_string(padded_w) + " (input's height and width plus 2 x padding " +
+                     std::to_string(padding) + "): give a weight with a smaller kernel, or more padding");
   }
   g.out_height = (padded_h - g.kernel_h) / stride + 1;
   g.out_width = (padded_w - g.kernel_w) / stride + 1;

@@ -14,6 +14,9 @@ Shape matmul(const Shape& self, const Shape& other);                            
 Shape linear(const Shape& input, const Shape& weight, const Shape* bias);       // [B,IN] x [OUT,IN]^T + [OUT]
 Shape elementwise(const Shape& self, const Shape& other);                       // identical shapes
 
+// The largest stride and padding conv2d takes (BLAS and cuDNN index with int).
+inline constexpr int64_t kMaxConvArgument = 2147483647;
+
 struct Conv2dGeometry {
   int64_t batch, in_channels, height, width;     // input NCHW
   int64_t out_channels, kernel_h, kernel_w;      // weight KCRS

@@ -1,5 +1,6 @@
 #include "lib/tensor.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "lib/error.h"
@@ -34,14 +35,20 @@ bool operator==(const Shape& a, const Shape& b) {
 }
 
 namespace {
-// Row-major strides of a contiguous tensor of `sizes`.
+// Row-major strides of a contiguous tensor of `sizes`. Sizes whose products overflow int64 (possible with
+// a zero among them: [0, 2^62, 2^62] holds nothing, but its strides do not fit) are refused here, for
+// every caller, before anything is allocated.
 Shape contiguous_strides(const Shape& sizes) {
   Shape strides;
   strides.ndim = sizes.ndim;
-  int64_t stride = 1;
+  int64_t stride = 1, extent = 1;  // extent: the product with zeros taken as ones
   for (int i = sizes.ndim - 1; i >= 0; --i) {
     strides[i] = stride;
-    stride *= sizes[i];
+    if (sizes[i] < 0 || __builtin_mul_overflow(extent, std::max<int64_t>(sizes[i], 1), &extent)) {
+      throw UsageError("a tensor of size [" + sizes.str() +
+                       "]: sizes must be non-negative and their product must fit in 64 bits");
+    }
+    stride *= sizes[i];  // cannot overflow: 0 <= stride <= extent
   }
   return strides;
 }

@@ -20,11 +20,28 @@ bool is_autocast_dtype(DType dtype) {
   return false;
 }
 
-AutocastGuard::AutocastGuard(DType dtype) : saved_keys_(detail::t_local), saved_dtype_(detail::t_autocast_dtype) {
+namespace {
+void check_autocast_dtype(DType dtype) {
   if (!is_autocast_dtype(dtype)) {
     throw UsageError("autocast casts to bf16 or f16, not " + std::string(dtype_name(dtype)) +
                      " (f32 is what it casts from)");
   }
+}
+}  // namespace
+
+AutocastState autocast_state() {
+  return {detail::t_local.included.has(DispatchKey::kAutocast), detail::t_autocast_dtype};
+}
+
+void set_autocast_state(AutocastState state) {
+  if (state.enabled) check_autocast_dtype(state.dtype);
+  detail::t_local.included = state.enabled ? detail::t_local.included.add(DispatchKey::kAutocast)
+                                           : detail::t_local.included.remove(DispatchKey::kAutocast);
+  detail::t_autocast_dtype = state.dtype;
+}
+
+AutocastGuard::AutocastGuard(DType dtype) : saved_keys_(detail::t_local), saved_dtype_(detail::t_autocast_dtype) {
+  check_autocast_dtype(dtype);
   detail::t_local.included = detail::t_local.included.add(DispatchKey::kAutocast);
   detail::t_autocast_dtype = dtype;
 }

@@ -48,6 +48,18 @@ class AutocastGuard {
   DType saved_dtype_;
 };
 
+// This thread's autocast state: whether the key is in its included set, and the dtype it casts to. For a
+// scope that cannot be a C++ block (Python's `with strata.autocast(...)`: enter and exit are separate
+// calls, and the contexts of one thread may exit out of order): it saves the state on entry and puts
+// it back on exit; the other keys of the thread's set are left as they are.
+struct AutocastState {
+  bool enabled = false;
+  DType dtype = DType::kBF16;
+};
+AutocastState autocast_state();
+// Throws UsageError for an enabled state whose dtype autocast cannot cast to (f32, f64).
+void set_autocast_state(AutocastState state);
+
 // Whether autocast casts a tensor to `to`: a defined floating tensor of another dtype, except f64
 // (PyTorch's is_eligible leaves doubles alone too: someone asked for them explicitly). A tensor that
 // already has the target dtype is passed through uncast, as PyTorch's cached_cast does.

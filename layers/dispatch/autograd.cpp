@@ -4,6 +4,7 @@
 #include <atomic>
 #include <limits>
 #include <string>
+#include <vector>
 
 namespace strata {
 
@@ -32,6 +33,30 @@ Tensor attach(Tensor out, const BackwardDecl& decl, std::shared_ptr<RecordedNode
 }
 
 }  // namespace autograd_detail
+
+namespace {
+// Moves each edge of `n` that is the last owner of its node onto `stack`, and releases the others.
+void take_sole_edges(Node& n, std::vector<std::shared_ptr<Node>>& stack) {
+  for (size_t i = 0; i < kMaxArgs; ++i) {
+    std::shared_ptr<Node> edge = n.next(i);
+    n.set_next(i, nullptr);
+    if (edge != nullptr && edge.use_count() == 1) stack.push_back(std::move(edge));
+  }
+}
+}  // namespace
+
+Node::~Node() {
+  // See Note [Freeing a long graph]. A derived node's saved tensors are gone already (its members die
+  // before this body runs); its edges are not.
+  std::vector<std::shared_ptr<Node>> stack;
+  take_sole_edges(*this, stack);
+  while (!stack.empty()) {
+    std::shared_ptr<Node> n = std::move(stack.back());
+    stack.pop_back();
+    n->release_for_free();
+    take_sole_edges(*n, stack);
+  }  // n, the last owner, frees its node here: with no edges left, its destructor does not recurse
+}
 
 RecordedNode::RecordedNode(const char* name, const char* op, BackwardFormula formula)
     : Node(autograd_detail::next_sequence_nr()), name_(name), op_(op), formula_(formula) {
@@ -85,6 +110,11 @@ void RecordedNode::release_saved() {
   result_ = Tensor();
   count_ = 0;
   released_ = true;
+}
+
+void RecordedNode::release_for_free() {
+  for (Tensor& t : inputs_) t = Tensor();
+  result_ = Tensor();
 }
 
 AccumulateGrad::AccumulateGrad(std::shared_ptr<AutogradMeta> meta)

@@ -25,6 +25,17 @@ namespace strata {
 // Nodes are numbered in creation order (sequence_nr); the engine runs ready nodes newest first, as
 // PyTorch's engine does, which makes the walk order deterministic. AccumulateGrad nodes are numbered
 // highest so a leaf's gradient is stored as soon as it is complete.
+//
+// Note [Freeing a long graph]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A graph is freed when its last tensor goes: the output's node, then every node only it kept alive.
+// Left to the shared_ptr destructors that is one nested destructor call per node, and a chain of
+// 250,000 ops (h = relu(h) in a loop) overflows the stack. ~Node frees iteratively instead, as
+// PyTorch's deleteNode does: each node about to die first drops what it saved (a saved input holds the
+// tensor's grad_fn, the same node as one of its edges: dropping it first leaves the edge as the only
+// owner), then its edges that are the last reference to their node move onto a local stack; edges to
+// nodes someone else still holds are only released. The stack is popped one node at a time, so no
+// destructor runs inside another more than one level deep.
 inline constexpr size_t kMaxArgs = 5;           // conv2d: input, weight, bias, stride, padding
 using GradList = std::array<Tensor, kMaxArgs>;  // one gradient per argument position (undefined: none)
 
@@ -32,6 +43,10 @@ using GradList = std::array<Tensor, kMaxArgs>;  // one gradient per argument pos
 class Node : public GradNode {
  public:
   explicit Node(uint64_t sequence_nr) : sequence_nr_(sequence_nr) {}
+  // Frees the nodes only this one keeps alive without recursing (Note [Freeing a long graph]).
+  ~Node() override;
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
   uint64_t sequence_nr() const { return sequence_nr_; }
   const std::shared_ptr<Node>& next(size_t i) const { return next_[i]; }
   void set_next(size_t i, std::shared_ptr<Node> node) { next_[i] = std::move(node); }
@@ -39,6 +54,8 @@ class Node : public GradNode {
   virtual GradList apply(const Tensor& grad) = 0;
   // Drops what the node saved (after the engine ran it); a later apply throws.
   virtual void release_saved() {}
+  // Drops what the node saved because the node is being freed: no later apply, so nothing to refuse.
+  virtual void release_for_free() {}
 
   // The engine's scratch while one backward pass runs: how many of this node's consumers are still
   // to deliver a gradient, and where its pending gradient sits (see layers/autograd/engine.cpp).
@@ -83,6 +100,7 @@ class RecordedNode final : public Node {
 
   GradList apply(const Tensor& grad) override;
   void release_saved() override;
+  void release_for_free() override;
 
   // Nodes alive in this process, for the leak tests (a node freed with its graph decrements it).
   static int64_t live_count();

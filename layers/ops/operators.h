@@ -413,6 +413,25 @@ struct ExpandAs {
 };
 inline constexpr EntryPoint<ExpandAs> expand_as{};  // NOLINT(readability-identifier-naming): called like a function
 
+struct Mul {
+  static constexpr const char* kName = "mul";
+  static constexpr std::string_view kAlias = "";
+  // PyTorch's mul with a Python number (aten::mul.Scalar): what AddBackward calls for alpha * grad. The
+  // default lets the CLI's spec trace it alone; a Tensor * Tensor mul is not declared.
+  static constexpr const char* kSchema = "mul(Tensor self, float other=1) -> Tensor";
+  using Signature = Tensor(const Tensor& self, double other);
+  static constexpr KernelDecl kCpu{&kernels::cpu::mul, "layers/kernels/cpu/pointwise.cpp (vectorised loop)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::mul, "layers/kernels/cuda/pointwise.cu (strata's own kernel)"};
+  static constexpr auto kReference = &reference::mul;
+  static constexpr BackwardDecl kBackward{"MulBackward", 0};
+  static constexpr const char* kSpecHelp = "  mul N | shape            self * other, a number (AddBackward's call)\n";
+
+  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
+    return pointwise_spec(d, 1, "");  // other keeps its default, 1
+  }
+};
+inline constexpr EntryPoint<Mul> mul{};  // NOLINT(readability-identifier-naming): called like a function
+
 struct ThresholdBackward {
   static constexpr const char* kName = "threshold_backward";
   static constexpr std::string_view kAlias = "";
@@ -593,7 +612,7 @@ struct OpList {
 };
 
 using AllOps = OpList<Matmul, Linear, Conv2d, Relu, Add, Gelu, ToCopy, Gemm, Sum, OnesLike, ExpandAs,
-                      ThresholdBackward, GeluBackward, BiasBackward, Conv2dInputBackward, Conv2dWeightBackward>;
+                      ThresholdBackward, GeluBackward, BiasBackward, Conv2dInputBackward, Conv2dWeightBackward, Mul>;
 
 template <typename Op>
 constexpr size_t op_index() {
@@ -641,8 +660,9 @@ inline GradList Add::backward(const RecordedNode& node, const Tensor& grad) {
   GradList g;
   const double alpha = node.scalar(2);
   if (node.needs_grad(0)) g[0] = grad;
-  // alpha * grad as grad + (alpha - 1) * grad: add is the one scaling op strata has.
-  if (node.needs_grad(1)) g[1] = alpha == 1.0 ? grad : ops::add(grad, grad, alpha - 1.0);
+  // alpha * grad with one multiply per element (PyTorch: grad * alpha). Not grad + (alpha - 1) * grad,
+  // which cancels: alpha = 1e-8 gave exactly 0 in f32.
+  if (node.needs_grad(1)) g[1] = alpha == 1.0 ? grad : ops::mul(grad, alpha);
   return g;
 }
 

@@ -128,11 +128,18 @@ PyObject* wrap_tensor(Tensor&& t) {
 #endif
 }
 
-// Where an argument was given, for the error message: "argument 2" or "argument 'alpha'".
+// Where an argument was given, for the error message: "argument 'padding' (position 5)" or "argument
+// 'alpha'"; "argument 9" past the schema's arguments (the binding layer then refuses the count).
 struct ArgumentPlace {
   size_t position = 0;                 // 1-based; 0 when given by keyword
   const std::string* keyword = nullptr;
-  std::string str() const { return keyword ? "argument '" + *keyword + "'" : "argument " + std::to_string(position); }
+  const binding::Schema* schema = nullptr;  // names a positional argument
+  std::string str() const {
+    if (keyword) return "argument '" + *keyword + "'";
+    if (schema != nullptr && position >= 1 && position <= schema->arguments.size())
+      return "argument '" + schema->arguments[position - 1].name + "' (position " + std::to_string(position) + ")";
+    return "argument " + std::to_string(position);
+  }
 };
 
 binding::IValue to_ivalue(const py::handle& o, const std::string& op, const ArgumentPlace& where) {
@@ -147,7 +154,8 @@ binding::IValue to_ivalue(const py::handle& o, const std::string& op, const Argu
     const long long v = PyLong_AsLongLong(o.ptr());
     if (v == -1 && PyErr_Occurred()) {
       PyErr_Clear();
-      throw py::value_error(op + "(): " + where.str() + " does not fit in 64 bits");
+      throw py::value_error(op + "(): " + where.str() + " must be an int in [-2**63, 2**63), got " +
+                            std::string(py::str(o)));
     }
     return binding::IValue(int64_t(v));
   }
@@ -162,10 +170,10 @@ binding::IValue to_ivalue(const py::handle& o, const std::string& op, const Argu
 // kInlineArgs, on the heap past that (more than the binding layer takes: it says so, quoting the schema).
 class BoxedArgs {
  public:
-  BoxedArgs(PyObject* const* values, size_t n, const std::string& op) : n_(n) {
+  BoxedArgs(PyObject* const* values, size_t n, const binding::Schema& schema) : n_(n) {
     if (n > kInlineArgs) heap_.resize(n);
     binding::IValue* out = n > kInlineArgs ? heap_.data() : inline_.data();
-    for (size_t i = 0; i < n; ++i) out[i] = to_ivalue(values[i], op, {i + 1, nullptr});
+    for (size_t i = 0; i < n; ++i) out[i] = to_ivalue(values[i], schema.name, {i + 1, nullptr, &schema});
   }
   std::span<const binding::IValue> span() const { return {n_ > kInlineArgs ? heap_.data() : inline_.data(), n_}; }
 
@@ -188,7 +196,7 @@ py::object from_ivalue(binding::IValue&& v) {
 // through the real binding layer.
 py::object call(const std::string& name, const py::tuple& args, const py::dict& kwargs) {
   const binding::BoundOperator& op = binding::find_operator(name);
-  const BoxedArgs boxed(PySequence_Fast_ITEMS(args.ptr()), args.size(), name);
+  const BoxedArgs boxed(PySequence_Fast_ITEMS(args.ptr()), args.size(), op.schema());
   if (kwargs.empty()) {
     note_arguments(op, boxed.span());  // strata.profile()'s header; one check when not
     return from_ivalue(op.call(boxed.span()));
@@ -261,7 +269,7 @@ PyObject* op_entry(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
       return nullptr;
     }
     const binding::BoundOperator& op = *table[size_t(index)];
-    const BoxedArgs boxed(argv + 1, size_t(argc - 1), op.schema().name);
+    const BoxedArgs boxed(argv + 1, size_t(argc - 1), op.schema());
     note_arguments(op, boxed.span());  // strata.profile()'s header; one check when not
     PyObject* result = from_ivalue(op.call(boxed.span())).release().ptr();
     if (traced) close_call_spans();

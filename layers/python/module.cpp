@@ -284,10 +284,14 @@ PYBIND11_MODULE(_strata, m) {
   m.doc() = "strata's extension module: tensors and one generic operator call through the binding layer";
   create_exceptions(m);
   bind_tensor(m);
-  // strata.autocast's guard (layers/dispatch/autocast.h): alive from __enter__ to __exit__ on this thread.
-  py::class_<AutocastGuard>(m, "_AutocastGuard")
-      .def(py::init([](const std::string& d) { return std::make_unique<AutocastGuard>(resolve_dtype(d)); }),
-           py::arg("dtype"));
+  // strata.autocast's state on the calling thread (layers/dispatch/autocast.h): read and set on __enter__,
+  // put back on __exit__ (Note [Autocast contexts] in strata/__init__.py).
+  m.def("_autocast_state", [] {
+    const AutocastState state = autocast_state();
+    return py::make_tuple(state.enabled, std::string(dtype_name(state.dtype)));
+  });
+  m.def("_set_autocast_state", [](bool enabled, const std::string& d) { set_autocast_state({enabled, resolve_dtype(d)}); },
+        py::arg("enabled"), py::arg("dtype"));
   const auto sizes = py::arg("sizes"), dtype = py::arg("dtype"), device = py::arg("device"), seed = py::arg("seed");
   m.def("zeros", [](const std::vector<int64_t>& s, const std::string& d, const std::string& dev) {
     return create(s, Fill::kZeros, d, dev, std::nullopt);

@@ -73,6 +73,18 @@ PyObject* exit_probe(PyObject*, PyObject*) {
   Py_RETURN_NONE;
 }
 
+// The frontend's exit when the call raised: the profile that numbered the call counts it as failed, apart
+// from the calls that returned, then the spans close as on any exit.
+PyObject* exit_failed_probe(PyObject*, PyObject*) {
+  const int depth = t_depth - 1;
+  if (depth >= 0 && depth < kMaxDepth) {
+    const Frame& f = t_frames[depth];
+    if (f.owns_op && f.timeline != nullptr && f.timeline == tracing::active()) mark_profiled_call_failed(f.timeline->op());
+  }
+  close_call_spans();
+  Py_RETURN_NONE;
+}
+
 // The raw host clock, for the differential cross-check and benchmarks timed from Python (ticks, not
 // ns: converting costs more than reading).
 PyObject* ticks(PyObject*, PyObject*) { return PyLong_FromUnsignedLongLong(host_clock::ticks()); }
@@ -88,6 +100,7 @@ PyMethodDef g_probe_methods[] = {
     {"_cross", &cross, METH_NOARGS, "probe: opens the crossing's span before a plain-index call of _strata._op"},
     {"_cross_call", &cross_call, METH_NOARGS, "probe: just before the frontend calls _strata.call (the general entry)"},
     {"_exit", &exit_probe, METH_NOARGS, "probe: the frontend function's return (closes both spans)"},
+    {"_exit_failed", &exit_failed_probe, METH_NOARGS, "probe: the frontend function's exit by an exception (the call counts as failed)"},
     {"_ticks", &ticks, METH_NOARGS, "the host clock's raw ticks (Note [One host clock])"},
     {"_ticks_to_ns", &ticks_to_ns, METH_O, "ticks on the CLOCK_MONOTONIC ns axis"},
     {nullptr, nullptr, 0, nullptr}};

@@ -21,9 +21,11 @@
 //               ours). _cross() opens an "_strata._op" span from Python, for a caller of _op that
 //               passes a plain index and closes with _exit().
 //   _exit()     closes both spans with one clock read and ends the call: called by the frontend after
-//               the general entry returns and whenever the call raised; the hot entry does the same
-//               itself as it returns its result (one probe call fewer again), so a fully typed call
-//               costs two probe calls (_enter, _exit's work inside _op) and three clock reads
+//               the general entry returns; the hot entry does the same itself as it returns its
+//               result (one probe call fewer again), so a fully typed call costs two probe calls
+//               (_enter, _exit's work inside _op) and three clock reads
+//   _exit_failed()  what _exit does, for a call that raised: the profile that numbered the call counts
+//               it as failed, and leaves it out of every figure (a failed call's time is not the op's)
 //
 // So the python row = _enter -> the crossing's open (self time of the python span: the type checks and
 // CPython's call of the entry up to its first statement), the pybind11 row = the crossing's open ->

@@ -5,6 +5,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <sstream>
 #include <thread>
@@ -38,7 +40,7 @@ class Profile {
   Profile& operator=(const Profile&) = delete;
 
   void start() {
-    if (t_recording == this) throw UsageError("strata.profile(): this profile is already recording");
+    if (recording_) throw UsageError("strata.profile(): this profile is already recording");
     if (t_recording != nullptr || tracing::active() != nullptr)
       throw UsageError("strata.profile(): another profile is already recording on this thread; profiles do not nest "
                        "(put one profile around everything you want measured)");
@@ -46,26 +48,42 @@ class Profile {
       throw UsageError("strata.profile(): a profile records once; start a new strata.profile() for another recording");
     tracing::t_active = &timeline_;
     t_recording = this;
+    recording_ = true;
   }
+  // The recording is the thread's that started it (its active timeline is thread-local): ending it from
+  // another thread could not switch that thread's recording off, so it is refused and nothing changes.
   void stop() {
-    if (t_recording != this) return;
+    if (!recording_) return;
+    if (t_recording != this) {
+      throw UsageError("strata.profile(): this profile records on the thread that entered it; exit it on that "
+                       "thread (this is another one; nothing was changed)");
+    }
     tracing::t_active = nullptr;
     t_recording = nullptr;
+    recording_ = false;
     stopped_ = true;
   }
-  bool recording() const { return t_recording == this; }
+  // On any thread: whether this profile is recording (on the thread that started it).
+  bool recording() const { return recording_; }
 
   uint32_t next_call(uint16_t op_index) {
     const uint32_t id = next_id_++;
     ids_.push_back(id);
     ops_.push_back(op_index);
+    failed_.push_back(0);
     // Grow the span buffer between calls, never inside one (a realloc in the middle of a timed call
     // would be charged to whichever zone pushed the span).
     if (timeline_.spans().capacity() - timeline_.spans().size() < 64) timeline_.reserve_more(timeline_.spans().size());
     return id;
   }
 
-  size_t calls() const { return ids_.size(); }
+  // Ids are 1, 2, ... in call order, so a call's index in ids_ is its id - 1.
+  void mark_failed(uint32_t id) {
+    if (id >= 1 && id <= failed_.size()) failed_[id - 1] = 1;
+  }
+  // Calls that returned (the figures are theirs) and calls that raised (counted apart).
+  size_t calls() const { return ids_.size() - failed_calls(); }
+  size_t failed_calls() const { return size_t(std::count(failed_.begin(), failed_.end(), uint8_t{1})); }
 
   void note(const binding::BoundOperator& op, std::span<const binding::IValue> args,
             std::span<const binding::Kwarg> kwargs) {
@@ -77,24 +95,33 @@ class Profile {
     arguments_.emplace_back(&op, "(" + text + ")");
   }
 
-  // Operator indices in the order they were first called.
-  std::vector<uint16_t> called_ops() const {
+  // Operator indices in the order they were first called, of the calls that returned (`failed` false)
+  // or of those that raised (true).
+  std::vector<uint16_t> called_ops(bool failed = false) const {
     std::vector<uint16_t> out;
-    for (uint16_t op : ops_)
-      if (std::find(out.begin(), out.end(), op) == out.end()) out.push_back(op);
+    for (size_t i = 0; i < ops_.size(); ++i)
+      if ((failed_[i] != 0) == failed && std::find(out.begin(), out.end(), ops_[i]) == out.end()) out.push_back(ops_[i]);
+    return out;
+  }
+  // The op ids of one operator's calls that returned, or of those that raised.
+  std::vector<uint32_t> calls_of(uint16_t op_index, bool failed) const {
+    std::vector<uint32_t> out;
+    for (size_t i = 0; i < ids_.size(); ++i)
+      if (ops_[i] == op_index && (failed_[i] != 0) == failed) out.push_back(ids_[i]);
     return out;
   }
 
   reports::TraceReport report(uint16_t op_index, double python_probe_ns) const {
     const binding::BoundOperator& op = *binding::all_operators().at(op_index);
-    std::vector<uint32_t> ids;
-    for (size_t i = 0; i < ids_.size(); ++i)
-      if (ops_[i] == op_index) ids.push_back(ids_[i]);
+    const std::vector<uint32_t> ids = calls_of(op_index, false);
+    const size_t failed = calls_of(op_index, true).size();
     reports::TraceReport rep;
     rep.op = "strata." + op.schema().name;
     rep.spec = rep.op;
     rep.schema = op.schema().text;
-    rep.description = std::to_string(ids.size()) + " call" + (ids.size() == 1 ? "" : "s") + " from Python";
+    rep.description = std::to_string(ids.size()) + " call" + (ids.size() == 1 ? "" : "s") + " from Python" +
+                      (failed > 0 ? " (+" + std::to_string(failed) + " that raised, left out)" : "");
+    rep.figures.set("python.failed_calls", double(failed), "count");
     for (const auto& [known, text] : arguments_)
       if (known == &op) rep.description = text + "  " + rep.description + " (arguments of the first)";
     rep.dtype = "";
@@ -157,13 +184,18 @@ class Profile {
                           "timers resolve; read them as 'about that or less', not as measured");
     }
     rep.notes.push_back("the 'cold first call' is the first call of " + rep.op +
-                        " inside this profile: cold only if nothing called it before");
+                        " inside this profile that returned: cold only if nothing called it before");
+    if (failed > 0) {
+      rep.notes.push_back(std::to_string(failed) + " call" + (failed == 1 ? "" : "s") + " of " + rep.op +
+                          " raised an exception: counted apart, in no figure above (median, p90, cold call, "
+                          "call count)");
+    }
     if (std::string warning = kernels::cpu::blas_kernel_warning(); !warning.empty()) rep.notes.push_back(warning);
     return rep;
   }
 
   std::string table(double python_probe_ns) const {
-    check_has_calls();
+    check_readable();
     std::ostringstream out;
     bool first = true;
     for (uint16_t op : called_ops()) {
@@ -171,14 +203,33 @@ class Profile {
       first = false;
       reports::print_trace_table(report(op, python_probe_ns), out);
     }
+    // An operator whose every call raised has no block above: one line says so.
+    const std::vector<uint16_t> measured = called_ops();
+    for (uint16_t op : called_ops(true)) {
+      if (std::find(measured.begin(), measured.end(), op) != measured.end()) continue;  // its block says it
+      const size_t failed = calls_of(op, true).size();
+      out << (first ? "" : "\n") << "strata." << binding::all_operators().at(op)->schema().name << ": " << failed
+          << " call" << (failed == 1 ? "" : "s") << " raised an exception (not measured: in no figure)\n";
+      first = false;
+    }
     return out.str();
   }
 
-  // One trace report (the JSON `strata trace --json` writes) per operator, in first-called order.
+  // {"calls": returned, "failed_calls": raised, "failed": [{"op", "calls"}...], "ops": [...]}: one trace
+  // report (the JSON `strata trace --json` writes) per operator with a call that returned, in
+  // first-called order; "failed" counts the calls that raised, per operator.
   std::string json(double python_probe_ns) const {
-    check_has_calls();
-    std::string out = "{\"calls\":" + std::to_string(calls()) + ",\"ops\":[";
+    check_readable();
+    std::string out = "{\"calls\":" + std::to_string(calls()) + ",\"failed_calls\":" + std::to_string(failed_calls()) +
+                      ",\"failed\":[";
     bool first = true;
+    for (uint16_t op : called_ops(true)) {
+      out += std::string(first ? "" : ",") + "{\"op\":\"strata." + binding::all_operators().at(op)->schema().name +
+             "\",\"calls\":" + std::to_string(calls_of(op, true).size()) + "}";
+      first = false;
+    }
+    out += "],\"ops\":[";
+    first = true;
     for (uint16_t op : called_ops()) {
       out += (first ? "" : ",") + reports::trace_report_json(report(op, python_probe_ns));
       first = false;
@@ -188,9 +239,10 @@ class Profile {
 
   void export_chrome_trace(const std::string& path) const {
     check_output_path(path);
-    check_has_calls();
+    check_readable();
     reports::ChromeTraceWriter writer;
-    writer.add_metadata("op", "strata.profile(): " + std::to_string(calls()) + " calls from Python");
+    writer.add_metadata("op", "strata.profile(): " + std::to_string(calls()) + " calls from Python" +
+                                  (failed_calls() > 0 ? ", " + std::to_string(failed_calls()) + " more that raised" : ""));
     reports::TraceMetadata meta;
     for (uint32_t id : ids_) meta.steps.push_back({id});
     writer.set_trace_metadata(std::move(meta));
@@ -215,14 +267,15 @@ class Profile {
     return out;
   }
 
- private:
-  void check_has_calls() const {
+  // What reading a profile needs: it has ended and it recorded a call (that returned or raised).
+  void check_readable() const {
     if (recording())
       throw UsageError("strata.profile(): the profile is still recording; read it after the `with` block ends");
     if (ids_.empty())
       throw UsageError("strata.profile(): no strata operator was called while the profile was recording");
   }
 
+ private:
   std::string key_path(uint32_t op_id) const {
     std::string path;
     for (const Span& s : timeline_.spans())
@@ -233,6 +286,8 @@ class Profile {
   Timeline timeline_;
   std::vector<uint32_t> ids_;
   std::vector<uint16_t> ops_;
+  std::vector<uint8_t> failed_;  // per call, as ids_: 1 when it raised
+  std::atomic<bool> recording_{false};
   std::vector<std::pair<const binding::BoundOperator*, std::string>> arguments_;  // of each op's first call
   uint32_t next_id_ = 1;
   bool stopped_ = false;
@@ -242,6 +297,10 @@ class Profile {
 
 uint32_t next_profiled_call(uint16_t op_index) {
   return t_recording == nullptr ? 0 : t_recording->next_call(op_index);
+}
+
+void mark_profiled_call_failed(uint32_t op_id) {
+  if (t_recording != nullptr) t_recording->mark_failed(op_id);
 }
 
 void note_arguments(const binding::BoundOperator& op, std::span<const binding::IValue> args,
@@ -258,6 +317,8 @@ void bind_profile(py::module_& m) {
       .def("stop", &Profile::stop)
       .def_property_readonly("recording", &Profile::recording)
       .def_property_readonly("calls", &Profile::calls)
+      .def_property_readonly("failed_calls", &Profile::failed_calls)
+      .def("check_readable", &Profile::check_readable)
       .def("table", &Profile::table, probe)
       .def("json", &Profile::json, probe)
       .def("export_chrome_trace", &Profile::export_chrome_trace, py::arg("path"))

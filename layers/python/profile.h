@@ -19,6 +19,10 @@ namespace strata::python {
 // operator it was), 0 when none is. Called by the _enter probe (probes.cpp).
 uint32_t next_profiled_call(uint16_t op_index);
 
+// Marks the call `op_id` of the profile recording on this thread as failed (it raised): counted apart and
+// left out of the figures. Called by the _exit_failed probe (probes.cpp).
+void mark_profiled_call_failed(uint32_t op_id);
+
 // Remembers the arguments of the first call of each operator while a profile records on this thread,
 // for the table's header ("Tensor[16x16] f32 cpu, ..."); a no-op otherwise. Called by _strata.call.
 void note_arguments(const binding::BoundOperator& op, std::span<const binding::IValue> args,

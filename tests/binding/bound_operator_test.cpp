@@ -43,13 +43,13 @@ TEST_CASE("IValue: type names and reprs") {
 TEST_CASE("find_operator knows every operator and lists them when asked for another") {
   for (const char* name : {"matmul", "linear", "conv2d", "relu", "add", "gelu", "gemm", "sum", "ones_like",
                            "expand_as", "threshold_backward", "gelu_backward", "bias_backward",
-                           "conv2d_input_backward", "conv2d_weight_backward"})
+                           "conv2d_input_backward", "conv2d_weight_backward", "mul"})
     CHECK(find_operator(name).schema().name == name);
-  CHECK(all_operators().size() == 16);
+  CHECK(all_operators().size() == 17);
   CHECK_THROWS_WITH_AS(find_operator("gemv"),
                        "unknown operator 'gemv'; known operators: matmul, linear, conv2d, relu, add, gelu, to_copy, gemm, "
                        "sum, ones_like, expand_as, threshold_backward, gelu_backward, bias_backward, "
-                       "conv2d_input_backward, conv2d_weight_backward",
+                       "conv2d_input_backward, conv2d_weight_backward, mul",
                        UsageError);
 }
 

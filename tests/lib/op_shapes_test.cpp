@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -67,10 +68,29 @@ TEST_CASE("conv2d refusals name the problem") {
         }).find("larger than the padded input 2x2") != std::string::npos);
   CHECK(usage_message([] {
           op_shapes::conv2d(Shape{1, 1, 4, 4}, Shape{1, 1, 3, 3}, nullptr, 0, 0);
-        }).find("stride must be at least 1") != std::string::npos);
+        }).find("stride must be between 1 and 2147483647, got 0") != std::string::npos);
   CHECK(usage_message([] {
           op_shapes::conv2d(Shape{1, 1, 4, 4}, Shape{1, 1, 3, 3}, nullptr, 1, -1);
-        }).find("padding must be 0 or more") != std::string::npos);
+        }).find("padding must be between 0 and 2147483647, got -1") != std::string::npos);
+  // Past the int range the kernels index with, and where the padded size would overflow int64 (it wrapped
+  // to a negative size, or to a small one that let a 1x1 kernel through).
+  CHECK(usage_message([] {
+          op_shapes::conv2d(Shape{1, 1, 4, 4}, Shape{1, 1, 3, 3}, nullptr, 1, int64_t{1} << 62);
+        }).find("padding must be between 0 and 2147483647, got 4611686018427387904") != std::string::npos);
+  CHECK(usage_message([] {
+          op_shapes::conv2d(Shape{1, 1, 4, 4}, Shape{1, 1, 1, 1}, nullptr, 1, INT64_MAX);
+        }).find("padding must be between 0") != std::string::npos);
+  CHECK(usage_message([] {
+          op_shapes::conv2d(Shape{1, 1, 4, 4}, Shape{1, 1, 1, 1}, nullptr, int64_t{1} << 31, 0);
+        }).find("stride must be between 1 and 2147483647, got 2147483648") != std::string::npos);
+  CHECK(usage_message([] {
+          op_shapes::conv2d(Shape{0, 1, INT64_MAX - 2, 4}, Shape{1, 1, 1, 1}, nullptr, 1, 2);
+        }).find("larger than int64 can index") != std::string::npos);
+  // Worded for every caller: the schema's argument names, not the CLI's flags.
+  const std::string kernel = usage_message([] { op_shapes::conv2d(Shape{1, 1, 2, 2}, Shape{1, 1, 5, 5}, nullptr, 1, 1); });
+  CHECK(kernel.find("weight's last two sizes") != std::string::npos);
+  CHECK(kernel.find("more padding") != std::string::npos);
+  CHECK(kernel.find("--") == std::string::npos);
   CHECK(usage_message([] {
           op_shapes::conv2d(Shape{1, 2, 4, 4}, Shape{1, 3, 3, 3}, nullptr, 1, 0);
         }).find("channels differ") != std::string::npos);

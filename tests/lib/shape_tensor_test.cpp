@@ -62,3 +62,16 @@ TEST_CASE("a zero-element allocation still returns usable, freeable memory") {
   CHECK(storage->data() != nullptr);
   CHECK(storage->nbytes() == 0);
 }
+
+TEST_CASE("Tensor::empty refuses sizes whose product overflows 64 bits, even with a zero among them") {
+  // [0, 2^62, 2^62] holds nothing, but its row-major strides do not fit in int64.
+  CHECK_THROWS_WITH_AS(Tensor::empty(Shape{0, int64_t{1} << 62, int64_t{1} << 62}, DType::kF32, kCPU),
+                       "a tensor of size [0x4611686018427387904x4611686018427387904]: sizes must be non-negative "
+                       "and their product must fit in 64 bits",
+                       UsageError);
+  CHECK_THROWS_AS(Tensor::empty(Shape{int64_t{1} << 40, int64_t{1} << 40}, DType::kF32, kCPU), UsageError);
+  CHECK_THROWS_AS(Tensor::empty(Shape{-1}, DType::kF32, kCPU), UsageError);
+  const Tensor empty = Tensor::empty(Shape{0, int64_t{1} << 40}, DType::kF32, kCPU);  // fits: allowed
+  CHECK(empty.numel() == 0);
+  CHECK(empty.is_contiguous());
+}

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "layers/dispatch/autocast.h"
@@ -182,4 +183,22 @@ TEST_CASE("AutocastGuard takes bf16 or f16 only, and nests") {
     CHECK(local_dispatch_key_set().included.has(DispatchKey::kAutocast));
   }
   CHECK_FALSE(local_dispatch_key_set().included.has(DispatchKey::kAutocast));
+}
+
+TEST_CASE("set_autocast_state changes only the Autocast key and dtype of this thread, and refuses f32/f64") {
+  const AutocastState before = autocast_state();
+  CHECK_FALSE(before.enabled);
+  ExcludeKeyGuard other(DispatchKey::kAutograd);  // another key of the thread's set: left alone
+  set_autocast_state({true, DType::kF16});
+  CHECK(autocast_state().enabled);
+  CHECK(autocast_dtype() == DType::kF16);
+  CHECK(local_dispatch_key_set().excluded.has(DispatchKey::kAutograd));
+  CHECK_THROWS_AS(set_autocast_state({true, DType::kF32}), UsageError);
+  CHECK(autocast_dtype() == DType::kF16);  // a refused state changed nothing
+  bool other_thread_enabled = true;
+  std::thread([&] { other_thread_enabled = autocast_state().enabled; }).join();
+  CHECK_FALSE(other_thread_enabled);  // per thread
+  set_autocast_state(before);
+  CHECK_FALSE(local_dispatch_key_set().included.has(DispatchKey::kAutocast));
+  CHECK(local_dispatch_key_set().excluded.has(DispatchKey::kAutograd));
 }

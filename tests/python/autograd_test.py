@@ -2,7 +2,10 @@
 differentiable op's gradients against numpy float64 on fresh random inputs, and the refusals as Python
 exceptions. Runs under ctest with PYTHONPATH pointing at build/python."""
 import math
+import os
 import random
+import subprocess
+import sys
 import unittest
 
 import numpy as np
@@ -99,6 +102,37 @@ class BackwardTest(unittest.TestCase):
             y.backward(strata.randn(4, seed=3))
         with self.assertRaises(TypeError):
             y.backward("ones")
+
+
+class AddBackwardTest(unittest.TestCase):
+    def test_alpha_scales_the_gradient_without_cancelling(self):
+        # torch: b.grad == alpha; strata gave exactly 0 for 1e-8 (grad + (alpha - 1) * grad in f32).
+        for dtype in ("float32", "float64"):
+            for alpha in (1e-8, 1e-3, -2.5):
+                a = strata.randn(5, dtype=dtype, seed=1, requires_grad=True)
+                b = strata.randn(5, dtype=dtype, seed=2, requires_grad=True)
+                walk = strata.sum(strata.add(a, b, alpha=alpha)).backward()
+                self.assertEqual(walk, "SumBackward > AddBackward > AccumulateGrad > AccumulateGrad")
+                expected = np.full(5, np.dtype(dtype).type(alpha))
+                np.testing.assert_array_equal(b.grad.numpy(), expected, f"{dtype} alpha={alpha}")
+                np.testing.assert_array_equal(a.grad.numpy(), np.ones(5, dtype))
+
+
+class GraphLifetimeTest(unittest.TestCase):
+    def test_a_long_chain_frees_at_exit_without_crashing(self):
+        # 250,000 relus used to segfault the interpreter when the graph was freed (one nested destructor
+        # per node); freed iteratively now (Note [Freeing a long graph] in layers/dispatch/autograd.h).
+        # A child interpreter, so that a crash is an exit status here and not the end of this test run.
+        code = ("import strata\n"
+                "z = strata.randn(4, requires_grad=True)\n"
+                "h = z\n"
+                "for _ in range(300000):\n"
+                "    h = strata.relu(h)\n"
+                "print(h.grad_fn)\n")
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                             env=dict(os.environ))
+        self.assertEqual(run.returncode, 0, run.stderr[-2000:])
+        self.assertEqual(run.stdout.strip(), "ReluBackward")
 
 
 if __name__ == "__main__":

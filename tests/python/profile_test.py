@@ -146,8 +146,39 @@ class ProfileTest(unittest.TestCase):
         self.assertTrue(all(s[4] == -1 for s in roots))
         # The failed calls stopped before the crossing (TypeError) or inside the layers (UsageError).
         self.assertEqual(sum(1 for s in spans if s[0] == "pybind11"), 2)
-        self.assertEqual(p.calls, 4)
-        self.assertIn("4 calls from Python", p.table())
+        # The three that raised are counted apart from the one that returned (Note in probes.h: _exit_failed).
+        self.assertEqual((p.calls, p.failed_calls), (1, 3))
+        self.assertEqual(len(p.call_ops()), 4)
+        doc = p.json()
+        self.assertEqual((doc["calls"], doc["failed_calls"]), (1, 3))
+        self.assertEqual(doc["failed"], [{"op": "strata.matmul", "calls": 3}])
+        self.assertEqual(doc["ops"][0]["repeat"], 1)
+        self.assertEqual(doc["ops"][0]["figures"]["python.failed_calls"], {"value": 3, "unit": "count"})
+        self.assertIn("1 call from Python (+3 that raised, left out)", p.table())
+
+    def test_failed_calls_stay_out_of_the_figures(self):
+        # 50 good matmuls and 80 calls that raise inside the C++ layers: the report is of the 50 alone.
+        # An operator whose every call raised gets a line, no breakdown.
+        wrong = strata.randn(3, 5, seed=13)
+        with strata.profile() as p:
+            for i in range(130):
+                try:
+                    strata.matmul(self.a, self.b if i % 13 < 5 else wrong)
+                except strata.UsageError:
+                    pass
+            for _ in range(7):
+                with self.assertRaises(strata.UsageError):
+                    strata.add(self.a, wrong)
+        self.assertEqual((p.calls, p.failed_calls), (50, 87))
+        doc = p.json()
+        self.assertEqual([o["op"] for o in doc["ops"]], ["strata.matmul"])
+        self.assertEqual(doc["ops"][0]["repeat"], 50)
+        self.assertEqual(len(doc["ops"][0]["steady"]["wall"]["samples"]), 50)
+        self.assertEqual(doc["failed"], [{"op": "strata.matmul", "calls": 80}, {"op": "strata.add", "calls": 7}])
+        table = p.table()
+        self.assertIn("50 calls from Python (+80 that raised, left out)", table)
+        self.assertIn("strata.add: 7 calls raised an exception", table)
+        self.assertNotIn("strata.matmul: 80 calls raised", table)  # its block says it
 
     def test_misuse_is_refused_clearly(self):
         p = strata.profile()
@@ -192,6 +223,70 @@ class ProfileTest(unittest.TestCase):
             strata.add(self.a, self.b)
         self.assertEqual(len(out), 1)
         self.assertEqual(p.call_ops(), [(1, "add")])
+
+    def test_a_profile_ending_on_another_thread_does_not_stop_this_one(self):
+        # Thread B's profile starts first; thread A's starts next and records 200 calls, and B's ends
+        # after A's first 100. A's profile must count all 200 (it counted 100 when a profile's exit put
+        # the rows back to what they were when it started, off, for every thread: Note [One switch for
+        # the rows, many threads] in strata/_ops.py).
+        b_started, halfway, b_done = threading.Event(), threading.Event(), threading.Event()
+        results = {}
+
+        def b():
+            with strata.profile() as pb:
+                strata.relu(self.a)
+                b_started.set()
+                halfway.wait()
+            results["b"] = (pb.calls, pb.failed_calls)
+            b_done.set()
+
+        t = threading.Thread(target=b)
+        t.start()
+        b_started.wait()
+        with strata.profile() as pa:
+            for i in range(200):
+                if i == 100:
+                    halfway.set()
+                    b_done.wait()
+                strata.matmul(self.a, self.b)
+        t.join()
+        self.assertEqual(results["b"], (1, 0))
+        self.assertEqual((pa.calls, pa.failed_calls), (200, 0))
+        self.assertEqual(pa.json()["ops"][0]["repeat"], 200)
+        rows = {r["layer"] for r in pa.json()["ops"][0]["steady"]["rows"] if r.get("applicable")}
+        self.assertTrue({"python", "pybind11"} <= rows, rows)
+        self.assertFalse(_ops._rows_on)  # off again once no profile records
+
+    def test_a_profile_belongs_to_the_thread_that_entered_it(self):
+        p = strata.profile()
+        p.__enter__()
+        errors = []
+
+        def other():
+            try:
+                p.__exit__(None, None, None)
+            except strata.UsageError as e:
+                errors.append(str(e))
+
+        t = threading.Thread(target=other)
+        t.start()
+        t.join()
+        self.assertEqual(len(errors), 1)
+        self.assertIn("exit it on that thread", errors[0])
+        strata.relu(self.a)  # still recording here: the refused exit changed nothing
+        p.__exit__(None, None, None)
+        self.assertEqual(p.calls, 1)
+        self.assertFalse(_ops._rows_on)
+
+    def test_reading_inside_the_block_says_it_is_still_recording(self):
+        with strata.profile() as p:
+            strata.relu(self.a)
+            for read in (p.table, p.json):
+                with self.assertRaises(strata.UsageError) as cm:
+                    read()
+                self.assertIn("still recording", str(cm.exception))
+                self.assertNotIn("nest", str(cm.exception))
+        self.assertIn("strata.relu", p.table())
 
     def test_no_leak_after_many_calls(self):
         # 10^5 calls through the frontend, the probes (rows on, no timeline) and the extension: the

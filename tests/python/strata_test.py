@@ -9,6 +9,7 @@ import inspect
 import math
 import random
 import sys
+import threading
 import unittest
 
 import numpy as np
@@ -72,6 +73,11 @@ def _inputs_pointwise(rng, t):
 def _inputs_add(rng, t):
     shape = [rng.randint(1, 9) for _ in range(rng.randint(1, 4))]
     return [t(*shape), t(*shape)], {"alpha": rng.choice([1, 0.5, -2.0])}
+
+
+def _inputs_mul(rng, t):
+    shape = [rng.randint(1, 9) for _ in range(rng.randint(1, 4))]
+    return [t(*shape), rng.choice([0.5, -3.0, 1e-8])], {}
 
 
 def _inputs_gemm(rng, t):
@@ -149,6 +155,7 @@ CASES = {
                               lambda g, x, w, stride, padding: _conv_backward_reference(g, x, w, stride, padding, True)),
     "conv2d_weight_backward": (_inputs_conv_backward,
                                lambda g, x, w, stride, padding: _conv_backward_reference(g, x, w, stride, padding, False)),
+    "mul": (_inputs_mul, lambda x, other=1: x * other),
 }
 
 
@@ -243,6 +250,113 @@ class OperatorsTest(unittest.TestCase):
             with strata.autocast("float32"):
                 pass
 
+    def test_out_of_range_integers_are_refused_naming_the_argument(self):
+        # Every int that crosses into C++: the crossing takes int64, then each operator its own range.
+        # padding=2**62 reported negative sizes and 2**63-1 returned a 1x1 tensor of zeros (the padded
+        # size wrapped around); now each is a ValueError naming the argument and what it may be.
+        x, w = strata.randn(1, 1, 4, 4, seed=1), strata.randn(1, 1, 1, 1, seed=2)
+        g = strata.randn(1, 1, 4, 4, seed=3)
+        cases = [
+            (lambda: strata.conv2d(x, w, padding=2**62), "padding must be between 0 and 2147483647"),
+            (lambda: strata.conv2d(x, w, padding=2**63 - 1), "padding must be between 0 and 2147483647"),
+            (lambda: strata.conv2d(x, w, padding=2**31), "padding must be between 0 and 2147483647"),
+            (lambda: strata.conv2d(x, w, padding=-1), "padding must be between 0 and 2147483647"),
+            (lambda: strata.conv2d(x, w, None, 2**31), "stride must be between 1 and 2147483647"),
+            (lambda: strata.conv2d(x, w, None, 0), "stride must be between 1 and 2147483647"),
+            (lambda: strata.conv2d(x, w, padding=2**64), "argument 'padding' (position 5) must be an int in [-2**63"),
+            (lambda: strata.conv2d(x, w, None, -2**63 - 1), "argument 'stride' (position 4) must be an int in [-2**63"),
+            (lambda: strata._strata._op(strata.OPERATORS["conv2d"].__globals__["_index"], x, w, None, 1, 2**64),
+             "argument 'padding' (position 5) must be an int"),
+            (lambda: strata.conv2d_input_backward(g, x, w, 1, 2**62), "padding must be between 0 and 2147483647"),
+            (lambda: strata.conv2d_weight_backward(g, x, w, 2**62, 0), "stride must be between 1 and 2147483647"),
+            (lambda: strata.gemm(strata.randn(2, 2), strata.randn(2, 2), 2, 0),
+             "transpose_self must be 0 or 1"),
+            (lambda: strata.add(x, x, alpha=2**2000), "argument 'alpha' (position 3) must be a float"),
+            (lambda: strata.zeros(0, 2**62, 2**62), "product must fit in 64 bits"),
+            (lambda: strata.zeros(2**63), "does not fit in 64 bits"),
+            (lambda: strata.randn(2, seed=2**64), "seed must be an int in [0, 2**64)"),
+            (lambda: strata.manual_seed(-1), "seed must be an int in [0, 2**64)"),
+            # The shape error names the Python arguments (weight, padding), not the CLI's --kernel/--pad.
+            (lambda: strata.conv2d(strata.randn(1, 1, 2, 2), strata.randn(1, 1, 5, 5)),
+             "(weight's last two sizes) is larger than the padded input 2x2 (input's height and width plus 2 x "
+             "padding 0): give a weight with a smaller kernel, or more padding"),
+        ]
+        for call, message in cases:
+            with self.assertRaises(ValueError) as cm:
+                call()
+            self.assertIn(message, str(cm.exception))
+
+    def matmul_dtype(self):
+        return strata.matmul(strata.randn(2, 2, seed=1), strata.randn(2, 2, seed=2)).dtype
+
+    def test_autocast_contexts_exited_out_of_order_leave_it_off(self):
+        # Note [Autocast contexts] in strata/__init__.py.
+        outer, inner = strata.autocast("bf16"), strata.autocast("f16")
+        outer.__enter__()
+        inner.__enter__()
+        outer.__exit__(None, None, None)  # out of order: the inner one is still open
+        self.assertEqual(self.matmul_dtype(), "float16")
+        inner.__exit__(None, None, None)
+        self.assertEqual(self.matmul_dtype(), "float32")  # was bfloat16: the leak
+        # Three, the middle one first; and one object entered twice, nested.
+        a, b, c = strata.autocast("bf16"), strata.autocast("f16"), strata.autocast("bf16")
+        for ctx in (a, b, c):
+            ctx.__enter__()
+        b.__exit__(None, None, None)
+        c.__exit__(None, None, None)
+        self.assertEqual(self.matmul_dtype(), "bfloat16")  # a is still open
+        a.__exit__(None, None, None)
+        self.assertEqual(self.matmul_dtype(), "float32")
+        twice = strata.autocast("f16")
+        with twice:
+            with twice:
+                self.assertEqual(self.matmul_dtype(), "float16")
+            self.assertEqual(self.matmul_dtype(), "float16")
+        self.assertEqual(self.matmul_dtype(), "float32")
+
+    def test_autocast_is_per_thread_and_exits_only_where_it_was_entered(self):
+        worker_ctx = strata.autocast("f16")
+        entered, checked, done = threading.Event(), threading.Event(), threading.Event()
+        seen = {}
+
+        def worker():
+            worker_ctx.__enter__()
+            seen["worker inside"] = self.matmul_dtype()
+            entered.set()
+            checked.wait()
+            seen["worker still"] = self.matmul_dtype()
+            worker_ctx.__exit__(None, None, None)
+            seen["worker after"] = self.matmul_dtype()
+            done.set()
+
+        t = threading.Thread(target=worker)
+        with strata.autocast("bf16"):
+            t.start()
+            entered.wait()
+            self.assertEqual(self.matmul_dtype(), "bfloat16")  # the worker's context is not this thread's
+            with self.assertRaises(strata.UsageError) as cm:
+                worker_ctx.__exit__(None, None, None)  # used to turn this thread's autocast off
+            self.assertIn("thread that entered it", str(cm.exception))
+            self.assertEqual(self.matmul_dtype(), "bfloat16")
+            checked.set()
+            done.wait()
+        t.join()
+        self.assertEqual(seen, {"worker inside": "float16", "worker still": "float16", "worker after": "float32"})
+        self.assertEqual(self.matmul_dtype(), "float32")
+
+    def test_autocast_misuse_is_a_clear_error(self):
+        with self.assertRaises(strata.UsageError) as cm:
+            strata.autocast().__exit__(None, None, None)  # was a bare IndexError
+        self.assertIn("without a matching __enter__", str(cm.exception))
+        ctx = strata.autocast()
+        with ctx:
+            pass
+        with self.assertRaises(strata.UsageError):
+            ctx.__exit__(None, None, None)  # exited twice
+        with self.assertRaises(strata.UsageError):
+            strata.autocast("float64").__enter__()  # autocast casts to bf16 or f16
+        self.assertEqual(self.matmul_dtype(), "float32")  # a refused enter changed nothing
+
     def test_keywords_and_defaults_reach_the_binding_layer(self):
         x, w = strata.randn(1, 2, 5, 5, seed=3), strata.randn(3, 2, 3, 3, seed=4)
         self.assertEqual(strata.conv2d(x, w).shape, (1, 3, 3, 3))
@@ -306,6 +420,22 @@ class TensorTest(unittest.TestCase):
         v = t.numpy()
         self.assertEqual(v.ctypes.data, t.data_ptr())
         self.assertFalse(v.flags.owndata)
+
+    def test_np_asarray_of_bfloat16_is_refused_unless_a_dtype_is_asked_for(self):
+        # numpy's fallback gave a 0-d object array holding the tensor; now the refusal torch gives for
+        # bf16 .numpy(), and an explicit dtype gives a converted copy (exact: bf16 values are float32s).
+        b = strata.randn(2, 3, dtype="bfloat16", seed=4)
+        for convert in (np.asarray, np.array, lambda t: t.numpy()):
+            with self.assertRaises(TypeError) as cm:
+                convert(b)
+            self.assertIn("numpy has no bfloat16", str(cm.exception))
+        copy = np.asarray(b, dtype=np.float32)
+        self.assertEqual((copy.dtype, copy.shape), (np.dtype(np.float32), (2, 3)))
+        np.testing.assert_array_equal(copy, b.numpy_float64())
+        # The dtypes numpy has stay views.
+        for dtype in ("float32", "float64", "float16"):
+            t = strata.randn(2, 3, dtype=dtype, seed=5)
+            self.assertEqual(np.asarray(t).ctypes.data, t.data_ptr())
 
     def test_lifetimes(self):
         a = np.ones((64, 64), dtype=np.float32)

@@ -93,6 +93,12 @@ void conv2d_weight_backward_impl(const Tensor& grad_output, const Tensor& input,
                                  Tensor& grad_weight) {
   const int64_t crs = g.in_channels * g.kernel_h * g.kernel_w;
   const int64_t out_hw = g.out_height * g.out_width, in_chw = g.in_channels * g.height * g.width;
+  if (g.batch == 0) {
+    // The GEMMs below write dW only inside the loop over images: an empty batch's gradient is zeros,
+    // not the allocation's old bytes (Note [Empty reductions] in layers/kernels/cuda/cuda_common.h).
+    std::fill_n(grad_weight.data<T>(), grad_weight.numel(), T(0));
+    return;
+  }
   std::vector<T> columns(static_cast<size_t>(crs * out_hw));
   for (int64_t n = 0; n < g.batch; ++n) {
     {

@@ -28,6 +28,7 @@ Tensor sum(const Tensor& self);                         // all elements -> a 0-d
 Tensor ones_like(const Tensor& self);                   // the seed of a backward pass
 Tensor expand_as(const Tensor& self, const Tensor& other);  // one element broadcast to other's shape
 Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, double threshold);  // relu's
+Tensor mul(const Tensor& self, double other);  // self * other, a Python float: AddBackward's alpha * grad
 Tensor gelu_backward(const Tensor& grad_output, const Tensor& self);
 Tensor bias_backward(const Tensor& grad_output);  // sum over every dim but 1: linear's and conv2d's bias
 Tensor conv2d_input_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight, int64_t stride,

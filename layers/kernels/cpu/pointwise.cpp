@@ -17,6 +17,11 @@ void relu_loop(const T* __restrict in, T* __restrict out, int64_t n) {
 }
 
 template <typename T>
+void mul_loop(const T* __restrict in, T other, T* __restrict out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = in[i] * other;
+}
+
+template <typename T>
 void add_loop(const T* __restrict a, const T* __restrict b, T alpha, T* __restrict out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + alpha * b[i];
 }
@@ -198,6 +203,22 @@ Tensor sum(const Tensor& self) {
     out.data<double>()[0] = sum_loop(self.data<double>(), self.numel());
   }
   return out;
+}
+
+// One multiply per element, one rounding: the scaled gradient a backward pass needs exactly (AddBackward
+// with alpha = 1e-8 computed as grad + (alpha - 1) * grad cancelled to 0 in f32).
+Tensor mul(const Tensor& self, double other) {
+  STRATA_ZONE(zone, Layer::kLibrary, loop_name(self.dtype(), "mul (cpu loop)", "mul (cpu loop, bf16 widened to f32)",
+                                                "mul (cpu loop, f16 widened to f32)"));
+  check_cpu_input("mul", self);
+  const Tensor x = widen_to_f32(self);
+  Tensor out = Tensor::empty(x.sizes(), x.dtype(), x.device());
+  if (x.dtype() == DType::kF32) {
+    mul_loop(x.data<float>(), static_cast<float>(other), out.data<float>(), x.numel());
+  } else {
+    mul_loop(x.data<double>(), other, out.data<double>(), x.numel());
+  }
+  return round_from_f32(std::move(out), self.dtype());
 }
 
 Tensor ones_like(const Tensor& self) {

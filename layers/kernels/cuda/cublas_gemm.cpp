@@ -178,6 +178,11 @@ Tensor matmul(const Tensor& self, const Tensor& other) {
   const cudaStream_t stream = device_stream(self);
   CublasHandles& h = handles_for(self, stream);
   Tensor out = Tensor::empty(out_shape, self.dtype(), self.device());
+  if (out.numel() == 0) return out;
+  if (k == 0) {  // Note [Empty reductions] in cuda_common.h
+    fill_zeros(out, stream);
+    return out;
+  }
   const GemmTypes t = gemm_types(self.dtype());
   STRATA_ZONE(call, Layer::kLibrary, "cublasGemmEx");
   // See Note [Row-major GEMM on column-major cuBLAS].
@@ -196,6 +201,11 @@ Tensor gemm(const Tensor& self, const Tensor& other, int64_t transpose_self, int
   const cudaStream_t stream = device_stream(self);
   CublasHandles& h = handles_for(self, stream);
   Tensor out = Tensor::empty(out_shape, self.dtype(), self.device());
+  if (out.numel() == 0) return out;
+  if (k == 0) {  // Note [Empty reductions] in cuda_common.h
+    fill_zeros(out, stream);
+    return out;
+  }
   const GemmTypes t = gemm_types(self.dtype());
   // Note [Row-major GEMM on column-major cuBLAS], with operands that may be stored transposed: C^T =
   // op(B)^T op(A)^T. A row-major B [K,N] read column-major is already op(B)^T (OP_N, ld N); stored [N,K]
@@ -219,6 +229,12 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   const cudaStream_t stream = device_stream(input);
   CublasHandles& h = handles_for(input, stream);
   Tensor out = Tensor::empty(out_shape, input.dtype(), input.device());
+  if (out.numel() == 0) return out;
+  if (in_features == 0) {  // Note [Empty reductions] in cuda_common.h: the bias alone, or zeros
+    if (bias.defined()) launch_bias_rows(input.dtype(), bias.data_ptr(), out.data_ptr(), rows, out_features, stream);
+    else fill_zeros(out, stream);
+    return out;
+  }
   const GemmTypes t = gemm_types(input.dtype());
 
   // cuBLASLt's f64 GEMMs have no bias epilogue; those take the GemmEx path below.

@@ -32,4 +32,16 @@ inline cudaStream_t device_stream(const Tensor& t) {
   return runtime::cuda::stream(t.device().index);
 }
 
+// Note [Empty reductions]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// A kernel that sums over a dimension (a GEMM's K, a convolution's channels and kernel window, the
+// batch of a weight gradient) must still write its output when that dimension is empty: the sum of
+// nothing is 0. cuBLAS and cuDNN refuse zero dimensions and leading dimensions (lda = K = 0), and a
+// kernel that only writes inside its loop over the batch leaves the allocation's old bytes. So each
+// such kernel returns early for an output with no elements, and fills zeros (then any bias) when the
+// reduced dimension is empty, as PyTorch's addmm does for K = 0. Zero bits are +0.0 in every dtype.
+inline void fill_zeros(Tensor& out, cudaStream_t stream) {
+  STRATA_CUDA_CHECK(cudaMemsetAsync(out.data_ptr(), 0, out.nbytes(), stream));
+}
+
 }  // namespace strata::kernels::cuda

@@ -232,6 +232,15 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
   const cudaStream_t stream = device_stream(input);
   const cudnnHandle_t handle = handle_for(input, stream);
   Tensor out = Tensor::empty(g.output(), input.dtype(), input.device());
+  if (out.numel() == 0) return out;
+  if (g.in_channels * g.kernel_h * g.kernel_w == 0) {  // Note [Empty reductions] in cuda_common.h
+    fill_zeros(out, stream);
+    if (bias.defined()) {
+      launch_bias_channels(input.dtype(), bias.data_ptr(), out.data_ptr(), out.numel(), g.out_channels,
+                           g.out_height * g.out_width, stream);
+    }
+    return out;
+  }
 
   const bool tf32 = input.dtype() == DType::kF32 && tf32_enabled();
   const ConvKey key{input.device().index, input.dtype(), tf32, g.batch, g.in_channels, g.height, g.width,
@@ -397,8 +406,13 @@ Tensor conv2d_input_backward(const Tensor& grad_output, const Tensor& input, con
                                             weight.sizes(), stride, padding);
   const cudaStream_t stream = device_stream(grad_output);
   const cudnnHandle_t handle = handle_for(grad_output, stream);
-  BackwardPlan& plan = backward_plan(handle, grad_output, g, true);
   Tensor out = Tensor::empty(input.sizes(), input.dtype(), input.device());
+  if (out.numel() == 0) return out;
+  if (weight.numel() == 0) {  // no output channel or an empty window: Note [Empty reductions] in cuda_common.h
+    fill_zeros(out, stream);
+    return out;
+  }
+  BackwardPlan& plan = backward_plan(handle, grad_output, g, true);
   std::shared_ptr<Storage> workspace =
       plan.workspace_bytes > 0 ? runtime::cuda::caching_allocator().allocate(plan.workspace_bytes, input.device()) : nullptr;
   const float f_one = 1.0f, f_zero = 0.0f;
@@ -420,8 +434,13 @@ Tensor conv2d_weight_backward(const Tensor& grad_output, const Tensor& input, co
                                             weight.sizes(), stride, padding);
   const cudaStream_t stream = device_stream(grad_output);
   const cudnnHandle_t handle = handle_for(grad_output, stream);
-  BackwardPlan& plan = backward_plan(handle, grad_output, g, false);
   Tensor out = Tensor::empty(weight.sizes(), weight.dtype(), weight.device());
+  if (out.numel() == 0) return out;
+  if (grad_output.numel() == 0) {  // an empty batch: Note [Empty reductions] in cuda_common.h
+    fill_zeros(out, stream);
+    return out;
+  }
+  BackwardPlan& plan = backward_plan(handle, grad_output, g, false);
   std::shared_ptr<Storage> workspace =
       plan.workspace_bytes > 0 ? runtime::cuda::caching_allocator().allocate(plan.workspace_bytes, input.device()) : nullptr;
   const float f_one = 1.0f, f_zero = 0.0f;

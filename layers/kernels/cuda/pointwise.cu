@@ -64,6 +64,12 @@ __global__ void gelu_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t 
 }
 
 template <typename T>
+__global__ void mul_kernel(const T* __restrict__ x, typename Math<T>::Acc other, T* __restrict__ y, int64_t n) {
+  using M = Math<T>;
+  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = M::store(M::load(x[i]) * other);
+}
+
+template <typename T>
 __global__ void add_kernel(const T* __restrict__ a, const T* __restrict__ b, typename Math<T>::Acc alpha,
                            T* __restrict__ y, int64_t n) {
   using M = Math<T>;
@@ -231,6 +237,17 @@ void launch_cast(DType from, DType to, const void* x, void* y, int64_t n, cudaSt
       using To = std::remove_pointer_t<decltype(to_tag)>;
       cast_kernel<From, To><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const From*>(x), static_cast<To*>(y), n);
     });
+  });
+  STRATA_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_mul(DType dtype, const void* x, double other, void* y, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  with_type(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    using Acc = typename Math<T>::Acc;
+    mul_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<Acc>(other),
+                                                          static_cast<T*>(y), n);
   });
   STRATA_CUDA_CHECK(cudaGetLastError());
 }

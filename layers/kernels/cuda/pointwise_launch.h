@@ -15,6 +15,8 @@ void launch_relu(DType dtype, const void* x, void* y, int64_t n, cudaStream_t st
 void launch_gelu(DType dtype, const void* x, void* y, int64_t n, cudaStream_t stream);
 // y = x converted from `from` to `to` (round to nearest even; f64 -> half through f32, as c10 does).
 void launch_cast(DType from, DType to, const void* x, void* y, int64_t n, cudaStream_t stream);
+// y = x * other (PyTorch's mul(self, other) with a Python float), in f32 for half types.
+void launch_mul(DType dtype, const void* x, double other, void* y, int64_t n, cudaStream_t stream);
 // y = a + alpha * b (PyTorch's add(self, other, alpha)).
 void launch_add(DType dtype, const void* a, const void* b, double alpha, void* y, int64_t n, cudaStream_t stream);
 // y[r, c] = bias[c] for a row-major [rows, cols] y: seeds a GEMM that then accumulates with beta = 1.

@@ -70,6 +70,16 @@ Tensor add(const Tensor& self, const Tensor& other, double alpha) {
 
 // ---- Gradient ops ------------------------------------------------------------------------------------
 
+Tensor mul(const Tensor& self, double other) {
+  STRATA_ZONE(zone, Layer::kLibrary, "mul (cuda)");
+  check_cuda_input("mul", self);
+  const cudaStream_t stream = device_stream(self);
+  Tensor out = Tensor::empty(self.sizes(), self.dtype(), self.device());
+  STRATA_ZONE(launch, Layer::kLibrary, "mul_kernel<<<>>>");
+  launch_mul(self.dtype(), self.data_ptr(), other, out.data_ptr(), out.numel(), stream);
+  return out;
+}
+
 Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, double threshold) {
   STRATA_ZONE(zone, Layer::kLibrary, "threshold_backward (cuda)");
   op_shapes::check_operands("threshold_backward", check_cuda_input, grad_output, self);

@@ -156,6 +156,12 @@ std::vector<double> add(const Tensor& self, const Tensor& other, double alpha) {
   return a;
 }
 
+std::vector<double> mul(const Tensor& self, double other) {
+  auto v = to_double(self);
+  for (double& x : v) x *= other;
+  return v;
+}
+
 std::vector<double> gemm(const Tensor& self, const Tensor& other, int64_t transpose_self, int64_t transpose_other) {
   const Shape out = op_shapes::gemm(self.sizes(), other.sizes(), transpose_self, transpose_other);
   const int64_t m = out[0], n = out[1], k = transpose_self ? self.size(0) : self.size(1);

@@ -32,6 +32,7 @@ std::vector<double> sum(const Tensor& self);
 std::vector<double> ones_like(const Tensor& self);
 std::vector<double> expand_as(const Tensor& self, const Tensor& other);
 std::vector<double> threshold_backward(const Tensor& grad_output, const Tensor& self, double threshold);
+std::vector<double> mul(const Tensor& self, double other);
 std::vector<double> gelu_backward(const Tensor& grad_output, const Tensor& self);
 std::vector<double> bias_backward(const Tensor& grad_output);
 std::vector<double> conv2d_input_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,

@@ -8,6 +8,8 @@
 
 The operators (strata.OPERATORS) are generated from the C++ declarations; see docs/python.md.
 """
+import threading
+
 from . import _strata
 from ._errors import Error, UnavailableError, UsageError
 from ._ops import OPERATORS, SCHEMAS
@@ -18,6 +20,28 @@ from ._tensor import (Tensor, bfloat16, float16, float32, float64, from_numpy, m
 globals().update(OPERATORS)
 
 
+# Note [Autocast contexts]
+# ~~~~~~~~~~~~~~~~~~~~~~~~
+# Autocast state (on or off, and the dtype) is per thread, in C++ (layers/dispatch/autocast.h), and a
+# context changes only the state of the thread that entered it. Each thread keeps its open contexts in
+# entry order, each with the state it found on entry. Exiting the innermost puts that state back.
+# Exiting one out of order (a contextlib.ExitStack, generators closed late) leaves the state as the
+# contexts still open define it, and hands what it saved to the context entered right after it: when
+# that one exits, the thread goes back to the state from before both, as if they had exited in order
+# (restoring each context's own saved state instead leaves autocast on after the last exit). A context
+# exited on a thread that did not enter it, or never entered, raises strata.UsageError and changes
+# nothing: the thread that entered it keeps its state until it exits there.
+_autocast_local = threading.local()
+
+
+def _open_contexts():
+    """This thread's open autocast entries, innermost last: each a one-element list [saved state]."""
+    stack = getattr(_autocast_local, "stack", None)
+    if stack is None:
+        stack = _autocast_local.stack = []
+    return stack
+
+
 class autocast:  # noqa: N801 (named like torch.autocast)
     """Autocast on for the calls made inside the block, on this thread (torch.autocast's analogue):
 
@@ -25,20 +49,48 @@ class autocast:  # noqa: N801 (named like torch.autocast)
             c = strata.matmul(a, b)   # keys: Autocast > (Autograd >) CPU; a and b cast by to_copy
 
     matmul, linear and conv2d cast their f32 inputs to the dtype (bf16 or f16); other ops fall through.
-    See docs/autocast.md.
+    One object may be entered again, nested, and on several threads; each entry is exited on the thread
+    that made it. See docs/autocast.md and Note [Autocast contexts].
     """
 
     def __init__(self, dtype="bf16"):
         from ._tensor import _dtype_arg
         self._dtype = _dtype_arg(dtype, "autocast")
-        self._guards = []
+        self._entries = threading.local()  # this object's open entries on each thread
+        self._open = 0                     # on every thread
+
+    def _mine(self):
+        entries = getattr(self._entries, "list", None)
+        if entries is None:
+            entries = self._entries.list = []
+        return entries
 
     def __enter__(self):
-        self._guards.append(_strata._AutocastGuard(self._dtype))  # UsageError for f32/f64
+        saved = _strata._autocast_state()
+        _strata._set_autocast_state(True, self._dtype)  # UsageError for f32/f64, and nothing changed
+        entry = [saved]
+        _open_contexts().append(entry)
+        self._mine().append(entry)
+        self._open += 1
         return self
 
     def __exit__(self, *exc):
-        self._guards.pop()  # the guard's destructor restores the thread's previous state
+        mine = self._mine()
+        if not mine:
+            if self._open:
+                raise UsageError("strata.autocast: __exit__ on a thread that did not enter this context; autocast "
+                                 "state is per thread, so exit it on the thread that entered it (nothing was "
+                                 "changed on either thread)")
+            raise UsageError("strata.autocast: __exit__ without a matching __enter__ (nothing was changed)")
+        entry = mine.pop()
+        self._open -= 1
+        stack = _open_contexts()
+        i = next(k for k, e in enumerate(stack) if e is entry)
+        del stack[i]
+        if i == len(stack):  # the innermost: back to what it found
+            _strata._set_autocast_state(*entry[0])
+        else:  # out of order: the next one restores what this one found (Note [Autocast contexts])
+            stack[i][0] = entry[0]
         return False
 
 

@@ -9,13 +9,16 @@ the binding layer: boxed values -> the operator's BoundOperator::call(...), ente
 (the common call) or _strata.call (keywords, conversions): Note [Two entries into the extension] in
 layers/python/crossing.cpp.
 
-With the python and pybind11 rows on (set_rows(True); strata.profile() does it), each function also
-calls the probes of the extension: _enter at its entry, the crossing's open (the hot entry does it itself
-when given ~index; _cross_call before the general entry), and _exit on the way out (the hot entry does
-that too when it returns a result). See Note [The python and pybind11 rows] in layers/python/probes.h.
+With the python and pybind11 rows on (while a strata.profile() records on any thread, or forced by an
+embedder with set_rows(True)), each function also calls the probes of the extension: _enter at its
+entry, the crossing's open (the hot entry does it itself when given ~index; _cross_call before the
+general entry), and on the way out _exit (the hot entry does that too when it returns a result), or
+_exit_failed when the call raised, so that a profile counts failed calls apart. See Note [The python
+and pybind11 rows] in layers/python/probes.h.
 """
 import inspect
 import numbers
+import threading
 
 import numpy as np
 
@@ -29,23 +32,65 @@ _MISSING = object()
 
 # Whether the frontend functions call the row probes. A module global: the untraced call pays one cached
 # global load for it.
+#
+# Note [One switch for the rows, many threads]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# Recording is per thread (a profile records the calls of the thread that entered it: the C++ side keeps
+# the active timeline thread-local, and the probes do nothing on a thread without one), but this switch
+# is one global load so that an untraced call pays almost nothing. So it means "some thread may be
+# recording", and it is on while ANY profile records: each profile holds it (hold_rows) and lets go when
+# it ends (release_rows), and it goes off only when the last holder lets go. A thread that records
+# nothing pays the probe calls while another thread records, and its calls are not recorded. Setting it
+# from one profile's exit ("back to what it was when I started") would switch off a profile still
+# recording on another thread, which then silently counted only the calls made before.
 _rows_on = False
+_rows_lock = threading.Lock()
+_rows_holders = 0     # profiles recording now, on every thread
+_rows_forced = None   # set_rows(): an embedder's or a benchmark's explicit setting; None: follow the holders
 
 
 # The globals of every generated function: each reads _rows_on as a global of its own (a cached dict
-# load), which set_rows keeps equal to this module's.
+# load), kept equal to this module's.
 _function_globals = []
 
 
-def set_rows(on):
-    """Turns the python and pybind11 rows on or off for every frontend function (for strata.profile() and
-    for embedders with an active timeline; see Note [The python and pybind11 rows]). Returns the previous
-    setting."""
+def _publish_rows():
     global _rows_on
-    previous = _rows_on
-    _rows_on = bool(on)
+    _rows_on = _rows_holders > 0 if _rows_forced is None else _rows_forced
     for env in _function_globals:
         env["_rows_on"] = _rows_on
+
+
+def hold_rows():
+    """The rows on for as long as this hold lasts (a profile starting to record, on any thread)."""
+    global _rows_holders
+    with _rows_lock:
+        _rows_holders += 1
+        _publish_rows()
+
+
+def release_rows():
+    """Lets go of one hold_rows(); the rows go off when no profile holds them (and set_rows forces nothing)."""
+    global _rows_holders
+    with _rows_lock:
+        if _rows_holders == 0:
+            raise RuntimeError("strata: release_rows() without hold_rows()")
+        _rows_holders -= 1
+        _publish_rows()
+
+
+def set_rows(on):
+    """Forces the python and pybind11 rows on (True) or off (False) for every frontend function, whatever
+    the profiles hold, or gives the switch back to them (None): for embedders with an active timeline and
+    for benchmarks (see Note [The python and pybind11 rows] and Note [One switch for the rows, many
+    threads]). Returns the previous forced setting, to pass back to set_rows when done."""
+    global _rows_forced
+    if on is not None:
+        on = bool(on)
+    with _rows_lock:
+        previous = _rows_forced
+        _rows_forced = on
+        _publish_rows()
     return previous
 
 
@@ -62,12 +107,17 @@ def _check(op, arg, position, value):
         if not isinstance(value, bool) and isinstance(value, numbers.Integral):
             value = int(value)
             if not -2**63 <= value < 2**63:
-                raise ValueError(f"{op}(): argument '{arg['name']}' (position {position}) does not fit in 64 bits: "
-                                 f"{value}")
+                # C++ takes int64; each operator then checks its own range (conv2d's padding: lib/op_shapes).
+                raise ValueError(f"{op}(): argument '{arg['name']}' (position {position}) must be an int in "
+                                 f"[-2**63, 2**63), got {value}")
             return value
     elif kind == "float":
         if not isinstance(value, bool) and isinstance(value, numbers.Real):
-            return float(value)
+            try:
+                return float(value)
+            except OverflowError:  # an int past the largest double
+                raise ValueError(f"{op}(): argument '{arg['name']}' (position {position}) must be a float within "
+                                 f"+-1.8e308, got an int of {int(value).bit_length()} bits") from None
     elif kind == "bool":
         if isinstance(value, bool):
             return value
@@ -148,6 +198,7 @@ def _make(op):
     names = [a["name"] for a in arguments]
     env = {"_M": _MISSING, "_T": Tensor, "_call": _call, "_op": _strata._op, "_enter": _strata._enter,
            "_cross_call": _strata._cross_call, "_exit": _strata._exit,
+           "_exit_failed": _strata._exit_failed,
            "_rows_on": _rows_on, "_index": op_index, "_traced": ~op_index, "_name": name}
     signature_text, fast, positional_values, keyword_items = [], [], [], []
     for i, a in enumerate(arguments):
@@ -184,7 +235,7 @@ def {name}({", ".join(signature_text)}):
             _cross_call()
             result = _call(_name, args, kwargs)
         except BaseException:
-            _exit()
+            _exit_failed()
             raise
         _exit()
         return result

@@ -11,6 +11,7 @@ overload resolution, argument and result conversion), then binding, dispatch (on
 Note [The python and pybind11 rows] in layers/python/probes.h, docs/python.md.
 """
 import json as _json
+import threading as _threading
 import time as _time
 
 from . import _ops, _strata
@@ -45,24 +46,34 @@ def _python_probe_cost_ns():
     return max(0.0, best_probe - best_empty)
 
 
+# The profile recording on each thread, held here so that the object cannot be freed (by another thread
+# dropping the last reference) while its thread still records into it.
+_recording = _threading.local()
+
+
 class profile:
     """Context manager: records every strata operator called from Python inside the block (on this
     thread), each call under its own op id, through every layer from the Python frontend down."""
 
     def __init__(self):
         self._p = _strata._Profile()
-        self._previous_rows = None
+        self._holds_rows = False
         self._probe_ns = None
 
     def __enter__(self):
-        self._p.start()
-        self._previous_rows = _ops.set_rows(True)
+        self._p.start()  # UsageError: nested, re-entered, or already recording
+        _recording.profile = self
+        _ops.hold_rows()  # on while any profile records (Note [One switch for the rows, many threads])
+        self._holds_rows = True
         return self
 
     def __exit__(self, *exc):
-        _ops.set_rows(self._previous_rows)
-        self._p.stop()
-        if self._p.calls:
+        self._p.stop()  # UsageError on a thread other than the one recording: nothing changes
+        if self._holds_rows:
+            self._holds_rows = False
+            _recording.profile = None
+            _ops.release_rows()
+        if self._p.calls or self._p.failed_calls:
             # Measured here, while no profile records (profiles do not nest), so that reading this one
             # later works inside another.
             self._probe_ns = _python_probe_cost_ns()
@@ -70,8 +81,13 @@ class profile:
 
     @property
     def calls(self):
-        """How many strata operator calls were recorded."""
+        """How many strata operator calls were recorded that returned (the calls the figures are of)."""
         return self._p.calls
+
+    @property
+    def failed_calls(self):
+        """How many recorded calls raised an exception: counted apart, in no figure."""
+        return self._p.failed_calls
 
     def _probe_cost(self):
         if self._probe_ns is None:
@@ -79,11 +95,15 @@ class profile:
         return self._probe_ns
 
     def table(self):
-        """The breakdown as `strata trace` prints it, one block per operator called (first-called order)."""
+        """The breakdown as `strata trace` prints it, one block per operator called (first-called order),
+        then a line per operator whose calls raised (those calls are in no figure)."""
+        self._p.check_readable()  # still recording, or nothing recorded: said before measuring the probes
         return self._p.table(self._probe_cost())
 
     def json(self):
-        """{"calls": N, "ops": [report, ...]}: each report is what `strata trace --json` writes."""
+        """{"calls": returned, "failed_calls": raised, "failed": [{"op", "calls"}, ...], "ops": [report, ...]}:
+        each report is what `strata trace --json` writes, over the calls that returned."""
+        self._p.check_readable()
         return _json.loads(self._p.json(self._probe_cost()))
 
     def export_chrome_trace(self, path):
@@ -155,7 +175,9 @@ def crosscheck(n=16, calls=200, batches=30, seed=0):
         if not low <= value <= high:
             raise ValueError(f"crosscheck(): {label} must be in [{low}, {high}], got {value}")
     if _ops._rows_on:
-        raise _strata.UsageError("crosscheck(): runs untraced; call it outside strata.profile()")
+        raise _strata.UsageError("crosscheck(): runs untraced, but the python and pybind11 rows are on (a "
+                                 "strata.profile() is recording on this or another thread, or set_rows forced "
+                                 "them); call it when no profile records")
     a = randn(n, n, seed=seed)
     b = randn(n, n, seed=seed + 1)
     matmul = _ops.OPERATORS["matmul"]

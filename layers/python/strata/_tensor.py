@@ -132,6 +132,25 @@ def _numpy(self):
     return np.asarray(self)
 
 
+def _array(self, dtype=None, copy=None):
+    """numpy's entry for np.asarray(t) / np.array(t) when the buffer protocol has no view to give (a
+    bfloat16 or CUDA tensor; float32/64/16 CPU tensors are viewed through the buffer, no copy).
+
+    Without a dtype, refused with the reason, as torch refuses bf16 .numpy(): numpy has no bfloat16, and
+    widening silently would hand back a float32 copy where a view was asked for (writes to it would not
+    reach the tensor) with a dtype nobody chose; numpy's fallback made a 0-d object array holding the
+    tensor. With an explicit dtype a CPU bfloat16 tensor gives a converted copy: np.asarray(t,
+    dtype=np.float32) is exact (every bfloat16 value is a float32). A CUDA tensor is refused either way:
+    copy it to the host with .cpu() first."""
+    why = self._no_host_view()
+    if not why:
+        return np.asarray(memoryview(self), dtype=dtype)
+    if dtype is None or self.device != "cpu":
+        raise TypeError(why + ("" if self.device != "cpu" else
+                               "; or ask numpy for a converted copy: np.asarray(t, dtype=np.float32)"))
+    return self._values_float64().astype(dtype)
+
+
 def _numpy_float64(self):
     """A float64 copy of the values, from any dtype and device."""
     return self._values_float64()
@@ -152,6 +171,7 @@ def _repr(self):
 
 Tensor.numpy = _numpy
 Tensor.numpy_float64 = _numpy_float64
+Tensor.__array__ = _array
 Tensor.to = _to
 Tensor.cpu = _cpu
 Tensor.__repr__ = _repr

@@ -18,6 +18,7 @@
 #include "layers/dispatch/dispatch.h"
 #include "layers/frontend/frontend.h"
 #include "layers/kernels/reference/reference.h"
+#include "tests/kernels/empty_reductions.h"
 #include "lib/error.h"
 #include "lib/op_shapes.h"
 
@@ -292,4 +293,20 @@ TEST_CASE("bf16 and f16 tensors on the CPU: widened to f32, computed, rounded; e
     // relu of a half tensor is exact: max(x, 0) of a representable value is representable.
     CHECK(reference::relative_error(cpu::relu(a), reference::relu(a)) == 0.0);
   }
+}
+
+// The kernels check_empty_reductions calls (tests/kernels/empty_reductions.h).
+struct CpuKernels {
+  static constexpr auto kMatmul = &cpu::matmul;
+  static constexpr auto kGemm = &cpu::gemm;
+  static constexpr auto kLinear = &cpu::linear;
+  static constexpr auto kConv2d = &cpu::conv2d;
+  static constexpr auto kConv2dInputBackward = &cpu::conv2d_input_backward;
+  static constexpr auto kConv2dWeightBackward = &cpu::conv2d_weight_backward;
+  static constexpr auto kBiasBackward = &cpu::bias_backward;
+  static constexpr auto kSum = &cpu::sum;
+};
+
+TEST_CASE("accumulating kernels write their whole output when the reduced dimension is empty (N = 0, K = 0, C = 0)") {
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kF16, DType::kBF16}) testing::check_empty_reductions(CpuKernels{}, kCPU, dtype);
 }

@@ -12,6 +12,7 @@
 #include "layers/kernels/cpu/cpu_kernels.h"
 #include "layers/kernels/cuda/cuda_kernels.h"
 #include "layers/kernels/reference/reference.h"
+#include "tests/kernels/empty_reductions.h"
 #include "layers/runtime/cuda/cuda_runtime_layer.h"
 #include "lib/error.h"
 
@@ -242,6 +243,7 @@ TEST_CASE("gradient ops: gemm's transposes, conv2d's input/weight gradients, the
       check_against_reference(cuda::ones_like(v), reference::ones_like(v), dtype);
       check_against_reference(cuda::threshold_backward(grad, v, 0.0), reference::threshold_backward(grad, v, 0.0), dtype);
       check_against_reference(cuda::gelu_backward(grad, v), reference::gelu_backward(grad, v), dtype);
+      check_against_reference(cuda::mul(grad, 1e-8), reference::mul(grad, 1e-8), dtype);
       const Tensor one = random({1}, dtype);
       check_against_reference(cuda::expand_as(one, v), reference::expand_as(one, v), dtype);
     }
@@ -290,4 +292,21 @@ TEST_CASE("reductions across many blocks: sum and bias_backward, odd tails and e
       check_against_reference(cuda::bias_backward(g), reference::bias_backward(g), dtype);
     }
   }
+}
+
+// The kernels check_empty_reductions calls (tests/kernels/empty_reductions.h).
+struct CudaKernels {
+  static constexpr auto kMatmul = &cuda::matmul;
+  static constexpr auto kGemm = &cuda::gemm;
+  static constexpr auto kLinear = &cuda::linear;
+  static constexpr auto kConv2d = &cuda::conv2d;
+  static constexpr auto kConv2dInputBackward = &cuda::conv2d_input_backward;
+  static constexpr auto kConv2dWeightBackward = &cuda::conv2d_weight_backward;
+  static constexpr auto kBiasBackward = &cuda::bias_backward;
+  static constexpr auto kSum = &cuda::sum;
+};
+
+TEST_CASE("accumulating kernels write their whole output when the reduced dimension is empty (N = 0, K = 0, C = 0)") {
+  init();
+  for (DType dtype : kDTypes) testing::check_empty_reductions(CudaKernels{}, kGpu, dtype);
 }
