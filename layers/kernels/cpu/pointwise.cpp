@@ -13,7 +13,8 @@ namespace {
 
 template <typename T>
 void relu_loop(const T* __restrict in, T* __restrict out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = in[i] > T(0) ? in[i] : T(0);
+  // `in < 0 ? 0 : in`, PyTorch's relu: NaN stays NaN (a diverging model must show), -0.0 stays -0.0.
+  for (int64_t i = 0; i < n; ++i) out[i] = in[i] < T(0) ? T(0) : in[i];
 }
 
 template <typename T>

@@ -138,7 +138,7 @@ std::vector<double> conv2d(const Tensor& input, const Tensor& weight, const Tens
 
 std::vector<double> relu(const Tensor& self) {
   auto v = to_double(self);
-  for (double& x : v) x = x > 0 ? x : 0;
+  for (double& x : v) x = x < 0 ? 0 : x;  // NaN and -0.0 pass through, as PyTorch's relu
   return v;
 }
 

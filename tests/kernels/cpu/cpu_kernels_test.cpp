@@ -124,6 +124,45 @@ TEST_CASE("conv2d matches the reference: stride, padding, non-square, 1x1 kernel
   }
 }
 
+TEST_CASE("relu keeps NaN and -0.0 as PyTorch does; its gradient passes NaN through and is 0 at +-0") {
+  const double nan = std::nan(""), inf = HUGE_VAL;
+  const std::vector<double> in{nan, -0.0, 0.0, -1.5, 2.0, inf, -inf};
+  for (DType dtype : {DType::kF32, DType::kF64}) {
+    CAPTURE(dtype_name(dtype));
+    Tensor x = Tensor::empty(Shape{int64_t(in.size())}, dtype, kCPU);
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (dtype == DType::kF32) x.data<float>()[i] = float(in[i]);
+      else x.data<double>()[i] = in[i];
+    }
+    const auto value = [&](const Tensor& t, size_t i) {
+      return dtype == DType::kF32 ? double(t.data<float>()[i]) : t.data<double>()[i];
+    };
+    const Tensor y = cpu::relu(x);
+    const std::vector<double> ref = reference::relu(x);
+    CHECK(std::isnan(value(y, 0)));
+    CHECK(std::isnan(ref[0]));
+    CHECK((value(y, 1) == 0.0 && std::signbit(value(y, 1))));
+    CHECK(std::signbit(ref[1]));
+    CHECK((value(y, 2) == 0.0 && !std::signbit(value(y, 2))));
+    CHECK(value(y, 3) == 0.0);
+    CHECK(value(y, 4) == 2.0);
+    CHECK(value(y, 5) == inf);
+    CHECK(value(y, 6) == 0.0);
+    // ReluBackward is threshold_backward(grad, result, 0): `result <= 0 ? 0 : grad`.
+    Tensor g = Tensor::empty(x.sizes(), dtype, kCPU);
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (dtype == DType::kF32) g.data<float>()[i] = 3.0f;
+      else g.data<double>()[i] = 3.0;
+    }
+    const Tensor dx = cpu::threshold_backward(g, y, 0.0);
+    const std::vector<double> want{3.0, 0.0, 0.0, 0.0, 3.0, 3.0, 0.0};
+    for (size_t i = 0; i < in.size(); ++i) {
+      CAPTURE(i);
+      CHECK(value(dx, i) == want[i]);
+    }
+  }
+}
+
 TEST_CASE("relu matches the reference exactly, add within the tolerance") {
   INFO("seed " << run_seed());
   for (DType dtype : kDTypes) {
