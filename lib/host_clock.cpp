@@ -71,7 +71,7 @@ void do_calibrate() {
 #if defined(__x86_64__)
   if (want_tsc) {
     double tsc_cost = cost_per_call_ns([] { return __rdtsc(); });
-    // Only worth it when measurably cheaper (DESIGN.md); otherwise keep the simpler clock.
+    // Only worth it when measurably cheaper (Note [One host clock]); otherwise keep the simpler clock.
     if (tsc_cost < g_cal.steady_read_cost_ns * 0.8) {
       // Pair (ticks, ns) readings 20 ms apart; take the tightest-bracketed pair at each end.
       auto pair = [] {

@@ -1,4 +1,4 @@
-// The per-layer breakdown of one op call, computed from a finished Timeline (DESIGN.md):
+// The per-layer breakdown of one op call, computed from a finished Timeline (docs/design.md, "One traced call"):
 //   python / pybind11: self time of the Python frontend's and the crossing's spans, present only when
 //            the call came from Python with those rows on (Note [The python and pybind11 rows])
 //   binding / dispatch (one row per key) / library : self time of that layer's spans (span minus children)

@@ -1,4 +1,4 @@
-// Plan replay: the CPU's stand-in for CUDA Graph replay (DESIGN.md "Modes"). The K calls run once
+// Plan replay: the CPU's stand-in for CUDA Graph replay (docs/design.md "Modes"). The K calls run once
 // through the full stack with a plan recorder active (layers/dispatch records every resolved backend
 // kernel call with its arguments); replay then calls exactly those kernels, skipping binding and
 // dispatch. What replay saves is therefore precisely the binding + dispatch cost, which is the point.

@@ -3,7 +3,7 @@
 //
 // Each size (and its --compare rounds) traces into a timeline of its own, under op ids no other size
 // uses, and the device session is finished once, at the end: CUPTI allows one profiling session per
-// process (DESIGN.md), so finishing per size would leave every size after the first without GPU records.
+// process (docs/design.md), so finishing per size would leave every size after the first without GPU records.
 // The device records are then handed to each timeline, only those of its own op ids. Separate timelines
 // because the breakdown reads the whole timeline for every call it is asked about: one timeline for the
 // whole sweep made --compare quadratic in the number of sizes (minutes for 13 relu sizes).

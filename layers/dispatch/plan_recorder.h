@@ -1,4 +1,4 @@
-// Plan recording (DESIGN.md "Modes": plan replay on a machine without a GPU). While a recorder is
+// Plan recording (docs/design.md "Modes": plan replay on a machine without a GPU). While a recorder is
 // active on this thread, every call that reaches a backend kernel is also recorded as that resolved
 // kernel call with its arguments; replaying the plan runs exactly those kernels again, without binding
 // and without dispatch. This is the CPU analogue of capturing a CUDA Graph through the full stack.

@@ -23,7 +23,7 @@ std::string table_line(const std::string& out, const std::string& layer) {
   return "";
 }
 
-// DESIGN.md: every Chrome trace the tests write must satisfy the invariants.
+// docs/design.md: every Chrome trace the tests write must satisfy the invariants.
 void check_trace_file(const std::string& path) {
   const std::string text = read_file(path);
   const auto errors = strata::reports::check_chrome_trace(text);

@@ -1,6 +1,6 @@
 // The Chrome trace writer and its validator (reports/chrome_trace.cpp). The writer's output must pass
 // check_chrome_trace for every kind of timeline; the validator must reject each violation of
-// DESIGN.md's invariants on crafted traces, and never throw on malformed input.
+// The invariants of docs/design.md ("Chrome trace invariants") on crafted traces, and never throw on malformed input.
 #include "reports/chrome_trace.h"
 
 #include <doctest/doctest.h>

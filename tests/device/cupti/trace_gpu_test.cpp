@@ -1,6 +1,6 @@
 // `strata trace --device cuda` end to end on a GPU (label gpu): every op, the rows the GPU adds (launch,
 // queue, gpu) measured and joined, the check against float64 passing, the report naming the device and
-// where its peak comes from, and the Chrome trace passing the invariants of DESIGN.md with real records.
+// where its peak comes from, and the Chrome trace passing the invariants of docs/design.md with real records.
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
