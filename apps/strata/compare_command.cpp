@@ -239,6 +239,11 @@ int run_compare(const CompareOptions& o) {
     const double r_err = reference::relative_error(replay->last_result().tensor(), ref);
     ctx.check.ran = true;
     ctx.check.relative_error = std::max(e_err, r_err);
+    ctx.check.tolerance = tol;
+    ctx.figures.set("check.eager_relative_error", e_err, "ratio");
+    ctx.figures.set("check.replay_relative_error", r_err, "ratio");
+    ctx.figures.set("check.tolerance", tol, "ratio");
+    ctx.notes.push_back(reports::compare_check_note(ctx.figures, replay->kind()));
     if (compiled.program) {
       const double c_err = reference::relative_error(compiled.out.tensor(), ref);
       ctx.check.relative_error = std::max(ctx.check.relative_error, c_err);
@@ -247,11 +252,6 @@ int run_compare(const CompareOptions& o) {
       std::snprintf(text, sizeof text, "check: compiled relative error vs float64 reference %.2e", c_err);
       ctx.notes.push_back(text);
     }
-    ctx.check.tolerance = tol;
-    ctx.figures.set("check.eager_relative_error", e_err, "ratio");
-    ctx.figures.set("check.replay_relative_error", r_err, "ratio");
-    ctx.figures.set("check.tolerance", tol, "ratio");
-    ctx.notes.push_back(reports::compare_check_note(ctx.figures, replay->kind()));
   }
   ctx.figures.set("graph_replay.replayed_kernels", double(attribution.replayed_kernels), "count");
   ctx.figures.set("graph_replay.attributed_kernels", double(attribution.attributed), "count");

@@ -70,10 +70,10 @@ void print_cold_rows(const std::vector<ColdRow>& rows, std::ostream& out) {
   out << "one-time (before the first call)\n";
   double total = 0;
   for (const ColdRow& r : rows) {
-    out << "  " << reports::pad(r.name, 10) << reports::pad(r.what, 62) << reports::lpad(reports::format_ns(r.ns), 11) << "\n";
+    out << "  " << reports::pad(r.name, 12) << reports::pad(r.what, 62) << reports::lpad(reports::format_ns(r.ns), 11) << "\n";
     total += r.ns;
   }
-  out << "  " << reports::pad("total", 72) << reports::lpad(reports::format_ns(total), 11) << "\n";
+  out << "  " << reports::pad("total", 74) << reports::lpad(reports::format_ns(total), 11) << "\n";
 }
 
 std::vector<ColdRow> compiled_cold_rows(const compiler::CompiledGraph& g, size_t calls) {
@@ -185,6 +185,8 @@ int run_program_trace(const TraceOptions& o, Prepared& p) {
   if (compiled) describe_compiled(rep, *compiled, o);
   else {
     rep.describe(reports::RowKind::kRuntime, "", "the replay's own loop (no binding, no dispatch)");
+    rep.describe(reports::RowKind::kLibrary, "", "the recorded kernel calls, in order");
+    rep.describe_na(reports::RowKind::kBinding, "n/a: a replay calls the recorded kernels, no binding, no dispatch");
     rep.figures.set("graph.kernel_calls", double(cost.recorded_calls), "count");
   }
   rep.describe(reports::RowKind::kWall, "", "first zone begin -> last library end (a forward)");

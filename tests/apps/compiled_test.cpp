@@ -111,7 +111,7 @@ TEST_CASE("trace PROGRAM --mode eager and --mode graph") {
   }
 }
 
-TEST_CASE("no C++ compiler: --mode compiled exits 4 saying so; eager, graph and compare still work") {
+TEST_CASE("no C++ compiler: --mode compiled exits 4 saying so, and eager, graph and compare still work") {
   test::TempDir dir;
   const auto options = with_cache(dir, {"CXX=/nonexistent/c++"});
   const auto r = test::run_strata(test::cpu({"trace", "relu_matmul", "16", "--mode", "compiled"}), options);
