@@ -123,8 +123,16 @@ void print_three_way(const reports::Comparison& c, const CompiledColumn& col, si
     const double n = break_even(cols[0], m);
     return n < 0 ? std::string("never") : count(n);
   });
-  if (!col.unavailable.empty()) out << "note: no compiled column: " << col.unavailable << "\n";
-  else out << col.program->graph->plan().str(col.program->graph->graph());
+  if (!col.unavailable.empty()) {
+    out << "note: no compiled column: " << col.unavailable << "\n";
+    return;
+  }
+  const compiler::CompileTimings& t = col.program->graph->timings();
+  out << "compiled one-time: capture " << reports::format_ns(t.capture_ns) << ", fusion " << reports::format_ns(t.fusion_ns)
+      << ", codegen " << reports::format_ns(t.codegen_ns) << ", compile " << reports::format_ns(t.compile_ns)
+      << (t.cache_misses == 0 ? " (every kernel a cache hit)" : " (the compiler ran)") << ", load "
+      << reports::format_ns(t.load_ns) << "\n"
+      << col.program->graph->plan().str(col.program->graph->graph());
 }
 
 nlohmann::json three_way_json(const reports::Comparison& c, const CompiledColumn& col, size_t steps, size_t recorded) {

@@ -85,7 +85,8 @@ std::vector<ColdRow> compiled_cold_rows(const compiler::CompiledGraph& g, size_t
       {"fusion", "plan: " + std::to_string(calls) + " ops into " + std::to_string(g.plan().kernels.size()) + (g.plan().kernels.size() == 1 ? " kernel" : " kernels"), t.fusion_ns},
       {"codegen", "C++ source of " + kernels, t.codegen_ns},
       {"compile", t.cache_misses == 0 ? "none: every kernel was in the cache" :
-                                        std::to_string(t.cache_misses) + " run of " + t.compiler, t.compile_ns},
+                                        t.compiler + ", " + std::to_string(t.cache_misses) + " kernel" +
+                                            (t.cache_misses == 1 ? "" : "s") + " compiled", t.compile_ns},
       {"load", "dlopen + checks, " + std::to_string(t.cache_hits) + " cache hit" + (t.cache_hits == 1 ? "" : "s") +
                    " of " + std::to_string(built), t.load_ns},
   };
