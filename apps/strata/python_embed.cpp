@@ -54,6 +54,15 @@ OPS = {
     "relu": (torch.relu, "torch.relu"),
     "add": (torch.add, "torch.add"),
     "gelu": (F.gelu, "torch.nn.functional.gelu"),  # exact (erf) GELU, as strata's
+    # The overloads by name (Note [Overloads]): torch.mul picks aten::mul.Tensor or aten::mul.Scalar itself.
+    "mul": (torch.mul, "torch.mul"),
+    "mul.Scalar": (torch.mul, "torch.mul"),
+    # strata passes alpha positionally (its schema); torch.add/sub take it by keyword only.
+    "add.Scalar": (lambda self, other, alpha=1: torch.add(self, other, alpha=alpha), "torch.add"),
+    "sub": (torch.sub, "torch.sub"),
+    "sub.Scalar": (lambda self, other, alpha=1: torch.sub(self, other, alpha=alpha), "torch.sub"),
+    "tanh": (torch.tanh, "torch.tanh"),
+    "pow": (torch.pow, "torch.pow"),
 }
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
