@@ -41,6 +41,10 @@ void check_mode_options(const TraceOptions& o, bool sequence) {
   if (program && o.backward) {
     throw UsageError("--backward applies to single ops and mlp; " + o.op + " is timed forward only (leave it out)");
   }
+  if (o.op == "gelu_tanh" && o.requires_grad) {
+    throw UsageError("--requires-grad makes a program's parameters require grad, and gelu_tanh has none (its input is "
+                     "data); leave it out");
+  }
   if (o.mode == "eager") return;
   if (o.backward) {
     throw UsageError("--backward with --mode " + o.mode + ": a replayed or compiled graph runs the forward only; "

@@ -20,7 +20,11 @@ struct Program {
 constexpr Program kPrograms[] = {
     {"relu_matmul", "matmul", "N or MxKxN", "relu(matmul(a, b)): a GEMM and its epilogue   e.g. relu_matmul 1024"},
     {"linear_gelu", "linear", "BxINxOUT", "gelu(linear(x, W, b)): bias and gelu fused after the GEMM   e.g. linear_gelu 32x768x3072"},
+    {"gelu_tanh", "tanh", "N (or a shape)", "0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3))): 8 pointwise calls   e.g. gelu_tanh 1M"},
 };
+
+// sqrt(2/pi), the tanh GELU's constant, as PyTorch's gelu(approximate='tanh') writes it.
+const double kSqrt2OverPi = std::sqrt(2.0 / M_PI);
 
 const Program* find_program(std::string_view name) {
   for (const Program& p : kPrograms)
@@ -50,6 +54,27 @@ SequenceStep make_step(const char* op, const std::string& dims, std::vector<bind
   step.description = std::move(description);
   step.flops = parse_op_spec(op, dims).call.flops;
   return step;
+}
+
+// The tanh GELU as a user writes it eagerly with Python numbers, one call per operator:
+// mul(mul(x, 0.5), add(tanh(mul(add(x, mul(pow(x, 3), 0.044715)), k)), 1)): x has three readers.
+void add_gelu_tanh_steps(Sequence& s) {
+  const std::string shape = dims_text(s.spec.sizes);
+  const binding::IValue x(s.input);
+  const binding::IValue none;
+  auto step = [&](const char* op, std::vector<binding::IValue> args, std::vector<std::pair<size_t, size_t>> from,
+                  const std::string& what) {
+    s.steps.push_back(make_step(op, shape, std::move(args), std::move(from), what + " [" + shape + "]"));
+  };
+  step("pow", {x, 3.0}, {}, "pow x^3");                                      // 0
+  step("mul.Scalar", {none, 0.044715}, {{0, 0}}, "mul 0.044715*x^3");        // 1
+  step("add", {x, none}, {{1, 1}}, "add x + ...");  // 2 (alpha keyword-only, 1 by default)
+  step("mul.Scalar", {none, kSqrt2OverPi}, {{0, 2}}, "mul sqrt(2/pi)*(...)");  // 3
+  step("tanh", {none}, {{0, 3}}, "tanh");                                    // 4
+  step("add.Scalar", {none, 1.0, 1.0}, {{0, 4}}, "add 1 + tanh(...)");       // 5
+  step("mul.Scalar", {x, 0.5}, {}, "mul 0.5*x");                             // 6
+  step("mul", {none, none}, {{0, 6}, {1, 5}}, "mul 0.5*x * (...)");          // 7
+  s.description = "0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3))) over [" + shape + "], 8 calls";
 }
 
 }  // namespace
@@ -84,12 +109,22 @@ SequenceSpec parse_program_spec(std::string_view name, std::string_view dims) {
     throw UsageError(spec.name + " takes " + program->format + " (the sizes of its " + program->gemm + "); " + e.what());
   }
   if (spec.name == "relu_matmul" && spec.sizes.size() == 1) spec.sizes = {spec.sizes[0], spec.sizes[0], spec.sizes[0]};
-  spec.gemms = 1;
+  spec.gemms = spec.name == "gelu_tanh" ? 0 : 1;
   return spec;
 }
 
 size_t program_bytes(const SequenceSpec& spec, DType given, DType computed, const Device& device) {
   using Wide = unsigned __int128;  // sums of products of sizes below 2^31: no wrap-around
+  if (spec.name == "gelu_tanh") {
+    // The input and eight outputs at most (each intermediate goes once read: a bound from above), and
+    // on the CPU a bf16/f16 step's f32 copies of two operands and its output.
+    Wide n = 1;
+    for (int64_t d : spec.sizes) n *= static_cast<Wide>(d);
+    Wide total = n * element_size(given) + 8 * n * element_size(computed);
+    if (device.is_cpu() && (computed == DType::kBF16 || computed == DType::kF16)) total += 3 * n * 4;
+    if (total > static_cast<Wide>(INT64_MAX)) throw UsageError(spec.text + " would need more than 2^63 bytes; choose smaller sizes");
+    return static_cast<size_t>(total);
+  }
   const Wide a = static_cast<Wide>(spec.sizes[0]), k = static_cast<Wide>(spec.sizes[1]), n = static_cast<Wide>(spec.sizes[2]);
   const Wide eg = element_size(given), ec = element_size(computed);
   // relu_matmul: a [M,K], b [K,N]; linear_gelu: x [B,IN], W [OUT,IN], b [OUT]. Two outputs of [M,N].
@@ -108,6 +143,15 @@ Sequence prepare_program(const SequenceSpec& spec, DType dtype, Device device, u
   s.bytes = program_bytes(spec, dtype, dtype, device);
   check_fits(s.bytes, available_bytes, device,
              spec.text + " (" + std::string(dtype_name(dtype)) + ", inputs, parameters and every step's output)");
+  if (spec.name == "gelu_tanh") {
+    Shape shape;
+    for (int64_t d : spec.sizes) shape.dims[static_cast<size_t>(shape.ndim++)] = d;
+    s.input = scaled_random(shape, dtype, device, seed * 1000003 + 1, 1.0);  // stream 1, as an op's first input
+    add_gelu_tanh_steps(s);
+    for (const SequenceStep& step : s.steps) s.flops += step.flops;
+    s.link_steps();
+    return s;
+  }
   const int64_t m = spec.sizes[0], k = spec.sizes[1], n = spec.sizes[2];
   const std::string out = dims_text({m, n});
   // Seed streams as prepare_call numbers them: the input first, then each parameter in order.
@@ -142,6 +186,11 @@ Sequence prepare_program(const SequenceSpec& spec, DType dtype, Device device, u
 }
 
 std::vector<double> program_reference(const Sequence& s) {
+  if (s.spec.name == "gelu_tanh") {
+    std::vector<double> y = reference::to_double(s.input);
+    for (double& v : y) v = 0.5 * v * (1.0 + std::tanh(kSqrt2OverPi * (v + 0.044715 * v * v * v)));
+    return y;
+  }
   const int64_t m = s.spec.sizes[0], k = s.spec.sizes[1], n = s.spec.sizes[2];
   const Tensor x = host_f64(Shape{m, k}, reference::to_double(s.input));
   if (s.spec.name == "relu_matmul") {

@@ -1,6 +1,6 @@
 // Named programs: a few ops in a row named like an op, the workloads of the compiled path
 // (docs/compiled.md): `relu_matmul N` is relu(matmul(a, b)), `linear_gelu BxINxOUT` is gelu(linear(x, W,
-// b)). Each is a Sequence (Note [Sequences are not operators]): every step a real call, so eager, replay
+// b)), `gelu_tanh N` is the tanh GELU in eight pointwise calls. Each is a Sequence (Note [Sequences are not operators]): every step a real call, so eager, replay
 // and compiled runs of it are the same calls. Private to layers/frontend: sequence.h is the surface, and
 // dispatches to these by name.
 #pragma once

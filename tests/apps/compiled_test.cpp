@@ -95,6 +95,23 @@ TEST_CASE("trace linear_gelu --mode compiled --emit cpp prints the generated sou
   CHECK(j["check"]["passed"] == true);
 }
 
+TEST_CASE("trace gelu_tanh --mode compiled: eight pointwise calls, one loop that reads x once") {
+  test::TempDir dir;
+  const json j = run_json(dir, test::cpu({"trace", "gelu_tanh", "1000", "--mode", "compiled", "--check"}), with_cache(dir));
+  const json& c = j["compiled"];
+  CHECK(c["ops_called"] == 8);
+  CHECK(c["kernels_run"] == 1);
+  CHECK(c["kernels"][0]["kind"] == "pointwise (generated loop)");
+  // Eager: pow, four scalar ops and tanh read one tensor and write one, add and mul read two: 18 passes of
+  // 1000 floats. Fused: x read once, y written once.
+  CHECK(c["eager_bytes_moved"].get<double>() == 18.0 * 1000 * 4);
+  CHECK(c["bytes_moved"].get<double>() == 2.0 * 1000 * 4);
+  CHECK(j["check"]["passed"] == true);
+  const json eager = run_json(dir, test::cpu({"trace", "gelu_tanh", "1000", "--check"}), with_cache(dir));
+  CHECK(eager["sequence"]["steps"].size() == 8);
+  CHECK(eager["check"]["passed"] == true);
+}
+
 TEST_CASE("trace PROGRAM --mode eager and --mode graph") {
   test::TempDir dir;
   for (const char* program : {"relu_matmul", "linear_gelu"}) {
@@ -173,11 +190,13 @@ TEST_CASE("programs: what is refused, with exit 2 and what is allowed") {
       {{"trace", "relu_matmul", "16", "--mode", "compiled", "--emit", "asm"}, "allowed: cpp"},
       {{"trace", "relu_matmul", "0", "--mode", "compiled"}, "relu_matmul takes N or MxKxN"},
       {{"trace", "linear_gelu", "8x16", "--mode", "compiled"}, "linear_gelu takes BxINxOUT"},
-      {{"trace", "matmul", "16", "--mode", "compiled"}, "runs a program: mlp, relu_matmul, linear_gelu"},
+      {{"trace", "matmul", "16", "--mode", "compiled"}, "runs a program: mlp, relu_matmul, linear_gelu, gelu_tanh"},
       {{"trace", "relu_matmul", "16", "--mode", "compiled", "--requires-grad"}, "forward only"},
       {{"trace", "relu_matmul", "16", "--mode", "compiled", "--device", "cuda"}, "--device cpu"},
       {{"trace", "mlp", "4x8x4", "--mode", "graph", "--requires-grad", "--backward"}, "--mode eager"},
       {{"trace", "linear_gelu", "4x8x4", "--autocast", "bf16"}, "leave --autocast out"},
+      {{"trace", "gelu_tanh", "64", "--requires-grad"}, "gelu_tanh has none"},
+      {{"trace", "gelu_tanh", "0x4", "--mode", "compiled"}, "gelu_tanh takes N (or a shape)"},
   };
   for (const auto& [args, message] : cases) {
     CAPTURE(args[1] + " " + args[2] + " " + args.back());
@@ -192,5 +211,5 @@ TEST_CASE("programs: what is refused, with exit 2 and what is allowed") {
 TEST_CASE("strata ops lists the programs") {
   const auto r = test::run_strata({"ops"});
   REQUIRE(r.exit_code == 0);
-  for (const char* p : {"mlp BxIN", "relu_matmul N or MxKxN", "linear_gelu BxINxOUT"}) CHECK_MESSAGE(test::contains(r.out, p), p);
+  for (const char* p : {"mlp BxIN", "relu_matmul N or MxKxN", "linear_gelu BxINxOUT", "gelu_tanh N"}) CHECK_MESSAGE(test::contains(r.out, p), p);
 }
