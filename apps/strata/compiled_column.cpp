@@ -16,7 +16,8 @@ namespace {
 
 // Why this compare has no compiled column, or "" when it can have one.
 std::string why_no_column(const Prepared& p) {
-  if (!p.choice.device.is_cpu()) return "the compiled path generates C++ for the CPU; this compare ran on " + p.choice.device.str();
+  if (!p.choice.device.is_cpu())
+    return "the compiled path generates C++ for the CPU; this compare ran on " + p.choice.device.str();
   if (p.autocast) return "--autocast: the compiled path does not autocast";
   if (p.sequence->parameters.size() > 0 && p.sequence->parameters[0].requires_grad())
     return "--requires-grad: a compiled graph runs forward only, with no Autograd key";
@@ -34,15 +35,23 @@ double break_even(const Column& eager, const Column& mode) {
   return mode.wall < eager.wall ? std::ceil(mode.one_time / (eager.wall - mode.wall)) : -1;
 }
 
-std::vector<Column> columns(const reports::Comparison& c, const CompiledColumn& col, size_t steps, size_t recorded) {
+std::vector<Column> columns(const reports::Comparison& c, const CompiledColumn& col, size_t steps,
+                            size_t recorded) {
   const double s = double(steps);  // c's figures are per op; one forward is `steps` ops
   const bool graph = col.program.has_value();
   const double eager_bytes = graph ? compiler::eager_bytes_moved(col.program->graph->graph()) : 0;
   const double forwards = double(c.ops_per_replay) / s;
   std::vector<Column> out(2);
   out[0] = {"eager", s, s, eager_bytes, c.eager.host() * s, c.eager.wall * s, 0, graph, false};
-  out[1] = {c.replay.label, s, recorded > 0 ? double(recorded) / forwards : s, eager_bytes, c.replay.host() * s,
-            c.replay.wall * s, c.capture_ns + c.instantiate_ns, graph, true};
+  out[1] = {c.replay.label,
+            s,
+            recorded > 0 ? double(recorded) / forwards : s,
+            eager_bytes,
+            c.replay.host() * s,
+            c.replay.wall * s,
+            c.capture_ns + c.instantiate_ns,
+            graph,
+            true};
   if (graph) {
     const compiler::CompiledGraph& g = *col.program->graph;
     out.push_back({"compiled", double(g.graph().calls()), double(g.plan().kernels.size()), g.bytes_moved(),
@@ -59,8 +68,8 @@ std::string mib(double bytes) {
 
 }  // namespace
 
-CompiledColumn run_compiled_column(const Prepared& p, int64_t k, size_t rounds, int64_t warmup, Timeline& timeline,
-                                   uint32_t& next_id) {
+CompiledColumn run_compiled_column(const Prepared& p, int64_t k, size_t rounds, int64_t warmup,
+                                   Timeline& timeline, uint32_t& next_id) {
   CompiledColumn col;
   col.unavailable = why_no_column(p);
   if (!col.unavailable.empty()) return col;
@@ -111,13 +120,19 @@ void print_three_way(const reports::Comparison& c, const CompiledColumn& col, si
     for (const Column& m : cols) out << reports::lpad(cell(m), 16);
     out << "\n";
   };
-  auto count = [](double v) { char b[32]; std::snprintf(b, sizeof b, "%.0f", v); return std::string(b); };
+  auto count = [](double v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.0f", v);
+    return std::string(b);
+  };
   row("ops called", [&](const Column& m) { return count(m.ops); });
   row("kernels run", [&](const Column& m) { return count(m.kernels); });
-  row("bytes through memory", [&](const Column& m) { return m.known_bytes ? mib(m.bytes) : std::string("-"); });
+  row("bytes through memory",
+      [&](const Column& m) { return m.known_bytes ? mib(m.bytes) : std::string("-"); });
   row("host tax", [&](const Column& m) { return reports::format_ns(m.host); });
   row("wall", [&](const Column& m) { return reports::format_ns(m.wall); });
-  row("one-time cost", [&](const Column& m) { return m.has_one_time ? reports::format_ns(m.one_time) : std::string("-"); });
+  row("one-time cost",
+      [&](const Column& m) { return m.has_one_time ? reports::format_ns(m.one_time) : std::string("-"); });
   row("break-even (calls)", [&](const Column& m) {
     if (!m.has_one_time) return std::string("-");
     const double n = break_even(cols[0], m);
@@ -128,21 +143,26 @@ void print_three_way(const reports::Comparison& c, const CompiledColumn& col, si
     return;
   }
   const compiler::CompileTimings& t = col.program->graph->timings();
-  out << "compiled one-time: capture " << reports::format_ns(t.capture_ns) << ", fusion " << reports::format_ns(t.fusion_ns)
-      << ", codegen " << reports::format_ns(t.codegen_ns) << ", compile " << reports::format_ns(t.compile_ns)
+  out << "compiled one-time: capture " << reports::format_ns(t.capture_ns) << ", fusion "
+      << reports::format_ns(t.fusion_ns) << ", codegen " << reports::format_ns(t.codegen_ns) << ", compile "
+      << reports::format_ns(t.compile_ns)
       << (t.cache_misses == 0 ? " (every kernel a cache hit)" : " (the compiler ran)") << ", load "
       << reports::format_ns(t.load_ns) << "\n"
       << col.program->graph->plan().str(col.program->graph->graph());
 }
 
-nlohmann::json three_way_json(const reports::Comparison& c, const CompiledColumn& col, size_t steps, size_t recorded) {
+nlohmann::json three_way_json(const reports::Comparison& c, const CompiledColumn& col, size_t steps,
+                              size_t recorded) {
   const std::vector<Column> cols = columns(c, col, steps, recorded);
   nlohmann::json j = nlohmann::json::object();
   const char* keys[] = {"eager", "graph", "compiled"};
   for (size_t i = 0; i < cols.size(); ++i) {
     const Column& m = cols[i];
-    nlohmann::json e = {{"label", m.label}, {"ops_called", m.ops}, {"kernels_run", m.kernels},
-                        {"host_tax_ns", m.host}, {"wall_ns", m.wall}};
+    nlohmann::json e = {{"label", m.label},
+                        {"ops_called", m.ops},
+                        {"kernels_run", m.kernels},
+                        {"host_tax_ns", m.host},
+                        {"wall_ns", m.wall}};
     e["bytes_moved"] = m.known_bytes ? nlohmann::json(m.bytes) : nlohmann::json(nullptr);
     if (m.has_one_time) {
       e["one_time_ns"] = m.one_time;

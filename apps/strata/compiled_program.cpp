@@ -26,11 +26,12 @@ void describe_compiled(reports::TraceReport& rep, const CompiledProgram& p, cons
   const compiler::CompiledGraph& g = *p.graph;
   const size_t kernels = g.plan().kernels.size();
   using reports::RowKind;
-  rep.describe(RowKind::kBinding, "", "guards: " + std::to_string(p.inputs.size()) + " input(s) against what was compiled");
+  rep.describe(RowKind::kBinding, "",
+               "guards: " + std::to_string(p.inputs.size()) + " input(s) against what was compiled");
   for (const reports::BreakdownRow& row : rep.steady.rows) {
     if (row.kind == RowKind::kDispatch) {
-      rep.describe(RowKind::kDispatch, row.key, row.key + ": key set + table lookup per fused kernel (" +
-                                                    std::to_string(kernels) + ")");
+      rep.describe(RowKind::kDispatch, row.key,
+                   row.key + ": key set + table lookup per fused kernel (" + std::to_string(kernels) + ")");
     }
   }
   std::string lib;
@@ -45,10 +46,11 @@ void describe_compiled(reports::TraceReport& rep, const CompiledProgram& p, cons
   rep.figures.set("compiled.eager_bytes_moved", compiler::eager_bytes_moved(g.graph()), "bytes");
   rep.figures.set("compiled.cache_hits", double(t.cache_hits), "count");
   rep.figures.set("compiled.cache_misses", double(t.cache_misses), "count");
-  rep.notes.push_back("compiled: " + std::to_string(g.graph().calls()) + " ops in " + std::to_string(kernels) +
-                      " kernel" + (kernels == 1 ? "" : "s") + "; kernel cache " + t.cache_dir + " (" +
-                      std::to_string(t.cache_hits) + " hit" + (t.cache_hits == 1 ? "" : "s") + ", " +
-                      std::to_string(t.cache_misses) + " compiled)" + (t.cache_note.empty() ? "" : "; " + t.cache_note));
+  rep.notes.push_back("compiled: " + std::to_string(g.graph().calls()) + " ops in " +
+                      std::to_string(kernels) + " kernel" + (kernels == 1 ? "" : "s") + "; kernel cache " +
+                      t.cache_dir + " (" + std::to_string(t.cache_hits) + " hit" +
+                      (t.cache_hits == 1 ? "" : "s") + ", " + std::to_string(t.cache_misses) + " compiled)" +
+                      (t.cache_note.empty() ? "" : "; " + t.cache_note));
   if (!o.check) return;
   // The compiled result must be eager's to rounding: against the eager output capture produced as well.
   const Tensor out = g.run(p.inputs)[0];
@@ -56,7 +58,8 @@ void describe_compiled(reports::TraceReport& rep, const CompiledProgram& p, cons
   rep.figures.set("check.compiled_vs_eager_relative_error", vs_eager, "ratio");
   if (vs_eager > rep.check.tolerance && rep.check.passed()) rep.check.relative_error = vs_eager;
   char text[160];
-  std::snprintf(text, sizeof text, "check: compiled vs float64 reference %.2e, compiled vs eager %.2e (tolerance %.0e)",
+  std::snprintf(text, sizeof text,
+                "check: compiled vs float64 reference %.2e, compiled vs eager %.2e (tolerance %.0e)",
                 rep.check.relative_error, vs_eager, rep.check.tolerance);
   rep.notes.push_back(text);
 }
@@ -92,10 +95,19 @@ nlohmann::json compiled_json(const CompiledProgram& p, bool emit) {
                       {"bytes_moved", g.bytes_moved()},
                       {"eager_bytes_moved", compiler::eager_bytes_moved(g.graph())},
                       {"kernels", kernels},
-                      {"cold_ns", {{"capture", t.capture_ns}, {"fusion", t.fusion_ns}, {"codegen", t.codegen_ns},
-                                   {"compile", t.compile_ns}, {"load", t.load_ns}, {"total", t.total_ns()}}},
-                      {"cache", {{"dir", t.cache_dir}, {"note", t.cache_note}, {"hits", t.cache_hits},
-                                 {"misses", t.cache_misses}, {"compiler", t.compiler}}}};
+                      {"cold_ns",
+                       {{"capture", t.capture_ns},
+                        {"fusion", t.fusion_ns},
+                        {"codegen", t.codegen_ns},
+                        {"compile", t.compile_ns},
+                        {"load", t.load_ns},
+                        {"total", t.total_ns()}}},
+                      {"cache",
+                       {{"dir", t.cache_dir},
+                        {"note", t.cache_note},
+                        {"hits", t.cache_hits},
+                        {"misses", t.cache_misses},
+                        {"compiler", t.compiler}}}};
   if (emit) j["source"] = g.emit_cpp();
   return j;
 }

@@ -2,12 +2,11 @@
 // compiled` (program_command.cpp) and the compiled column of `strata compare PROGRAM` (compiled_column.cpp).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "apps/strata/commands.h"
 #include "layers/compiler/compiler.h"
@@ -29,7 +28,8 @@ CompiledProgram compile_program(frontend::Sequence& sequence);
 
 // The rows' words and the compiled figures (ops called, kernels run, bytes, cache), and with --check the
 // compiled result against eager's as well as against the float64 reference.
-void describe_compiled(reports::TraceReport& report, const CompiledProgram& program, const TraceOptions& options);
+void describe_compiled(reports::TraceReport& report, const CompiledProgram& program,
+                       const TraceOptions& options);
 // The captured graph, the fusion plan, and with `emit` every generated kernel's source.
 void print_compiled_listing(const CompiledProgram& program, bool emit, std::ostream& out);
 nlohmann::json compiled_json(const CompiledProgram& program, bool emit);
@@ -46,10 +46,11 @@ struct CompiledColumn {
 CompiledColumn run_compiled_column(const Prepared& prepared, int64_t forwards_per_round, size_t rounds,
                                    int64_t warmup, Timeline& timeline, uint32_t& next_id);
 // The three-way table (ops called, kernels run, bytes, host tax, wall, break-even) and its JSON. `steps`:
-// ops per forward; `recorded`: kernel calls in the replay's CPU plan (0 for a CUDA Graph, whose are not counted).
-void print_three_way(const reports::Comparison& comparison, const CompiledColumn& column, size_t steps, size_t recorded,
-                     std::ostream& out);
-nlohmann::json three_way_json(const reports::Comparison& comparison, const CompiledColumn& column, size_t steps,
-                              size_t recorded);
+// ops per forward; `recorded`: kernel calls in the replay's CPU plan (0 for a CUDA Graph, whose are not
+// counted).
+void print_three_way(const reports::Comparison& comparison, const CompiledColumn& column, size_t steps,
+                     size_t recorded, std::ostream& out);
+nlohmann::json three_way_json(const reports::Comparison& comparison, const CompiledColumn& column,
+                              size_t steps, size_t recorded);
 
 }  // namespace strata::app

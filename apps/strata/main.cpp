@@ -266,7 +266,7 @@ examples:
   strata ops                                    # operators, schemas and the keys with kernels
 
 exit codes: 0 ok, 1 failure (library error, output not written), 2 usage error,
-            3 --check failed, 4 device unavailable, 130 interrupted
+            3 --check failed, 4 device (or, --mode compiled, C++ compiler) unavailable, 130 interrupted
 )";
 
 }  // namespace

@@ -100,7 +100,7 @@ int run_ops() {
     if (!any) std::cout << dispatch_key_name(key) << ": no operator has a kernel for this key in this build\n";
   }
   // Programs are no operators (Note [Sequences are not operators]) but are run like them: list them here.
-  std::cout << "\nprograms (several ops in a row; strata trace --mode eager|graph|compiled, strata compare):\n"
+  std::cout << "\nsequences, run like ops (strata trace, strata compare):\n"
             << frontend::sequence_help();
   return 0;
 }

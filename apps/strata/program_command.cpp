@@ -4,7 +4,6 @@
 // loaded (layers/compiler, docs/compiled.md), then each timed call is one run of the compiled graph:
 // binding (its guards), one dispatch per fused kernel, the kernels. The cold phases get rows of their own.
 #include <iostream>
-
 #include <nlohmann/json.hpp>
 
 #include "apps/strata/commands.h"
@@ -22,13 +21,16 @@ namespace strata::app {
 
 void check_mode_options(const TraceOptions& o, bool sequence) {
   if (o.mode != "eager" && o.mode != "graph" && o.mode != "compiled") {
-    throw UsageError("unknown --mode '" + o.mode + "'; allowed: eager (every op through binding and dispatch), graph "
+    throw UsageError("unknown --mode '" + o.mode +
+                     "'; allowed: eager (every op through binding and dispatch), graph "
                      "(captured once, replayed), compiled (captured, fused, compiled to C++)");
   }
-  if (!o.emit.empty() && o.emit != "cpp") throw UsageError("unknown --emit '" + o.emit + "'; allowed: cpp (with --mode compiled)");
+  if (!o.emit.empty() && o.emit != "cpp")
+    throw UsageError("unknown --emit '" + o.emit + "'; allowed: cpp (with --mode compiled)");
   if (!o.emit.empty() && o.mode != "compiled") {
-    throw UsageError("--emit cpp prints the generated source of a compiled graph; it needs --mode compiled (got --mode " +
-                     o.mode + ")");
+    throw UsageError(
+        "--emit cpp prints the generated source of a compiled graph; it needs --mode compiled (got --mode " +
+        o.mode + ")");
   }
   const bool program = sequence && o.op != "mlp";
   if (o.mode != "eager" && !sequence) {
@@ -36,28 +38,35 @@ void check_mode_options(const TraceOptions& o, bool sequence) {
                      " is one operator (strata compare " + o.op + " replays it beside eager)");
   }
   if (program && !o.autocast.empty()) {
-    throw UsageError("--autocast applies to single ops and mlp; " + o.op + " runs in --dtype (leave --autocast out)");
+    throw UsageError("--autocast applies to single ops and mlp; " + o.op +
+                     " runs in --dtype (leave --autocast out)");
   }
   if (program && o.backward) {
-    throw UsageError("--backward applies to single ops and mlp; " + o.op + " is timed forward only (leave it out)");
+    throw UsageError("--backward applies to single ops and mlp; " + o.op +
+                     " is timed forward only (leave it out)");
   }
   if (o.op == "gelu_tanh" && o.requires_grad) {
-    throw UsageError("--requires-grad makes a program's parameters require grad, and gelu_tanh has none (its input is "
-                     "data); leave it out");
+    throw UsageError(
+        "--requires-grad makes a program's parameters require grad, and gelu_tanh has none (its input is "
+        "data); leave it out");
   }
   if (o.mode == "eager") return;
   if (o.backward) {
-    throw UsageError("--backward with --mode " + o.mode + ": a replayed or compiled graph runs the forward only; "
+    throw UsageError("--backward with --mode " + o.mode +
+                     ": a replayed or compiled graph runs the forward only; "
                      "use --mode eager to time the backward");
   }
   if (o.mode != "compiled") return;
   if (o.requires_grad) {
-    throw UsageError("--requires-grad with --mode compiled: a compiled graph runs forward only, with no Autograd key "
-                     "(docs/compiled.md); leave it out, or use --mode eager or graph");
+    throw UsageError(
+        "--requires-grad with --mode compiled: a compiled graph runs forward only, with no Autograd key "
+        "(docs/compiled.md); leave it out, or use --mode eager or graph");
   }
-  if (!o.autocast.empty()) throw UsageError("--autocast with --mode compiled: the compiled path does not autocast; use --dtype");
+  if (!o.autocast.empty())
+    throw UsageError("--autocast with --mode compiled: the compiled path does not autocast; use --dtype");
   if (o.device != "auto" && o.device != "cpu") {
-    throw UsageError("--mode compiled runs generated C++ on the CPU; --device " + o.device + " is not allowed (use "
+    throw UsageError("--mode compiled runs generated C++ on the CPU; --device " + o.device +
+                     " is not allowed (use "
                      "--device cpu or leave it out)");
   }
 }
@@ -74,7 +83,8 @@ void print_cold_rows(const std::vector<ColdRow>& rows, std::ostream& out) {
   out << "one-time (before the first call)\n";
   double total = 0;
   for (const ColdRow& r : rows) {
-    out << "  " << reports::pad(r.name, 12) << reports::pad(r.what, 62) << reports::lpad(reports::format_ns(r.ns), 11) << "\n";
+    out << "  " << reports::pad(r.name, 12) << reports::pad(r.what, 62)
+        << reports::lpad(reports::format_ns(r.ns), 11) << "\n";
     total += r.ns;
   }
   out << "  " << reports::pad("total", 74) << reports::lpad(reports::format_ns(total), 11) << "\n";
@@ -85,14 +95,22 @@ std::vector<ColdRow> compiled_cold_rows(const compiler::CompiledGraph& g, size_t
   const size_t built = g.builds().size();
   const std::string kernels = std::to_string(built) + " generated kernel" + (built == 1 ? "" : "s");
   return {
-      {"capture", "one eager forward, " + std::to_string(calls) + " calls recorded at the Capture key", t.capture_ns},
-      {"fusion", "plan: " + std::to_string(calls) + " ops into " + std::to_string(g.plan().kernels.size()) + (g.plan().kernels.size() == 1 ? " kernel" : " kernels"), t.fusion_ns},
+      {"capture", "one eager forward, " + std::to_string(calls) + " calls recorded at the Capture key",
+       t.capture_ns},
+      {"fusion",
+       "plan: " + std::to_string(calls) + " ops into " + std::to_string(g.plan().kernels.size()) +
+           (g.plan().kernels.size() == 1 ? " kernel" : " kernels"),
+       t.fusion_ns},
       {"codegen", "C++ source of " + kernels, t.codegen_ns},
-      {"compile", t.cache_misses == 0 ? "none: every kernel was in the cache" :
-                                        t.compiler + ", " + std::to_string(t.cache_misses) + " kernel" +
-                                            (t.cache_misses == 1 ? "" : "s") + " compiled", t.compile_ns},
-      {"load", "dlopen + checks, " + std::to_string(t.cache_hits) + " cache hit" + (t.cache_hits == 1 ? "" : "s") +
-                   " of " + std::to_string(built), t.load_ns},
+      {"compile",
+       t.cache_misses == 0 ? "none: every kernel was in the cache"
+                           : t.compiler + ", " + std::to_string(t.cache_misses) + " kernel" +
+                                 (t.cache_misses == 1 ? "" : "s") + " compiled",
+       t.compile_ns},
+      {"load",
+       "dlopen + checks, " + std::to_string(t.cache_hits) + " cache hit" + (t.cache_hits == 1 ? "" : "s") +
+           " of " + std::to_string(built),
+       t.load_ns},
   };
 }
 
@@ -112,19 +130,24 @@ reports::TraceReport graph_call_report(const TraceOptions& o, Prepared& p, const
   for (const Span& s : timeline.spans()) spans += (s.op_id >= run.timed_ids.front()) ? 1 : 0;
   rep.probes_per_call = double(spans) / double(fig.forwards);
   rep.untraced_call_ns = reports::Distribution::of(run.untraced_ns).median;
-  rep.describe_na(reports::RowKind::kLaunch, "n/a on the CPU: no launch, the library call computes in place");
-  rep.describe_na(reports::RowKind::kQueue, "n/a on the CPU: nothing is queued");
-  rep.describe_na(reports::RowKind::kGpu, "n/a on the CPU: the compute is inside the library row");
+  if (p.choice.device.is_cpu()) {  // on a GPU (--mode graph) the device session describes these rows
+    rep.describe_na(reports::RowKind::kLaunch,
+                    "n/a on the CPU: no launch, the library call computes in place");
+    rep.describe_na(reports::RowKind::kQueue, "n/a on the CPU: nothing is queued");
+    rep.describe_na(reports::RowKind::kGpu, "n/a on the CPU: the compute is inside the library row");
+  }
   reports::add_steady_join_figures(rep.figures, rep.steady);
   rep.figures.set("sequence.ops_per_forward", double(p.sequence->steps.size()), "count");
   rep.figures.set("sequence.host_tax_median", fig.host_tax.median, "ns");
   rep.figures.set("sequence.compute_median", fig.compute.median, "ns");
   p.session->describe(rep);
   reports::add_rate_figures(rep);
-  if (std::string spread = reports::spread_note(rep.steady.wall, ""); !spread.empty()) rep.notes.push_back(spread);
+  if (std::string spread = reports::spread_note(rep.steady.wall, ""); !spread.empty())
+    rep.notes.push_back(spread);
   if (o.check) {
     rep.check.ran = true;
-    rep.check.relative_error = reference::relative_error(run.last_result.tensor(), frontend::reference_result(*p.sequence));
+    rep.check.relative_error =
+        reference::relative_error(run.last_result.tensor(), frontend::reference_result(*p.sequence));
     rep.check.tolerance = frontend::sequence_tolerance(p.sequence->spec, p.dtype, o.tf32);
     rep.figures.set("check.relative_error", rep.check.relative_error, "ratio");
   }
@@ -159,16 +182,23 @@ int run_program_trace(const TraceOptions& o, Prepared& p) {
       const uint64_t t0 = host_clock::ticks();
       replay = p.session->capture(forward, {1}, cost);
       const double setup = host_clock::elapsed_ns(t0);
-      cold = {{"capture", "one forward through the full stack, recording " + std::to_string(cost.recorded_calls) +
-                              " kernel calls", cost.capture_ns},
+      cold = {{"capture",
+               "one forward through the full stack, recording " + std::to_string(cost.recorded_calls) +
+                   " kernel calls",
+               cost.capture_ns},
               {"instantiate", "the recording made replayable", cost.instantiate_ns},
-              {"other", "the rest of the setup (the plan's links, the session)", std::max(0.0, setup - cost.capture_ns - cost.instantiate_ns)}};
+              {"other", "the rest of the setup (the plan's links, the session)",
+               std::max(0.0, setup - cost.capture_ns - cost.instantiate_ns)}};
     }
     timeline.set_op(0);
   }
-  const std::function<binding::IValue()> call =
-      compiled ? std::function<binding::IValue()>([&] { return binding::IValue(compiled->graph->run(compiled->inputs)[0]); })
-               : std::function<binding::IValue()>([&] { replay->replay(); return replay->last_result(); });
+  const std::function<binding::IValue()> call = compiled ? std::function<binding::IValue()>([&] {
+    return binding::IValue(compiled->graph->run(compiled->inputs)[0]);
+  })
+                                                         : std::function<binding::IValue()>([&] {
+                                                             replay->replay();
+                                                             return replay->last_result();
+                                                           });
   HarnessOptions h;
   h.warmup = o.warmup;
   h.repeat = o.repeat.value_or(0);
@@ -187,11 +217,13 @@ int run_program_trace(const TraceOptions& o, Prepared& p) {
     cold_total += r.ns;
   }
   rep.figures.set("cold.total", cold_total, "ns");
-  if (compiled) describe_compiled(rep, *compiled, o);
+  if (compiled)
+    describe_compiled(rep, *compiled, o);
   else {
     rep.describe(reports::RowKind::kRuntime, "", "the replay's own loop (no binding, no dispatch)");
     rep.describe(reports::RowKind::kLibrary, "", "the recorded kernel calls, in order");
-    rep.describe_na(reports::RowKind::kBinding, "n/a: a replay calls the recorded kernels, no binding, no dispatch");
+    rep.describe_na(reports::RowKind::kBinding,
+                    "n/a: a replay calls the recorded kernels, no binding, no dispatch");
     rep.figures.set("graph.kernel_calls", double(cost.recorded_calls), "count");
   }
   rep.describe(reports::RowKind::kWall, "", "first zone begin -> last library end (a forward)");

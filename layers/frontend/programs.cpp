@@ -18,9 +18,9 @@ struct Program {
   const char* what;
 };
 constexpr Program kPrograms[] = {
-    {"relu_matmul", "matmul", "N or MxKxN", "relu(matmul(a, b)): a GEMM and its epilogue   e.g. relu_matmul 1024"},
-    {"linear_gelu", "linear", "BxINxOUT", "gelu(linear(x, W, b)): bias and gelu fused after the GEMM   e.g. linear_gelu 32x768x3072"},
-    {"gelu_tanh", "tanh", "N (or a shape)", "0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3))): 8 pointwise calls   e.g. gelu_tanh 1M"},
+    {"relu_matmul", "matmul", "N or MxKxN", "relu(matmul(a, b))   e.g. relu_matmul 1024"},
+    {"linear_gelu", "linear", "BxINxOUT", "gelu(linear(x, W, b))   e.g. linear_gelu 32x768x3072"},
+    {"gelu_tanh", "tanh", "N (or a shape)", "the tanh GELU, 8 pointwise calls   e.g. gelu_tanh 1M"},
 };
 
 // sqrt(2/pi), the tanh GELU's constant, as PyTorch's gelu(approximate='tanh') writes it.
@@ -62,18 +62,18 @@ void add_gelu_tanh_steps(Sequence& s) {
   const std::string shape = dims_text(s.spec.sizes);
   const binding::IValue x(s.input);
   const binding::IValue none;
-  auto step = [&](const char* op, std::vector<binding::IValue> args, std::vector<std::pair<size_t, size_t>> from,
-                  const std::string& what) {
+  auto step = [&](const char* op, std::vector<binding::IValue> args,
+                  std::vector<std::pair<size_t, size_t>> from, const std::string& what) {
     s.steps.push_back(make_step(op, shape, std::move(args), std::move(from), what + " [" + shape + "]"));
   };
-  step("pow", {x, 3.0}, {}, "pow x^3");                                      // 0
-  step("mul.Scalar", {none, 0.044715}, {{0, 0}}, "mul 0.044715*x^3");        // 1
-  step("add", {x, none}, {{1, 1}}, "add x + ...");  // 2 (alpha keyword-only, 1 by default)
+  step("pow", {x, 3.0}, {}, "pow x^3");                                // 0
+  step("mul.Scalar", {none, 0.044715}, {{0, 0}}, "mul 0.044715*x^3");  // 1
+  step("add", {x, none}, {{1, 1}}, "add x + ...");                     // 2 (alpha keyword-only, 1 by default)
   step("mul.Scalar", {none, kSqrt2OverPi}, {{0, 2}}, "mul sqrt(2/pi)*(...)");  // 3
-  step("tanh", {none}, {{0, 3}}, "tanh");                                    // 4
-  step("add.Scalar", {none, 1.0, 1.0}, {{0, 4}}, "add 1 + tanh(...)");       // 5
-  step("mul.Scalar", {x, 0.5}, {}, "mul 0.5*x");                             // 6
-  step("mul", {none, none}, {{0, 6}, {1, 5}}, "mul 0.5*x * (...)");          // 7
+  step("tanh", {none}, {{0, 3}}, "tanh");                                      // 4
+  step("add.Scalar", {none, 1.0, 1.0}, {{0, 4}}, "add 1 + tanh(...)");         // 5
+  step("mul.Scalar", {x, 0.5}, {}, "mul 0.5*x");                               // 6
+  step("mul", {none, none}, {{0, 6}, {1, 5}}, "mul 0.5*x * (...)");            // 7
   s.description = "0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3))) over [" + shape + "], 8 calls";
 }
 
@@ -94,21 +94,24 @@ std::string program_help() {
     head.resize(std::max<size_t>(head.size() + 1, 29), ' ');
     s += head + p.what + "\n";
   }
-  return s + "                           (programs: trace --mode eager|graph|compiled, and compare)\n";
+  return s;
 }
 
 SequenceSpec parse_program_spec(std::string_view name, std::string_view dims) {
   const Program* program = find_program(name);
-  if (program == nullptr) throw UsageError("unknown program '" + std::string(name) + "'; programs: " + program_names());
+  if (program == nullptr)
+    throw UsageError("unknown program '" + std::string(name) + "'; programs: " + program_names());
   SequenceSpec spec;
   spec.name = program->name;
   spec.text = spec.name + " " + std::string(dims);
   try {
     spec.sizes = parse_op_spec(program->gemm, dims).dims;
   } catch (const UsageError& e) {
-    throw UsageError(spec.name + " takes " + program->format + " (the sizes of its " + program->gemm + "); " + e.what());
+    throw UsageError(spec.name + " takes " + program->format + " (the sizes of its " + program->gemm + "); " +
+                     e.what());
   }
-  if (spec.name == "relu_matmul" && spec.sizes.size() == 1) spec.sizes = {spec.sizes[0], spec.sizes[0], spec.sizes[0]};
+  if (spec.name == "relu_matmul" && spec.sizes.size() == 1)
+    spec.sizes = {spec.sizes[0], spec.sizes[0], spec.sizes[0]};
   spec.gemms = spec.name == "gelu_tanh" ? 0 : 1;
   return spec;
 }
@@ -122,31 +125,37 @@ size_t program_bytes(const SequenceSpec& spec, DType given, DType computed, cons
     for (int64_t d : spec.sizes) n *= static_cast<Wide>(d);
     Wide total = n * element_size(given) + 8 * n * element_size(computed);
     if (device.is_cpu() && (computed == DType::kBF16 || computed == DType::kF16)) total += 3 * n * 4;
-    if (total > static_cast<Wide>(INT64_MAX)) throw UsageError(spec.text + " would need more than 2^63 bytes; choose smaller sizes");
+    if (total > static_cast<Wide>(INT64_MAX))
+      throw UsageError(spec.text + " would need more than 2^63 bytes; choose smaller sizes");
     return static_cast<size_t>(total);
   }
-  const Wide a = static_cast<Wide>(spec.sizes[0]), k = static_cast<Wide>(spec.sizes[1]), n = static_cast<Wide>(spec.sizes[2]);
+  const Wide a = static_cast<Wide>(spec.sizes[0]), k = static_cast<Wide>(spec.sizes[1]),
+             n = static_cast<Wide>(spec.sizes[2]);
   const Wide eg = element_size(given), ec = element_size(computed);
   // relu_matmul: a [M,K], b [K,N]; linear_gelu: x [B,IN], W [OUT,IN], b [OUT]. Two outputs of [M,N].
   const Wide operands = a * k + k * n + (spec.name == "linear_gelu" ? n : 0);
   Wide total = operands * eg + 2 * a * n * ec;
-  if (device.is_cpu() && (computed == DType::kBF16 || computed == DType::kF16)) total += (operands + a * n) * 4;
-  if (total > static_cast<Wide>(INT64_MAX)) throw UsageError(spec.text + " would need more than 2^63 bytes; choose smaller sizes");
+  if (device.is_cpu() && (computed == DType::kBF16 || computed == DType::kF16))
+    total += (operands + a * n) * 4;
+  if (total > static_cast<Wide>(INT64_MAX))
+    throw UsageError(spec.text + " would need more than 2^63 bytes; choose smaller sizes");
   return static_cast<size_t>(total);
 }
 
-Sequence prepare_program(const SequenceSpec& spec, DType dtype, Device device, uint64_t seed, bool requires_grad,
-                         size_t available_bytes) {
+Sequence prepare_program(const SequenceSpec& spec, DType dtype, Device device, uint64_t seed,
+                         bool requires_grad, size_t available_bytes) {
   STRATA_ZONE(zone, Layer::kFrontend, "prepare program");
   Sequence s;
   s.spec = spec;
   s.bytes = program_bytes(spec, dtype, dtype, device);
-  check_fits(s.bytes, available_bytes, device,
-             spec.text + " (" + std::string(dtype_name(dtype)) + ", inputs, parameters and every step's output)");
+  check_fits(
+      s.bytes, available_bytes, device,
+      spec.text + " (" + std::string(dtype_name(dtype)) + ", inputs, parameters and every step's output)");
   if (spec.name == "gelu_tanh") {
     Shape shape;
     for (int64_t d : spec.sizes) shape.dims[static_cast<size_t>(shape.ndim++)] = d;
-    s.input = scaled_random(shape, dtype, device, seed * 1000003 + 1, 1.0);  // stream 1, as an op's first input
+    s.input =
+        scaled_random(shape, dtype, device, seed * 1000003 + 1, 1.0);  // stream 1, as an op's first input
     add_gelu_tanh_steps(s);
     for (const SequenceStep& step : s.steps) s.flops += step.flops;
     s.link_steps();
@@ -162,10 +171,12 @@ Sequence prepare_program(const SequenceSpec& spec, DType dtype, Device device, u
     Tensor b = scaled_random(Shape{k, n}, dtype, device, seed * 1000003 + ++stream, 1.0);
     b.set_requires_grad(requires_grad);
     s.parameters = {b};
-    s.steps.push_back(make_step("matmul", dims_text(spec.sizes), {binding::IValue(s.input), binding::IValue(b)}, {},
+    s.steps.push_back(make_step("matmul", dims_text(spec.sizes),
+                                {binding::IValue(s.input), binding::IValue(b)}, {},
                                 "matmul [" + dims_text({m, k}) + "] @ [" + dims_text({k, n}) + "]"));
     s.steps.push_back(make_step("relu", out, {binding::IValue()}, {{0, 0}}, "relu [" + out + "]"));
-    s.description = "relu(matmul([" + dims_text({m, k}) + "] @ [" + dims_text({k, n}) + "])) -> [" + out + "]";
+    s.description =
+        "relu(matmul([" + dims_text({m, k}) + "] @ [" + dims_text({k, n}) + "])) -> [" + out + "]";
   } else {  // linear_gelu, its parameters initialised as torch.nn.Linear's (sequence.h)
     const double bound = 1.0 / std::sqrt(double(k));
     Tensor w = scaled_random(Shape{n, k}, dtype, device, seed * 1000003 + ++stream, bound);

@@ -62,7 +62,8 @@ bool is_sequence(std::string_view op) { return op == "mlp" || is_program(op); }
 
 std::string sequence_help() {
   return "  mlp BxIN[xHIDDEN...]xOUT  a small model: Linear, then ReLU + Linear per HIDDEN   e.g. mlp 16x256x512x10\n"
-         "                           (a sequence of real calls, one op id each; trace and compare only)\n" +
+         "                           (a sequence of real calls, one op id each; trace and compare only)\n"
+         "programs (mlp too: trace --mode eager|graph|compiled, and compare; docs/compiled.md):\n" +
          program_help();
 }
 

@@ -45,7 +45,8 @@ TEST_CASE("trace relu_matmul --mode compiled: one fused kernel, its bytes, cold 
   test::TempDir dir;
   const auto options = with_cache(dir);
   test::RunResult r;
-  const json j = run_json(dir, test::cpu({"trace", "relu_matmul", "48", "--mode", "compiled", "--check"}), options, &r);
+  const json j =
+      run_json(dir, test::cpu({"trace", "relu_matmul", "48", "--mode", "compiled", "--check"}), options, &r);
   CHECK(j["mode"] == "compiled");
   const json& c = j["compiled"];
   CHECK(c["ops_called"] == 2);
@@ -67,11 +68,12 @@ TEST_CASE("trace relu_matmul --mode compiled: one fused kernel, its bytes, cold 
   bool library_named = false;
   for (const json& row : j["steady"]["rows"])
     if (row["layer"] == "library")
-      for (const json& n : row["names"]) library_named = library_named || test::contains(n.get<std::string>(), "fused_matmul_relu");
+      for (const json& n : row["names"])
+        library_named = library_named || test::contains(n.get<std::string>(), "fused_matmul_relu");
   CHECK(library_named);
-  CHECK(test::contains(r.out, "%2 = matmul(%0, %1)"));     // the captured graph
-  CHECK(test::contains(r.out, "k0  fused_matmul_relu"));   // the plan
-  CHECK_FALSE(test::contains(r.out, "strata_kernel("));    // no source without --emit cpp
+  CHECK(test::contains(r.out, "%2 = matmul(%0, %1)"));    // the captured graph
+  CHECK(test::contains(r.out, "k0  fused_matmul_relu"));  // the plan
+  CHECK_FALSE(test::contains(r.out, "strata_kernel("));   // no source without --emit cpp
 
   // Same kernel, same cache: loaded, not compiled.
   const json again = run_json(dir, test::cpu({"trace", "relu_matmul", "48", "--mode", "compiled"}), options);
@@ -84,8 +86,9 @@ TEST_CASE("trace relu_matmul --mode compiled: one fused kernel, its bytes, cold 
 TEST_CASE("trace linear_gelu --mode compiled --emit cpp prints the generated source") {
   test::TempDir dir;
   test::RunResult r;
-  const json j = run_json(dir, test::cpu({"trace", "linear_gelu", "8x16x32", "--mode", "compiled", "--emit", "cpp",
-                                          "--dtype", "f64", "--check"}),
+  const json j = run_json(dir,
+                          test::cpu({"trace", "linear_gelu", "8x16x32", "--mode", "compiled", "--emit", "cpp",
+                                     "--dtype", "f64", "--check"}),
                           with_cache(dir), &r);
   CHECK(j["compiled"]["kernels_run"] == 1);
   CHECK(j["compiled"]["kernels"][0]["name"] == "fused_linear_gelu");
@@ -97,7 +100,8 @@ TEST_CASE("trace linear_gelu --mode compiled --emit cpp prints the generated sou
 
 TEST_CASE("trace gelu_tanh --mode compiled: eight pointwise calls, one loop that reads x once") {
   test::TempDir dir;
-  const json j = run_json(dir, test::cpu({"trace", "gelu_tanh", "1000", "--mode", "compiled", "--check"}), with_cache(dir));
+  const json j = run_json(dir, test::cpu({"trace", "gelu_tanh", "1000", "--mode", "compiled", "--check"}),
+                          with_cache(dir));
   const json& c = j["compiled"];
   CHECK(c["ops_called"] == 8);
   CHECK(c["kernels_run"] == 1);
@@ -120,7 +124,8 @@ TEST_CASE("trace PROGRAM --mode eager and --mode graph") {
     const json eager = run_json(dir, test::cpu({"trace", program, spec, "--check"}), with_cache(dir));
     CHECK(eager["sequence"]["steps"].size() == 2);
     CHECK(eager["check"]["passed"] == true);
-    const json graph = run_json(dir, test::cpu({"trace", program, spec, "--mode", "graph", "--check"}), with_cache(dir));
+    const json graph =
+        run_json(dir, test::cpu({"trace", program, spec, "--mode", "graph", "--check"}), with_cache(dir));
     CHECK(graph["mode"] == "graph");
     CHECK(graph["check"]["passed"] == true);
     CHECK(graph["figures"]["graph.kernel_calls"]["value"] == 2);  // the plan holds both ops' kernels
@@ -161,7 +166,8 @@ TEST_CASE("compare PROGRAM: eager, graph and compiled side by side") {
   // Repaid after a whole number of calls, or never when compiled saved nothing per call here.
   const json& n = t["compiled"]["break_even_calls"];
   CHECK((n.is_null() || n.get<double>() >= 1));
-  CHECK(j["figures"]["check.compiled_relative_error"]["value"].get<double>() <= j["figures"]["check.tolerance"]["value"].get<double>());
+  CHECK(j["figures"]["check.compiled_relative_error"]["value"].get<double>() <=
+        j["figures"]["check.tolerance"]["value"].get<double>());
   CHECK(test::contains(r.out, "break-even (calls)"));
 }
 
@@ -169,7 +175,8 @@ TEST_CASE("compiled mode's Chrome trace holds the compile phases and the fused k
   test::TempDir dir;
   const std::string trace = dir.file("t.json");
   const auto r = test::run_strata(
-      test::cpu({"trace", "relu_matmul", "16", "--mode", "compiled", "--chrome-trace", trace}), with_cache(dir));
+      test::cpu({"trace", "relu_matmul", "16", "--mode", "compiled", "--chrome-trace", trace}),
+      with_cache(dir));
   test::check_no_crash(r);
   REQUIRE(r.exit_code == 0);
   const std::string text = test::read_file(trace);
@@ -190,7 +197,8 @@ TEST_CASE("programs: what is refused, with exit 2 and what is allowed") {
       {{"trace", "relu_matmul", "16", "--mode", "compiled", "--emit", "asm"}, "allowed: cpp"},
       {{"trace", "relu_matmul", "0", "--mode", "compiled"}, "relu_matmul takes N or MxKxN"},
       {{"trace", "linear_gelu", "8x16", "--mode", "compiled"}, "linear_gelu takes BxINxOUT"},
-      {{"trace", "matmul", "16", "--mode", "compiled"}, "runs a program: mlp, relu_matmul, linear_gelu, gelu_tanh"},
+      {{"trace", "matmul", "16", "--mode", "compiled"},
+       "runs a program: mlp, relu_matmul, linear_gelu, gelu_tanh"},
       {{"trace", "relu_matmul", "16", "--mode", "compiled", "--requires-grad"}, "forward only"},
       {{"trace", "relu_matmul", "16", "--mode", "compiled", "--device", "cuda"}, "--device cpu"},
       {{"trace", "mlp", "4x8x4", "--mode", "graph", "--requires-grad", "--backward"}, "--mode eager"},
@@ -211,5 +219,6 @@ TEST_CASE("programs: what is refused, with exit 2 and what is allowed") {
 TEST_CASE("strata ops lists the programs") {
   const auto r = test::run_strata({"ops"});
   REQUIRE(r.exit_code == 0);
-  for (const char* p : {"mlp BxIN", "relu_matmul N or MxKxN", "linear_gelu BxINxOUT", "gelu_tanh N"}) CHECK_MESSAGE(test::contains(r.out, p), p);
+  for (const char* p : {"mlp BxIN", "relu_matmul N or MxKxN", "linear_gelu BxINxOUT", "gelu_tanh N"})
+    CHECK_MESSAGE(test::contains(r.out, p), p);
 }

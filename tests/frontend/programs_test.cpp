@@ -26,11 +26,15 @@ TEST_CASE("program specs: sizes from the GEMM's spec, messages that name the pro
   CHECK(s.sizes == std::vector<int64_t>{3, 5});
   CHECK(s.gemms == 0);
   for (const char* p : {"relu_matmul", "linear_gelu", "gelu_tanh"}) CHECK(is_sequence(p));
-  CHECK_THROWS_WITH_AS(parse_sequence_spec("linear_gelu", "8x16"), doctest::Contains("linear_gelu takes BxINxOUT"), UsageError);
-  CHECK_THROWS_WITH_AS(parse_sequence_spec("relu_matmul", "0"), doctest::Contains("relu_matmul takes N or MxKxN"), UsageError);
+  CHECK_THROWS_WITH_AS(parse_sequence_spec("linear_gelu", "8x16"),
+                       doctest::Contains("linear_gelu takes BxINxOUT"), UsageError);
+  CHECK_THROWS_WITH_AS(parse_sequence_spec("relu_matmul", "0"),
+                       doctest::Contains("relu_matmul takes N or MxKxN"), UsageError);
   // f32: a [4,8] @ [8,2] GEMM: a, b, and two [4,2] outputs.
   CHECK(required_bytes(parse_sequence_spec("relu_matmul", "4x8x2"), DType::kF32) == (32 + 16 + 2 * 8) * 4);
-  CHECK_THROWS_AS(prepare_sequence(parse_sequence_spec("relu_matmul", "4096"), DType::kF32, kCPU, 1, false, 1000), UsageError);
+  CHECK_THROWS_AS(
+      prepare_sequence(parse_sequence_spec("relu_matmul", "4096"), DType::kF32, kCPU, 1, false, 1000),
+      UsageError);
 }
 
 TEST_CASE("programs compute what their ops compute, and match the float64 reference") {
@@ -52,9 +56,11 @@ TEST_CASE("programs compute what their ops compute, and match the float64 refere
       const Tensor& x = s.input;
       Tensor direct;
       if (std::string(name) == "relu_matmul") direct = ops::relu(ops::matmul(x, s.parameters[0]));
-      if (std::string(name) == "linear_gelu") direct = ops::gelu(ops::linear(x, s.parameters[0], s.parameters[1]));
+      if (std::string(name) == "linear_gelu")
+        direct = ops::gelu(ops::linear(x, s.parameters[0], s.parameters[1]));
       if (std::string(name) == "gelu_tanh") {
-        const Tensor inner = ops::mul(ops::add(x, ops::mul(ops::pow(x, 3.0), 0.044715), 1.0), std::sqrt(2.0 / M_PI));
+        const Tensor inner =
+            ops::mul(ops::add(x, ops::mul(ops::pow(x, 3.0), 0.044715), 1.0), std::sqrt(2.0 / M_PI));
         direct = ops::mul(ops::mul(x, 0.5), ops::add(ops::tanh(inner), 1.0, 1.0));
       }
       CHECK(reference::relative_error(out, reference::to_double(direct)) == 0.0);
