@@ -160,54 +160,66 @@ nlohmann::json cold_json(const std::vector<ColdRow>& rows) {
   return j;
 }
 
-}  // namespace
-
-int run_program_trace(const TraceOptions& o, Prepared& p) {
-  frontend::Sequence& sequence = *p.sequence;
-  Timeline timeline;
-  // Op id 1: the one-time work (capture, fusion, codegen, compile, load; or the replay's capture), in the
-  // Chrome trace beside the calls; the harness's calls start at 2.
+// The one-time work before the timed calls, under op id 1 of `timeline` (the Chrome trace shows it
+// beside the calls, whose ids start at 2): capture, fusion, codegen, compile and load; or the replay's
+// capture and instantiation.
+struct OneTime {
   std::optional<CompiledProgram> compiled;
   std::unique_ptr<Replay> replay;
   CaptureCost cost;
   std::vector<ColdRow> cold;
-  {
-    tracing::ActiveScope scope(&timeline);
-    timeline.set_op(1);
-    if (o.mode == "compiled") {
-      compiled = compile_program(sequence);
-      cold = compiled_cold_rows(*compiled->graph, sequence.steps.size());
-    } else {
-      const auto forward = [&] { return sequence.forward(); };
-      const uint64_t t0 = host_clock::ticks();
-      replay = p.session->capture(forward, {1}, cost);
-      const double setup = host_clock::elapsed_ns(t0);
-      cold = {{"capture",
-               "one forward through the full stack, recording " + std::to_string(cost.recorded_calls) +
+  std::function<binding::IValue()> call;  // one whole forward, as each timed call runs it
+};
+
+OneTime prepare_one_time(const TraceOptions& o, Prepared& p, Timeline& timeline) {
+  frontend::Sequence& sequence = *p.sequence;
+  OneTime t;
+  tracing::ActiveScope scope(&timeline);
+  timeline.set_op(1);
+  if (o.mode == "compiled") {
+    t.compiled = compile_program(sequence);
+    t.cold = compiled_cold_rows(*t.compiled->graph, sequence.steps.size());
+    // By value: a CompiledGraph is a shared handle, and `t` may move on return.
+    t.call = [g = *t.compiled->graph, inputs = t.compiled->inputs] {
+      return binding::IValue(g.run(inputs)[0]);
+    };
+  } else {
+    const uint64_t t0 = host_clock::ticks();
+    t.replay = p.session->capture([&] { return sequence.forward(); }, {1}, t.cost);
+    const double setup = host_clock::elapsed_ns(t0);
+    t.cold = {{"capture",
+               "one forward through the full stack, recording " + std::to_string(t.cost.recorded_calls) +
                    " kernel calls",
-               cost.capture_ns},
-              {"instantiate", "the recording made replayable", cost.instantiate_ns},
+               t.cost.capture_ns},
+              {"instantiate", "the recording made replayable", t.cost.instantiate_ns},
               {"other", "the rest of the setup (the plan's links, the session)",
-               std::max(0.0, setup - cost.capture_ns - cost.instantiate_ns)}};
-    }
-    timeline.set_op(0);
+               std::max(0.0, setup - t.cost.capture_ns - t.cost.instantiate_ns)}};
+    Replay* r = t.replay.get();
+    t.call = [r] {
+      r->replay();
+      return r->last_result();
+    };
   }
-  const std::function<binding::IValue()> call = compiled ? std::function<binding::IValue()>([&] {
-    return binding::IValue(compiled->graph->run(compiled->inputs)[0]);
-  })
-                                                         : std::function<binding::IValue()>([&] {
-                                                             replay->replay();
-                                                             return replay->last_result();
-                                                           });
+  timeline.set_op(0);
+  return t;
+}
+
+}  // namespace
+
+int run_program_trace(const TraceOptions& o, Prepared& p) {
+  Timeline timeline;
+  OneTime one = prepare_one_time(o, p, timeline);
+  const std::optional<CompiledProgram>& compiled = one.compiled;
+  const std::vector<ColdRow>& cold = one.cold;
   HarnessOptions h;
   h.warmup = o.warmup;
   h.repeat = o.repeat.value_or(0);
   h.budget_s = o.budget_s;
   h.first_op_id = 2;
-  HarnessResult run = run_harness(call, h, timeline, *p.session);
+  HarnessResult run = run_harness(one.call, h, timeline, *p.session);
   p.session->finish(timeline);
 
-  const std::string label = compiled ? "compiled graph" : replay->kind();
+  const std::string label = compiled ? "compiled graph" : one.replay->kind();
   reports::SequenceFigures fig = reports::compute_sequence(timeline, run.timed_ids, 1, {label});
   reports::TraceReport rep = graph_call_report(o, p, timeline, run, fig);
   rep.keys = label + ", one call per timed iteration";
@@ -217,16 +229,18 @@ int run_program_trace(const TraceOptions& o, Prepared& p) {
     cold_total += r.ns;
   }
   rep.figures.set("cold.total", cold_total, "ns");
-  if (compiled)
+  if (compiled) {
     describe_compiled(rep, *compiled, o);
-  else {
+  } else {
     rep.describe(reports::RowKind::kRuntime, "", "the replay's own loop (no binding, no dispatch)");
     rep.describe(reports::RowKind::kLibrary, "", "the recorded kernel calls, in order");
     rep.describe_na(reports::RowKind::kBinding,
                     "n/a: a replay calls the recorded kernels, no binding, no dispatch");
-    rep.figures.set("graph.kernel_calls", double(cost.recorded_calls), "count");
+    rep.figures.set("graph.kernel_calls", double(one.cost.recorded_calls), "count");
   }
-  rep.describe(reports::RowKind::kWall, "", "first zone begin -> last library end (a forward)");
+  rep.describe(reports::RowKind::kWall, "",
+               p.choice.device.is_cpu() ? "first zone begin -> last library end (a forward)"
+                                        : "first zone begin -> last kernel end (a forward)");
 
   CommandOutput output;
   output.print_table = [&](std::ostream& out) {
