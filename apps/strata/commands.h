@@ -38,6 +38,10 @@ struct TraceOptions {
   frontend::ConvOptions conv;
   std::string frontend = "cli";  // --frontend cli | python (python_frontend.h)
   std::string peer;              // --peer torch, or "" for none
+  // trace PROGRAM --mode eager | graph | compiled (program_command.cpp, docs/compiled.md); --emit cpp
+  // prints the compiled graph's generated source.
+  std::string mode = "eager";
+  std::string emit;
 };
 
 struct CompareOptions {
@@ -103,6 +107,11 @@ struct SweepOptions {
 };
 
 int run_trace(const TraceOptions& options);
+// What --mode and --emit allow, with the rest of the options (program_command.cpp); called by
+// prepare_trace before anything is allocated. `sequence`: the op is mlp or a named program.
+void check_mode_options(const TraceOptions& options, bool sequence);
+// `strata trace PROGRAM --mode graph | compiled` (program_command.cpp).
+int run_program_trace(const TraceOptions& options, Prepared& prepared);
 // `strata trace mlp ...` (sequence_command.cpp): called by run_trace once prepare_trace made a sequence.
 int run_sequence_trace(const TraceOptions& options, Prepared& prepared);
 // The walk and per-node rows of a --backward run into report.backward (trace_command.cpp), without the

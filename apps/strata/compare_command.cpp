@@ -1,9 +1,13 @@
 // `strata compare`: the same op eager and replayed (CUDA Graph on a GPU, plan replay on the CPU), in one
 // process, rounds of K ops each, every figure per op. See docs/compare.md.
 #include <algorithm>
+#include <cstdio>
 #include <iostream>
 
+#include <nlohmann/json.hpp>
+
 #include "apps/strata/commands.h"
+#include "apps/strata/compiled_program.h"
 #include "apps/strata/device_session.h"
 #include "apps/strata/harness.h"
 #include "apps/strata/output_step.h"
@@ -201,6 +205,12 @@ int run_compare(const CompareOptions& o) {
   Timeline timeline;
   uint32_t next_id = 1;
   CompareRounds rounds = run_compare_rounds(p, o, timeline, next_id);
+  // A program (mlp or a named one) gets a third column, compiled (compiled_column.cpp).
+  CompiledColumn compiled;
+  if (p.sequence) {
+    compiled = run_compiled_column(p, iterations_per_round(p, o), rounds.eager_wall.size(), o.trace.warmup, timeline,
+                                   next_id);
+  }
   session.finish(timeline);
   const auto& [eager_ids, replay_ids, eager_wall, replay_wall, eager_out, replay, cost, first_replay_ns, eager_begin,
                eager_end, replay_begin, replay_end] = rounds;
@@ -234,6 +244,14 @@ int run_compare(const CompareOptions& o) {
     ctx.figures.set("check.replay_relative_error", r_err, "ratio");
     ctx.figures.set("check.tolerance", tol, "ratio");
     ctx.notes.push_back(reports::compare_check_note(ctx.figures, replay->kind()));
+    if (compiled.program) {
+      const double c_err = reference::relative_error(compiled.out.tensor(), ref);
+      ctx.check.relative_error = std::max(ctx.check.relative_error, c_err);
+      ctx.figures.set("check.compiled_relative_error", c_err, "ratio");
+      char text[96];
+      std::snprintf(text, sizeof text, "check: compiled relative error vs float64 reference %.2e", c_err);
+      ctx.notes.push_back(text);
+    }
   }
   ctx.figures.set("graph_replay.replayed_kernels", double(attribution.replayed_kernels), "count");
   ctx.figures.set("graph_replay.attributed_kernels", double(attribution.attributed), "count");
@@ -270,8 +288,14 @@ int run_compare(const CompareOptions& o) {
   output.print_table = [&](std::ostream& out) {
     reports::print_comparison_table(header, c, out);
     for (const std::string& note : ctx.notes) out << "note: " << note << "\n";
+    if (p.sequence) print_three_way(c, compiled, p.sequence->steps.size(), rounds.cost.recorded_calls, out);
   };
-  output.json = [&] { return reports::comparison_json(c, ctx); };
+  output.json = [&] {
+    if (!p.sequence) return reports::comparison_json(c, ctx);
+    nlohmann::json j = nlohmann::json::parse(reports::comparison_json(c, ctx));
+    j["three_way"] = three_way_json(c, compiled, p.sequence->steps.size(), rounds.cost.recorded_calls);
+    return j.dump(2) + "\n";
+  };
   output.chrome_trace = [&](reports::ChromeTraceWriter& writer) {
     writer.add_metadata("op", header);
     for (const auto& [key, v] : ctx.env.device) writer.add_metadata(key, v);
@@ -280,9 +304,11 @@ int run_compare(const CompareOptions& o) {
     // Through `rounds`, not its structured bindings: clang 14 (the lint stage's front end) cannot capture those.
     kineto.steps = rounds.eager_ids;
     kineto.steps.insert(kineto.steps.end(), rounds.replay_ids.begin(), rounds.replay_ids.end());
+    kineto.steps.insert(kineto.steps.end(), compiled.ids.begin(), compiled.ids.end());
     writer.set_trace_metadata(std::move(kineto));
     writer.add_timeline(timeline, "eager", 0, rounds.eager_begin, rounds.eager_end);
     writer.add_timeline(timeline, rounds.replay->kind(), 1, rounds.replay_begin, rounds.replay_end);
+    if (compiled.program) writer.add_timeline(timeline, "compiled", 2, compiled.begin, compiled.end);
   };
   output.check = ctx.check;
   output.tolerance_name = "tolerance";

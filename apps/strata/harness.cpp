@@ -233,6 +233,11 @@ HarnessResult run_harness(const frontend::PreparedCall& call, const HarnessOptio
   return run_work(SingleCall{call, options.invoke ? &options.invoke : nullptr}, options, timeline, session);
 }
 
+HarnessResult run_harness(const std::function<binding::IValue()>& call, const HarnessOptions& options,
+                          Timeline& timeline, DeviceSession& session) {
+  return run_work(GraphCall{call}, options, timeline, session);
+}
+
 HarnessResult run_harness(frontend::Sequence& sequence, const HarnessOptions& options, Timeline& timeline,
                           DeviceSession& session) {
   return run_work(SequenceCall{sequence}, options, timeline, session);

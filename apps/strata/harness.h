@@ -56,6 +56,15 @@ struct SequenceCall {
   }
 };
 
+// One call of a whole graph per iteration: a compiled graph's run, or a replay (trace --mode compiled |
+// graph). A std::function: what it calls costs microseconds, and its own zones say where they went.
+struct GraphCall {
+  const std::function<binding::IValue()>& call;
+  static constexpr size_t steps() { return 1; }
+  binding::IValue run(size_t /*step*/, binding::IValue /*prev*/) const { return call(); }
+  void reset_grads() const {}
+};
+
 struct HarnessOptions {
   int64_t warmup = 3;
   int64_t repeat = 0;          // 0 = auto: as many as fit in `budget_s`, at least 10, at most 10000
@@ -103,6 +112,10 @@ struct HarnessResult {
 
 HarnessResult run_harness(const frontend::PreparedCall& call, const HarnessOptions& options, Timeline& timeline,
                           DeviceSession& session);
+
+// A whole graph per iteration (GraphCall): `call` runs it once and returns its result.
+HarnessResult run_harness(const std::function<binding::IValue()>& call, const HarnessOptions& options,
+                          Timeline& timeline, DeviceSession& session);
 
 // The same for a sequence: every iteration is one forward, a call per step feeding the next.
 HarnessResult run_harness(frontend::Sequence& sequence, const HarnessOptions& options, Timeline& timeline,

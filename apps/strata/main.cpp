@@ -129,7 +129,8 @@ ConvFlags add_conv_options(CLI::App* cmd, strata::app::TraceOptions& t, int64_t&
 // The options `trace` and `compare` share: the op, its sizes, the device, and what to measure and write.
 ConvFlags add_op_options(CLI::App* cmd, strata::app::TraceOptions& t, int64_t& out_channels) {
   const CLI::Validator integer = whole_number<int64_t>();
-  cmd->add_option("op", t.op, strata::frontend::op_names() + " | mlp (a sequence)")->required();
+  cmd->add_option("op", t.op, strata::frontend::op_names() + " | mlp | " + strata::frontend::program_names() +
+                                 " (programs)")->required();
   cmd->add_option("spec", t.spec, "sizes, e.g. 1024 or 512x1024x256 (see the formats below)")->required();
   cmd->add_option("--device", t.device, "auto | cpu | cuda | cuda:N  (auto: the GPU if one works, else the CPU)")
       ->capture_default_str();
@@ -255,13 +256,17 @@ examples:
   strata trace matmul 1024 --autocast bf16 --requires-grad   # keys: Autocast > Autograd > CPU (or CUDA)
   strata trace matmul 16 --frontend python --peer torch   # through `import strata`, beside torch.matmul
   strata trace mlp 16x256x512x10 --requires-grad  # a small model: Linear, ReLU, Linear, op by op
-  strata compare mlp 16x256x512x10              # the whole forward eager vs replayed
+  strata compare mlp 16x256x512x10              # the whole forward eager vs replayed vs compiled
+  strata trace relu_matmul 512 --mode compiled --check   # captured, fused, compiled C++, then timed
+  strata trace linear_gelu 32x768x3072 --mode compiled --emit cpp   # + the generated source
+  strata trace relu_matmul 512 --mode graph     # the forward captured once, replayed
+  strata compare linear_gelu 32x256x1024        # eager, graph and compiled: ops, kernels, bytes, break-even
   strata sweep matmul 16:1024 --plot sweep.svg  # where host overhead stops mattering, as a picture
   strata compare matmul 64 --ops-per-graph 16   # eager vs graph (GPU) / plan (CPU) replay
   strata ops                                    # operators, schemas and the keys with kernels
 
 exit codes: 0 ok, 1 failure (library error, output not written), 2 usage error,
-            3 --check failed, 4 device unavailable, 130 interrupted
+            3 --check failed, 4 device (or, --mode compiled, C++ compiler) unavailable, 130 interrupted
 )";
 
 }  // namespace
@@ -287,6 +292,11 @@ int main(int argc, char** argv) {
   int64_t out_channels = 0;
   CLI::App* trace = app.add_subcommand("trace", "Run one op many times and print where each call's time went");
   const ConvFlags trace_conv = add_op_options(trace, t, out_channels);
+  trace->add_option("--mode", t.mode,
+                    "programs: eager (every op through binding and dispatch) | graph (captured once, replayed) | "
+                    "compiled (captured, fused, compiled to C++; docs/compiled.md)")
+      ->capture_default_str();
+  trace->add_option("--emit", t.emit, "cpp: with --mode compiled, print the generated C++ of every fused kernel");
   trace->footer("op formats:\n" + strata::frontend::spec_help() + strata::frontend::sequence_help() + kExamples);
 
   strata::app::CompareOptions c;

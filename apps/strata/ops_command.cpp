@@ -99,6 +99,9 @@ int run_ops() {
       any = std::any_of(declared_cuda.begin(), declared_cuda.end(), [](const std::string& w) { return !w.empty(); });
     if (!any) std::cout << dispatch_key_name(key) << ": no operator has a kernel for this key in this build\n";
   }
+  // Programs are no operators (Note [Sequences are not operators]) but are run like them: list them here.
+  std::cout << "\nsequences, run like ops (strata trace, strata compare):\n"
+            << frontend::sequence_help();
   return 0;
 }
 

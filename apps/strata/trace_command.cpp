@@ -201,6 +201,7 @@ Prepared prepare_trace(const TraceOptions& o) {
   } else {
     p.spec = frontend::parse_op_spec(o.op, o.spec, o.conv);
   }
+  check_mode_options(o, sequence.has_value());
   if (o.backward && !o.requires_grad) {
     throw UsageError("--backward needs --requires-grad: without it the inputs need no gradient, the Autograd key "
                      "records no graph, and there is nothing to walk (add --requires-grad)");
@@ -214,7 +215,11 @@ Prepared prepare_trace(const TraceOptions& o) {
   if (!o.json_path.empty() && !o.chrome_trace_path.empty() && same_output_file(o.json_path, o.chrome_trace_path)) {
     throw UsageError("--json and --chrome-trace name the same file '" + o.json_path + "'");
   }
-  p.choice = choose_device(frontend::parse_device(o.device), !o.no_device_timing);
+  // The compiled path generates C++ for the CPU: --device auto means the CPU there (check_mode_options
+  // refuses a CUDA device).
+  p.choice = choose_device(frontend::parse_device(o.mode == "compiled" && o.device == "auto" ? "cpu" : o.device),
+                           !o.no_device_timing);
+  if (o.mode == "compiled" && o.device == "auto") p.choice.reason = "auto: the compiled path runs on the CPU";
   const auto clock = host_clock::info();
   spdlog::debug("device {} ({}); clock {} at {:.4f} ns/tick, {:.1f} ns per read", p.choice.device.str(),
                 p.choice.reason.empty() ? "as requested" : p.choice.reason, clock.source, clock.ns_per_tick,
@@ -345,6 +350,7 @@ reports::TraceReport describe_context(const Prepared& p, const TraceOptions& o) 
 
 int run_trace(const TraceOptions& o) {
   Prepared p = prepare_trace(o);
+  if (p.sequence && o.mode != "eager") return run_program_trace(o, p);
   if (p.sequence) return run_sequence_trace(o, p);
   const frontend::OpSpec& spec = p.spec;
   const frontend::PreparedCall& call = p.call;

@@ -191,7 +191,10 @@ CompiledGraph compile(const Captured& captured, const CompileOptions& options) {
   t.capture_ns = captured.capture_ns;
   host_clock::calibrate();  // once per process, and not inside the phases' times
   int64_t t0 = host_clock::now_ns();
-  impl->plan = plan_fusion(impl->graph);
+  {
+    STRATA_ZONE(zone, Layer::kFrontend, "fusion");  // each phase a zone: the CLI's Chrome trace shows them
+    impl->plan = plan_fusion(impl->graph);
+  }
   t.fusion_ns = double(host_clock::now_ns() - t0);
   const bool generates = std::any_of(impl->plan.kernels.begin(), impl->plan.kernels.end(),
                                      [](const FusedKernel& k) { return k.kind != KernelKind::kExtern; });
@@ -211,7 +214,10 @@ CompiledGraph compile(const Captured& captured, const CompileOptions& options) {
       b.name = k.name;
       b.dtype = impl->graph.nodes[k.output].meta.dtype;
       t0 = host_clock::now_ns();
-      b.source = detail::generate_source(impl->graph, k, b.dtype);
+      {
+        STRATA_ZONE(zone, Layer::kFrontend, "codegen");
+        b.source = detail::generate_source(impl->graph, k, b.dtype);
+      }
       b.codegen_ns = double(host_clock::now_ns() - t0);
       s->entry = detail::build_kernel(b, tc, cache);
       s->table.set_kernel(DispatchKey::kCPU, reinterpret_cast<void*>(&run_generated_cpu),

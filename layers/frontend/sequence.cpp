@@ -7,6 +7,7 @@
 #include <random>
 
 #include "layers/frontend/frontend.h"
+#include "layers/frontend/programs.h"
 #include "layers/kernels/reference/reference.h"
 #include "lib/error.h"
 #include "lib/zone.h"
@@ -23,6 +24,14 @@ std::string dims_text(std::initializer_list<int64_t> dims) {
   for (int64_t d : dims) s += (s.empty() ? "" : "x") + std::to_string(d);
   return s;
 }
+
+Tensor host_f64(const Shape& shape, const std::vector<double>& values) {
+  Tensor t = Tensor::empty(shape, DType::kF64, kCPU);
+  for (size_t i = 0; i < values.size(); ++i) t.data<double>()[i] = values[i];
+  return t;
+}
+
+}  // namespace
 
 // Like random_tensor, with the values scaled by `scale` before they are rounded to `dtype`.
 Tensor scaled_random(const Shape& shape, DType dtype, Device device, uint64_t seed, double scale) {
@@ -42,23 +51,25 @@ Tensor scaled_random(const Shape& shape, DType dtype, Device device, uint64_t se
   return host.to(device);
 }
 
-Tensor host_f64(const Shape& shape, const std::vector<double>& values) {
-  Tensor t = Tensor::empty(shape, DType::kF64, kCPU);
-  for (size_t i = 0; i < values.size(); ++i) t.data<double>()[i] = values[i];
-  return t;
+void Sequence::link_steps() {
+  last_reader.assign(steps.size(), kNoReader);
+  for (size_t j = 0; j < steps.size(); ++j)
+    for (const auto& [arg, step] : steps[j].from) last_reader[step] = j;
+  outputs.assign(steps.size(), binding::IValue());
 }
 
-}  // namespace
-
-bool is_sequence(std::string_view op) { return op == "mlp"; }
+bool is_sequence(std::string_view op) { return op == "mlp" || is_program(op); }
 
 std::string sequence_help() {
   return "  mlp BxIN[xHIDDEN...]xOUT  a small model: Linear, then ReLU + Linear per HIDDEN   e.g. mlp 16x256x512x10\n"
-         "                           (a sequence of real calls, one op id each; trace and compare only)\n";
+         "                           (a sequence of real calls, one op id each; trace and compare only)\n"
+         "programs (mlp too: trace --mode eager|graph|compiled, and compare; docs/compiled.md):\n" +
+         program_help();
 }
 
 SequenceSpec parse_sequence_spec(std::string_view op, std::string_view dims) {
-  if (!is_sequence(op)) throw UsageError("unknown sequence '" + std::string(op) + "'; sequences: mlp");
+  if (is_program(op)) return parse_program_spec(op, dims);
+  if (!is_sequence(op)) throw UsageError("unknown sequence '" + std::string(op) + "'; sequences: mlp, " + program_names());
   SequenceSpec spec;
   spec.name = std::string(op);
   spec.text = spec.name + " " + std::string(dims);
@@ -89,10 +100,12 @@ SequenceSpec parse_sequence_spec(std::string_view op, std::string_view dims) {
   }
   spec.batch = sizes.front();
   spec.widths.assign(sizes.begin() + 1, sizes.end());
+  spec.gemms = spec.linears();
   return spec;
 }
 
 size_t required_bytes(const SequenceSpec& spec, DType dtype) {
+  if (is_program(spec.name)) return program_bytes(spec, dtype, dtype, kCPU);
   // 128-bit sums of products of sizes below 2^31 each (see ByteCount in prepare.cpp): no wrap-around.
   using Wide = unsigned __int128;
   const Wide e = element_size(dtype), b = static_cast<Wide>(spec.batch);
@@ -107,6 +120,7 @@ size_t required_bytes(const SequenceSpec& spec, DType dtype) {
 }
 
 size_t peak_bytes(const SequenceSpec& spec, DType given, DType computed, const Device& device) {
+  if (is_program(spec.name)) return program_bytes(spec, given, computed, device);
   using Wide = unsigned __int128;  // sums of products of sizes below 2^31, as in required_bytes
   const Wide eg = element_size(given), ec = element_size(computed), b = static_cast<Wide>(spec.batch);
   const bool widened = device.is_cpu() && (computed == DType::kBF16 || computed == DType::kF16);
@@ -130,6 +144,7 @@ size_t peak_bytes(const SequenceSpec& spec, DType given, DType computed, const D
 
 Sequence prepare_sequence(const SequenceSpec& spec, DType dtype, Device device, uint64_t seed, bool requires_grad,
                           size_t available_bytes, std::optional<DType> computed) {
+  if (is_program(spec.name)) return prepare_program(spec, dtype, device, seed, requires_grad, available_bytes);
   STRATA_ZONE(zone, Layer::kFrontend, "prepare model");
   Sequence s;
   s.spec = spec;
@@ -158,6 +173,7 @@ Sequence prepare_sequence(const SequenceSpec& spec, DType dtype, Device device, 
     SequenceStep step;
     step.op = &linear;
     step.args = {i == 0 ? binding::IValue(s.input) : binding::IValue(), binding::IValue(weight), binding::IValue(bias)};
+    if (i > 0) step.from = {{0, s.steps.size() - 1}};
     step.description = "linear [" + dims_text({spec.batch, in}) + "] -> [" + dims_text({spec.batch, out}) + "]";
     step.flops = linear_spec.call.flops;
     s.steps.push_back(std::move(step));
@@ -167,6 +183,7 @@ Sequence prepare_sequence(const SequenceSpec& spec, DType dtype, Device device, 
       SequenceStep r;
       r.op = &relu;
       r.args = {binding::IValue()};
+      r.from = {{0, s.steps.size() - 1}};
       r.description = "relu [" + dims_text({spec.batch, out}) + "]";
       r.flops = relu_spec.call.flops;
       s.steps.push_back(std::move(r));
@@ -175,10 +192,12 @@ Sequence prepare_sequence(const SequenceSpec& spec, DType dtype, Device device, 
   }
   s.description += " -> [" + dims_text({spec.batch, spec.widths.back()}) + "]";
   for (const SequenceStep& step : s.steps) s.flops += step.flops;
+  s.link_steps();
   return s;
 }
 
 std::vector<double> reference_result(const Sequence& sequence) {
+  if (is_program(sequence.spec.name)) return program_reference(sequence);
   const SequenceSpec& spec = sequence.spec;
   Tensor x = host_f64(Shape{spec.batch, spec.widths.front()}, reference::to_double(sequence.input));
   for (size_t i = 0; i + 1 < spec.widths.size(); ++i) {
@@ -193,7 +212,7 @@ std::vector<double> reference_result(const Sequence& sequence) {
 }
 
 double sequence_tolerance(const SequenceSpec& spec, DType dtype, bool tf32) {
-  return reference::tolerance(dtype, tf32) * double(spec.linears());
+  return reference::tolerance(dtype, tf32) * double(std::max<size_t>(spec.gemms, 1));
 }
 
 double sequence_gradient_tolerance(const SequenceSpec& spec, DType dtype, bool tf32) {

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "layers/binding/binding.h"
@@ -21,18 +22,23 @@
 
 namespace strata::frontend {
 
-// What the user typed: "mlp 16x256x512x10" -> widths {256, 512, 10}, batch 16.
+// What the user typed: "mlp 16x256x512x10" -> widths {256, 512, 10}, batch 16. A named program
+// (programs.cpp: relu_matmul, linear_gelu) keeps its sizes in `sizes`, as its op spec parses them.
 struct SequenceSpec {
-  std::string name;             // "mlp"
+  std::string name;             // "mlp", "relu_matmul"
   std::string text;             // "mlp 16x256x512x10", for messages
-  int64_t batch = 0;            // B
-  std::vector<int64_t> widths;  // IN, HIDDEN..., OUT (at least two)
+  int64_t batch = 0;            // B (mlp)
+  std::vector<int64_t> widths;  // IN, HIDDEN..., OUT (mlp: at least two)
+  std::vector<int64_t> sizes;   // a named program's: M,K,N (relu_matmul), B,IN,OUT (linear_gelu)
+  size_t gemms = 0;             // GEMMs per forward: what the --check tolerance scales with
   size_t linears() const { return widths.size() - 1; }
   size_t steps() const { return 2 * linears() - 1; }  // a ReLU between consecutive Linears
 };
 
-// True for the names that are sequences rather than operators ("mlp").
+// True for the names that are sequences rather than operators: "mlp" and the named programs.
 bool is_sequence(std::string_view op);
+// The named programs, "relu_matmul, linear_gelu" (programs.cpp): what --mode graph | compiled run besides mlp.
+std::string program_names();
 // The sequences' spec formats, for --help and for the unknown-op message (after spec_help()).
 std::string sequence_help();
 // Throws UsageError naming what was wrong: fewer than three sizes, more than kMaxMlpLayers Linears, and
@@ -42,9 +48,11 @@ inline constexpr size_t kMaxMlpLayers = 16;
 
 struct SequenceStep {
   const binding::BoundOperator* op = nullptr;
-  // The call's arguments; for every step after the first, args[0] is the previous step's output, put
-  // there by Sequence::run_step just before the call.
+  // The call's arguments. Those that are an earlier step's output are empty here: `from` names them,
+  // (argument index, step), and Sequence::run_step puts the output there just before the call (mlp:
+  // every step after the first reads the previous one's as argument 0).
   std::vector<binding::IValue> args;
+  std::vector<std::pair<size_t, size_t>> from;
   std::string description;  // "linear [16x256] -> [16x512]"
   double flops = 0;
 };
@@ -57,15 +65,26 @@ struct Sequence {
   std::string description;         // "[16x256] -> linear 512 -> relu -> linear 10 -> [16x10]"
   double flops = 0;                // of one forward
   size_t bytes = 0;                // what peak_bytes said: the memory check's figure
+  // Per step: the last step that reads its output (kNoReader: none, as for the result), and the outputs
+  // held for later steps while a forward runs. link_steps() sizes both from the steps' `from`.
+  static constexpr size_t kNoReader = SIZE_MAX;
+  std::vector<size_t> last_reader;
+  std::vector<binding::IValue> outputs;
+  void link_steps();
 
-  // Step j on the previous step's output (`prev` is ignored for step 0, which reads `input`). The one
-  // place where data flows from step to step, so that eager, traced and captured runs all do the same.
-  binding::IValue run_step(size_t j, binding::IValue prev) {
+  // Step j on the earlier steps' outputs its `from` names. The one place where data flows from step to
+  // step, so that eager, traced, replayed and compiled runs all do the same. `prev` (the previous step's
+  // output, as the harness hands it on) is not needed: `outputs` holds what later steps read.
+  binding::IValue run_step(size_t j, binding::IValue /*prev*/) {
     SequenceStep& s = steps[j];
-    if (j == 0) return s.op->call(s.args);
-    s.args[0] = std::move(prev);
+    for (const auto& [arg, step] : s.from) s.args[arg] = outputs[step];
     binding::IValue out = s.op->call(s.args);
-    s.args[0] = binding::IValue();  // the step does not keep its input alive between forwards
+    // A step keeps no input alive between forwards, and an output lives until its last reader has run.
+    for (const auto& [arg, step] : s.from) {
+      s.args[arg] = binding::IValue();
+      if (last_reader[step] == j) outputs[step] = binding::IValue();
+    }
+    if (last_reader[j] != kNoReader) outputs[j] = out;
     return out;
   }
   // One whole forward, untraced.

@@ -1,0 +1,56 @@
+// A program's forward through the compiled path (layers/compiler), for `strata trace PROGRAM --mode
+// compiled` (program_command.cpp) and the compiled column of `strata compare PROGRAM` (compiled_column.cpp).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "apps/strata/commands.h"
+#include "layers/compiler/compiler.h"
+#include "layers/frontend/sequence.h"
+#include "reports/comparison.h"
+#include "reports/report.h"
+
+namespace strata::app {
+
+struct CompiledProgram {
+  compiler::Captured captured;
+  std::optional<compiler::CompiledGraph> graph;
+  std::vector<Tensor> inputs;  // the program's input; its parameters are the graph's constants
+};
+
+// Captures one forward of `sequence` (its input the graph's input) and compiles it, each phase in a zone
+// of the active timeline. Throws CompilerUnavailableError (exit 4) when there is no C++ compiler.
+CompiledProgram compile_program(frontend::Sequence& sequence);
+
+// The rows' words and the compiled figures (ops called, kernels run, bytes, cache), and with --check the
+// compiled result against eager's as well as against the float64 reference.
+void describe_compiled(reports::TraceReport& report, const CompiledProgram& program,
+                       const TraceOptions& options);
+// The captured graph, the fusion plan, and with `emit` every generated kernel's source.
+void print_compiled_listing(const CompiledProgram& program, bool emit, std::ostream& out);
+nlohmann::json compiled_json(const CompiledProgram& program, bool emit);
+
+// `strata compare PROGRAM`: the compiled column beside eager and graph replay, per forward.
+struct CompiledColumn {
+  std::string unavailable;  // why there is no compiled column ("" when there is one)
+  std::optional<CompiledProgram> program;
+  reports::ModeFigures figures;  // per forward (k = forwards per round)
+  std::vector<std::vector<uint32_t>> ids;
+  int64_t begin = 0, end = 0;
+  binding::IValue out;
+};
+CompiledColumn run_compiled_column(const Prepared& prepared, int64_t forwards_per_round, size_t rounds,
+                                   int64_t warmup, Timeline& timeline, uint32_t& next_id);
+// The three-way table (ops called, kernels run, bytes, host tax, wall, break-even) and its JSON. `steps`:
+// ops per forward; `recorded`: kernel calls in the replay's CPU plan (0 for a CUDA Graph, whose are not
+// counted).
+void print_three_way(const reports::Comparison& comparison, const CompiledColumn& column, size_t steps,
+                     size_t recorded, std::ostream& out);
+nlohmann::json three_way_json(const reports::Comparison& comparison, const CompiledColumn& column,
+                              size_t steps, size_t recorded);
+
+}  // namespace strata::app
