@@ -82,7 +82,7 @@ class ChromeTraceWriter {
   TraceMetadata trace_metadata_;
 };
 
-// Every violation of DESIGN.md's trace invariants in `json`, one line each; empty means valid:
+// Every violation of the trace invariants (docs/traces.md) in `json`, one line each; empty means valid:
 // valid JSON with no NUL byte and no key twice in one object, no NaN/Infinity, at least one event, every
 // phase one of the Trace Event Format's, pid and tid not negative, args an object, every B closed by an E
 // on its track, finite non-negative ts, X events on one track properly nested, every flow

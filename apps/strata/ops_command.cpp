@@ -202,7 +202,7 @@ int run_check_trace(const std::string& path) {
   stop_if_interrupted();
   // Violations are errors: on stderr, each with strata's prefix; stdout says only "valid".
   for (const std::string& e : errors) std::cerr << "strata: error: " << path << ": " << e << "\n";
-  if (errors.empty()) std::cout << path << ": valid (every invariant of DESIGN.md holds)\n";
+  if (errors.empty()) std::cout << path << ": valid (every invariant of docs/traces.md holds)\n";
   return errors.empty() ? 0 : static_cast<int>(ExitCode::kFailure);
 }
 
