@@ -505,13 +505,14 @@ class BeginEndPairs {
       return;
     }
     if (ts < open.back().ts)
-      errors.push_back(where + ": E event at ts " + number(ts) + " us ends before its B (" + open.back().where +
-                       ") began at ts " + number(open.back().ts) + " us");
+      errors.push_back(where + ": E event at ts " + number(ts) + " us ends before its B (" +
+                       open.back().where + ") began at ts " + number(open.back().ts) + " us");
     open.pop_back();
   }
   void finish(std::vector<std::string>& errors) const {
     for (const auto& [track, open] : open_)
-      for (const Open& b : open) errors.push_back(b.where + ": B event never closed by an E event on its track");
+      for (const Open& b : open)
+        errors.push_back(b.where + ": B event never closed by an E event on its track");
   }
 
  private:

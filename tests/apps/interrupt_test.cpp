@@ -64,9 +64,11 @@ TEST_CASE("a second signal leaves at once, still with 130 and nothing written") 
 // item 3: "a SIGINT at 3 s took effect at 31 s"). The test sizes the reservation from strata's own
 // refusal message, signals the child once it has touched 256 MiB of it, and checks the child's peak
 // memory: a run that heard the signal stops within a chunk; one that did not touches the whole buffer.
-TEST_CASE("SIGINT while compare reserves a large span buffer stops it there: exit 130, most pages untouched") {
-  const std::vector<std::string> args = {"compare", "mlp", "2x8x8x8x8x8x8x8x8x8x8x8x8x8x8x8x8", "--ops-per-graph", "4096",
-                                         "--warmup", "0", "--device", "cpu"};
+TEST_CASE(
+    "SIGINT while compare reserves a large span buffer stops it there: exit 130, most pages untouched") {
+  const std::vector<std::string> args = {
+      "compare",  "mlp", "2x8x8x8x8x8x8x8x8x8x8x8x8x8x8x8x8", "--ops-per-graph", "4096", "--warmup", "0",
+      "--device", "cpu"};
   auto with_repeat = [&](int64_t repeat) {
     std::vector<std::string> a = args;
     a.insert(a.end(), {"--repeat", std::to_string(repeat)});

@@ -165,9 +165,10 @@ TEST_CASE("reserve_more runs its check between chunks of pages, and a throwing c
   Timeline u(16);
   u.add_span(Layer::kBinding, "kept", 1, 2, -1, 1);
   checks = 0;
-  CHECK_THROWS_AS(u.reserve_more(size_t(8) << 20, [] {
-    if (++checks == 2) throw std::runtime_error("stop");
-  }),
+  CHECK_THROWS_AS(u.reserve_more(size_t(8) << 20,
+                                 [] {
+                                   if (++checks == 2) throw std::runtime_error("stop");
+                                 }),
                   std::runtime_error);
   CHECK(checks == 2);  // stopped at the second check: no page after it was touched
   CHECK(u.spans().capacity() == capacity);
