@@ -142,6 +142,19 @@ struct Annotation {
   std::string text;
 };
 
+// Note [Interruptible pre-faulting]
+// A run's span buffer is reserved up front and may be GiBs (compare allows up to half of the free host
+// memory: rounds x K forwards x every zone). Touching that many pages takes seconds to tens of seconds,
+// and a Ctrl-C in that time took effect only after the last page: the one place the run was deaf to it.
+// So pages are touched in chunks, and a reservation made with a check (Timeline::reserve_more's
+// `between_chunks`, strata's stop_if_interrupted) runs it between chunks. The check may throw: the
+// half-touched block is freed, and std::vector::reserve leaves the buffer as it was. Only a reservation
+// asks for the check; the buffer growing under a zone never throws from it.
+namespace detail {
+inline thread_local void (*t_prefault_check)() = nullptr;
+void prefault(void* p, size_t bytes);
+}  // namespace detail
+
 // Allocates and touches every page up front: a zone must never take a page fault in the middle of the
 // call it is timing (a fresh 4 KiB page costs a microsecond or more, far more than the zone itself).
 template <typename T>
@@ -152,7 +165,12 @@ struct PrefaultingAllocator {
   PrefaultingAllocator(const PrefaultingAllocator<U>&) {}
   T* allocate(size_t n) {
     T* p = std::allocator<T>().allocate(n);
-    std::memset(static_cast<void*>(p), 0, n * sizeof(T));
+    try {
+      detail::prefault(p, n * sizeof(T));  // Note [Interruptible pre-faulting]
+    } catch (...) {
+      std::allocator<T>().deallocate(p, n);
+      throw;
+    }
     return p;
   }
   void deallocate(T* p, size_t n) { std::allocator<T>().deallocate(p, n); }
@@ -183,8 +201,9 @@ class Timeline {
   uint32_t op() const noexcept { return op_id_; }
 
   // Makes room (pre-faulted) for `spans` more spans, so that no zone in the timed region pays for the
-  // buffer growing under it.
-  void reserve_more(size_t spans) { spans_.reserve(spans_.size() + spans); }
+  // buffer growing under it. `between_chunks`, when given, runs between chunks of pages and may throw to
+  // stop (Note [Interruptible pre-faulting]); the timeline is then as before the call.
+  void reserve_more(size_t spans, void (*between_chunks)() = nullptr);
 
   const SpanVector& spans() const { return spans_; }
   int64_t ns(uint64_t ticks) const noexcept { return host_clock::ticks_to_ns(ticks); }

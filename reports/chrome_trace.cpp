@@ -8,6 +8,7 @@
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <new>
 #include <optional>
@@ -461,38 +462,65 @@ class DuplicateKeys final : public nlohmann::json_sax<nlohmann::json> {
   std::vector<std::set<std::string>> keys_;  // one set per object open at this point of the text
 };
 
-// What every event must be, whatever its phase: a known phase, pid and tid not negative (tid 0 is checked
-// with the tracks), and args, when given, an object (readers look names up in it).
-void check_event_fields(const std::string& where, const nlohmann::json& e, std::vector<std::string>& errors) {
+// An integer JSON number that fits int64 (nlohmann holds 2^63 and up as unsigned: reading one as int64
+// would wrap it to a negative number, and a tid of 2^64 - 1 would be reported as "-1").
+bool fits_int64(const nlohmann::json& v) {
+  return v.is_number_integer() &&
+         (!v.is_number_unsigned() || v.get<uint64_t>() <= uint64_t(std::numeric_limits<int64_t>::max()));
+}
+
+// What every event must be, whatever its phase: a known phase, pid and tid not negative and within int64
+// (tid 0 is checked with the tracks), and args, when given, an object (readers look names up in it).
+// False when pid or tid was reported here (out of range), so the caller does not report it again.
+bool check_event_fields(const std::string& where, const nlohmann::json& e, std::vector<std::string>& errors) {
   const std::string& ph = e["ph"].get_ref<const std::string&>();
   if (!known_phase(ph)) errors.push_back(where + ": unknown phase '" + ph + "' (not a Trace Event Format phase)");
+  bool ids_reported = false;
   for (const char* key : {"pid", "tid"}) {
     const auto it = e.find(key);
-    if (it != e.end() && it->is_number_integer() && it->get<int64_t>() < 0)
+    if (it == e.end() || !it->is_number_integer()) continue;
+    if (!fits_int64(*it)) {
+      errors.push_back(where + ": " + key + " " + it->dump() + " is out of range (at most 2^63 - 1)");
+      ids_reported = true;
+    } else if (it->get<int64_t>() < 0) {
       errors.push_back(where + ": " + key + " " + std::to_string(it->get<int64_t>()) + " is negative");
+    }
   }
   if (const auto args = e.find("args"); args != e.end() && !args->is_object())
     errors.push_back(where + ": args is " + args->type_name() + ", not an object");
+  return !ids_reported;
 }
 
-// Duration events: on each track every B is closed by a later E, innermost first.
+// Duration events: on each track every B is closed by a later E, innermost first, and not before it began
+// (an E earlier than its B is a negative duration, which viewers draw nowhere or backwards).
 class BeginEndPairs {
  public:
-  void add(const std::string& where, const std::string& ph, std::pair<int64_t, int64_t> track,
+  void add(const std::string& where, const std::string& ph, std::pair<int64_t, int64_t> track, double ts,
            std::vector<std::string>& errors) {
-    std::vector<std::string>& open = open_[track];
-    if (ph == "B") open.push_back(where);
+    std::vector<Open>& open = open_[track];
+    if (ph == "B") open.push_back({where, ts});
     if (ph != "E") return;
-    if (open.empty()) errors.push_back(where + ": E event with no open B event on its track");
-    else open.pop_back();
+    if (open.empty()) {
+      errors.push_back(where + ": E event with no open B event on its track");
+      return;
+    }
+    if (ts < open.back().ts)
+      errors.push_back(where + ": E event at ts " + number(ts) + " us ends before its B (" +
+                       open.back().where + ") began at ts " + number(open.back().ts) + " us");
+    open.pop_back();
   }
   void finish(std::vector<std::string>& errors) const {
     for (const auto& [track, open] : open_)
-      for (const std::string& where : open) errors.push_back(where + ": B event never closed by an E event on its track");
+      for (const Open& b : open)
+        errors.push_back(b.where + ": B event never closed by an E event on its track");
   }
 
  private:
-  std::map<std::pair<int64_t, int64_t>, std::vector<std::string>> open_;
+  struct Open {
+    std::string where;
+    double ts;
+  };
+  std::map<std::pair<int64_t, int64_t>, std::vector<Open>> open_;
 };
 
 }  // namespace
@@ -558,7 +586,7 @@ std::vector<std::string> check_chrome_trace(const std::string& text) {
   // is read, so malformed input gives a line in the report, never an exception.
   auto integer = [](const nlohmann::json& e, const char* key) -> std::optional<int64_t> {
     auto it = e.find(key);
-    if (it == e.end() || !it->is_number_integer()) return std::nullopt;
+    if (it == e.end() || !fits_int64(*it)) return std::nullopt;
     return it->get<int64_t>();
   };
   BeginEndPairs begin_end;
@@ -570,7 +598,7 @@ std::vector<std::string> check_chrome_trace(const std::string& text) {
       continue;
     }
     const std::string ph = e["ph"].get<std::string>();
-    check_event_fields(where, e, errors);
+    const bool ids_unreported = check_event_fields(where, e, errors);
     if (const std::string* name = step_name(e); name && ph != "X") {
       errors.push_back(where + ": " + *name + " must be a complete (X) event enclosing its step");
     }
@@ -580,7 +608,7 @@ std::vector<std::string> check_chrome_trace(const std::string& text) {
     }
     const std::optional<int64_t> pid = integer(e, "pid"), tid = integer(e, "tid");
     if (!pid || !tid) {
-      errors.push_back(where + ": missing pid/tid, or not integers");
+      if (ids_unreported) errors.push_back(where + ": missing pid/tid, or not integers");
       continue;
     }
     if (*tid == 0) errors.push_back(where + ": tid is 0");
@@ -598,7 +626,7 @@ std::vector<std::string> check_chrome_trace(const std::string& text) {
       continue;
     }
     const auto track = std::make_pair(*pid, *tid);
-    begin_end.add(where, ph, track, errors);
+    begin_end.add(where, ph, track, ts, errors);
     if (ph == "X") {
       if (!e.contains("dur") || !e["dur"].is_number() || e["dur"].get<double>() < 0) {
         errors.push_back(where + ": X event without a non-negative dur");
@@ -619,7 +647,7 @@ std::vector<std::string> check_chrome_trace(const std::string& text) {
     } else if (ph == "s" || ph == "f") {
       const std::optional<int64_t> id = integer(e, "id");
       if (!id) {
-        errors.push_back(where + ": flow event without id (an integer)");
+        errors.push_back(where + ": flow event without id (an integer, at most 2^63 - 1)");
         continue;
       }
       (ph == "s" ? flows[*id].starts : flows[*id].ends)++;

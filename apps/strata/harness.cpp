@@ -27,7 +27,7 @@ void reserve_spans(Timeline& timeline, size_t repeats, size_t spans_each, const 
     throw UsageError(what + " would record " + std::to_string(spans) + " spans (" + format_bytes(double(span_bytes)) +
                      " of host memory, more than half of what is available); " + remedy);
   }
-  timeline.reserve_more(spans);
+  timeline.reserve_more(spans, &stop_if_interrupted);  // a Ctrl-C while GiBs are touched stops it
 }
 
 void stop_if_interrupted() {

@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <stdexcept>
 #include <string>
 
 #include "lib/host_clock.h"
@@ -147,4 +148,34 @@ TEST_CASE("close_at: two spans closed with one reading end together, and the par
   CHECK(t.spans()[size_t(outer)].begin <= t.spans()[size_t(inner)].begin);
   const int32_t next = t.open(Layer::kPython, "strata.relu");
   CHECK(t.spans()[size_t(next)].parent == -1);  // the stack unwound to the root
+}
+
+// Note [Interruptible pre-faulting]: a reservation with a check runs it between chunks of pages, and a
+// check that throws leaves the timeline as it was (the half-touched block freed, not kept).
+TEST_CASE("reserve_more runs its check between chunks of pages, and a throwing check changes nothing") {
+  Timeline t(16);
+  t.add_span(Layer::kBinding, "kept", 1, 2, -1, 1);
+  const size_t capacity = t.spans().capacity();
+  static int checks = 0;
+  checks = 0;
+  // 8M spans of 40 bytes: 320 MB, five 64 MiB chunks, so at least four checks.
+  t.reserve_more(size_t(8) << 20, [] { ++checks; });
+  CHECK(checks >= 4);
+  CHECK(t.spans().capacity() >= (size_t(8) << 20));
+  Timeline u(16);
+  u.add_span(Layer::kBinding, "kept", 1, 2, -1, 1);
+  checks = 0;
+  CHECK_THROWS_AS(u.reserve_more(size_t(8) << 20,
+                                 [] {
+                                   if (++checks == 2) throw std::runtime_error("stop");
+                                 }),
+                  std::runtime_error);
+  CHECK(checks == 2);  // stopped at the second check: no page after it was touched
+  CHECK(u.spans().capacity() == capacity);
+  REQUIRE(u.spans().size() == 1);
+  CHECK(std::string(u.spans()[0].name) == "kept");
+  // A later reservation without a check runs none (the check was only for the call that gave it).
+  checks = 0;
+  u.reserve_more(size_t(4) << 20);
+  CHECK(checks == 0);
 }

@@ -473,7 +473,24 @@ TEST_CASE("the validator refuses what is not a trace: NUL, duplicate keys, phase
   CHECK(rejects(trace(R"({"ph":"X","name":"a","ts":1.0,"dur":1,"pid":1,"tid":2,"args":[1,2]})"),
                 "event 0: args is array, not an object"));
   CHECK(rejects(R"({"traceEvents":[]})", "traceEvents is empty"));
-  // Matched B/E pairs, nested, are a valid trace.
+  // Ids past int64 were read wrapped ("tid -1 is negative" for 2^64 - 1); now named as typed, once.
+  const std::vector<std::string> big = check_chrome_trace(
+      trace(R"({"ph":"X","name":"a","ts":1.0,"dur":1,"pid":1,"tid":18446744073709551615})"));
+  REQUIRE(big.size() == 1);
+  CHECK(big[0] == "event 0: tid 18446744073709551615 is out of range (at most 2^63 - 1)");
+  CHECK(rejects(trace(R"({"ph":"X","name":"a","ts":1.0,"dur":1,"pid":9223372036854775808,"tid":2})"),
+                "event 0: pid 9223372036854775808 is out of range"));
+  CHECK(
+      check_chrome_trace(trace(R"({"ph":"X","name":"a","ts":1.0,"dur":1,"pid":1,"tid":9223372036854775807})"))
+          .empty());
+  // An E earlier than its B: a negative duration.
+  CHECK(
+      rejects(trace(R"({"ph":"B","name":"a","ts":5.0,"pid":1,"tid":2},{"ph":"E","ts":1.0,"pid":1,"tid":2})"),
+              "event 1: E event at ts 1 us ends before its B (event 0) began at ts 5 us"));
+  // Matched B/E pairs, nested, are a valid trace (an E at its B's ts too: a zero duration).
+  CHECK(check_chrome_trace(
+            trace(R"({"ph":"B","name":"a","ts":1.0,"pid":1,"tid":2},{"ph":"E","ts":1.0,"pid":1,"tid":2})"))
+            .empty());
   CHECK(check_chrome_trace(trace(R"({"ph":"B","name":"a","ts":1.0,"pid":1,"tid":2},)"
                                  R"({"ph":"B","name":"b","ts":2.0,"pid":1,"tid":2},)"
                                  R"({"ph":"E","ts":3.0,"pid":1,"tid":2},{"ph":"E","ts":4.0,"pid":1,"tid":2})"))

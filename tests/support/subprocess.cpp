@@ -104,6 +104,14 @@ int64_t Subprocess::cpu_ticks() const {
   return utime + stime;
 }
 
+int64_t Subprocess::rss_kib() const {
+  std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.starts_with("VmRSS:")) return std::stoll(line.substr(6));
+  return -1;  // gone, or a zombie (which has no VmRSS line)
+}
+
 RunResult Subprocess::wait(int timeout_s) {
   RunResult r;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
@@ -130,9 +138,11 @@ RunResult Subprocess::wait(int timeout_s) {
     }
   }
   int status = 0;
-  while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  struct rusage usage {};
+  while (wait4(pid_, &status, 0, &usage) < 0 && errno == EINTR) {
   }
   reaped_ = true;
+  r.max_rss_kib = usage.ru_maxrss;
   if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
   if (WIFSIGNALED(status)) r.term_signal = WTERMSIG(status);
   return r;

@@ -15,6 +15,7 @@ namespace strata::test {
 struct RunResult {
   int exit_code = -1;   // -1 when the child was killed by a signal
   int term_signal = 0;  // the signal that killed it, 0 when it exited
+  int64_t max_rss_kib = 0;  // the child's peak resident memory (wait4's ru_maxrss)
   std::string out;
   std::string err;
 };
@@ -38,6 +39,8 @@ class Subprocess {
   // CPU time (user + system) the child has used so far, in clock ticks; -1 once it has exited. Lets a
   // test wait until the child is busy measuring without assuming anything about wall-clock speed.
   int64_t cpu_ticks() const;
+  // Resident memory of the child now (VmRSS), in KiB; -1 once it has exited.
+  int64_t rss_kib() const;
   // Reads both pipes to the end and reaps the child. `timeout_s` is a safety net against a hung child
   // (it is then killed and the result says so via term_signal == SIGKILL); it is never what a test checks.
   RunResult wait(int timeout_s = 120);
