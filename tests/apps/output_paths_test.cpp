@@ -115,7 +115,7 @@ TEST_CASE("check-trace: violations are errors on stderr with strata's prefix; st
   check_no_crash(good);
   CHECK(good.exit_code == 0);
   CHECK(good.err.empty());
-  CHECK(good.out == dir.file("good.json") + ": valid (every invariant of docs/traces.md holds)\n");
+  CHECK(good.out == dir.file("good.json") + ": valid (every invariant of docs/design.md holds)\n");
 }
 
 // What parsed, or half-parsed, and passed although it is no trace (issue 30): each refused with exit 1
