@@ -30,8 +30,10 @@
 #include "layers/compiler/compiler.h"
 #include "layers/dispatch/autograd.h"
 #include "layers/dispatch/dispatch.h"
+#include "layers/python/profile.h"
 #include "lib/error.h"
 #include "lib/storage.h"
+#include "lib/zone.h"
 
 namespace py = pybind11;
 
@@ -132,6 +134,44 @@ class CompiledFunctionBackward final : public Node {
   bool released_ = false;
 };
 
+// Note [Compiled calls in strata.profile()]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// While a profile records on this thread, a compiled call is numbered like an operator call, under its
+// compiled function's own index (profile.h: compiled_call_index), so p.table() has a block for it:
+// "strata.compile(relu_matmul)". Its spans are the run's own zones: guards (binding), a dispatch and a
+// library zone per fused kernel, extern kernels as full operator calls; and one Layer::kPybind11 span
+// around the whole C++ run, whose self time is the rest of the call (the environment, the results, the
+// backward nodes). The Python wrapper's guard key (strata.compile's __call__) runs before it and is not
+// in the rows: the python row of an operator call is measured by probes in generated frontend code,
+// which a compiled function's __call__ does not have.
+class ProfiledRun {
+ public:
+  explicit ProfiledRun(uint16_t index) {
+    Timeline* t = tracing::active();
+    if (t == nullptr || t->op() != 0) return;  // not recording, or inside a call already numbered
+    id_ = next_profiled_call(index);
+    if (id_ == 0) return;
+    timeline_ = t;
+    t->set_op(id_);
+    span_ = t->open(Layer::kPybind11, "_CompiledGraph.run");
+  }
+  ~ProfiledRun() {
+    if (timeline_ == nullptr || timeline_ != tracing::active()) return;  // the profile ended meanwhile
+    timeline_->close(span_);
+    timeline_->set_op(0);
+  }
+  ProfiledRun(const ProfiledRun&) = delete;
+  ProfiledRun& operator=(const ProfiledRun&) = delete;
+  void failed() const {
+    if (timeline_ != nullptr) mark_profiled_call_failed(id_);
+  }
+
+ private:
+  Timeline* timeline_ = nullptr;
+  uint32_t id_ = 0;
+  int32_t span_ = -1;
+};
+
 // The inputs and constants that node `id` depends on (walking the graph backwards from it).
 std::vector<bool> depends_on(const compiler::Graph& g, size_t id) {
   std::vector<bool> reach(g.nodes.size(), false);
@@ -146,7 +186,7 @@ std::vector<bool> depends_on(const compiler::Graph& g, size_t id) {
 
 // Runs the compiled graph; when a tensor it reads requires grad (and grad mode is on), with grad mode off,
 // then attaches a CompiledFunctionBackward to each output that a call made.
-std::vector<Tensor> run_compiled(const compiler::CompiledGraph& cg, const std::vector<Tensor>& inputs) {
+std::vector<Tensor> run_with_grad(const compiler::CompiledGraph& cg, const std::vector<Tensor>& inputs) {
   const compiler::Graph& g = cg.graph();
   std::vector<Tensor> values(g.nodes.size());
   bool needs_grad = false;
@@ -182,6 +222,22 @@ std::vector<Tensor> run_compiled(const compiler::CompiledGraph& cg, const std::v
     out.set_requires_grad(true);
   }
   return outputs;
+}
+
+// A compiled graph and what strata.profile() calls it.
+struct PyCompiledGraph {
+  compiler::CompiledGraph graph;
+  uint16_t profile_index;
+};
+
+std::vector<Tensor> run_compiled(const PyCompiledGraph& g, const std::vector<Tensor>& inputs) {
+  ProfiledRun profiled(g.profile_index);
+  try {
+    return run_with_grad(g.graph, inputs);
+  } catch (...) {
+    profiled.failed();
+    throw;
+  }
 }
 
 py::dict timings_dict(const compiler::CompileTimings& t) {
@@ -261,31 +317,33 @@ void bind_compiler(py::module_& m) {
     return compiler::capture(
         [&fn](const std::vector<Tensor>& in) { return fn(py::cast(in)).cast<std::vector<Tensor>>(); }, inputs);
   }, py::arg("fn"), py::arg("inputs"));
-  m.def("_compile", [](const compiler::Captured& c, const std::string& cache_dir, const std::string& cxx) {
+  m.def("_compile", [](const compiler::Captured& c, const std::string& cache_dir, const std::string& cxx,
+                       const std::string& label) {
     compiler::CompileOptions options;
     options.cache_dir = cache_dir;
     options.cxx = cxx;
     try {
-      return compiler::compile(c, options);
+      return PyCompiledGraph{compiler::compile(c, options), compiled_call_index(label)};
     } catch (const compiler::CompilerUnavailableError& e) {
       PyErr_SetString(unavailable, e.what());
       throw py::error_already_set();
     }
-  }, py::arg("captured"), py::arg("cache_dir") = "", py::arg("cxx") = "");
-  py::class_<compiler::CompiledGraph>(m, "_CompiledGraph")
+  }, py::arg("captured"), py::arg("cache_dir") = "", py::arg("cxx") = "", py::arg("label") = "");
+  using G = PyCompiledGraph;
+  py::class_<G>(m, "_CompiledGraph")
       .def("run", &run_compiled, py::arg("inputs"))
-      .def_property_readonly("graph", [](const compiler::CompiledGraph& g) { return g.graph().str(); })
-      .def_property_readonly("plan", [](const compiler::CompiledGraph& g) { return g.plan().str(g.graph()); })
-      .def("emit_cpp", &compiler::CompiledGraph::emit_cpp)
-      .def("timings", [](const compiler::CompiledGraph& g) { return timings_dict(g.timings()); })
-      .def("builds", &builds_list)
-      .def("kernels", &kernels_list)
-      .def_property_readonly("calls", [](const compiler::CompiledGraph& g) { return g.graph().calls(); })
-      .def("bytes_moved", &compiler::CompiledGraph::bytes_moved)
-      .def("eager_bytes_moved", [](const compiler::CompiledGraph& g) { return compiler::eager_bytes_moved(g.graph()); })
-      .def_property_readonly("constants_requiring_grad", [](const compiler::CompiledGraph& g) {
+      .def_property_readonly("graph", [](const G& g) { return g.graph.graph().str(); })
+      .def_property_readonly("plan", [](const G& g) { return g.graph.plan().str(g.graph.graph()); })
+      .def("emit_cpp", [](const G& g) { return g.graph.emit_cpp(); })
+      .def("timings", [](const G& g) { return timings_dict(g.graph.timings()); })
+      .def("builds", [](const G& g) { return builds_list(g.graph); })
+      .def("kernels", [](const G& g) { return kernels_list(g.graph); })
+      .def_property_readonly("calls", [](const G& g) { return g.graph.graph().calls(); })
+      .def("bytes_moved", [](const G& g) { return g.graph.bytes_moved(); })
+      .def("eager_bytes_moved", [](const G& g) { return compiler::eager_bytes_moved(g.graph.graph()); })
+      .def_property_readonly("constants_requiring_grad", [](const G& g) {
         size_t n = 0;
-        for (const compiler::Node& node : g.graph().nodes)
+        for (const compiler::Node& node : g.graph.graph().nodes)
           n += node.kind == compiler::NodeKind::kConstant && node.constant.requires_grad() ? 1 : 0;
         return n;
       });

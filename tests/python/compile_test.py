@@ -277,6 +277,26 @@ class CompileTest(unittest.TestCase):
         finally:
             shutil.rmtree(cache, ignore_errors=True)
 
+    def test_profile_sees_the_compiled_calls(self):
+        compiled = strata.compile(relu_matmul, cache_dir=CACHE)
+        x, w = self.t(32, 16), self.t(16, 8)
+        compiled(x, w)  # compiled outside the profile
+        with strata.profile() as p:
+            for _ in range(20):
+                compiled(x, w)
+            strata.relu(x)
+            with self.assertRaises(strata.UsageError):  # a guard refuses inside the run: a failed call
+                compiled.versions[0]._compiled.run([x])
+        self.assertEqual(p.calls, 21)
+        self.assertEqual(p.failed_calls, 1)
+        self.assertEqual([name for _, name in p.call_ops()][:2], ["compile(relu_matmul)"] * 2)
+        report = next(r for r in p.json()["ops"] if r["op"] == "strata.compile(relu_matmul)")
+        layers = {row["layer"] for row in report["steady"]["rows"] if row.get("applicable", True)}
+        self.assertTrue({"binding", "dispatch", "library"} <= layers, layers)
+        library = [row for row in report["steady"]["rows"] if row["layer"] == "library"]
+        self.assertGreater(library[0]["time"]["median"], 0)
+        self.assertIn("strata.compile(relu_matmul)", p.table())
+
     def test_refusals(self):
         x, w = self.t(3, 4), self.t(4, 2)
         with self.assertRaises(strata.CompilerUnavailableError) as caught:

@@ -167,6 +167,7 @@ class CompiledFunction:
             raise CompilerUnavailableError("strata.compile: this strata module has no compiler layer (the strata "
                                            "program's embedded module); import the package built in build/python")
         functools.update_wrapper(self, fn)
+        self._label = getattr(fn, "__qualname__", None) or type(fn).__name__  # strata.profile()'s block name
         self._fn = fn
         self._cache_dir = cache_dir
         self._cxx = cxx
@@ -240,7 +241,7 @@ class CompiledFunction:
                 self.breaks.append({"reason": str(e), "where": getattr(e, "where", "?"), "version": index})
                 version = Version(key, eager_reason=f"graph break: {e}")
             else:
-                compiled = _strata._compile(captured, self._cache_dir, self._cxx)
+                compiled = _strata._compile(captured, self._cache_dir, self._cxx, self._label)
                 version = Version(key, compiled, captured, structure=structure[0])
         self._versions[key] = version
         self._latest = version
@@ -254,7 +255,7 @@ class CompiledFunction:
 
     def _last(self):
         if self._latest is None:
-            raise Error(f"strata.compile({self.__name__}): not compiled yet; call it first (it compiles for the "
+            raise Error(f"strata.compile({self._label}): not compiled yet; call it first (it compiles for the "
                         f"inputs of its first call)")
         return self._latest
 
@@ -271,7 +272,7 @@ class CompiledFunction:
 
     def __repr__(self):
         compiled = sum(v.compiled for v in self._versions.values())
-        return (f"<strata.compile({self.__name__}): {len(self._versions)} version(s), {compiled} compiled, "
+        return (f"<strata.compile({self._label}): {len(self._versions)} version(s), {compiled} compiled, "
                 f"{len(self.breaks)} graph break(s), {len(self.recompiles)} recompile(s), cache_size_limit "
                 f"{self.cache_size_limit}; backward: eager (replays the graph, then the autograd engine)>")
 
