@@ -5,14 +5,19 @@ then strata's again with a warm one (a cache hit). The results of the four are c
 difference against strata eager). Without an importable torch (2.x: torch.compile) only strata's columns
 are printed, and the output says so.
 
-    PYTHONPATH=build/python ~/.cache/strata/venv/bin/python -B bench/compiled_bench_torch.py [--quick]
+    PYTHONPATH=build/python ~/.cache/strata/venv/bin/python -B bench/compiled_bench_torch.py [--quick] [--threads N]
 
 Results and the command: docs/performance.md, "strata.compile vs torch.compile"."""
 import argparse
 import os
+import sys
+
+# --threads N: OpenBLAS reads its thread count when it is loaded (with import strata), so it is set here,
+# before; torch's is set after import.
+if "--threads" in sys.argv[1:-1]:
+    os.environ["OPENBLAS_NUM_THREADS"] = sys.argv[sys.argv.index("--threads") + 1]
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 
@@ -126,7 +131,12 @@ def run_case(name, make, shapes, calls, batches, cache):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer calls (a smoke run, not for the record)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="threads on both sides: OpenBLAS (strata) and torch's intra-op pool (default: each "
+                             "library's own choice)")
     args = parser.parse_args()
+    if args.threads is not None and _TORCH is not None:
+        torch.set_num_threads(args.threads)
     calls, batches = (5, 3) if args.quick else (50, 9)
     cache = tempfile.mkdtemp(prefix="strata-bench-kernels-")
     threads = os.environ.get("OPENBLAS_NUM_THREADS", "OpenBLAS default")

@@ -52,10 +52,14 @@ class EnableGradGuard {
   bool saved_;
 };
 
-// The values of `t` as a tensor with no autograd history of its own: a zero-copy alias of a contiguous
-// tensor (the alias keeps a history-free copy of `t` alive, not its grad_fn), a copy otherwise.
+// The values of `t` as a tensor with no autograd history of its own: a zero-copy alias (it keeps a
+// history-free copy of `t` alive, not its grad_fn). Every tensor strata makes is contiguous, and the
+// guards refuse other inputs; a strided one could only be a constant from elsewhere, refused by name.
 Tensor detached_alias(const Tensor& t) {
-  if (!t.is_contiguous()) return t.to(t.device());
+  if (!t.is_contiguous()) {
+    throw UsageError("compiled backward: a tensor the graph reads (" + t.str() +
+                     ") is not contiguous; the compiled function's backward replays contiguous tensors only");
+  }
   auto* keep = new Tensor(t);
   keep->set_grad_fn(nullptr);
   auto storage = std::make_shared<Storage>(

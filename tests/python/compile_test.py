@@ -157,6 +157,16 @@ class CompileTest(unittest.TestCase):
         self.assertEqual(compiled.recompiles[0]["reasons"], ["aliasing of tensor arguments: (0, 0) -> (0, 1)"])
         self.close(out.numpy_float64(), REFERENCES[add_tree](x.numpy_float64(), y.numpy_float64()), "float32", "out")
 
+    def test_a_compiled_function_inside_another_is_inlined(self):
+        inner = strata.compile(relu_matmul, cache_dir=CACHE)
+        outer = strata.compile(lambda x, w, y: strata.add(inner(x, w), y), cache_dir=CACHE)
+        x, w, y = self.t(5, 4), self.t(4, 3), self.t(5, 3)
+        out = outer(x, w, y)
+        self.assertEqual(outer.versions[0].ops, ["matmul", "relu", "add"])
+        self.assertEqual(inner.versions, [])
+        ref = np.maximum(x.numpy_float64() @ w.numpy_float64(), 0) + y.numpy_float64()
+        self.close(out.numpy_float64(), ref, "float32", "outer(inner)")
+
     def test_cache_size_limit_runs_new_keys_eagerly(self):
         compiled = strata.compile(relu_matmul, cache_dir=CACHE, cache_size_limit=2)
         for m in (3, 4, 5):

@@ -190,6 +190,8 @@ class CompiledFunction:
         return [p[i] if i < len(p) else f"arg{i}" for i in range(len(args))] + list(kwargs)
 
     def __call__(self, *args, **kwargs):
+        if _strata._capturing():  # called inside another compiled function's capture: inlined into its graph
+            return self._fn(*args, **kwargs)
         values = list(args) + list(kwargs.values()) if kwargs else args
         tensors = [v for v in values if isinstance(v, _strata.Tensor)]
         key = _key(args, kwargs, values, tensors)
