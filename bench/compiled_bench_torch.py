@@ -94,6 +94,18 @@ def torch_setup_s():
     return (time.perf_counter_ns() - t0) / 1e9
 
 
+def guard_overhead_us(calls, batches, cache):
+    """What strata.compile's Python wrapper adds per call (the guard key, the version lookup, the result):
+    a compiled call of a tiny relu minus the same version's C++ run called directly."""
+    compiled = strata.compile(lambda x: strata.relu(x), cache_dir=cache)
+    x = strata.randn(4)
+    compiled(x)
+    run = compiled.versions[0]._compiled.run
+    whole = per_call_us(compiled, [x], calls * 20, batches)
+    inner = per_call_us(lambda v: run([v]), [x], calls * 20, batches)
+    return whole, inner
+
+
 def rel_diff(a, b):
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
 
@@ -151,6 +163,9 @@ def main():
         with torch.no_grad():
             print(f"torch.compile's one-time setup in this process (a trivial function, first): {torch_setup_s():.3f} s")
     try:
+        whole, inner = guard_overhead_us(calls, batches, cache)
+        print(f"strata.compile's Python wrapper per call: {whole - inner:.2f} us (a compiled relu on 4 elements: "
+              f"{whole:.2f} us; its C++ run called directly: {inner:.2f} us)")
         for name, make, shapes in CASES:
             r = run_case(name, make, shapes, calls, batches, cache)
             print(f"\n{r['case']}   ({r['kernels']})")

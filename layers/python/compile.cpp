@@ -63,8 +63,8 @@ Tensor detached_alias(const Tensor& t) {
   auto* keep = new Tensor(t);
   keep->set_grad_fn(nullptr);
   auto storage = std::make_shared<Storage>(
-      t.data_ptr(), t.nbytes(), t.device(), [](void* context, void*, size_t) { delete static_cast<Tensor*>(context); },
-      keep);
+      t.data_ptr(), t.nbytes(), t.device(),
+      [](void* context, void*, size_t) { delete static_cast<Tensor*>(context); }, keep);
   return Tensor::from_storage(std::move(storage), t.sizes(), t.dtype());
 }
 
@@ -92,15 +92,19 @@ class CompiledFunctionBackward final : public Node {
   // every input and constant's tensor, by node id (undefined for call nodes).
   CompiledFunctionBackward(compiler::CompiledGraph graph, size_t output, std::vector<size_t> sources,
                            std::vector<Tensor> values)
-      : Node(autograd_detail::next_sequence_nr()), graph_(std::move(graph)), output_(output),
-        sources_(std::move(sources)), values_(std::move(values)) {}
+      : Node(autograd_detail::next_sequence_nr()),
+        graph_(std::move(graph)),
+        output_(output),
+        sources_(std::move(sources)),
+        values_(std::move(values)) {}
   const char* name() const override { return "CompiledFunctionBackward"; }
   size_t num_saved() const override { return released_ ? 0 : sources_.size(); }
 
   GradList apply(const Tensor& grad) override {
     if (released_) {
-      throw UsageError("backward: trying to backward through a compiled function's graph a second time; "
-                       "pass retain_graph=True to the first backward()");
+      throw UsageError(
+          "backward: trying to backward through a compiled function's graph a second time; "
+          "pass retain_graph=True to the first backward()");
     }
     const compiler::Graph& g = graph_.graph();
     std::vector<Tensor> env(g.nodes.size());
@@ -214,9 +218,9 @@ std::vector<Tensor> run_with_grad(const compiler::CompiledGraph& cg, const std::
       if (reach[n] && values[n].defined() && values[n].requires_grad()) sources.push_back(n);
     if (sources.empty()) continue;
     if (sources.size() > kMaxArgs) {
-      throw UsageError("compiled backward: output " + std::to_string(o) + " depends on " +
-                       std::to_string(sources.size()) + " tensors that require grad; a backward node has at most " +
-                       std::to_string(kMaxArgs) + " edges");
+      throw UsageError(
+          "compiled backward: output " + std::to_string(o) + " depends on " + std::to_string(sources.size()) +
+          " tensors that require grad; a backward node has at most " + std::to_string(kMaxArgs) + " edges");
     }
     auto node = std::make_shared<CompiledFunctionBackward>(cg, id, sources, values);
     for (size_t e = 0; e < sources.size(); ++e) node->set_next(e, gradient_edge(values[sources[e]]));
@@ -317,22 +321,29 @@ void bind_compiler(py::module_& m) {
       });
   // fn(list of tensors) -> list of tensors, called once with the Capture key on (Python errors, graph
   // breaks among them, propagate out of capture unchanged).
-  m.def("_capture", [](const py::function& fn, const std::vector<Tensor>& inputs) {
-    return compiler::capture(
-        [&fn](const std::vector<Tensor>& in) { return fn(py::cast(in)).cast<std::vector<Tensor>>(); }, inputs);
-  }, py::arg("fn"), py::arg("inputs"));
-  m.def("_compile", [](const compiler::Captured& c, const std::string& cache_dir, const std::string& cxx,
-                       const std::string& label) {
-    compiler::CompileOptions options;
-    options.cache_dir = cache_dir;
-    options.cxx = cxx;
-    try {
-      return PyCompiledGraph{compiler::compile(c, options), compiled_call_index(label)};
-    } catch (const compiler::CompilerUnavailableError& e) {
-      PyErr_SetString(unavailable, e.what());
-      throw py::error_already_set();
-    }
-  }, py::arg("captured"), py::arg("cache_dir") = "", py::arg("cxx") = "", py::arg("label") = "");
+  m.def(
+      "_capture",
+      [](const py::function& fn, const std::vector<Tensor>& inputs) {
+        return compiler::capture(
+            [&fn](const std::vector<Tensor>& in) { return fn(py::cast(in)).cast<std::vector<Tensor>>(); },
+            inputs);
+      },
+      py::arg("fn"), py::arg("inputs"));
+  m.def(
+      "_compile",
+      [](const compiler::Captured& c, const std::string& cache_dir, const std::string& cxx,
+         const std::string& label) {
+        compiler::CompileOptions options;
+        options.cache_dir = cache_dir;
+        options.cxx = cxx;
+        try {
+          return PyCompiledGraph{compiler::compile(c, options), compiled_call_index(label)};
+        } catch (const compiler::CompilerUnavailableError& e) {
+          PyErr_SetString(unavailable, e.what());
+          throw py::error_already_set();
+        }
+      },
+      py::arg("captured"), py::arg("cache_dir") = "", py::arg("cxx") = "", py::arg("label") = "");
   using G = PyCompiledGraph;
   py::class_<G>(m, "_CompiledGraph")
       .def("run", &run_compiled, py::arg("inputs"))

@@ -191,8 +191,9 @@ int get_buffer(PyObject* obj, Py_buffer* view, int flags) {
   if (capturing()) {  // np.asarray(t) inside a capture reads values: a graph break (Note [Graph breaks])
     try {
       py::module_::import("strata._errors")
-          .attr("break_if_capturing")("data-dependent Python: np.asarray(tensor) reads a captured tensor's values, "
-                                      "which the graph cannot know");
+          .attr("break_if_capturing")(
+              "data-dependent Python: np.asarray(tensor) reads a captured tensor's values, "
+              "which the graph cannot know");
     } catch (py::error_already_set& e) {
       if (view != nullptr) view->obj = nullptr;
       e.restore();

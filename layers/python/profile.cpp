@@ -39,7 +39,8 @@ std::deque<std::string>& compiled_labels() {
 
 // "strata.matmul", or "strata.compile(relu_matmul)" for a compiled function's calls.
 std::string call_title(uint16_t index) {
-  if (index >= kCompiledCallBase) return "strata.compile(" + compiled_labels().at(index - kCompiledCallBase) + ")";
+  if (index >= kCompiledCallBase)
+    return "strata.compile(" + compiled_labels().at(index - kCompiledCallBase) + ")";
   return "strata." + binding::all_operators().at(index)->schema().name;
 }
 
@@ -132,7 +133,8 @@ class Profile {
     reports::TraceReport rep;
     rep.op = call_title(op_index);
     rep.spec = rep.op;
-    rep.schema = compiled ? "compiled graph: guards, then one dispatched call per fused kernel" : op->schema().text;
+    rep.schema =
+        compiled ? "compiled graph: guards, then one dispatched call per fused kernel" : op->schema().text;
     rep.description = std::to_string(ids.size()) + " call" + (ids.size() == 1 ? "" : "s") + " from Python" +
                       (failed > 0 ? " (+" + std::to_string(failed) + " that raised, left out)" : "");
     rep.figures.set("python.failed_calls", double(failed), "count");
@@ -195,13 +197,16 @@ class Profile {
     }
     if (compiled) {
       rep.describe(RowKind::kWall, "", "the compiled graph's run, entry -> return");
-      rep.notes.push_back("a compiled call's rows start at the C++ run: the Python wrapper's guard check before it "
-                          "(strata.compile's __call__) is not in them");
+      rep.notes.push_back(
+          "a compiled call's rows start at the C++ run: the Python wrapper's guard check before it "
+          "(strata.compile's __call__) is not in them");
     } else {
       rep.describe(RowKind::kWall, "", "python entry -> python return");
-      rep.notes.push_back("the python and pybind11 rows come from probes in the frontend and the extension's entry "
-                          "costing about " + std::to_string(std::lround(python_probe_ns)) +
-                          " ns per call together (Note [The python and pybind11 rows])");
+      rep.notes.push_back(
+          "the python and pybind11 rows come from probes in the frontend and the extension's entry "
+          "costing about " +
+          std::to_string(std::lround(python_probe_ns)) +
+          " ns per call together (Note [The python and pybind11 rows])");
     }
     if (!unresolved.empty()) {
       rep.notes.push_back("rows marked * (" + unresolved +
@@ -233,8 +238,8 @@ class Profile {
     for (uint16_t op : called_ops(true)) {
       if (std::find(measured.begin(), measured.end(), op) != measured.end()) continue;  // its block says it
       const size_t failed = calls_of(op, true).size();
-      out << (first ? "" : "\n") << call_title(op) << ": " << failed
-          << " call" << (failed == 1 ? "" : "s") << " raised an exception (not measured: in no figure)\n";
+      out << (first ? "" : "\n") << call_title(op) << ": " << failed << " call" << (failed == 1 ? "" : "s")
+          << " raised an exception (not measured: in no figure)\n";
       first = false;
     }
     return out.str();
@@ -327,7 +332,8 @@ uint16_t compiled_call_index(const std::string& label) {
   for (size_t i = 0; i < labels.size(); ++i)
     if (labels[i] == label) return uint16_t(kCompiledCallBase + i);
   // Past 4095 labels the last one is shared (a block per function stops being distinct, nothing breaks).
-  if (labels.size() >= size_t(0xFFFF - kCompiledCallBase)) return uint16_t(kCompiledCallBase + labels.size() - 1);
+  if (labels.size() >= size_t(0xFFFF - kCompiledCallBase))
+    return uint16_t(kCompiledCallBase + labels.size() - 1);
   labels.push_back(label);
   return uint16_t(kCompiledCallBase + labels.size() - 1);
 }
