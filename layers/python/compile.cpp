@@ -21,6 +21,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,8 +29,10 @@
 #include "layers/autograd/engine.h"
 #include "layers/binding/binding.h"
 #include "layers/compiler/compiler.h"
+#include "layers/dispatch/autocast.h"
 #include "layers/dispatch/autograd.h"
 #include "layers/dispatch/dispatch.h"
+#include "layers/python/crossing.h"
 #include "layers/python/profile.h"
 #include "lib/error.h"
 #include "lib/storage.h"
@@ -300,9 +303,41 @@ py::list builds_list(const compiler::CompiledGraph& cg) {
   return out;
 }
 
+// The tensor half of a compiled call's guard key in one crossing (Note [Guards and versions] in
+// strata/_compile.py): per argument ("tensor", shape, dtype, device, contiguous) or None for a constant;
+// for each tensor the first tensor argument it is; the thread's autocast state; how many tensors require
+// grad. None when a capture runs on this thread (the call is then inlined into that capture's graph).
+py::object guard_key(const py::tuple& values) {
+  if (local_dispatch_key_set().included.has(DispatchKey::kCapture)) return py::none();
+  const size_t n = values.size();
+  py::tuple described(n);
+  std::vector<const void*> ptrs;
+  py::list aliasing;
+  int needs_grad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    py::handle v = values[i];
+    if (!py::isinstance<Tensor>(v)) {
+      described[i] = py::none();
+      continue;
+    }
+    const Tensor& t = v.cast<const Tensor&>();
+    py::tuple shape(size_t(t.dim()));
+    for (int d = 0; d < t.dim(); ++d) shape[size_t(d)] = py::int_(t.size(d));
+    described[i] = py::make_tuple("tensor", shape, python_dtype_name(t.dtype()), t.device().str(), t.is_contiguous());
+    const void* p = t.data_ptr();
+    aliasing.append(size_t(std::find(ptrs.begin(), ptrs.end(), p) - ptrs.begin()));
+    ptrs.push_back(p);
+    needs_grad += t.requires_grad() ? 1 : 0;
+  }
+  const AutocastState a = autocast_state();
+  return py::make_tuple(described, py::tuple(aliasing), py::make_tuple(a.enabled, std::string(dtype_name(a.dtype))),
+                        needs_grad);
+}
+
 }  // namespace
 
 void bind_compiler(py::module_& m) {
+  m.def("_guard_key", &guard_key, py::arg("values"));
   // No compiler: its own class, an UnavailableError, so that callers may tell it from other refusals.
   // Held for the life of the process, as crossing.cpp's classes are (a static py::object would be
   // released after the interpreter is gone).

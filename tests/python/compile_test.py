@@ -167,6 +167,33 @@ class CompileTest(unittest.TestCase):
         ref = np.maximum(x.numpy_float64() @ w.numpy_float64(), 0) + y.numpy_float64()
         self.close(out.numpy_float64(), ref, "float32", "outer(inner)")
 
+    def test_autocast_state_is_a_guard(self):
+        compiled = strata.compile(relu_matmul, cache_dir=CACHE)
+        x, w = self.t(6, 5), self.t(5, 4)
+        self.assertEqual(compiled(x, w).dtype, "float32")
+        with strata.autocast("bf16"):
+            out = compiled(x, w)
+        self.assertEqual(out.dtype, "bfloat16")
+        self.assertEqual(compiled.recompiles[0]["reasons"], ["autocast: off -> bf16"])
+        # bf16 has no generated code: both ops stay extern, and explain says why.
+        self.assertEqual([k["kind"] for k in compiled.versions[1].kernels], ["extern", "extern"])
+        self.assertIn("bf16", compiled.versions[1].kernels[1]["extern_reason"])
+
+    def test_more_tensors_needing_grad_than_a_node_has_edges_run_eagerly(self):
+        def add6(a, b, c, d, e, f):
+            return strata.add(strata.add(strata.add(a, b), strata.add(c, d)), strata.add(e, f))
+
+        compiled = strata.compile(add6, cache_dir=CACHE)
+        leaves = [self.t(3, 2, requires_grad=True) for _ in range(6)]
+        y = compiled(*leaves)
+        self.assertEqual(y.grad_fn, "AddBackward")  # eager's own node
+        self.assertIn("6 tensors require grad", compiled.eager_calls[0]["reason"])
+        strata.sum(y).backward()
+        for leaf in leaves:
+            self.close(leaf.grad.numpy_float64(), np.ones((3, 2)), "float32", "grad")
+        y = compiled(*[self.t(3, 2) for _ in range(6)])  # no grad needed: compiled
+        self.assertIsNone(y.grad_fn)
+
     def test_cache_size_limit_runs_new_keys_eagerly(self):
         compiled = strata.compile(relu_matmul, cache_dir=CACHE, cache_size_limit=2)
         for m in (3, 4, 5):

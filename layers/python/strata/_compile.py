@@ -43,8 +43,7 @@ _DEFAULT_CACHE_SIZE_LIMIT = 8
 
 
 def _describe(value):
-    if isinstance(value, _strata.Tensor):
-        return ("tensor", tuple(value.shape), value.dtype, value.device, value.is_contiguous())
+    """A constant argument's part of the guard key (tensors are described in C++: _strata._guard_key)."""
     if isinstance(value, (list, tuple)):
         if any(isinstance(v, _strata.Tensor) for v in value):
             raise TypeError("strata.compile: tensors inside a list or tuple argument are not supported; pass each "
@@ -58,11 +57,17 @@ def _describe(value):
     return ("constant", type(value).__name__, value)
 
 
-def _key(args, kwargs, values, tensors):
-    described = tuple(_describe(v) for v in values)
-    ptrs = [t.data_ptr() for t in tensors]
-    aliasing = tuple(ptrs.index(p) for p in ptrs)
-    return ((len(args), tuple(kwargs)), described, aliasing, _strata._autocast_state())
+def _key(args, kwargs, values):
+    """(guard key, tensors, how many require grad), or None inside another capture. The tensors' half is
+    one C++ call (_strata._guard_key); constants are described here."""
+    guards = _strata._guard_key(values)
+    if guards is None:
+        return None
+    described, aliasing, autocast, needs_grad = guards
+    if None in described:
+        described = tuple(_describe(v) if d is None else d for d, v in zip(described, values))
+    tensors = [v for v, d in zip(values, described) if d[0] == "tensor"]
+    return ((len(args), tuple(kwargs)), described, aliasing, autocast), tensors, needs_grad
 
 
 def _why(old, new, names):
@@ -105,6 +110,9 @@ class Version:
         self.eager_reason = eager_reason  # None, or why this version runs eagerly
         self._structure = structure       # "tensor", "tuple" or "list": what the function returned
         self.calls = 0
+        # Parameters that require grad, counted once (a node's edges: Note [Backward through a compiled
+        # function]); the C++ run counts again per output and refuses what does not fit.
+        self.constants_requiring_grad = compiled.constants_requiring_grad if compiled is not None else 0
 
     @property
     def compiled(self):
@@ -190,11 +198,10 @@ class CompiledFunction:
         return [p[i] if i < len(p) else f"arg{i}" for i in range(len(args))] + list(kwargs)
 
     def __call__(self, *args, **kwargs):
-        if _strata._capturing():  # called inside another compiled function's capture: inlined into its graph
+        found = _key(args, kwargs, args + tuple(kwargs.values()) if kwargs else args)
+        if found is None:  # called inside another compiled function's capture: inlined into its graph
             return self._fn(*args, **kwargs)
-        values = list(args) + list(kwargs.values()) if kwargs else args
-        tensors = [v for v in values if isinstance(v, _strata.Tensor)]
-        key = _key(args, kwargs, values, tensors)
+        key, tensors, needs_grad = found
         with self._lock:
             version = self._versions.get(key)
             if version is None:
@@ -208,7 +215,7 @@ class CompiledFunction:
             version.calls += 1
         if version.eager_reason is not None:
             return self._fn(*args, **kwargs)
-        needing = sum(t.requires_grad for t in tensors) + version._compiled.constants_requiring_grad
+        needing = needs_grad + version.constants_requiring_grad
         if needing > _strata._max_grad_edges:
             self.eager_calls.append({"reason": f"{needing} tensors require grad; the compiled backward node has "
                                      f"{_strata._max_grad_edges} edges, so this call runs eagerly"})
