@@ -364,8 +364,11 @@ class CompileTest(unittest.TestCase):
             compiled(x, [x])  # a tensor inside a list
         with self.assertRaises(strata.Error):
             strata.compile(relu_matmul).graph  # nothing compiled yet
+        compiled = strata.compile(relu_matmul, cache_dir=CACHE)
+        compiled(x, w)
         with self.assertRaises(strata.UsageError):  # the function's own error, as eagerly
-            strata.compile(relu_matmul, cache_dir=CACHE)(x, self.t(5, 2))
+            compiled(x, self.t(5, 2))
+        self.assertEqual((len(compiled.versions), compiled.recompiles), (1, []))  # nothing kept of it
 
 
 if __name__ == "__main__":

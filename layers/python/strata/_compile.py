@@ -35,8 +35,9 @@ if CompilerUnavailableError is None:
 # changes what a matmul computes). A call whose key has a version runs it; another key compiles a new
 # version and records why, against the latest version, argument by argument ("x: shape [4, 8] -> [8,
 # 8]"). Earlier versions stay (a call that matches one runs it), up to cache_size_limit (torch's default,
-# 8); past it, new keys run eagerly and that is recorded too. Guard checks are Python (a tuple per call);
-# the compiled graph checks its own guards again in C++, as `run` does for every caller. Tensors the
+# 8); past it, new keys run eagerly and that is recorded too. The tensors' half of the key is one C++
+# call (_strata._guard_key), the constants' is Python; the compiled graph checks its own guards again in
+# C++, as `run` does for every caller. Tensors the
 # function closed over (parameters) are constants of the graph: their values are read at each run (same
 # storage), but a closure rebound to another tensor is not guarded.
 _DEFAULT_CACHE_SIZE_LIMIT = 8
@@ -224,8 +225,8 @@ class CompiledFunction:
 
     def _compile(self, key, names, tensors, args, kwargs):
         index = len(self._versions)
-        if self._latest is not None:
-            self.recompiles.append({"version": index, "reasons": _why(self._latest.key, key, names)})
+        # Against the latest version; recorded once this one exists (a compile that raises leaves none).
+        reasons = _why(self._latest.key, key, names) if self._latest is not None else None
         not_contiguous = [n for n, d in zip(names, key[1]) if d[0] == "tensor" and not d[4]]
         structure = []
 
@@ -252,6 +253,8 @@ class CompiledFunction:
             else:
                 compiled = _strata._compile(captured, self._cache_dir, self._cxx, self._label)
                 version = Version(key, compiled, captured, structure=structure[0])
+        if reasons is not None:
+            self.recompiles.append({"version": index, "reasons": reasons})
         self._versions[key] = version
         self._latest = version
         return version
