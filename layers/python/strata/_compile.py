@@ -238,8 +238,10 @@ class CompiledFunction:
             if isinstance(out, (tuple, list)) and all(isinstance(o, _strata.Tensor) for o in out):
                 structure.append(type(out).__name__ if type(out) in (tuple, list) else "tuple")
                 return list(out)
+            code = getattr(self._fn, "__code__", None)
+            where = f"{code.co_filename}:{code.co_firstlineno}: {self._label}" if code is not None else "?"
             raise GraphBreak(f"the function returned {type(out).__name__}: a compiled function returns a tensor "
-                             f"or a tuple or list of tensors")
+                             f"or a tuple or list of tensors", where)
 
         if not_contiguous:
             version = Version(key, eager_reason=f"{', '.join(not_contiguous)} not contiguous: compiled kernels read "
