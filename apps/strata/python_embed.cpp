@@ -54,6 +54,16 @@ OPS = {
     "relu": (torch.relu, "torch.relu"),
     "add": (torch.add, "torch.add"),
     "gelu": (F.gelu, "torch.nn.functional.gelu"),  # exact (erf) GELU, as strata's
+    # The overloads by name (Note [Overloads]): torch.mul picks aten::mul.Tensor or aten::mul.Scalar itself.
+    # Looked up when called, so that a torch without one of them still serves the ops it has.
+    "mul": (lambda self, other: torch.mul(self, other), "torch.mul"),
+    "mul.Scalar": (lambda self, other=1: torch.mul(self, other), "torch.mul"),
+    # strata passes alpha positionally (its schema); torch.add/sub take it by keyword only.
+    "add.Scalar": (lambda self, other, alpha=1: torch.add(self, other, alpha=alpha), "torch.add"),
+    "sub": (lambda self, other, alpha=1: torch.sub(self, other, alpha=alpha), "torch.sub"),
+    "sub.Scalar": (lambda self, other, alpha=1: torch.sub(self, other, alpha=alpha), "torch.sub"),
+    "tanh": (lambda self: torch.tanh(self), "torch.tanh"),
+    "pow": (lambda self, exponent: torch.pow(self, exponent), "torch.pow"),
 }
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "bfloat16": torch.bfloat16}
 

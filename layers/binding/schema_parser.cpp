@@ -19,6 +19,9 @@ class Parser {
     schema.text = std::string(text_);
     skip_space();
     schema.name = identifier("operator name");
+    // An overload name, as native_functions.yaml's "mul.Scalar": part of the operator's unique name (what
+    // find_operator and the dispatcher know it by); the Python frontend picks among a name's overloads.
+    if (consume('.')) schema.name += "." + identifier("overload name");
     expect('(');
     bool keyword_only = false;
     skip_space();

@@ -47,20 +47,27 @@ std::string header(const Graph& g, const FusedKernel& k, DType dtype) {
 
 // Note [Vector math]
 // ~~~~~~~~~~~~~~~~~~
-// A loop that calls erf or exp does not vectorise with plain libm calls: the compiler cannot call a
-// scalar function on a vector. glibc's libmvec has vector variants of them (_ZGVdN8v_erff: 8 floats
+// A loop that calls erf, exp, tanh or pow does not vectorise with plain libm calls: the compiler cannot
+// call a scalar function on a vector. glibc's libmvec has vector variants of them (_ZGVdN8v_erff: 8 floats
 // in AVX2 registers), and OpenMP's `declare simd` on the declaration tells the compiler they exist, so
 // the loop (under `omp simd`, -fopenmp-simd: no OpenMP runtime) calls them 8 or 4 lanes at a time.
 // glibc's own headers declare them only under -ffast-math, which strata does not use: it would also
 // allow reassociation and drop NaN semantics, and fused results must stay those of eager to rounding.
-// libmvec's functions are within 4 ulp of the scalar ones, far inside the dtype tolerances.
+// libmvec's functions (tanh since glibc 2.35, pow since 2.22) are within 4 ulp of the scalar ones, far
+// inside the dtype tolerances.
 const char* math_prelude(DType dtype) {
   if (dtype == DType::kF64) {
     return "extern \"C\" {\n#pragma omp declare simd notinbranch\ndouble erf(double);\n"
-           "#pragma omp declare simd notinbranch\ndouble exp(double);\n}\n#define m_erf erf\n#define m_exp exp\n\n";
+           "#pragma omp declare simd notinbranch\ndouble exp(double);\n"
+           "#pragma omp declare simd notinbranch\ndouble tanh(double);\n"
+           "#pragma omp declare simd notinbranch\ndouble pow(double, double);\n}\n"
+           "#define m_erf erf\n#define m_exp exp\n#define m_tanh tanh\n#define m_pow pow\n#define m_sqrt __builtin_sqrt\n\n";
   }
   return "extern \"C\" {\n#pragma omp declare simd notinbranch\nfloat erff(float);\n"
-         "#pragma omp declare simd notinbranch\nfloat expf(float);\n}\n#define m_erf erff\n#define m_exp expf\n\n";
+         "#pragma omp declare simd notinbranch\nfloat expf(float);\n"
+         "#pragma omp declare simd notinbranch\nfloat tanhf(float);\n"
+         "#pragma omp declare simd notinbranch\nfloat powf(float, float);\n}\n"
+         "#define m_erf erff\n#define m_exp expf\n#define m_tanh tanhf\n#define m_pow powf\n#define m_sqrt __builtin_sqrtf\n\n";
 }
 
 }  // namespace

@@ -27,15 +27,16 @@ namespace strata::compiler {
 namespace lowering {
 namespace {
 
-// A scalar argument as a C++ literal of the kernel's type (exact: %.17g round-trips a double).
-std::string literal(const binding::IValue& v) {
-  const double d = v.to_double();
+// A scalar as a C++ literal of the kernel's type (exact: %.17g round-trips a double).
+std::string literal(double d) {
   if (std::isnan(d)) return "T(__builtin_nan(\"\"))";
   if (std::isinf(d)) return d > 0 ? "T(__builtin_inf())" : "T(-__builtin_inf())";
   char buf[40];
   std::snprintf(buf, sizeof buf, "T(%.17g)", d);
   return buf;
 }
+
+std::string literal(const binding::IValue& v) { return literal(v.to_double()); }
 
 std::string relu(const std::vector<std::string>& t, const Node&) {
   return "(" + t[0] + " > T(0) ? " + t[0] + " : T(0))";
@@ -45,6 +46,39 @@ std::string add(const std::vector<std::string>& t, const Node& n) {
 }
 std::string gelu(const std::vector<std::string>& t, const Node&) {  // exact (erf) form, as the eager kernel
   return "(T(0.5) * " + t[0] + " * (T(1) + m_erf(" + t[0] + " * T(0.70710678118654752440))))";
+}
+// The tanh GELU's ops, each as its eager CPU loop computes it (layers/kernels/cpu/pointwise.cpp): a Python
+// float is rounded to T first, sub is add with -alpha.
+std::string mul(const std::vector<std::string>& t, const Node&) { return "(" + t[0] + " * " + t[1] + ")"; }
+std::string mul_scalar(const std::vector<std::string>& t, const Node& n) {
+  return "(" + t[0] + " * " + literal(n.args[1].scalar) + ")";
+}
+std::string add_scalar(const std::vector<std::string>& t, const Node& n) {
+  return "(" + t[0] + " + " + literal(n.args[2].scalar) + " * " + literal(n.args[1].scalar) + ")";
+}
+std::string sub(const std::vector<std::string>& t, const Node& n) {
+  return "(" + t[0] + " + " + literal(-n.args[2].scalar.to_double()) + " * " + t[1] + ")";
+}
+std::string sub_scalar(const std::vector<std::string>& t, const Node& n) {
+  return "(" + t[0] + " + " + literal(-n.args[2].scalar.to_double()) + " * " + literal(n.args[1].scalar) + ")";
+}
+std::string tanh(const std::vector<std::string>& t, const Node&) { return "m_tanh(" + t[0] + ")"; }
+// The eager kernel's special exponents (pow_value in pointwise.cpp), else the vector pow.
+std::string pow(const std::vector<std::string>& t, const Node& n) {
+  const double e = n.args[1].scalar.to_double();
+  const std::string& x = t[0];
+  if (e == 0.0) return "T(1)";
+  if (e == 1.0) return x;
+  if (e == 0.5) return "m_sqrt(" + x + ")";
+  if (e == -0.5) return "(T(1) / m_sqrt(" + x + "))";
+  if (e == -1.0) return "(T(1) / " + x + ")";
+  if (e == 2.0) return "(" + x + " * " + x + ")";
+  if (e == 3.0) return "(" + x + " * " + x + " * " + x + ")";
+  if (e == -2.0) return "(T(1) / (" + x + " * " + x + "))";
+  return "m_pow(" + x + ", " + literal(e) + ")";
+}
+std::string tanh_backward(const std::vector<std::string>& t, const Node&) {
+  return "(" + t[0] + " * (T(1) - " + t[1] + " * " + t[1] + "))";
 }
 std::string threshold_backward(const std::vector<std::string>& t, const Node& n) {
   return "(" + t[1] + " <= " + literal(n.args[2].scalar) + " ? T(0) : " + t[0] + ")";
@@ -64,6 +98,14 @@ PointwiseExpr find_pointwise(const std::string& op) {
       {"gelu", &gelu},
       {"threshold_backward", &threshold_backward},
       {"gelu_backward", &gelu_backward},
+      {"mul", &mul},
+      {"mul.Scalar", &mul_scalar},
+      {"add.Scalar", &add_scalar},
+      {"sub", &sub},
+      {"sub.Scalar", &sub_scalar},
+      {"tanh", &tanh},
+      {"pow", &pow},
+      {"tanh_backward", &tanh_backward},
   };
   auto it = kTable.find(op);
   return it == kTable.end() ? nullptr : it->second;
@@ -149,7 +191,9 @@ class Planner {
       if (k.kind == KernelKind::kGemmEpilogue && k.nodes.size() == 1) k.kind = KernelKind::kExtern;
       k.name = k.kind == KernelKind::kExtern ? g_.nodes[k.output].op : "fused";
       for (size_t n : k.nodes) {
-        if (k.kind != KernelKind::kExtern) k.name += "_" + g_.nodes[n].op;
+        // An overload's base name ("mul.Scalar" -> mul): kernel names stay identifiers, as Inductor's do
+        // (the kernel's header comment lists each call by its full name).
+        if (k.kind != KernelKind::kExtern) k.name += "_" + g_.nodes[n].op.substr(0, g_.nodes[n].op.find('.'));
         for (const Arg& a : g_.nodes[n].args) {
           const bool inside = a.value && std::find(k.nodes.begin(), k.nodes.end(), *a.value) != k.nodes.end();
           if (a.value && !inside && std::find(k.inputs.begin(), k.inputs.end(), *a.value) == k.inputs.end())

@@ -290,7 +290,7 @@ struct Add {
   }
 
 };
-inline constexpr EntryPoint<Add> add{};  // NOLINT(readability-identifier-naming): called like a function
+// ops::add is declared with add.Scalar below (one C++ name, two operators).
 
 struct Gelu {
   static constexpr const char* kName = "gelu";
@@ -312,6 +312,170 @@ struct Gelu {
 
 };
 inline constexpr EntryPoint<Gelu> gelu{};  // NOLINT(readability-identifier-naming): called like a function
+
+// ---- The tanh GELU's ops ---------------------------------------------------------------------------------
+// 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3))), the program the compiled path fuses (docs/compiled.md).
+//
+// Note [Overloads]
+// ~~~~~~~~~~~~~~~~
+// PyTorch has one name for several operators: aten::mul.Tensor (two tensors) and aten::mul.Scalar (a
+// tensor and a Python number) are both `mul`, each with its own schema and kernels. strata's binding layer
+// matches one schema per name, so an overload is an operator of its own whose name carries the overload
+// (kName "mul.Scalar", the schema "mul.Scalar(...)": the binding, dispatcher, reports and `strata trace
+// mul.Scalar` use that name), and the unqualified name is the Tensor overload, as in PyTorch. Choosing
+// between them is the caller's language: in C++ an Overloads set (ops::mul(t, 2.0) picks mul.Scalar by
+// overload resolution, as at::mul does), in Python the frontend (strata.mul(x, 2.0) picks by the type of
+// the argument, as torch's python_arg_parser does: layers/python/strata/_ops.py).
+
+// The C++ entry point of a name with several operators: each call resolved by its argument types.
+template <typename... Entries>
+struct Overloads : Entries... {
+  using Entries::operator()...;
+};
+
+// The spec of a pointwise op over one tensor and a Python float given as `value` (an int in the spec:
+// SpecArg carries ints, and the binding layer takes an int for a float), with the op's other arguments
+// at their defaults.
+inline SpecCall scalar_spec(const std::vector<int64_t>& d, const char* joiner, int64_t value) {
+  SpecCall c = pointwise_spec(d, 1, "");
+  c.args.push_back(SpecArg::integer(value));
+  c.description += joiner + std::to_string(value);
+  return c;
+}
+
+struct Mul {
+  static constexpr const char* kName = "mul";
+  static constexpr std::string_view kAlias = "";
+  static constexpr const char* kSchema = "mul(Tensor self, Tensor other) -> Tensor";  // aten::mul.Tensor
+  using Signature = Tensor(const Tensor& self, const Tensor& other);
+  static constexpr KernelDecl kCpu{&kernels::cpu::mul, "layers/kernels/cpu/pointwise.cpp (vectorised loop)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::mul, "layers/kernels/cuda/pointwise.cu (strata's own kernel)"};
+  static constexpr auto kReference = &reference::mul;
+  static constexpr auto kReferenceBackward = &reference::mul_backward;  // float64 gradients
+  static constexpr BackwardDecl kBackward{"MulBackward", 0b11};  // d self = grad * other, d other = grad * self
+  static GradList backward(const RecordedNode& node, const Tensor& grad);
+  static constexpr const char* kSpecHelp = "  mul N | shape            a * b, same shapes                         e.g. mul 1048576\n";
+
+  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
+    return pointwise_spec(d, 2, " * ");
+  }
+};
+
+struct MulScalar {
+  static constexpr const char* kName = "mul.Scalar";
+  static constexpr std::string_view kAlias = "";
+  // aten::mul.Scalar; also what AddBackward and SubBackward call for alpha * grad. The default lets the
+  // CLI's spec trace it alone.
+  static constexpr const char* kSchema = "mul.Scalar(Tensor self, float other=1) -> Tensor";
+  using Signature = Tensor(const Tensor& self, double other);
+  static constexpr KernelDecl kCpu{&kernels::cpu::mul_scalar, "layers/kernels/cpu/pointwise.cpp (vectorised loop)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::mul_scalar, "layers/kernels/cuda/pointwise.cu (strata's own kernel)"};
+  static constexpr auto kReference = &reference::mul_scalar;
+  static constexpr auto kReferenceBackward = &reference::mul_scalar_backward;  // float64 gradients
+  static constexpr BackwardDecl kBackward{"MulBackward", 0};  // grad * other: saves nothing
+  static GradList backward(const RecordedNode& node, const Tensor& grad);
+  static constexpr const char* kSpecHelp = "  mul.Scalar N | shape     self * other, a number (2 here)           e.g. mul.Scalar 1048576\n";
+
+  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
+    return scalar_spec(d, " * ", 2);
+  }
+};
+inline constexpr Overloads<EntryPoint<Mul>, EntryPoint<MulScalar>> mul{};  // NOLINT(readability-identifier-naming)
+
+struct AddScalar {
+  static constexpr const char* kName = "add.Scalar";
+  static constexpr std::string_view kAlias = "";
+  static constexpr const char* kSchema = "add.Scalar(Tensor self, float other, float alpha=1) -> Tensor";
+  using Signature = Tensor(const Tensor& self, double other, double alpha);
+  static constexpr KernelDecl kCpu{&kernels::cpu::add_scalar, "layers/kernels/cpu/pointwise.cpp (vectorised loop)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::add_scalar, "layers/kernels/cuda/pointwise.cu (strata's own kernel)"};
+  static constexpr auto kReference = &reference::add_scalar;
+  static constexpr auto kReferenceBackward = &reference::add_scalar_backward;  // float64 gradients
+  static constexpr BackwardDecl kBackward{"AddBackward", 0};
+  static GradList backward(const RecordedNode& node, const Tensor& grad);
+  static constexpr const char* kSpecHelp = "  add.Scalar N | shape     self + other, a number (1 here)           e.g. add.Scalar 1048576\n";
+
+  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
+    return scalar_spec(d, " + ", 1);
+  }
+};
+inline constexpr Overloads<EntryPoint<Add>, EntryPoint<AddScalar>> add{};  // NOLINT(readability-identifier-naming)
+
+struct Sub {
+  static constexpr const char* kName = "sub";
+  static constexpr std::string_view kAlias = "";
+  static constexpr const char* kSchema = "sub(Tensor self, Tensor other, *, float alpha=1) -> Tensor";
+  using Signature = Tensor(const Tensor& self, const Tensor& other, double alpha);
+  static constexpr KernelDecl kCpu{&kernels::cpu::sub, "layers/kernels/cpu/pointwise.cpp (vectorised loop)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::sub, "layers/kernels/cuda/pointwise.cu (add's kernel, -alpha)"};
+  static constexpr auto kReference = &reference::sub;
+  static constexpr auto kReferenceBackward = &reference::sub_backward;  // float64 gradients
+  static constexpr BackwardDecl kBackward{"SubBackward", 0};  // grad, -alpha * grad: saves nothing
+  static GradList backward(const RecordedNode& node, const Tensor& grad);
+  static constexpr const char* kSpecHelp = "  sub N | shape            a - b, same shapes                         e.g. sub 1048576\n";
+
+  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
+    return pointwise_spec(d, 2, " - ");  // alpha keeps its default, 1
+  }
+};
+
+struct SubScalar {
+  static constexpr const char* kName = "sub.Scalar";
+  static constexpr std::string_view kAlias = "";
+  static constexpr const char* kSchema = "sub.Scalar(Tensor self, float other, float alpha=1) -> Tensor";
+  using Signature = Tensor(const Tensor& self, double other, double alpha);
+  static constexpr KernelDecl kCpu{&kernels::cpu::sub_scalar, "layers/kernels/cpu/pointwise.cpp (vectorised loop)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::sub_scalar, "layers/kernels/cuda/pointwise.cu (add.Scalar's kernel, -alpha)"};
+  static constexpr auto kReference = &reference::sub_scalar;
+  static constexpr auto kReferenceBackward = &reference::sub_scalar_backward;  // float64 gradients
+  static constexpr BackwardDecl kBackward{"SubBackward", 0};
+  static GradList backward(const RecordedNode& node, const Tensor& grad);
+  static constexpr const char* kSpecHelp = "  sub.Scalar N | shape     self - other, a number (1 here)           e.g. sub.Scalar 1048576\n";
+
+  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
+    return scalar_spec(d, " - ", 1);
+  }
+};
+inline constexpr Overloads<EntryPoint<Sub>, EntryPoint<SubScalar>> sub{};  // NOLINT(readability-identifier-naming)
+
+struct Tanh {
+  static constexpr const char* kName = "tanh";
+  static constexpr std::string_view kAlias = "";
+  static constexpr const char* kSchema = "tanh(Tensor self) -> Tensor";
+  using Signature = Tensor(const Tensor& self);
+  static constexpr KernelDecl kCpu{&kernels::cpu::tanh, "layers/kernels/cpu/pointwise.cpp (tanh loop)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::tanh, "layers/kernels/cuda/pointwise.cu (strata's own kernel)"};
+  static constexpr auto kReference = &reference::tanh;
+  static constexpr auto kReferenceBackward = &reference::tanh_backward_of;  // float64 gradients
+  static constexpr BackwardDecl kBackward{"TanhBackward", 0, /*saves_result=*/true};  // 1 - y^2 needs y
+  static GradList backward(const RecordedNode& node, const Tensor& grad);
+  static constexpr const char* kSpecHelp = "  tanh N | shape           N elements, tanh(x)                        e.g. tanh 1048576\n";
+
+  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
+    return pointwise_spec(d, 1, "");  // flops: one per element, as gelu (tanh is a library call)
+  }
+};
+inline constexpr EntryPoint<Tanh> tanh{};  // NOLINT(readability-identifier-naming): called like a function
+
+struct Pow {
+  static constexpr const char* kName = "pow";
+  static constexpr std::string_view kAlias = "";
+  // aten::pow.Tensor_Scalar, the only pow strata has, so it takes the plain name.
+  static constexpr const char* kSchema = "pow(Tensor self, float exponent) -> Tensor";
+  using Signature = Tensor(const Tensor& self, double exponent);
+  static constexpr KernelDecl kCpu{&kernels::cpu::pow, "layers/kernels/cpu/pointwise.cpp (pow loop)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::pow, "layers/kernels/cuda/pointwise.cu (strata's own kernel)"};
+  static constexpr auto kReference = &reference::pow;
+  static constexpr auto kReferenceBackward = &reference::pow_backward;  // float64 gradients
+  static constexpr BackwardDecl kBackward{"PowBackward", 0b1};  // exponent * x^(exponent - 1) needs x
+  static GradList backward(const RecordedNode& node, const Tensor& grad);
+  static constexpr const char* kSpecHelp = "  pow N | shape            x ^ exponent (3 here, the tanh GELU's cube) e.g. pow 1048576\n";
+
+  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
+    return scalar_spec(d, " ^ ", 3);
+  }
+};
+inline constexpr EntryPoint<Pow> pow{};  // NOLINT(readability-identifier-naming): called like a function
 
 // ---- Gradient ops ---------------------------------------------------------------------------------------
 // What the backward formulas call (Note [The autograd graph], layers/autograd). Each is an operator like
@@ -413,24 +577,6 @@ struct ExpandAs {
 };
 inline constexpr EntryPoint<ExpandAs> expand_as{};  // NOLINT(readability-identifier-naming): called like a function
 
-struct Mul {
-  static constexpr const char* kName = "mul";
-  static constexpr std::string_view kAlias = "";
-  // PyTorch's mul with a Python number (aten::mul.Scalar): what AddBackward calls for alpha * grad. The
-  // default lets the CLI's spec trace it alone; a Tensor * Tensor mul is not declared.
-  static constexpr const char* kSchema = "mul(Tensor self, float other=1) -> Tensor";
-  using Signature = Tensor(const Tensor& self, double other);
-  static constexpr KernelDecl kCpu{&kernels::cpu::mul, "layers/kernels/cpu/pointwise.cpp (vectorised loop)"};
-  static constexpr KernelDecl kCuda{&kernels::cuda::mul, "layers/kernels/cuda/pointwise.cu (strata's own kernel)"};
-  static constexpr auto kReference = &reference::mul;
-  static constexpr BackwardDecl kBackward{"MulBackward", 0};
-  static constexpr const char* kSpecHelp = "  mul N | shape            self * other, a number (AddBackward's call)\n";
-
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
-    return pointwise_spec(d, 1, "");  // other keeps its default, 1
-  }
-};
-inline constexpr EntryPoint<Mul> mul{};  // NOLINT(readability-identifier-naming): called like a function
 
 struct ThresholdBackward {
   static constexpr const char* kName = "threshold_backward";
@@ -466,6 +612,23 @@ struct GeluBackward {
   }
 };
 inline constexpr EntryPoint<GeluBackward> gelu_backward{};  // NOLINT(readability-identifier-naming)
+
+struct TanhBackward {
+  static constexpr const char* kName = "tanh_backward";
+  static constexpr std::string_view kAlias = "";
+  static constexpr const char* kSchema = "tanh_backward(Tensor grad_output, Tensor output) -> Tensor";
+  using Signature = Tensor(const Tensor& grad_output, const Tensor& output);
+  static constexpr KernelDecl kCpu{&kernels::cpu::tanh_backward, "layers/kernels/cpu/pointwise.cpp (vectorised loop)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::tanh_backward, "layers/kernels/cuda/pointwise.cu (strata's own kernel)"};
+  static constexpr auto kReference = &reference::tanh_backward;
+  static constexpr BackwardDecl kBackward{"TanhBackwardBackward", 0};
+  static constexpr const char* kSpecHelp = "  tanh_backward N          grad * (1 - y^2) (TanhBackward's call)\n";
+
+  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
+    return pointwise_spec(d, 2, ", ");
+  }
+};
+inline constexpr EntryPoint<TanhBackward> tanh_backward{};  // NOLINT(readability-identifier-naming)
 
 struct BiasBackward {
   static constexpr const char* kName = "bias_backward";
@@ -611,8 +774,9 @@ struct OpList {
   }
 };
 
-using AllOps = OpList<Matmul, Linear, Conv2d, Relu, Add, Gelu, ToCopy, Gemm, Sum, OnesLike, ExpandAs,
-                      ThresholdBackward, GeluBackward, BiasBackward, Conv2dInputBackward, Conv2dWeightBackward, Mul>;
+using AllOps = OpList<Matmul, Linear, Conv2d, Relu, Add, Gelu, ToCopy, Mul, MulScalar, AddScalar, Sub, SubScalar, Tanh,
+                      Pow, Gemm, Sum, OnesLike, ExpandAs, ThresholdBackward, GeluBackward, TanhBackward, BiasBackward,
+                      Conv2dInputBackward, Conv2dWeightBackward>;
 
 template <typename Op>
 constexpr size_t op_index() {
@@ -669,6 +833,57 @@ inline GradList Add::backward(const RecordedNode& node, const Tensor& grad) {
 inline GradList Gelu::backward(const RecordedNode& node, const Tensor& grad) {
   GradList g;
   g[0] = ops::gelu_backward(grad, node.input(0));
+  return g;
+}
+
+inline GradList Mul::backward(const RecordedNode& node, const Tensor& grad) {
+  GradList g;
+  if (node.needs_grad(0)) g[0] = ops::mul(grad, node.input(1));
+  if (node.needs_grad(1)) g[1] = ops::mul(grad, node.input(0));
+  return g;
+}
+
+inline GradList MulScalar::backward(const RecordedNode& node, const Tensor& grad) {
+  GradList g;
+  g[0] = ops::mul(grad, node.scalar(1));
+  return g;
+}
+
+inline GradList AddScalar::backward(const RecordedNode&, const Tensor& grad) {
+  GradList g;
+  g[0] = grad;
+  return g;
+}
+
+inline GradList Sub::backward(const RecordedNode& node, const Tensor& grad) {
+  GradList g;
+  if (node.needs_grad(0)) g[0] = grad;
+  if (node.needs_grad(1)) g[1] = ops::mul(grad, -node.scalar(2));  // PyTorch: -grad * alpha, the same value
+  return g;
+}
+
+inline GradList SubScalar::backward(const RecordedNode&, const Tensor& grad) {
+  GradList g;
+  g[0] = grad;
+  return g;
+}
+
+inline GradList Tanh::backward(const RecordedNode& node, const Tensor& grad) {
+  GradList g;
+  g[0] = ops::tanh_backward(grad, node.result());
+  return g;
+}
+
+// PyTorch's pow_backward: grad * (exponent * x^(exponent - 1)), and zeros for exponent 0 (where x^-1 * 0
+// would put NaN at x = 0, and grad * 0 NaN where grad is inf).
+inline GradList Pow::backward(const RecordedNode& node, const Tensor& grad) {
+  GradList g;
+  const double exponent = node.scalar(1);
+  if (exponent == 0.0) {
+    g[0] = ops::mul(ops::ones_like(node.input(0)), 0.0);
+  } else {
+    g[0] = ops::mul(grad, ops::mul(ops::pow(node.input(0), exponent - 1), exponent));
+  }
   return g;
 }
 

@@ -93,7 +93,9 @@ TEST_CASE("--backward without --requires-grad, or on a gradient op, is refused w
   const std::string listed = r.err.substr(r.err.find("applies to ") + 11);
   const std::map<std::string, std::vector<std::string>> specs = {
       {"matmul", {"4x8x2"}}, {"linear", {"4x8x2"}}, {"conv2d", {"1x2x5x5"}}, {"relu", {"16"}},
-      {"add", {"16"}},       {"gelu", {"16"}},      {"sum", {"16"}},         {"to_copy", {"16"}}};
+      {"add", {"16"}},       {"gelu", {"16"}},      {"sum", {"16"}},         {"to_copy", {"16"}},
+      {"mul", {"16"}},       {"mul.Scalar", {"16"}}, {"add.Scalar", {"16"}}, {"sub", {"16"}},
+      {"sub.Scalar", {"16"}}, {"tanh", {"16"}},     {"pow", {"3x5"}}};
   size_t named = 0;
   for (size_t at = 0; at < listed.size();) {
     const size_t end = std::min(listed.find(", ", at), listed.find('\n', at));

@@ -112,6 +112,72 @@ TEST_CASE("compiled results match eager and the float64 reference, f32 and f64, 
   check_programs(DType::kF32, seed + 200, options, 7);
 }
 
+TEST_CASE("the tanh GELU, written with mul, add, tanh and pow as eagerly, fuses into one kernel") {
+  // 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3))) as a user writes it with Python numbers: every op of it
+  // has a lowering, each intermediate has one user, so the whole chain is one generated loop that reads x
+  // once (x itself has three users: it is an input, read by the kernel, not an intermediate).
+  const test::TempDir dir;
+  const uint64_t seed = std::random_device{}();
+  CAPTURE(seed);
+  const double k = std::sqrt(2.0 / M_PI);
+  auto fn = [k](const std::vector<Tensor>& in) {
+    const Tensor& x = in[0];
+    const Tensor inner = ops::mul(ops::add(x, ops::mul(ops::pow(x, 3.0), 0.044715), 1.0), k);
+    return std::vector<Tensor>{ops::mul(ops::mul(x, 0.5), ops::add(ops::tanh(inner), 1.0, 1.0))};
+  };
+  for (DType dtype : {DType::kF32, DType::kF64}) {
+    CAPTURE(dtype_name(dtype));
+    std::mt19937_64 rng(seed + uint64_t(dtype));
+    const int64_t rows = int64_t(1 + rng() % 40), cols = int64_t(1 + rng() % 70);
+    CAPTURE(rows);
+    CAPTURE(cols);
+    // Scaled to [-4, 4): both tails of tanh, not only its linear middle.
+    const Tensor x = ops::mul(rand({rows, cols}, dtype, seed + 1), 4.0);
+    const compiler::Captured captured = compiler::capture(fn, {x});
+    CHECK(captured.graph.calls() == 8);  // pow, mul.Scalar, add, mul.Scalar, tanh, add.Scalar, mul.Scalar, mul
+    const compiler::CompiledGraph g = compiler::compile(captured, options_in(dir));
+    REQUIRE(g.plan().kernels.size() == 1);
+    CHECK(g.plan().kernels[0].kind == compiler::KernelKind::kPointwise);
+    CHECK(g.plan().kernels[0].name == "fused_pow_mul_add_mul_tanh_add_mul_mul");  // overloads by base name
+    CHECK(g.plan().kernels[0].inputs.size() == 1);
+    // tanh and pow through libmvec's declarations (Note [Vector math]).
+    CHECK(test::contains(g.emit_cpp(), dtype == DType::kF32 ? "#define m_tanh tanhf" : "#define m_tanh tanh"));
+    const std::vector<Tensor> out = g.run({x});
+    REQUIRE(out.size() == 1);
+    std::vector<double> ref = reference::to_double(x);
+    for (double& v : ref) v = 0.5 * v * (1.0 + std::tanh(k * (v + 0.044715 * v * v * v)));
+    CHECK(reference::relative_error(out[0], ref) < reference::tolerance(dtype));
+    CHECK(reference::relative_error(captured.eager_outputs[0], ref) < reference::tolerance(dtype));
+    CHECK(reference::relative_error(out[0], reference::to_double(captured.eager_outputs[0])) <
+          2 * reference::tolerance(dtype));
+    // A run on fresh values of the same shape: the kernel computes, it does not replay the capture.
+    const Tensor x2 = ops::mul(rand({rows, cols}, dtype, seed + 2), 4.0);
+    std::vector<double> ref2 = reference::to_double(x2);
+    for (double& v : ref2) v = 0.5 * v * (1.0 + std::tanh(k * (v + 0.044715 * v * v * v)));
+    CHECK(reference::relative_error(g.run({x2})[0], ref2) < reference::tolerance(dtype));
+  }
+}
+
+TEST_CASE("sub, sub.Scalar and tanh_backward fuse too, and agree with eager") {
+  const test::TempDir dir;
+  const uint64_t seed = std::random_device{}();
+  CAPTURE(seed);
+  const Tensor a = rand({9, 13}, DType::kF64, seed), b = rand({9, 13}, DType::kF64, seed + 1);
+  auto fn = [](const std::vector<Tensor>& in) {
+    const Tensor t = ops::tanh(ops::sub(in[0], in[1], 0.75));
+    return std::vector<Tensor>{ops::tanh_backward(ops::sub(t, 0.25, 2.0), in[1])};
+  };
+  const compiler::Captured captured = compiler::capture(fn, {a, b});
+  const compiler::CompiledGraph g = compiler::compile(captured, options_in(dir));
+  REQUIRE(g.plan().kernels.size() == 1);
+  CHECK(g.plan().kernels[0].name == "fused_sub_tanh_sub_tanh_backward");
+  std::vector<double> ref = reference::to_double(a);
+  const std::vector<double> bd = reference::to_double(b);
+  for (size_t i = 0; i < ref.size(); ++i) ref[i] = (std::tanh(ref[i] - 0.75 * bd[i]) - 0.5) * (1 - bd[i] * bd[i]);
+  CHECK(reference::relative_error(g.run({a, b})[0], ref) < reference::tolerance(DType::kF64));
+  CHECK(reference::relative_error(captured.eager_outputs[0], ref) < reference::tolerance(DType::kF64));
+}
+
 TEST_CASE("the cold phases are timed, the cache hits on a second compile, and guards refuse other shapes") {
   const test::TempDir dir;
   const Tensor x = rand({100}, DType::kF32, 1), y = rand({100}, DType::kF32, 2);

@@ -80,6 +80,20 @@ def _inputs_mul(rng, t):
     return [t(*shape), rng.choice([0.5, -3.0, 1e-8])], {}
 
 
+def _inputs_add_scalar(rng, t):
+    shape = [rng.randint(1, 9) for _ in range(rng.randint(1, 4))]
+    return [t(*shape), rng.choice([1.0, -0.5, 0.044715, 3])], {"alpha": rng.choice([1, 0.5, -2.0])}
+
+
+def _inputs_pow(rng, t):
+    shape = [rng.randint(1, 9) for _ in range(rng.randint(1, 4))]
+    exponent = rng.choice([3.0, 2, 0.5, -1.0, 1.5, 0.0])
+    x = t(*shape)
+    if exponent % 1:  # a fractional power of a negative number is NaN: positive bases (|x|) for those
+        x = strata.pow(strata.pow(x, 2.0), 0.5)
+    return [x, exponent], {}
+
+
 def _inputs_gemm(rng, t):
     m, k, n = rng.randint(1, 30), rng.randint(1, 30), rng.randint(1, 30)
     ts, to = rng.randint(0, 1), rng.randint(0, 1)
@@ -155,7 +169,15 @@ CASES = {
                               lambda g, x, w, stride, padding: _conv_backward_reference(g, x, w, stride, padding, True)),
     "conv2d_weight_backward": (_inputs_conv_backward,
                                lambda g, x, w, stride, padding: _conv_backward_reference(g, x, w, stride, padding, False)),
-    "mul": (_inputs_mul, lambda x, other=1: x * other),
+    "mul.Scalar": (_inputs_mul, lambda x, other=1: x * other),
+    # The tanh GELU's ops (Note [Overloads]: mul is two tensors, mul.Scalar a tensor and a number).
+    "mul": (_inputs_pair, lambda a, b: a * b),
+    "add.Scalar": (_inputs_add_scalar, lambda x, other, alpha=1: x + alpha * other),
+    "sub": (_inputs_add, lambda a, b, alpha=1: a - alpha * b),
+    "sub.Scalar": (_inputs_add_scalar, lambda x, other, alpha=1: x - alpha * other),
+    "tanh": (_inputs_pointwise, np.tanh),
+    "pow": (_inputs_pow, lambda x, exponent: x ** exponent),
+    "tanh_backward": (_inputs_pair, lambda g, y: g * (1 - y * y)),
 }
 
 
@@ -168,6 +190,43 @@ class OperatorsTest(unittest.TestCase):
         self.assertTrue(strata.OPERATORS)
         self.assertEqual(sorted(strata.OPERATORS), sorted(CASES), "add a reference for each declared operator")
 
+    def test_overloads_pick_by_the_argument_type(self):
+        """strata.mul(x, y) is mul (aten::mul.Tensor), strata.mul(x, 2.0) mul.Scalar, as torch.mul picks."""
+        x, y = strata.randn(3, 4, seed=1), strata.randn(3, 4, seed=2)
+        xv, yv = x.numpy_float64(), y.numpy_float64()
+        np.testing.assert_allclose(strata.mul(x, y).numpy_float64(), xv * yv, rtol=1e-6)
+        np.testing.assert_allclose(strata.mul(x, 2.5).numpy_float64(), xv * 2.5, rtol=1e-6)
+        np.testing.assert_allclose(strata.mul(x, 3).numpy_float64(), xv * 3, rtol=1e-6)  # an int is a number
+        np.testing.assert_allclose(strata.mul(x, other=y).numpy_float64(), xv * yv, rtol=1e-6)
+        np.testing.assert_allclose(strata.mul(x).numpy_float64(), xv, rtol=0)  # mul.Scalar's default, 1
+        np.testing.assert_allclose(strata.add(x, 1.0).numpy_float64(), xv + 1, rtol=1e-6)
+        np.testing.assert_allclose(strata.add(x, 1.0, 2.0).numpy_float64(), xv + 2, rtol=1e-6)
+        np.testing.assert_allclose(strata.add(x, y, alpha=-0.5).numpy_float64(), xv - 0.5 * yv, rtol=1e-6)
+        np.testing.assert_allclose(strata.sub(x, y).numpy_float64(), xv - yv, rtol=1e-6)
+        np.testing.assert_allclose(strata.sub(x, 0.25).numpy_float64(), xv - 0.25, rtol=1e-6)
+        np.testing.assert_allclose(strata.pow(x, 3.0).numpy_float64(), xv ** 3, rtol=1e-5)
+        self.assertEqual(strata.OPERATORS["mul.Scalar"].__name__, "mul.Scalar")
+        self.assertIn("mul.Scalar(Tensor self, float other=1) -> Tensor", strata.mul.__doc__)
+        with self.assertRaisesRegex(TypeError, r"mul\(\): argument 'other' \(position 2\) must be Tensor or float, "
+                                               r"not str; schemas: mul\(Tensor self, Tensor other\)"):
+            strata.mul(x, "2")
+        with self.assertRaisesRegex(TypeError, "must be Tensor or float, not bool"):
+            strata.add(x, True)
+        with self.assertRaisesRegex(TypeError, r"sub\(\) missing required argument 'other'"):
+            strata.sub(x)
+        with self.assertRaisesRegex(strata.UsageError, r"mul: shapes differ: \[3x4\] and \[4x3\]"):
+            strata.mul(x, strata.randn(4, 3, seed=3))
+
+    def test_python_operators_write_the_tanh_gelu(self):
+        """0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x**3))) with Python's operators and numbers, as a user writes it."""
+        x = strata.randn(5, 7, dtype="float64", seed=4)
+        xv = x.numpy_float64()
+        k = math.sqrt(2 / math.pi)
+        y = 0.5 * x * (1 + strata.tanh(k * (x + 0.044715 * x ** 3)))
+        np.testing.assert_allclose(y.numpy_float64(), 0.5 * xv * (1 + np.tanh(k * (xv + 0.044715 * xv ** 3))),
+                                   rtol=1e-13, atol=1e-15)
+        np.testing.assert_allclose((x - x).numpy_float64(), np.zeros_like(xv), rtol=0)
+
     def test_star_import_leaves_builtins_alone(self):
         namespace = {}
         exec("from strata import *", namespace)
@@ -178,7 +237,7 @@ class OperatorsTest(unittest.TestCase):
 
     def test_functions_follow_the_schemas(self):
         for op in strata._strata.operators():
-            fn = getattr(strata, op["name"])
+            fn = strata.OPERATORS[op["name"]]
             params = list(inspect.signature(fn).parameters.values())
             self.assertEqual([p.name for p in params], [a["name"] for a in op["arguments"]])
             self.assertIn(op["schema"], fn.__doc__)
@@ -193,7 +252,7 @@ class OperatorsTest(unittest.TestCase):
                         t = lambda *shape: strata.randn(*shape, dtype=dtype, seed=rng.randrange(2**63))
                         args, kwargs = make(rng, t)
                         # Every dtype computes on the CPU: f16/bf16 are widened to f32 and rounded back.
-                        out = getattr(strata, name)(*args, **kwargs)
+                        out = strata.OPERATORS[name](*args, **kwargs)
                         self.assertEqual(out.dtype, dtype)
                         self.assertEqual(out.device, "cpu")
                         ref = reference(*[values(a) for a in args], **kwargs)

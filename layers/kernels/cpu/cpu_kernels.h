@@ -17,6 +17,15 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
 Tensor relu(const Tensor& self);
 Tensor add(const Tensor& self, const Tensor& other, double alpha);
 Tensor gelu(const Tensor& self);  // exact (erf) form
+// The ops of the tanh GELU (0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3)))), PyTorch's overloads by name:
+// mul is aten::mul.Tensor, mul_scalar aten::mul.Scalar (a Python float), and so on. Same shapes only.
+Tensor mul(const Tensor& self, const Tensor& other);
+Tensor mul_scalar(const Tensor& self, double other);  // also AddBackward's alpha * grad
+Tensor add_scalar(const Tensor& self, double other, double alpha);  // self + alpha * other
+Tensor sub(const Tensor& self, const Tensor& other, double alpha);   // self - alpha * other
+Tensor sub_scalar(const Tensor& self, double other, double alpha);
+Tensor tanh(const Tensor& self);
+Tensor pow(const Tensor& self, double exponent);
 // A copy converted to `dtype` (the input's own when empty): PyTorch's _to_copy, the cast Autocast calls.
 Tensor to_copy(const Tensor& self, std::optional<DType> dtype);
 
@@ -28,7 +37,7 @@ Tensor sum(const Tensor& self);                         // all elements -> a 0-d
 Tensor ones_like(const Tensor& self);                   // the seed of a backward pass
 Tensor expand_as(const Tensor& self, const Tensor& other);  // one element broadcast to other's shape
 Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, double threshold);  // relu's
-Tensor mul(const Tensor& self, double other);  // self * other, a Python float: AddBackward's alpha * grad
+Tensor tanh_backward(const Tensor& grad_output, const Tensor& output);  // grad * (1 - y^2)
 Tensor gelu_backward(const Tensor& grad_output, const Tensor& self);
 Tensor bias_backward(const Tensor& grad_output);  // sum over every dim but 1: linear's and conv2d's bias
 Tensor conv2d_input_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight, int64_t stride,

@@ -1,4 +1,4 @@
-// relu, gelu and add as plain loops over contiguous memory: with -O2/-O3 and __restrict the compiler emits
+// relu, gelu, add and the tanh GELU's ops (mul, sub, tanh, pow, scalar forms) as plain loops over contiguous memory: with -O2/-O3 and __restrict the compiler emits
 // vector code, which is all a memory-bound pointwise op needs on the CPU.
 #include <cmath>
 #include <utility>
@@ -15,11 +15,6 @@ template <typename T>
 void relu_loop(const T* __restrict in, T* __restrict out, int64_t n) {
   // `in < 0 ? 0 : in`, PyTorch's relu: NaN stays NaN (a diverging model must show), -0.0 stays -0.0.
   for (int64_t i = 0; i < n; ++i) out[i] = in[i] < T(0) ? T(0) : in[i];
-}
-
-template <typename T>
-void mul_loop(const T* __restrict in, T other, T* __restrict out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = in[i] * other;
 }
 
 template <typename T>
@@ -206,22 +201,6 @@ Tensor sum(const Tensor& self) {
   return out;
 }
 
-// One multiply per element, one rounding: the scaled gradient a backward pass needs exactly (AddBackward
-// with alpha = 1e-8 computed as grad + (alpha - 1) * grad cancelled to 0 in f32).
-Tensor mul(const Tensor& self, double other) {
-  STRATA_ZONE(zone, Layer::kLibrary, loop_name(self.dtype(), "mul (cpu loop)", "mul (cpu loop, bf16 widened to f32)",
-                                                "mul (cpu loop, f16 widened to f32)"));
-  check_cpu_input("mul", self);
-  const Tensor x = widen_to_f32(self);
-  Tensor out = Tensor::empty(x.sizes(), x.dtype(), x.device());
-  if (x.dtype() == DType::kF32) {
-    mul_loop(x.data<float>(), static_cast<float>(other), out.data<float>(), x.numel());
-  } else {
-    mul_loop(x.data<double>(), other, out.data<double>(), x.numel());
-  }
-  return round_from_f32(std::move(out), self.dtype());
-}
-
 Tensor ones_like(const Tensor& self) {
   // Half types: computed on f32 copies and rounded back (Note [Half types on the CPU]); the widen and
   // round zones name that in the library row.
@@ -252,6 +231,139 @@ Tensor expand_as(const Tensor& self, const Tensor& other) {
     fill_loop(out.data<double>(), scalar_of<double>(self), out.numel());
   }
   return out;
+}
+
+// ---- The tanh GELU's ops ---------------------------------------------------------------------------------
+// Each is f(element) (or f(a, b)) over contiguous memory, in T (f32 for half types, Note [Half types on the
+// CPU]); a Python float operand is rounded to T first and the arithmetic is done in T, as PyTorch does with
+// a wrapped number, so a scalar op and its lowering in the compiled path (layers/compiler) agree exactly.
+
+namespace {
+
+// The zone names of one op's loop: the native one and the two half-type ones (string literals).
+struct LoopNames {
+  const char* native;
+  const char* bf16;
+  const char* f16;
+};
+
+template <typename T, typename F>
+void map_loop(const T* __restrict in, T* __restrict out, int64_t n, F f) {
+  for (int64_t i = 0; i < n; ++i) out[i] = f(in[i]);
+}
+
+template <typename T, typename F>
+void map2_loop(const T* __restrict a, const T* __restrict b, T* __restrict out, int64_t n, F f) {
+  for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
+}
+
+// out = f(self) elementwise; f is called with float or double.
+template <typename F>
+Tensor map1(const char* op, const LoopNames& names, const Tensor& self, F f) {
+  STRATA_ZONE(zone, Layer::kLibrary, loop_name(self.dtype(), names.native, names.bf16, names.f16));
+  check_cpu_input(op, self);
+  const Tensor x = widen_to_f32(self);
+  Tensor out = Tensor::empty(x.sizes(), x.dtype(), x.device());
+  if (x.dtype() == DType::kF32) {
+    map_loop(x.data<float>(), out.data<float>(), x.numel(), f);
+  } else {
+    map_loop(x.data<double>(), out.data<double>(), x.numel(), f);
+  }
+  return round_from_f32(std::move(out), self.dtype());
+}
+
+// out = f(self, other) elementwise, for two tensors of one shape, dtype and device.
+template <typename F>
+Tensor map2(const char* op, const LoopNames& names, const Tensor& self, const Tensor& other, F f) {
+  STRATA_ZONE(zone, Layer::kLibrary, loop_name(self.dtype(), names.native, names.bf16, names.f16));
+  op_shapes::check_operands(op, check_cpu_input, self, other);
+  const Shape shape = op_shapes::same_shape(op, self.sizes(), other.sizes());
+  const Tensor a = widen_to_f32(self), b = widen_to_f32(other);
+  Tensor out = Tensor::empty(shape, a.dtype(), self.device());
+  if (a.dtype() == DType::kF32) {
+    map2_loop(a.data<float>(), b.data<float>(), out.data<float>(), a.numel(), f);
+  } else {
+    map2_loop(a.data<double>(), b.data<double>(), out.data<double>(), a.numel(), f);
+  }
+  return round_from_f32(std::move(out), self.dtype());
+}
+
+}  // namespace
+
+Tensor mul(const Tensor& self, const Tensor& other) {
+  return map2("mul", {"mul (cpu loop)", "mul (cpu loop, bf16 widened to f32)", "mul (cpu loop, f16 widened to f32)"},
+              self, other, [](auto a, auto b) { return a * b; });
+}
+
+// One multiply per element, one rounding: the scaled gradient a backward pass needs exactly (AddBackward
+// with alpha = 1e-8 computed as grad + (alpha - 1) * grad cancelled to 0 in f32).
+Tensor mul_scalar(const Tensor& self, double other) {
+  return map1("mul.Scalar",
+              {"mul.Scalar (cpu loop)", "mul.Scalar (cpu loop, bf16 widened to f32)",
+               "mul.Scalar (cpu loop, f16 widened to f32)"},
+              self, [other](auto v) { return v * decltype(v)(other); });
+}
+
+Tensor add_scalar(const Tensor& self, double other, double alpha) {
+  return map1("add.Scalar",
+              {"add.Scalar (cpu loop)", "add.Scalar (cpu loop, bf16 widened to f32)",
+               "add.Scalar (cpu loop, f16 widened to f32)"},
+              self, [other, alpha](auto v) {
+                using T = decltype(v);
+                return v + T(alpha) * T(other);  // add's a + alpha * b with b the scalar
+              });
+}
+
+// a - alpha * b as a + (-alpha) * b, as PyTorch's sub calls add's kernel: the same rounding (negation is
+// exact), so sub and add agree on every input, signed zeros included.
+Tensor sub(const Tensor& self, const Tensor& other, double alpha) {
+  return map2("sub", {"sub (cpu loop)", "sub (cpu loop, bf16 widened to f32)", "sub (cpu loop, f16 widened to f32)"},
+              self, other, [alpha](auto a, auto b) { return a + decltype(a)(-alpha) * b; });
+}
+
+Tensor sub_scalar(const Tensor& self, double other, double alpha) {
+  return map1("sub.Scalar",
+              {"sub.Scalar (cpu loop)", "sub.Scalar (cpu loop, bf16 widened to f32)",
+               "sub.Scalar (cpu loop, f16 widened to f32)"},
+              self, [other, alpha](auto v) {
+                using T = decltype(v);
+                return v + T(-alpha) * T(other);
+              });
+}
+
+Tensor tanh(const Tensor& self) {
+  return map1("tanh", {"tanh (cpu loop)", "tanh (cpu loop, bf16 widened to f32)", "tanh (cpu loop, f16 widened to f32)"},
+              self, [](auto v) { return std::tanh(v); });
+}
+
+// PyTorch's pow with a number (aten/src/ATen/native/cpu/PowKernel.cpp and pow_out): 0 fills ones, 1 copies,
+// 0.5 / -0.5 / -1 are sqrt / rsqrt / reciprocal, 2, 3 and -2 are multiplies, the rest std::pow. Not only
+// faster: the special values follow those functions (sqrt(-0) = -0 and sqrt(-inf) = NaN, where pow gives
+// +0 and +inf), so strata agrees with PyTorch on them. The compiled path lowers pow the same way.
+template <typename T>
+T pow_value(T x, double exponent) {
+  if (exponent == 0.0) return T(1);
+  if (exponent == 1.0) return x;
+  if (exponent == 0.5) return std::sqrt(x);
+  if (exponent == -0.5) return T(1) / std::sqrt(x);
+  if (exponent == -1.0) return T(1) / x;
+  if (exponent == 2.0) return x * x;
+  if (exponent == 3.0) return x * x * x;
+  if (exponent == -2.0) return T(1) / (x * x);
+  return std::pow(x, T(exponent));
+}
+
+Tensor pow(const Tensor& self, double exponent) {
+  return map1("pow", {"pow (cpu loop)", "pow (cpu loop, bf16 widened to f32)", "pow (cpu loop, f16 widened to f32)"},
+              self, [exponent](auto v) { return pow_value(v, exponent); });
+}
+
+// d/dx tanh(x) = 1 - tanh(x)^2, from the saved output y (PyTorch's tanh_backward(grad, output)).
+Tensor tanh_backward(const Tensor& grad_output, const Tensor& output) {
+  return map2("tanh_backward",
+              {"tanh_backward (cpu loop)", "tanh_backward (cpu loop, bf16 widened to f32)",
+               "tanh_backward (cpu loop, f16 widened to f32)"},
+              grad_output, output, [](auto g, auto y) { return g * (decltype(g)(1) - y * y); });
 }
 
 }  // namespace strata::kernels::cpu

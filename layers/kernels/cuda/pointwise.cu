@@ -1,4 +1,4 @@
-// strata's own CUDA kernels: relu, gelu, add, the cast (to_copy), and the two bias broadcasts (linear's fallback path, conv2d).
+// strata's own CUDA kernels: relu, gelu, add, the tanh GELU's ops (mul, tanh, pow, scalar adds), the cast (to_copy), and the two bias broadcasts (linear's fallback path, conv2d).
 // Grid-stride loops over contiguous memory: these ops are bandwidth-bound, so what matters is coalesced
 // access and enough blocks in flight, not arithmetic. Half types compute in f32, f64 in f64.
 #include <cuda_bf16.h>
@@ -67,6 +67,57 @@ template <typename T>
 __global__ void mul_kernel(const T* __restrict__ x, typename Math<T>::Acc other, T* __restrict__ y, int64_t n) {
   using M = Math<T>;
   for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = M::store(M::load(x[i]) * other);
+}
+
+template <typename T>
+__global__ void mul_tensor_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y, int64_t n) {
+  using M = Math<T>;
+  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = M::store(M::load(a[i]) * M::load(b[i]));
+}
+
+// x + alpha * other with both scalars already in the computation type (the CPU kernel's order).
+template <typename T>
+__global__ void add_scalar_kernel(const T* __restrict__ x, typename Math<T>::Acc other, typename Math<T>::Acc alpha,
+                                  T* __restrict__ y, int64_t n) {
+  using M = Math<T>;
+  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = M::store(M::load(x[i]) + alpha * other);
+}
+
+template <typename T>
+__global__ void tanh_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n) {
+  using M = Math<T>;
+  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = M::store(tanh(M::load(x[i])));
+}
+
+// PyTorch's special exponents (as the CPU kernel: sqrt, reciprocal, multiplies), else pow.
+template <typename Acc>
+__device__ Acc pow_value(Acc x, Acc e) {
+  if (e == Acc(0)) return Acc(1);
+  if (e == Acc(1)) return x;
+  if (e == Acc(0.5)) return sqrt(x);
+  if (e == Acc(-0.5)) return Acc(1) / sqrt(x);
+  if (e == Acc(-1)) return Acc(1) / x;
+  if (e == Acc(2)) return x * x;
+  if (e == Acc(3)) return x * x * x;
+  if (e == Acc(-2)) return Acc(1) / (x * x);
+  return pow(x, e);
+}
+
+template <typename T>
+__global__ void pow_kernel(const T* __restrict__ x, typename Math<T>::Acc exponent, T* __restrict__ y, int64_t n) {
+  using M = Math<T>;
+  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = M::store(pow_value(M::load(x[i]), exponent));
+}
+
+template <typename T>
+__global__ void tanh_backward_kernel(const T* __restrict__ g, const T* __restrict__ out, T* __restrict__ y,
+                                     int64_t n) {
+  using M = Math<T>;
+  using Acc = typename M::Acc;
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    const Acc v = M::load(out[i]);
+    y[i] = M::store(M::load(g[i]) * (Acc(1) - v * v));
+  }
 }
 
 template <typename T>
@@ -241,13 +292,65 @@ void launch_cast(DType from, DType to, const void* x, void* y, int64_t n, cudaSt
   STRATA_CUDA_CHECK(cudaGetLastError());
 }
 
-void launch_mul(DType dtype, const void* x, double other, void* y, int64_t n, cudaStream_t stream) {
+void launch_mul_scalar(DType dtype, const void* x, double other, void* y, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   with_type(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     using Acc = typename Math<T>::Acc;
     mul_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<Acc>(other),
                                                           static_cast<T*>(y), n);
+  });
+  STRATA_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_mul(DType dtype, const void* a, const void* b, void* y, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  with_type(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    mul_tensor_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(a), static_cast<const T*>(b),
+                                                                 static_cast<T*>(y), n);
+  });
+  STRATA_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_add_scalar(DType dtype, const void* x, double other, double alpha, void* y, int64_t n,
+                       cudaStream_t stream) {
+  if (n == 0) return;
+  with_type(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    using Acc = typename Math<T>::Acc;
+    add_scalar_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<Acc>(other),
+                                                                 static_cast<Acc>(alpha), static_cast<T*>(y), n);
+  });
+  STRATA_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_tanh(DType dtype, const void* x, void* y, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  with_type(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    tanh_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), n);
+  });
+  STRATA_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_pow(DType dtype, const void* x, double exponent, void* y, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  with_type(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    using Acc = typename Math<T>::Acc;
+    pow_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<Acc>(exponent),
+                                                          static_cast<T*>(y), n);
+  });
+  STRATA_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_tanh_backward(DType dtype, const void* grad, const void* out, void* y, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  with_type(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    tanh_backward_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(grad),
+                                                                    static_cast<const T*>(out), static_cast<T*>(y), n);
   });
   STRATA_CUDA_CHECK(cudaGetLastError());
 }

@@ -15,8 +15,17 @@ void launch_relu(DType dtype, const void* x, void* y, int64_t n, cudaStream_t st
 void launch_gelu(DType dtype, const void* x, void* y, int64_t n, cudaStream_t stream);
 // y = x converted from `from` to `to` (round to nearest even; f64 -> half through f32, as c10 does).
 void launch_cast(DType from, DType to, const void* x, void* y, int64_t n, cudaStream_t stream);
-// y = x * other (PyTorch's mul(self, other) with a Python float), in f32 for half types.
-void launch_mul(DType dtype, const void* x, double other, void* y, int64_t n, cudaStream_t stream);
+// y = x * other (PyTorch's mul.Scalar: a Python float), in f32 for half types.
+void launch_mul_scalar(DType dtype, const void* x, double other, void* y, int64_t n, cudaStream_t stream);
+// y = a * b (mul.Tensor).
+void launch_mul(DType dtype, const void* a, const void* b, void* y, int64_t n, cudaStream_t stream);
+// y = x + alpha * other with other a Python float (add.Scalar; sub.Scalar with -alpha), other and alpha
+// rounded to the computation type first, as the CPU kernel does.
+void launch_add_scalar(DType dtype, const void* x, double other, double alpha, void* y, int64_t n,
+                       cudaStream_t stream);
+// y = tanh(x); y = pow(x, exponent).
+void launch_tanh(DType dtype, const void* x, void* y, int64_t n, cudaStream_t stream);
+void launch_pow(DType dtype, const void* x, double exponent, void* y, int64_t n, cudaStream_t stream);
 // y = a + alpha * b (PyTorch's add(self, other, alpha)).
 void launch_add(DType dtype, const void* a, const void* b, double alpha, void* y, int64_t n, cudaStream_t stream);
 // y[r, c] = bias[c] for a row-major [rows, cols] y: seeds a GEMM that then accumulates with beta = 1.
@@ -32,6 +41,8 @@ void launch_threshold_backward(DType dtype, const void* grad, const void* x, dou
                                cudaStream_t stream);
 // y = grad * (Phi(x) + x * phi(x)).
 void launch_gelu_backward(DType dtype, const void* grad, const void* x, void* y, int64_t n, cudaStream_t stream);
+// y = grad * (1 - out^2): tanh's backward from its saved output.
+void launch_tanh_backward(DType dtype, const void* grad, const void* out, void* y, int64_t n, cudaStream_t stream);
 // y[i] = source[0] when source is not null (a device pointer), else value.
 void launch_fill(DType dtype, const void* source, double value, void* y, int64_t n, cudaStream_t stream);
 // y[c] = sum over o, j of x[o, c, j] for x laid out [outer, channels, inner], accumulated in double.

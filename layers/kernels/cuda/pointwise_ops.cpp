@@ -1,4 +1,4 @@
-// relu, gelu, add and to_copy on the GPU: strata's own kernels (pointwise.cu), no library in between, so the library row
+// relu, gelu, add, the tanh GELU's ops and to_copy on the GPU: strata's own kernels (pointwise.cu), no library in between, so the library row
 // is only argument checks, the output allocation and the launch call itself.
 #include <array>
 #include <string>
@@ -68,15 +68,92 @@ Tensor add(const Tensor& self, const Tensor& other, double alpha) {
   return out;
 }
 
+// ---- The tanh GELU's ops (mul, sub, tanh, pow and their scalar forms) -------------------------------
+
+Tensor mul(const Tensor& self, const Tensor& other) {
+  STRATA_ZONE(zone, Layer::kLibrary, "mul (cuda)");
+  op_shapes::check_operands("mul", check_cuda_input, self, other);
+  const Shape shape = op_shapes::same_shape("mul", self.sizes(), other.sizes());
+  const cudaStream_t stream = device_stream(self);
+  Tensor out = Tensor::empty(shape, self.dtype(), self.device());
+  STRATA_ZONE(launch, Layer::kLibrary, "mul_tensor_kernel<<<>>>");
+  launch_mul(self.dtype(), self.data_ptr(), other.data_ptr(), out.data_ptr(), out.numel(), stream);
+  return out;
+}
+
+// a - alpha * b as a + (-alpha) * b: the same rounding (negation is exact), PyTorch's sub does the same.
+Tensor sub(const Tensor& self, const Tensor& other, double alpha) {
+  STRATA_ZONE(zone, Layer::kLibrary, "sub (cuda)");
+  op_shapes::check_operands("sub", check_cuda_input, self, other);
+  const Shape shape = op_shapes::same_shape("sub", self.sizes(), other.sizes());
+  const cudaStream_t stream = device_stream(self);
+  Tensor out = Tensor::empty(shape, self.dtype(), self.device());
+  STRATA_ZONE(launch, Layer::kLibrary, "add_kernel<<<>>>");
+  launch_add(self.dtype(), self.data_ptr(), other.data_ptr(), -alpha, out.data_ptr(), out.numel(), stream);
+  return out;
+}
+
+namespace {
+// x + alpha * other, other a Python float: add.Scalar, and sub.Scalar with -alpha.
+Tensor add_scalar_on(const char* op, const char* zone_name, const Tensor& self, double other, double alpha) {
+  STRATA_ZONE(zone, Layer::kLibrary, zone_name);
+  check_cuda_input(op, self);
+  const cudaStream_t stream = device_stream(self);
+  Tensor out = Tensor::empty(self.sizes(), self.dtype(), self.device());
+  STRATA_ZONE(launch, Layer::kLibrary, "add_scalar_kernel<<<>>>");
+  launch_add_scalar(self.dtype(), self.data_ptr(), other, alpha, out.data_ptr(), out.numel(), stream);
+  return out;
+}
+}  // namespace
+
+Tensor add_scalar(const Tensor& self, double other, double alpha) {
+  return add_scalar_on("add.Scalar", "add.Scalar (cuda)", self, other, alpha);
+}
+
+Tensor sub_scalar(const Tensor& self, double other, double alpha) {
+  return add_scalar_on("sub.Scalar", "sub.Scalar (cuda)", self, other, -alpha);
+}
+
+Tensor tanh(const Tensor& self) {
+  STRATA_ZONE(zone, Layer::kLibrary, "tanh (cuda)");
+  check_cuda_input("tanh", self);
+  const cudaStream_t stream = device_stream(self);
+  Tensor out = Tensor::empty(self.sizes(), self.dtype(), self.device());
+  STRATA_ZONE(launch, Layer::kLibrary, "tanh_kernel<<<>>>");
+  launch_tanh(self.dtype(), self.data_ptr(), out.data_ptr(), self.numel(), stream);
+  return out;
+}
+
+Tensor pow(const Tensor& self, double exponent) {
+  STRATA_ZONE(zone, Layer::kLibrary, "pow (cuda)");
+  check_cuda_input("pow", self);
+  const cudaStream_t stream = device_stream(self);
+  Tensor out = Tensor::empty(self.sizes(), self.dtype(), self.device());
+  STRATA_ZONE(launch, Layer::kLibrary, "pow_kernel<<<>>>");
+  launch_pow(self.dtype(), self.data_ptr(), exponent, out.data_ptr(), self.numel(), stream);
+  return out;
+}
+
 // ---- Gradient ops ------------------------------------------------------------------------------------
 
-Tensor mul(const Tensor& self, double other) {
-  STRATA_ZONE(zone, Layer::kLibrary, "mul (cuda)");
-  check_cuda_input("mul", self);
+Tensor mul_scalar(const Tensor& self, double other) {
+  STRATA_ZONE(zone, Layer::kLibrary, "mul.Scalar (cuda)");
+  check_cuda_input("mul.Scalar", self);
   const cudaStream_t stream = device_stream(self);
   Tensor out = Tensor::empty(self.sizes(), self.dtype(), self.device());
   STRATA_ZONE(launch, Layer::kLibrary, "mul_kernel<<<>>>");
-  launch_mul(self.dtype(), self.data_ptr(), other, out.data_ptr(), out.numel(), stream);
+  launch_mul_scalar(self.dtype(), self.data_ptr(), other, out.data_ptr(), out.numel(), stream);
+  return out;
+}
+
+Tensor tanh_backward(const Tensor& grad_output, const Tensor& output) {
+  STRATA_ZONE(zone, Layer::kLibrary, "tanh_backward (cuda)");
+  op_shapes::check_operands("tanh_backward", check_cuda_input, grad_output, output);
+  op_shapes::same_shape("tanh_backward", grad_output.sizes(), output.sizes());
+  const cudaStream_t stream = device_stream(output);
+  Tensor out = Tensor::empty(output.sizes(), output.dtype(), output.device());
+  STRATA_ZONE(launch, Layer::kLibrary, "tanh_backward_kernel<<<>>>");
+  launch_tanh_backward(output.dtype(), grad_output.data_ptr(), output.data_ptr(), out.data_ptr(), out.numel(), stream);
   return out;
 }
 

@@ -156,10 +156,67 @@ std::vector<double> add(const Tensor& self, const Tensor& other, double alpha) {
   return a;
 }
 
-std::vector<double> mul(const Tensor& self, double other) {
+// The tanh GELU's ops: each is its definition in double, element by element.
+std::vector<double> mul(const Tensor& self, const Tensor& other) {
+  op_shapes::same_shape("mul", self.sizes(), other.sizes());
+  auto a = to_double(self);
+  const auto b = to_double(other);
+  for (size_t i = 0; i < a.size(); ++i) a[i] *= b[i];
+  return a;
+}
+
+std::vector<double> mul_scalar(const Tensor& self, double other) {
   auto v = to_double(self);
   for (double& x : v) x *= other;
   return v;
+}
+
+std::vector<double> add_scalar(const Tensor& self, double other, double alpha) {
+  auto v = to_double(self);
+  for (double& x : v) x += alpha * other;
+  return v;
+}
+
+std::vector<double> sub(const Tensor& self, const Tensor& other, double alpha) {
+  op_shapes::same_shape("sub", self.sizes(), other.sizes());
+  auto a = to_double(self);
+  const auto b = to_double(other);
+  for (size_t i = 0; i < a.size(); ++i) a[i] -= alpha * b[i];
+  return a;
+}
+
+std::vector<double> sub_scalar(const Tensor& self, double other, double alpha) {
+  auto v = to_double(self);
+  for (double& x : v) x -= alpha * other;
+  return v;
+}
+
+std::vector<double> tanh(const Tensor& self) {
+  auto v = to_double(self);
+  for (double& x : v) x = std::tanh(x);
+  return v;
+}
+
+// pow's definition, with the special values of PyTorch's pow (sqrt for 0.5: sqrt(-0) = -0, sqrt(-inf) =
+// NaN; reciprocal for -1; x^0 = 1 for every x); elsewhere std::pow in double.
+std::vector<double> pow(const Tensor& self, double exponent) {
+  auto v = to_double(self);
+  for (double& x : v) {
+    if (exponent == 0.0) x = 1.0;
+    else if (exponent == 0.5) x = std::sqrt(x);
+    else if (exponent == -0.5) x = 1.0 / std::sqrt(x);
+    else if (exponent == -1.0) x = 1.0 / x;
+    else if (exponent != 1.0) x = std::pow(x, exponent);
+  }
+  return v;
+}
+
+std::vector<double> tanh_backward(const Tensor& grad_output, const Tensor& output) {
+  op_shapes::same_shape("tanh_backward", grad_output.sizes(), output.sizes());
+  auto g = to_double(grad_output);
+  const auto y = to_double(output);
+  for (size_t i = 0; i < g.size(); ++i) g[i] *= 1.0 - y[i] * y[i];
+  return g;
 }
 
 std::vector<double> gemm(const Tensor& self, const Tensor& other, int64_t transpose_self, int64_t transpose_other) {
@@ -302,6 +359,38 @@ Grads add_backward(const Tensor& grad, const Tensor& self, const Tensor& other, 
 Grads gelu_backward_of(const Tensor& grad, const Tensor& self) { return {gelu_backward(grad, self)}; }
 
 Grads sum_backward(const Tensor& grad, const Tensor& self) { return {expand_as(grad, self)}; }
+
+Grads mul_backward(const Tensor& grad, const Tensor& self, const Tensor& other) {
+  op_shapes::same_shape("mul", self.sizes(), other.sizes());
+  return {mul(grad, other), mul(grad, self)};
+}
+
+Grads mul_scalar_backward(const Tensor& grad, const Tensor&, double other) { return {mul_scalar(grad, other), {}}; }
+
+Grads add_scalar_backward(const Tensor& grad, const Tensor&, double, double) { return {to_double(grad), {}, {}}; }
+
+Grads sub_backward(const Tensor& grad, const Tensor& self, const Tensor& other, double alpha) {
+  op_shapes::same_shape("sub", self.sizes(), other.sizes());
+  return {to_double(grad), mul_scalar(grad, -alpha), {}};
+}
+
+Grads sub_scalar_backward(const Tensor& grad, const Tensor&, double, double) { return {to_double(grad), {}, {}}; }
+
+// From x itself (1 - tanh(x)^2 in double), not from a kernel's rounded output.
+Grads tanh_backward_of(const Tensor& grad, const Tensor& self) {
+  auto g = to_double(grad);
+  const auto x = to_double(self);
+  for (size_t i = 0; i < g.size(); ++i) g[i] *= 1.0 - std::tanh(x[i]) * std::tanh(x[i]);
+  return {g};
+}
+
+// e * x^(e-1), and 0 for e = 0 (PyTorch's pow_backward: x^-1 * 0 would be NaN at x = 0).
+Grads pow_backward(const Tensor& grad, const Tensor& self, double exponent) {
+  auto g = to_double(grad);
+  const auto x = to_double(self);
+  for (size_t i = 0; i < g.size(); ++i) g[i] = exponent == 0.0 ? 0.0 : g[i] * exponent * std::pow(x[i], exponent - 1);
+  return {g, {}};
+}
 
 // The cast's gradient is the incoming one (cast back, which the float64 reference does not see).
 Grads to_copy_backward(const Tensor& grad, const Tensor&, std::optional<DType>) { return {to_double(grad), {}}; }

@@ -22,6 +22,14 @@ std::vector<double> relu(const Tensor& self);
 std::vector<double> add(const Tensor& self, const Tensor& other, double alpha);
 // x * Phi(x) with the exact normal CDF (PyTorch's gelu with approximate='none').
 std::vector<double> gelu(const Tensor& self);
+// The tanh GELU's ops (layers/ops/operators.h: mul, mul.Scalar, add.Scalar, sub, sub.Scalar, tanh, pow).
+std::vector<double> mul(const Tensor& self, const Tensor& other);
+std::vector<double> mul_scalar(const Tensor& self, double other);
+std::vector<double> add_scalar(const Tensor& self, double other, double alpha);
+std::vector<double> sub(const Tensor& self, const Tensor& other, double alpha);
+std::vector<double> sub_scalar(const Tensor& self, double other, double alpha);
+std::vector<double> tanh(const Tensor& self);
+std::vector<double> pow(const Tensor& self, double exponent);
 // The input's values: what a cast should give before its own rounding (the tolerance of the target dtype
 // bounds that rounding).
 std::vector<double> to_copy(const Tensor& self, std::optional<DType> dtype);
@@ -32,7 +40,7 @@ std::vector<double> sum(const Tensor& self);
 std::vector<double> ones_like(const Tensor& self);
 std::vector<double> expand_as(const Tensor& self, const Tensor& other);
 std::vector<double> threshold_backward(const Tensor& grad_output, const Tensor& self, double threshold);
-std::vector<double> mul(const Tensor& self, double other);
+std::vector<double> tanh_backward(const Tensor& grad_output, const Tensor& output);
 std::vector<double> gelu_backward(const Tensor& grad_output, const Tensor& self);
 std::vector<double> bias_backward(const Tensor& grad_output);
 std::vector<double> conv2d_input_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
@@ -53,6 +61,13 @@ Grads relu_backward(const Tensor& grad, const Tensor& self);
 Grads add_backward(const Tensor& grad, const Tensor& self, const Tensor& other, double alpha);
 Grads gelu_backward_of(const Tensor& grad, const Tensor& self);
 Grads sum_backward(const Tensor& grad, const Tensor& self);
+Grads mul_backward(const Tensor& grad, const Tensor& self, const Tensor& other);
+Grads mul_scalar_backward(const Tensor& grad, const Tensor& self, double other);
+Grads add_scalar_backward(const Tensor& grad, const Tensor& self, double other, double alpha);
+Grads sub_backward(const Tensor& grad, const Tensor& self, const Tensor& other, double alpha);
+Grads sub_scalar_backward(const Tensor& grad, const Tensor& self, double other, double alpha);
+Grads tanh_backward_of(const Tensor& grad, const Tensor& self);
+Grads pow_backward(const Tensor& grad, const Tensor& self, double exponent);
 Grads to_copy_backward(const Tensor& grad, const Tensor& self, std::optional<DType> dtype);
 
 // ||out - ref||_2 / ||max(|ref|, 0.25)||_2: one number that does not blow up on individual near-zero

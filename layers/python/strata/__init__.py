@@ -13,12 +13,12 @@ import threading
 from . import _strata
 from ._compile import CompilerUnavailableError, compile, explain  # noqa: A004 (strata.compile, as torch.compile)
 from ._errors import Error, GraphBreak, UnavailableError, UsageError
-from ._ops import OPERATORS, SCHEMAS
+from ._ops import FUNCTIONS, OPERATORS, SCHEMAS
 from ._profile import profile
 from ._tensor import (Tensor, bfloat16, float16, float32, float64, from_numpy, manual_seed, rand, randn,
                       zeros)
 
-globals().update(OPERATORS)
+globals().update(FUNCTIONS)  # strata.mul picks mul or mul.Scalar (Note [Overloads])
 
 
 # Note [Autocast contexts]
@@ -98,14 +98,20 @@ class autocast:  # noqa: N801 (named like torch.autocast)
 # Python's operators, where the stack has the operator they mean.
 if "matmul" in OPERATORS:
     Tensor.__matmul__ = lambda self, other: OPERATORS["matmul"](self, other)
-if "add" in OPERATORS:
-    Tensor.__add__ = lambda self, other: OPERATORS["add"](self, other)
+if "add" in FUNCTIONS:
+    Tensor.__add__ = Tensor.__radd__ = lambda self, other: FUNCTIONS["add"](self, other)  # a number: add.Scalar
+if "mul" in FUNCTIONS:
+    Tensor.__mul__ = Tensor.__rmul__ = lambda self, other: FUNCTIONS["mul"](self, other)
+if "sub" in FUNCTIONS:
+    Tensor.__sub__ = lambda self, other: FUNCTIONS["sub"](self, other)
+if "pow" in FUNCTIONS:
+    Tensor.__pow__ = lambda self, exponent: FUNCTIONS["pow"](self, exponent)
 
 # `from strata import *` brings every operator except those named like a Python builtin (the gradient op
-# `sum`): a star import must not shadow them. They stay strata.sum etc.
+# `sum`, and `pow`): a star import must not shadow them. They stay strata.sum etc.
 import builtins as _builtins  # noqa: E402
 
 __all__ = ["Tensor", "autocast", "Error", "UsageError", "UnavailableError", "float32", "float64", "float16", "bfloat16",
            "zeros", "rand", "randn", "from_numpy", "manual_seed", "OPERATORS", "SCHEMAS", "profile",
            "explain", "GraphBreak", "CompilerUnavailableError",
-           *(name for name in OPERATORS if not hasattr(_builtins, name))]
+           *(name for name in FUNCTIONS if not hasattr(_builtins, name))]

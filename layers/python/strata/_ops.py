@@ -224,8 +224,9 @@ def _make(op):
     fast += [f"{k} is _d{names.index(k)}" for k in keyword_items]
     op_args = "".join(", " + v for v in positional_values)
     values_text = "(" + "".join(n + ", " for n in names) + ")"
+    py_name = name.replace(".", "_")  # an overload's name ("mul.Scalar") is not a Python identifier
     source = f"""
-def {name}({", ".join(signature_text)}):
+def {py_name}({", ".join(signature_text)}):
     if _rows_on:
         _enter(_index)
         try:
@@ -263,7 +264,7 @@ def {name}({", ".join(signature_text)}):
     env["_general"] = general
     exec(compile(source, f"<strata frontend: {name}>", "exec"), env)
     _function_globals.append(env)
-    fn = env[name]
+    fn = env[py_name]
 
     fn.__name__ = fn.__qualname__ = name
     fn.__signature__ = signature
@@ -271,5 +272,55 @@ def {name}({", ".join(signature_text)}):
     return fn
 
 
+def _resolver(base, overloads):
+    """The public function of a name with several operators (Note [Overloads] in layers/ops/operators.h):
+    strata.mul(x, y) calls mul, strata.mul(x, 2.0) mul.Scalar, as torch's python_arg_parser picks among a
+    name's signatures. strata's overloads come in pairs that differ in one argument, a Tensor in one and a
+    number in the other (aten::mul.Tensor / aten::mul.Scalar); that argument's type picks."""
+    if len(overloads) != 2:
+        raise RuntimeError(f"strata: {base} has {len(overloads)} overloads; the frontend resolves pairs only")
+    (op_a, fn_a), (op_b, fn_b) = overloads
+    args_a, args_b = op_a["arguments"], op_b["arguments"]
+    position = next((i for i, (a, b) in enumerate(zip(args_a, args_b))
+                     if (a["type"] == "Tensor") != (b["type"] == "Tensor")), None)
+    if position is None or args_a[position]["name"] != args_b[position]["name"] or args_a[position]["keyword_only"]:
+        raise RuntimeError(f"strata: the overloads of {base} ({op_a['schema']}; {op_b['schema']}) do not differ "
+                           "in one positional argument that is a Tensor in one of them")
+    if args_a[position]["type"] != "Tensor":
+        (op_a, fn_a), (op_b, fn_b) = (op_b, fn_b), (op_a, fn_a)
+    tensor_fn, number_fn, number_arg = fn_a, fn_b, op_b["arguments"][position]
+    key = number_arg["name"]
+    number_kind = number_arg["type"]
+    schemas = f"{op_a['schema']} | {op_b['schema']}"
+
+    def resolved(*args, **kwargs):
+        value = args[position] if len(args) > position else kwargs.get(key, _MISSING)
+        if type(value) is Tensor:
+            return tensor_fn(*args, **kwargs)
+        if value is _MISSING:  # the overload with a default takes it; else the Tensor one says what is missing
+            return (number_fn if number_arg["has_default"] else tensor_fn)(*args, **kwargs)
+        if number_kind in ("float", "int") and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
+            raise TypeError(f"{base}(): argument '{key}' (position {position + 1}) must be Tensor or "
+                            f"{number_kind}, not {type(value).__name__}; schemas: {schemas}")
+        return number_fn(*args, **kwargs)
+
+    resolved.__name__ = resolved.__qualname__ = base
+    resolved.__doc__ = (f"{op_a['schema']}\n{op_b['schema']}\n\nstrata's {base}: {op_a['name']} for a Tensor "
+                        f"'{key}', {op_b['name']} for a number, each through the binding layer and the dispatcher.")
+    return resolved
+
+
+def _public(operators, functions):
+    """The module's functions by Python name: an operator's own function, or for a name with overloads
+    ("mul" and "mul.Scalar") one function that picks between them."""
+    groups = {}
+    for op in operators:
+        groups.setdefault(op["name"].split(".")[0], []).append((op, functions[op["name"]]))
+    return {base: group[0][1] if len(group) == 1 else _resolver(base, group) for base, group in groups.items()}
+
+
 SCHEMAS = {op["name"]: op["schema"] for op in _strata.operators()}
+# Every operator's own function, by the operator's name ("mul", "mul.Scalar"): what torch.ops.aten.mul.Scalar is.
 OPERATORS = {op["name"]: _make(op) for op in _strata.operators()}
+# What `strata.<name>` is: OPERATORS' functions, with one function per overloaded name.
+FUNCTIONS = _public(_strata.operators(), OPERATORS)

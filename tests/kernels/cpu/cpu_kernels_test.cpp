@@ -349,3 +349,96 @@ struct CpuKernels {
 TEST_CASE("accumulating kernels write their whole output when the reduced dimension is empty (N = 0, K = 0, C = 0)") {
   for (DType dtype : {DType::kF32, DType::kF64, DType::kF16, DType::kBF16}) testing::check_empty_reductions(CpuKernels{}, kCPU, dtype);
 }
+
+TEST_CASE("the tanh GELU's ops (mul, sub, tanh, pow, scalar forms) match the float64 reference") {
+  INFO("seed " << run_seed());
+  for (DType dtype : kDTypes) {
+    for (const Shape& s : {Shape{1}, Shape{7}, Shape{1000}, Shape{3, 5}, Shape{2, 3, 4, 5}}) {
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(s.str());
+      // Scaled to [-4, 4): tanh's tails and pow's growth, not only values near 0.
+      const Tensor a = cpu::mul_scalar(rnd(s, dtype, 11), 4.0), b = rnd(s, dtype, 12), g = rnd(s, dtype, 13);
+      check_close(cpu::mul(a, b), reference::mul(a, b), dtype);
+      check_close(cpu::tanh(a), reference::tanh(a), dtype);
+      check_close(cpu::tanh_backward(g, b), reference::tanh_backward(g, b), dtype);
+      for (double v : {2.0, -0.5, 0.044715, 1e-8}) {
+        CAPTURE(v);
+        check_close(cpu::mul_scalar(a, v), reference::mul_scalar(a, v), dtype);
+        check_close(cpu::add_scalar(a, v, 1.0), reference::add_scalar(a, v, 1.0), dtype);
+        check_close(cpu::add_scalar(a, v, -0.3), reference::add_scalar(a, v, -0.3), dtype);
+        check_close(cpu::sub_scalar(a, v, 0.7), reference::sub_scalar(a, v, 0.7), dtype);
+        check_close(cpu::sub(a, b, v), reference::sub(a, b, v), dtype);
+      }
+      for (double e : {3.0, 2.0, 1.0, 0.0, -1.0, -2.0}) {
+        CAPTURE(e);
+        check_close(cpu::pow(a, e), reference::pow(a, e), dtype);
+      }
+      // Non-integer exponents on positive bases (a negative base gives NaN there, as in PyTorch).
+      const Tensor positive = cpu::add_scalar(cpu::mul_scalar(b, 0.5), 1.0, 1.0);
+      for (double e : {0.5, 1.5, -0.25}) {
+        CAPTURE(e);
+        check_close(cpu::pow(positive, e), reference::pow(positive, e), dtype);
+      }
+    }
+  }
+}
+
+TEST_CASE("the tanh GELU's ops on NaN, +-inf and signed zeros give what PyTorch gives") {
+  const double nan = std::nan(""), inf = HUGE_VAL;
+  for (DType dtype : kDTypes) {
+    CAPTURE(dtype_name(dtype));
+    auto make = [&](const std::vector<double>& v) {
+      Tensor t = Tensor::empty(Shape{int64_t(v.size())}, dtype, kCPU);
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (dtype == DType::kF32) t.data<float>()[i] = float(v[i]);
+        else t.data<double>()[i] = v[i];
+      }
+      return t;
+    };
+    // Exact expectations, bit for bit where the sign of a zero matters.
+    auto expect = [&](const Tensor& t, const std::vector<double>& want) {
+      const std::vector<double> got = reference::to_double(t);
+      REQUIRE(got.size() == want.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        CAPTURE(i);
+        CAPTURE(got[i]);
+        if (std::isnan(want[i])) {
+          CHECK(std::isnan(got[i]));
+        } else {
+          CHECK(got[i] == want[i]);
+          CHECK(std::signbit(got[i]) == std::signbit(want[i]));
+        }
+      }
+    };
+    const Tensor x = make({nan, -0.0, 0.0, inf, -inf, -2.0});
+    expect(cpu::tanh(x), {nan, -0.0, 0.0, 1.0, -1.0, dtype == DType::kF32 ? double(std::tanh(-2.0f)) : std::tanh(-2.0)});
+    expect(cpu::pow(x, 3.0), {nan, -0.0, 0.0, inf, -inf, -8.0});
+    expect(cpu::pow(x, 0.0), {1.0, 1.0, 1.0, 1.0, 1.0, 1.0});  // x^0 = 1, NaN included (C's pow and PyTorch)
+    expect(cpu::pow(x, -1.0), {nan, -inf, inf, 0.0, -0.0, -0.5});
+    // 0.5 is sqrt, as in PyTorch: sqrt(-0) = -0 and sqrt(-inf) = NaN (C's pow gives +0 and +inf).
+    expect(cpu::pow(x, 0.5), {nan, -0.0, 0.0, inf, nan, nan});
+    expect(cpu::mul_scalar(x, 0.0), {nan, -0.0, 0.0, nan, nan, -0.0});
+    expect(cpu::mul(x, make({1.0, 5.0, -1.0, 0.0, -2.0, -0.0})), {nan, -0.0, -0.0, nan, inf, 0.0});
+    expect(cpu::sub(x, x, 1.0), {nan, 0.0, 0.0, nan, nan, 0.0});  // -0 - -0 = +0, inf - inf = NaN
+    expect(cpu::sub(x, make({0.0, 0.0, 0.0, 0.0, 0.0, 0.0}), 1.0), {nan, -0.0, 0.0, inf, -inf, -2.0});
+    expect(cpu::add_scalar(x, 0.0, 1.0), {nan, 0.0, 0.0, inf, -inf, -2.0});  // -0 + 0 = +0
+    expect(cpu::sub_scalar(x, 0.0, 1.0), {nan, -0.0, 0.0, inf, -inf, -2.0});  // -0 - 0 = -0
+    expect(cpu::tanh_backward(make({1.0, 2.0, 3.0, nan, 1.0, 1.0}), make({0.5, 1.0, -1.0, 0.0, nan, 0.0})),
+           {0.75, 0.0, 0.0, nan, nan, 1.0});
+  }
+}
+
+TEST_CASE("the tanh GELU's ops refuse mismatched shapes naming both, and other dtypes naming both") {
+  const Tensor a = rnd(Shape{2, 3}, DType::kF32, 1), b = rnd(Shape{3, 2}, DType::kF32, 2);
+  CHECK_THROWS_WITH_AS(cpu::mul(a, b), "mul: shapes differ: [2x3] and [3x2] (both tensors must have the same shape)",
+                       UsageError);
+  CHECK_THROWS_WITH_AS(cpu::sub(a, b, 1.0), doctest::Contains("sub: shapes differ: [2x3] and [3x2]"), UsageError);
+  CHECK_THROWS_WITH_AS(cpu::tanh_backward(a, b), doctest::Contains("tanh_backward: shapes differ"), UsageError);
+  CHECK_THROWS_WITH_AS(cpu::mul(a, rnd(Shape{2, 3}, DType::kF64, 3)), doctest::Contains("mul: dtypes differ"),
+                       UsageError);
+  // Empty tensors: an empty result of the same shape, no element touched.
+  const Tensor empty = Tensor::empty(Shape{0, 4}, DType::kF32, kCPU);
+  CHECK(cpu::mul(empty, empty).sizes() == Shape{0, 4});
+  CHECK(cpu::pow(empty, 3.0).sizes() == Shape{0, 4});
+  CHECK(cpu::tanh(empty).numel() == 0);
+}

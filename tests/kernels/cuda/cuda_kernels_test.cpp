@@ -243,7 +243,7 @@ TEST_CASE("gradient ops: gemm's transposes, conv2d's input/weight gradients, the
       check_against_reference(cuda::ones_like(v), reference::ones_like(v), dtype);
       check_against_reference(cuda::threshold_backward(grad, v, 0.0), reference::threshold_backward(grad, v, 0.0), dtype);
       check_against_reference(cuda::gelu_backward(grad, v), reference::gelu_backward(grad, v), dtype);
-      check_against_reference(cuda::mul(grad, 1e-8), reference::mul(grad, 1e-8), dtype);
+      check_against_reference(cuda::mul_scalar(grad, 1e-8), reference::mul_scalar(grad, 1e-8), dtype);
       const Tensor one = random({1}, dtype);
       check_against_reference(cuda::expand_as(one, v), reference::expand_as(one, v), dtype);
     }

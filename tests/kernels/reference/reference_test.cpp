@@ -48,6 +48,31 @@ TEST_CASE("reference values computed by hand") {
   CHECK(reference::conv2d(img, ones, Tensor(), 2, 1) == std::vector<double>{1, 5, 11, 28});
 }
 
+TEST_CASE("the tanh GELU's references, and their gradients, computed by hand") {
+  const Tensor a = make(Shape{3}, {1, -2, 0.5}), b = make(Shape{3}, {4, 3, -2});
+  CHECK(reference::mul(a, b) == std::vector<double>{4, -6, -1});
+  CHECK(reference::mul_scalar(a, -2) == std::vector<double>{-2, 4, -1});
+  CHECK(reference::add_scalar(a, 3, 2) == std::vector<double>{7, 4, 6.5});
+  CHECK(reference::sub(a, b, 0.5) == std::vector<double>{-1, -3.5, 1.5});
+  CHECK(reference::sub_scalar(a, 3, 2) == std::vector<double>{-5, -8, -5.5});
+  CHECK(reference::pow(a, 3) == std::vector<double>{1, -8, 0.125});
+  CHECK(reference::pow(a, -1) == std::vector<double>{1, -0.5, 2});
+  // tanh(1) = 0.761594155955765, tanh(0.5) = 0.462117157260010; odd.
+  const std::vector<double> t = reference::tanh(a);
+  CHECK(t[0] == doctest::Approx(0.761594155955765).epsilon(1e-14));
+  CHECK(t[1] == doctest::Approx(-0.964027580075817).epsilon(1e-14));
+  CHECK(t[2] == doctest::Approx(0.462117157260010).epsilon(1e-14));
+  CHECK(reference::tanh_backward(b, make(Shape{3}, {0.5, 1, 0})) == std::vector<double>{3, 0, -2});
+  const Tensor g = make(Shape{3}, {1, 2, -1});
+  CHECK(reference::mul_backward(g, a, b) == reference::Grads{{4, 6, 2}, {1, -4, -0.5}});
+  CHECK(reference::sub_backward(g, a, b, 0.5) == reference::Grads{{1, 2, -1}, {-0.5, -1, 0.5}, {}});
+  // d/dx x^3 = 3 x^2; exponent 0 gives zeros, not 0 * x^-1 (NaN at 0).
+  CHECK(reference::pow_backward(g, a, 3)[0] == std::vector<double>{3, 24, -0.75});
+  CHECK(reference::pow_backward(g, make(Shape{3}, {0, 1, 2}), 0)[0] == std::vector<double>{0, 0, 0});
+  // 1 - tanh(1)^2 = 0.419974341614026.
+  CHECK(reference::tanh_backward_of(g, a)[0][0] == doctest::Approx(0.419974341614026).epsilon(1e-14));
+}
+
 TEST_CASE("relative_error: zero for equal, scale-free, infinite for NaN, refuses a size mismatch") {
   Tensor t = make(Shape{2}, {3, 4});
   CHECK(reference::relative_error(t, {3, 4}) == 0.0);
