@@ -9,6 +9,7 @@ are printed, and the output says so.
 
 Results and the command: docs/performance.md, "strata.compile vs torch.compile"."""
 import argparse
+import math
 import os
 import sys
 
@@ -54,10 +55,19 @@ def add_gelu_relu(ns):
     return lambda x, y: ns.relu(ns.add(ns.nn.functional.gelu(ns.add(x, y, alpha=0.5)), x))
 
 
+def gelu_tanh(ns):
+    c = math.sqrt(2 / math.pi)
+    if ns is strata:
+        return lambda x: strata.mul(strata.mul(x, 0.5), strata.add(strata.tanh(
+            strata.mul(strata.add(x, strata.mul(strata.pow(x, 3.0), 0.044715)), c)), 1.0))
+    return lambda x: ns.mul(ns.mul(x, 0.5), ns.add(ns.tanh(ns.mul(ns.add(x, ns.mul(ns.pow(x, 3.0), 0.044715)), c)), 1.0))
+
+
 CASES = [  # name, function maker, input shapes
     ("relu(matmul) 256", relu_matmul, [(256, 256), (256, 256)]),
     ("gelu(linear) 128x512x512", linear_gelu, [(128, 512), (512, 512), (512,)]),
     ("relu(gelu(x+y/2)+x) 512x1024", add_gelu_relu, [(512, 1024), (512, 1024)]),
+    ("gelu_tanh 1M (seven ops)", gelu_tanh, [(1024, 1024)]),
 ]
 
 

@@ -45,6 +45,11 @@ def add_tree(x, y):
     return strata.relu(strata.add(strata.gelu(strata.add(x, y, alpha=0.5)), x))
 
 
+def gelu_tanh(x):  # the tanh GELU, seven pointwise ops in one generated loop
+    inner = strata.mul(strata.add(x, strata.mul(strata.pow(x, 3.0), 0.044715)), math.sqrt(2 / math.pi))
+    return strata.mul(strata.mul(x, 0.5), strata.add(strata.tanh(inner), 1.0))
+
+
 def two_outputs(x, w):
     h = strata.matmul(x, w)
     return strata.relu(h), strata.gelu(h)
@@ -54,6 +59,7 @@ REFERENCES = {
     relu_matmul: lambda x, w: np.maximum(x @ w, 0),
     linear_gelu: lambda x, w, b: gelu64(x @ w.T + b),
     add_tree: lambda x, y: np.maximum(gelu64(x + 0.5 * y) + x, 0),
+    gelu_tanh: lambda x: 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3))),
 }
 
 
@@ -71,6 +77,8 @@ class CompileTest(unittest.TestCase):
             return [self.t(m, k, dtype=dtype), self.t(k, n, dtype=dtype)]
         if fn is linear_gelu:
             return [self.t(m, k, dtype=dtype), self.t(n, k, dtype=dtype), self.t(n, dtype=dtype)]
+        if fn is gelu_tanh:
+            return [self.t(m, n, dtype=dtype)]
         return [self.t(m, n, dtype=dtype), self.t(m, n, dtype=dtype)]
 
     def close(self, out, ref, dtype, what):
@@ -94,6 +102,19 @@ class CompileTest(unittest.TestCase):
                 self.close(out.numpy_float64(), ref(*[a.numpy_float64() for a in args]), dtype, what + " vs float64")
                 self.close(out.numpy_float64(), fn(*args).numpy_float64(), dtype, what + " vs eager")
                 self.assertEqual(compiled.versions[0].calls, 2)
+
+    def test_gelu_tanh_is_one_kernel_and_its_backward_matches_eager(self):
+        for dtype in TOLERANCE:
+            compiled = strata.compile(gelu_tanh, cache_dir=CACHE)
+            x = self.t(33, 17, dtype=dtype, requires_grad=True)
+            y = compiled(x)
+            self.assertEqual([k["kind"] for k in compiled.kernels], ["pointwise"], compiled.plan)
+            self.assertEqual(len(compiled.versions[0].ops), 8)  # mul(x, 0.5) besides the seven of the formula
+            strata.sum(y).backward()
+            got = x.grad.numpy_float64()
+            x._zero_grad()
+            strata.sum(gelu_tanh(x)).backward()
+            self.close(got, x.grad.numpy_float64(), dtype, "gelu_tanh grad vs eager")
 
     def test_plan_listing_code_and_several_outputs(self):
         compiled = strata.compile(two_outputs, cache_dir=CACHE)
