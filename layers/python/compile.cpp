@@ -101,7 +101,9 @@ class CompiledFunctionBackward final : public Node {
         sources_(std::move(sources)),
         values_(std::move(values)) {}
   const char* name() const override { return "CompiledFunctionBackward"; }
-  size_t num_saved() const override { return released_ ? 0 : sources_.size(); }
+  size_t num_saved() const override {  // the inputs and constants kept for the replay
+    return size_t(std::count_if(values_.begin(), values_.end(), [](const Tensor& t) { return t.defined(); }));
+  }
 
   GradList apply(const Tensor& grad) override {
     if (released_) {
