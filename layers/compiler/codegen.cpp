@@ -37,7 +37,11 @@ std::string node_expr(const Graph& g, const FusedKernel& k, size_t id) {
 std::string header(const Graph& g, const FusedKernel& k, DType dtype) {
   std::string s = "// strata generated kernel: " + k.name + " (" + std::string(dtype_name(dtype)) + "), " + kernel_kind_name(k.kind) +
                   "\n";
-  for (size_t id : k.nodes) s += "//   %" + std::to_string(id) + " = " + call_text(g.nodes[id]) + "  : " + g.nodes[id].meta.str() + "\n";
+  // Each op's dtype, not its shape: the source (and so the cache key) must not depend on sizes, or a
+  // recompile for a new shape would miss the cache (kernels are shape-generic, docs/compiled.md).
+  for (size_t id : k.nodes)
+    s += "//   %" + std::to_string(id) + " = " + call_text(g.nodes[id]) + "  : " +
+         std::string(dtype_name(g.nodes[id].meta.dtype)) + "\n";
   return s;
 }
 

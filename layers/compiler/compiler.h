@@ -108,6 +108,10 @@ struct FusionPlan {
 // The fusion decisions (Note [What fuses] in fusion.cpp). Pure: reads only the graph.
 FusionPlan plan_fusion(const Graph& graph);
 
+// Why an extern kernel is one ("no lowering for to_copy", "bf16: generated kernels are f32/f64 on the
+// CPU", "a GEMM with nothing to fuse after it"), for explain views; "" for a generated kernel.
+std::string extern_reason(const Graph& graph, const FusedKernel& kernel);
+
 // ---- Code generation, JIT, the kernel cache ----------------------------------------------------------------
 
 struct CompileOptions {

@@ -218,4 +218,17 @@ class Planner {
 
 FusionPlan plan_fusion(const Graph& graph) { return Planner(graph).run(); }
 
+// The same tests, in the same order, as Planner::run's, so the reason is the one that decided.
+std::string extern_reason(const Graph& graph, const FusedKernel& kernel) {
+  if (kernel.kind != KernelKind::kExtern) return "";
+  const Node& n = graph.nodes[kernel.output];
+  if (!lowering::lowerable(n.meta)) {
+    return n.meta.str() + ": generated kernels are f32 or f64 on the CPU, so " + n.op +
+           " runs its own kernel";
+  }
+  if (lowering::is_gemm(n.op))
+    return "a GEMM with nothing fused after it: OpenBLAS as eagerly, no generated code";
+  return "no lowering for " + n.op + ": its own kernel, called through binding and dispatch";
+}
+
 }  // namespace strata::compiler

@@ -39,6 +39,11 @@
 namespace py = pybind11;
 
 namespace strata::python {
+#if !STRATA_PYTHON_EMBEDDED
+// compile.cpp: strata.compile's C++ half. Not in the strata program's Python module, which links no
+// compiler layer (its symbols resolve against the executable's).
+void bind_compiler(py::module_& m);
+#endif
 namespace {
 
 // ---- devices -------------------------------------------------------------------------------------
@@ -179,7 +184,22 @@ std::string no_host_view(const Tensor& t) {
   return "";
 }
 
+// Whether strata.compile's capture runs on this thread (the Capture key is on).
+bool capturing() { return local_dispatch_key_set().included.has(DispatchKey::kCapture); }
+
 int get_buffer(PyObject* obj, Py_buffer* view, int flags) {
+  if (capturing()) {  // np.asarray(t) inside a capture reads values: a graph break (Note [Graph breaks])
+    try {
+      py::module_::import("strata._errors")
+          .attr("break_if_capturing")(
+              "data-dependent Python: np.asarray(tensor) reads a captured tensor's values, "
+              "which the graph cannot know");
+    } catch (py::error_already_set& e) {
+      if (view != nullptr) view->obj = nullptr;
+      e.restore();
+      return -1;
+    }
+  }
   std::string why;
   try {
     why = no_host_view(py::handle(obj).cast<const Tensor&>());
@@ -313,7 +333,13 @@ PYBIND11_MODULE(_strata, m) {
       if (e.kernel(DispatchKey::kCUDA) != nullptr) names.emplace_back(e.name());
     return names;
   });
+  // Whether a capture runs on this thread: the package turns data-dependent reads into graph breaks then
+  // (Note [Graph breaks] in strata/_errors.py).
+  m.def("_capturing", &capturing);
   add_probes(m.ptr());
   bind_profile(m);
   bind_layer_timing(m);
+#if !STRATA_PYTHON_EMBEDDED
+  bind_compiler(m);
+#endif
 }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <deque>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -29,6 +30,19 @@ namespace {
 
 class Profile;
 thread_local Profile* t_recording = nullptr;
+
+// The labels of compiled functions, by index - kCompiledCallBase (never shrinks: indices stay valid).
+std::deque<std::string>& compiled_labels() {
+  static std::deque<std::string> labels;
+  return labels;
+}
+
+// "strata.matmul", or "strata.compile(relu_matmul)" for a compiled function's calls.
+std::string call_title(uint16_t index) {
+  if (index >= kCompiledCallBase)
+    return "strata.compile(" + compiled_labels().at(index - kCompiledCallBase) + ")";
+  return "strata." + binding::all_operators().at(index)->schema().name;
+}
 
 class Profile {
  public:
@@ -112,18 +126,20 @@ class Profile {
   }
 
   reports::TraceReport report(uint16_t op_index, double python_probe_ns) const {
-    const binding::BoundOperator& op = *binding::all_operators().at(op_index);
+    const bool compiled = op_index >= kCompiledCallBase;
+    const binding::BoundOperator* op = compiled ? nullptr : binding::all_operators().at(op_index);
     const std::vector<uint32_t> ids = calls_of(op_index, false);
     const size_t failed = calls_of(op_index, true).size();
     reports::TraceReport rep;
-    rep.op = "strata." + op.schema().name;
+    rep.op = call_title(op_index);
     rep.spec = rep.op;
-    rep.schema = op.schema().text;
+    rep.schema =
+        compiled ? "compiled graph: guards, then one dispatched call per fused kernel" : op->schema().text;
     rep.description = std::to_string(ids.size()) + " call" + (ids.size() == 1 ? "" : "s") + " from Python" +
                       (failed > 0 ? " (+" + std::to_string(failed) + " that raised, left out)" : "");
     rep.figures.set("python.failed_calls", double(failed), "count");
     for (const auto& [known, text] : arguments_)
-      if (known == &op) rep.description = text + "  " + rep.description + " (arguments of the first)";
+      if (known == op) rep.description = text + "  " + rep.description + " (arguments of the first)";
     rep.dtype = "";
     rep.steady = reports::compute_breakdown(timeline_, ids);
     const uint32_t first = ids.front();
@@ -161,7 +177,12 @@ class Profile {
       if (row.below_resolution) unresolved += (unresolved.empty() ? "" : ", ") + row.id();
     }
     describe_python_rows(rep);
-    rep.describe(RowKind::kBinding, "", "schema " + rep.schema.substr(0, rep.schema.find(" ->")));
+    if (compiled) {  // Note [Compiled calls in strata.profile()] in compile.cpp
+      rep.describe(RowKind::kPybind11, "", "_CompiledGraph.run: the call's C++ outside the zones below");
+      rep.describe(RowKind::kBinding, "", "guards (+ extern kernels' binding)");
+    } else {
+      rep.describe(RowKind::kBinding, "", "schema " + rep.schema.substr(0, rep.schema.find(" ->")));
+    }
     for (const reports::BreakdownRow& row : rep.steady.rows)
       if (row.kind == RowKind::kDispatch && row.key != "Autograd")
         rep.describe(RowKind::kDispatch, row.key, row.key + " kernel: key set + table lookup");
@@ -174,10 +195,19 @@ class Profile {
       rep.describe_na(RowKind::kQueue, "not recorded: strata.profile() takes host spans only (use strata trace)");
       rep.describe_na(RowKind::kGpu, "not recorded: strata.profile() takes host spans only (use strata trace)");
     }
-    rep.describe(RowKind::kWall, "", "python entry -> python return");
-    rep.notes.push_back("the python and pybind11 rows come from probes in the frontend and the extension's entry "
-                        "costing about " + std::to_string(std::lround(python_probe_ns)) +
-                        " ns per call together (Note [The python and pybind11 rows])");
+    if (compiled) {
+      rep.describe(RowKind::kWall, "", "the compiled graph's run, entry -> return");
+      rep.notes.push_back(
+          "a compiled call's rows start at the C++ run: the Python wrapper's guard check before it "
+          "(strata.compile's __call__) is not in them");
+    } else {
+      rep.describe(RowKind::kWall, "", "python entry -> python return");
+      rep.notes.push_back(
+          "the python and pybind11 rows come from probes in the frontend and the extension's entry "
+          "costing about " +
+          std::to_string(std::lround(python_probe_ns)) +
+          " ns per call together (Note [The python and pybind11 rows])");
+    }
     if (!unresolved.empty()) {
       rep.notes.push_back("rows marked * (" + unresolved +
                           ") have medians under twice the cost of the probe that measured them: below what the "
@@ -208,8 +238,8 @@ class Profile {
     for (uint16_t op : called_ops(true)) {
       if (std::find(measured.begin(), measured.end(), op) != measured.end()) continue;  // its block says it
       const size_t failed = calls_of(op, true).size();
-      out << (first ? "" : "\n") << "strata." << binding::all_operators().at(op)->schema().name << ": " << failed
-          << " call" << (failed == 1 ? "" : "s") << " raised an exception (not measured: in no figure)\n";
+      out << (first ? "" : "\n") << call_title(op) << ": " << failed << " call" << (failed == 1 ? "" : "s")
+          << " raised an exception (not measured: in no figure)\n";
       first = false;
     }
     return out.str();
@@ -224,7 +254,7 @@ class Profile {
                       ",\"failed\":[";
     bool first = true;
     for (uint16_t op : called_ops(true)) {
-      out += std::string(first ? "" : ",") + "{\"op\":\"strata." + binding::all_operators().at(op)->schema().name +
+      out += std::string(first ? "" : ",") + "{\"op\":\"" + call_title(op) +
              "\",\"calls\":" + std::to_string(calls_of(op, true).size()) + "}";
       first = false;
     }
@@ -262,8 +292,10 @@ class Profile {
 
   py::list call_ops() const {
     py::list out;
-    const auto ops = binding::all_operators();
-    for (size_t i = 0; i < ids_.size(); ++i) out.append(py::make_tuple(ids_[i], ops.at(ops_[i])->schema().name));
+    for (size_t i = 0; i < ids_.size(); ++i) {
+      const std::string title = call_title(ops_[i]);  // "strata.matmul": the name without "strata."
+      out.append(py::make_tuple(ids_[i], title.substr(title.find('.') + 1)));
+    }
     return out;
   }
 
@@ -294,6 +326,17 @@ class Profile {
 };
 
 }  // namespace
+
+uint16_t compiled_call_index(const std::string& label) {
+  std::deque<std::string>& labels = compiled_labels();
+  for (size_t i = 0; i < labels.size(); ++i)
+    if (labels[i] == label) return uint16_t(kCompiledCallBase + i);
+  // Past 4095 labels the last one is shared (a block per function stops being distinct, nothing breaks).
+  if (labels.size() >= size_t(0xFFFF - kCompiledCallBase))
+    return uint16_t(kCompiledCallBase + labels.size() - 1);
+  labels.push_back(label);
+  return uint16_t(kCompiledCallBase + labels.size() - 1);
+}
 
 uint32_t next_profiled_call(uint16_t op_index) {
   return t_recording == nullptr ? 0 : t_recording->next_call(op_index);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "layers/binding/binding.h"
 
@@ -27,6 +28,12 @@ void mark_profiled_call_failed(uint32_t op_id);
 // for the table's header ("Tensor[16x16] f32 cpu, ..."); a no-op otherwise. Called by _strata.call.
 void note_arguments(const binding::BoundOperator& op, std::span<const binding::IValue> args,
                     std::span<const binding::Kwarg> kwargs = {});
+
+// Calls of a compiled function (strata.compile) are numbered by the profile like an operator's, under an
+// index of their own per label ("relu_matmul"), from kCompiledCallBase up: p.table() gets a block per
+// compiled function (Note [Compiled calls in strata.profile()] in compile.cpp).
+inline constexpr uint16_t kCompiledCallBase = 0xF000;
+uint16_t compiled_call_index(const std::string& label);
 
 void add_probes(PyObject* module);       // probes.cpp
 void bind_profile(pybind11::module_& m);        // profile.cpp: _Profile

@@ -11,7 +11,8 @@ The operators (strata.OPERATORS) are generated from the C++ declarations; see do
 import threading
 
 from . import _strata
-from ._errors import Error, UnavailableError, UsageError
+from ._compile import CompilerUnavailableError, compile, explain  # noqa: A004 (strata.compile, as torch.compile)
+from ._errors import Error, GraphBreak, UnavailableError, UsageError
 from ._ops import FUNCTIONS, OPERATORS, SCHEMAS
 from ._profile import profile
 from ._tensor import (Tensor, bfloat16, float16, float32, float64, from_numpy, manual_seed, rand, randn,
@@ -112,4 +113,5 @@ import builtins as _builtins  # noqa: E402
 
 __all__ = ["Tensor", "autocast", "Error", "UsageError", "UnavailableError", "float32", "float64", "float16", "bfloat16",
            "zeros", "rand", "randn", "from_numpy", "manual_seed", "OPERATORS", "SCHEMAS", "profile",
+           "explain", "GraphBreak", "CompilerUnavailableError",
            *(name for name in FUNCTIONS if not hasattr(_builtins, name))]

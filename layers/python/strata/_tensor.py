@@ -5,6 +5,7 @@ import numbers
 import numpy as np
 
 from . import _strata
+from ._errors import break_if_capturing
 
 Tensor = _strata.Tensor
 
@@ -77,14 +78,23 @@ def _finish(t, requires_grad, fn):
     return t
 
 
+# Creating a tensor inside strata.compile's capture breaks the graph (Note [Graph breaks] in _errors.py).
+_MADE = ("strata.{}() inside a compiled function: its values would be frozen into the graph as a constant; "
+         "create the tensor outside and pass it in")
+_DATA = "data-dependent Python: {} reads a captured tensor's values, which the graph cannot know"
+_CONTROL = "Python control flow on a tensor's value ({}(tensor)): the branch would be fixed at capture"
+
+
 def zeros(*size, dtype=float32, device="cpu", requires_grad=False):
     """A tensor of zeros."""
+    break_if_capturing(_MADE.format("zeros"))
     t = _strata.zeros(_sizes_arg(size, "zeros"), _dtype_arg(dtype, "zeros"), _device_arg(device, "zeros"))
     return _finish(t, requires_grad, "zeros")
 
 
 def rand(*size, dtype=float32, device="cpu", requires_grad=False, seed=None):
     """Uniform in [0, 1). With seed=None the process generator (manual_seed) is used and advanced."""
+    break_if_capturing(_MADE.format("rand"))
     t = _strata.rand(_sizes_arg(size, "rand"), _dtype_arg(dtype, "rand"), _device_arg(device, "rand"),
                      _seed_arg(seed, "rand"))
     return _finish(t, requires_grad, "rand")
@@ -92,6 +102,7 @@ def rand(*size, dtype=float32, device="cpu", requires_grad=False, seed=None):
 
 def randn(*size, dtype=float32, device="cpu", requires_grad=False, seed=None):
     """Standard normal. With seed=None the process generator (manual_seed) is used and advanced."""
+    break_if_capturing(_MADE.format("randn"))
     t = _strata.randn(_sizes_arg(size, "randn"), _dtype_arg(dtype, "randn"), _device_arg(device, "randn"),
                       _seed_arg(seed, "randn"))
     return _finish(t, requires_grad, "randn")
@@ -109,6 +120,7 @@ def from_numpy(array, requires_grad=False):
     """A CPU tensor sharing the array's memory when the array is C-contiguous, aligned, writeable and in
     native byte order; otherwise the array is copied once into a contiguous array first (the tensor then
     shares memory with that copy, not with `array`). float32, float64 and float16 only."""
+    break_if_capturing(_MADE.format("from_numpy"))
     if not isinstance(array, np.ndarray):
         raise TypeError(f"from_numpy(): expected a numpy.ndarray, not {type(array).__name__}")
     dt = array.dtype
@@ -126,6 +138,7 @@ def _numpy(self):
     """The values as a numpy array: a zero-copy view of a contiguous (or strided) CPU tensor in float32,
     float64 or float16. A CUDA tensor raises TypeError (copy with .cpu() first); bfloat16, which numpy
     lacks, raises TypeError (use .numpy_float64())."""
+    break_if_capturing(_DATA.format("Tensor.numpy()"))
     why = self._no_host_view()
     if why:
         raise TypeError(why)
@@ -142,6 +155,7 @@ def _array(self, dtype=None, copy=None):
     tensor. With an explicit dtype a CPU bfloat16 tensor gives a converted copy: np.asarray(t,
     dtype=np.float32) is exact (every bfloat16 value is a float32). A CUDA tensor is refused either way:
     copy it to the host with .cpu() first."""
+    break_if_capturing(_DATA.format("np.asarray(tensor)"))
     why = self._no_host_view()
     if not why:
         return np.asarray(memoryview(self), dtype=dtype)
@@ -153,7 +167,42 @@ def _array(self, dtype=None, copy=None):
 
 def _numpy_float64(self):
     """A float64 copy of the values, from any dtype and device."""
+    break_if_capturing(_DATA.format("Tensor.numpy_float64()"))
     return self._values_float64()
+
+
+def _item(self):
+    """The value of a one-element tensor as a Python float (torch's item())."""
+    break_if_capturing(_DATA.format("Tensor.item()"))
+    if self.numel() != 1:
+        raise ValueError(f"item(): a Tensor with {self.numel()} elements cannot be converted to a Python number "
+                         f"(only one element can)")
+    return float(self._values_float64().reshape(-1)[0])
+
+
+def _tolist(self):
+    """The values as nested Python lists of floats (torch's tolist())."""
+    break_if_capturing(_DATA.format("Tensor.tolist()"))
+    return self._values_float64().tolist()
+
+
+def _bool(self):
+    # An object is true, as it was before strata.compile: only a capture refuses, where an `if` on a
+    # tensor would fix the branch taken on the first call into the graph.
+    break_if_capturing(_CONTROL.format("bool"))
+    return True
+
+
+def _number(kind):
+    def convert(self):
+        break_if_capturing(_CONTROL.format(kind))
+        raise TypeError(f"{kind}() argument must be a string or a real number, not 'Tensor' (use .item())")
+    return convert
+
+
+def _backward(self, gradient=None, retain_graph=False):
+    break_if_capturing("Tensor.backward() inside a compiled function: call backward() on its result")
+    return self._backward_impl(gradient, retain_graph)
 
 
 def _to(self, device):
@@ -171,6 +220,15 @@ def _repr(self):
 
 Tensor.numpy = _numpy
 Tensor.numpy_float64 = _numpy_float64
+Tensor.item = _item
+Tensor.tolist = _tolist
+Tensor.__bool__ = _bool
+Tensor.__float__ = _number("float")
+Tensor.__int__ = _number("int")
+Tensor.__index__ = _number("index")
+Tensor._backward_impl = Tensor.backward
+Tensor.backward = _backward
+Tensor.backward.__doc__ = Tensor._backward_impl.__doc__
 Tensor.__array__ = _array
 Tensor.to = _to
 Tensor.cpu = _cpu
