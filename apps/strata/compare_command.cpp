@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -27,6 +28,25 @@ namespace {
 // given (a model captures its forward: docs/sequences.md).
 int64_t iterations_per_round(const Prepared& p, const CompareOptions& o) {
   return p.sequence && !o.ops_per_graph_given ? 1 : o.ops_per_graph;
+}
+
+// What capturing K calls keeps alive beyond the inputs: per call, its peak (Note [Peak bytes of a call])
+// less the inputs every call shares. A sequence counts its whole forward each time (its activations, and
+// its input and parameters, which errs on the safe side). Saturates instead of overflowing: a product
+// past size_t fits no machine, and check_fits refuses it.
+size_t captured_bytes(const Prepared& p, int64_t k) {
+  size_t per_call = 0;
+  if (p.sequence) {
+    per_call = p.sequence->bytes;
+  } else {
+    size_t inputs = 0;
+    for (const binding::IValue& a : p.call.args)
+      if (a.is_tensor()) inputs += a.tensor().nbytes();
+    per_call = p.call.bytes > inputs ? p.call.bytes - inputs : 0;
+  }
+  const auto calls = static_cast<size_t>(k);
+  if (per_call != 0 && calls > std::numeric_limits<size_t>::max() / per_call) return std::numeric_limits<size_t>::max();
+  return calls * per_call;
 }
 
 // The rounds for one workload (Note [What the harness runs]): `k` iterations of work.steps() calls each.
@@ -62,6 +82,14 @@ CompareRounds compare_rounds(const Work& work, const Prepared& p, const CompareO
     session.synchronize();
     return out;
   };
+  // Capturing K calls keeps what each of them made alive until the capture ends, on every device: a CUDA
+  // Graph writes each output at every replay, and a CPU plan links each step to its producer by address,
+  // so all K outputs (and, under autocast, the casts each call made) exist at once while it records.
+  // Refuse here, before the first round, what would not fit (the inputs are already allocated).
+  frontend::check_fits(captured_bytes(p, k), available_bytes(p.choice.device), p.choice.device,
+                       "--ops-per-graph " + std::to_string(k) + " (capturing keeps what each of the " +
+                           std::to_string(k) + (p.sequence ? " forwards" : " calls") +
+                           " made alive; lower --ops-per-graph)");
   // The cold call and warm-ups are untraced here: `strata trace` reports the cold call. The first round
   // is where the libraries make their plans: it runs on a scratch timeline whose plan annotations are
   // kept (Note [Annotations on the timeline]) and whose spans are not.
@@ -76,16 +104,6 @@ CompareRounds compare_rounds(const Work& work, const Prepared& p, const CompareO
     for (const Annotation& a : first.annotations()) timeline.add_annotation(a);
     round_spans = first.spans().size();
   }
-  // A captured graph keeps the output of each of its K calls alive (it writes them at every replay); the
-  // frontend sized the request for one. Refuse here, before capturing, what would not fit.
-  // (A CPU plan keeps only its latest output.)
-  // (A sequence's graph keeps every activation of each captured forward: its bytes minus parameters and
-  // input bound that; required_bytes counts them all, which errs on the safe side.)
-  const size_t one_output = p.sequence ? p.sequence->bytes : eager_out.tensor().nbytes();
-  const size_t outputs_bytes = static_cast<size_t>(p.choice.device.is_cuda() ? k : 1) * one_output;
-  frontend::check_fits(outputs_bytes, available_bytes(p.choice.device), p.choice.device,
-                       "--ops-per-graph " + std::to_string(k) + " (the replay keeps " + std::to_string(k) +
-                           " outputs alive; lower --ops-per-graph)");
   const uint64_t w0 = host_clock::ticks();
   for (int64_t i = 0; i < o.trace.warmup; ++i) eager_round(false, nullptr);
   int64_t rounds = o.trace.repeat.value_or(0);

@@ -109,3 +109,15 @@ TEST_CASE("strata compare refuses a bad --ops-per-graph with exit 2 and writes n
   }
   CHECK(dir.entries().empty());
 }
+
+// Capturing K calls keeps all K outputs alive on the CPU too (the plan links steps by address): 4096
+// outputs of 64 MiB are refused up front, with exit 2, before any round runs and with nothing written.
+TEST_CASE("strata compare counts every output the capture keeps alive, on the CPU too") {
+  test::TempDir dir;
+  auto r = test::run_strata({"compare", "matmul", "4096", "--ops-per-graph", "4096", "--device", "cpu", "--json",
+                             dir.file("x.json")});
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("--ops-per-graph 4096") != std::string::npos);
+  CHECK(dir.entries().empty());
+}
