@@ -202,6 +202,8 @@ PreparedCall prepare_call(const OpSpec& spec, DType dtype, Device device, uint64
       Tensor t = random_tensor(a.shape, dtype, device, seed * 1000003 + ++stream);
       t.set_requires_grad(requires_grad);
       call.args.emplace_back(std::move(t));
+    } else if (a.is_int_list) {
+      call.args.emplace_back(a.shape);
     } else {
       call.args.emplace_back(a.value);
     }

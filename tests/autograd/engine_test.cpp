@@ -78,7 +78,9 @@ TEST_CASE("every differentiable op: the engine's gradients match the float64 ref
       }
     }
   });
-  CHECK(checked == 8);  // matmul, linear, conv2d, relu, add, gelu, to_copy, sum
+  // matmul, linear, conv2d, relu, add, gelu, to_copy, sum, and the views: transpose, t, permute, view, reshape,
+  // expand, narrow, select, slice, unsqueeze, squeeze, contiguous
+  CHECK(checked == 20);
 }
 
 TEST_CASE("the float64 reference gradients agree with central finite differences of the forward references") {
