@@ -11,7 +11,7 @@ The operators (strata.OPERATORS) are generated from the C++ declarations; see do
 import threading
 
 from . import _strata
-from ._errors import Error, UnavailableError, UsageError
+from ._errors import Error, IndexRangeError, UnavailableError, UsageError
 from ._ops import OPERATORS, SCHEMAS
 from ._profile import profile
 from ._tensor import (Tensor, bfloat16, float16, float32, float64, from_numpy, manual_seed, rand, randn,
@@ -100,10 +100,13 @@ if "matmul" in OPERATORS:
 if "add" in OPERATORS:
     Tensor.__add__ = lambda self, other: OPERATORS["add"](self, other)
 
+from . import _views  # noqa: E402,F401  (Tensor's view methods and indexing)
+
 # `from strata import *` brings every operator except those named like a Python builtin (the gradient op
 # `sum`): a star import must not shadow them. They stay strata.sum etc.
 import builtins as _builtins  # noqa: E402
 
-__all__ = ["Tensor", "autocast", "Error", "UsageError", "UnavailableError", "float32", "float64", "float16", "bfloat16",
+__all__ = ["Tensor", "autocast", "Error", "UsageError", "IndexRangeError", "UnavailableError",
+           "float32", "float64", "float16", "bfloat16",
            "zeros", "rand", "randn", "from_numpy", "manual_seed", "OPERATORS", "SCHEMAS", "profile",
            *(name for name in OPERATORS if not hasattr(_builtins, name))]
