@@ -357,3 +357,48 @@ TEST_CASE("on a GPU, --chrome-trace with kernels and launch arrows also satisfie
   CHECK(steps >= 1);
   for (int64_t c : kernel_correlations) CHECK(api_correlations.count(c) == 1);
 }
+
+TEST_CASE("--view other=t: x @ w.t() is one GEMM with the op flag, no copy; --view self=slice2 copies first") {
+  TempDir dir;
+  const std::string json_path = dir.path() + "/r.json", trace_path = dir.path() + "/t.json";
+  auto rows_of = [&] { return nlohmann::json::parse(read_file(json_path))["steady"]["rows"]; };
+  auto has_row = [](const nlohmann::json& rows, const std::string& layer, const std::string& key) {
+    for (const auto& row : rows)
+      if (row["layer"] == layer && row.value("key", "") == key) return true;
+    return false;
+  };
+  auto library_what = [](const nlohmann::json& rows) {
+    for (const auto& row : rows)
+      if (row["layer"] == "library") return row["what"].get<std::string>();
+    return std::string();
+  };
+  RunResult r = run_strata(cpu({"trace", "matmul", "64", "--view", "other=t", "--check", "--json", json_path,
+                                "--chrome-trace", trace_path}));
+  check_no_crash(r);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  nlohmann::json rows = rows_of();
+  CHECK(has_row(rows, "dispatch", "CPU"));
+  CHECK_FALSE(has_row(rows, "dispatch", "contiguous:CPU"));
+  CHECK(contains(library_what(rows), "cblas_sgemm NT 64x64x64"));
+  CHECK(contains(nlohmann::json::parse(read_file(json_path))["description"].get<std::string>(), "other: t view, strides 1x64"));
+  check_trace_file(trace_path);
+  CHECK_FALSE(contains(read_file(trace_path), "contiguous:CPU"));
+
+  // Every second element of a wider buffer: relu needs contiguous memory, so the copy is its own call.
+  r = run_strata(cpu({"trace", "relu", "64x64", "--view", "self=slice2", "--check", "--json", json_path,
+                      "--chrome-trace", trace_path}));
+  check_no_crash(r);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  rows = rows_of();
+  CHECK(has_row(rows, "dispatch", "contiguous:CPU"));
+  CHECK(contains(library_what(rows), "strided copy (to contiguous)"));
+  check_trace_file(trace_path);
+  CHECK(contains(read_file(trace_path), "\"contiguous:CPU\""));
+  // A stepped GEMM operand is copied too (BLAS needs a unit stride along one dim).
+  r = run_strata(cpu({"trace", "matmul", "32", "--view", "self=slice3", "--check", "--json", json_path}));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(has_row(rows_of(), "dispatch", "contiguous:CPU"));
+}
