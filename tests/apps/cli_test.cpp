@@ -275,15 +275,20 @@ TEST_CASE("strata ops lists every operator, its schema, and the keys with kernel
         "gelu(Tensor self) -> Tensor", "to_copy(Tensor self, *, ScalarType? dtype=None) -> Tensor"}) {
     CHECK_MESSAGE(contains(r.out, std::string(schema) + "\n"), schema);
   }
-  // The six forward ops, the cast and the ten gradient ops --backward calls (layers/ops/operators.h).
-  CHECK(count_of(r.out, "  Autograd  layers/dispatch/autograd.cpp") == 17);
-  CHECK(count_of(r.out, "  CPU       layers/kernels/cpu/") == 17);
+  // The six forward ops, the cast, the ten gradient ops --backward calls, the twelve views and their two
+  // gradient ops (layers/ops/operators.h); the views' CPU kernels are lib/views.cpp's (reshape's is in
+  // layers/ops), contiguous's is in layers/kernels/cpu.
+  CHECK(count_of(r.out, "  Autograd  layers/dispatch/autograd.cpp") == 31);
+  CHECK(count_of(r.out, "  CPU       layers/kernels/cpu/") == 20);
+  CHECK(count_of(r.out, "  CPU       lib/views.cpp (view:") == 10);
   // Which ops Autocast handles, and how: a kernel for the GEMM-like ops, a fallthrough for the rest.
   CHECK(count_of(r.out, "  Autocast  layers/dispatch/autocast.h (lower precision") == 3);
-  CHECK(count_of(r.out, "  Autocast  fallthrough (no autocast policy") == 14);
+  CHECK(count_of(r.out, "  Autocast  fallthrough (no autocast policy") == 28);
   CHECK(contains(r.out, "Autocast (--autocast bf16|f16) casts the inputs of: matmul, linear, conv2d; falls through "
                         "for: relu, add, gelu, to_copy, gemm, sum, ones_like, expand_as, threshold_backward, "
-                        "gelu_backward, bias_backward, conv2d_input_backward, conv2d_weight_backward, mul\n"));
+                        "gelu_backward, bias_backward, conv2d_input_backward, conv2d_weight_backward, mul, "
+                        "transpose, t, permute, view, reshape, expand, narrow, select, slice, unsqueeze, squeeze, "
+                        "contiguous, slice_backward, sum_to\n"));
   CHECK(contains(r.out, "keys in priority order (highest first): Capture > Autocast > Autograd > CUDA > CPU"));
 }
 
