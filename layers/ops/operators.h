@@ -129,6 +129,7 @@ struct Matmul {
   static constexpr KernelDecl kCpu{&kernels::cpu::matmul, "layers/kernels/cpu/gemm.cpp (OpenBLAS cblas_sgemm / cblas_dgemm)"};
   static constexpr bool kGemmOperands = true;  // a transposed view is read as it lies (Note [Transposed GEMM operands])
   static constexpr KernelDecl kCuda{&kernels::cuda::matmul, "layers/kernels/cuda/cublas_gemm.cpp (cuBLAS)"};
+  static constexpr bool kCudaGemmOperands = true;  // cublasGemmEx reads a transposed view with an op flag
   static constexpr auto kReference = &reference::matmul;
   static constexpr auto kReferenceBackward = &reference::matmul_backward;  // float64 gradients
   static constexpr BackwardDecl kBackward{"MmBackward", 0b11};
@@ -684,6 +685,7 @@ struct Gemm {
   static constexpr KernelDecl kCpu{&kernels::cpu::gemm, "layers/kernels/cpu/gemm.cpp (OpenBLAS gemm with Trans flags)"};
   static constexpr bool kGemmOperands = true;  // a transposed view is read as it lies (Note [Transposed GEMM operands])
   static constexpr KernelDecl kCuda{&kernels::cuda::gemm, "layers/kernels/cuda/cublas_gemm.cpp (cublasGemmEx with op flags)"};
+  static constexpr bool kCudaGemmOperands = true;  // cublasGemmEx reads a transposed view with an op flag
   static constexpr auto kReference = &reference::gemm;
   static constexpr BackwardDecl kBackward{"GemmBackward", 0};
   static constexpr const char* kSpecHelp =
