@@ -50,8 +50,10 @@ void run_and_print(const char* title, std::vector<Variant> variants, int rounds)
   std::printf("%s\n", title);
   for (const auto& v : variants) {
     const double ns = median(v.round_ns);
-    if (ns < 1e4) std::printf("  %-48s %10.1f ns\n", v.name.c_str(), ns);
-    else std::printf("  %-48s %10.1f us\n", v.name.c_str(), ns / 1e3);
+    if (ns < 1e4)
+      std::printf("  %-48s %10.1f ns\n", v.name.c_str(), ns);
+    else
+      std::printf("  %-48s %10.1f us\n", v.name.c_str(), ns / 1e3);
   }
 }
 
@@ -69,28 +71,43 @@ int main(int argc, char** argv) {
   const Tensor w = frontend::random_tensor(Shape{n, n}, DType::kF32, kCPU, 2);
   const Tensor w_t_laid_out = ops::contiguous(ops::t(w));  // the same values as w.t(), row-major
   const binding::BoundOperator& transpose = binding::find_operator("transpose");
-  const std::vector<binding::IValue> boxed = {binding::IValue(x), binding::IValue(int64_t{0}), binding::IValue(int64_t{1})};
+  const std::vector<binding::IValue> boxed = {binding::IValue(x), binding::IValue(int64_t{0}),
+                                              binding::IValue(int64_t{1})};
   Tensor sink;
 
-  run_and_print("1. a view: transpose of an [N,N] f32 tensor",
-                {{"through the binding (BoundOperator::call)", [&] { sink = transpose.call(boxed).tensor(); }, 20000, {}},
-                 {"through the dispatcher (ops::transpose)", [&] { sink = ops::transpose(x, 0, 1); }, 20000, {}},
-                 {"the header alone (views::transpose)", [&] { sink = views::transpose(x, 0, 1); }, 20000, {}}},
-                rounds);
+  run_and_print(
+      "1. a view: transpose of an [N,N] f32 tensor",
+      {{"through the binding (BoundOperator::call)",
+        [&] { sink = transpose.call(boxed).tensor(); },
+        20000,
+        {}},
+       {"through the dispatcher (ops::transpose)", [&] { sink = ops::transpose(x, 0, 1); }, 20000, {}},
+       {"the header alone (views::transpose)", [&] { sink = views::transpose(x, 0, 1); }, 20000, {}}},
+      rounds);
 
   run_and_print(("2. GEMM " + std::to_string(n) + "^3 f32: x @ w.t() (NT, no copy) vs x @ w (NN)").c_str(),
                 {{"x @ w.t()  (cblas_sgemm NT)", [&] { sink = ops::matmul(x, ops::t(w)); }, 2, {}},
-                 {"x @ w_t    (cblas_sgemm, w_t laid out row-major)", [&] { sink = ops::matmul(x, w_t_laid_out); }, 2, {}}},
+                 {"x @ w_t    (cblas_sgemm, w_t laid out row-major)",
+                  [&] { sink = ops::matmul(x, w_t_laid_out); },
+                  2,
+                  {}}},
                 rounds);
 
   const Tensor stepped_base = frontend::random_tensor(Shape{n, 2 * n}, DType::kF32, kCPU, 3);
   const Tensor stepped = views::slice(stepped_base, 1, 0, 2 * n, 2);
   std::vector<char> dst(x.nbytes());
-  run_and_print(("3. copies of " + std::to_string(x.nbytes() >> 10) + " KiB (an [N,N] f32 tensor)").c_str(),
-                {{"contiguous() of x.t()", [&] { sink = ops::contiguous(ops::t(x)); }, 20, {}},
-                 {"contiguous() of a stepped view (stride 2)", [&] { sink = ops::contiguous(stepped); }, 20, {}},
-                 {"contiguous() of x (no copy)", [&] { sink = ops::contiguous(x); }, 20000, {}},
-                 {"memcpy of the same bytes", [&] { std::memcpy(dst.data(), x.data_ptr(), x.nbytes()); asm volatile("" : : "r"(dst.data()) : "memory"); }, 20, {}}},
-                rounds);
+  run_and_print(
+      ("3. copies of " + std::to_string(x.nbytes() >> 10) + " KiB (an [N,N] f32 tensor)").c_str(),
+      {{"contiguous() of x.t()", [&] { sink = ops::contiguous(ops::t(x)); }, 20, {}},
+       {"contiguous() of a stepped view (stride 2)", [&] { sink = ops::contiguous(stepped); }, 20, {}},
+       {"contiguous() of x (no copy)", [&] { sink = ops::contiguous(x); }, 20000, {}},
+       {"memcpy of the same bytes",
+        [&] {
+          std::memcpy(dst.data(), x.data_ptr(), x.nbytes());
+          asm volatile("" : : "r"(dst.data()) : "memory");
+        },
+        20,
+        {}}},
+      rounds);
   return 0;
 }

@@ -31,9 +31,9 @@ Tensor make_view(const Tensor& self, const Shape& sizes, const Shape& strides, i
 int64_t wrap_dim(const char* op, int64_t dim, int ndim, const Tensor& self) {
   const int64_t n = ndim == 0 ? 1 : ndim;  // a 0-d tensor takes dim 0 or -1, as torch
   if (dim < -n || dim >= n) {
-    throw IndexRangeError(std::string(op) + "(): dim " + std::to_string(dim) + " is out of range for a tensor of size " +
-                          shape_text(self.sizes()) + " (expected a dim in [" + std::to_string(-n) + ", " +
-                          std::to_string(n - 1) + "])");
+    throw IndexRangeError(std::string(op) + "(): dim " + std::to_string(dim) +
+                          " is out of range for a tensor of size " + shape_text(self.sizes()) +
+                          " (expected a dim in [" + std::to_string(-n) + ", " + std::to_string(n - 1) + "])");
   }
   return dim < 0 ? dim + n : dim;
 }
@@ -51,7 +51,8 @@ Tensor transpose(const Tensor& self, int64_t dim0, int64_t dim1) {
 }
 
 Tensor t(const Tensor& self) {
-  if (self.dim() > 2) refuse("t", self, "expects a tensor with at most 2 dimensions, got " + std::to_string(self.dim()));
+  if (self.dim() > 2)
+    refuse("t", self, "expects a tensor with at most 2 dimensions, got " + std::to_string(self.dim()));
   STRATA_ZONE(zone, Layer::kLibrary, "t (view: strides swapped, no data moved)");
   if (self.dim() < 2) return make_view(self, self.sizes(), self.strides(), self.storage_offset());
   Shape sizes = self.sizes(), strides = self.strides();
@@ -71,7 +72,8 @@ Tensor permute(const Tensor& self, const Shape& dims) {
   bool seen[Shape::kMaxDims] = {};
   for (int i = 0; i < nd; ++i) {
     const auto d = static_cast<int>(wrap_dim("permute", dims[i], nd, self));
-    if (seen[d]) refuse("permute", self, "dims " + list_text(dims) + " name dim " + std::to_string(d) + " twice");
+    if (seen[d])
+      refuse("permute", self, "dims " + list_text(dims) + " name dim " + std::to_string(d) + " twice");
     seen[d] = true;
     sizes[i] = self.size(d);
     strides[i] = self.stride(d);
@@ -157,14 +159,16 @@ Tensor expand(const Tensor& self, const Shape& size) {
   STRATA_ZONE(zone, Layer::kLibrary, "expand (view: stride 0 where broadcast, no data moved)");
   const int nd = self.dim();
   if (size.ndim < nd) {
-    refuse("expand", self, "the size " + list_text(size) + " has fewer dims than the tensor (" + std::to_string(nd) + ")");
+    refuse("expand", self,
+           "the size " + list_text(size) + " has fewer dims than the tensor (" + std::to_string(nd) + ")");
   }
   Shape sizes, strides;
   sizes.ndim = strides.ndim = size.ndim;
   for (int i = size.ndim - 1; i >= 0; --i) {
     const int own = i - (size.ndim - nd);  // the tensor's dim this one lines up with, from the right
     if (own < 0) {
-      if (size[i] < 0) refuse("expand", self, "the size " + list_text(size) + " has -1 or a negative size for a new dim");
+      if (size[i] < 0)
+        refuse("expand", self, "the size " + list_text(size) + " has -1 or a negative size for a new dim");
       sizes[i] = size[i];
       strides[i] = 0;
       continue;
@@ -173,7 +177,8 @@ Tensor expand(const Tensor& self, const Shape& size) {
     if (want != self.size(own) && self.size(own) != 1) {
       refuse("expand", self,
              "the size " + list_text(size) + " cannot expand dim " + std::to_string(own) + " of size " +
-                 std::to_string(self.size(own)) + " to " + std::to_string(want) + " (only a dim of size 1 expands)");
+                 std::to_string(self.size(own)) + " to " + std::to_string(want) +
+                 " (only a dim of size 1 expands)");
     }
     if (want < 0) refuse("expand", self, "the size " + list_text(size) + " has a negative size");
     sizes[i] = want;
@@ -202,13 +207,15 @@ Tensor narrow(const Tensor& self, int64_t dim, int64_t start, int64_t length) {
   const auto d = static_cast<int>(wrap_dim("narrow", dim, self.dim(), self));
   const int64_t n = self.size(d);
   if (start < -n || start > n) {
-    throw IndexRangeError("narrow(): start " + std::to_string(start) + " is out of range for dim " + std::to_string(d) +
-                          " of size " + std::to_string(n) + " (tensor of size " + shape_text(self.sizes()) + ")");
+    throw IndexRangeError("narrow(): start " + std::to_string(start) + " is out of range for dim " +
+                          std::to_string(d) + " of size " + std::to_string(n) + " (tensor of size " +
+                          shape_text(self.sizes()) + ")");
   }
   if (start < 0) start += n;
   if (length < 0 || start + length > n) {
-    refuse("narrow", self, "start " + std::to_string(start) + " + length " + std::to_string(length) +
-                               " exceeds dim " + std::to_string(d) + " of size " + std::to_string(n));
+    refuse("narrow", self,
+           "start " + std::to_string(start) + " + length " + std::to_string(length) + " exceeds dim " +
+               std::to_string(d) + " of size " + std::to_string(n));
   }
   STRATA_ZONE(zone, Layer::kLibrary, "narrow (view: offset and size, no data moved)");
   Shape sizes = self.sizes();
@@ -238,14 +245,15 @@ Tensor select(const Tensor& self, int64_t dim, int64_t index) {
 
 Tensor unsqueeze(const Tensor& self, int64_t dim) {
   if (self.dim() >= Shape::kMaxDims) {
-    refuse("unsqueeze", self, "strata tensors have at most " + std::to_string(Shape::kMaxDims) + " dimensions");
+    refuse("unsqueeze", self,
+           "strata tensors have at most " + std::to_string(Shape::kMaxDims) + " dimensions");
   }
   // One more place than dims: unsqueeze(-1) and unsqueeze(ndim) add a dim at the end.
   const int64_t n = self.dim() + 1;
   if (dim < -n || dim >= n) {
-    throw IndexRangeError("unsqueeze(): dim " + std::to_string(dim) + " is out of range for a tensor of size " +
-                          shape_text(self.sizes()) + " (expected a dim in [" + std::to_string(-n) + ", " +
-                          std::to_string(n - 1) + "])");
+    throw IndexRangeError("unsqueeze(): dim " + std::to_string(dim) +
+                          " is out of range for a tensor of size " + shape_text(self.sizes()) +
+                          " (expected a dim in [" + std::to_string(-n) + ", " + std::to_string(n - 1) + "])");
   }
   const auto d = static_cast<int>(dim < 0 ? dim + n : dim);
   STRATA_ZONE(zone, Layer::kLibrary, "unsqueeze (view: a dim of size 1, no data moved)");
@@ -268,7 +276,8 @@ Tensor unsqueeze(const Tensor& self, int64_t dim) {
 Tensor squeeze(const Tensor& self, int64_t dim) {
   const auto d = static_cast<int>(wrap_dim("squeeze", dim, self.dim(), self));
   STRATA_ZONE(zone, Layer::kLibrary, "squeeze (view: a dim of size 1 removed, no data moved)");
-  if (self.dim() == 0 || self.size(d) != 1) return make_view(self, self.sizes(), self.strides(), self.storage_offset());
+  if (self.dim() == 0 || self.size(d) != 1)
+    return make_view(self, self.sizes(), self.strides(), self.storage_offset());
   Shape sizes, strides;
   for (int i = 0; i < self.dim(); ++i) {
     if (i == d) continue;

@@ -5,6 +5,8 @@
 // refused with messages naming the shapes. Every view's values and gradients against float64 references
 // and finite differences are in tests/ops/operators_test.cpp and tests/autograd/engine_test.cpp (generic
 // over AllOps).
+#include "lib/views.h"
+
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -18,7 +20,6 @@
 #include "layers/kernels/reference/reference.h"
 #include "layers/ops/operators.h"
 #include "lib/error.h"
-#include "lib/views.h"
 
 using namespace strata;
 
@@ -36,7 +37,8 @@ void fill_view(const Tensor& view, const Tensor& t) {
   for (int64_t i = 0; i < t.numel(); ++i) {
     int64_t at = 0;
     for (int d = 0; d < idx.ndim; ++d) at += idx[d] * view.stride(d);
-    std::memcpy(static_cast<char*>(view.data_ptr()) + at * int64_t(es), static_cast<const char*>(t.data_ptr()) + i * int64_t(es), es);
+    std::memcpy(static_cast<char*>(view.data_ptr()) + at * int64_t(es),
+                static_cast<const char*>(t.data_ptr()) + i * int64_t(es), es);
     for (int d = idx.ndim - 1; d >= 0 && ++idx[d] == t.size(d); --d) idx[d] = 0;
   }
 }
@@ -143,7 +145,9 @@ TEST_CASE("every kernel reads stepped, offset and transposed inputs as it reads 
             frontend::prepare_call(spec, dtype, kCPU, 3, false, frontend::available_host_bytes());
         std::vector<binding::IValue> strided;
         for (const binding::IValue& a : call.args) {
-          strided.push_back(a.is_tensor() && a.tensor().dim() > 0 ? binding::IValue(strided_copy_of(a.tensor(), layout)) : a);
+          strided.push_back(a.is_tensor() && a.tensor().dim() > 0
+                                ? binding::IValue(strided_copy_of(a.tensor(), layout))
+                                : a);
         }
         if (std::is_same_v<Op, ops::View>) {  // merging the last two dims of these needs a copy: refused
           CHECK_THROWS_AS(call.op->call(strided), UsageError);
@@ -167,7 +171,8 @@ TEST_CASE("an expanded input (stride 0) through the pointwise, reduction and GEM
   CHECK(copy.storage() != row.storage());
   CHECK(reference::relative_error(ops::add(full, e, 1.0), reference::add(full, copy, 1.0)) <= 1e-6);
   CHECK(reference::relative_error(ops::sum(e), reference::sum(copy)) <= 1e-6);
-  CHECK(reference::relative_error(ops::matmul(ops::t(e), full), reference::matmul(ops::t(copy), full)) <= 1e-5);
+  CHECK(reference::relative_error(ops::matmul(ops::t(e), full), reference::matmul(ops::t(copy), full)) <=
+        1e-5);
 }
 
 #if STRATA_TRACING
@@ -188,7 +193,9 @@ TEST_CASE("which calls copy: a contiguous:CPU call for kernels that need contigu
   // linear with a transposed weight: the weight's flag flips (NN), still no copy.
   tl = traced([&] { static_cast<void>(ops::linear(x, ops::t(ops::t(w)), Tensor())); });
   CHECK_FALSE(has(dispatch_names(tl), "contiguous:CPU"));
-  tl = traced([&] { static_cast<void>(ops::linear(x, ops::contiguous(ops::t(rnd(Shape{16, 32}, 8))), Tensor())); });
+  tl = traced([&] {
+    static_cast<void>(ops::linear(x, ops::contiguous(ops::t(rnd(Shape{16, 32}, 8))), Tensor()));
+  });
   CHECK(has(dispatch_names(tl), "CPU"));  // contiguous() of a transposed view is a real call
   // relu of a transposed view: the copy is its own call, below the outer op's CPU row.
   tl = traced([&] { static_cast<void>(ops::relu(ops::t(x))); });
@@ -230,7 +237,8 @@ TEST_CASE("reshape is a view when the strides allow one and a contiguous() copy 
   CHECK(has(dispatch_names(tl2), "contiguous:CPU"));
   CHECK(reference::relative_error(r, reference::to_double(ops::t(x))) == 0);
   // Merging dims a transpose keeps apart: view says a copy is needed and what to do.
-  CHECK(message_of([&] { static_cast<void>(ops::view(ops::t(x), Shape{24})); }).find("needs a copy") != std::string::npos);
+  CHECK(message_of([&] { static_cast<void>(ops::view(ops::t(x), Shape{24})); }).find("needs a copy") !=
+        std::string::npos);
   // A view of a narrowed tensor whose rows stay whole: still a view.
   CHECK(ops::view(ops::narrow(x, 0, 1, 2), Shape{12}).storage() == x.storage());
 }
@@ -263,19 +271,34 @@ TEST_CASE("bad input: dims, indices and sizes out of range are refused with the 
   CHECK_THROWS_AS(ops::select(x, 1, 3), IndexRangeError);
   CHECK(refused([&] { ops::select(x, 1, -4); }) ==
         "select(): index -4 is out of range for dim 1 of size 3 (tensor of size [2x3])");
-  CHECK(refused([&] { ops::view(x, Shape{4, 2}); }) ==
-        "view(): shape (4, 2) is invalid for input of size 6 (tensor of size [2x3])");
-  CHECK(refused([&] { ops::view(x, Shape{-1, -1}); }) == "view(): shape (-1, -1) has more than one -1 (tensor of size [2x3])");
-  CHECK(refused([&] { ops::expand(x, Shape{4, 3}); }).find("cannot expand dim 0 of size 2 to 4") != std::string::npos);
-  CHECK(refused([&] { ops::permute(x, Shape{0, 0}); }) == "permute(): dims (0, 0) name dim 0 twice (tensor of size [2x3])");
-  CHECK(refused([&] { ops::permute(x, Shape{0}); }).find("must name each of the 2 dims once") != std::string::npos);
-  CHECK(refused([&] { ops::narrow(x, 1, 2, 2); }).find("start 2 + length 2 exceeds dim 1 of size 3") != std::string::npos);
-  CHECK(refused([&] { ops::slice(x, 1, 0, 3, 0); }).find("step must be greater than zero, got 0") != std::string::npos);
-  CHECK(refused([&] { ops::t(rnd(Shape{2, 3, 4}, 13)); }).find("at most 2 dimensions, got 3") != std::string::npos);
-  CHECK(refused([&] { ops::unsqueeze(rnd(Shape{1, 2, 3, 4}, 14), 0); }).find("at most 4 dimensions") != std::string::npos);
+  CHECK(refused([&] {
+          ops::view(x, Shape{4, 2});
+        }) == "view(): shape (4, 2) is invalid for input of size 6 (tensor of size [2x3])");
+  CHECK(refused([&] {
+          ops::view(x, Shape{-1, -1});
+        }) == "view(): shape (-1, -1) has more than one -1 (tensor of size [2x3])");
+  CHECK(refused([&] {
+          ops::expand(x, Shape{4, 3});
+        }).find("cannot expand dim 0 of size 2 to 4") != std::string::npos);
+  CHECK(refused([&] {
+          ops::permute(x, Shape{0, 0});
+        }) == "permute(): dims (0, 0) name dim 0 twice (tensor of size [2x3])");
+  CHECK(refused([&] { ops::permute(x, Shape{0}); }).find("must name each of the 2 dims once") !=
+        std::string::npos);
+  CHECK(refused([&] { ops::narrow(x, 1, 2, 2); }).find("start 2 + length 2 exceeds dim 1 of size 3") !=
+        std::string::npos);
+  CHECK(refused([&] { ops::slice(x, 1, 0, 3, 0); }).find("step must be greater than zero, got 0") !=
+        std::string::npos);
+  CHECK(refused([&] {
+          ops::t(rnd(Shape{2, 3, 4}, 13));
+        }).find("at most 2 dimensions, got 3") != std::string::npos);
+  CHECK(refused([&] {
+          ops::unsqueeze(rnd(Shape{1, 2, 3, 4}, 14), 0);
+        }).find("at most 4 dimensions") != std::string::npos);
   CHECK_THROWS_AS(ops::unsqueeze(x, 3), IndexRangeError);
   // Through the binding layer: a wrong argument type is named with the schema.
   const binding::BoundOperator& view = binding::find_operator("view");
-  CHECK(refused([&] { view.call(std::vector<binding::IValue>{binding::IValue(x), binding::IValue(int64_t{6})}); })
-            .find("argument 'size' (position 2) must be int[], not int") != std::string::npos);
+  CHECK(refused([&] {
+          view.call(std::vector<binding::IValue>{binding::IValue(x), binding::IValue(int64_t{6})});
+        }).find("argument 'size' (position 2) must be int[], not int") != std::string::npos);
 }

@@ -54,10 +54,17 @@ void strided_copy(const Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;
   const Geometry4 g = geometry(src.sizes(), dst.strides(), src.strides());
   switch (element_size(src.dtype())) {
-    case 2: strided_copy_loop(g, dst.data<uint16_t>(), src.data<uint16_t>()); break;
-    case 4: strided_copy_loop(g, dst.data<uint32_t>(), src.data<uint32_t>()); break;
-    case 8: strided_copy_loop(g, dst.data<uint64_t>(), src.data<uint64_t>()); break;
-    default: throw Error("strided copy: unexpected element size for " + src.str());
+    case 2:
+      strided_copy_loop(g, dst.data<uint16_t>(), src.data<uint16_t>());
+      break;
+    case 4:
+      strided_copy_loop(g, dst.data<uint32_t>(), src.data<uint32_t>());
+      break;
+    case 8:
+      strided_copy_loop(g, dst.data<uint64_t>(), src.data<uint64_t>());
+      break;
+    default:
+      throw Error("strided copy: unexpected element size for " + src.str());
   }
 }
 
@@ -76,7 +83,8 @@ Tensor contiguous(const Tensor& self) {
   return out;
 }
 
-Tensor slice_backward(const Tensor& grad_output, const Tensor& self, int64_t dim, int64_t start, int64_t step) {
+Tensor slice_backward(const Tensor& grad_output, const Tensor& self, int64_t dim, int64_t start,
+                      int64_t step) {
   check_cpu_input("slice_backward", grad_output);
   check_device("slice_backward", self);
   if (grad_output.dtype() != self.dtype()) {
@@ -90,16 +98,17 @@ Tensor slice_backward(const Tensor& grad_output, const Tensor& self, int64_t dim
   const int64_t len = grad_output.dim() == self.dim() ? grad_output.size(static_cast<int>(d)) : -1;
   const Tensor target = views::slice(out, dim, start, start + len * step, step);
   if (!(target.sizes() == grad_output.sizes())) {
-    throw UsageError("slice_backward: grad_output of size [" + grad_output.sizes().str() + "] does not fit slice(dim " +
-                     std::to_string(dim) + ", start " + std::to_string(start) + ", step " + std::to_string(step) +
-                     ") of self [" + self.sizes().str() + "]");
+    throw UsageError("slice_backward: grad_output of size [" + grad_output.sizes().str() +
+                     "] does not fit slice(dim " + std::to_string(dim) + ", start " + std::to_string(start) +
+                     ", step " + std::to_string(step) + ") of self [" + self.sizes().str() + "]");
   }
   strided_copy(target, grad_output);
   return out;
 }
 
 Tensor sum_to(const Tensor& grad_output, const Tensor& self) {
-  if (is_half(grad_output.dtype())) return round_from_f32(sum_to(widen_to_f32(grad_output), self), grad_output.dtype());
+  if (is_half(grad_output.dtype()))
+    return round_from_f32(sum_to(widen_to_f32(grad_output), self), grad_output.dtype());
   check_cpu_input("sum_to", grad_output);
   check_device("sum_to", self);
   const Shape& g = grad_output.sizes();
@@ -107,7 +116,8 @@ Tensor sum_to(const Tensor& grad_output, const Tensor& self) {
   const int lead = g.ndim - s.ndim;
   bool fits = lead >= 0;
   for (int i = 0; fits && i < s.ndim; ++i) fits = s[i] == g[lead + i] || s[i] == 1;
-  if (!fits) throw UsageError("sum_to: grad_output [" + g.str() + "] does not expand from self [" + s.str() + "]");
+  if (!fits)
+    throw UsageError("sum_to: grad_output [" + g.str() + "] does not expand from self [" + s.str() + "]");
   STRATA_ZONE(zone, Layer::kLibrary, "sum_to (loop, f64 accumulator)");
   // Where each grad element lands in the output: its coordinate in the dims self keeps, 0 where self
   // broadcast (size 1) or had no dim; accumulated in double, then stored once.
@@ -126,14 +136,16 @@ Tensor sum_to(const Tensor& grad_output, const Tensor& self) {
   for (int64_t e = 0; e < n; ++e) {
     int64_t at = 0;
     for (int i = 0; i < g.ndim; ++i) at += idx[i] * out_strides[i];
-    acc[static_cast<size_t>(at)] +=
-        grad_output.dtype() == DType::kF32 ? double(grad_output.data<float>()[e]) : grad_output.data<double>()[e];
+    acc[static_cast<size_t>(at)] += grad_output.dtype() == DType::kF32 ? double(grad_output.data<float>()[e])
+                                                                       : grad_output.data<double>()[e];
     for (int i = g.ndim - 1; i >= 0 && ++idx[i] == g[i]; --i) idx[i] = 0;  // the next index, row-major
   }
   Tensor out = Tensor::empty(s, grad_output.dtype(), self.device());
   for (size_t i = 0; i < acc.size(); ++i) {
-    if (out.dtype() == DType::kF32) out.data<float>()[i] = static_cast<float>(acc[i]);
-    else out.data<double>()[i] = acc[i];
+    if (out.dtype() == DType::kF32)
+      out.data<float>()[i] = static_cast<float>(acc[i]);
+    else
+      out.data<double>()[i] = acc[i];
   }
   return out;
 }
