@@ -12,7 +12,7 @@ Tensor = _strata.Tensor
 _INT64_MAX = 2**63 - 1
 
 
-def _size_args(size, fn):
+def _size_args(size):
     """view(2, 3) and view((2, 3)) as in torch."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         return tuple(size[0])
@@ -86,10 +86,10 @@ def _getitem(self, index):
 Tensor.t = lambda self: OPERATORS["t"](self)
 Tensor.T = property(_T)
 Tensor.transpose = _transpose
-Tensor.permute = lambda self, *dims: OPERATORS["permute"](self, _size_args(dims, "permute"))
-Tensor.view = lambda self, *size: OPERATORS["view"](self, _size_args(size, "view"))
-Tensor.reshape = lambda self, *size: OPERATORS["reshape"](self, _size_args(size, "reshape"))
-Tensor.expand = lambda self, *size: OPERATORS["expand"](self, _size_args(size, "expand"))
+Tensor.permute = lambda self, *dims: OPERATORS["permute"](self, _size_args(dims))
+Tensor.view = lambda self, *size: OPERATORS["view"](self, _size_args(size))
+Tensor.reshape = lambda self, *size: OPERATORS["reshape"](self, _size_args(size))
+Tensor.expand = lambda self, *size: OPERATORS["expand"](self, _size_args(size))
 Tensor.unsqueeze = lambda self, dim: OPERATORS["unsqueeze"](self, dim)
 Tensor.squeeze = _squeeze
 Tensor.narrow = lambda self, dim, start, length: OPERATORS["narrow"](self, dim, start, length)
