@@ -439,7 +439,13 @@ int run_trace(const TraceOptions& o) {
     for (const reports::BreakdownRow& row : rep.steady.rows)
       if (row.kind == RowKind::kLibrary)
         for (const auto& n : row.names) lib += (lib.empty() ? "" : " > ") + n;
-    rep.describe(RowKind::kLibrary, "", lib + (call.gemm_shape.empty() ? "" : " " + call.gemm_shape) + ", output alloc");
+    // A view allocates nothing (Note [Views through the dispatcher]): its row must not say it does.
+    const bool view = ops::AllOps::visit(spec.op_index, [](auto op) {
+      using Op = decltype(op);
+      return requires { Op::kStridedInputs; } && !std::is_same_v<Op, ops::Contiguous>;
+    });
+    rep.describe(RowKind::kLibrary, "",
+                 lib + (call.gemm_shape.empty() ? "" : " " + call.gemm_shape) + (view ? "" : ", output alloc"));
     rep.describe_na(RowKind::kLaunch, "n/a on the CPU: no launch, the library call computes in place");
     rep.describe_na(RowKind::kQueue, "n/a on the CPU: nothing is queued");
     rep.describe_na(RowKind::kGpu, "n/a on the CPU: the compute is inside the library row");

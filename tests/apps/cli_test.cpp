@@ -401,6 +401,11 @@ TEST_CASE("--view other=t: x @ w.t() is one GEMM with the op flag, no copy; --vi
   CHECK(contains(library_what(rows), "strided copy (to contiguous)"));
   check_trace_file(trace_path);
   CHECK(contains(read_file(trace_path), "\"contiguous:CPU\""));
+  // A view op traced alone: its library row is the header, and says no output is allocated.
+  r = run_strata(cpu({"trace", "transpose", "64x32", "--check", "--json", json_path}));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(library_what(rows_of()) == "transpose (view: strides swapped, no data moved)");
   // A stepped GEMM operand is copied too (BLAS needs a unit stride along one dim).
   r = run_strata(cpu({"trace", "matmul", "32", "--view", "self=slice3", "--check", "--json", json_path}));
   INFO(r.out << r.err);
