@@ -7,7 +7,8 @@
 // 1. What a view costs: transpose through the binding layer (boxed values), through the dispatcher's
 //    entry (ops::transpose), and the header alone (views::transpose, no dispatch).
 // 2. x @ w.t() against x @ w with w already laid out transposed: one GEMM each, NT against NN.
-// 3. contiguous() of a transposed [N,N] f32 view and of a stepped one, against memcpy of the same bytes.
+// 3. contiguous() of a transposed [N,N] f32 view and of a stepped one, against memcpy of the same bytes and
+//    the output's allocation alone.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -100,6 +101,10 @@ int main(int argc, char** argv) {
       ("3. copies of " + std::to_string(x.nbytes() >> 10) + " KiB (an [N,N] f32 tensor)").c_str(),
       {{"contiguous() of x.t()", [&] { sink = ops::contiguous(ops::t(x)); }, 20, {}},
        {"contiguous() of a stepped view (stride 2)", [&] { sink = ops::contiguous(stepped); }, 20, {}},
+       {"Tensor::empty of the same bytes (the copy's allocation alone)",
+        [&] { sink = Tensor::empty(x.sizes(), x.dtype(), kCPU); },
+        20,
+        {}},
        {"contiguous() of x (no copy)", [&] { sink = ops::contiguous(x); }, 20000, {}},
        {"memcpy of the same bytes",
         [&] {
