@@ -35,6 +35,13 @@ class UsageError : public Error {
   explicit UsageError(const std::string& what) : Error(what, ExitCode::kUsage) {}
 };
 
+// A dim or an index outside a tensor's range (transpose's dims, select's index): a usage error (exit 2)
+// that Python raises as IndexError, as torch does.
+class IndexRangeError : public UsageError {
+ public:
+  explicit IndexRangeError(const std::string& what) : UsageError(what) {}
+};
+
 class UnavailableError : public Error {
  public:
   explicit UnavailableError(const std::string& what) : Error(what, ExitCode::kUnavailable) {}

@@ -75,6 +75,17 @@ Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, const Shape& sizes
   return t;
 }
 
+Tensor Tensor::as_strided(const Shape& sizes, const Shape& strides, int64_t storage_offset) const {
+  Tensor t;
+  t.storage_ = storage_;
+  t.sizes_ = sizes;
+  t.strides_ = strides;
+  t.offset_ = storage_offset;
+  t.dtype_ = dtype_;
+  t.device_ = device_;
+  return t;
+}
+
 bool Tensor::is_contiguous() const {
   int64_t stride = 1;
   for (int i = sizes_.ndim - 1; i >= 0; --i) {

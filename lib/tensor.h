@@ -45,6 +45,11 @@ class Tensor {
   bool defined() const { return storage_ != nullptr; }
   const Shape& sizes() const { return sizes_; }
   const Shape& strides() const { return strides_; }
+  int64_t stride(int i) const { return strides_[i]; }
+  // Where element [0,...,0] sits in the storage, in elements (a view's narrow/select/slice moves it).
+  int64_t storage_offset() const { return offset_; }
+  // The memory this tensor is a view of; two views of one tensor return the same Storage.
+  const std::shared_ptr<Storage>& storage() const { return storage_; }
   int dim() const { return sizes_.ndim; }
   int64_t size(int i) const { return sizes_[i]; }
   int64_t numel() const { return sizes_.numel(); }
@@ -70,6 +75,13 @@ class Tensor {
   Tensor grad() const;
   void set_grad(Tensor grad) const;  // on the shared AutogradMeta: const like the storage it stands beside
   const std::shared_ptr<AutogradMeta>& autograd_meta() const { return meta_; }
+
+  // Note [Views share storage]
+  // A view of this tensor's memory with its own sizes, strides (in elements) and storage offset: the same
+  // Storage, no data moved, the cost of one tensor header (PyTorch's as_strided). The caller (the view
+  // operators in lib/views.h) has checked that every element it can address lies inside the storage.
+  // The view carries no autograd state: the Autograd key attaches the view's node to it.
+  Tensor as_strided(const Shape& sizes, const Shape& strides, int64_t storage_offset) const;
 
   // A contiguous copy on another device (host <-> device through the device's allocator).
   Tensor to(Device device) const;

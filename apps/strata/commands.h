@@ -30,6 +30,7 @@ struct TraceOptions {
   bool requires_grad = false;
   bool backward = false;  // y.sum().backward() after each call (needs requires_grad); docs/autograd.md
   bool check = false;
+  std::vector<std::string> views;  // --view NAME=KIND: inputs given as views (docs/views.md)
   bool tf32 = false;
   std::string autocast;  // "" = off; bf16 | f16 (docs/autocast.md)
   bool no_device_timing = false;

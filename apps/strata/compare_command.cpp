@@ -215,6 +215,10 @@ int run_compare(const CompareOptions& o) {
                      "replays no backward (run strata trace " + o.trace.op + " " + o.trace.spec +
                      " --requires-grad --backward)");
   }
+  if (!o.trace.views.empty()) {
+    throw UsageError("--view applies to 'strata trace' (compare replays calls on contiguous inputs): run strata trace " +
+                     o.trace.op + " " + o.trace.spec + " --view " + o.trace.views.front());
+  }
   Prepared p = prepare_trace(o.trace);
   // Figures are per op: a round of K iterations is K ops, or K forwards of S ops each for a sequence.
   const int64_t k = iterations_per_round(p, o) * static_cast<int64_t>(p.sequence ? p.sequence->steps.size() : 1);

@@ -157,6 +157,9 @@ ConvFlags add_op_options(CLI::App* cmd, strata::app::TraceOptions& t, int64_t& o
   cmd->add_flag("--tf32", t.tf32, "f32 matmul/linear/conv on TF32 tensor cores (CUDA only)");
   cmd->add_option("--autocast", t.autocast,
                   "bf16 | f16: the Autocast key casts matmul/linear/conv inputs to it (docs/autocast.md)");
+  cmd->add_option("--view", t.views,
+                  "NAME=t | NAME=sliceN: the input NAME (self, other, input, weight...) as a transposed view or "
+                  "every N-th element of its last dim (repeatable; docs/views.md)");
   cmd->add_flag("--no-device-timing", t.no_device_timing, "do not start CUPTI: host timers only");
   cmd->add_option("--frontend", t.frontend,
                   "cli | python: call the op from C++, or as strata.<op>(...) through `import strata` in the "

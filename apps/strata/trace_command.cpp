@@ -195,6 +195,10 @@ Prepared prepare_trace(const TraceOptions& o) {
                        "operator through Python; " + o.op + " is a sequence of operators, run from C++ only (leave it "
                        "out, or trace one of its ops: linear, relu)");
     }
+    if (!o.views.empty()) {
+      throw UsageError("--view gives one operator's input as a view; " + o.op + " is a sequence of operators (trace "
+                       "one of its ops with --view)");
+    }
     sequence = frontend::parse_sequence_spec(o.op, o.spec);
     p.spec.op = o.op;
     p.spec.text = sequence->text;
@@ -286,6 +290,12 @@ Prepared prepare_trace(const TraceOptions& o) {
   }
   p.call = frontend::prepare_call(p.spec, p.dtype, p.choice.device, o.seed, o.requires_grad,
                                   available_bytes(p.choice.device), computed);
+  if (!o.views.empty() && (o.frontend != "cli" || !o.peer.empty())) {
+    throw UsageError("--view applies to the C++ frontend for now: leave out " +
+                     std::string(o.frontend != "cli" ? "--frontend " + o.frontend : "--peer " + o.peer) +
+                     " (from Python, make the view yourself: x.t(), x[:, ::2]; docs/views.md)");
+  }
+  frontend::apply_input_views(p.call, o.views, o.seed, available_bytes(p.choice.device));
   prepare_python(p, o);  // --frontend python, --peer torch: the same tensors, handed to Python
   // Last, once nothing else can refuse the run: every call from here on, on this thread, sees the key.
   if (p.autocast) p.autocast_guard = std::make_unique<AutocastGuard>(*p.autocast);
@@ -419,11 +429,13 @@ int run_trace(const TraceOptions& o) {
     } else if (row.key == "Autocast") {
       rep.describe(RowKind::kDispatch, row.key, autocast_row_text(call, *p.autocast));
     } else if (const size_t colon = row.key.find(':'); colon != std::string::npos) {
-      // A call the Autocast kernel made (Note [Calls made by a wrapper kernel]): one per cast input.
+      // A call made inside the op (Note [Calls made by a wrapper kernel]): the Autocast kernel's casts,
+      // one per cast input, or contiguous() of a view the kernel needs as contiguous memory (Note
+      // [Contiguous inputs]).
       const std::string op = row.key.substr(0, colon), key = row.key.substr(colon + 1);
       rep.describe(RowKind::kDispatch, row.key,
                    op + " " + key + (key == "Autograd" ? ": record " + backward_node_of(op) + ", redispatch" : ": key set + lookup") +
-                       " (all casts)");
+                       (op == "contiguous" ? " (copies of strided inputs)" : " (all casts)"));
     } else {
       rep.describe(RowKind::kDispatch, row.key, row.key + " kernel: key set + table lookup");
     }
@@ -433,7 +445,13 @@ int run_trace(const TraceOptions& o) {
     for (const reports::BreakdownRow& row : rep.steady.rows)
       if (row.kind == RowKind::kLibrary)
         for (const auto& n : row.names) lib += (lib.empty() ? "" : " > ") + n;
-    rep.describe(RowKind::kLibrary, "", lib + (call.gemm_shape.empty() ? "" : " " + call.gemm_shape) + ", output alloc");
+    // A view allocates nothing (Note [Views through the dispatcher]): its row must not say it does.
+    const bool view = ops::AllOps::visit(spec.op_index, [](auto op) {
+      using Op = decltype(op);
+      return requires { Op::kStridedInputs; } && !std::is_same_v<Op, ops::Contiguous>;
+    });
+    rep.describe(RowKind::kLibrary, "",
+                 lib + (call.gemm_shape.empty() ? "" : " " + call.gemm_shape) + (view ? "" : ", output alloc"));
     rep.describe_na(RowKind::kLaunch, "n/a on the CPU: no launch, the library call computes in place");
     rep.describe_na(RowKind::kQueue, "n/a on the CPU: nothing is queued");
     rep.describe_na(RowKind::kGpu, "n/a on the CPU: the compute is inside the library row");

@@ -27,6 +27,7 @@ class IValue {
   IValue(double d) : value_(d) {}
   IValue(bool b) : value_(b) {}
   IValue(DType d) : value_(d) {}  // a ScalarType argument (to_copy's dtype)
+  IValue(Shape list) : value_(list) {}  // an int[] argument (view's size, permute's dims): at most 4 ints
 
   bool is_none() const { return std::holds_alternative<std::monostate>(value_); }
   bool is_tensor() const { return std::holds_alternative<Tensor>(value_); }
@@ -34,6 +35,7 @@ class IValue {
   bool is_double() const { return std::holds_alternative<double>(value_); }
   bool is_bool() const { return std::holds_alternative<bool>(value_); }
   bool is_dtype() const { return std::holds_alternative<DType>(value_); }
+  bool is_int_list() const { return std::holds_alternative<Shape>(value_); }
 
   const Tensor& tensor() const { return std::get<Tensor>(value_); }
   Tensor&& take_tensor() && { return std::get<Tensor>(std::move(value_)); }  // a result handed on, not copied
@@ -41,16 +43,17 @@ class IValue {
   double to_double() const { return is_int() ? static_cast<double>(std::get<int64_t>(value_)) : std::get<double>(value_); }
   bool to_bool() const { return std::get<bool>(value_); }
   DType to_dtype() const { return std::get<DType>(value_); }
+  const Shape& to_int_list() const { return std::get<Shape>(value_); }
 
-  std::string type_name() const;  // "Tensor", "int", "float", "bool", "ScalarType", "None"
-  std::string repr() const;       // "None", "3", "Tensor[2x3] f32 cpu"
+  std::string type_name() const;  // "Tensor", "int", "float", "bool", "ScalarType", "int[]", "None"
+  std::string repr() const;       // "None", "3", "Tensor[2x3] f32 cpu", "[2, 3]"
 
  private:
-  std::variant<std::monostate, Tensor, int64_t, double, bool, DType> value_;
+  std::variant<std::monostate, Tensor, int64_t, double, bool, DType, Shape> value_;
 };
 
 // A boxed value as the C++ argument type T of an operator's Signature (const Tensor&, int64_t, double,
-// bool, DType, std::optional<DType>), once it has been checked against the schema. A None given for a
+// bool, DType, std::optional<DType>, const Shape& for int[]), once it has been checked against the schema. A None given for a
 // Tensor? is an undefined Tensor, for a ScalarType? an empty optional.
 template <typename T>
 decltype(auto) unbox(const IValue& v) {
@@ -65,13 +68,17 @@ decltype(auto) unbox(const IValue& v) {
     return v.to_dtype();
   } else if constexpr (std::is_same_v<T, std::optional<DType>>) {
     return v.is_dtype() ? std::optional<DType>(v.to_dtype()) : std::nullopt;
+  } else if constexpr (std::is_same_v<T, const Shape&>) {
+    return v.to_int_list();
   } else {
     static_assert(std::is_same_v<T, bool>, "operator arguments are Tensor, int, float, bool or ScalarType");
     return v.to_bool();
   }
 }
 
-enum class ArgType { kTensor, kOptionalTensor, kInt, kFloat, kBool, kScalarType, kOptionalScalarType };
+// kIntList is `int[]`: a list of at most Shape::kMaxDims ints (the dims strata's tensors can have), held
+// as a Shape; no default (every view operator that takes one needs it).
+enum class ArgType { kTensor, kOptionalTensor, kInt, kFloat, kBool, kScalarType, kOptionalScalarType, kIntList };
 const char* arg_type_name(ArgType type);
 
 struct Argument {

@@ -18,6 +18,7 @@ const char* arg_type_name(ArgType type) {
     case ArgType::kBool: return "bool";
     case ArgType::kScalarType: return "ScalarType";
     case ArgType::kOptionalScalarType: return "ScalarType?";
+    case ArgType::kIntList: return "int[]";
   }
   return "?";
 }
@@ -28,6 +29,7 @@ std::string IValue::type_name() const {
   if (is_double()) return "float";
   if (is_bool()) return "bool";
   if (is_dtype()) return "ScalarType";
+  if (is_int_list()) return "int[]";
   return "None";
 }
 
@@ -37,6 +39,11 @@ std::string IValue::repr() const {
   if (is_double()) return std::to_string(to_double());
   if (is_bool()) return to_bool() ? "True" : "False";
   if (is_dtype()) return std::string(dtype_name(to_dtype()));
+  if (is_int_list()) {
+    std::string out = "[";
+    for (int i = 0; i < to_int_list().ndim; ++i) out += (i ? ", " : "") + std::to_string(to_int_list()[i]);
+    return out + "]";
+  }
   return "None";
 }
 
@@ -53,6 +60,7 @@ bool accepts(ArgType type, const IValue& v) {
     case ArgType::kBool: return v.is_bool();
     case ArgType::kScalarType: return v.is_dtype();
     case ArgType::kOptionalScalarType: return v.is_dtype() || v.is_none();
+    case ArgType::kIntList: return v.is_int_list();
   }
   return false;
 }
@@ -115,6 +123,7 @@ bool schema_type_matches(ArgType t) {
   if constexpr (std::is_same_v<T, double>) return t == ArgType::kFloat;
   if constexpr (std::is_same_v<T, DType>) return t == ArgType::kScalarType;
   if constexpr (std::is_same_v<T, std::optional<DType>>) return t == ArgType::kOptionalScalarType;
+  if constexpr (std::is_same_v<T, const Shape&>) return t == ArgType::kIntList;
   return t == ArgType::kBool;
 }
 

@@ -73,6 +73,9 @@ class Parser {
       arg.type = optional ? ArgType::kOptionalScalarType : ArgType::kScalarType;
     } else if (optional) {
       fail("'?' only after Tensor or ScalarType");
+    } else if (type == "int" && consume('[')) {
+      expect(']');
+      arg.type = ArgType::kIntList;
     } else if (type == "int") {
       arg.type = ArgType::kInt;
     } else if (type == "float") {
@@ -81,7 +84,7 @@ class Parser {
       arg.type = ArgType::kBool;
     } else {
       pos_ -= type.size();
-      fail("a type (Tensor, Tensor?, int, float, bool, ScalarType, ScalarType?)");
+      fail("a type (Tensor, Tensor?, int, int[], float, bool, ScalarType, ScalarType?)");
     }
     skip_space();
     arg.name = identifier("argument name");
@@ -123,7 +126,7 @@ class Parser {
       if (const std::optional<DType> d = parse_dtype(token)) return IValue(*d);
       fail_at(start, "a dtype default (f32, f64, f16, bf16)");
     }
-    fail_at(start, "no default (a Tensor cannot have one)");
+    fail_at(start, "no default (a Tensor cannot have one, nor an int[])");
   }
 
   std::string identifier(const char* what) {

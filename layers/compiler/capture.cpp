@@ -131,6 +131,13 @@ struct CaptureKernel;
 template <typename Op, typename... Args>
 struct CaptureKernel<Op, Tensor(Args...)> {
   static Tensor fn(DispatchKeySet ks, Args... args) {
+    // A view shares its input's memory, and the graph tells values apart by address and shape: a
+    // transpose of a square matrix would be taken for the matrix. Refused until the graph models views.
+    if constexpr (requires { Op::kStridedInputs; } && !std::is_same_v<Op, ops::Contiguous>) {
+      throw UsageError(std::string("capture: ") + Op::kName +
+                       " is a view (it shares its input's memory); the compiled path does not capture views yet "
+                       "(docs/views.md)");
+    }
     Tensor out;
     {
       ExcludeKeyGuard exclude(DispatchKey::kCapture);  // the calls below are part of this node

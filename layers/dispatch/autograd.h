@@ -95,6 +95,9 @@ class RecordedNode final : public Node {
   const Tensor& input(size_t i) const;  // throws once released
   const Tensor& result() const;
   double scalar(size_t i) const { return scalars_[i]; }
+  // The op's int[] argument (permute's dims), for formulas that need it; no operator takes two.
+  void save_int_list(const Shape& v) { int_list_ = v; }
+  const Shape& int_list() const { return int_list_; }
   // Whether argument i gets a gradient: only inputs with an edge do (formulas skip the others' ops).
   bool needs_grad(size_t i) const { return next(i) != nullptr; }
 
@@ -114,6 +117,7 @@ class RecordedNode final : public Node {
   std::array<Tensor, kMaxArgs> inputs_;
   Tensor result_;
   std::array<double, kMaxArgs> scalars_{};
+  Shape int_list_;
   size_t count_ = 0;
   bool released_ = false;
 };
@@ -150,6 +154,7 @@ template <typename T>
 void record_arg(RecordedNode& node, const BackwardDecl&, size_t i, const T& v) {
   if constexpr (std::is_arithmetic_v<T>) node.save_scalar(i, static_cast<double>(v));
 }
+inline void record_arg(RecordedNode& node, const BackwardDecl&, size_t, const Shape& list) { node.save_int_list(list); }
 inline void record_arg(RecordedNode& node, const BackwardDecl& decl, size_t i, const Tensor& t) {
   node.set_next(i, gradient_edge(t));
   if ((decl.saved_inputs >> i) & 1u) node.save_input(i, t);

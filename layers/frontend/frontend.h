@@ -92,6 +92,15 @@ size_t available_host_bytes();  // MemAvailable from /proc/meminfo
 PreparedCall prepare_call(const OpSpec& spec, DType dtype, Device device, uint64_t seed, bool requires_grad,
                           size_t available_bytes, std::optional<DType> computed = std::nullopt);
 
+// `strata trace --view NAME=KIND` (docs/views.md): the call's tensor argument NAME (a schema argument
+// name: self, other, input, weight, ...) becomes a view of a new buffer of random values (from `seed`,
+// never zeros), made once before any call: KIND `t` is the transpose of a buffer of the transposed shape
+// (2-D arguments), `sliceN` (N >= 2) every N-th element of the last dim of a buffer N times wider. The
+// views keep the argument's sizes; what the kernels then do with them (read a transposed operand as it
+// is, or copy it with contiguous()) is what the trace shows. The description says which argument is
+// which view. Throws UsageError naming the arguments and kinds allowed.
+void apply_input_views(PreparedCall& call, const std::vector<std::string>& views, uint64_t seed, size_t available_bytes);
+
 // A tensor of `shape` with values uniform in [-1, 1) from `seed`, created on the host and copied.
 Tensor random_tensor(const Shape& shape, DType dtype, Device device, uint64_t seed);
 

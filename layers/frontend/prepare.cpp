@@ -14,6 +14,7 @@
 #include "layers/kernels/reference/reference.h"
 #include "lib/error.h"
 #include "lib/op_shapes.h"
+#include "lib/views.h"
 #include "lib/zone.h"
 
 namespace strata::frontend {
@@ -202,6 +203,8 @@ PreparedCall prepare_call(const OpSpec& spec, DType dtype, Device device, uint64
       Tensor t = random_tensor(a.shape, dtype, device, seed * 1000003 + ++stream);
       t.set_requires_grad(requires_grad);
       call.args.emplace_back(std::move(t));
+    } else if (a.is_int_list) {
+      call.args.emplace_back(a.shape);
     } else {
       call.args.emplace_back(a.value);
     }
@@ -261,6 +264,65 @@ reference::Grads reference_gradients(const OpSpec& spec, const PreparedCall& cal
       throw UsageError(spec.op + " has no derivative in strata (it is a gradient op itself)");
     }
   });
+}
+
+namespace {
+
+// One --view: the argument it names, as a view of a fresh buffer.
+Tensor input_view(const Tensor& arg, const std::string& name, std::string_view kind, uint64_t seed,
+                  size_t available_bytes) {
+  if (kind == "t") {
+    if (arg.dim() != 2) {
+      throw UsageError("--view " + name + "=t: '" + name + "' is [" + arg.sizes().str() +
+                       "]; a transposed view needs a 2-D argument");
+    }
+    const Tensor base = random_tensor(Shape{arg.size(1), arg.size(0)}, arg.dtype(), arg.device(), seed);
+    return views::transpose(base, 0, 1);
+  }
+  int64_t step = 0;
+  if (kind.rfind("slice", 0) == 0) {
+    const std::string_view digits = kind.substr(5);
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), step);
+    if (ec != std::errc() || end != digits.data() + digits.size()) step = 0;
+  }
+  if (step < 2 || step > 64 || arg.dim() == 0) {
+    throw UsageError("--view " + name + "=" + std::string(kind) + ": unknown view; allowed: t (a transposed view, " +
+                     "2-D arguments), sliceN with N from 2 to 64 (every N-th element of the last dim)");
+  }
+  Shape wide = arg.sizes();
+  const int last = arg.dim() - 1;
+  wide[last] *= step;
+  check_fits(static_cast<size_t>(wide.numel()) * element_size(arg.dtype()), available_bytes, arg.device(),
+             "--view " + name + "=" + std::string(kind) + " (a buffer " + std::to_string(step) + "x the size of '" +
+                 name + "')");
+  const Tensor base = random_tensor(wide, arg.dtype(), arg.device(), seed);
+  return views::slice(base, last, 0, wide[last], step);
+}
+
+}  // namespace
+
+void apply_input_views(PreparedCall& call, const std::vector<std::string>& views, uint64_t seed, size_t available_bytes) {
+  const binding::Schema& schema = call.op->schema();
+  std::string tensors;
+  for (size_t i = 0; i < call.args.size(); ++i)
+    if (call.args[i].is_tensor()) tensors += (tensors.empty() ? "" : ", ") + schema.arguments[i].name;
+  uint64_t stream = 0;
+  for (const std::string& v : views) {
+    const size_t eq = v.find('=');
+    const std::string name = v.substr(0, eq);
+    size_t i = 0;
+    while (i < call.args.size() && !(schema.arguments[i].name == name && call.args[i].is_tensor())) ++i;
+    if (eq == std::string::npos || i == call.args.size()) {
+      throw UsageError("--view " + quote_typed(v) + ": expected NAME=KIND with NAME a tensor argument of " +
+                       schema.name + " (" + tensors + ")");
+    }
+    const Tensor& arg = call.args[i].tensor();
+    Tensor view = input_view(arg, name, std::string_view(v).substr(eq + 1), seed * 1000003 + 1000 + ++stream,
+                             available_bytes);
+    view.set_requires_grad(arg.requires_grad());
+    call.description += "  (" + name + ": " + v.substr(eq + 1) + " view, strides " + view.strides().str() + ")";
+    call.args[i] = binding::IValue(std::move(view));
+  }
 }
 
 }  // namespace strata::frontend

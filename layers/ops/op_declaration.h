@@ -23,13 +23,16 @@ struct ConvOptions {
 };
 
 // One argument of a call built from a spec, in schema order: a tensor the frontend fills with seeded
-// random values, or an int passed as it is. Arguments the spec does not give take the schema's default.
+// random values, an int or an int[] passed as it is. Arguments the spec does not give take the schema's
+// default.
 struct SpecArg {
   bool is_tensor = true;
-  Shape shape;        // tensors
+  Shape shape;        // tensors; an int[]'s values
   int64_t value = 0;  // ints
-  static SpecArg tensor(Shape s) { return {true, s, 0}; }
-  static SpecArg integer(int64_t v) { return {false, {}, v}; }
+  bool is_int_list = false;
+  static SpecArg tensor(Shape s) { return {true, s, 0, false}; }
+  static SpecArg integer(int64_t v) { return {false, {}, v, false}; }
+  static SpecArg int_list(Shape values) { return {false, values, 0, true}; }
 };
 
 // What one call of an op built from a spec is: its arguments, and the figures the report needs about it.

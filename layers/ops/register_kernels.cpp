@@ -34,6 +34,32 @@ struct AutocastKernel<Op, Tensor(Args...)> {
   }
 };
 
+bool contiguous_or_absent(const Tensor& t) { return !t.defined() || t.is_contiguous(); }
+
+// What the CPU GEMM kernels read as it lies (Note [Transposed GEMM operands], layers/kernels/cpu/gemm.cpp):
+// an f32/f64 matrix with unit stride along either dim and a leading dimension BLAS accepts (a transposed or
+// column-narrowed view); anything else (expanded, stepped, a half type that is widened first) is copied.
+bool gemm_reads_as_is(const Tensor& t) {
+  if (contiguous_or_absent(t)) return true;
+  if (t.dim() != 2 || (t.dtype() != DType::kF32 && t.dtype() != DType::kF64)) return false;
+  const int64_t rows = t.size(0), cols = t.size(1);
+  return (t.stride(1) == 1 && t.stride(0) >= std::max<int64_t>(1, cols)) ||
+         (t.stride(0) == 1 && t.stride(1) >= std::max<int64_t>(1, rows));
+}
+
+// The CPU kernel of Op as the table holds it: as declared for ops that read strides themselves (views,
+// contiguous), the GEMM ops with the operands above, every other op with contiguous inputs.
+template <typename Op>
+void* cpu_kernel() {
+  if constexpr (requires { Op::kStridedInputs; }) {
+    return reinterpret_cast<void*>(&DropKeySet<Op::kCpu.fn>::fn);
+  } else if constexpr (requires { Op::kGemmOperands; }) {
+    return reinterpret_cast<void*>(&WithInputs<Op::kCpu.fn, &gemm_reads_as_is, &contiguous_for_kernel>::fn);
+  } else {
+    return reinterpret_cast<void*>(&WithInputs<Op::kCpu.fn, &contiguous_or_absent, &contiguous_for_kernel>::fn);
+  }
+}
+
 }  // namespace
 }  // namespace ops
 
@@ -65,7 +91,7 @@ Dispatcher& Dispatcher::instance() {
         e.set_fallthrough(DispatchKey::kAutocast, "fallthrough (no autocast policy: the key is skipped)");
       }
       if constexpr (ops::kHasKernel<decltype(Op::kCpu)>) {
-        e.set_kernel(DispatchKey::kCPU, reinterpret_cast<void*>(&ops::DropKeySet<Op::kCpu.fn>::fn), Op::kCpu.where);
+        e.set_kernel(DispatchKey::kCPU, ops::cpu_kernel<Op>(), Op::kCpu.where);
       }
     });
     return d;

@@ -3,7 +3,37 @@
 #include "layers/ops/operators.h"
 #include "layers/ops/register_kernels.h"
 
+#include <algorithm>
+
 namespace strata::ops {
+namespace {
+
+bool contiguous_or_absent(const Tensor& t) { return !t.defined() || t.is_contiguous(); }
+
+// What cublasGemmEx reads as it lies (Note [Transposed GEMM operands]): a 2-D matrix with unit stride
+// along either dim and a leading dimension cuBLAS accepts, in any dtype (cuBLAS computes halves natively).
+bool gemm_reads_as_is(const Tensor& t) {
+  if (contiguous_or_absent(t)) return true;
+  if (t.dim() != 2) return false;
+  const int64_t rows = t.size(0), cols = t.size(1);
+  return (t.stride(1) == 1 && t.stride(0) >= std::max<int64_t>(1, cols)) ||
+         (t.stride(0) == 1 && t.stride(1) >= std::max<int64_t>(1, rows));
+}
+
+// Note [Contiguous inputs]: every CUDA kernel but the views' and matmul's/gemm's reads its inputs as
+// contiguous memory (linear's cuBLASLt plan included: its layouts are fixed, so a view is copied first).
+template <typename Op>
+void* cuda_kernel() {
+  if constexpr (requires { Op::kStridedInputs; }) {
+    return reinterpret_cast<void*>(&DropKeySet<Op::kCuda.fn>::fn);
+  } else if constexpr (requires { Op::kCudaGemmOperands; }) {
+    return reinterpret_cast<void*>(&WithInputs<Op::kCuda.fn, &gemm_reads_as_is, &contiguous_for_kernel>::fn);
+  } else {
+    return reinterpret_cast<void*>(&WithInputs<Op::kCuda.fn, &contiguous_or_absent, &contiguous_for_kernel>::fn);
+  }
+}
+
+}  // namespace
 
 void register_cuda_kernels(Dispatcher& d) {
   AllOps::for_each([&](auto op) {
@@ -11,7 +41,7 @@ void register_cuda_kernels(Dispatcher& d) {
     if constexpr (kHasKernel<decltype(Op::kCuda)>) {
       static_assert(std::is_same_v<decltype(Op::kCuda.fn), typename Op::Signature*>,
                     "an operator's CUDA kernel must have the operator's Signature");
-      d.entry(op_index<Op>()).set_kernel(DispatchKey::kCUDA, reinterpret_cast<void*>(&DropKeySet<Op::kCuda.fn>::fn),
+      d.entry(op_index<Op>()).set_kernel(DispatchKey::kCUDA, cuda_kernel<Op>(),
                                          Op::kCuda.where);
     }
   });

@@ -27,16 +27,20 @@ namespace {
 //   strata::Error            -> strata.Error(RuntimeError)                  library failure, bug
 //   strata::UsageError       -> strata.UsageError(strata.Error, ValueError)  the caller asked for
 //                               something malformed (shapes that do not fit, a bad size, a bad device)
+//   strata::IndexRangeError  -> strata.IndexRangeError(strata.UsageError, IndexError)  a dim or an
+//                               index out of range (transpose's dims, select's index), as torch raises
 //   strata::UnavailableError -> strata.UnavailableError(strata.Error)        valid, but this machine
 //                               cannot serve it (no GPU, out of memory)
 // The message is strata's own. Wrong Python types are TypeError, raised by the pure-Python frontend
 // before anything reaches C++ (as torch's python_arg_parser does).
 PyObject* g_error = nullptr;
 PyObject* g_usage_error = nullptr;
+PyObject* g_index_error = nullptr;
 PyObject* g_unavailable_error = nullptr;
 
 void set_strata_error(const Error& e) {
-  if (dynamic_cast<const UsageError*>(&e) != nullptr) PyErr_SetString(g_usage_error, e.what());
+  if (dynamic_cast<const IndexRangeError*>(&e) != nullptr) PyErr_SetString(g_index_error, e.what());
+  else if (dynamic_cast<const UsageError*>(&e) != nullptr) PyErr_SetString(g_usage_error, e.what());
   else if (dynamic_cast<const UnavailableError*>(&e) != nullptr) PyErr_SetString(g_unavailable_error, e.what());
   else PyErr_SetString(g_error, e.what());
 }
@@ -160,6 +164,29 @@ binding::IValue to_ivalue(const py::handle& o, const std::string& op, const Argu
     return binding::IValue(int64_t(v));
   }
   if (py::isinstance<py::float_>(o)) return binding::IValue(o.cast<double>());
+  // An int[] argument (view's size, permute's dims): a tuple or list of at most 4 ints.
+  if (PyTuple_Check(o.ptr()) || PyList_Check(o.ptr())) {
+    const py::sequence seq = py::reinterpret_borrow<py::sequence>(o);
+    if (seq.size() > Shape::kMaxDims) {
+      throw py::value_error(op + "(): " + where.str() + " has " + std::to_string(seq.size()) +
+                            " ints; strata's tensors have at most " + std::to_string(Shape::kMaxDims) + " dims");
+    }
+    Shape list;
+    for (const py::handle item : seq) {
+      if (!PyLong_Check(item.ptr()) || PyBool_Check(item.ptr())) {
+        throw py::type_error(op + "(): " + where.str() + " must be a tuple of ints, but found element of type " +
+                             std::string(py::str(item.get_type().attr("__name__"))));
+      }
+      const long long v = PyLong_AsLongLong(item.ptr());
+      if (v == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        throw py::value_error(op + "(): " + where.str() + " must hold ints in [-2**63, 2**63), got " +
+                              std::string(py::str(item)));
+      }
+      list[list.ndim++] = int64_t(v);
+    }
+    return binding::IValue(list);
+  }
   // A ScalarType argument (to_copy's dtype): strata._ops turned the Python dtype into strata's short name.
   if (py::isinstance<py::str>(o)) return binding::IValue(resolve_dtype(o.cast<std::string>()));
   throw py::type_error(op + "(): " + where.str() + " must be a Tensor, int, float, bool, dtype or None, not " +
@@ -189,6 +216,11 @@ py::object from_ivalue(binding::IValue&& v) {
   if (v.is_double()) return py::float_(v.to_double());
   if (v.is_bool()) return py::bool_(v.to_bool());
   if (v.is_dtype()) return py::str(python_dtype_name(v.to_dtype()));
+  if (v.is_int_list()) {
+    py::tuple out(v.to_int_list().ndim);
+    for (int i = 0; i < v.to_int_list().ndim; ++i) out[size_t(i)] = py::int_(v.to_int_list()[i]);
+    return std::move(out);
+  }
   return py::none();
 }
 
@@ -292,10 +324,14 @@ void create_exceptions(py::module_& m) {
   PyObject* usage_bases = PyTuple_Pack(2, g_error, PyExc_ValueError);
   g_usage_error = PyErr_NewException("strata.UsageError", usage_bases, nullptr);
   Py_DECREF(usage_bases);
+  PyObject* index_bases = PyTuple_Pack(2, g_usage_error, PyExc_IndexError);
+  g_index_error = PyErr_NewException("strata.IndexRangeError", index_bases, nullptr);
+  Py_DECREF(index_bases);
   g_unavailable_error = PyErr_NewException("strata.UnavailableError", g_error, nullptr);
   // The module holds a reference to each; so do these globals, for the life of the process.
   m.attr("Error") = py::reinterpret_borrow<py::object>(g_error);
   m.attr("UsageError") = py::reinterpret_borrow<py::object>(g_usage_error);
+  m.attr("IndexRangeError") = py::reinterpret_borrow<py::object>(g_index_error);
   m.attr("UnavailableError") = py::reinterpret_borrow<py::object>(g_unavailable_error);
   // pybind11's dispatcher asks its translators; strata's classes are translated here, anything else is
   // left to pybind11's own (RuntimeError with the message).

@@ -257,7 +257,8 @@ void bind_tensor(py::module_& m) {
       .def("dim", &Tensor::dim)
       .def("numel", &Tensor::numel)
       .def("is_contiguous", &Tensor::is_contiguous)
-      .def("stride", [](const Tensor& t) { return shape_tuple(t.strides()); })
+      .def("_strides", [](const Tensor& t) { return shape_tuple(t.strides()); })  // stride(): strata/_views.py
+      .def("storage_offset", [](const Tensor& t) { return t.storage_offset(); })
       .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); })
       .def("_to", [](const Tensor& t, const std::string& device) { return t.to(resolve_device(device)); })
       .def("_values_float64", [](const Tensor& t) {

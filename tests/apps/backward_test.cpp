@@ -95,7 +95,11 @@ TEST_CASE("--backward without --requires-grad, or on a gradient op, is refused w
       {"matmul", {"4x8x2"}}, {"linear", {"4x8x2"}}, {"conv2d", {"1x2x5x5"}}, {"relu", {"16"}},
       {"add", {"16"}},       {"gelu", {"16"}},      {"sum", {"16"}},         {"to_copy", {"16"}},
       {"mul", {"16"}},       {"mul.Scalar", {"16"}}, {"add.Scalar", {"16"}}, {"sub", {"16"}},
-      {"sub.Scalar", {"16"}}, {"tanh", {"16"}},     {"pow", {"3x5"}}};
+      {"sub.Scalar", {"16"}}, {"tanh", {"16"}},     {"pow", {"3x5"}},
+      // The views (docs/views.md): their backward through transpose, permute, reshape, sum_to, slice_backward.
+      {"transpose", {"4x8"}}, {"t", {"8"}},         {"permute", {"2x3x4"}},  {"view", {"2x3x4"}},
+      {"reshape", {"2x3x4"}}, {"expand", {"3x4"}},  {"narrow", {"4x8"}},     {"select", {"4x8"}},
+      {"slice", {"4x8"}},     {"unsqueeze", {"4x8"}}, {"squeeze", {"4x8"}},  {"contiguous", {"16"}}};
   size_t named = 0;
   for (size_t at = 0; at < listed.size();) {
     const size_t end = std::min(listed.find(", ", at), listed.find('\n', at));

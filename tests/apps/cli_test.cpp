@@ -275,17 +275,20 @@ TEST_CASE("strata ops lists every operator, its schema, and the keys with kernel
         "gelu(Tensor self) -> Tensor", "to_copy(Tensor self, *, ScalarType? dtype=None) -> Tensor"}) {
     CHECK_MESSAGE(contains(r.out, std::string(schema) + "\n"), schema);
   }
-  // The six forward ops, the cast, the tanh GELU's seven and the ten gradient ops --backward calls
-  // (layers/ops/operators.h): each with an Autograd kernel and a CPU kernel.
-  CHECK(count_of(r.out, "  Autograd  layers/dispatch/autograd.cpp") == 24);
-  CHECK(count_of(r.out, "  CPU       layers/kernels/cpu/") == 24);
+  // The six forward ops, the cast, the tanh GELU's seven, the ten gradient ops --backward calls, the twelve
+  // views and their two gradient ops (layers/ops/operators.h); the views' CPU kernels are lib/views.cpp's
+  // (reshape's is in layers/ops), contiguous's is in layers/kernels/cpu.
+  CHECK(count_of(r.out, "  Autograd  layers/dispatch/autograd.cpp") == 38);
+  CHECK(count_of(r.out, "  CPU       layers/kernels/cpu/") == 27);
+  CHECK(count_of(r.out, "  CPU       lib/views.cpp (view:") == 10);
   // Which ops Autocast handles, and how: a kernel for the GEMM-like ops, a fallthrough for the rest.
   CHECK(count_of(r.out, "  Autocast  layers/dispatch/autocast.h (lower precision") == 3);
-  CHECK(count_of(r.out, "  Autocast  fallthrough (no autocast policy") == 21);
+  CHECK(count_of(r.out, "  Autocast  fallthrough (no autocast policy") == 35);
   CHECK(contains(r.out, "Autocast (--autocast bf16|f16) casts the inputs of: matmul, linear, conv2d; falls through "
                         "for: relu, add, gelu, to_copy, mul, mul.Scalar, add.Scalar, sub, sub.Scalar, tanh, pow, gemm, "
                         "sum, ones_like, expand_as, threshold_backward, gelu_backward, tanh_backward, bias_backward, "
-                        "conv2d_input_backward, conv2d_weight_backward\n"));
+                        "conv2d_input_backward, conv2d_weight_backward, transpose, t, permute, view, reshape, expand, narrow, "
+                        "select, slice, unsqueeze, squeeze, contiguous, slice_backward, sum_to\n"));
   CHECK(contains(r.out, "mul.Scalar(Tensor self, float other=1) -> Tensor\n"));
   CHECK(contains(r.out, "keys in priority order (highest first): Capture > Autocast > Autograd > CUDA > CPU"));
 }
@@ -359,4 +362,54 @@ TEST_CASE("on a GPU, --chrome-trace with kernels and launch arrows also satisfie
   }
   CHECK(steps >= 1);
   for (int64_t c : kernel_correlations) CHECK(api_correlations.count(c) == 1);
+}
+
+TEST_CASE("--view other=t: x @ w.t() is one GEMM with the op flag, no copy; --view self=slice2 copies first") {
+  TempDir dir;
+  const std::string json_path = dir.path() + "/r.json", trace_path = dir.path() + "/t.json";
+  auto rows_of = [&] { return nlohmann::json::parse(read_file(json_path))["steady"]["rows"]; };
+  auto has_row = [](const nlohmann::json& rows, const std::string& layer, const std::string& key) {
+    for (const auto& row : rows)
+      if (row["layer"] == layer && row.value("key", "") == key) return true;
+    return false;
+  };
+  auto library_what = [](const nlohmann::json& rows) {
+    for (const auto& row : rows)
+      if (row["layer"] == "library") return row["what"].get<std::string>();
+    return std::string();
+  };
+  RunResult r = run_strata(cpu({"trace", "matmul", "64", "--view", "other=t", "--check", "--json", json_path,
+                                "--chrome-trace", trace_path}));
+  check_no_crash(r);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  nlohmann::json rows = rows_of();
+  CHECK(has_row(rows, "dispatch", "CPU"));
+  CHECK_FALSE(has_row(rows, "dispatch", "contiguous:CPU"));
+  CHECK(contains(library_what(rows), "cblas_sgemm NT 64x64x64"));
+  CHECK(contains(nlohmann::json::parse(read_file(json_path))["description"].get<std::string>(), "other: t view, strides 1x64"));
+  check_trace_file(trace_path);
+  CHECK_FALSE(contains(read_file(trace_path), "contiguous:CPU"));
+
+  // Every second element of a wider buffer: relu needs contiguous memory, so the copy is its own call.
+  r = run_strata(cpu({"trace", "relu", "64x64", "--view", "self=slice2", "--check", "--json", json_path,
+                      "--chrome-trace", trace_path}));
+  check_no_crash(r);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  rows = rows_of();
+  CHECK(has_row(rows, "dispatch", "contiguous:CPU"));
+  CHECK(contains(library_what(rows), "strided copy (to contiguous)"));
+  check_trace_file(trace_path);
+  CHECK(contains(read_file(trace_path), "\"contiguous:CPU\""));
+  // A view op traced alone: its library row is the header, and says no output is allocated.
+  r = run_strata(cpu({"trace", "transpose", "64x32", "--check", "--json", json_path}));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(library_what(rows_of()) == "transpose (view: strides swapped, no data moved)");
+  // A stepped GEMM operand is copied too (BLAS needs a unit stride along one dim).
+  r = run_strata(cpu({"trace", "matmul", "32", "--view", "self=slice3", "--check", "--json", json_path}));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(has_row(rows_of(), "dispatch", "contiguous:CPU"));
 }

@@ -70,7 +70,7 @@ TEST_CASE("malformed schemas: the message names the column and what was expected
   CHECK(schema_error("f(Tensor) -> Tensor").find("expected argument name at column 9, found ')'") !=
         std::string::npos);
   CHECK(schema_error("f(Tensr a) -> Tensor")
-            .find("expected a type (Tensor, Tensor?, int, float, bool, ScalarType, ScalarType?) at column 3") != std::string::npos);
+            .find("expected a type (Tensor, Tensor?, int, int[], float, bool, ScalarType, ScalarType?) at column 3") != std::string::npos);
   CHECK(schema_error("f(int? a) -> Tensor").find("'?' only after Tensor") != std::string::npos);
   CHECK(schema_error("f(Tensor a, Tensor a) -> Tensor").find("a second argument named 'a'") !=
         std::string::npos);
@@ -90,6 +90,19 @@ TEST_CASE("malformed schemas: the message names the column and what was expected
   CHECK(schema_error("f(Tensor a) -> Tensor extra").find("expected end of schema") != std::string::npos);
   CHECK(schema_error("f(Tensor a").find("expected ','") != std::string::npos);
   CHECK(schema_error("f(Tensor a,) -> Tensor").find("expected argument type") != std::string::npos);
+}
+
+TEST_CASE("int[] arguments: a list of ints, held as a Shape, with no default") {
+  const Schema s = parse_schema("view(Tensor self, int[] size) -> Tensor");
+  REQUIRE(s.arguments.size() == 2);
+  CHECK(s.arguments[1].type == ArgType::kIntList);
+  CHECK(std::string(arg_type_name(s.arguments[1].type)) == "int[]");
+  CHECK(schema_error("f(Tensor a, int[] b=3) -> Tensor").find("nor an int[]") != std::string::npos);
+  CHECK(schema_error("f(Tensor a, int[ b) -> Tensor").find("expected ']'") != std::string::npos);
+  const IValue list(Shape{2, -1});
+  CHECK(list.is_int_list());
+  CHECK(list.type_name() == "int[]");
+  CHECK(list.repr() == "[2, -1]");
 }
 
 TEST_CASE("ScalarType arguments: required, optional with a None default, or a dtype default") {

@@ -123,4 +123,13 @@ TEST_CASE("fusion: an intermediate with two users is written out, not recomputed
   CHECK(mm.kernels[0].kind == KernelKind::kExtern);
 }
 
+TEST_CASE("a view inside a captured function is refused with the reason: the graph does not model views yet") {
+  const Tensor x = frontend::random_tensor(Shape{4, 4}, DType::kF32, kCPU, 3);
+  CHECK_THROWS_WITH_AS(
+      capture([](const std::vector<Tensor>& in) { return std::vector<Tensor>{ops::relu(ops::t(in[0]))}; }, {x}),
+      "capture: t is a view (it shares its input's memory); the compiled path does not capture views yet "
+      "(docs/views.md)",
+      UsageError);
+}
+
 }  // namespace strata

@@ -148,6 +148,95 @@ def _gelu_derivative(x):
     return 0.5 * (1 + _erf(x / math.sqrt(2))) + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
 
 
+def _random_shape(rng, low=1, high=4):
+    return [rng.randint(1, 6) for _ in range(rng.randint(low, high))]
+
+
+def _inputs_transpose(rng, t):
+    shape = _random_shape(rng, 2)
+    return [t(*shape), rng.randrange(-len(shape), len(shape)), rng.randrange(-len(shape), len(shape))], {}
+
+
+def _inputs_permute(rng, t):
+    shape = _random_shape(rng)
+    dims = list(range(len(shape)))
+    rng.shuffle(dims)
+    return [t(*shape), tuple(dims)], {}
+
+
+def _inputs_view(rng, t):
+    shape = _random_shape(rng, 2)
+    return [t(*shape), (-1, shape[-1])], {}
+
+
+def _inputs_expand(rng, t):
+    shape = _random_shape(rng, 1, 3)
+    small = [1 if rng.random() < 0.5 else s for s in shape]
+    return [t(*small), tuple([2] + shape)], {}
+
+
+def _inputs_narrow(rng, t):
+    shape = _random_shape(rng)
+    d = rng.randrange(len(shape))
+    start = rng.randrange(shape[d])
+    return [t(*shape), d, start, rng.randint(1, shape[d] - start)], {}  # not empty: relative_error needs values
+
+
+def _inputs_select(rng, t):
+    shape = _random_shape(rng)
+    d = rng.randrange(len(shape))
+    return [t(*shape), d, rng.randrange(-shape[d], shape[d])], {}
+
+
+def _inputs_slice(rng, t):
+    shape = _random_shape(rng)
+    d = rng.randrange(len(shape))
+    start = rng.randrange(shape[d])  # negative half the time; the end past it (clamped past the size): not empty
+    end = rng.randint(start + 1, shape[d] + 2)
+    return [t(*shape), d, start - shape[d] if rng.random() < 0.5 else start, end, rng.randint(1, 3)], {}
+
+
+def _inputs_unsqueeze(rng, t):
+    shape = _random_shape(rng, 1, 3)
+    return [t(*shape), rng.randint(-len(shape) - 1, len(shape))], {}
+
+
+def _inputs_squeeze(rng, t):
+    shape = _random_shape(rng, 1, 3)
+    d = rng.randrange(len(shape))
+    shape[d] = rng.choice([1, shape[d]])
+    return [t(*shape), d], {}
+
+
+def _inputs_slice_backward(rng, t):
+    shape = _random_shape(rng)
+    d = rng.randrange(len(shape))
+    start, step = rng.randrange(shape[d]), rng.randint(1, 3)
+    grad = list(shape)
+    grad[d] = len(range(start, shape[d], step))
+    return [t(*grad), t(*shape), d, start, step], {}
+
+
+def _slice_backward_reference(g, x, dim, start, step):
+    out = np.zeros_like(x)
+    index = [slice(None)] * x.ndim
+    index[dim] = slice(start, start + g.shape[dim] * step, step)
+    out[tuple(index)] = g
+    return out
+
+
+def _inputs_sum_to(rng, t):
+    shape = _random_shape(rng, 1, 3)
+    small = [1 if rng.random() < 0.5 else s for s in shape]
+    return [t(*([3] + shape)), t(*small)], {}
+
+
+def _sum_to_reference(g, x):
+    lead = g.ndim - x.ndim
+    axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(x.shape) if s == 1 and g.shape[lead + i] != 1)
+    return g.sum(axis=axes).reshape(x.shape)
+
+
 CASES = {
     "matmul": (_inputs_matmul, lambda a, b: a @ b),
     "linear": (_inputs_linear, lambda x, w, b: x @ w.T + (0 if b is None else b)),
@@ -178,6 +267,22 @@ CASES = {
     "tanh": (_inputs_pointwise, np.tanh),
     "pow": (_inputs_pow, lambda x, exponent: x ** exponent),
     "tanh_backward": (_inputs_pair, lambda g, y: g * (1 - y * y)),
+    # Views (docs/views.md) and their gradient ops.
+    "transpose": (_inputs_transpose, lambda x, a, b: np.swapaxes(x, a, b)),
+    "t": (lambda rng, t: ([t(*_random_shape(rng, 1, 2))], {}), lambda x: x.T),
+    "permute": (_inputs_permute, lambda x, dims: np.transpose(x, dims)),
+    "view": (_inputs_view, lambda x, size: x.reshape(size)),
+    "reshape": (_inputs_view, lambda x, shape: x.reshape(shape)),
+    "expand": (_inputs_expand, lambda x, size: np.broadcast_to(x, size)),
+    "narrow": (_inputs_narrow, lambda x, d, start, length: np.take(x, range(start, start + length), axis=d)),
+    "select": (_inputs_select, lambda x, d, i: np.take(x, i, axis=d)),
+    "slice": (_inputs_slice, lambda x, d, start, end, step:
+              x[(slice(None),) * d + (slice(start, end, step),)]),
+    "unsqueeze": (_inputs_unsqueeze, lambda x, d: np.expand_dims(x, d)),
+    "squeeze": (_inputs_squeeze, lambda x, d: np.squeeze(x, d) if x.shape[d] == 1 else x),
+    "contiguous": (_inputs_pointwise, lambda x: x),
+    "slice_backward": (_inputs_slice_backward, _slice_backward_reference),
+    "sum_to": (_inputs_sum_to, _sum_to_reference),
 }
 
 

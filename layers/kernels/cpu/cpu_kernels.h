@@ -46,6 +46,14 @@ Tensor conv2d_weight_backward(const Tensor& grad_output, const Tensor& input, co
                               int64_t padding);  // weight: only its shape is read
 
 // What the environment report prints: OpenBLAS's own config string and thread count.
+// Views (docs/views.md): the copy behind contiguous() and reshape, and the two gradient ops views need.
+Tensor contiguous(const Tensor& self);  // self itself when contiguous (nothing allocated), else a strided copy
+// Zeros of self's shape with grad written into slice(dim, start, start + len * step, step) of it: the
+// gradient of slice, narrow and select (start already wrapped into [0, size]).
+Tensor slice_backward(const Tensor& grad_output, const Tensor& self, int64_t dim, int64_t start, int64_t step);
+// grad_output summed down to self's shape (the dims expand added or broadcast): expand's gradient.
+Tensor sum_to(const Tensor& grad_output, const Tensor& self);
+
 std::string blas_config();
 int blas_threads();
 // "" or one line: OpenBLAS runs pre-AVX kernels on a CPU with AVX2/AVX-512 (its CPU detection did not

@@ -13,6 +13,7 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <map>
@@ -169,35 +170,44 @@ LtPlan& lt_plan(const CublasHandles& h, const Tensor& input, const Tensor& bias,
 void set_tf32(bool enabled) { g_tf32.store(enabled); }
 bool tf32_enabled() { return g_tf32.load(); }
 
-Tensor matmul(const Tensor& self, const Tensor& other) {
-  STRATA_ZONE(zone, Layer::kLibrary, "matmul (cuda)");
-  op_shapes::check_operands("matmul", check_cuda_input, self, other);
-  const Shape out_shape = op_shapes::matmul(self.sizes(), other.sizes());
-  const int m = checked_int("matmul", out_shape[0]), n = checked_int("matmul", out_shape[1]);
-  const int k = checked_int("matmul", self.size(1));
-  const cudaStream_t stream = device_stream(self);
-  CublasHandles& h = handles_for(self, stream);
-  Tensor out = Tensor::empty(out_shape, self.dtype(), self.device());
-  if (out.numel() == 0) return out;
-  if (k == 0) {  // Note [Empty reductions] in cuda_common.h
-    fill_zeros(out, stream);
-    return out;
-  }
-  const GemmTypes t = gemm_types(self.dtype());
-  STRATA_ZONE(call, Layer::kLibrary, "cublasGemmEx");
-  // See Note [Row-major GEMM on column-major cuBLAS].
-  STRATA_CUBLAS_CHECK(cublasGemmEx(h.blas, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, t.one(), other.data_ptr(), t.data, n,
-                                   self.data_ptr(), t.data, k, t.zero(), out.data_ptr(), t.data, n, t.compute,
-                                   CUBLAS_GEMM_DEFAULT));
-  return out;
+namespace {
+
+// Note [Transposed GEMM operands] (layers/kernels/cpu/gemm.cpp) on cuBLAS: a 2-D operand with unit stride
+// along either dim is read as it lies. Row-major storage read column-major is the transpose (Note
+// [Row-major GEMM on column-major cuBLAS]), so an operand stored as is takes OP_N and one stored
+// transposed OP_T, each with the view's own leading dimension: the same flags the CPU passes to BLAS.
+struct Operand {
+  bool transposed;  // the memory holds op(t)'s transpose, row-major
+  int ld;
+};
+Operand operand(const char* op, const Tensor& t, bool transpose) {
+  Operand o{false, checked_int(op, std::max<int64_t>(1, t.size(1)))};
+  if (!t.is_contiguous())
+    o = t.stride(1) == 1 ? Operand{false, checked_int(op, t.stride(0))} : Operand{true, checked_int(op, t.stride(1))};
+  o.transposed = o.transposed != transpose;
+  return o;
+}
+cublasOperation_t op_of(const Operand& o) { return o.transposed ? CUBLAS_OP_T : CUBLAS_OP_N; }
+
+// Only contiguous tensors and 2-D views with a unit stride reach matmul and gemm (the registration copies
+// the rest with contiguous(): kCudaGemmOperands in layers/ops/operators.h).
+void check_gemm_input(const char* op, const Tensor& t) {
+  if (!t.device().is_cuda()) throw UsageError(std::string(op) + ": CUDA kernel got " + t.str());
+  if (!t.is_contiguous() && t.dim() != 2)
+    throw UsageError(std::string(op) + ": CUDA kernel needs contiguous tensors or 2-D views with a unit stride");
 }
 
-Tensor gemm(const Tensor& self, const Tensor& other, int64_t transpose_self, int64_t transpose_other) {
-  STRATA_ZONE(zone, Layer::kLibrary, "gemm (cuda)");
-  op_shapes::check_operands("gemm", check_cuda_input, self, other);
-  const Shape out_shape = op_shapes::gemm(self.sizes(), other.sizes(), transpose_self, transpose_other);
-  const int m = checked_int("gemm", out_shape[0]), n = checked_int("gemm", out_shape[1]);
-  const int k = checked_int("gemm", transpose_self ? self.size(0) : self.size(1));
+// The call's zone: the flags (self first, as the user wrote the product) when an operand came as a view.
+const char* gemm_zone_name(bool views, const Operand& self, const Operand& other) {
+  static constexpr const char* kNames[] = {"cublasGemmEx NN", "cublasGemmEx NT", "cublasGemmEx TN", "cublasGemmEx TT"};
+  return views ? kNames[(self.transposed ? 2 : 0) + (other.transposed ? 1 : 0)] : "cublasGemmEx";
+}
+
+// C = op(A) @ op(B) for matmul and gemm, once the shapes are checked (each op opened its own zone).
+Tensor run_gemm(const char* op, const Tensor& self, const Tensor& other, bool transpose_self, bool transpose_other,
+                const Shape& out_shape) {
+  const int m = checked_int(op, out_shape[0]), n = checked_int(op, out_shape[1]);
+  const int k = checked_int(op, transpose_self ? self.size(0) : self.size(1));
   const cudaStream_t stream = device_stream(self);
   CublasHandles& h = handles_for(self, stream);
   Tensor out = Tensor::empty(out_shape, self.dtype(), self.device());
@@ -209,15 +219,29 @@ Tensor gemm(const Tensor& self, const Tensor& other, int64_t transpose_self, int
   const GemmTypes t = gemm_types(self.dtype());
   // Note [Row-major GEMM on column-major cuBLAS], with operands that may be stored transposed: C^T =
   // op(B)^T op(A)^T. A row-major B [K,N] read column-major is already op(B)^T (OP_N, ld N); stored [N,K]
-  // (transpose_other) it reads as op(B), so cuBLAS transposes it (OP_T, ld K). Likewise for A.
-  const cublasOperation_t op_other = transpose_other ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op_self = transpose_self ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const int ld_other = transpose_other ? k : n, ld_self = transpose_self ? m : k;
-  STRATA_ZONE(call, Layer::kLibrary, "cublasGemmEx");
-  STRATA_CUBLAS_CHECK(cublasGemmEx(h.blas, op_other, op_self, n, m, k, t.one(), other.data_ptr(), t.data, ld_other,
-                                   self.data_ptr(), t.data, ld_self, t.zero(), out.data_ptr(), t.data, n, t.compute,
+  // (transpose_other, or a transposed view) it reads as op(B), so cuBLAS transposes it (OP_T, ld K, or the
+  // view's stride). Likewise for A.
+  const Operand a = operand(op, self, transpose_self), b = operand(op, other, transpose_other);
+  STRATA_ZONE(call, Layer::kLibrary, gemm_zone_name(!self.is_contiguous() || !other.is_contiguous(), a, b));
+  STRATA_CUBLAS_CHECK(cublasGemmEx(h.blas, op_of(b), op_of(a), n, m, k, t.one(), other.data_ptr(), t.data, b.ld,
+                                   self.data_ptr(), t.data, a.ld, t.zero(), out.data_ptr(), t.data, n, t.compute,
                                    CUBLAS_GEMM_DEFAULT));
   return out;
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& self, const Tensor& other) {
+  STRATA_ZONE(zone, Layer::kLibrary, "matmul (cuda)");
+  op_shapes::check_operands("matmul", check_gemm_input, self, other);
+  return run_gemm("matmul", self, other, false, false, op_shapes::matmul(self.sizes(), other.sizes()));
+}
+
+Tensor gemm(const Tensor& self, const Tensor& other, int64_t transpose_self, int64_t transpose_other) {
+  STRATA_ZONE(zone, Layer::kLibrary, "gemm (cuda)");
+  op_shapes::check_operands("gemm", check_gemm_input, self, other);
+  return run_gemm("gemm", self, other, transpose_self != 0, transpose_other != 0,
+                  op_shapes::gemm(self.sizes(), other.sizes(), transpose_self, transpose_other));
 }
 
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {

@@ -37,6 +37,7 @@ Tensor to_copy(const Tensor& self, std::optional<DType> dtype);
 // op(self) @ op(other), op = transpose where the flag is 1 (cblas_?gemm's Trans flags): MmBackward's and
 // AddmmBackward's products without materialising a transpose.
 Tensor gemm(const Tensor& self, const Tensor& other, int64_t transpose_self, int64_t transpose_other);
+Tensor contiguous(const Tensor& self);  // self when contiguous, else a strided copy (strata's own kernel)
 Tensor sum(const Tensor& self);                         // all elements -> a 0-dim tensor
 Tensor ones_like(const Tensor& self);                   // the seed of a backward pass
 Tensor expand_as(const Tensor& self, const Tensor& other);  // one element broadcast to other's shape

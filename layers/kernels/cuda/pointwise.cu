@@ -420,6 +420,33 @@ void launch_fill(DType dtype, const void* source, double value, void* y, int64_t
   STRATA_CUDA_CHECK(cudaGetLastError());
 }
 
+// One thread per output element: its row-major index split into 4 coordinates, then the input read
+// through the strides (so consecutive threads write consecutive elements; the reads gather).
+template <typename T>
+__global__ void strided_copy_kernel(const T* __restrict__ x, StridedGeometry g, T* __restrict__ y, int64_t n) {
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    int64_t rest = i, at = 0;
+    for (int d = 3; d >= 0; --d) {
+      at += (rest % g.size[d]) * g.stride[d];
+      rest /= g.size[d];
+    }
+    y[i] = x[at];
+  }
+}
+
+void launch_strided_copy(size_t element_size, const void* x, const StridedGeometry& g, void* y, int64_t n,
+                         cudaStream_t stream) {
+  if (n == 0) return;
+  auto launch = [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    strided_copy_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), g, static_cast<T*>(y), n);
+  };
+  if (element_size == 2) launch(static_cast<uint16_t*>(nullptr));
+  else if (element_size == 4) launch(static_cast<uint32_t*>(nullptr));
+  else launch(static_cast<uint64_t*>(nullptr));
+  STRATA_CUDA_CHECK(cudaGetLastError());
+}
+
 int64_t channel_sum_parts(int64_t outer, int64_t channels, int64_t inner) {
   if (channels == 0) return 1;
   // Enough elements per thread (16) that the second pass stays small, at most kThreads parts per channel

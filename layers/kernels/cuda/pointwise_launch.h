@@ -33,7 +33,15 @@ void launch_bias_rows(DType dtype, const void* bias, void* y, int64_t rows, int6
 // y[n, c, h, w] += bias[c] for an NCHW y with `plane` = h * w.
 void launch_bias_channels(DType dtype, const void* bias, void* y, int64_t total, int64_t channels, int64_t plane,
                           cudaStream_t stream);
-
+// y (contiguous) = x read through its strides: the copy behind contiguous() (docs/views.md). Sizes and
+// strides are padded in front to 4 dims (size 1); element_size picks the type moved, so every dtype is
+// copied as its bits.
+struct StridedGeometry {
+  int64_t size[4];
+  int64_t stride[4];
+};
+void launch_strided_copy(size_t element_size, const void* x, const StridedGeometry& g, void* y, int64_t n,
+                         cudaStream_t stream);
 
 // The gradient ops' kernels.
 // y = x <= threshold ? 0 : grad (relu's backward with threshold 0).

@@ -243,4 +243,21 @@ Tensor expand_as(const Tensor& self, const Tensor& other) {
   return out;
 }
 
+Tensor contiguous(const Tensor& self) {
+  if (!self.device().is_cuda()) throw UsageError("contiguous: CUDA kernel got " + self.str());
+  if (self.is_contiguous()) return self;  // nothing to copy, nothing allocated
+  STRATA_ZONE(zone, Layer::kLibrary, "contiguous (cuda)");
+  const cudaStream_t stream = device_stream(self);
+  Tensor out = Tensor::empty(self.sizes(), self.dtype(), self.device());
+  StridedGeometry g{{1, 1, 1, 1}, {0, 0, 0, 0}};
+  const int pad = 4 - self.dim();
+  for (int i = 0; i < self.dim(); ++i) {
+    g.size[pad + i] = self.size(i);
+    g.stride[pad + i] = self.stride(i);
+  }
+  STRATA_ZONE(launch, Layer::kLibrary, "strided_copy_kernel<<<>>>");
+  launch_strided_copy(element_size(self.dtype()), self.data_ptr(), g, out.data_ptr(), out.numel(), stream);
+  return out;
+}
+
 }  // namespace strata::kernels::cuda

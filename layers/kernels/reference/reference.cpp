@@ -70,13 +70,20 @@ std::vector<double> to_double(const Tensor& t) {
   Tensor host = t.to(kCPU);
   const int64_t n = host.numel();
   std::vector<double> out(static_cast<size_t>(n));
+  // Row-major over the logical index, each element read through the tensor's own strides: a view
+  // (transposed, sliced, expanded) reads as its values, in the order its sizes give.
+  Shape idx;
+  idx.ndim = host.dim();
   for (int64_t i = 0; i < n; ++i) {
+    int64_t at = 0;
+    for (int d = 0; d < idx.ndim; ++d) at += idx[d] * host.stride(d);
     switch (host.dtype()) {
-      case DType::kF32: out[static_cast<size_t>(i)] = host.data<float>()[i]; break;
-      case DType::kF64: out[static_cast<size_t>(i)] = host.data<double>()[i]; break;
-      case DType::kF16: out[static_cast<size_t>(i)] = half_to_float(host.data<uint16_t>()[i]); break;
-      case DType::kBF16: out[static_cast<size_t>(i)] = bf16_to_float(host.data<uint16_t>()[i]); break;
+      case DType::kF32: out[static_cast<size_t>(i)] = host.data<float>()[at]; break;
+      case DType::kF64: out[static_cast<size_t>(i)] = host.data<double>()[at]; break;
+      case DType::kF16: out[static_cast<size_t>(i)] = half_to_float(host.data<uint16_t>()[at]); break;
+      case DType::kBF16: out[static_cast<size_t>(i)] = bf16_to_float(host.data<uint16_t>()[at]); break;
     }
+    for (int d = idx.ndim - 1; d >= 0 && ++idx[d] == host.size(d); --d) idx[d] = 0;
   }
   return out;
 }
@@ -395,6 +402,167 @@ Grads pow_backward(const Tensor& grad, const Tensor& self, double exponent) {
 // The cast's gradient is the incoming one (cast back, which the float64 reference does not see).
 Grads to_copy_backward(const Tensor& grad, const Tensor&, std::optional<DType>) { return {to_double(grad), {}}; }
 std::vector<double> to_copy(const Tensor& self, std::optional<DType>) { return to_double(self); }
+
+// ---- Views (docs/views.md) ------------------------------------------------------------------------------
+// Each view is its index map: for every output element, in row-major order, the row-major position in
+// self of the element it shows. The forward gathers through the map, the gradient scatters back through
+// it (adding, so that expand's repeated reads sum). The maps are coordinate arithmetic written here from
+// the definitions, not lib/views.cpp's stride arithmetic, so that a wrong stride cannot hide in both.
+namespace {
+
+using IndexMap = std::vector<int64_t>;
+
+int64_t wrap(int64_t dim, int64_t n) { return dim < 0 ? dim + n : dim; }
+int64_t clamp_index(int64_t i, int64_t n) { return i < 0 ? std::max<int64_t>(i + n, 0) : std::min(i, n); }
+
+// The map of an output of sizes `out`, where in_coord(c, in) sets self's coordinates from output coordinates c.
+template <typename F>
+IndexMap index_map(const Shape& in_sizes, const Shape& out, F in_coord) {
+  IndexMap map(static_cast<size_t>(out.numel()));
+  Shape c, in;
+  c.ndim = out.ndim;
+  in.ndim = in_sizes.ndim;
+  for (auto& at : map) {
+    in_coord(c, in);
+    int64_t pos = 0;
+    for (int d = 0; d < in.ndim; ++d) pos = pos * in_sizes[d] + in[d];
+    at = pos;
+    for (int d = c.ndim - 1; d >= 0 && ++c[d] == out[d]; --d) c[d] = 0;
+  }
+  return map;
+}
+
+std::vector<double> gather(const Tensor& self, const IndexMap& map) {
+  const auto x = to_double(self);
+  std::vector<double> out(map.size());
+  for (size_t j = 0; j < map.size(); ++j) out[j] = x[static_cast<size_t>(map[j])];
+  return out;
+}
+
+std::vector<double> scatter_add(const Tensor& grad, const Tensor& self, const IndexMap& map) {
+  const auto g = to_double(grad);
+  std::vector<double> out(static_cast<size_t>(self.numel()), 0.0);
+  for (size_t j = 0; j < map.size(); ++j) out[static_cast<size_t>(map[j])] += g[j];
+  return out;
+}
+
+IndexMap identity_map(const Tensor& self) {
+  IndexMap map(static_cast<size_t>(self.numel()));
+  for (size_t j = 0; j < map.size(); ++j) map[j] = static_cast<int64_t>(j);
+  return map;
+}
+
+IndexMap transpose_map(const Tensor& self, int64_t dim0, int64_t dim1) {
+  const int n = self.dim();
+  if (n == 0) return identity_map(self);
+  const auto a = static_cast<int>(wrap(dim0, n)), b = static_cast<int>(wrap(dim1, n));
+  Shape out = self.sizes();
+  std::swap(out[a], out[b]);
+  return index_map(self.sizes(), out, [&](const Shape& c, Shape& in) {
+    for (int d = 0; d < n; ++d) in[d] = c[d];
+    std::swap(in[a], in[b]);
+  });
+}
+
+IndexMap permute_map(const Tensor& self, const Shape& dims) {
+  Shape out;
+  out.ndim = self.dim();
+  for (int i = 0; i < out.ndim; ++i) out[i] = self.size(static_cast<int>(wrap(dims[i], out.ndim)));
+  return index_map(self.sizes(), out, [&](const Shape& c, Shape& in) {
+    for (int i = 0; i < c.ndim; ++i) in[static_cast<int>(wrap(dims[i], c.ndim))] = c[i];
+  });
+}
+
+IndexMap expand_map(const Tensor& self, const Shape& size) {
+  const int lead = size.ndim - self.dim();
+  Shape out = size;
+  for (int i = lead; i < size.ndim; ++i)
+    if (out[i] == -1) out[i] = self.size(i - lead);
+  return index_map(self.sizes(), out, [&](const Shape& c, Shape& in) {
+    for (int i = 0; i < in.ndim; ++i) in[i] = self.size(i) == 1 ? 0 : c[i + lead];
+  });
+}
+
+IndexMap slice_map(const Tensor& self, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  const auto d = static_cast<int>(wrap(dim, self.dim()));
+  const int64_t n = self.size(d), first = clamp_index(start, n), last = std::max(clamp_index(end, n), first);
+  Shape out = self.sizes();
+  out[d] = (last - first + step - 1) / step;
+  return index_map(self.sizes(), out, [&](const Shape& c, Shape& in) {
+    for (int i = 0; i < in.ndim; ++i) in[i] = c[i];
+    in[d] = first + c[d] * step;
+  });
+}
+
+IndexMap select_map(const Tensor& self, int64_t dim, int64_t index) {
+  const auto d = static_cast<int>(wrap(dim, self.dim()));
+  Shape out;
+  for (int i = 0; i < self.dim(); ++i)
+    if (i != d) out[out.ndim++] = self.size(i);
+  const int64_t at = wrap(index, self.size(d));
+  return index_map(self.sizes(), out, [&](const Shape& c, Shape& in) {
+    for (int i = 0, j = 0; i < in.ndim; ++i) in[i] = i == d ? at : c[j++];
+  });
+}
+
+IndexMap narrow_map(const Tensor& self, int64_t dim, int64_t start, int64_t length) {
+  const int64_t first = wrap(start, self.size(static_cast<int>(wrap(dim, self.dim()))));
+  return slice_map(self, dim, first, first + length, 1);
+}
+
+}  // namespace
+
+std::vector<double> transpose(const Tensor& self, int64_t dim0, int64_t dim1) { return gather(self, transpose_map(self, dim0, dim1)); }
+std::vector<double> t(const Tensor& self) { return gather(self, transpose_map(self, 0, self.dim() < 2 ? 0 : 1)); }
+std::vector<double> permute(const Tensor& self, const Shape& dims) { return gather(self, permute_map(self, dims)); }
+std::vector<double> view(const Tensor& self, const Shape&) { return to_double(self); }
+std::vector<double> reshape(const Tensor& self, const Shape&) { return to_double(self); }
+std::vector<double> expand(const Tensor& self, const Shape& size) { return gather(self, expand_map(self, size)); }
+std::vector<double> narrow(const Tensor& self, int64_t dim, int64_t start, int64_t length) {
+  return gather(self, narrow_map(self, dim, start, length));
+}
+std::vector<double> select(const Tensor& self, int64_t dim, int64_t index) { return gather(self, select_map(self, dim, index)); }
+std::vector<double> slice(const Tensor& self, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  return gather(self, slice_map(self, dim, start, end, step));
+}
+std::vector<double> unsqueeze(const Tensor& self, int64_t) { return to_double(self); }
+std::vector<double> squeeze(const Tensor& self, int64_t) { return to_double(self); }
+std::vector<double> contiguous(const Tensor& self) { return to_double(self); }
+
+std::vector<double> slice_backward(const Tensor& grad_output, const Tensor& self, int64_t dim, int64_t start, int64_t step) {
+  const int64_t len = grad_output.size(static_cast<int>(wrap(dim, self.dim())));
+  return scatter_add(grad_output, self, slice_map(self, dim, start, start + len * step, step));
+}
+std::vector<double> sum_to(const Tensor& grad_output, const Tensor& self) {
+  return scatter_add(grad_output, self, expand_map(self, grad_output.sizes()));
+}
+
+Grads transpose_backward(const Tensor& grad, const Tensor& self, int64_t dim0, int64_t dim1) {
+  return {scatter_add(grad, self, transpose_map(self, dim0, dim1)), {}, {}};
+}
+Grads t_backward(const Tensor& grad, const Tensor& self) {
+  return {scatter_add(grad, self, transpose_map(self, 0, self.dim() < 2 ? 0 : 1))};
+}
+Grads permute_backward(const Tensor& grad, const Tensor& self, const Shape& dims) {
+  return {scatter_add(grad, self, permute_map(self, dims)), {}};
+}
+Grads reshape_backward(const Tensor& grad, const Tensor& self, const Shape&) {
+  return {scatter_add(grad, self, identity_map(self)), {}};
+}
+Grads expand_backward(const Tensor& grad, const Tensor& self, const Shape& size) {
+  return {scatter_add(grad, self, expand_map(self, size)), {}};
+}
+Grads narrow_backward(const Tensor& grad, const Tensor& self, int64_t dim, int64_t start, int64_t length) {
+  return {scatter_add(grad, self, narrow_map(self, dim, start, length)), {}, {}, {}};
+}
+Grads select_backward(const Tensor& grad, const Tensor& self, int64_t dim, int64_t index) {
+  return {scatter_add(grad, self, select_map(self, dim, index)), {}, {}};
+}
+Grads slice_backward_of(const Tensor& grad, const Tensor& self, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  return {scatter_add(grad, self, slice_map(self, dim, start, end, step)), {}, {}, {}, {}};
+}
+Grads squeeze_backward(const Tensor& grad, const Tensor& self, int64_t) { return {scatter_add(grad, self, identity_map(self)), {}}; }
+Grads contiguous_backward(const Tensor& grad, const Tensor& self) { return {scatter_add(grad, self, identity_map(self))}; }
 
 double relative_error(const Tensor& out, const std::vector<double>& ref) {
   const auto got = to_double(out);

@@ -70,6 +70,32 @@ Grads tanh_backward_of(const Tensor& grad, const Tensor& self);
 Grads pow_backward(const Tensor& grad, const Tensor& self, double exponent);
 Grads to_copy_backward(const Tensor& grad, const Tensor& self, std::optional<DType> dtype);
 
+// Views (docs/views.md): the values each view shows, row-major, and the gradients scattered back.
+std::vector<double> transpose(const Tensor& self, int64_t dim0, int64_t dim1);
+std::vector<double> t(const Tensor& self);
+std::vector<double> permute(const Tensor& self, const Shape& dims);
+std::vector<double> view(const Tensor& self, const Shape& size);
+std::vector<double> reshape(const Tensor& self, const Shape& shape);
+std::vector<double> expand(const Tensor& self, const Shape& size);
+std::vector<double> narrow(const Tensor& self, int64_t dim, int64_t start, int64_t length);
+std::vector<double> select(const Tensor& self, int64_t dim, int64_t index);
+std::vector<double> slice(const Tensor& self, int64_t dim, int64_t start, int64_t end, int64_t step);
+std::vector<double> unsqueeze(const Tensor& self, int64_t dim);
+std::vector<double> squeeze(const Tensor& self, int64_t dim);
+std::vector<double> contiguous(const Tensor& self);
+std::vector<double> slice_backward(const Tensor& grad_output, const Tensor& self, int64_t dim, int64_t start, int64_t step);
+std::vector<double> sum_to(const Tensor& grad_output, const Tensor& self);
+Grads transpose_backward(const Tensor& grad, const Tensor& self, int64_t dim0, int64_t dim1);
+Grads t_backward(const Tensor& grad, const Tensor& self);
+Grads permute_backward(const Tensor& grad, const Tensor& self, const Shape& dims);
+Grads reshape_backward(const Tensor& grad, const Tensor& self, const Shape& shape);  // view's and reshape's
+Grads expand_backward(const Tensor& grad, const Tensor& self, const Shape& size);
+Grads narrow_backward(const Tensor& grad, const Tensor& self, int64_t dim, int64_t start, int64_t length);
+Grads select_backward(const Tensor& grad, const Tensor& self, int64_t dim, int64_t index);
+Grads slice_backward_of(const Tensor& grad, const Tensor& self, int64_t dim, int64_t start, int64_t end, int64_t step);
+Grads squeeze_backward(const Tensor& grad, const Tensor& self, int64_t dim);  // unsqueeze's and squeeze's
+Grads contiguous_backward(const Tensor& grad, const Tensor& self);
+
 // ||out - ref||_2 / ||max(|ref|, 0.25)||_2: one number that does not blow up on individual near-zero
 // entries, nor on an output that cancels to nearly zero (see Note [Error against the inputs' scale]).
 double relative_error(const Tensor& out, const std::vector<double>& ref);

@@ -12,7 +12,7 @@ import threading
 
 from . import _strata
 from ._compile import CompilerUnavailableError, compile, explain  # noqa: A004 (strata.compile, as torch.compile)
-from ._errors import Error, GraphBreak, UnavailableError, UsageError
+from ._errors import Error, GraphBreak, IndexRangeError, UnavailableError, UsageError
 from ._ops import FUNCTIONS, OPERATORS, SCHEMAS
 from ._profile import profile
 from ._tensor import (Tensor, bfloat16, float16, float32, float64, from_numpy, manual_seed, rand, randn,
@@ -107,11 +107,14 @@ if "sub" in FUNCTIONS:
 if "pow" in FUNCTIONS:
     Tensor.__pow__ = lambda self, exponent: FUNCTIONS["pow"](self, exponent)
 
+from . import _views  # noqa: E402,F401  (Tensor's view methods and indexing)
+
 # `from strata import *` brings every operator except those named like a Python builtin (the gradient op
 # `sum`, and `pow`): a star import must not shadow them. They stay strata.sum etc.
 import builtins as _builtins  # noqa: E402
 
-__all__ = ["Tensor", "autocast", "Error", "UsageError", "UnavailableError", "float32", "float64", "float16", "bfloat16",
+__all__ = ["Tensor", "autocast", "Error", "UsageError", "IndexRangeError", "UnavailableError",
+           "float32", "float64", "float16", "bfloat16",
            "zeros", "rand", "randn", "from_numpy", "manual_seed", "OPERATORS", "SCHEMAS", "profile",
            "explain", "GraphBreak", "CompilerUnavailableError",
            *(name for name in FUNCTIONS if not hasattr(_builtins, name))]

@@ -111,6 +111,15 @@ def _check(op, arg, position, value):
                 raise ValueError(f"{op}(): argument '{arg['name']}' (position {position}) must be an int in "
                                  f"[-2**63, 2**63), got {value}")
             return value
+    elif kind == "int[]":
+        # A tuple or list of ints (view's size, permute's dims), as torch takes; the extension checks the
+        # count (at most 4: strata's tensors have at most 4 dims) and each int's range.
+        if isinstance(value, (tuple, list)):
+            for v in value:
+                if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+                    raise TypeError(f"{op}(): argument '{arg['name']}' (position {position}) must be a tuple of "
+                                    f"ints, but found element of type {type(v).__name__}")
+            return tuple(int(v) for v in value)
     elif kind == "float":
         if not isinstance(value, bool) and isinstance(value, numbers.Real):
             try:
@@ -126,7 +135,8 @@ def _check(op, arg, position, value):
             return value
         if isinstance(value, str) or isinstance(value, type) or isinstance(value, np.dtype):
             return _dtype_arg(value, op)  # strata's short name; an unknown one is a ValueError
-    expected = {"Tensor?": "Tensor or None", "ScalarType": "a dtype", "ScalarType?": "a dtype or None"}.get(kind, kind)
+    expected = {"Tensor?": "Tensor or None", "ScalarType": "a dtype", "ScalarType?": "a dtype or None",
+                "int[]": "a tuple of ints"}.get(kind, kind)
     raise TypeError(f"{op}(): argument '{arg['name']}' (position {position}) must be {expected}, "
                     f"not {type(value).__name__}")
 
@@ -211,6 +221,8 @@ def _make(op):
         signature_text.append(f"{a['name']}={default}")
         check = {"Tensor": "type({0}) is _T", "Tensor?": "({0} is None or type({0}) is _T)",
                  "int": "type({0}) is int", "float": "type({0}) is float", "bool": "type({0}) is bool",
+                 # The extension checks each element of a tuple (an int, in range) as it boxes it.
+                 "int[]": "type({0}) is tuple",
                  # A dtype is converted to strata's short name by _check, on the general path; None is None.
                  "ScalarType": "False", "ScalarType?": "{0} is None"}[a["type"]]
         fast.append(check.format(a["name"]))

@@ -15,6 +15,7 @@
 #include "tests/kernels/empty_reductions.h"
 #include "layers/runtime/cuda/cuda_runtime_layer.h"
 #include "lib/error.h"
+#include "lib/views.h"
 
 using namespace strata;
 namespace cuda = strata::kernels::cuda;
@@ -309,4 +310,46 @@ struct CudaKernels {
 TEST_CASE("accumulating kernels write their whole output when the reduced dimension is empty (N = 0, K = 0, C = 0)") {
   init();
   for (DType dtype : kDTypes) testing::check_empty_reductions(CudaKernels{}, kGpu, dtype);
+}
+
+// Views (docs/views.md) on the GPU. The float64 reference reads host copies, and only contiguous tensors
+// are copied between devices, so the references here are of the contiguous bases the views were made of.
+TEST_CASE("views: cublasGemmEx reads transposed and column-narrowed views with op flags, against float64") {
+  init();
+  for (DType dtype : kDTypes) {
+    CAPTURE(dtype_name(dtype));
+    const Tensor x = random({65, 33}, dtype), w = random({17, 33}, dtype), a = random({33, 65}, dtype);
+    const Tensor b = random({33, 17}, dtype);
+    check_against_reference(cuda::matmul(x, views::t(w)), reference::gemm(x, w, 0, 1), dtype);          // x @ w.t()
+    check_against_reference(cuda::matmul(views::t(a), b), reference::gemm(a, b, 1, 0), dtype);          // a.t() @ b
+    check_against_reference(cuda::gemm(x, views::t(b), 0, 1), reference::matmul(x, b), dtype);          // flags compose
+    check_against_reference(cuda::gemm(views::t(a), views::t(w), 1, 1), reference::gemm(a, w, 0, 1), dtype);
+    // Every other column block of a wider matrix: read with the wider leading dimension.
+    const Tensor wide = random({33, 40}, dtype);
+    const Tensor narrow = views::narrow(wide, 1, 3, 17);
+    check_against_reference(cuda::matmul(x, narrow), reference::matmul(x, cuda::contiguous(narrow)), dtype);
+  }
+}
+
+TEST_CASE("views: contiguous() is strata's strided copy, bit-identical to the CPU copy, for every layout") {
+  init();
+  for (DType dtype : kDTypes) {
+    CAPTURE(dtype_name(dtype));
+    const Tensor base = random({3, 5, 7, 9}, dtype);
+    const Tensor host = base.to(kCPU);
+    auto layouts = [](const Tensor& t) {
+      return std::vector<Tensor>{views::transpose(t, 1, 3), views::slice(t, 3, 1, 9, 2), views::select(t, 0, 2),
+                                 views::permute(t, Shape{3, 1, 0, 2}),
+                                 views::expand(views::narrow(t, 2, 4, 1), Shape{3, 5, 6, 9})};
+    };
+    const std::vector<Tensor> on_gpu = layouts(base), on_cpu = layouts(host);
+    for (size_t i = 0; i < on_gpu.size(); ++i) {
+      CAPTURE(i);
+      const Tensor got = cuda::contiguous(on_gpu[i]).to(kCPU), want = kernels::cpu::contiguous(on_cpu[i]);
+      REQUIRE(got.sizes() == want.sizes());
+      CHECK(std::memcmp(got.data_ptr(), want.data_ptr(), want.nbytes()) == 0);
+    }
+    const Tensor same = cuda::contiguous(base);  // contiguous: itself, nothing allocated
+    CHECK(same.storage() == base.storage());
+  }
 }

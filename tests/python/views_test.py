@@ -1,0 +1,169 @@
+"""tests/python: views from Python (strata/_views.py, docs/views.md): every view method and basic
+indexing against numpy's own views on fresh random inputs (values, shapes, strides, shared storage),
+gradients through views against numpy float64, the refusals as the exceptions torch raises, and, where the
+peer's environment has PyTorch (the ctest entry runs under it then), strides, values and gradients against
+torch on the same inputs. Runs under ctest with PYTHONPATH pointing at build/python."""
+import random
+import unittest
+
+import numpy as np
+
+import strata
+
+try:
+    import torch
+except ImportError:  # Debian's python3 without the peer's environment (scripts/install-python-deps)
+    torch = None
+
+
+def strides_in_elements(a):
+    return tuple(s // a.itemsize for s in a.strides)
+
+
+# (what, strata view of x, numpy view of a) on a [4, 6, 5] tensor.
+CASES = [
+    ("t of a matrix", lambda x: x[0].t(), lambda a: a[0].T),
+    ("T", lambda x: x.T, lambda a: a.transpose(2, 1, 0)),
+    ("transpose(0, 2)", lambda x: x.transpose(0, 2), lambda a: a.swapaxes(0, 2)),
+    ("transpose(-1, 1)", lambda x: x.transpose(-1, 1), lambda a: a.swapaxes(-1, 1)),
+    ("permute(2, 0, 1)", lambda x: x.permute(2, 0, 1), lambda a: a.transpose(2, 0, 1)),
+    ("permute((1, 2, 0))", lambda x: x.permute((1, 2, 0)), lambda a: a.transpose(1, 2, 0)),
+    ("view(24, 5)", lambda x: x.view(24, 5), lambda a: a.reshape(24, 5)),
+    ("view(-1)", lambda x: x.view(-1), lambda a: a.reshape(-1)),
+    ("reshape of a transpose (a copy)", lambda x: x.transpose(0, 1).reshape(6, 20), lambda a: a.swapaxes(0, 1).reshape(6, 20)),
+    ("expand", lambda x: x[:, :1].expand(4, 3, 5), lambda a: np.broadcast_to(a[:, :1], (4, 3, 5))),
+    ("expand with a new dim and -1", lambda x: x[0].expand(2, -1, -1), lambda a: np.broadcast_to(a[0], (2, 6, 5))),
+    ("unsqueeze(1)", lambda x: x.unsqueeze(1), lambda a: a[:, None]),
+    ("unsqueeze(-1)", lambda x: x.unsqueeze(-1), lambda a: a[..., None]),
+    ("squeeze(1) of [4,1,5]", lambda x: x[:, 2:3].squeeze(1), lambda a: a[:, 2]),
+    ("squeeze() of [1,6,1]", lambda x: x[1:2, :, 3:4].squeeze(), lambda a: a[1, :, 3]),
+    ("narrow", lambda x: x.narrow(1, 2, 3), lambda a: a[:, 2:5]),
+    ("select", lambda x: x.select(2, -2), lambda a: a[:, :, -2]),
+    ("x[1]", lambda x: x[1], lambda a: a[1]),
+    ("x[-1, 2]", lambda x: x[-1, 2], lambda a: a[-1, 2]),
+    ("x[1:3]", lambda x: x[1:3], lambda a: a[1:3]),
+    ("x[::2, 1::3]", lambda x: x[::2, 1::3], lambda a: a[::2, 1::3]),
+    ("x[-3:, :-1, ::4]", lambda x: x[-3:, :-1, ::4], lambda a: a[-3:, :-1, ::4]),
+    ("x[0, None, ..., None]", lambda x: x[0, None, ..., None], lambda a: a[0, None, ..., None]),
+    ("x[..., 2]", lambda x: x[..., 2], lambda a: a[..., 2]),
+    ("x[1, None, 2:]", lambda x: x[1, None, 2:], lambda a: a[1, None, 2:]),
+    ("x[10:20] (empty)", lambda x: x[10:20], lambda a: a[10:20]),
+]
+
+
+class ViewsTest(unittest.TestCase):
+    def setUp(self):
+        self.seed = random.SystemRandom().randrange(2**32)
+        self.rng = random.Random(self.seed)
+
+    def rand(self, *shape, dtype="float32", requires_grad=False):
+        return strata.randn(*shape, dtype=dtype, seed=self.rng.randrange(2**63), requires_grad=requires_grad)
+
+    def test_views_match_numpy_views_and_share_storage(self):
+        for dtype in ("float32", "float64"):
+            x = self.rand(4, 6, 5, dtype=dtype)
+            a = x.numpy()
+            for what, view, ref in CASES:
+                with self.subTest(what=what, dtype=dtype, seed=self.seed):
+                    v, r = view(x), ref(a)
+                    self.assertEqual(v.shape, r.shape)
+                    np.testing.assert_array_equal(np.asarray(v), r)
+                    if "copy" in what:
+                        self.assertTrue(v.is_contiguous())
+                        continue
+                    if v.numel() > 1:  # numpy's strides for dims of size 1 are its own choice
+                        for i, (s, n) in enumerate(zip(v.shape, r.shape)):
+                            if s > 1:
+                                self.assertEqual(v.stride(i), strides_in_elements(r)[i], what)
+                    # Same storage: the view's first element is at its offset in x's memory.
+                    if v.numel() > 0:
+                        itemsize = a.itemsize
+                        self.assertEqual(v.data_ptr(), x.data_ptr() + v.storage_offset() * itemsize)
+                        self.assertEqual(v.is_contiguous(), r.flags["C_CONTIGUOUS"] or v.numel() <= 1)
+
+    def test_contiguous_returns_itself_or_a_copy(self):
+        x = self.rand(3, 4)
+        self.assertEqual(x.contiguous().data_ptr(), x.data_ptr())
+        c = x.t().contiguous()
+        self.assertTrue(c.is_contiguous())
+        self.assertNotEqual(c.data_ptr(), x.data_ptr())
+        self.assertEqual(c.stride(), (3, 1))
+        np.testing.assert_array_equal(c.numpy(), x.numpy().T)
+
+    def test_kernels_read_views_as_their_contiguous_copies(self):
+        x, w = self.rand(5, 7), self.rand(3, 7)
+        np.testing.assert_allclose((x @ w.t()).numpy(), x.numpy() @ w.numpy().T, rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(strata.relu(x[:, ::2]).numpy(), np.maximum(x.numpy()[:, ::2], 0))
+        np.testing.assert_allclose(strata.add(x.t(), x.t().contiguous()).numpy(), 2 * x.numpy().T)
+        np.testing.assert_allclose(strata.linear(x, w.t().t()).numpy(), x.numpy() @ w.numpy().T, rtol=1e-5, atol=1e-5)
+
+    def test_backward_through_views_against_numpy(self):
+        x = self.rand(4, 6, dtype="float64", requires_grad=True)
+        up = self.rand(3, 2, dtype="float64")
+        # y = sum(relu(x.t()[1:4, ::2].contiguous()) * up): the gradient lands on the picked positions.
+        picked = x.t()[1:4, ::2]
+        y = strata.sum(strata.linear(strata.relu(picked.contiguous()).view(1, 6), up.reshape(1, 6)))
+        y.backward()
+        want = np.zeros((6, 4))
+        a = x.numpy()
+        mask = (a.T[1:4, ::2] > 0).astype(float)
+        want[1:4, ::2] = mask * up.numpy()
+        np.testing.assert_allclose(x.grad.numpy(), want.T, rtol=1e-12, atol=1e-12)
+        # expand's gradient sums; select's and unsqueeze's route back.
+        b = self.rand(1, 5, dtype="float64", requires_grad=True)
+        strata.sum(b.expand(3, 5)[2].unsqueeze(0).expand(4, 5)).backward()
+        np.testing.assert_allclose(b.grad.numpy(), np.full((1, 5), 4.0))
+
+    def test_bad_input_raises_as_torch(self):
+        x = self.rand(2, 3)
+        with self.assertRaisesRegex(IndexError, r"dim 2 is out of range for a tensor of size \[2x3\]"):
+            x.transpose(0, 2)
+        with self.assertRaisesRegex(IndexError, r"index 3 is out of range for dim 0 of size 2"):
+            x[3]
+        with self.assertRaisesRegex(IndexError, "too many indices for tensor of dimension 2"):
+            x[0, 0, 0]
+        with self.assertRaisesRegex(ValueError, r"shape \(4, 2\) is invalid for input of size 6"):
+            x.view(4, 2)
+        with self.assertRaisesRegex(ValueError, "needs a copy"):
+            x.t().view(6)
+        with self.assertRaisesRegex(ValueError, "step must be greater than zero"):
+            x[::-1]
+        with self.assertRaisesRegex(ValueError, "cannot expand dim 1 of size 3 to 4"):
+            x.expand(2, 4)
+        with self.assertRaisesRegex(ValueError, "at most 4 dims"):
+            x.view(1, 1, 1, 2, 3)
+        with self.assertRaisesRegex(TypeError, "must be a tuple of ints, but found element of type float"):
+            x.view(2.0, 3)
+        with self.assertRaisesRegex(TypeError, "advanced indexing is not implemented"):
+            x[True]
+        self.assertTrue(issubclass(strata.IndexRangeError, strata.UsageError))
+
+
+@unittest.skipIf(torch is None, "PyTorch is not in this Python (the peer's environment, scripts/install-python-deps, has it)")
+class AgainstTorchTest(unittest.TestCase):
+    def test_views_strides_values_and_gradients_agree_with_torch(self):
+        seed = random.SystemRandom().randrange(2**32)
+        for what, view, _ in CASES:
+            with self.subTest(what=what, seed=seed):
+                x = strata.randn(4, 6, 5, dtype="float64", seed=seed, requires_grad=True)
+                tx = torch.tensor(x.numpy(), requires_grad=True)
+                v, tv = view(x), view(tx)
+                self.assertEqual(v.shape, tuple(tv.shape))
+                np.testing.assert_array_equal(np.asarray(v), tv.detach().numpy())
+                if "copy" not in what and v.numel() > 1:
+                    for i, s in enumerate(v.shape):
+                        if s > 1:
+                            self.assertEqual(v.stride(i), tv.stride(i), what)
+                    self.assertEqual(v.storage_offset(), tv.storage_offset(), what)
+                if v.numel() == 0:
+                    continue
+                w = strata.randn(*v.shape, dtype="float64", seed=seed + 1) if v.ndim else None
+                tw = torch.tensor(w.numpy()) if w is not None else None
+                flat = v.contiguous().reshape(1, v.numel())
+                (strata.sum(strata.linear(flat, w.reshape(1, v.numel()))) if w is not None else strata.sum(v)).backward()
+                ((tv * tw).sum() if tw is not None else tv.sum()).backward()
+                np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+if __name__ == "__main__":
+    unittest.main()
