@@ -35,6 +35,13 @@ KERNEL_PATHS = [
     ("conv 4x3x31x29 --out-channels 16 --kernel 5 --stride 2 --pad 1 --requires-grad --backward", "f32"),
     ("relu 1048577 --requires-grad --backward", "f32"), ("matmul 1024", "autocast-bf16"),
     ("matmul 1024", "autocast-f16"),
+    # The tanh GELU's ops (strata's own kernels, docs/compiled.md) and their gradients.
+    ("mul 1048577", "f32"), ("sub 1048577 --requires-grad --backward", "f32"), ("tanh 1048577", "bf16"),
+    ("pow 1048577 --requires-grad --backward", "f64"), ("add.Scalar 1048577", "f16"),
+    # Views (docs/views.md): a transposed GEMM operand read through cuBLAS's op flags (no copy), and a
+    # stepped view that the pointwise kernel gets through contiguous() (strata's strided copy kernel).
+    ("matmul 1024 --view other=t", "f32"), ("linear 32x768x3072 --view input=t", "f32"),
+    ("relu 1048576 --view self=slice2", "f32"),
 ]
 GPU_SWEEPS = [("sweep_matmul_16_4096", "matmul 16:4096 --sweep-budget 20", 60),
               ("sweep_relu_1k_16M_compare", "relu 1k:16M --compare --sweep-budget 30", 75)]
