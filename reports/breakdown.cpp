@@ -11,6 +11,8 @@
 
 namespace strata::reports {
 
+double median_of(std::vector<double> samples) { return Distribution::of(std::move(samples)).median; }
+
 Distribution Distribution::of(std::vector<double> samples) {
   Distribution d;
   d.samples = std::move(samples);

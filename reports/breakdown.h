@@ -27,6 +27,7 @@ struct Distribution {
   static Distribution of(std::vector<double> samples);
   size_t count() const { return samples.size(); }
 };
+double median_of(std::vector<double> samples);  // Distribution::of(samples).median: a measured value
 
 // The rows of the breakdown, in the order the table prints them. `wall` is no row of LayerBreakdown::rows
 // (it is LayerBreakdown::wall) but has words of its own, so it has a kind.

@@ -9,7 +9,6 @@
 namespace strata::reports {
 namespace {
 
-double median_of(std::vector<double> v) { return Distribution::of(std::move(v)).median; }
 
 }  // namespace
 

@@ -1,5 +1,7 @@
 #include "reports/report.h"
 
+#include <cstdio>
+
 namespace strata::reports {
 
 void TraceReport::describe(RowKind kind, const std::string& key, const std::string& what) {
@@ -27,6 +29,39 @@ void describe_python_rows(TraceReport& rep) {
   }
   rep.describe(RowKind::kPybind11, "", (what.empty() ? std::string("the extension call") : what) +
                                            ": boxing, result to Python");
+}
+
+void mark_rows_below_resolution(TraceReport& rep, const ProbeCost& cost) {
+  std::string unresolved;
+  for (BreakdownRow& row : rep.steady.rows) {
+    const bool from_python = row.kind == RowKind::kPython || row.kind == RowKind::kPybind11;
+    const double probe = from_python && cost.python_ns > 0 ? cost.python_ns : cost.zone_ns;
+    row.below_resolution = row.applicable && row.ns.median < 2 * probe * cost.spans_per_row;
+    if (row.below_resolution) unresolved += (unresolved.empty() ? "" : ", ") + row.id();
+  }
+  if (unresolved.empty()) return;
+  char text[96];
+  if (cost.python_ns > 0) {
+    std::snprintf(text, sizeof text, "%.0f ns; a Python probe's, for python and pybind11: %.0f ns", cost.zone_ns,
+                  cost.python_ns);
+  } else {
+    std::snprintf(text, sizeof text, "%.0f ns", cost.zone_ns);
+  }
+  rep.notes.push_back("rows marked * (" + unresolved + ") have medians under twice the cost of one probe (" + text +
+                      ")" + cost.scope +
+                      ": below what the host timers resolve; read them as 'about that or less', not as measured");
+}
+
+void describe_cpu_device_rows(TraceReport& rep) {
+  rep.describe_na(RowKind::kLaunch, "n/a on the CPU: no launch, the library call computes in place");
+  rep.describe_na(RowKind::kQueue, "n/a on the CPU: nothing is queued");
+  rep.describe_na(RowKind::kGpu, "n/a on the CPU: the compute is inside the library row");
+}
+
+std::string format_percent(double share) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * share);
+  return buf;
 }
 
 std::string marked_cells_note(const std::string& marked, double probe_ns) {

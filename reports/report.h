@@ -123,6 +123,23 @@ struct TraceReport {
   void describe_na(RowKind kind, const std::string& na_reason);
 };
 
+// Note [Rows below resolution]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A row whose median is under twice the cost of the probes that read it is mostly the instrument: it is
+// marked (a '*' in the table, "below_resolution" in the JSON) and one note under the table names the rows
+// and the probe's cost. Every front end (trace, mlp and programs, strata.profile()) marks and words them
+// here, so the rule and its words live in one place.
+struct ProbeCost {
+  double zone_ns = 0;         // one host zone's open + close (measure_zone_cost_ns)
+  double python_ns = 0;       // one Python-side probe span, for the python and pybind11 rows; 0: none
+  double spans_per_row = 1;   // a sequence's row sums one span per op of the forward
+  std::string scope;          // words after the cost: " per op of the forward"
+};
+void mark_rows_below_resolution(TraceReport& report, const ProbeCost& cost);
+
+// The launch, queue and gpu rows of a call on the CPU, worded once for every front end.
+void describe_cpu_device_rows(TraceReport& report);
+
 // The achieved rate of the timed calls, from `flops`, `bytes_moved` and the steady wall median:
 // "achieved_flops_per_s" and, for ops that stream memory, "achieved_bytes_per_s". Measured here, once;
 // the table and the JSON only format them.
@@ -139,6 +156,7 @@ std::string format_ns(double ns);
 // twice `probe_ns`, one probe's cost, so below what the host timers resolve (compare, sweep).
 std::string marked_cells_note(const std::string& marked, double probe_ns);
 std::string format_rate(double flops_per_s);  // "52.1 GFLOP/s"
+std::string format_percent(double share);   // 0.123 -> "12.3%"
 std::string format_bandwidth(double bytes_per_s);  // "12.3 GB/s" (10^9 bytes)
 // Table cells: `s` padded with spaces on the right (pad) or the left (lpad) to `width` characters.
 std::string pad(std::string s, size_t width);

@@ -54,11 +54,6 @@ LayerBreakdown sum_steps(const std::vector<SequenceStepFigures>& steps, size_t f
 
 double median_ratio(double part, double whole) { return whole > 0 ? part / whole : 0; }
 
-std::string percent(double share) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * share);
-  return buf;
-}
 
 }  // namespace
 
@@ -179,17 +174,17 @@ SequenceFigures compute_sequence(const Timeline& timeline, std::span<const uint3
     std::snprintf(buf, sizeof buf,
                   "kernels ran %s (%s) of the %s median wall; the GPU sat idle %s (%s) between its %.0f kernels; "
                   "launch calls took %s (%s); host tax %s (%s)",
-                  format_ns(f.compute.median).c_str(), percent(f.compute_share).c_str(), format_ns(w).c_str(),
-                  format_ns(f.kernel_idle.median).c_str(), percent(f.idle_share).c_str(), f.kernels_per_forward,
-                  format_ns(f.launch.median).c_str(), percent(f.launch_share).c_str(),
-                  format_ns(f.host_tax.median).c_str(), percent(f.host_share).c_str());
+                  format_ns(f.compute.median).c_str(), format_percent(f.compute_share).c_str(), format_ns(w).c_str(),
+                  format_ns(f.kernel_idle.median).c_str(), format_percent(f.idle_share).c_str(), f.kernels_per_forward,
+                  format_ns(f.launch.median).c_str(), format_percent(f.launch_share).c_str(),
+                  format_ns(f.host_tax.median).c_str(), format_percent(f.host_share).c_str());
   } else {
     std::snprintf(buf, sizeof buf,
                   "compute (the library rows) %s is %s of the %s median wall; host tax (binding + dispatch%s) %s "
                   "(%s) over %zu steps",
-                  format_ns(f.compute.median).c_str(), percent(f.compute_share).c_str(), format_ns(w).c_str(),
+                  format_ns(f.compute.median).c_str(), format_percent(f.compute_share).c_str(), format_ns(w).c_str(),
                   f.total.total(RowKind::kRuntime) > 0 ? " + runtime" : "", format_ns(f.host_tax.median).c_str(),
-                  percent(f.host_share).c_str(), f.steps);
+                  format_percent(f.host_share).c_str(), f.steps);
   }
   f.verdict_reason = buf;
   return f;

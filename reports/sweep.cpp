@@ -14,7 +14,6 @@ namespace {
 
 std::string row_name(const BreakdownRow& r) { return r.id(); }
 
-double median_of(std::vector<double> v) { return Distribution::of(std::move(v)).median; }
 
 std::string size_words(double x) {
   char buf[64];
@@ -23,11 +22,6 @@ std::string size_words(double x) {
   return buf;
 }
 
-std::string percent(double share) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%", share * 100);
-  return buf;
-}
 
 
 // Row names in first-seen order over all points (the same op on the same device has the same rows).
@@ -51,7 +45,7 @@ std::string rate_text(double rate, bool bytes) {
 }
 std::string rate_text(const SweepPoint& p) { return rate_text(p.rate(), p.bytes_moved > 0); }
 
-std::string share_text(double share) { return share > 0 ? percent(share) : "-"; }
+std::string share_text(double share) { return share > 0 ? format_percent(share) : "-"; }
 
 }  // namespace
 
@@ -172,7 +166,7 @@ std::vector<std::string> SweepReport::crossover_words() const {
   const std::string last = std::to_string(points.back().size);
   for (double share : {0.5, 0.05}) {
     const Crossover c = host_under(share);
-    const std::string what = "host overhead (" + host_rows + ") is under " + percent(share) + " of the wall";
+    const std::string what = "host overhead (" + host_rows + ") is under " + format_percent(share) + " of the wall";
     switch (c.kind) {
       case Crossover::Kind::kAt:
         words.push_back(what + " above " + swept + " ~ " + size_words(c.x) + " (interpolated between the measured " +
@@ -184,7 +178,7 @@ std::vector<std::string> SweepReport::crossover_words() const {
                         std::to_string(points.front().size) + ")");
         break;
       case Crossover::Kind::kNever:
-        words.push_back(what.substr(0, what.find(" is under")) + " is still " + percent(share) +
+        words.push_back(what.substr(0, what.find(" is under")) + " is still " + format_percent(share) +
                         " of the wall or more at the largest measured size (" + swept + " = " + last +
                         "): the crossover lies above the range");
         break;
@@ -251,13 +245,13 @@ void print_sweep_table(const SweepReport& rep, std::ostream& out) {
       line << lpad(r ? format_ns(r->median) + (below ? "*" : "") : "-", width(n));
     }
     line << lpad(format_ns(p.wall.median), 11) << lpad(format_ns(p.wall.p90), 11) << lpad(format_ns(p.host_ns), 11)
-         << lpad(percent(p.host_share), 7) << lpad(percent(p.compute_share), 9) << "  " << pad(rate_text(p), 14)
+         << lpad(format_percent(p.host_share), 7) << lpad(format_percent(p.compute_share), 9) << "  " << pad(rate_text(p), 14)
          << lpad(share_text(rep.ceiling_share(p)), 12);
     if (compare && p.eager && p.replay) {
       char buf[32];
       std::snprintf(buf, sizeof buf, "%.2fx", p.speedup());
       line << "  " << pad(format_ns(p.eager->wall), 10) << lpad(format_ns(p.replay->wall), 11) << lpad(buf, 9)
-           << lpad(percent(p.noise()), 7);
+           << lpad(format_percent(p.noise()), 7);
     }
     std::string text = line.str();
     text.erase(text.find_last_not_of(' ') + 1);  // no trailing blanks when a column is left empty

@@ -45,11 +45,7 @@ std::string truncate(std::string s, size_t width) {
   if (s.size() > width) s = s.substr(0, width - 3) + "...";
   return s;
 }
-std::string percent(double part, double whole) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%", whole > 0 ? 100.0 * part / whole : 0.0);
-  return buf;
-}
+std::string percent(double part, double whole) { return format_percent(whole > 0 ? part / whole : 0.0); }
 
 std::string default_what(const BreakdownRow& r) {
   std::string s;

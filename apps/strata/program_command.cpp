@@ -131,10 +131,7 @@ reports::TraceReport graph_call_report(const TraceOptions& o, Prepared& p, const
   rep.probes_per_call = double(spans) / double(fig.forwards);
   rep.untraced_call_ns = reports::Distribution::of(run.untraced_ns).median;
   if (p.choice.device.is_cpu()) {  // on a GPU (--mode graph) the device session describes these rows
-    rep.describe_na(reports::RowKind::kLaunch,
-                    "n/a on the CPU: no launch, the library call computes in place");
-    rep.describe_na(reports::RowKind::kQueue, "n/a on the CPU: nothing is queued");
-    rep.describe_na(reports::RowKind::kGpu, "n/a on the CPU: the compute is inside the library row");
+    reports::describe_cpu_device_rows(rep);
   }
   reports::add_steady_join_figures(rep.figures, rep.steady);
   rep.figures.set("sequence.ops_per_forward", double(p.sequence->steps.size()), "count");

@@ -63,19 +63,8 @@ int run_sequence_trace(const TraceOptions& o, Prepared& p) {
   backward.probe_ns = rep.probe_ns;
   // A row of the forward is a sum over its S ops, each read by its own probes: it is below what the
   // timers resolve under twice one probe's cost per op (the per-op table marks each op's own medians).
-  std::string unresolved;
-  const double resolution = 2 * rep.probe_ns * double(seq.steps);
-  for (reports::BreakdownRow& row : rep.steady.rows) {
-    row.below_resolution = row.applicable && row.ns.median < resolution;
-    if (row.below_resolution) unresolved += (unresolved.empty() ? "" : ", ") + row.id();
-  }
-  if (!unresolved.empty()) {
-    char cost[32];
-    std::snprintf(cost, sizeof cost, "%.0f ns", rep.probe_ns);
-    rep.notes.push_back("rows marked * (" + unresolved + ") have medians under twice the cost of one probe (" + cost +
-                        ") per op of the forward: below what the host timers resolve; read them as 'about that or "
-                        "less', not as measured");
-  }
+  reports::mark_rows_below_resolution(
+      rep, {.zone_ns = rep.probe_ns, .spans_per_row = double(seq.steps), .scope = " per op of the forward"});
   size_t spans_in_timed = 0;
   for (const Span& s : timeline.spans()) spans_in_timed += (s.op_id >= run.timed_ids.front()) ? 1 : 0;
   rep.probes_per_call = double(spans_in_timed) / double(seq.forwards);
@@ -100,9 +89,7 @@ int run_sequence_trace(const TraceOptions& o, Prepared& p) {
       if (row.kind == RowKind::kLibrary)
         for (const auto& n : row.names) lib += (lib.empty() ? "" : " + ") + n;
     rep.describe(RowKind::kLibrary, "", lib + ", output allocs");
-    rep.describe_na(RowKind::kLaunch, "n/a on the CPU: no launch, the library call computes in place");
-    rep.describe_na(RowKind::kQueue, "n/a on the CPU: nothing is queued");
-    rep.describe_na(RowKind::kGpu, "n/a on the CPU: the compute is inside the library row");
+    reports::describe_cpu_device_rows(rep);
     rep.describe(RowKind::kWall, "", "first binding begin -> last library end");
   } else {
     rep.describe(RowKind::kWall, "", "first binding begin -> last kernel end");

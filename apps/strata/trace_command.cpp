@@ -392,17 +392,7 @@ int run_trace(const TraceOptions& o) {
   rep.planned_repeat = static_cast<size_t>(run.planned_repeat);
   rep.probe_ns = measure_zone_cost_ns();
   // A row whose median is within twice one probe's cost is mostly the instrument itself: say so.
-  std::string unresolved;
-  for (reports::BreakdownRow& row : rep.steady.rows) {
-    row.below_resolution = row.applicable && row.ns.median < 2 * rep.probe_ns;
-    if (row.below_resolution) unresolved += (unresolved.empty() ? "" : ", ") + row.id();
-  }
-  if (!unresolved.empty()) {
-    char cost[32];
-    std::snprintf(cost, sizeof cost, "%.0f ns", rep.probe_ns);
-    rep.notes.push_back("rows marked * (" + unresolved + ") have medians under twice the cost of one probe (" + cost +
-                        "): below what the host timers resolve; read them as 'about that or less', not as measured");
-  }
+  reports::mark_rows_below_resolution(rep, {.zone_ns = rep.probe_ns});  // Note [Rows below resolution]
   size_t spans_in_timed = 0;
   for (const Span& s : timeline.spans()) spans_in_timed += (s.op_id >= run.timed_ids.front()) ? 1 : 0;
   rep.probes_per_call = double(spans_in_timed) / double(run.timed_ids.size());
@@ -452,9 +442,7 @@ int run_trace(const TraceOptions& o) {
     });
     rep.describe(RowKind::kLibrary, "",
                  lib + (call.gemm_shape.empty() ? "" : " " + call.gemm_shape) + (view ? "" : ", output alloc"));
-    rep.describe_na(RowKind::kLaunch, "n/a on the CPU: no launch, the library call computes in place");
-    rep.describe_na(RowKind::kQueue, "n/a on the CPU: nothing is queued");
-    rep.describe_na(RowKind::kGpu, "n/a on the CPU: the compute is inside the library row");
+    reports::describe_cpu_device_rows(rep);
     rep.describe(RowKind::kWall, "", rep.frontend == "python" ? "python entry -> return" : "binding begin -> library end");
   } else {
     rep.describe(RowKind::kWall, "", rep.frontend == "python" ? "python entry -> return / last kernel end"

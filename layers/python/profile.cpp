@@ -166,16 +166,6 @@ class Profile {
     rep.probes_per_call = double(spans) / double(ids.size());
 
     using reports::RowKind;
-    std::string unresolved;
-    for (reports::BreakdownRow& row : rep.steady.rows) {
-      // The python and pybind11 rows are bounded by the Python-side probes (a CPython call each), the
-      // others by a zone: each row against the instrument that measured it.
-      // The probes of one call make two spans, so one span's open + close costs half of them.
-      const bool from_python = row.kind == RowKind::kPython || row.kind == RowKind::kPybind11;
-      const double probe = from_python ? python_probe_ns / 2.0 : rep.probe_ns;
-      row.below_resolution = row.applicable && row.ns.median < 2 * probe;
-      if (row.below_resolution) unresolved += (unresolved.empty() ? "" : ", ") + row.id();
-    }
     describe_python_rows(rep);
     if (compiled) {  // Note [Compiled calls in strata.profile()] in compile.cpp
       rep.describe(RowKind::kPybind11, "", "_CompiledGraph.run: the call's C++ outside the zones below");
@@ -187,9 +177,7 @@ class Profile {
       if (row.kind == RowKind::kDispatch && row.key != "Autograd")
         rep.describe(RowKind::kDispatch, row.key, row.key + " kernel: key set + table lookup");
     if (rep.keys.find("CUDA") == std::string::npos) {
-      rep.describe_na(RowKind::kLaunch, "n/a on the CPU: no launch, the library call computes in place");
-      rep.describe_na(RowKind::kQueue, "n/a on the CPU: nothing is queued");
-      rep.describe_na(RowKind::kGpu, "n/a on the CPU: the compute is inside the library row");
+      reports::describe_cpu_device_rows(rep);
     } else {
       rep.describe_na(RowKind::kLaunch, "not recorded: strata.profile() takes host spans only (use strata trace)");
       rep.describe_na(RowKind::kQueue, "not recorded: strata.profile() takes host spans only (use strata trace)");
@@ -208,11 +196,10 @@ class Profile {
           std::to_string(std::lround(python_probe_ns)) +
           " ns per call together (Note [The python and pybind11 rows])");
     }
-    if (!unresolved.empty()) {
-      rep.notes.push_back("rows marked * (" + unresolved +
-                          ") have medians under twice the cost of the probe that measured them: below what the "
-                          "timers resolve; read them as 'about that or less', not as measured");
-    }
+    // The python and pybind11 rows are bounded by the Python-side probes (a CPython call each), the others
+    // by a zone: each row against the instrument that measured it. The probes of one call make two spans,
+    // so one span's open + close costs half of them (Note [Rows below resolution]).
+    reports::mark_rows_below_resolution(rep, {.zone_ns = rep.probe_ns, .python_ns = python_probe_ns / 2.0});
     rep.notes.push_back("the 'cold first call' is the first call of " + rep.op +
                         " inside this profile that returned: cold only if nothing called it before");
     if (failed > 0) {
