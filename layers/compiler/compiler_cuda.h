@@ -15,7 +15,8 @@
 
 namespace strata::compiler::cuda {
 
-// The architectures --arch accepts: those CUDA 13 compiles for that users have.
+// The architectures --arch accepts: those CUDA 13 compiles for that users have (arch.cpp, in
+// strata_compiler: every build validates --arch).
 const std::vector<std::string>& known_archs();
 // Throws UsageError naming `arch` and the allowed values when it is not one of known_archs().
 void check_arch(const std::string& arch);
@@ -70,5 +71,14 @@ struct PtxasReport {
 // $STRATA_PTXAS when set, else the toolkit's this build found, else `ptxas` on PATH. Throws
 // KernelCompileError with ptxas's output when ptxas rejects the PTX.
 PtxasReport run_ptxas(const std::string& ptx, const std::string& arch);
+
+// One generated kernel all the way down: its CUDA C, NVRTC's PTX, ptxas's report.
+struct PtxKernel {
+  CudaKernel kernel;
+  Ptx ptx;
+  PtxasReport ptxas;
+};
+// Every generated kernel of `graph` (generate_cuda) through compile_ptx and run_ptxas for `arch`.
+std::vector<PtxKernel> emit_ptx(const CompiledGraph& graph, const std::string& arch);
 
 }  // namespace strata::compiler::cuda

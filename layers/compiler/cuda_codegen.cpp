@@ -67,17 +67,4 @@ std::vector<CudaKernel> generate_cuda(const CompiledGraph& graph) {
   return out;
 }
 
-const std::vector<std::string>& known_archs() {
-  static const std::vector<std::string> kArchs = {"sm_80", "sm_86", "sm_89", "sm_90", "sm_100", "sm_120"};
-  return kArchs;
-}
-
-void check_arch(const std::string& arch) {
-  const auto& a = known_archs();
-  if (std::find(a.begin(), a.end(), arch) != a.end()) return;
-  std::string allowed;
-  for (const std::string& x : a) allowed += (allowed.empty() ? "" : ", ") + x;
-  throw UsageError("unknown architecture '" + arch + "'; allowed: " + allowed);
-}
-
 }  // namespace strata::compiler::cuda

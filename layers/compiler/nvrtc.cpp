@@ -52,4 +52,15 @@ Ptx compile_ptx(const CudaKernel& kernel, const std::string& arch) {
   return out;
 }
 
+std::vector<PtxKernel> emit_ptx(const CompiledGraph& graph, const std::string& arch) {
+  check_arch(arch);
+  std::vector<PtxKernel> out;
+  for (CudaKernel& k : generate_cuda(graph)) {
+    Ptx ptx = compile_ptx(k, arch);
+    PtxasReport report = run_ptxas(ptx.ptx, arch);
+    out.push_back({std::move(k), std::move(ptx), std::move(report)});
+  }
+  return out;
+}
+
 }  // namespace strata::compiler::cuda

@@ -106,13 +106,6 @@ std::vector<PtxasResources> parse_ptxas_verbose(const std::string& text) {
   return out;
 }
 
-std::string PtxasResources::str() const {
-  return function + " " + arch + ": " + std::to_string(registers) + " registers, " +
-         std::to_string(shared_bytes) + " B smem, " + std::to_string(stack_frame_bytes) + " B stack frame, " +
-         std::to_string(spill_store_bytes) + " B spill stores, " + std::to_string(spill_load_bytes) +
-         " B spill loads";
-}
-
 PtxasReport run_ptxas(const std::string& ptx, const std::string& arch) {
   check_arch(arch);
   PtxasReport report;
