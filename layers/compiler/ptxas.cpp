@@ -122,15 +122,19 @@ PtxasReport run_ptxas(const std::string& ptx, const std::string& arch) {
   std::ofstream(in, std::ios::binary) << ptx;
   const int rc = run({report.ptxas, "-v", "-arch=" + arch, in, "-o", "/dev/null"}, log);
   const std::string output = read_all(log);
-  std::filesystem::remove(in);
   std::filesystem::remove(log);
   if (rc == -1000) {
+    std::filesystem::remove(in);
     report.why_not = "ptxas (" + report.ptxas + ") could not be started";
     return report;
   }
-  if (rc != 0)
-    throw KernelCompileError(
-        "ptxas rejected the PTX for " + arch + " (exit " + std::to_string(rc) + "):\n" + output, in);
+  // A rejected PTX is kept, named in the error, for a look at what ptxas refused.
+  if (rc != 0) {
+    throw KernelCompileError("ptxas rejected the PTX for " + arch + " (exit " + std::to_string(rc) +
+                                 ", kept in " + in + "):\n" + output,
+                             in);
+  }
+  std::filesystem::remove(in);
   report.ran = true;
   report.functions = parse_ptxas_verbose(output);
   return report;

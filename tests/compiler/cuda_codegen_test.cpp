@@ -3,6 +3,7 @@
 // NVRTC's and ptxas's refusals, and an unknown architecture.
 #include <doctest/doctest.h>
 
+#include <cstdio>
 #include <cstdlib>
 
 #include "apps/strata/compiled_program.h"
@@ -120,7 +121,14 @@ TEST_CASE("an unknown architecture is a usage error that lists the allowed ones"
 
 TEST_CASE(
     "ptxas: rejected PTX is an error with its output; a ptxas that cannot run is reported, not thrown") {
-  CHECK_THROWS_AS((void)cc::run_ptxas("this is not PTX\n", "sm_90"), compiler::KernelCompileError);
+  try {
+    (void)cc::run_ptxas("this is not PTX\n", "sm_90");
+    FAIL("ptxas accepted text that is not PTX");
+  } catch (const compiler::KernelCompileError& e) {
+    CHECK(test::contains(e.what(), "ptxas rejected the PTX for sm_90"));
+    CHECK(test::read_file(e.source_path()) == "this is not PTX\n");  // kept for a look
+    std::remove(e.source_path().c_str());
+  }
   const ScopedEnv missing("STRATA_PTXAS", "/nonexistent/ptxas");
   const cc::PtxasReport r = cc::run_ptxas(".version 9.0\n.target sm_90\n.address_size 64\n", "sm_90");
   CHECK_FALSE(r.ran);
