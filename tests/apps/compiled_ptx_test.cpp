@@ -106,3 +106,14 @@ TEST_CASE("--emit ptx and --arch: what is refused, with exit 2 and what is allow
     test::check_refused(test::run_strata(test::cpu(args), with_cache(dir)), 2, message);
   }
 }
+
+TEST_CASE("--emit ptx with a PTX module that cannot be loaded: exit 4 with dlopen's reason, no partial output") {
+  if (!STRATA_TEST_CUDA_BUILD) return;  // no module to miss: the first test holds that build to exit 4
+  test::TempDir dir;
+  test::RunOptions o = with_cache(dir);
+  o.env.push_back("STRATA_PTX_MODULE=" + dir.file("missing/libstrata_ptx.so"));
+  const test::RunResult r =
+      test::run_strata(test::cpu({"trace", "relu_matmul", "16", "--mode", "compiled", "--emit", "ptx"}), o);
+  test::check_refused(r, 4, "the PTX module libstrata_ptx.so could not be loaded");
+  CHECK(test::contains(r.err, "missing/libstrata_ptx.so"));
+}
