@@ -54,8 +54,8 @@ struct PtxasResources {
   int64_t spill_store_bytes = 0;
   int64_t spill_load_bytes = 0;
   int barriers = 0;
-  std::string str()
-      const;  // "fused_add_relu sm_90: 10 registers, 0 B smem, 0 B stack, 0 B spill stores, ..."
+  // "fused_add_relu sm_90: 10 registers, 0 B smem, 0 B stack frame, 0 B spill stores, 0 B spill loads"
+  std::string str() const;
 };
 // Parses ptxas's verbose output (its stderr) into one entry per function it compiled, in order. Lines it
 // does not know are ignored; a function with no "Used N registers" line has registers 0.
