@@ -40,9 +40,11 @@ struct TraceOptions {
   std::string frontend = "cli";  // --frontend cli | python (python_frontend.h)
   std::string peer;              // --peer torch, or "" for none
   // trace PROGRAM --mode eager | graph | compiled (program_command.cpp, docs/compiled.md); --emit cpp
-  // prints the compiled graph's generated source.
+  // prints the compiled graph's generated source, --emit ptx its kernels as CUDA C and PTX for --arch
+  // ("" = the GPU's, else sm_90).
   std::string mode = "eager";
   std::string emit;
+  std::string arch;
 };
 
 struct CompareOptions {

@@ -1,7 +1,12 @@
 // A program through the compiled path: capture, compile, and how a trace reports it (compiled_program.h).
 #include "apps/strata/compiled_program.h"
 
+#include <algorithm>
+
 #include "layers/kernels/reference/reference.h"
+#ifdef STRATA_WITH_CUDA
+#include "apps/strata/ptx_module.h"
+#endif
 #include "lib/zone.h"
 
 namespace strata::app {
@@ -64,9 +69,87 @@ void describe_compiled(reports::TraceReport& rep, const CompiledProgram& p, cons
   rep.notes.push_back(text);
 }
 
+void emit_program_ptx(CompiledProgram& p, const std::string& arch) {
+  if (!arch.empty()) compiler::cuda::check_arch(arch);
+#ifdef STRATA_WITH_CUDA
+  const StrataPtxModule& m = require_ptx_module();
+  PtxListing l;
+  if (!arch.empty()) {
+    l.arch = arch;
+    l.arch_note = "--arch";
+  } else {
+    std::string why;
+    const std::string gpu = m.gpu_arch(why);
+    const auto& known = compiler::cuda::known_archs();
+    l.arch = "sm_90";
+    if (gpu.empty()) {
+      l.arch_note = "the default: " + why + "; --arch names another";
+    } else if (std::find(known.begin(), known.end(), gpu) == known.end()) {
+      l.arch_note = "the default: this GPU is " + gpu + ", which strata does not generate for; --arch names another";
+    } else {
+      l.arch = gpu;
+      l.arch_note = "this machine's GPU";
+    }
+  }
+  l.kernels = m.emit_ptx(*p.graph, l.arch);
+  p.ptx = std::move(l);
+#else
+  (void)p;
+  throw UnavailableError(
+      "--emit ptx needs the CUDA toolkit's NVRTC, and this strata was built without the CUDA layers "
+      "(docs/build.md); --emit cpp works in every build");
+#endif
+}
+
+namespace {
+
+void print_ptx(const PtxListing& l, std::ostream& out) {
+  out << "generated CUDA C and PTX (--emit ptx) for " << l.arch << " (" << l.arch_note << "):\n";
+  for (const compiler::cuda::PtxKernel& k : l.kernels) {
+    out << "-- " << k.kernel.name << ".cu\n" << k.kernel.source;
+    if (!k.ptx.log.empty()) out << "-- NVRTC log\n" << k.ptx.log << "\n";
+    out << "-- " << k.kernel.name << ".ptx\n" << k.ptx.ptx;
+    if (!k.ptx.ptx.empty() && k.ptx.ptx.back() != '\n') out << "\n";
+  }
+  for (const compiler::cuda::PtxKernel& k : l.kernels) {
+    if (!k.ptxas.ran) {
+      out << "ptxas " << k.kernel.name << ": not run: " << k.ptxas.why_not << "\n";
+      continue;
+    }
+    for (const compiler::cuda::PtxasResources& f : k.ptxas.functions) out << "ptxas " << f.str() << "\n";
+  }
+}
+
+nlohmann::json ptx_json(const PtxListing& l) {
+  nlohmann::json kernels = nlohmann::json::array();
+  for (const compiler::cuda::PtxKernel& k : l.kernels) {
+    nlohmann::json functions = nlohmann::json::array();
+    for (const compiler::cuda::PtxasResources& f : k.ptxas.functions) {
+      functions.push_back({{"function", f.function},
+                           {"arch", f.arch},
+                           {"registers", f.registers},
+                           {"shared_bytes", f.shared_bytes},
+                           {"stack_frame_bytes", f.stack_frame_bytes},
+                           {"spill_store_bytes", f.spill_store_bytes},
+                           {"spill_load_bytes", f.spill_load_bytes},
+                           {"barriers", f.barriers}});
+    }
+    kernels.push_back({{"name", k.kernel.name},
+                       {"dtype", dtype_name(k.kernel.dtype)},
+                       {"cuda_source", k.kernel.source},
+                       {"ptx", k.ptx.ptx},
+                       {"nvrtc_log", k.ptx.log},
+                       {"ptxas", {{"ran", k.ptxas.ran}, {"why_not", k.ptxas.why_not}, {"functions", functions}}}});
+  }
+  return {{"arch", l.arch}, {"arch_note", l.arch_note}, {"kernels", kernels}};
+}
+
+}  // namespace
+
 void print_compiled_listing(const CompiledProgram& p, bool emit, std::ostream& out) {
   out << "captured " << p.captured.graph.str() << p.graph->plan().str(p.graph->graph());
   if (emit) out << "generated source (--emit cpp):\n" << p.graph->emit_cpp();
+  if (p.ptx) print_ptx(*p.ptx, out);
 }
 
 nlohmann::json compiled_json(const CompiledProgram& p, bool emit) {
@@ -109,6 +192,7 @@ nlohmann::json compiled_json(const CompiledProgram& p, bool emit) {
                         {"misses", t.cache_misses},
                         {"compiler", t.compiler}}}};
   if (emit) j["source"] = g.emit_cpp();
+  if (p.ptx) j["ptx"] = ptx_json(*p.ptx);
   return j;
 }
 

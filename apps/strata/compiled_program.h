@@ -10,27 +10,41 @@
 
 #include "apps/strata/commands.h"
 #include "layers/compiler/compiler.h"
+#include "layers/compiler/compiler_cuda.h"
 #include "layers/frontend/sequence.h"
 #include "reports/comparison.h"
 #include "reports/report.h"
 
 namespace strata::app {
 
+// --emit ptx: the compiled graph's kernels as the GPU code they would become (compiler_cuda.h).
+struct PtxListing {
+  std::string arch;       // "sm_90"
+  std::string arch_note;  // how the architecture was chosen: "--arch", the GPU's, or the default and why
+  std::vector<compiler::cuda::PtxKernel> kernels;
+};
+
 struct CompiledProgram {
   compiler::Captured captured;
   std::optional<compiler::CompiledGraph> graph;
   std::vector<Tensor> inputs;  // the program's input; its parameters are the graph's constants
+  std::optional<PtxListing> ptx;
 };
 
 // Captures one forward of `sequence` (its input the graph's input) and compiles it, each phase in a zone
 // of the active timeline. Throws CompilerUnavailableError (exit 4) when there is no C++ compiler.
 CompiledProgram compile_program(frontend::Sequence& sequence);
 
+// --emit ptx: fills program.ptx through the PTX module (Note [The PTX module]) for `arch`, or when it is
+// "" for the GPU's architecture, else sm_90. UnavailableError (exit 4) in a build without the CUDA toolkit.
+void emit_program_ptx(CompiledProgram& program, const std::string& arch);
+
 // The rows' words and the compiled figures (ops called, kernels run, bytes, cache), and with --check the
 // compiled result against eager's as well as against the float64 reference.
 void describe_compiled(reports::TraceReport& report, const CompiledProgram& program,
                        const TraceOptions& options);
-// The captured graph, the fusion plan, and with `emit` every generated kernel's source.
+// The captured graph, the fusion plan, with `emit` every generated kernel's source, and with program.ptx
+// each kernel's CUDA C, PTX and ptxas line.
 void print_compiled_listing(const CompiledProgram& program, bool emit, std::ostream& out);
 nlohmann::json compiled_json(const CompiledProgram& program, bool emit);
 

@@ -25,13 +25,16 @@ void check_mode_options(const TraceOptions& o, bool sequence) {
                      "'; allowed: eager (every op through binding and dispatch), graph "
                      "(captured once, replayed), compiled (captured, fused, compiled to C++)");
   }
-  if (!o.emit.empty() && o.emit != "cpp")
-    throw UsageError("unknown --emit '" + o.emit + "'; allowed: cpp (with --mode compiled)");
+  if (!o.emit.empty() && o.emit != "cpp" && o.emit != "ptx")
+    throw UsageError("unknown --emit '" + o.emit + "'; allowed: cpp, ptx (with --mode compiled)");
   if (!o.emit.empty() && o.mode != "compiled") {
-    throw UsageError(
-        "--emit cpp prints the generated source of a compiled graph; it needs --mode compiled (got --mode " +
-        o.mode + ")");
+    throw UsageError("--emit " + o.emit +
+                     " prints the generated code of a compiled graph; it needs --mode compiled (got --mode " +
+                     o.mode + ")");
   }
+  if (!o.arch.empty() && o.emit != "ptx")
+    throw UsageError("--arch names the GPU architecture of --emit ptx; add --emit ptx or leave --arch out");
+  if (!o.arch.empty()) compiler::cuda::check_arch(o.arch);
   const bool program = sequence && o.op != "mlp";
   if (o.mode != "eager" && !sequence) {
     throw UsageError("--mode " + o.mode + " runs a program: mlp, " + frontend::program_names() + "; " + o.op +
@@ -175,6 +178,8 @@ OneTime prepare_one_time(const TraceOptions& o, Prepared& p, Timeline& timeline)
   timeline.set_op(1);
   if (o.mode == "compiled") {
     t.compiled = compile_program(sequence);
+    // Before any timed call: a refusal (NVRTC, ptxas, no module) ends the run with no partial output.
+    if (o.emit == "ptx") emit_program_ptx(*t.compiled, o.arch);
     t.cold = compiled_cold_rows(*t.compiled->graph, sequence.steps.size());
     // By value: a CompiledGraph is a shared handle, and `t` may move on return.
     t.call = [g = *t.compiled->graph, inputs = t.compiled->inputs] {

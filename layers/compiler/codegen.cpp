@@ -11,40 +11,6 @@
 namespace strata::compiler::detail {
 namespace {
 
-std::string var(size_t node) { return "v" + std::to_string(node); }
-
-// The expression of one node's value at element (r, c), i = r * cols + c.
-std::string node_expr(const Graph& g, const FusedKernel& k, size_t id) {
-  const Node& n = g.nodes[id];
-  auto input_at = [&](size_t value, const char* index) {
-    const size_t pos = size_t(std::find(k.inputs.begin(), k.inputs.end(), value) - k.inputs.begin());
-    return "in" + std::to_string(pos) + "[" + index + "]";
-  };
-  if (lowering::is_gemm(n.op)) {
-    // The GEMM's result is already in the output row; linear adds its bias per column (a row broadcast).
-    const bool bias = n.op == "linear" && n.args.size() > 2 && n.args[2].value.has_value();
-    return bias ? "(out[i] + " + input_at(*n.args[2].value, "c") + ")" : "out[i]";
-  }
-  std::vector<std::string> tensors;
-  for (const Arg& a : n.args) {
-    if (!a.value) continue;
-    const bool inside = std::find(k.nodes.begin(), k.nodes.end(), *a.value) != k.nodes.end();
-    tensors.push_back(inside ? var(*a.value) : input_at(*a.value, "i"));
-  }
-  return lowering::find_pointwise(n.op)(tensors, n);
-}
-
-std::string header(const Graph& g, const FusedKernel& k, DType dtype) {
-  std::string s = "// strata generated kernel: " + k.name + " (" + std::string(dtype_name(dtype)) + "), " + kernel_kind_name(k.kind) +
-                  "\n";
-  // Each op's dtype, not its shape: the source (and so the cache key) must not depend on sizes, or a
-  // recompile for a new shape would miss the cache (kernels are shape-generic, docs/compiled.md).
-  for (size_t id : k.nodes)
-    s += "//   %" + std::to_string(id) + " = " + call_text(g.nodes[id]) + "  : " +
-         std::string(dtype_name(g.nodes[id].meta.dtype)) + "\n";
-  return s;
-}
-
 // Note [Vector math]
 // ~~~~~~~~~~~~~~~~~~
 // A loop that calls erf, exp, tanh or pow does not vectorise with plain libm calls: the compiler cannot
@@ -72,6 +38,39 @@ const char* math_prelude(DType dtype) {
 
 }  // namespace
 
+std::string source_header(const Graph& g, const FusedKernel& k, DType dtype) {
+  std::string s = "// strata generated kernel: " + k.name + " (" + std::string(dtype_name(dtype)) + "), " + kernel_kind_name(k.kind) +
+                  "\n";
+  // Each op's dtype, not its shape: the source (and so the cache key) must not depend on sizes, or a
+  // recompile for a new shape would miss the cache (kernels are shape-generic, docs/compiled.md).
+  for (size_t id : k.nodes)
+    s += "//   %" + std::to_string(id) + " = " + call_text(g.nodes[id]) + "  : " +
+         std::string(dtype_name(g.nodes[id].meta.dtype)) + "\n";
+  return s;
+}
+
+std::string var(size_t node) { return "v" + std::to_string(node); }
+
+std::string element_expr(const Graph& g, const FusedKernel& k, size_t id) {
+  const Node& n = g.nodes[id];
+  auto input_at = [&](size_t value, const char* index) {
+    const size_t pos = size_t(std::find(k.inputs.begin(), k.inputs.end(), value) - k.inputs.begin());
+    return "in" + std::to_string(pos) + "[" + index + "]";
+  };
+  if (lowering::is_gemm(n.op)) {
+    // The GEMM's result is already in the output row; linear adds its bias per column (a row broadcast).
+    const bool bias = n.op == "linear" && n.args.size() > 2 && n.args[2].value.has_value();
+    return bias ? "(out[i] + " + input_at(*n.args[2].value, "c") + ")" : "out[i]";
+  }
+  std::vector<std::string> tensors;
+  for (const Arg& a : n.args) {
+    if (!a.value) continue;
+    const bool inside = std::find(k.nodes.begin(), k.nodes.end(), *a.value) != k.nodes.end();
+    tensors.push_back(inside ? var(*a.value) : input_at(*a.value, "i"));
+  }
+  return lowering::find_pointwise(n.op)(tensors, n);
+}
+
 size_t gemm_node(const Graph& graph, const FusedKernel& kernel) {
   for (size_t id : kernel.nodes) {
     if (lowering::is_gemm(graph.nodes[id].op)) return id;
@@ -80,7 +79,7 @@ size_t gemm_node(const Graph& graph, const FusedKernel& kernel) {
 }
 
 std::string generate_source(const Graph& g, const FusedKernel& k, DType dtype) {
-  std::string s = header(g, k, dtype);
+  std::string s = source_header(g, k, dtype);
   s += "#include <cstdint>\n\n";
   s += std::string("using T = ") + (dtype == DType::kF64 ? "double" : "float") + ";\n\n";
   s += math_prelude(dtype);
@@ -96,7 +95,7 @@ std::string generate_source(const Graph& g, const FusedKernel& k, DType dtype) {
   s += "#pragma omp simd\n";
   s += "    for (int64_t c = 0; c < cols; ++c) {\n";
   s += "      const int64_t i = r * cols + c;\n";
-  for (size_t id : k.nodes) s += "      const T " + var(id) + " = " + node_expr(g, k, id) + ";\n";
+  for (size_t id : k.nodes) s += "      const T " + var(id) + " = " + element_expr(g, k, id) + ";\n";
   s += "      out[i] = " + var(k.output) + ";\n";
   s += "    }\n  }\n}\n";
   return s;

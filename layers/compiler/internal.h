@@ -27,6 +27,13 @@ std::string call_text(const Node& node);
 
 // The C++ source of one fused kernel for one dtype (f32 or f64), without the key line the JIT appends.
 std::string generate_source(const Graph& graph, const FusedKernel& kernel, DType dtype);
+// The local that holds one fused node's value ("v3"), and the expression of that node's value at element
+// (r, c), i = r * cols + c, over in0.. (the kernel's inputs) and out (a GEMM's result): the lowering
+// table's row, shared by the C++ and the CUDA generators so that both compute the same thing.
+std::string var(size_t node);
+// The comment a generated source opens with: the kernel, its dtype and kind, each fused call.
+std::string source_header(const Graph& graph, const FusedKernel& kernel, DType dtype);
+std::string element_expr(const Graph& graph, const FusedKernel& kernel, size_t node);
 // The kernel's GEMM node (a GEMM-epilogue kernel has exactly one).
 size_t gemm_node(const Graph& graph, const FusedKernel& kernel);
 

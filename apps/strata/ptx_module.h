@@ -1,0 +1,38 @@
+// Note [The PTX module]
+// ~~~~~~~~~~~~~~~~~~~~~
+// `--emit ptx` writes the compiled graph's kernels as CUDA C and compiles them with NVRTC, whose library
+// alone maps some 100 MB. Like the CUDA layers (Note [The CUDA module] in cuda_module.h), it is not a
+// NEEDED library of the strata executable: layers/compiler's CUDA half (strata_compiler_cuda, which
+// links libnvrtc) is libstrata_ptx.so, dlopened by ptx_module.cpp only when --emit ptx asks for it.
+// Not part of libstrata_cuda.so: that module is loaded only where the driver is (Note [No driver, no
+// module]), and PTX is for any machine with the toolkit, GPU or not. Its references to strata's own code
+// (the compiled graph, lib) resolve against the executable, as the CUDA module's do. It needs no driver;
+// it asks for the GPU's architecture through libcuda.so.1 only if the loader finds one.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "layers/compiler/compiler_cuda.h"
+
+inline constexpr int kStrataPtxModuleVersion = 1;
+
+struct StrataPtxModule {
+  int version = kStrataPtxModuleVersion;
+  // compiler::cuda::emit_ptx: every generated kernel as CUDA C, PTX and ptxas's report, for one arch.
+  std::vector<strata::compiler::cuda::PtxKernel> (*emit_ptx)(const strata::compiler::CompiledGraph& graph,
+                                                             const std::string& arch);
+  // Device 0's architecture ("sm_90"), or "" with `why` set (no driver, no device).
+  std::string (*gpu_arch)(std::string& why);
+};
+
+// The module's one exported name (ptx_module_entry.cpp).
+extern "C" const StrataPtxModule* strata_ptx_module_v1();
+
+namespace strata::app {
+
+// The PTX module, loading libstrata_ptx.so on the first call; throws UnavailableError (exit 4) with the
+// reason when this build has none (no CUDA toolkit) or it cannot be loaded.
+const StrataPtxModule& require_ptx_module();
+
+}  // namespace strata::app
