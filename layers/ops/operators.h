@@ -1237,13 +1237,26 @@ inline GradList Relu::backward(const RecordedNode& node, const Tensor& grad) {
   return g;
 }
 
+// Note [Broadcast gradients]
+// An operand that was broadcast (docs/broadcasting.md) read each of its elements for several outputs, so
+// its gradient is the output's gradient summed over the broadcast dims: sum_to, a dispatcher call with its
+// own row, as PyTorch's formulas call at::sum_to(grad, self_sym_sizes). sum_to's `self` argument gives only
+// the shape, so it is a header of that shape with zero strides over the gradient's first element (nothing
+// allocated, the operand itself not kept alive); an operand of the output's shape takes the gradient as is.
+inline Tensor sum_to_operand(const Tensor& grad, const Shape& operand) {
+  if (grad.sizes() == operand) return grad;
+  Shape zeros;
+  zeros.ndim = operand.ndim;
+  return ops::sum_to(grad, grad.as_strided(operand, zeros, grad.storage_offset()));
+}
+
 inline GradList Add::backward(const RecordedNode& node, const Tensor& grad) {
   GradList g;
   const double alpha = node.scalar(2);
-  if (node.needs_grad(0)) g[0] = grad;
+  if (node.needs_grad(0)) g[0] = sum_to_operand(grad, node.input_sizes(0));
   // alpha * grad with one multiply per element (PyTorch: grad * alpha). Not grad + (alpha - 1) * grad,
   // which cancels: alpha = 1e-8 gave exactly 0 in f32.
-  if (node.needs_grad(1)) g[1] = alpha == 1.0 ? grad : ops::mul(grad, alpha);
+  if (node.needs_grad(1)) g[1] = sum_to_operand(alpha == 1.0 ? grad : ops::mul(grad, alpha), node.input_sizes(1));
   return g;
 }
 
@@ -1255,8 +1268,8 @@ inline GradList Gelu::backward(const RecordedNode& node, const Tensor& grad) {
 
 inline GradList Mul::backward(const RecordedNode& node, const Tensor& grad) {
   GradList g;
-  if (node.needs_grad(0)) g[0] = ops::mul(grad, node.input(1));
-  if (node.needs_grad(1)) g[1] = ops::mul(grad, node.input(0));
+  if (node.needs_grad(0)) g[0] = sum_to_operand(ops::mul(grad, node.input(1)), node.input_sizes(0));
+  if (node.needs_grad(1)) g[1] = sum_to_operand(ops::mul(grad, node.input(0)), node.input_sizes(1));
   return g;
 }
 
@@ -1274,8 +1287,9 @@ inline GradList AddScalar::backward(const RecordedNode&, const Tensor& grad) {
 
 inline GradList Sub::backward(const RecordedNode& node, const Tensor& grad) {
   GradList g;
-  if (node.needs_grad(0)) g[0] = grad;
-  if (node.needs_grad(1)) g[1] = ops::mul(grad, -node.scalar(2));  // PyTorch: -grad * alpha, the same value
+  if (node.needs_grad(0)) g[0] = sum_to_operand(grad, node.input_sizes(0));
+  // PyTorch: -grad * alpha, the same value
+  if (node.needs_grad(1)) g[1] = sum_to_operand(ops::mul(grad, -node.scalar(2)), node.input_sizes(1));
   return g;
 }
 
