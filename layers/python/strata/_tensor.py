@@ -205,8 +205,18 @@ def _backward(self, gradient=None, retain_graph=False):
     return self._backward_impl(gradient, retain_graph)
 
 
-def _to(self, device):
-    return self._to(_device_arg(device, "to"))
+def _to(self, target):
+    """x.to("cuda") / x.to("cpu"): a copy on that device; x.to(strata.float64) (a dtype name or a numpy
+    dtype): a to_copy call (its own rows; differentiable, ToCopyBackward casts the gradient back). As torch,
+    the tensor itself when it already has that dtype."""
+    if isinstance(target, (type, np.dtype)) or (isinstance(target, str) and target in _DTYPES):
+        key = _dtype_arg(target, "to")
+        if _DTYPES.get(self.dtype) == key:
+            return self
+        from ._ops import FUNCTIONS  # _ops imports this module
+        name = next(n for n in (float32, float64, float16, bfloat16) if _DTYPES[n] == key)
+        return FUNCTIONS["to_copy"](self, dtype=name)
+    return self._to(_device_arg(target, "to"))
 
 
 def _cpu(self):
