@@ -66,6 +66,12 @@ Shape broadcast(const char* op, const Shape& self, const Shape& other) {
   return out;
 }
 
+DType promote_types(DType a, DType b) {
+  if (a == b) return a;
+  if (a == DType::kF64 || b == DType::kF64) return DType::kF64;
+  return DType::kF32;  // f32 with a half type, or f16 with bf16
+}
+
 Conv2dGeometry conv2d(const Shape& input, const Shape& weight, const Shape* bias, int64_t stride,
                       int64_t padding) {
   if (input.ndim != 4 || weight.ndim != 4) {

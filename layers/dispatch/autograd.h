@@ -98,6 +98,9 @@ class RecordedNode final : public Node {
   // self_sym_sizes for the same reason) without keeping the operand alive.
   void save_input_sizes(size_t i, const Shape& sizes) { input_sizes_[i] = sizes; }
   const Shape& input_sizes(size_t i) const { return input_sizes_[i]; }
+  // Its dtype, for the same reason: a promoted operand's gradient is cast back to it (Note [Type promotion]).
+  void save_input_dtype(size_t i, DType dtype) { input_dtypes_[i] = dtype; }
+  DType input_dtype(size_t i) const { return input_dtypes_[i]; }
   const Tensor& result() const;
   double scalar(size_t i) const { return scalars_[i]; }
   // The op's int[] argument (permute's dims), for formulas that need it; no operator takes two.
@@ -123,6 +126,7 @@ class RecordedNode final : public Node {
   Tensor result_;
   std::array<double, kMaxArgs> scalars_{};
   std::array<Shape, kMaxArgs> input_sizes_{};
+  std::array<DType, kMaxArgs> input_dtypes_{};
   Shape int_list_;
   size_t count_ = 0;
   bool released_ = false;
@@ -164,6 +168,7 @@ inline void record_arg(RecordedNode& node, const BackwardDecl&, size_t, const Sh
 inline void record_arg(RecordedNode& node, const BackwardDecl& decl, size_t i, const Tensor& t) {
   node.set_next(i, gradient_edge(t));
   node.save_input_sizes(i, t.sizes());
+  node.save_input_dtype(i, t.dtype());
   if ((decl.saved_inputs >> i) & 1u) node.save_input(i, t);
 }
 }  // namespace autograd_detail

@@ -137,8 +137,8 @@ TEST_CASE("a broadcasting add inside a captured function is refused: the fused l
   const Tensor b = frontend::random_tensor(Shape{4}, DType::kF32, kCPU, 5);
   CHECK_THROWS_WITH_AS(
       capture([](const std::vector<Tensor>& in) { return std::vector<Tensor>{ops::add(in[0], in[1], 1.0)}; }, {x, b}),
-      "capture: add of [3x4] and [4] broadcasts; the compiled path does not capture broadcasting yet "
-      "(docs/broadcasting.md)",
+      "capture: add of [3x4] f32 cpu and [4] f32 cpu broadcasts; the compiled path does not capture broadcasting "
+      "or type promotion yet (docs/broadcasting.md)",
       UsageError);
 }
 

@@ -201,3 +201,68 @@ TEST_CASE("a broadcast operand is read as an expanded view: no contiguous() copy
   CHECK(library.back() == "broadcast loop (expanded views read through their strides, no copy)");
 }
 #endif
+
+// ---- Type promotion (Note [Type promotion] in lib/op_shapes.h) ------------------------------------------
+
+TEST_CASE("the promotion rule among f16, bf16, f32 and f64, as PyTorch's") {
+  CHECK(op_shapes::promote_types(DType::kF32, DType::kF64) == DType::kF64);
+  CHECK(op_shapes::promote_types(DType::kF16, DType::kF64) == DType::kF64);
+  CHECK(op_shapes::promote_types(DType::kF16, DType::kBF16) == DType::kF32);
+  CHECK(op_shapes::promote_types(DType::kBF16, DType::kF32) == DType::kF32);
+  CHECK(op_shapes::promote_types(DType::kF16, DType::kF16) == DType::kF16);
+}
+
+TEST_CASE("add, sub and mul of two dtypes compute in the promoted one, against the float64 reference") {
+  const uint64_t seed = fresh_seed();
+  CAPTURE(seed);
+  const std::pair<DType, DType> pairs[] = {{DType::kF32, DType::kF64}, {DType::kF16, DType::kBF16},
+                                           {DType::kBF16, DType::kF32}, {DType::kF64, DType::kF16}};
+  for (const Binary& op : binaries())
+    for (const auto& [da, db] : pairs) {
+      CAPTURE(op.name);
+      CAPTURE(dtype_name(da));
+      CAPTURE(dtype_name(db));
+      const DType common = op_shapes::promote_types(da, db);
+      // Broadcasting and promotion together: [3,4] with [4].
+      Tensor a = rnd(Shape{3, 4}, da, seed), b = rnd(Shape{4}, db, seed + 1);
+      a.set_requires_grad(true);
+      b.set_requires_grad(true);
+      const Tensor out = op.run(a, b);
+      CHECK(out.dtype() == common);
+      CHECK(reference::relative_error(out, op.ref(a, b)) <= reference::tolerance(common));
+      // Each gradient comes back in its operand's dtype, summed over the broadcast dim.
+      const Tensor g = rnd(Shape{3, 4}, common, seed + 2);
+      autograd::backward(out, g);
+      const auto expected = op.ref_grad(g, a, b);
+      CHECK(a.grad().dtype() == da);
+      CHECK(b.grad().dtype() == db);
+      CHECK(b.grad().sizes() == Shape{4});
+      CHECK(reference::relative_error(a.grad(), expected[0]) <= reference::tolerance(da) + reference::tolerance(common));
+      CHECK(reference::relative_error(b.grad(), expected[1]) <= reference::tolerance(db) + reference::tolerance(common));
+    }
+  // A Python number does not promote: an f16 tensor times 2.0 stays f16 (mul.Scalar).
+  CHECK(ops::mul(rnd(Shape{4}, DType::kF16, seed), 2.0).dtype() == DType::kF16);
+}
+
+#if STRATA_TRACING
+TEST_CASE("the promoted operand's cast is a to_copy call of its own; one dtype makes none") {
+  const Tensor a = rnd(Shape{8}, DType::kF32, 8), b = rnd(Shape{8}, DType::kF64, 9);
+  auto dispatch_rows = [](const std::function<void()>& f) {
+    Timeline tl;
+    {
+      tracing::ActiveScope scope(&tl);
+      f();
+    }
+    std::vector<std::string> names;
+    for (const Span& s : tl.spans())
+      if (s.layer == Layer::kDispatch) names.emplace_back(s.name);
+    return names;
+  };
+  int casts = 0;
+  for (const std::string& n : dispatch_rows([&] { static_cast<void>(ops::mul(a, b)); }))
+    casts += n.rfind("to_copy", 0) == 0 ? 1 : 0;
+  CHECK(casts == 1);
+  for (const std::string& n : dispatch_rows([&] { static_cast<void>(ops::mul(b, b)); }))
+    CHECK(n.rfind("to_copy", 0) != 0);
+}
+#endif

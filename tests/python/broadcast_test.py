@@ -96,6 +96,31 @@ class AgainstTorchTest(unittest.TestCase):
                     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12, atol=1e-12)
                     np.testing.assert_allclose(y.grad.numpy(), ty.grad.numpy(), rtol=1e-12, atol=1e-12)
 
+    def test_type_promotion_agrees_with_torch(self):
+        seed = random.SystemRandom().randrange(2**32)
+        tdt = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
+               "bfloat16": torch.bfloat16}
+        for name, f in OPS:
+            for da, db in (("float32", "float64"), ("float16", "bfloat16"), ("bfloat16", "float32")):
+                with self.subTest(op=name, dtypes=(da, db), seed=seed):
+                    x = strata.randn(3, 4, dtype=da, seed=seed, requires_grad=True)
+                    y = strata.randn(4, dtype=db, seed=seed + 1, requires_grad=True)
+                    tx = torch.tensor(x.numpy_float64(), dtype=tdt[da], requires_grad=True)
+                    ty = torch.tensor(y.numpy_float64(), dtype=tdt[db], requires_grad=True)
+                    out, tout = f(x, y), f(tx, ty)
+                    self.assertEqual(tdt[out.dtype], tout.dtype)
+                    np.testing.assert_allclose(out.numpy_float64(), tout.detach().double().numpy(),
+                                               rtol=TOLERANCE[out.dtype], atol=TOLERANCE[out.dtype])
+                    strata.sum(out).backward()
+                    tout.sum().backward()
+                    self.assertEqual(x.grad.dtype, da)
+                    self.assertEqual(tdt[y.grad.dtype], ty.grad.dtype)
+                    np.testing.assert_allclose(y.grad.numpy_float64(), ty.grad.double().numpy(),
+                                               rtol=TOLERANCE[db], atol=TOLERANCE[db] * 4)
+        # A Python number does not promote a tensor: float16 * 2.0 stays float16, as torch's.
+        self.assertEqual((strata.randn(3, dtype="float16") * 2.0).dtype, "float16")
+        self.assertEqual((torch.randn(3).half() * 2.0).dtype, torch.float16)
+
     def test_mismatch_raises_what_torch_raises(self):
         with self.assertRaises(RuntimeError):
             torch.ones(3, 4) + torch.ones(3)
