@@ -1,4 +1,4 @@
-"""tests/python: the operators as Tensor methods (x.relu(), x.matmul(w), x.sum(), ...), unary minus,
+"""tests/python: dtype objects, the operators as Tensor methods (x.relu(), x.matmul(w), x.sum(), ...), unary minus,
 x.to(dtype) / x.to("cpu") and x.requires_grad_() (docs/python.md), on fresh random inputs: each method
 against its strata function and numpy float64, gradients through -x and x.to(dtype), the refusals as the
 exceptions torch raises, and, where the peer's environment has PyTorch (the ctest entry runs under it then),
@@ -75,6 +75,20 @@ class TensorMethodsTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             x.to("float8")
 
+    def test_dtype_objects(self):
+        for name in ("float32", "float64", "float16", "bfloat16"):
+            with self.subTest(dtype=name):
+                d = getattr(strata, name)
+                self.assertIsInstance(d, strata.dtype)
+                self.assertEqual(repr(d), f"strata.{name}")
+                x = strata.randn(2, 3, dtype=d, seed=self.seed)
+                self.assertIs(x.dtype, d)  # x.dtype returns the object, and compares equal to it
+                self.assertEqual(x.dtype, d)
+                self.assertEqual(x.dtype, name)  # the strings accepted before still are
+                self.assertEqual(strata.randn(2, dtype=name).dtype, d)
+                self.assertEqual(d.itemsize, {"float64": 8, "float32": 4}.get(name, 2))
+        self.assertNotEqual(strata.float32, strata.float64)
+
     def test_requires_grad_(self):
         x = strata.randn(2, 2, seed=self.seed)
         self.assertIs(x.requires_grad_(), x)
@@ -101,6 +115,9 @@ class AgainstTorchTest(unittest.TestCase):
                 np.testing.assert_allclose(method(x, w, y).numpy(), method(tx, tw, ty).numpy(), rtol=1e-12, atol=1e-12)
         np.testing.assert_array_equal((-x).numpy(), (-tx).numpy())
         np.testing.assert_array_equal(x.to(strata.float16).numpy(), tx.to(torch.float16).numpy())
+        for name in ("float32", "float64", "float16", "bfloat16"):
+            self.assertEqual(repr(getattr(strata, name)), repr(getattr(torch, name)).replace("torch", "strata"))
+            self.assertEqual(getattr(strata, name).itemsize, getattr(torch, name).itemsize)
         with self.assertRaises(RuntimeError):
             torch.relu(tx.requires_grad_()).requires_grad_(False)
 

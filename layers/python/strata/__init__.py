@@ -15,7 +15,7 @@ from ._compile import CompilerUnavailableError, compile, explain  # noqa: A004 (
 from ._errors import Error, GraphBreak, IndexRangeError, UnavailableError, UsageError
 from ._ops import FUNCTIONS, OPERATORS, SCHEMAS
 from ._profile import profile
-from ._tensor import (Tensor, bfloat16, float16, float32, float64, from_numpy, manual_seed, rand, randn,
+from ._tensor import (Tensor, bfloat16, dtype, float16, float32, float64, from_numpy, manual_seed, rand, randn,
                       zeros)
 
 globals().update(FUNCTIONS)  # strata.mul picks mul or mul.Scalar (Note [Overloads])
@@ -145,7 +145,7 @@ from . import _views  # noqa: E402,F401  (Tensor's view methods and indexing)
 import builtins as _builtins  # noqa: E402
 
 __all__ = ["Tensor", "autocast", "Error", "UsageError", "IndexRangeError", "UnavailableError",
-           "float32", "float64", "float16", "bfloat16",
+           "dtype", "float32", "float64", "float16", "bfloat16",
            "zeros", "rand", "randn", "from_numpy", "manual_seed", "OPERATORS", "SCHEMAS", "profile",
            "explain", "GraphBreak", "CompilerUnavailableError",
            *(name for name in FUNCTIONS if not hasattr(_builtins, name))]
