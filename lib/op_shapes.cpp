@@ -1,5 +1,6 @@
 #include "lib/op_shapes.h"
 
+#include <algorithm>
 #include <string>
 
 #include "lib/error.h"
@@ -46,6 +47,29 @@ Shape elementwise(const Shape& self, const Shape& other) {
                      " (strata's add does not broadcast; give both operands the same shape)");
   }
   return self;
+}
+
+Shape broadcast(const char* op, const Shape& self, const Shape& other) {
+  Shape out;
+  out.ndim = std::max(self.ndim, other.ndim);
+  for (int i = 0; i < out.ndim; ++i) {  // i counts dims from the last
+    const int a_dim = self.ndim - 1 - i, b_dim = other.ndim - 1 - i;
+    const int64_t a = a_dim >= 0 ? self[a_dim] : 1, b = b_dim >= 0 ? other[b_dim] : 1;
+    if (a != b && a != 1 && b != 1) {
+      throw UsageError(std::string(op) + ": shapes " + bracket(self) + " and " + bracket(other) +
+                       " cannot broadcast: size " + std::to_string(a) + " and size " + std::to_string(b) +
+                       " at dim " + std::to_string(-1 - i) +
+                       " (aligned from the last dim, each pair of sizes must be equal or one of them 1)");
+    }
+    out[out.ndim - 1 - i] = a == 1 ? b : a;
+  }
+  return out;
+}
+
+DType promote_types(DType a, DType b) {
+  if (a == b) return a;
+  if (a == DType::kF64 || b == DType::kF64) return DType::kF64;
+  return DType::kF32;  // f32 with a half type, or f16 with bf16
 }
 
 Conv2dGeometry conv2d(const Shape& input, const Shape& weight, const Shape* bias, int64_t stride,

@@ -12,7 +12,18 @@ namespace strata::op_shapes {
 
 Shape matmul(const Shape& self, const Shape& other);                            // [M,K] @ [K,N]
 Shape linear(const Shape& input, const Shape& weight, const Shape* bias);       // [B,IN] x [OUT,IN]^T + [OUT]
-Shape elementwise(const Shape& self, const Shape& other);                       // identical shapes
+Shape elementwise(const Shape& self, const Shape& other);                       // identical shapes (CUDA add)
+// Note [Broadcasting]
+// PyTorch's rule for two operands: align the shapes at their last dims (the shorter padded with 1s in
+// front); each pair of sizes must be equal or one of them 1, and the result takes the larger. A 0-d
+// tensor (a scalar) broadcasts to anything. `op` names the operator in the message, which gives both
+// shapes and the first dim that disagrees.
+Shape broadcast(const char* op, const Shape& self, const Shape& other);
+// Note [Type promotion]
+// PyTorch's rule for two tensors of strata's floating types: the wider wins (f32 + f64 -> f64, f16 + f32
+// -> f32), and f16 with bf16, neither of which holds the other's values, gives f32. A Python number is not
+// a tensor here (mul.Scalar and friends keep the tensor's dtype), as torch's wrapped numbers do not promote.
+DType promote_types(DType a, DType b);
 
 // The largest stride and padding conv2d takes (BLAS and cuDNN index with int).
 inline constexpr int64_t kMaxConvArgument = 2147483647;

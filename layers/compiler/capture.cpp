@@ -126,6 +126,15 @@ binding::IValue box(const T& v) {
   }
 }
 
+// A binary op's two tensors of different shapes (the rest of the arguments are scalars).
+template <typename... Args>
+void refuse_broadcast(const char* op, const Tensor& self, const Tensor& other, const Args&...) {
+  if (self.sizes() == other.sizes() && self.dtype() == other.dtype()) return;
+  const char* what = self.sizes() == other.sizes() ? "promotes its operands' dtypes" : "broadcasts";
+  throw UsageError(std::string("capture: ") + op + " of " + self.str() + " and " + other.str() + " " + what +
+                   "; the compiled path does not capture broadcasting or type promotion yet (docs/broadcasting.md)");
+}
+
 template <typename Op, typename Signature = typename Op::Signature>
 struct CaptureKernel;
 template <typename Op, typename... Args>
@@ -137,6 +146,12 @@ struct CaptureKernel<Op, Tensor(Args...)> {
       throw UsageError(std::string("capture: ") + Op::kName +
                        " is a view (it shares its input's memory); the compiled path does not capture views yet "
                        "(docs/views.md)");
+    }
+    // The fused loops index every operand by the output's flat index, in one dtype: a broadcast operand
+    // (Note [Broadcasting] in lib/op_shapes.h) would be read past its end, a promoted one (Note [Type
+    // promotion]) as the wrong type. Refused until lowering reads strides and casts.
+    if constexpr (std::is_same_v<Op, ops::Add> || std::is_same_v<Op, ops::Sub> || std::is_same_v<Op, ops::Mul>) {
+      refuse_broadcast(Op::kName, args...);
     }
     Tensor out;
     {

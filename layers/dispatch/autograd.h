@@ -93,6 +93,14 @@ class RecordedNode final : public Node {
   void save_result(const Tensor& t);
   void save_scalar(size_t i, double v) { scalars_[i] = v; }
   const Tensor& input(size_t i) const;  // throws once released
+  // The sizes of tensor argument i at record time, kept for every tensor argument (saved or not): the
+  // broadcasting ops' formulas sum a gradient back to an operand's shape (PyTorch's nodes keep
+  // self_sym_sizes for the same reason) without keeping the operand alive.
+  void save_input_sizes(size_t i, const Shape& sizes) { input_sizes_[i] = sizes; }
+  const Shape& input_sizes(size_t i) const { return input_sizes_[i]; }
+  // Its dtype, for the same reason: a promoted operand's gradient is cast back to it (Note [Type promotion]).
+  void save_input_dtype(size_t i, DType dtype) { input_dtypes_[i] = dtype; }
+  DType input_dtype(size_t i) const { return input_dtypes_[i]; }
   const Tensor& result() const;
   double scalar(size_t i) const { return scalars_[i]; }
   // The op's int[] argument (permute's dims), for formulas that need it; no operator takes two.
@@ -117,6 +125,8 @@ class RecordedNode final : public Node {
   std::array<Tensor, kMaxArgs> inputs_;
   Tensor result_;
   std::array<double, kMaxArgs> scalars_{};
+  std::array<Shape, kMaxArgs> input_sizes_{};
+  std::array<DType, kMaxArgs> input_dtypes_{};
   Shape int_list_;
   size_t count_ = 0;
   bool released_ = false;
@@ -157,6 +167,8 @@ void record_arg(RecordedNode& node, const BackwardDecl&, size_t i, const T& v) {
 inline void record_arg(RecordedNode& node, const BackwardDecl&, size_t, const Shape& list) { node.save_int_list(list); }
 inline void record_arg(RecordedNode& node, const BackwardDecl& decl, size_t i, const Tensor& t) {
   node.set_next(i, gradient_edge(t));
+  node.save_input_sizes(i, t.sizes());
+  node.save_input_dtype(i, t.dtype());
   if ((decl.saved_inputs >> i) & 1u) node.save_input(i, t);
 }
 }  // namespace autograd_detail

@@ -286,6 +286,7 @@ struct Add {
   static constexpr auto kReference = &reference::add;
   static constexpr auto kReferenceBackward = &reference::add_backward;  // float64 gradients
   static constexpr BackwardDecl kBackward{"AddBackward", 0};  // add saves nothing
+  static constexpr bool kPromotesTypes = true;  // f32 + f64 -> f64 with a to_copy first (Note [Type promotion])
   // AddBackward: grad, alpha * grad (defined below AllOps: it calls other operators).
   static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr const char* kSpecHelp = "  add N | shape            a + b, same shapes                         e.g. add 1048576\n";
@@ -358,6 +359,7 @@ struct Mul {
   static constexpr auto kReference = &reference::mul;
   static constexpr auto kReferenceBackward = &reference::mul_backward;  // float64 gradients
   static constexpr BackwardDecl kBackward{"MulBackward", 0b11};  // d self = grad * other, d other = grad * self
+  static constexpr bool kPromotesTypes = true;  // f32 + f64 -> f64 with a to_copy first (Note [Type promotion])
   static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr const char* kSpecHelp = "  mul N | shape            a * b, same shapes                         e.g. mul 1048576\n";
 
@@ -416,6 +418,7 @@ struct Sub {
   static constexpr auto kReference = &reference::sub;
   static constexpr auto kReferenceBackward = &reference::sub_backward;  // float64 gradients
   static constexpr BackwardDecl kBackward{"SubBackward", 0};  // grad, -alpha * grad: saves nothing
+  static constexpr bool kPromotesTypes = true;  // f32 + f64 -> f64 with a to_copy first (Note [Type promotion])
   static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr const char* kSpecHelp = "  sub N | shape            a - b, same shapes                         e.g. sub 1048576\n";
 
@@ -1151,6 +1154,16 @@ struct ToCopy {
 };
 inline constexpr EntryPoint<ToCopy> to_copy{};  // NOLINT(readability-identifier-naming): called like a function
 
+// An operand cast to the dtype its op computes in (Note [Type promotion]): a to_copy call of its own, made
+// below the Autograd key (the op's node records the operand as given, and its formula casts the gradient
+// back) and inside an InnerCallGuard, as contiguous_for_kernel's copy is.
+inline Tensor promoted_for_kernel(const Tensor& t, DType dtype) {
+  if (t.dtype() == dtype) return t;
+  const ExcludeKeyGuard below_autograd(DispatchKey::kAutograd);
+  const InnerCallGuard inner;
+  return ops::to_copy(t, dtype);
+}
+
 // Whether an op's spec reads the conv options; an op declares kReadsConvOptions only if it does, and the
 // frontend refuses those options for every other op.
 template <typename Op>
@@ -1237,13 +1250,34 @@ inline GradList Relu::backward(const RecordedNode& node, const Tensor& grad) {
   return g;
 }
 
+// Note [Broadcast gradients]
+// An operand that was broadcast (docs/broadcasting.md) read each of its elements for several outputs, so
+// its gradient is the output's gradient summed over the broadcast dims: sum_to, a dispatcher call with its
+// own row, as PyTorch's formulas call at::sum_to(grad, self_sym_sizes). sum_to's `self` argument gives only
+// the shape, so it is a header of that shape with zero strides over the gradient's first element (nothing
+// allocated, the operand itself not kept alive); an operand of the output's shape takes the gradient as is.
+//
+// A promoted operand (Note [Type promotion] in lib/op_shapes.h: an f32 added to an f64) gets its gradient
+// in the output's dtype; it is cast back to the operand's with a to_copy call, as PyTorch's engine casts a
+// gradient to its input's dtype (validate_outputs), so a leaf's .grad has the leaf's dtype.
+inline Tensor gradient_of_operand(const RecordedNode& node, size_t i, const Tensor& grad) {
+  const Shape& operand = node.input_sizes(i);
+  Tensor g = grad;
+  if (!(g.sizes() == operand)) {
+    Shape zeros;
+    zeros.ndim = operand.ndim;
+    g = ops::sum_to(g, g.as_strided(operand, zeros, g.storage_offset()));
+  }
+  return g.dtype() == node.input_dtype(i) ? g : ops::to_copy(g, node.input_dtype(i));
+}
+
 inline GradList Add::backward(const RecordedNode& node, const Tensor& grad) {
   GradList g;
   const double alpha = node.scalar(2);
-  if (node.needs_grad(0)) g[0] = grad;
+  if (node.needs_grad(0)) g[0] = gradient_of_operand(node, 0, grad);
   // alpha * grad with one multiply per element (PyTorch: grad * alpha). Not grad + (alpha - 1) * grad,
   // which cancels: alpha = 1e-8 gave exactly 0 in f32.
-  if (node.needs_grad(1)) g[1] = alpha == 1.0 ? grad : ops::mul(grad, alpha);
+  if (node.needs_grad(1)) g[1] = gradient_of_operand(node, 1, alpha == 1.0 ? grad : ops::mul(grad, alpha));
   return g;
 }
 
@@ -1255,8 +1289,8 @@ inline GradList Gelu::backward(const RecordedNode& node, const Tensor& grad) {
 
 inline GradList Mul::backward(const RecordedNode& node, const Tensor& grad) {
   GradList g;
-  if (node.needs_grad(0)) g[0] = ops::mul(grad, node.input(1));
-  if (node.needs_grad(1)) g[1] = ops::mul(grad, node.input(0));
+  if (node.needs_grad(0)) g[0] = gradient_of_operand(node, 0, ops::mul(grad, node.input(1)));
+  if (node.needs_grad(1)) g[1] = gradient_of_operand(node, 1, ops::mul(grad, node.input(0)));
   return g;
 }
 
@@ -1274,8 +1308,9 @@ inline GradList AddScalar::backward(const RecordedNode&, const Tensor& grad) {
 
 inline GradList Sub::backward(const RecordedNode& node, const Tensor& grad) {
   GradList g;
-  if (node.needs_grad(0)) g[0] = grad;
-  if (node.needs_grad(1)) g[1] = ops::mul(grad, -node.scalar(2));  // PyTorch: -grad * alpha, the same value
+  if (node.needs_grad(0)) g[0] = gradient_of_operand(node, 0, grad);
+  // PyTorch: -grad * alpha, the same value
+  if (node.needs_grad(1)) g[1] = gradient_of_operand(node, 1, ops::mul(grad, -node.scalar(2)));
   return g;
 }
 

@@ -47,11 +47,30 @@ bool gemm_reads_as_is(const Tensor& t) {
          (t.stride(0) == 1 && t.stride(1) >= std::max<int64_t>(1, rows));
 }
 
+// A binary op that promotes (Note [Type promotion] in lib/op_shapes.h): operands of different dtypes are
+// cast to the common one by to_copy calls (rows of their own) before Inner, the kernel as registered
+// otherwise, sees them. Operands of one dtype cost one comparison.
+template <typename Inner, typename Signature>
+struct WithPromotion;
+template <typename Inner, typename... Rest>
+struct WithPromotion<Inner, Tensor(const Tensor&, const Tensor&, Rest...)> {
+  static Tensor fn(DispatchKeySet ks, const Tensor& self, const Tensor& other, Rest... rest) {
+    if (self.dtype() == other.dtype()) [[likely]]
+      return Inner::fn(ks, self, other, rest...);
+    const DType common = op_shapes::promote_types(self.dtype(), other.dtype());
+    return Inner::fn(ks, promoted_for_kernel(self, common), promoted_for_kernel(other, common), rest...);
+  }
+};
+
 // The CPU kernel of Op as the table holds it: as declared for ops that read strides themselves (views,
-// contiguous), the GEMM ops with the operands above, every other op with contiguous inputs.
+// contiguous), the GEMM ops with the operands above, every other op with contiguous inputs; the ops that
+// promote cast their operands first.
 template <typename Op>
 void* cpu_kernel() {
-  if constexpr (requires { Op::kStridedInputs; }) {
+  if constexpr (requires { Op::kPromotesTypes; }) {
+    using Contiguous = WithInputs<Op::kCpu.fn, &contiguous_or_absent, &contiguous_for_kernel>;
+    return reinterpret_cast<void*>(&WithPromotion<Contiguous, typename Op::Signature>::fn);
+  } else if constexpr (requires { Op::kStridedInputs; }) {
     return reinterpret_cast<void*>(&DropKeySet<Op::kCpu.fn>::fn);
   } else if constexpr (requires { Op::kGemmOperands; }) {
     return reinterpret_cast<void*>(&WithInputs<Op::kCpu.fn, &gemm_reads_as_is, &contiguous_for_kernel>::fn);

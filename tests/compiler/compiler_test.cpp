@@ -132,4 +132,14 @@ TEST_CASE("a view inside a captured function is refused with the reason: the gra
       UsageError);
 }
 
+TEST_CASE("a broadcasting add inside a captured function is refused: the fused loops index by the output") {
+  const Tensor x = frontend::random_tensor(Shape{3, 4}, DType::kF32, kCPU, 4);
+  const Tensor b = frontend::random_tensor(Shape{4}, DType::kF32, kCPU, 5);
+  CHECK_THROWS_WITH_AS(
+      capture([](const std::vector<Tensor>& in) { return std::vector<Tensor>{ops::add(in[0], in[1], 1.0)}; }, {x, b}),
+      "capture: add of [3x4] f32 cpu and [4] f32 cpu broadcasts; the compiled path does not capture broadcasting "
+      "or type promotion yet (docs/broadcasting.md)",
+      UsageError);
+}
+
 }  // namespace strata

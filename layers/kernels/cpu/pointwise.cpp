@@ -6,6 +6,7 @@
 #include "layers/kernels/cpu/cpu_common.h"
 #include "layers/kernels/cpu/cpu_kernels.h"
 #include "lib/op_shapes.h"
+#include "lib/views.h"
 #include "lib/zone.h"
 
 namespace strata::kernels::cpu {
@@ -15,11 +16,6 @@ template <typename T>
 void relu_loop(const T* __restrict in, T* __restrict out, int64_t n) {
   // `in < 0 ? 0 : in`, PyTorch's relu: NaN stays NaN (a diverging model must show), -0.0 stays -0.0.
   for (int64_t i = 0; i < n; ++i) out[i] = in[i] < T(0) ? T(0) : in[i];
-}
-
-template <typename T>
-void add_loop(const T* __restrict a, const T* __restrict b, T alpha, T* __restrict out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = a[i] + alpha * b[i];
 }
 
 // The exact form, as PyTorch's default (approximate='none'): x * Phi(x) = x/2 * (1 + erf(x / sqrt 2)).
@@ -61,20 +57,6 @@ Tensor gelu(const Tensor& self) {
     gelu_loop(x.data<float>(), out.data<float>(), x.numel());
   } else {
     gelu_loop(x.data<double>(), out.data<double>(), x.numel());
-  }
-  return round_from_f32(std::move(out), self.dtype());
-}
-
-Tensor add(const Tensor& self, const Tensor& other, double alpha) {
-  STRATA_ZONE(zone, Layer::kLibrary, loop_name(self.dtype(), "add (cpu loop)", "add (cpu loop, bf16 widened to f32)",
-                                                "add (cpu loop, f16 widened to f32)"));
-  op_shapes::check_operands("add", check_cpu_input, self, other);
-  const Tensor a = widen_to_f32(self), b = widen_to_f32(other);
-  Tensor out = Tensor::empty(op_shapes::elementwise(self.sizes(), other.sizes()), a.dtype(), self.device());
-  if (a.dtype() == DType::kF32) {
-    add_loop(a.data<float>(), b.data<float>(), static_cast<float>(alpha), out.data<float>(), a.numel());
-  } else {
-    add_loop(a.data<double>(), b.data<double>(), alpha, out.data<double>(), a.numel());
   }
   return round_from_f32(std::move(out), self.dtype());
 }
@@ -272,23 +254,72 @@ Tensor map1(const char* op, const LoopNames& names, const Tensor& self, F f) {
   return round_from_f32(std::move(out), self.dtype());
 }
 
-// out = f(self, other) elementwise, for two tensors of one shape, dtype and device.
+// Note [Broadcasting in the CPU kernels]
+// Operands of different shapes (docs/broadcasting.md) are not copied to the output's shape: each is
+// expanded to it as a view (views::expand: stride 0 along the broadcast dims, new dims in front, no data
+// moved; its zone shows under the op's), and this loop reads the views through their strides, as
+// PyTorch's TensorIterator reads a broadcast operand. The innermost dim is the loop's, so [3,4] + [4]
+// reads the [4] row again for every output row without materialising [3,4]. Same-shape operands keep the
+// contiguous loop (map2_loop), which the compiler vectorises.
+template <typename T, typename F>
+void broadcast_loop(const Tensor& a, const Tensor& b, T* __restrict out, F f) {
+  int64_t size[4] = {1, 1, 1, 1}, sa[4] = {0, 0, 0, 0}, sb[4] = {0, 0, 0, 0};
+  const int pad = 4 - a.dim();  // a and b have the output's rank after expand
+  for (int i = 0; i < a.dim(); ++i) {
+    size[pad + i] = a.size(i);
+    sa[pad + i] = a.stride(i);
+    sb[pad + i] = b.stride(i);
+  }
+  const T* pa = a.data<T>();
+  const T* pb = b.data<T>();
+  for (int64_t i0 = 0; i0 < size[0]; ++i0)
+    for (int64_t i1 = 0; i1 < size[1]; ++i1)
+      for (int64_t i2 = 0; i2 < size[2]; ++i2) {
+        const T* ra = pa + i0 * sa[0] + i1 * sa[1] + i2 * sa[2];
+        const T* rb = pb + i0 * sb[0] + i1 * sb[1] + i2 * sb[2];
+        for (int64_t i3 = 0; i3 < size[3]; ++i3) *out++ = f(ra[i3 * sa[3]], rb[i3 * sb[3]]);
+      }
+}
+
+// Whether map2's operands may broadcast: add, sub and mul do, as PyTorch's; a gradient op's operands are
+// the gradient and a saved tensor of the same shape, so a difference there is a bug and is refused.
+enum class Operands { kBroadcast, kSameShape };
+
+// out = f(self, other) elementwise, for two tensors of one dtype and device whose shapes broadcast (or,
+// for kSameShape, are identical).
 template <typename F>
-Tensor map2(const char* op, const LoopNames& names, const Tensor& self, const Tensor& other, F f) {
+Tensor map2(const char* op, const LoopNames& names, const Tensor& self, const Tensor& other, F f,
+            Operands operands = Operands::kBroadcast) {
   STRATA_ZONE(zone, Layer::kLibrary, loop_name(self.dtype(), names.native, names.bf16, names.f16));
   op_shapes::check_operands(op, check_cpu_input, self, other);
-  const Shape shape = op_shapes::same_shape(op, self.sizes(), other.sizes());
+  const Shape shape = operands == Operands::kBroadcast ? op_shapes::broadcast(op, self.sizes(), other.sizes())
+                                                       : op_shapes::same_shape(op, self.sizes(), other.sizes());
   const Tensor a = widen_to_f32(self), b = widen_to_f32(other);
   Tensor out = Tensor::empty(shape, a.dtype(), self.device());
+  if (self.sizes() == other.sizes()) {
+    if (a.dtype() == DType::kF32) {
+      map2_loop(a.data<float>(), b.data<float>(), out.data<float>(), a.numel(), f);
+    } else {
+      map2_loop(a.data<double>(), b.data<double>(), out.data<double>(), a.numel(), f);
+    }
+    return round_from_f32(std::move(out), self.dtype());
+  }
+  const Tensor va = views::expand(a, shape), vb = views::expand(b, shape);
+  STRATA_ZONE(loop_zone, Layer::kLibrary, "broadcast loop (expanded views read through their strides, no copy)");
   if (a.dtype() == DType::kF32) {
-    map2_loop(a.data<float>(), b.data<float>(), out.data<float>(), a.numel(), f);
+    broadcast_loop(va, vb, out.data<float>(), f);
   } else {
-    map2_loop(a.data<double>(), b.data<double>(), out.data<double>(), a.numel(), f);
+    broadcast_loop(va, vb, out.data<double>(), f);
   }
   return round_from_f32(std::move(out), self.dtype());
 }
 
 }  // namespace
+
+Tensor add(const Tensor& self, const Tensor& other, double alpha) {
+  return map2("add", {"add (cpu loop)", "add (cpu loop, bf16 widened to f32)", "add (cpu loop, f16 widened to f32)"},
+              self, other, [alpha](auto a, auto b) { return a + decltype(a)(alpha) * b; });
+}
 
 Tensor mul(const Tensor& self, const Tensor& other) {
   return map2("mul", {"mul (cpu loop)", "mul (cpu loop, bf16 widened to f32)", "mul (cpu loop, f16 widened to f32)"},
@@ -363,7 +394,7 @@ Tensor tanh_backward(const Tensor& grad_output, const Tensor& output) {
   return map2("tanh_backward",
               {"tanh_backward (cpu loop)", "tanh_backward (cpu loop, bf16 widened to f32)",
                "tanh_backward (cpu loop, f16 widened to f32)"},
-              grad_output, output, [](auto g, auto y) { return g * (decltype(g)(1) - y * y); });
+              grad_output, output, [](auto g, auto y) { return g * (decltype(g)(1) - y * y); }, Operands::kSameShape);
 }
 
 }  // namespace strata::kernels::cpu

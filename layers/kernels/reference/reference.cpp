@@ -155,21 +155,54 @@ std::vector<double> gelu(const Tensor& self) {
   return v;
 }
 
+namespace {
+
+// Broadcasting in the reference: each output element's coordinates, mapped to an operand's flat index by
+// dropping the dims it lacks (in front) and reading index 0 along its dims of size 1. Coordinate
+// arithmetic of its own (no views, no strides): the CPU kernels expand views and read strides instead.
+std::vector<size_t> broadcast_index(const Shape& out, const Shape& in) {
+  std::vector<size_t> at(static_cast<size_t>(out.numel()));
+  std::vector<int64_t> coord(static_cast<size_t>(out.ndim), 0);
+  for (size_t e = 0; e < at.size(); ++e) {
+    int64_t flat = 0;
+    for (int d = 0; d < in.ndim; ++d) {
+      const int64_t c = coord[static_cast<size_t>(out.ndim - in.ndim + d)];
+      flat = flat * in[d] + (in[d] == 1 ? 0 : c);
+    }
+    at[e] = static_cast<size_t>(flat);
+    for (int d = out.ndim - 1; d >= 0 && ++coord[static_cast<size_t>(d)] == out[d]; --d) coord[static_cast<size_t>(d)] = 0;
+  }
+  return at;
+}
+
+// f(a, b) over the broadcast shape of self and other.
+template <typename F>
+std::vector<double> binary(const char* op, const Tensor& self, const Tensor& other, F f) {
+  const Shape out = op_shapes::broadcast(op, self.sizes(), other.sizes());
+  const auto a = to_double(self), b = to_double(other);
+  const auto ia = broadcast_index(out, self.sizes()), ib = broadcast_index(out, other.sizes());
+  std::vector<double> v(ia.size());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = f(a[ia[i]], b[ib[i]]);
+  return v;
+}
+
+// A gradient of the broadcast shape summed into an operand's shape (each element where it was read).
+std::vector<double> reduce_to(const std::vector<double>& g, const Shape& out, const Shape& in) {
+  const auto at = broadcast_index(out, in);
+  std::vector<double> r(static_cast<size_t>(in.numel()), 0.0);
+  for (size_t i = 0; i < g.size(); ++i) r[at[i]] += g[i];
+  return r;
+}
+
+}  // namespace
+
 std::vector<double> add(const Tensor& self, const Tensor& other, double alpha) {
-  op_shapes::elementwise(self.sizes(), other.sizes());
-  auto a = to_double(self);
-  const auto b = to_double(other);
-  for (size_t i = 0; i < a.size(); ++i) a[i] += alpha * b[i];
-  return a;
+  return binary("add", self, other, [alpha](double a, double b) { return a + alpha * b; });
 }
 
 // The tanh GELU's ops: each is its definition in double, element by element.
 std::vector<double> mul(const Tensor& self, const Tensor& other) {
-  op_shapes::same_shape("mul", self.sizes(), other.sizes());
-  auto a = to_double(self);
-  const auto b = to_double(other);
-  for (size_t i = 0; i < a.size(); ++i) a[i] *= b[i];
-  return a;
+  return binary("mul", self, other, [](double a, double b) { return a * b; });
 }
 
 std::vector<double> mul_scalar(const Tensor& self, double other) {
@@ -185,11 +218,7 @@ std::vector<double> add_scalar(const Tensor& self, double other, double alpha) {
 }
 
 std::vector<double> sub(const Tensor& self, const Tensor& other, double alpha) {
-  op_shapes::same_shape("sub", self.sizes(), other.sizes());
-  auto a = to_double(self);
-  const auto b = to_double(other);
-  for (size_t i = 0; i < a.size(); ++i) a[i] -= alpha * b[i];
-  return a;
+  return binary("sub", self, other, [alpha](double a, double b) { return a - alpha * b; });
 }
 
 std::vector<double> sub_scalar(const Tensor& self, double other, double alpha) {
@@ -356,11 +385,12 @@ Grads conv2d_backward(const Tensor& grad, const Tensor& input, const Tensor& wei
 
 Grads relu_backward(const Tensor& grad, const Tensor& self) { return {threshold_backward(grad, self, 0.0)}; }
 
+// Each operand's gradient is the upstream one (scaled) summed over the dims it was broadcast along.
 Grads add_backward(const Tensor& grad, const Tensor& self, const Tensor& other, double alpha) {
-  op_shapes::elementwise(self.sizes(), other.sizes());
+  const Shape out = op_shapes::broadcast("add", self.sizes(), other.sizes());
   std::vector<double> g = to_double(grad), scaled = g;
   for (double& x : scaled) x *= alpha;
-  return {g, scaled, {}};
+  return {reduce_to(g, out, self.sizes()), reduce_to(scaled, out, other.sizes()), {}};
 }
 
 Grads gelu_backward_of(const Tensor& grad, const Tensor& self) { return {gelu_backward(grad, self)}; }
@@ -368,8 +398,8 @@ Grads gelu_backward_of(const Tensor& grad, const Tensor& self) { return {gelu_ba
 Grads sum_backward(const Tensor& grad, const Tensor& self) { return {expand_as(grad, self)}; }
 
 Grads mul_backward(const Tensor& grad, const Tensor& self, const Tensor& other) {
-  op_shapes::same_shape("mul", self.sizes(), other.sizes());
-  return {mul(grad, other), mul(grad, self)};
+  const Shape out = op_shapes::broadcast("mul", self.sizes(), other.sizes());
+  return {reduce_to(mul(grad, other), out, self.sizes()), reduce_to(mul(grad, self), out, other.sizes())};
 }
 
 Grads mul_scalar_backward(const Tensor& grad, const Tensor&, double other) { return {mul_scalar(grad, other), {}}; }
@@ -377,8 +407,8 @@ Grads mul_scalar_backward(const Tensor& grad, const Tensor&, double other) { ret
 Grads add_scalar_backward(const Tensor& grad, const Tensor&, double, double) { return {to_double(grad), {}, {}}; }
 
 Grads sub_backward(const Tensor& grad, const Tensor& self, const Tensor& other, double alpha) {
-  op_shapes::same_shape("sub", self.sizes(), other.sizes());
-  return {to_double(grad), mul_scalar(grad, -alpha), {}};
+  const Shape out = op_shapes::broadcast("sub", self.sizes(), other.sizes());
+  return {reduce_to(to_double(grad), out, self.sizes()), reduce_to(mul_scalar(grad, -alpha), out, other.sizes()), {}};
 }
 
 Grads sub_scalar_backward(const Tensor& grad, const Tensor&, double, double) { return {to_double(grad), {}, {}}; }

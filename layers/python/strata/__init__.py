@@ -15,7 +15,7 @@ from ._compile import CompilerUnavailableError, compile, explain  # noqa: A004 (
 from ._errors import Error, GraphBreak, IndexRangeError, UnavailableError, UsageError
 from ._ops import FUNCTIONS, OPERATORS, SCHEMAS
 from ._profile import profile
-from ._tensor import (Tensor, bfloat16, float16, float32, float64, from_numpy, manual_seed, rand, randn,
+from ._tensor import (Tensor, bfloat16, dtype, float16, float32, float64, from_numpy, manual_seed, rand, randn,
                       zeros)
 
 globals().update(FUNCTIONS)  # strata.mul picks mul or mul.Scalar (Note [Overloads])
@@ -106,6 +106,37 @@ if "sub" in FUNCTIONS:
     Tensor.__sub__ = lambda self, other: FUNCTIONS["sub"](self, other)
 if "pow" in FUNCTIONS:
     Tensor.__pow__ = lambda self, exponent: FUNCTIONS["pow"](self, exponent)
+if "mul" in FUNCTIONS:
+    # -x as x * -1.0 (mul.Scalar, its row): negation is exact, so the value is torch's neg, signed zeros
+    # and NaN included; strata has no neg operator of its own yet.
+    Tensor.__neg__ = lambda self: FUNCTIONS["mul"](self, -1.0)
+
+
+def _method(fn):
+    return lambda self, *args, **kwargs: fn(self, *args, **kwargs)
+
+
+# The operators as Tensor methods, as torch's: x.relu(), x.matmul(w), x.add(y, alpha=2), x.sum(). Each is
+# the function strata.NAME with the tensor first, so the checks, overloads and rows are the same.
+for _name in ("matmul", "relu", "tanh", "add", "sub", "mul", "pow", "sum"):  # the ones torch.Tensor has
+    if _name in FUNCTIONS:
+        setattr(Tensor, _name, _method(FUNCTIONS[_name]))
+
+
+def _requires_grad_(self, requires_grad=True):
+    """Sets requires_grad in place and returns the tensor (torch's requires_grad_). Only a leaf's flag
+    can change: a computed tensor's follows its inputs."""
+    if not isinstance(requires_grad, bool):
+        raise TypeError(f"requires_grad_(): argument 'requires_grad' must be bool, not {type(requires_grad).__name__}")
+    if not self.is_leaf and not requires_grad:
+        raise UsageError("requires_grad_(): you can only change requires_grad flags of leaf tensors; this one "
+                         f"was computed by {self.grad_fn}")
+    if self.is_leaf:
+        self.requires_grad = requires_grad
+    return self
+
+
+Tensor.requires_grad_ = _requires_grad_
 
 from . import _views  # noqa: E402,F401  (Tensor's view methods and indexing)
 
@@ -114,7 +145,7 @@ from . import _views  # noqa: E402,F401  (Tensor's view methods and indexing)
 import builtins as _builtins  # noqa: E402
 
 __all__ = ["Tensor", "autocast", "Error", "UsageError", "IndexRangeError", "UnavailableError",
-           "float32", "float64", "float16", "bfloat16",
+           "dtype", "float32", "float64", "float16", "bfloat16",
            "zeros", "rand", "randn", "from_numpy", "manual_seed", "OPERATORS", "SCHEMAS", "profile",
            "explain", "GraphBreak", "CompilerUnavailableError",
            *(name for name in FUNCTIONS if not hasattr(_builtins, name))]

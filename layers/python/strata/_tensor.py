@@ -9,11 +9,30 @@ from ._errors import break_if_capturing
 
 Tensor = _strata.Tensor
 
-# dtypes are strings, numpy's names; strata's own short names ("f32") and numpy dtypes are accepted too.
-float32 = "float32"
-float64 = "float64"
-float16 = "float16"
-bfloat16 = "bfloat16"
+class dtype(str):  # noqa: N801 (torch.dtype's name)
+    """A tensor's element type, as torch.dtype: strata.float32, float64, float16, bfloat16; x.dtype returns
+    one. It is a str holding numpy's name, so it compares equal to the strings strata took before
+    (x.dtype == "float32") and is accepted wherever a dtype string is; repr() names it as torch's does."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return f"strata.{str.__str__(self)}"
+
+    @property
+    def itemsize(self):
+        return 8 if self == "float64" else 4 if self == "float32" else 2
+
+    @property
+    def is_floating_point(self):
+        return True  # every strata dtype is
+
+
+float32 = dtype("float32")
+float64 = dtype("float64")
+float16 = dtype("float16")
+bfloat16 = dtype("bfloat16")
+_DTYPE_OBJECTS = {str(d): d for d in (float32, float64, float16, bfloat16)}
+# strata's own short names ("f32") and numpy dtypes are accepted too.
 _DTYPES = {
     "float32": "f32", "f32": "f32", "float": "f32",
     "float64": "f64", "f64": "f64", "double": "f64",
@@ -205,8 +224,18 @@ def _backward(self, gradient=None, retain_graph=False):
     return self._backward_impl(gradient, retain_graph)
 
 
-def _to(self, device):
-    return self._to(_device_arg(device, "to"))
+def _to(self, target):
+    """x.to("cuda") / x.to("cpu"): a copy on that device; x.to(strata.float64) (a dtype name or a numpy
+    dtype): a to_copy call (its own rows; differentiable, ToCopyBackward casts the gradient back). As torch,
+    the tensor itself when it already has that dtype."""
+    if isinstance(target, (type, np.dtype)) or (isinstance(target, str) and target in _DTYPES):
+        key = _dtype_arg(target, "to")
+        if _DTYPES.get(self.dtype) == key:
+            return self
+        from ._ops import FUNCTIONS  # _ops imports this module
+        name = next(n for n in (float32, float64, float16, bfloat16) if _DTYPES[n] == key)
+        return FUNCTIONS["to_copy"](self, dtype=name)
+    return self._to(_device_arg(target, "to"))
 
 
 def _cpu(self):
@@ -218,6 +247,9 @@ def _repr(self):
     return f"strata.Tensor(shape={self.shape}, dtype={self.dtype}, device={self.device}{grad})"
 
 
+_dtype_name = Tensor.dtype  # the extension's property: numpy's name as a str
+Tensor.dtype = property(lambda self: _DTYPE_OBJECTS[_dtype_name.__get__(self)],
+                        doc="The element type: strata.float32, float64, float16 or bfloat16.")
 Tensor.numpy = _numpy
 Tensor.numpy_float64 = _numpy_float64
 Tensor.item = _item

@@ -1,0 +1,268 @@
+// Broadcasting for add, sub and mul (Note [Broadcasting] in lib/op_shapes.h, docs/broadcasting.md): the
+// CPU kernels against the float64 reference on fresh random inputs in every dtype, the reference against
+// values computed by hand, the gradients (each summed over its operand's broadcast dims, Note [Broadcast
+// gradients]) against the reference's and the reference's against central differences, and the kernels
+// reading expanded views without a contiguous() copy.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "layers/autograd/engine.h"
+#include "layers/frontend/frontend.h"
+#include "layers/kernels/reference/reference.h"
+#include "layers/ops/operators.h"
+#include "lib/error.h"
+#include "lib/op_shapes.h"
+
+using namespace strata;
+
+namespace {
+
+uint64_t fresh_seed() { return std::random_device{}(); }
+
+Tensor rnd(const Shape& s, DType dtype, uint64_t seed) { return frontend::random_tensor(s, dtype, kCPU, seed); }
+
+// (self, other, the broadcast shape): trailing alignment, dims of 1 on either side, 0-d scalars.
+struct Case {
+  Shape self, other, out;
+};
+const std::vector<Case>& cases() {
+  static const std::vector<Case> c = {
+      {Shape{3, 4}, Shape{4}, Shape{3, 4}},          {Shape{4}, Shape{3, 4}, Shape{3, 4}},
+      {Shape{2, 1, 4}, Shape{3, 1}, Shape{2, 3, 4}}, {Shape{}, Shape{2, 3}, Shape{2, 3}},
+      {Shape{2, 3}, Shape{}, Shape{2, 3}},           {Shape{4, 1}, Shape{1, 5}, Shape{4, 5}},
+      {Shape{1}, Shape{3, 1, 2}, Shape{3, 1, 2}},    {Shape{2, 3, 1, 5}, Shape{3, 4, 1}, Shape{2, 3, 4, 5}},
+  };
+  return c;
+}
+
+// op(a, b) for the three ops, with alpha where the op has one (a value that is not 1 tests its scaling).
+struct Binary {
+  const char* name;
+  std::function<Tensor(const Tensor&, const Tensor&)> run;
+  std::function<std::vector<double>(const Tensor&, const Tensor&)> ref;
+  std::function<reference::Grads(const Tensor&, const Tensor&, const Tensor&)> ref_grad;
+};
+std::vector<Binary> binaries() {
+  constexpr double kAlpha = 0.75;
+  return {
+      {"add", [](const Tensor& a, const Tensor& b) { return ops::add(a, b, kAlpha); },
+       [](const Tensor& a, const Tensor& b) { return reference::add(a, b, kAlpha); },
+       [](const Tensor& g, const Tensor& a, const Tensor& b) { return reference::add_backward(g, a, b, kAlpha); }},
+      {"sub", [](const Tensor& a, const Tensor& b) { return ops::sub(a, b, kAlpha); },
+       [](const Tensor& a, const Tensor& b) { return reference::sub(a, b, kAlpha); },
+       [](const Tensor& g, const Tensor& a, const Tensor& b) { return reference::sub_backward(g, a, b, kAlpha); }},
+      {"mul", [](const Tensor& a, const Tensor& b) { return ops::mul(a, b); },
+       [](const Tensor& a, const Tensor& b) { return reference::mul(a, b); },
+       [](const Tensor& g, const Tensor& a, const Tensor& b) { return reference::mul_backward(g, a, b); }},
+  };
+}
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("the broadcast shape rule: trailing alignment, dims of 1, scalars; a mismatch names both shapes") {
+  for (const Case& c : cases()) {
+    CAPTURE(c.self.str());
+    CAPTURE(c.other.str());
+    CHECK(op_shapes::broadcast("add", c.self, c.other) == c.out);
+  }
+  CHECK_THROWS_AS(op_shapes::broadcast("add", Shape{3, 4}, Shape{3}), UsageError);
+  CHECK(message_of([] { op_shapes::broadcast("mul", Shape{2, 3}, Shape{4, 3}); }) ==
+        "mul: shapes [2x3] and [4x3] cannot broadcast: size 2 and size 4 at dim -2 (aligned from the last dim, "
+        "each pair of sizes must be equal or one of them 1)");
+  // Through the dispatcher: the CPU kernel refuses before allocating.
+  const Tensor a = rnd(Shape{3, 4}, DType::kF32, 1), b = rnd(Shape{3}, DType::kF32, 2);
+  CHECK_THROWS_AS(ops::add(a, b, 1.0), UsageError);
+  CHECK(message_of([&] { ops::sub(a, b, 1.0); }).find("sub: shapes [3x4] and [3] cannot broadcast") == 0);
+}
+
+TEST_CASE("the reference broadcasts by hand-computed values") {
+  // [2,1] + 0.5 * [3]: row r is a[r] + 0.5 * b.
+  const Tensor a = rnd(Shape{2, 1}, DType::kF64, 3), b = rnd(Shape{3}, DType::kF64, 4);
+  const auto av = reference::to_double(a), bv = reference::to_double(b);
+  const auto out = reference::add(a, b, 0.5);
+  REQUIRE(out.size() == 6);
+  for (size_t r = 0; r < 2; ++r)
+    for (size_t c = 0; c < 3; ++c) CHECK(out[r * 3 + c] == av[r] + 0.5 * bv[c]);
+  // Its gradients: a's sums each row, b's each column (scaled by alpha).
+  const Tensor g = rnd(Shape{2, 3}, DType::kF64, 5);
+  const auto gv = reference::to_double(g);
+  const auto grads = reference::add_backward(g, a, b, 0.5);
+  CHECK(grads[0][1] == doctest::Approx(gv[3] + gv[4] + gv[5]));
+  CHECK(grads[1][2] == doctest::Approx(0.5 * (gv[2] + gv[5])));
+}
+
+TEST_CASE("add, sub and mul broadcast in every dtype, against the float64 reference on fresh inputs") {
+  const uint64_t seed = fresh_seed();
+  CAPTURE(seed);
+  for (const Binary& op : binaries())
+    for (const Case& c : cases())
+      for (DType dtype : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16}) {
+        CAPTURE(op.name);
+        CAPTURE(c.self.str());
+        CAPTURE(c.other.str());
+        CAPTURE(dtype_name(dtype));
+        const Tensor a = rnd(c.self, dtype, seed), b = rnd(c.other, dtype, seed + 1);
+        const Tensor out = op.run(a, b);
+        CHECK(out.sizes() == c.out);
+        CHECK(out.dtype() == dtype);
+        CHECK(reference::relative_error(out, op.ref(a, b)) <= reference::tolerance(dtype));
+      }
+}
+
+TEST_CASE("each gradient is summed over its operand's broadcast dims: engine against the reference") {
+  const uint64_t seed = fresh_seed();
+  CAPTURE(seed);
+  for (const Binary& op : binaries())
+    for (const Case& c : cases())
+      for (DType dtype : {DType::kF32, DType::kF64, DType::kBF16}) {
+        CAPTURE(op.name);
+        CAPTURE(c.self.str());
+        CAPTURE(c.other.str());
+        CAPTURE(dtype_name(dtype));
+        Tensor a = rnd(c.self, dtype, seed), b = rnd(c.other, dtype, seed + 1);
+        a.set_requires_grad(true);
+        b.set_requires_grad(true);
+        const Tensor g = rnd(c.out, dtype, seed + 2);
+        autograd::backward(op.run(a, b), g);
+        const auto expected = op.ref_grad(g, a, b);
+        REQUIRE(a.grad().defined());
+        REQUIRE(b.grad().defined());
+        CHECK(a.grad().sizes() == c.self);
+        CHECK(b.grad().sizes() == c.other);
+        CHECK(a.grad().dtype() == dtype);
+        CHECK(reference::relative_error(a.grad(), expected[0]) <= reference::tolerance(dtype));
+        CHECK(reference::relative_error(b.grad(), expected[1]) <= reference::tolerance(dtype));
+      }
+}
+
+TEST_CASE("the reference's broadcast gradients against central differences of the reference") {
+  const uint64_t seed = fresh_seed();
+  CAPTURE(seed);
+  constexpr double kH = 1e-6;
+  for (const Binary& op : binaries())
+    for (const Case& c : cases()) {
+      CAPTURE(op.name);
+      CAPTURE(c.self.str());
+      CAPTURE(c.other.str());
+      Tensor in[2] = {rnd(c.self, DType::kF64, seed), rnd(c.other, DType::kF64, seed + 1)};
+      const Tensor g = rnd(c.out, DType::kF64, seed + 2);
+      const auto gv = reference::to_double(g);
+      const auto grads = op.ref_grad(g, in[0], in[1]);
+      // d/dx_j of sum(g * op(a, b)), one coordinate at a time.
+      auto loss = [&] {
+        const auto y = op.ref(in[0], in[1]);
+        double s = 0;
+        for (size_t i = 0; i < y.size(); ++i) s += gv[i] * y[i];
+        return s;
+      };
+      for (int k = 0; k < 2; ++k)
+        for (int64_t j = 0; j < in[k].numel(); ++j) {
+          double* x = in[k].data<double>() + j;
+          const double keep = *x;
+          *x = keep + kH;
+          const double up = loss();
+          *x = keep - kH;
+          const double down = loss();
+          *x = keep;
+          CHECK(grads[static_cast<size_t>(k)][static_cast<size_t>(j)] == doctest::Approx((up - down) / (2 * kH)).epsilon(1e-6));
+        }
+    }
+}
+
+#if STRATA_TRACING
+TEST_CASE("a broadcast operand is read as an expanded view: no contiguous() copy, no copy of its values") {
+  const Tensor a = rnd(Shape{64, 32}, DType::kF32, 6), b = rnd(Shape{32}, DType::kF32, 7);
+  Timeline tl;
+  {
+    tracing::ActiveScope scope(&tl);
+    static_cast<void>(ops::add(a, b, 1.0));
+  }
+  std::vector<std::string> dispatch, library;
+  for (const Span& s : tl.spans()) (s.layer == Layer::kDispatch ? dispatch : library).emplace_back(s.name);
+  for (const std::string& d : dispatch) CHECK(d.find("contiguous") == std::string::npos);
+  int expands = 0;
+  for (const std::string& l : library) expands += l.rfind("expand (view", 0) == 0 ? 1 : 0;
+  CHECK(expands == 2);
+  CHECK(library.back() == "broadcast loop (expanded views read through their strides, no copy)");
+}
+#endif
+
+// ---- Type promotion (Note [Type promotion] in lib/op_shapes.h) ------------------------------------------
+
+TEST_CASE("the promotion rule among f16, bf16, f32 and f64, as PyTorch's") {
+  CHECK(op_shapes::promote_types(DType::kF32, DType::kF64) == DType::kF64);
+  CHECK(op_shapes::promote_types(DType::kF16, DType::kF64) == DType::kF64);
+  CHECK(op_shapes::promote_types(DType::kF16, DType::kBF16) == DType::kF32);
+  CHECK(op_shapes::promote_types(DType::kBF16, DType::kF32) == DType::kF32);
+  CHECK(op_shapes::promote_types(DType::kF16, DType::kF16) == DType::kF16);
+}
+
+TEST_CASE("add, sub and mul of two dtypes compute in the promoted one, against the float64 reference") {
+  const uint64_t seed = fresh_seed();
+  CAPTURE(seed);
+  const std::pair<DType, DType> pairs[] = {{DType::kF32, DType::kF64}, {DType::kF16, DType::kBF16},
+                                           {DType::kBF16, DType::kF32}, {DType::kF64, DType::kF16}};
+  for (const Binary& op : binaries())
+    for (const auto& [da, db] : pairs) {
+      CAPTURE(op.name);
+      CAPTURE(dtype_name(da));
+      CAPTURE(dtype_name(db));
+      const DType common = op_shapes::promote_types(da, db);
+      // Broadcasting and promotion together: [3,4] with [4].
+      Tensor a = rnd(Shape{3, 4}, da, seed), b = rnd(Shape{4}, db, seed + 1);
+      a.set_requires_grad(true);
+      b.set_requires_grad(true);
+      const Tensor out = op.run(a, b);
+      CHECK(out.dtype() == common);
+      CHECK(reference::relative_error(out, op.ref(a, b)) <= reference::tolerance(common));
+      // Each gradient comes back in its operand's dtype, summed over the broadcast dim.
+      const Tensor g = rnd(Shape{3, 4}, common, seed + 2);
+      autograd::backward(out, g);
+      const auto expected = op.ref_grad(g, a, b);
+      CHECK(a.grad().dtype() == da);
+      CHECK(b.grad().dtype() == db);
+      CHECK(b.grad().sizes() == Shape{4});
+      CHECK(reference::relative_error(a.grad(), expected[0]) <= reference::tolerance(da) + reference::tolerance(common));
+      CHECK(reference::relative_error(b.grad(), expected[1]) <= reference::tolerance(db) + reference::tolerance(common));
+    }
+  // A Python number does not promote: an f16 tensor times 2.0 stays f16 (mul.Scalar).
+  CHECK(ops::mul(rnd(Shape{4}, DType::kF16, seed), 2.0).dtype() == DType::kF16);
+}
+
+#if STRATA_TRACING
+TEST_CASE("the promoted operand's cast is a to_copy call of its own; one dtype makes none") {
+  const Tensor a = rnd(Shape{8}, DType::kF32, 8), b = rnd(Shape{8}, DType::kF64, 9);
+  auto dispatch_rows = [](const std::function<void()>& f) {
+    Timeline tl;
+    {
+      tracing::ActiveScope scope(&tl);
+      f();
+    }
+    std::vector<std::string> names;
+    for (const Span& s : tl.spans())
+      if (s.layer == Layer::kDispatch) names.emplace_back(s.name);
+    return names;
+  };
+  int casts = 0;
+  for (const std::string& n : dispatch_rows([&] { static_cast<void>(ops::mul(a, b)); }))
+    casts += n.rfind("to_copy", 0) == 0 ? 1 : 0;
+  CHECK(casts == 1);
+  for (const std::string& n : dispatch_rows([&] { static_cast<void>(ops::mul(b, b)); }))
+    CHECK(n.rfind("to_copy", 0) != 0);
+}
+#endif
