@@ -206,9 +206,10 @@ TEST_CASE("programs: what is refused, with exit 2 and what is allowed") {
       {{"trace", "gelu_tanh", "64", "--requires-grad"}, "gelu_tanh has none"},
       {{"trace", "gelu_tanh", "0x4", "--mode", "compiled"}, "gelu_tanh takes N (or a shape)"},
   };
-  for (const auto& [args, message] : cases) {
+  for (const auto& refusal : cases) {  // no structured binding: clang 14 cannot CAPTURE one
+    const auto& args = refusal.first;
     CAPTURE(args[1] + " " + args[2] + " " + args.back());
-    test::check_refused(test::run_strata(args, options), 2, message);
+    test::check_refused(test::run_strata(args, options), 2, refusal.second);
   }
   // --mode and --emit belong to trace: compare runs all three modes.
   const auto c = test::run_strata({"compare", "relu_matmul", "16", "--mode", "compiled"}, options);

@@ -32,13 +32,13 @@ struct Case {
   Shape self, other, out;
 };
 const std::vector<Case>& cases() {
-  static const std::vector<Case> c = {
+  static const std::vector<Case> kCases = {
       {Shape{3, 4}, Shape{4}, Shape{3, 4}},          {Shape{4}, Shape{3, 4}, Shape{3, 4}},
       {Shape{2, 1, 4}, Shape{3, 1}, Shape{2, 3, 4}}, {Shape{}, Shape{2, 3}, Shape{2, 3}},
       {Shape{2, 3}, Shape{}, Shape{2, 3}},           {Shape{4, 1}, Shape{1, 5}, Shape{4, 5}},
       {Shape{1}, Shape{3, 1, 2}, Shape{3, 1, 2}},    {Shape{2, 3, 1, 5}, Shape{3, 4, 1}, Shape{2, 3, 4, 5}},
   };
-  return c;
+  return kCases;
 }
 
 // op(a, b) for the three ops, with alpha where the op has one (a value that is not 1 tests its scaling).
@@ -218,7 +218,8 @@ TEST_CASE("add, sub and mul of two dtypes compute in the promoted one, against t
   const std::pair<DType, DType> pairs[] = {{DType::kF32, DType::kF64}, {DType::kF16, DType::kBF16},
                                            {DType::kBF16, DType::kF32}, {DType::kF64, DType::kF16}};
   for (const Binary& op : binaries())
-    for (const auto& [da, db] : pairs) {
+    for (const auto& pair : pairs) {  // no structured binding: clang 14 cannot CAPTURE one
+      const DType da = pair.first, db = pair.second;
       CAPTURE(op.name);
       CAPTURE(dtype_name(da));
       CAPTURE(dtype_name(db));
