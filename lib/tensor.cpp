@@ -102,16 +102,27 @@ void* Tensor::data_ptr() const {
 
 Tensor Tensor::to(Device device) const {
   if (device == device_) return *this;
-  if (!is_contiguous()) throw Error("Tensor::to: only contiguous tensors can be copied between devices");
-  Tensor out = empty(sizes_, dtype_, device);
-  if (device_.is_cpu()) {
-    allocator_for(device).copy_from_host(out.data_ptr(), data_ptr(), nbytes(), device);
-  } else if (device.is_cpu()) {
-    allocator_for(device_).copy_to_host(out.data_ptr(), data_ptr(), nbytes(), device_);
-  } else {
+  if (!device_.is_cpu() && !device.is_cpu()) {
     throw Error("Tensor::to: device-to-device copies are not supported (" + device_.str() + " -> " +
                 device.str() + ")");
   }
+  // A view keeps its layout on the other side, as torch's .to() does for a strided tensor: the span of
+  // storage it reaches (offset to its last element) is copied in one transfer and the same strides are laid
+  // over the copy, so `--view other=t` on the GPU is still a transposed view there, read through cuBLAS's
+  // op flags. Strides are never negative here (no view flips), so the span starts at the first element.
+  int64_t span = numel();
+  if (span > 0 && !is_contiguous()) {
+    span = 1;
+    for (int i = 0; i < sizes_.ndim; ++i) span += (sizes_[i] - 1) * strides_[i];
+  }
+  const size_t bytes = static_cast<size_t>(span) * element_size(dtype_);
+  Tensor out = empty(Shape{span}, dtype_, device);
+  if (device_.is_cpu()) {
+    allocator_for(device).copy_from_host(out.data_ptr(), data_ptr(), bytes, device);
+  } else {
+    allocator_for(device_).copy_to_host(out.data_ptr(), data_ptr(), bytes, device_);
+  }
+  out = is_contiguous() ? out.as_strided(sizes_, contiguous_strides(sizes_), 0) : out.as_strided(sizes_, strides_, 0);
   out.requires_grad_ = requires_grad_;
   return out;
 }

@@ -60,6 +60,10 @@ struct ApiCallRecord {  // a CUDA runtime or driver API call (CUPTI RUNTIME / DR
   int64_t end_ns = 0;
   uint32_t correlation_id = 0;
   uint32_t thread_id = 0;
+  // What the call returned (cudaError_t or CUresult): a launch that returned an error put nothing on the
+  // GPU, so no kernel record is to be expected for it (a library's algorithm search tries configurations
+  // the device may refuse).
+  uint32_t return_value = 0;
   bool is_launch = false;  // a call that puts work on a stream (kernel launch, graph launch)
   // An INTERNAL_LAUNCH_API record: a driver launch outside any public call. It is a launch only when a
   // kernel or memory record shares its correlation id (cupti::resolve_internal_launches).

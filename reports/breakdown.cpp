@@ -269,7 +269,9 @@ LayerBreakdown compute_breakdown(const Timeline& timeline, std::span<const uint3
       kernel_samples[kit->second].push_back(double(kr.end_ns - kr.start_ns));
     }
     for (const auto& [corr, api] : launch_by_corr) {
-      if (!corr_has_kernel.count(corr)) ++out.unmatched_launches;
+      if (corr_has_kernel.count(corr)) continue;
+      if (api->return_value != 0) ++out.failed_launches;
+      else ++out.unmatched_launches;
     }
     for (size_t k = 0; k < n; ++k) {
       gpu[k] = union_ns(intervals[k]);

@@ -97,7 +97,8 @@ struct LayerBreakdown {
   std::vector<KernelSummary> kernels;
   size_t calls = 0;
   bool has_device_records = false;
-  uint64_t unmatched_launches = 0;  // launch API calls with no kernel record
+  uint64_t unmatched_launches = 0;  // launch API calls with no kernel record that returned success
+  uint64_t failed_launches = 0;     // launch API calls that returned an error (no kernel expected)
   uint64_t unmatched_kernels = 0;   // kernel records whose correlation id matches no launch of these ops
   TimestampChecks timestamps;       // of the matched launches and kernels
 

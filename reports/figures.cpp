@@ -35,6 +35,7 @@ void add_device_trace_figures(Figures& figures, const DeviceTrace& device) {
 
 void add_steady_join_figures(Figures& figures, const LayerBreakdown& steady) {
   figures.set("steady.unmatched_launches", double(steady.unmatched_launches), "count");
+  figures.set("steady.failed_launches", double(steady.failed_launches), "count");
   figures.set("steady.unmatched_kernels", double(steady.unmatched_kernels), "count");
   for (const TimestampCheckField& f : kTimestampCheckFields)
     figures.set(std::string("steady.") + f.name, double(steady.timestamps.*f.count), "count");

@@ -41,6 +41,7 @@ json breakdown(const LayerBreakdown& b) {
               {"kernels", kernels},
               {"device_records", b.has_device_records},
               {"unmatched_launches", b.unmatched_launches},
+              {"failed_launches", b.failed_launches},
               {"unmatched_kernels", b.unmatched_kernels},
               {"timestamps", timestamps}};
 }

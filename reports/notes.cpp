@@ -42,7 +42,14 @@ std::string graph_replay_note(const Figures& f, bool plan_replay) {
 std::string unmatched_launches_note(const Figures& f) {
   if (f.value_or("steady.unmatched_launches", 0) <= 0) return "";
   return count(f, "steady.unmatched_launches") +
-         " launch calls of the timed calls have no kernel record (dropped records or failed launches)";
+         " launch calls of the timed calls returned success but have no kernel record (dropped records?)";
+}
+
+std::string failed_launches_note(const Figures& f) {
+  if (f.value_or("steady.failed_launches", 0) <= 0) return "";
+  return count(f, "steady.failed_launches") +
+         " launch calls of the timed calls returned an error (CUPTI's return value), so ran no kernel; their "
+         "host time is in the launch row";
 }
 
 std::string unmatched_kernels_note(const Figures& f) {

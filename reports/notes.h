@@ -16,6 +16,8 @@ std::string graph_replay_note(const Figures& figures, bool plan_replay);
 // "steady.unmatched_launches" / "steady.unmatched_kernels".
 std::string unmatched_launches_note(const Figures& figures);
 std::string unmatched_kernels_note(const Figures& figures);
+// "steady.failed_launches": launch calls that returned an error, which put no kernel on the GPU.
+std::string failed_launches_note(const Figures& figures);
 
 // "steady.launches_outside_zones", "steady.kernels_before_launch", "steady.kernels_latency_disordered":
 // where CUPTI's timestamps disagree with the host timers (TimestampChecks).

@@ -25,6 +25,7 @@ LayerBreakdown sum_steps(const std::vector<SequenceStepFigures>& steps, size_t f
     const LayerBreakdown& b = s.breakdown;
     total.has_device_records = total.has_device_records || b.has_device_records;
     total.unmatched_launches += b.unmatched_launches;
+    total.failed_launches += b.failed_launches;
     total.unmatched_kernels += b.unmatched_kernels;
     total.timestamps += b.timestamps;
     for (const KernelSummary& k : b.kernels) total.kernels.push_back(k);

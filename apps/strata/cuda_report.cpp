@@ -65,6 +65,7 @@ void describe_cuda_run(reports::TraceReport& report, const CudaRunSummary& run) 
   for (const std::string& plan : run.plans) report.notes.push_back("plan: " + plan);
   if (std::string note = reports::unmatched_launches_note(report.figures); !note.empty()) report.notes.push_back(note);
   if (std::string note = reports::unmatched_kernels_note(report.figures); !note.empty()) report.notes.push_back(note);
+  if (std::string note = reports::failed_launches_note(report.figures); !note.empty()) report.notes.push_back(note);
   if (std::string note = reports::timestamp_note(report.figures); !note.empty()) report.notes.push_back(note);
   report.notes.push_back(reports::allocator_note(report.figures));
   if (!report.peak_source.empty() && report.peak_flops == 0) report.notes.push_back("peak: " + report.peak_source);

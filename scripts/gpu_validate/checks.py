@@ -245,8 +245,10 @@ TIMESTAMP_CHECKS = ("launches_outside_zones", "kernels_before_launch", "kernels_
 def accounting(report, cases):
     """Every launched kernel accounted for, in both phases of each case's trace JSON."""
     report.print("### Every launched kernel accounted for (target: device records, 0 unmatched, 0 dropped)\n")
-    report.print("| case | phase | device records | unmatched launches | unmatched kernels | kernels | result |")
-    report.print("|---|---|---|---:|---:|---:|---|")
+    # A failed launch (the call returned an error, e.g. in cuDNN's algorithm search) ran no kernel: it is
+    # listed, not counted against the accounting.
+    report.print("| case | phase | device records | unmatched launches | unmatched kernels | failed launches | kernels | result |")
+    report.print("|---|---|---|---:|---:|---:|---:|---|")
     for case in cases:
         doc = load(os.path.join(report.work, "json", case + ".json"))
         if "__error__" in doc:
@@ -259,7 +261,8 @@ def accounting(report, cases):
                 problems.append(f"{phase}: device_records={b.get('device_records')}, unmatched launches "
                                 f"{b.get('unmatched_launches')}, unmatched kernels {b.get('unmatched_kernels')}")
             report.print(f"| {case} | {phase} | {b.get('device_records')} | {b.get('unmatched_launches')} | "
-                  f"{b.get('unmatched_kernels')} | {len(b.get('kernels', []))} | {'PASS' if ok else 'FAIL'} |")
+                  f"{b.get('unmatched_kernels')} | {b.get('failed_launches', 0)} | {len(b.get('kernels', []))} | "
+                  f"{'PASS' if ok else 'FAIL'} |")
         problems += bad_notes(doc) + unmeasured(doc["steady"] if "steady" in doc else {})
         report.add(f"accounting {case}", "fail" if problems else "pass",
                    "; ".join(problems) if problems else "device records, no unmatched launch or kernel, no drops; "
@@ -359,7 +362,7 @@ def confirm_cupti(report, cases):
         lines.append(("latency timestamps enabled before CUDA initialised", "pass" if ok else "fail", evidence))
 
         sums = {k: 0 for k in TIMESTAMP_CHECKS}
-        unmatched, with_records, unchecked = 0, 0, []
+        unmatched, failed, with_records, unchecked = 0, 0, 0, []
         for case, d in docs:
             for phase in ("steady", "cold"):
                 b = d.get(phase, {})
@@ -372,6 +375,7 @@ def confirm_cupti(report, cases):
                 for k in TIMESTAMP_CHECKS:
                     sums[k] += t.get(k, 0)
                 unmatched += (b.get("unmatched_launches") or 0) + (b.get("unmatched_kernels") or 0)
+                failed += b.get("failed_launches") or 0
         scope = f" (over {with_records} phases with device records"
         scope += "; none in " + ", ".join(unchecked) + ")" if unchecked else ")"
         checked = with_records > 0 and not unchecked
@@ -388,7 +392,8 @@ def confirm_cupti(report, cases):
         lines.append(("no dropped or untimed records", "pass" if checked and dropped == 0 and untimed == 0 else "fail",
                       f"{int(dropped)} dropped, {int(untimed)} untimed{scope}"))
         lines.append(("no nested driver/runtime double count", "pass" if checked and unmatched == 0 else "fail",
-                      f"{unmatched} unmatched launches and kernels{scope}"))
+                      f"{unmatched} unmatched launches and kernels, {failed} failed launches (an error returned, "
+                      f"no kernel expected){scope}"))
         warnings = sorted({n for _, d in docs for n in d.get("notes", []) if n.startswith("CUPTI: ")})
         if warnings:
             lines.append(("CUPTI's own warnings", "info", "; ".join(warnings)))

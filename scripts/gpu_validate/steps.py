@@ -590,7 +590,8 @@ def host_tests(r, st):
         r.record.say("Not run: under 90 s of the budget left. CI runs the host suite on every change.")
         r.verdict("skip", check, "not run: under 90 s left (CI runs it on every change)")
         return
-    r.run("ctest_host", 240, ["ctest", "--test-dir", st.build, "-LE", "gpu", "-j", str(st.jobs), "--timeout", "120"])
+    r.run("ctest_host", 240, ["ctest", "--test-dir", st.build, "-LE", "gpu", "-j", str(st.jobs), "--timeout", "90",
+                         "--output-on-failure"])
     if r.dry_run:
         r.verdict("skip", check, "dry run: not run")
         return

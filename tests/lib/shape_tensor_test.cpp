@@ -1,5 +1,8 @@
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+#include <cstring>
+
 #include "lib/device.h"
 #include "lib/error.h"
 #include "lib/storage.h"
@@ -74,4 +77,59 @@ TEST_CASE("Tensor::empty refuses sizes whose product overflows 64 bits, even wit
   const Tensor empty = Tensor::empty(Shape{0, int64_t{1} << 40}, DType::kF32, kCPU);  // fits: allowed
   CHECK(empty.numel() == 0);
   CHECK(empty.is_contiguous());
+}
+
+namespace {
+// Device memory played by host memory, counting what crosses: the layout rules of Tensor::to can be
+// checked without a GPU (the gpu tests repeat the round trip on a real one).
+struct HostBackedDevice final : Allocator {
+  size_t copied = 0;
+  std::shared_ptr<Storage> allocate(size_t nbytes, Device device) override {
+    void* data = std::malloc(nbytes == 0 ? 1 : nbytes);
+    return std::make_shared<Storage>(data, nbytes, device, [](void*, void* p, size_t) { std::free(p); }, nullptr);
+  }
+  void copy_to_host(void* dst, const void* src, size_t nbytes, Device) override {
+    std::memcpy(dst, src, nbytes);
+    copied += nbytes;
+  }
+  void copy_from_host(void* dst, const void* src, size_t nbytes, Device) override {
+    std::memcpy(dst, src, nbytes);
+    copied += nbytes;
+  }
+};
+}  // namespace
+
+TEST_CASE("Tensor::to keeps a view's layout on the other device: its storage span is copied, not gathered") {
+  const Device other{DeviceType::kCUDA, 0};
+  Allocator* before = nullptr;
+  try {
+    before = &allocator_for(other);
+  } catch (const UnavailableError&) {
+  }
+  HostBackedDevice device;
+  register_allocator(DeviceType::kCUDA, &device);
+  Tensor base = Tensor::empty(Shape{4, 6}, DType::kF32, kCPU);
+  for (int64_t i = 0; i < base.numel(); ++i) base.data<float>()[i] = float(i) - 11.5f;
+  auto at = [](const Tensor& t, int64_t r, int64_t c) {
+    return t.data<float>()[r * t.strides()[0] + c * t.strides()[1]];
+  };
+  // A transpose (6x4, strides 1,6) and every other column of rows 1..2 (2x3 at offset 7, strides 6,2).
+  for (const Tensor& view : {base.as_strided(Shape{6, 4}, Shape{1, 6}, 0), base.as_strided(Shape{2, 3}, Shape{6, 2}, 7)}) {
+    CAPTURE(view.sizes().str());
+    device.copied = 0;
+    const Tensor there = view.to(other);
+    CHECK(there.device() == other);
+    CHECK(there.strides() == view.strides());
+    CHECK(there.storage_offset() == 0);
+    const int64_t span = 1 + (view.sizes()[0] - 1) * view.strides()[0] + (view.sizes()[1] - 1) * view.strides()[1];
+    CHECK(device.copied == size_t(span) * sizeof(float));
+    const Tensor back = there.to(kCPU);
+    CHECK(back.strides() == view.strides());
+    for (int64_t r = 0; r < view.sizes()[0]; ++r)
+      for (int64_t c = 0; c < view.sizes()[1]; ++c) CHECK(at(back, r, c) == at(view, r, c));
+  }
+  // Contiguous and empty tensors stay what they were.
+  CHECK(base.to(other).is_contiguous());
+  CHECK(Tensor::empty(Shape{0, 3}, DType::kF32, kCPU).to(other).numel() == 0);
+  register_allocator(DeviceType::kCUDA, before);
 }

@@ -116,7 +116,10 @@ TEST_CASE("notes rendered from figures: graph replay, unmatched records, the all
   f.set("steady.unmatched_launches", 3, "count");
   f.set("steady.unmatched_kernels", 2, "count");
   CHECK(unmatched_launches_note(f) ==
-        "3 launch calls of the timed calls have no kernel record (dropped records or failed launches)");
+        "3 launch calls of the timed calls returned success but have no kernel record (dropped records?)");
+  CHECK(failed_launches_note(f).empty());
+  f.set("steady.failed_launches", 4, "count");
+  CHECK(failed_launches_note(f).rfind("4 launch calls of the timed calls returned an error", 0) == 0);
   CHECK(unmatched_kernels_note(f) == "2 kernels of the timed calls have no launch record; they count in no row");
 
   CHECK(allocator_note(f).empty());

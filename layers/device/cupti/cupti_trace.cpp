@@ -367,6 +367,7 @@ bool RecordConverter::add(const void* raw) {
       r.end_ns = static_cast<int64_t>(a->end);
       r.correlation_id = a->correlationId;
       r.thread_id = a->threadId;
+      r.return_value = a->returnValue;
       out_.api_calls.push_back(std::move(r));
       return true;
     }

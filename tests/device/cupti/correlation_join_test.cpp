@@ -153,6 +153,30 @@ TEST_CASE("missing records are counted, not guessed: a launch without kernel, a 
   CHECK(b.wall.median == 1000);  // an unjoined kernel does not stretch the wall
 }
 
+TEST_CASE("a launch that returned an error is a failed launch, not a lost kernel record") {
+  // cuDNN's algorithm search tries configurations the device refuses: the launch call returns an error
+  // and puts nothing on the GPU. Its host time is launch time; the missing kernel is expected.
+  Timeline t;
+  const int32_t b = t.add_span(Layer::kBinding, "conv2d", 1000, 9000, -1, 1);
+  t.add_span(Layer::kLibrary, "conv2d (cuda)", 1100, 8900, b, 1);
+  cupti::RecordConverter convert(t.device);
+  const auto ext_a = external_record(100, 1), ext_b = external_record(101, 1);
+  auto refused = runtime_record(CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000, 1200, 1500, 100);
+  refused.returnValue = 9;  // cudaErrorInvalidConfiguration
+  const auto launched = runtime_record(CUPTI_RUNTIME_TRACE_CBID___cudaLaunchKernel_v13000, 2000, 2300, 101);
+  const auto kernel = kernel_record("implicit_convolve_sgemm", 4000, 7000, 101);
+  for (const void* r : std::initializer_list<const void*>{&ext_a, &ext_b, &refused, &launched, &kernel})
+    REQUIRE(convert.add(r));
+  t.device.enabled = true;
+  REQUIRE(t.device.api_calls.size() == 2);
+  CHECK(t.device.api_calls[0].return_value == 9);
+  const reports::LayerBreakdown br = reports::compute_breakdown(t, std::vector<uint32_t>{1});
+  CHECK(br.failed_launches == 1);
+  CHECK(br.unmatched_launches == 0);
+  CHECK(br.unmatched_kernels == 0);
+  CHECK(row(br, "launch").ns.median == 300 + 300);
+}
+
 TEST_CASE("a dropped EXTERNAL_CORRELATION record is made good by the launch callback's tag") {
   const Timeline t = build_timeline();
   const std::vector<uint32_t> ops{4};
