@@ -43,6 +43,7 @@ function(strata_validation_status dir out_var)
   if(result_lines)
     list(GET result_lines 0 result)
     string(REGEX REPLACE "^- result: *" "" result "${result}")
+    string(REGEX REPLACE " *\\(see below\\)$" "" result "${result}")  # the report's own pointer
   endif()
   set(${out_var} "last run on a GPU ${date}, ${device}: ${result}; see docs/validation/${name}" PARENT_SCOPE)
 endfunction()

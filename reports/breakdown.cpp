@@ -270,8 +270,16 @@ LayerBreakdown compute_breakdown(const Timeline& timeline, std::span<const uint3
     }
     for (const auto& [corr, api] : launch_by_corr) {
       if (corr_has_kernel.count(corr)) continue;
-      if (api->return_value != 0) ++out.failed_launches;
-      else ++out.unmatched_launches;
+      if (api->return_value != 0) {
+        ++out.failed_launches;
+        continue;
+      }
+      ++out.unmatched_launches;
+      if (out.unmatched_launch_examples.size() < 8) {
+        out.unmatched_launch_examples.push_back(api->name + " (correlation " + std::to_string(corr) + ", thread " +
+                                                std::to_string(api->thread_id) + ", " +
+                                                std::to_string(api->end_ns - api->start_ns) + " ns)");
+      }
     }
     for (size_t k = 0; k < n; ++k) {
       gpu[k] = union_ns(intervals[k]);

@@ -99,6 +99,9 @@ struct LayerBreakdown {
   bool has_device_records = false;
   uint64_t unmatched_launches = 0;  // launch API calls with no kernel record that returned success
   uint64_t failed_launches = 0;     // launch API calls that returned an error (no kernel expected)
+  // The first few unmatched launches in words (API, correlation id, thread, duration), so that a report
+  // can show what they were rather than only how many.
+  std::vector<std::string> unmatched_launch_examples;
   uint64_t unmatched_kernels = 0;   // kernel records whose correlation id matches no launch of these ops
   TimestampChecks timestamps;       // of the matched launches and kernels
 

@@ -42,6 +42,7 @@ json breakdown(const LayerBreakdown& b) {
               {"device_records", b.has_device_records},
               {"unmatched_launches", b.unmatched_launches},
               {"failed_launches", b.failed_launches},
+              {"unmatched_launch_examples", b.unmatched_launch_examples},
               {"unmatched_kernels", b.unmatched_kernels},
               {"timestamps", timestamps}};
 }

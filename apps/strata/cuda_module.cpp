@@ -156,7 +156,8 @@ int run_devices() {
   std::string why;
   const StrataCudaBackend* backend = cuda_backend(why);
   if (backend != nullptr) return backend->run_devices();
-  std::cout << "cpu: " << frontend::available_host_bytes() / (1024 * 1024) << " MiB available\n"
+  const frontend::HostMemory host = frontend::host_memory();
+  std::cout << "cpu: " << host.bytes / (1024 * 1024) << " MiB available (" << host.source << ")\n"
             << "cuda: none: " << why << "\n";
   return 0;
 }

@@ -28,7 +28,8 @@ std::unique_ptr<DeviceSession> open_device_session(Device device, const SessionO
 }
 
 int run_devices() {
-  std::cout << "cpu: " << frontend::available_host_bytes() / (1024 * 1024) << " MiB available\n"
+  const frontend::HostMemory host = frontend::host_memory();
+  std::cout << "cpu: " << host.bytes / (1024 * 1024) << " MiB available (" << host.source << ")\n"
             << "cuda: none: this strata was built without CUDA support (STRATA_CUDA=OFF or no toolkit)\n";
   return 0;
 }

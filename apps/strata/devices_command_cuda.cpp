@@ -16,7 +16,8 @@ namespace rt = runtime::cuda;
 namespace cuda_module {
 
 int run_devices() {
-  std::cout << "cpu: " << frontend::available_host_bytes() / (1024 * 1024) << " MiB available\n";
+  const frontend::HostMemory host = frontend::host_memory();
+  std::cout << "cpu: " << host.bytes / (1024 * 1024) << " MiB available (" << host.source << ")\n";
   const rt::Probe p = rt::probe();
   if (!p.usable) {
     std::cout << "cuda: none: " << p.reason << "\n";

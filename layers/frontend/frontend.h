@@ -85,7 +85,14 @@ size_t peak_bytes(const OpSpec& spec, DType given, DType computed, const Device&
 
 // Throws UsageError with the bytes needed and the bytes available when `bytes` will not fit.
 void check_fits(size_t bytes, size_t available, const Device& device, const std::string& what);
-size_t available_host_bytes();  // MemAvailable from /proc/meminfo
+// Host memory a run may use: MemAvailable from /proc/meminfo, or less where a cgroup limit binds (its
+// usage less the page cache it can reclaim). `source` says which figure it is, for messages.
+struct HostMemory {
+  size_t bytes = 0;
+  std::string source;
+};
+HostMemory host_memory();
+size_t available_host_bytes();  // host_memory().bytes
 
 // Sizes, checks, and creates the inputs (uniform in [-1, 1) from `seed`, never zeros). `computed`: the
 // dtype the op computes in when autocast casts it (Note [Peak bytes of a call]); unset, `dtype`.

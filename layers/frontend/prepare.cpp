@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <bit>
 #include <charconv>
+#include <cstdio>
 #include <fstream>
 #include <optional>
 #include <utility>
@@ -126,34 +127,59 @@ std::optional<size_t> read_cgroup_bytes(const char* path) {
   return value;
 }
 
+// The reclaimable page cache a cgroup's usage counts ("inactive_file" in memory.stat, v1 and v2 alike):
+// usage includes it, but the kernel drops it before it would OOM-kill, so it is available.
+size_t cgroup_inactive_file(const char* stat_path) {
+  std::ifstream in(stat_path);
+  std::string key;
+  size_t value = 0;
+  while (in >> key >> value) {
+    if (key == "inactive_file" || key == "total_inactive_file") return value;
+  }
+  return 0;
+}
+
 }  // namespace
 
-size_t available_host_bytes() {
-  size_t available = SIZE_MAX;  // unknown: let the allocator decide
+HostMemory host_memory() {
+  HostMemory m{SIZE_MAX, "unknown: no MemAvailable in /proc/meminfo"};  // let the allocator decide
   std::ifstream meminfo("/proc/meminfo");
-  std::string key;
-  size_t kib = 0;
-  std::string unit;
-  while (meminfo >> key >> kib >> unit) {
-    if (key == "MemAvailable:") {
-      available = kib * 1024;
+  std::string line;
+  while (std::getline(meminfo, line)) {
+    size_t kib = 0;
+    if (std::sscanf(line.c_str(), "MemAvailable: %zu kB", &kib) == 1) {
+      m = {kib * 1024, "MemAvailable in /proc/meminfo"};
       break;
     }
   }
   // In a container the cgroup limit binds first: MemAvailable describes the whole machine, and a request
   // that fits there but not in the cgroup ends with the OOM killer instead of a refusal. v2, then v1.
-  const std::pair<const char*, const char*> cgroups[] = {
-      {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"},
-      {"/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes"}};
-  for (const auto& [limit_path, usage_path] : cgroups) {
-    const std::optional<size_t> limit = read_cgroup_bytes(limit_path);
+  struct Cgroup {
+    const char* limit;
+    const char* usage;
+    const char* stat;
+  };
+  const Cgroup cgroups[] = {
+      {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current", "/sys/fs/cgroup/memory.stat"},
+      {"/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+       "/sys/fs/cgroup/memory/memory.stat"}};
+  for (const Cgroup& c : cgroups) {
+    const std::optional<size_t> limit = read_cgroup_bytes(c.limit);
     if (!limit) continue;
-    const size_t used = read_cgroup_bytes(usage_path).value_or(0);
-    available = std::min(available, *limit > used ? *limit - used : 0);
+    const size_t usage = read_cgroup_bytes(c.usage).value_or(0);
+    const size_t cache = std::min(usage, cgroup_inactive_file(c.stat));
+    const size_t used = usage - cache;
+    const size_t left = *limit > used ? *limit - used : 0;
+    if (left < m.bytes) {
+      m = {left, std::string(c.limit) + " " + format_bytes(double(*limit)) + " minus " + c.usage + " " +
+                     format_bytes(double(usage)) + " less its inactive page cache " + format_bytes(double(cache))};
+    }
     break;
   }
-  return available;
+  return m;
 }
+
+size_t available_host_bytes() { return host_memory().bytes; }
 
 void check_fits(size_t bytes, size_t available, const Device& device, const std::string& what) {
   if (bytes > available) {

@@ -96,7 +96,13 @@ void check_size(const Shape& shape, DType dtype, Device device) {
 #else
                                            0;
 #endif
-  frontend::check_fits(size_t(bytes), available, device, "a tensor of size [" + shape.str() + "]");
+  try {
+    frontend::check_fits(size_t(bytes), available, device, "a tensor of size [" + shape.str() + "]");
+  } catch (const UsageError& e) {
+    // Where the host figure came from: a refusal on the CPU is rare enough to say what was read.
+    if (!device.is_cpu()) throw;
+    throw UsageError(std::string(e.what()) + " (" + frontend::host_memory().source + ")");
+  }
 }
 
 // The process's generator: manual_seed() resets it; a call with its own seed leaves it alone.

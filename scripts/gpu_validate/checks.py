@@ -259,7 +259,9 @@ def accounting(report, cases):
             ok = bool(b.get("device_records")) and b.get("unmatched_launches") == 0 and b.get("unmatched_kernels") == 0
             if not ok:
                 problems.append(f"{phase}: device_records={b.get('device_records')}, unmatched launches "
-                                f"{b.get('unmatched_launches')}, unmatched kernels {b.get('unmatched_kernels')}")
+                                f"{b.get('unmatched_launches')}, unmatched kernels {b.get('unmatched_kernels')}"
+                                + (" (e.g. " + "; ".join(b["unmatched_launch_examples"][:3]) + ")"
+                                   if b.get("unmatched_launch_examples") else ""))
             report.print(f"| {case} | {phase} | {b.get('device_records')} | {b.get('unmatched_launches')} | "
                   f"{b.get('unmatched_kernels')} | {b.get('failed_launches', 0)} | {len(b.get('kernels', []))} | "
                   f"{'PASS' if ok else 'FAIL'} |")

@@ -45,8 +45,9 @@ TEST_CASE("a plan records only backend kernels: Autograd runs at capture, not at
 TEST_CASE("strata compare on the CPU: table, verdict, JSON and one Chrome trace with both modes") {
   test::TempDir dir;
   const std::string json = dir.file("c.json"), trace = dir.file("c.trace.json");
+  // On the CPU whatever the machine has (with a GPU, --device auto would pick it).
   auto r = test::run_strata({"compare", "matmul", "32", "--ops-per-graph", "4", "--repeat", "5", "--warmup", "1",
-                             "--check", "--json", json, "--chrome-trace", trace});
+                             "--check", "--device", "cpu", "--json", json, "--chrome-trace", trace});
   REQUIRE(r.exit_code == 0);
   CHECK(r.out.find("eager vs plan replay") != std::string::npos);
   CHECK(r.out.find("verdict: ") != std::string::npos);

@@ -36,7 +36,9 @@ class StubDriver {
 RunOptions small_address_space(const StubDriver& driver) {
   RunOptions o;
   o.address_space_limit = int64_t(300000) * 1024;
-  o.env = {driver.loader_path()};
+  // One OpenBLAS thread: on a machine with many cores its thread stacks alone would not fit (16 threads
+  // failed pthread_create on the 16-core GPU machine), and the test is about the CUDA libraries.
+  o.env = {driver.loader_path(), "OPENBLAS_NUM_THREADS=1"};
   return o;
 }
 

@@ -112,7 +112,7 @@ TEST_CASE("trace --frontend python: python and pybind11 rows above binding, the 
   check_no_crash(r);
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
-  CHECK(contains(r.out, "frontend: python: strata.matmul(self, other) in the embedded /usr/bin/python3"));
+  CHECK(contains(r.out, std::string("frontend: python: strata.matmul(self, other) in the embedded ") + STRATA_TEST_PYTHON));
   const size_t python = r.out.find("\npython "), pybind11 = r.out.find("\npybind11 "), binding = r.out.find("\nbinding ");
   REQUIRE(python != std::string::npos);
   REQUIRE(pybind11 != std::string::npos);
@@ -283,7 +283,8 @@ TEST_CASE("--peer torch without an importable torch: exit 4 naming the python an
   const RunResult r = run_strata(cpu({"trace", "matmul", "8", "--frontend", "python", "--peer", "torch", "--json",
                                       json_path}),
                                  options);
-  check_refused(r, 4, "PyTorch is not importable by /usr/bin/python3 (ImportError: no torch in this test)");
+  check_refused(r, 4, std::string("PyTorch is not importable by ") + STRATA_TEST_PYTHON +
+                          " (ImportError: no torch in this test)");
   CHECK(contains(r.err, "install python3-torch"));
   CHECK(!file_exists(json_path));
   const RunResult devices = run_strata({"devices"}, options);
@@ -324,7 +325,7 @@ TEST_CASE("strata devices names the Python --frontend python uses, the package a
   const RunResult r = run_strata({"devices"});
   check_no_crash(r);
   CHECK(r.exit_code == 0);
-  CHECK(contains(r.out, "python: /usr/bin/python3 3."));
+  CHECK(contains(r.out, std::string("python: ") + STRATA_TEST_PYTHON + " 3."));
   CHECK(contains(r.out, "libpython3"));
   CHECK(contains(r.out, "strata package: "));
   CHECK(contains(r.out, "/python/strata"));

@@ -32,8 +32,16 @@ Subprocess::Subprocess(const std::vector<std::string>& args, const RunOptions& o
   std::vector<char*> argv;
   for (std::string& a : argv_storage) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // The extra entries replace inherited ones of the same name: getenv returns the first match, so an
+  // appended CXX=... would lose to a CXX the machine already sets (the GPU image sets one).
+  auto name_of = [](const std::string& entry) { return entry.substr(0, entry.find('=')); };
   std::vector<std::string> env_storage;
-  for (char** e = environ; *e != nullptr; ++e) env_storage.emplace_back(*e);
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry(*e);
+    const bool replaced = std::any_of(options.env.begin(), options.env.end(),
+                                      [&](const std::string& extra) { return name_of(extra) == name_of(entry); });
+    if (!replaced) env_storage.push_back(entry);
+  }
   env_storage.insert(env_storage.end(), options.env.begin(), options.env.end());
   std::vector<char*> envp;
   for (std::string& e : env_storage) envp.push_back(e.data());

@@ -146,6 +146,8 @@ TEST_CASE("missing records are counted, not guessed: a launch without kernel, a 
   const std::vector<uint32_t> ops{3};
   const reports::LayerBreakdown b = reports::compute_breakdown(t, ops);
   CHECK(b.unmatched_launches == 1);
+  REQUIRE(b.unmatched_launch_examples.size() == 1);
+  CHECK(b.unmatched_launch_examples[0].find("(correlation 300, ") != std::string::npos);
   CHECK(b.unmatched_kernels == 1);
   CHECK(row(b, "launch").ns.median == 100);
   CHECK(row(b, "gpu").ns.median == 0);
