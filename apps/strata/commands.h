@@ -128,6 +128,9 @@ int run_compare(const CompareOptions& options);
 void check_ops_per_graph(int64_t ops_per_graph);
 int run_ops();
 int run_check_trace(const std::string& path);  // exit 0 when valid, 1 with one line per violation
+// `strata sass [--module PATH]` (sass_command.cpp): the SASS and PTX libstrata_cuda.so (or PATH) embeds and
+// each kernel's instruction mix, by the toolkit's cuobjdump; UnavailableError (exit 4) without cuobjdump.
+int run_sass(const std::string& module);
 int run_devices();  // device_session_cpu.cpp, or cuda_module.cpp (through libstrata_cuda.so) with CUDA
 
 }  // namespace strata::app

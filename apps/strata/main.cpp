@@ -334,6 +334,9 @@ int main(int argc, char** argv) {
 
   CLI::App* ops = app.add_subcommand("ops", "List operators, their schemas, and the dispatch keys that have kernels");
   CLI::App* devices = app.add_subcommand("devices", "List the devices strata can use, or say exactly why there is no GPU");
+  std::string sass_module;
+  CLI::App* sass = app.add_subcommand("sass", "The SASS and PTX in libstrata_cuda.so and each kernel's instruction mix (cuobjdump)");
+  sass->add_option("--module", sass_module, "the binary to list (default: the libstrata_cuda.so strata loads)");
 
   // CLI11 answers an unknown command with "A subcommand is required"; name what was typed instead, and
   // the nearest command when it looks like a typo ("trcae").
@@ -384,6 +387,7 @@ int main(int argc, char** argv) {
     if (*compare) return strata::app::run_compare(c);
     if (*ops) return strata::app::run_ops();
     if (*check_trace) return strata::app::run_check_trace(trace_file);
+    if (*sass) return strata::app::run_sass(sass_module);
     if (*devices) {
       const int code = strata::app::run_devices();
       // Whether the GPU path has run on hardware, from docs/validation/ at build time: a GPU user must not

@@ -1,0 +1,68 @@
+// `strata sass` end to end: the real binary with a stand-in cuobjdump (a script, written here, that prints
+// the committed real listings of tests/compiler/data/sass), and the refusal when there is no cuobjdump.
+#include <sys/stat.h>
+
+#include <fstream>
+
+#include "tests/apps/e2e.h"
+
+namespace strata::test {
+namespace {
+
+const std::string kData = std::string(STRATA_SOURCE_DIR) + "/tests/compiler/data/sass/";
+
+// A cuobjdump that answers --list-elf with list.txt and -sass with the trimmed listing, whatever the module.
+std::string fake_cuobjdump(const TempDir& dir) {
+  const std::string path = dir.file("cuobjdump");
+  std::ofstream(path) << "#!/bin/sh\ncase \"$1\" in\n  --list-elf) cat '" << kData
+                      << "list.txt' ;;\n  -sass) cat '" << kData
+                      << "sass_trimmed.txt' ;;\n  *) exit 1 ;;\nesac\n";
+  REQUIRE(::chmod(path.c_str(), 0755) == 0);
+  return path;
+}
+
+}  // namespace
+
+TEST_CASE("strata sass with a stand-in cuobjdump: architectures, no PTX, each kernel's mix") {
+  TempDir dir;
+  const std::string cuobjdump = fake_cuobjdump(dir);
+  const std::string module = kData + "list.txt";  // any readable file: the stand-in does not read it
+  const RunResult r = run_strata({"sass", "--module", module}, {.env = {"CUOBJDUMP=" + cuobjdump}});
+  check_no_crash(r);
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.out, "module: " + module + "\n"));
+  CHECK(contains(r.out, "cuobjdump: " + cuobjdump + "\n"));
+  CHECK(contains(r.out, "embedded SASS: sm_90\n"));
+  CHECK(contains(r.out, "embedded PTX: none\n"));
+  CHECK(contains(r.out, "kernels: 3\n"));
+  // add_kernel<__half>'s row: 56 instructions, then fp32 1, fp64 0, half 2, tensor 0, ld.global 2,
+  // st.global 1, shared 0, const 9, branch 4, convert 1, mufu 0, int 20, nop 13, other 3 (sass_test.cpp
+  // counts the same figures from the listing).
+  std::string row;
+  for (const int n : {56, 1, 0, 2, 0, 2, 1, 0, 9, 4, 1, 0, 20, 13, 3}) row += " " + std::to_string(n);
+  std::string squeezed;  // the row with its padding collapsed to single spaces
+  for (const char ch : r.out) {
+    if (ch != ' ' || squeezed.empty() || squeezed.back() != ' ') squeezed += ch;
+  }
+  CHECK(contains(squeezed, "sm_90" + row + " add_kernel<__half>\n"));
+  CHECK(contains(squeezed, " channel_partials_kernel<float>\n"));
+  CHECK(contains(squeezed, " tanh_kernel<__nv_bfloat16>\n"));
+  CHECK(r.err.empty());
+}
+
+TEST_CASE("strata sass without cuobjdump: exit 4, naming what is missing and where to get it") {
+  const RunResult r = run_strata({"sass"}, {.env = {"CUOBJDUMP=/nonexistent"}});
+  check_refused(r, 4, "CUOBJDUMP is /nonexistent");
+  CHECK(contains(r.err, "pip install nvidia-cuda-cuobjdump"));
+  CHECK(contains(r.err, "CUDA toolkit"));
+}
+
+TEST_CASE("strata sass --module that does not exist: exit 2") {
+  TempDir dir;
+  const RunResult r =
+      run_strata({"sass", "--module", dir.file("absent.so")}, {.env = {"CUOBJDUMP=" + fake_cuobjdump(dir)}});
+  check_refused(r, 2, "--module");
+}
+
+}  // namespace strata::test
