@@ -263,6 +263,9 @@ void bind_tensor(py::module_& m) {
       .def("dim", &Tensor::dim)
       .def("numel", &Tensor::numel)
       .def("is_contiguous", &Tensor::is_contiguous)
+      // torch's detach(): the same storage, sizes and strides, no grad_fn and requires_grad off, so
+      // backward stops there. as_strided makes a fresh header that carries no autograd state.
+      .def("detach", [](const Tensor& t) { return t.as_strided(t.sizes(), t.strides(), t.storage_offset()); })
       .def("_strides", [](const Tensor& t) { return shape_tuple(t.strides()); })  // stride(): strata/_views.py
       .def("storage_offset", [](const Tensor& t) { return t.storage_offset(); })
       .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); })

@@ -101,6 +101,22 @@ class TensorMethodsTest(unittest.TestCase):
         with self.assertRaises(TypeError):
             x.requires_grad_(1)
 
+    def test_detach_shares_memory_and_stops_the_gradient(self):
+        x = strata.randn(3, 4, dtype="float64", seed=self.seed, requires_grad=True)
+        c = x.detach()
+        self.assertEqual(c.data_ptr(), x.data_ptr())
+        self.assertEqual(c.stride(), x.stride())
+        self.assertFalse(c.requires_grad)
+        self.assertIsNone(c.grad_fn)
+        np.testing.assert_array_equal(c.numpy(), x.numpy())
+        # d/dx sum(detach(x) * x) = detach(x): the detached factor is a constant.
+        strata.sum(c * x).backward()
+        np.testing.assert_array_equal(x.grad.numpy(), x.numpy())
+        # A view detached keeps its layout.
+        t = x.t().detach()
+        self.assertEqual(t.stride(), (1, 4))
+        self.assertEqual(t.data_ptr(), x.data_ptr())
+
 
 @unittest.skipIf(torch is None, "PyTorch is not in this Python (the peer's environment, scripts/install-python-deps, has it)")
 class AgainstTorchTest(unittest.TestCase):
