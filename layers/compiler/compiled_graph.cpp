@@ -122,19 +122,7 @@ Tensor dispatch_step(const CompiledGraph::Impl& impl, const Step& s, const std::
 
 // An op with no lowering: a full call through binding and dispatch, keyword-only arguments by name.
 Tensor call_extern(const Graph& g, const Step& s, const std::vector<Tensor>& env) {
-  const Node& n = g.nodes[s.kernel->output];
-  const binding::Schema& schema = s.op->schema();
-  std::vector<binding::IValue> args;
-  std::vector<binding::Kwarg> kwargs;
-  for (size_t i = 0; i < n.args.size(); ++i) {
-    binding::IValue v = n.args[i].value ? binding::IValue(env[*n.args[i].value]) : n.args[i].scalar;
-    if (i < schema.arguments.size() && schema.arguments[i].keyword_only) {
-      kwargs.push_back({schema.arguments[i].name, std::move(v)});
-    } else {
-      args.push_back(std::move(v));
-    }
-  }
-  return std::move(s.op->call(args, kwargs)).take_tensor();
+  return call_recorded(*s.op, g.nodes[s.kernel->output], env);
 }
 
 void check_guards(const Graph& g, const std::vector<Tensor>& inputs) {
@@ -272,6 +260,21 @@ double CompiledGraph::bytes_moved() const {
     total += bytes(k.output);
   }
   return total;
+}
+
+Tensor call_recorded(const binding::BoundOperator& op, const Node& n, const std::vector<Tensor>& env) {
+  const binding::Schema& schema = op.schema();
+  std::vector<binding::IValue> args;
+  std::vector<binding::Kwarg> kwargs;
+  for (size_t i = 0; i < n.args.size(); ++i) {
+    binding::IValue v = n.args[i].value ? binding::IValue(env[*n.args[i].value]) : n.args[i].scalar;
+    if (i < schema.arguments.size() && schema.arguments[i].keyword_only) {
+      kwargs.push_back({schema.arguments[i].name, std::move(v)});
+    } else {
+      args.push_back(std::move(v));
+    }
+  }
+  return std::move(op.call(args, kwargs)).take_tensor();
 }
 
 }  // namespace strata::compiler

@@ -198,6 +198,11 @@ class CompiledGraph {
 // Fusion, codegen, compile and load for a captured graph (its capture time goes into the timings).
 CompiledGraph compile(const Captured& captured, const CompileOptions& options = {});
 
+// Calls `op` (the operator of call node `n`) through the binding layer as the recorded call made it:
+// tensor arguments from `env` by node id, scalars as recorded, keyword-only arguments as keywords. The
+// extern kernels of a compiled run and the eager replay of a compiled function's backward both call it.
+Tensor call_recorded(const binding::BoundOperator& op, const Node& n, const std::vector<Tensor>& env);
+
 // Bytes an eager run of the graph moves: every call reads its tensor arguments and writes its output,
 // so every intermediate is written once and read back by each user.
 double eager_bytes_moved(const Graph& graph);

@@ -73,19 +73,7 @@ Tensor detached_alias(const Tensor& t) {
 
 // One call node of the graph, eagerly through binding and dispatch (keyword-only arguments by name).
 Tensor call_node(const compiler::Node& n, const std::vector<Tensor>& env) {
-  const binding::BoundOperator& op = binding::find_operator(n.op);
-  const binding::Schema& schema = op.schema();
-  std::vector<binding::IValue> args;
-  std::vector<binding::Kwarg> kwargs;
-  for (size_t i = 0; i < n.args.size(); ++i) {
-    binding::IValue v = n.args[i].value ? binding::IValue(env[*n.args[i].value]) : n.args[i].scalar;
-    if (i < schema.arguments.size() && schema.arguments[i].keyword_only) {
-      kwargs.push_back({schema.arguments[i].name, std::move(v)});
-    } else {
-      args.push_back(std::move(v));
-    }
-  }
-  return std::move(op.call(args, kwargs)).take_tensor();
+  return compiler::call_recorded(binding::find_operator(n.op), n, env);
 }
 
 // Note [Backward through a compiled function].
