@@ -6,7 +6,7 @@
 // So a build with the CUDA layers puts them, and everything that calls them, into one shared module,
 // libstrata_cuda.so: layers/runtime/cuda, layers/kernels/cuda, layers/device/cupti, the CUDA half of the
 // kernel list (layers/ops/register_kernels_cuda.cpp) and the CUDA device session
-// (apps/strata/cuda_session.cpp). The strata executable does not link it; cuda_module.cpp dlopens
+// (apps/cuda_module/cuda_session.cpp). The strata executable does not link it; cuda_module.cpp dlopens
 // it on the first CUDA use: device selection for --device auto or cuda, `strata devices`.
 //
 //  - One module, not one dlopen per library: strata's own nvcc-compiled kernels register with cudart when

@@ -2,7 +2,7 @@
 // extension (STRATA_PYTHON_EMBEDDED; Note [The Python module] in apps/strata/python_module.h). The CUDA
 // layers live in the CUDA module (Note [The CUDA module]): the extension loads it itself (cuda_device.h);
 // inside the program, CUDA questions go through the program's own device selection, defined by
-// apps/strata/python_embed.cpp.
+// layers/python/python_embed.cpp.
 #pragma once
 
 #include <cstddef>

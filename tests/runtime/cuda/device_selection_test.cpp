@@ -1,4 +1,4 @@
-// Device selection in a CUDA build (apps/strata/device_choice_cuda.cpp over layers/runtime/cuda), on
+// Device selection in a CUDA build (apps/cuda_module/device_choice_cuda.cpp over layers/runtime/cuda), on
 // whatever machine runs the tests. Without a usable GPU: --device auto picks the CPU and says why in one
 // line, an explicit --device cuda exits 4 with the reason, `strata devices` says why there is none and
 // exits 0. With one: an index past the last device is refused with the count.

@@ -9,9 +9,9 @@
 // turns them into the report's words.
 #include <unordered_set>
 
-#include "apps/strata/cuda_report.h"
+#include "apps/cuda_module/cuda_report.h"
 #include "apps/strata/device_session.h"
-#include "apps/strata/device_session_cuda.h"
+#include "apps/cuda_module/device_session_cuda.h"
 #include "layers/device/cupti/cupti_trace.h"
 #include "layers/kernels/cuda/cuda_kernels.h"
 #include "layers/runtime/cuda/cuda_runtime_layer.h"

@@ -2,8 +2,8 @@
 #include <iostream>
 
 #include "apps/strata/commands.h"
-#include "apps/strata/cuda_report.h"
-#include "apps/strata/device_session_cuda.h"
+#include "apps/cuda_module/cuda_report.h"
+#include "apps/cuda_module/device_session_cuda.h"
 #include "layers/kernels/cuda/cuda_kernels.h"
 #include "layers/device/cupti/cupti_trace.h"
 #include "layers/runtime/cuda/cuda_runtime_layer.h"

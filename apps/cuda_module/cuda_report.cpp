@@ -1,4 +1,4 @@
-#include "apps/strata/cuda_report.h"
+#include "apps/cuda_module/cuda_report.h"
 
 #include "layers/device/cupti/cupti_trace.h"
 #include "layers/kernels/cuda/cuda_kernels.h"

@@ -1,7 +1,7 @@
 // The one exported name of libstrata_cuda.so (Note [The CUDA module]): the table the app calls CUDA code
 // through.
 #include "apps/strata/cuda_module.h"
-#include "apps/strata/device_session_cuda.h"
+#include "apps/cuda_module/device_session_cuda.h"
 #include "layers/ops/register_kernels.h"
 
 extern "C" __attribute__((visibility("default"))) const StrataCudaBackend* strata_cuda_backend_v1() {
