@@ -32,7 +32,7 @@ namespace strata::reports {
 //   kernels, memcpys and memsets carry "stream" (never 0, like their tid), "device", "correlation",
 //   "External id"; CUDA API calls carry "correlation", "cbid", "External id" and never "stream".
 // The header's values are scalars, flat objects or arrays of flat objects: HTA's streaming reader
-// (ijson) follows one level of nesting only. check_chrome_trace enforces all of this.
+// (ijson) follows one level of nesting only. check_chrome_trace (chrome_trace_check.h) enforces all of this.
 
 // One GPU in the header's "deviceProperties", with Kineto's field names.
 struct GpuProperties {
@@ -81,18 +81,6 @@ class ChromeTraceWriter {
   std::vector<std::pair<std::string, std::string>> metadata_;
   TraceMetadata trace_metadata_;
 };
-
-// Every violation of the trace invariants (docs/design.md) in `json`, one line each; empty means valid:
-// valid JSON with no NUL byte and no key twice in one object, no NaN/Infinity, at least one event, every
-// phase one of the Trace Event Format's, pid and tid not negative, args an object, every B closed by an E
-// on its track, finite non-negative ts, X events on one track properly nested, every flow
-// id exactly one "s" and one "f" each inside an X on its own track, tid never 0. And what HTA relies on
-// (Note [Kineto trace layout]), wherever the trace has it: an integer rank >= 0 in distributedInfo,
-// deviceProperties a non-empty array of flat objects, ProfilerStep#N events complete, numbered once and
-// not overlapping each other on a track, GPU events (cat kernel, gpu_memcpy, gpu_memset) with integer
-// "correlation" and "stream" > 0, CUDA API events (cuda_runtime, cuda_driver) with integer
-// "correlation" and "cbid" and no "stream".
-std::vector<std::string> check_chrome_trace(const std::string& json);
 
 std::string json_escape(const std::string& s);
 

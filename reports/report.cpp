@@ -58,6 +58,12 @@ void describe_cpu_device_rows(TraceReport& rep) {
   rep.describe_na(RowKind::kGpu, "n/a on the CPU: the compute is inside the library row");
 }
 
+std::string format_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
+
 std::string format_percent(double share) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * share);

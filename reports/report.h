@@ -157,6 +157,7 @@ std::string format_ns(double ns);
 std::string marked_cells_note(const std::string& marked, double probe_ns);
 std::string format_rate(double flops_per_s);  // "52.1 GFLOP/s"
 std::string format_percent(double share);   // 0.123 -> "12.3%"
+std::string format_number(double v);       // six significant digits, %g style: 0.000123457, 1.5e+09
 std::string format_bandwidth(double bytes_per_s);  // "12.3 GB/s" (10^9 bytes)
 // Table cells: `s` padded with spaces on the right (pad) or the left (lpad) to `width` characters.
 std::string pad(std::string s, size_t width);

@@ -20,6 +20,7 @@
 #include "layers/ops/operators.h"
 #include "lib/error.h"
 #include "reports/chrome_trace.h"
+#include "reports/chrome_trace_check.h"
 #if STRATA_WITH_CUDA
 #include "apps/strata/cuda_module.h"
 #endif

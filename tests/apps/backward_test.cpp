@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "reports/chrome_trace.h"
+#include "reports/chrome_trace_check.h"
 #include "tests/apps/e2e.h"
 
 using namespace strata::test;

@@ -8,6 +8,7 @@
 #include "layers/frontend/frontend.h"
 #include "layers/kernels/reference/reference.h"
 #include "reports/chrome_trace.h"
+#include "reports/chrome_trace_check.h"
 #include "tests/support/subprocess.h"
 
 using namespace strata;

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "reports/chrome_trace.h"
+#include "reports/chrome_trace_check.h"
 #include "tests/apps/e2e.h"
 
 using namespace strata::test;

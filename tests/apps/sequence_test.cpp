@@ -15,6 +15,7 @@
 #include "layers/frontend/sequence.h"
 #include "layers/kernels/reference/reference.h"
 #include "reports/chrome_trace.h"
+#include "reports/chrome_trace_check.h"
 #include "tests/apps/e2e.h"
 
 using namespace strata;

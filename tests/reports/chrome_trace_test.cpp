@@ -2,6 +2,7 @@
 // check_chrome_trace for every kind of timeline; the validator must reject each violation of
 // The invariants of docs/design.md ("Chrome trace invariants") on crafted traces, and never throw on malformed input.
 #include "reports/chrome_trace.h"
+#include "reports/chrome_trace_check.h"
 
 #include <doctest/doctest.h>
 

@@ -14,6 +14,7 @@
 #include "layers/device/cupti/cupti_trace.h"
 #include "reports/breakdown.h"
 #include "reports/chrome_trace.h"
+#include "reports/chrome_trace_check.h"
 #include "tests/device/cupti/cupti_records.h"
 #include "tests/reports/steady_clock.h"
 

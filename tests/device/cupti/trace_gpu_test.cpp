@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "reports/chrome_trace.h"
+#include "reports/chrome_trace_check.h"
 #include "tests/support/subprocess.h"
 
 using namespace strata;
