@@ -251,7 +251,8 @@ std::vector<SassFunction> parse_nvdisasm(const std::string& text) {
     const std::string_view line = trim(raw);
     if (starts_with(line, ".target")) {
       arch = std::string(trim(line.substr(7)));
-    } else if (starts_with(line, ".section")) {
+    } else if (starts_with(line, ".section") && line.size() > 8 &&
+               std::isspace(static_cast<unsigned char>(line[8])) != 0) {  // not ".sectioninfo"
       close();
       std::string_view name = trim(line.substr(8));
       name = name.substr(0, name.find(','));
