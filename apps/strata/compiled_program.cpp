@@ -75,11 +75,9 @@ void describe_compiled(reports::TraceReport& rep, const CompiledProgram& p, cons
   rep.notes.push_back(text);
 }
 
+#ifdef STRATA_WITH_CUDA
 namespace {
 
-// --emit sass: each kernel's cubin through cuobjdump (or nvdisasm). Without ptxas there is no cubin, and
-// without a disassembler no listing: both are UnavailableError (exit 4), the second with ptxas's figures,
-// which are all there is to say about the kernels then.
 // A fresh directory under the temporary one ("<tmp>/strata-sass-XXXXXX").
 std::string temp_directory(const std::string& prefix) {
   std::string pattern = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
@@ -87,7 +85,10 @@ std::string temp_directory(const std::string& prefix) {
   return pattern;
 }
 
-[[maybe_unused]] void disassemble(PtxListing& l) {
+// --emit sass: each kernel's cubin through cuobjdump (or nvdisasm). Without ptxas there is no cubin, and
+// without a disassembler no listing: both are UnavailableError (exit 4), the second with ptxas's figures,
+// which are all there is to say about the kernels then.
+void disassemble(PtxListing& l) {
   std::string figures;
   for (const compiler::cuda::PtxKernel& k : l.kernels) {
     if (!k.ptxas.ran) {
@@ -114,6 +115,7 @@ std::string temp_directory(const std::string& prefix) {
 }
 
 }  // namespace
+#endif
 
 void emit_program_ptx(CompiledProgram& p, const std::string& arch, bool sass) {
   if (!arch.empty()) compiler::cuda::check_arch(arch);

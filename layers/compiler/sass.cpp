@@ -399,6 +399,12 @@ Disassembly disassemble_cubin(const std::string& cubin_path) {
     d.functions = parse_sass(d.listing);
     return d;
   }
+  // $CUOBJDUMP naming nothing is a mistake to report, not a reason to use another tool.
+  if (const char* env = std::getenv("CUOBJDUMP"); env != nullptr && *env != '\0' &&
+                                                  std::getenv("NVDISASM") == nullptr) {
+    throw UnavailableError("the SASS listing needs cuobjdump or nvdisasm: " + why_cuobjdump + "; " +
+                           kDisassemblerHowTo);
+  }
   if (std::string nvdisasm = find_cuda_tool("nvdisasm", why_nvdisasm); !nvdisasm.empty()) {
     d.tool = nvdisasm;
     d.listing = run_tool({nvdisasm, "-c", cubin_path});

@@ -96,7 +96,8 @@ struct Disassembly {
   std::string listing;
   std::vector<SassFunction> functions;
 };
-// cuobjdump -sass on `cubin_path` where there is a cuobjdump, else nvdisasm -c (each read by its parser).
+// cuobjdump -sass on `cubin_path` where there is a cuobjdump, else nvdisasm -c (each read by its parser);
+// a $CUOBJDUMP that names nothing is UnavailableError, unless $NVDISASM is set too (then that one is tried).
 // Throws UnavailableError (exit 4) naming both, where each was looked for and how to get them, when
 // neither is found.
 Disassembly disassemble_cubin(const std::string& cubin_path);

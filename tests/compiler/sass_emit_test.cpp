@@ -125,8 +125,16 @@ TEST_CASE("no disassembler anywhere: UnavailableError naming both tools and how 
     CHECK(test::contains(what, "nvidia-cuda-cuobjdump"));
     CHECK(test::contains(what, "scripts/install-python-deps"));
   }
-  ::unsetenv("CUOBJDUMP");
+  // $CUOBJDUMP alone, naming nothing: reported as such, not passed over for an nvdisasm found elsewhere.
   ::unsetenv("NVDISASM");
+  try {
+    (void)compiler::disassemble_cubin(dir.file("k.cubin"));
+    FAIL("disassemble_cubin did not throw");
+  } catch (const UnavailableError& e) {
+    CHECK(test::contains(e.what(), "CUOBJDUMP is " + dir.file("none/cuobjdump")));
+    CHECK(!test::contains(e.what(), "no nvdisasm"));  // nvdisasm was not looked for
+  }
+  ::unsetenv("CUOBJDUMP");
 }
 
 }  // namespace strata
