@@ -1,7 +1,13 @@
 // A program through the compiled path: capture, compile, and how a trace reports it (compiled_program.h).
 #include "apps/strata/compiled_program.h"
 
+#include <stdlib.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
 
 #include "layers/kernels/reference/reference.h"
 #ifdef STRATA_WITH_CUDA
@@ -69,7 +75,49 @@ void describe_compiled(reports::TraceReport& rep, const CompiledProgram& p, cons
   rep.notes.push_back(text);
 }
 
-void emit_program_ptx(CompiledProgram& p, const std::string& arch) {
+#ifdef STRATA_WITH_CUDA
+namespace {
+
+// A fresh directory under the temporary one ("<tmp>/strata-sass-XXXXXX").
+std::string temp_directory(const std::string& prefix) {
+  std::string pattern = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
+  if (::mkdtemp(pattern.data()) == nullptr) throw Error("mkdtemp " + pattern + ": " + std::strerror(errno));
+  return pattern;
+}
+
+// --emit sass: each kernel's cubin through cuobjdump (or nvdisasm). Without ptxas there is no cubin, and
+// without a disassembler no listing: both are UnavailableError (exit 4), the second with ptxas's figures,
+// which are all there is to say about the kernels then.
+void disassemble(PtxListing& l) {
+  std::string figures;
+  for (const compiler::cuda::PtxKernel& k : l.kernels) {
+    if (!k.ptxas.ran) {
+      throw UnavailableError("--emit sass assembles the PTX with ptxas, and there is none: " + k.ptxas.why_not);
+    }
+    for (const compiler::cuda::PtxasResources& f : k.ptxas.functions) figures += "\n  ptxas " + f.str();
+  }
+  const std::string dir = temp_directory("strata-sass");
+  try {
+    for (const compiler::cuda::PtxKernel& k : l.kernels) {
+      const std::string cubin = dir + "/" + k.kernel.name + "." + l.arch + ".cubin";
+      std::ofstream(cubin, std::ios::binary) << k.ptxas.cubin;
+      l.disassembly.push_back(compiler::disassemble_cubin(cubin));
+    }
+  } catch (const UnavailableError& e) {
+    std::filesystem::remove_all(dir);
+    throw UnavailableError(std::string("--emit sass: ") + e.what() + "\nptxas assembled the kernels for " +
+                           l.arch + " (no listing without a disassembler):" + figures);
+  } catch (...) {
+    std::filesystem::remove_all(dir);
+    throw;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+#endif
+
+void emit_program_ptx(CompiledProgram& p, const std::string& arch, bool sass) {
   if (!arch.empty()) compiler::cuda::check_arch(arch);
 #ifdef STRATA_WITH_CUDA
   const StrataPtxModule& m = require_ptx_module();
@@ -91,19 +139,55 @@ void emit_program_ptx(CompiledProgram& p, const std::string& arch) {
       l.arch_note = "this machine's GPU";
     }
   }
-  l.kernels = m.emit_ptx(*p.graph, l.arch);
+  l.kernels = m.emit_ptx(*p.graph, l.arch, sass);
+  l.sass = sass;
+  if (sass) disassemble(l);
   p.ptx = std::move(l);
 #else
   (void)p;
-  throw UnavailableError(
-      "--emit ptx needs the CUDA toolkit's NVRTC, and this strata was built without the CUDA layers "
-      "(docs/build.md); --emit cpp works in every build");
+  throw UnavailableError(std::string("--emit ") + (sass ? "sass" : "ptx") +
+                         " needs the CUDA toolkit's NVRTC, and this strata was built without the CUDA layers "
+                         "(docs/build.md); --emit cpp works in every build");
 #endif
 }
 
 namespace {
 
+// "fused_add_relu sm_90: 28 instructions: fp32 1, ld.global 2, st.global 1, ..." (the classes it has).
+std::string mix_line(const compiler::SassFunction& f) {
+  const compiler::SassMix mix = compiler::instruction_mix(f);
+  std::string line = f.demangled + " " + f.arch + ": " + std::to_string(mix.total) + " instructions:";
+  const char* sep = " ";
+  for (int c = 0; c < compiler::kSassClassCount; ++c) {
+    const int64_t n = mix.counts[static_cast<size_t>(c)];
+    if (n == 0) continue;
+    line += sep + std::string(compiler::sass_class_name(static_cast<compiler::SassClass>(c))) + " " +
+            std::to_string(n);
+    sep = ", ";
+  }
+  return line;
+}
+
+void print_sass(const PtxListing& l, std::ostream& out) {
+  out << "generated SASS (--emit sass) for " << l.arch << " (" << l.arch_note << "):\n";
+  for (size_t i = 0; i < l.kernels.size() && i < l.disassembly.size(); ++i) {
+    const compiler::Disassembly& d = l.disassembly[i];
+    out << "-- " << l.kernels[i].kernel.name << ".sass (" << d.tool << ")\n" << d.listing;
+    if (!d.listing.empty() && d.listing.back() != '\n') out << "\n";
+  }
+  for (const compiler::cuda::PtxKernel& k : l.kernels) {
+    for (const compiler::cuda::PtxasResources& f : k.ptxas.functions) out << "ptxas " << f.str() << "\n";
+  }
+  for (const compiler::Disassembly& d : l.disassembly) {
+    for (const compiler::SassFunction& f : d.functions) out << "sass " << mix_line(f) << "\n";
+  }
+}
+
 void print_ptx(const PtxListing& l, std::ostream& out) {
+  if (l.sass) {
+    print_sass(l, out);
+    return;
+  }
   out << "generated CUDA C and PTX (--emit ptx) for " << l.arch << " (" << l.arch_note << "):\n";
   for (const compiler::cuda::PtxKernel& k : l.kernels) {
     out << "-- " << k.kernel.name << ".cu\n" << k.kernel.source;
@@ -134,12 +218,26 @@ nlohmann::json ptx_json(const PtxListing& l) {
                            {"spill_load_bytes", f.spill_load_bytes},
                            {"barriers", f.barriers}});
     }
+    nlohmann::json sass = nullptr;
+    if (const size_t i = kernels.size(); i < l.disassembly.size()) {
+      nlohmann::json fs = nlohmann::json::array();
+      for (const compiler::SassFunction& f : l.disassembly[i].functions) {
+        const compiler::SassMix mix = compiler::instruction_mix(f);
+        nlohmann::json counts = nlohmann::json::object();
+        for (int c = 0; c < compiler::kSassClassCount; ++c) {
+          counts[compiler::sass_class_name(static_cast<compiler::SassClass>(c))] = mix.counts[static_cast<size_t>(c)];
+        }
+        fs.push_back({{"function", f.name}, {"arch", f.arch}, {"instructions", mix.total}, {"mix", counts}});
+      }
+      sass = {{"tool", l.disassembly[i].tool}, {"listing", l.disassembly[i].listing}, {"functions", fs}};
+    }
     kernels.push_back({{"name", k.kernel.name},
                        {"dtype", dtype_name(k.kernel.dtype)},
                        {"cuda_source", k.kernel.source},
                        {"ptx", k.ptx.ptx},
                        {"nvrtc_log", k.ptx.log},
-                       {"ptxas", {{"ran", k.ptxas.ran}, {"why_not", k.ptxas.why_not}, {"functions", functions}}}});
+                       {"ptxas", {{"ran", k.ptxas.ran}, {"why_not", k.ptxas.why_not}, {"functions", functions}}},
+                       {"sass", sass}});
   }
   return {{"arch", l.arch}, {"arch_note", l.arch_note}, {"kernels", kernels}};
 }

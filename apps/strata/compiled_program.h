@@ -11,6 +11,7 @@
 #include "apps/strata/commands.h"
 #include "layers/compiler/compiler.h"
 #include "layers/compiler/compiler_cuda.h"
+#include "layers/compiler/sass.h"
 #include "layers/frontend/sequence.h"
 #include "reports/comparison.h"
 #include "reports/report.h"
@@ -22,6 +23,8 @@ struct PtxListing {
   std::string arch;       // "sm_90"
   std::string arch_note;  // how the architecture was chosen: "--arch", the GPU's, or the default and why
   std::vector<compiler::cuda::PtxKernel> kernels;
+  bool sass = false;  // --emit sass: the listing is the SASS, not the CUDA C and PTX
+  std::vector<compiler::Disassembly> disassembly;  // with sass, one per kernel, in the same order
 };
 
 struct CompiledProgram {
@@ -37,7 +40,10 @@ CompiledProgram compile_program(frontend::Sequence& sequence);
 
 // --emit ptx: fills program.ptx through the PTX module (Note [The PTX module]) for `arch`, or when it is
 // "" for the GPU's architecture, else sm_90. UnavailableError (exit 4) in a build without the CUDA toolkit.
-void emit_program_ptx(CompiledProgram& program, const std::string& arch);
+// With `sass` (--emit sass) each kernel's cubin is disassembled too (compiler::disassemble_cubin); without
+// ptxas or a disassembler that is UnavailableError as well, its message holding ptxas's figures when
+// ptxas ran and saying where to get cuobjdump or nvdisasm.
+void emit_program_ptx(CompiledProgram& program, const std::string& arch, bool sass = false);
 
 // The rows' words and the compiled figures (ops called, kernels run, bytes, cache), and with --check the
 // compiled result against eager's as well as against the float64 reference.

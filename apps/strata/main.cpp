@@ -263,6 +263,7 @@ examples:
   strata trace relu_matmul 512 --mode compiled --check   # captured, fused, compiled C++, then timed
   strata trace linear_gelu 32x768x3072 --mode compiled --emit cpp   # + the generated source
   strata trace linear_gelu 32x768x3072 --mode compiled --emit ptx --arch sm_80   # + CUDA C, PTX, ptxas
+  strata trace linear_gelu 32x768x3072 --mode compiled --emit sass --arch sm_80  # + SASS, instruction mix
   strata trace relu_matmul 512 --mode graph     # the forward captured once, replayed
   strata compare linear_gelu 32x256x1024        # eager, graph and compiled: ops, kernels, bytes, break-even
   strata sweep matmul 16:1024 --plot sweep.svg  # where host overhead stops mattering, as a picture
@@ -301,10 +302,11 @@ int main(int argc, char** argv) {
                     "compiled (captured, fused, compiled to C++; docs/compiled.md)")
       ->capture_default_str();
   trace->add_option("--emit", t.emit,
-                    "cpp | ptx: with --mode compiled, print the generated C++ of every fused kernel, or the same "
-                    "kernels as CUDA C with NVRTC's PTX and ptxas's registers, spills and shared memory");
+                    "cpp | ptx | sass: with --mode compiled, print the generated C++ of every fused kernel, or the "
+                    "same kernels as CUDA C with NVRTC's PTX and ptxas's registers, spills and shared memory, or "
+                    "their SASS (cuobjdump or nvdisasm) with each kernel's instruction mix");
   trace->add_option("--arch", t.arch,
-                    "with --emit ptx: sm_80 | sm_86 | sm_89 | sm_90 | sm_100 | sm_120 (default: this machine's "
+                    "with --emit ptx or sass: sm_80 | sm_86 | sm_89 | sm_90 | sm_100 | sm_120 (default: this machine's "
                     "GPU, else sm_90)");
   trace->footer("op formats:\n" + strata::frontend::spec_help() + strata::frontend::sequence_help() + kExamples);
 

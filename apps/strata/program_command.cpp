@@ -25,15 +25,17 @@ void check_mode_options(const TraceOptions& o, bool sequence) {
                      "'; allowed: eager (every op through binding and dispatch), graph "
                      "(captured once, replayed), compiled (captured, fused, compiled to C++)");
   }
-  if (!o.emit.empty() && o.emit != "cpp" && o.emit != "ptx")
-    throw UsageError("unknown --emit '" + o.emit + "'; allowed: cpp, ptx (with --mode compiled)");
+  if (!o.emit.empty() && o.emit != "cpp" && o.emit != "ptx" && o.emit != "sass")
+    throw UsageError("unknown --emit '" + o.emit + "'; allowed: cpp, ptx, sass (with --mode compiled)");
   if (!o.emit.empty() && o.mode != "compiled") {
     throw UsageError("--emit " + o.emit +
                      " prints the generated code of a compiled graph; it needs --mode compiled (got --mode " +
                      o.mode + ")");
   }
-  if (!o.arch.empty() && o.emit != "ptx")
-    throw UsageError("--arch names the GPU architecture of --emit ptx; add --emit ptx or leave --arch out");
+  if (!o.arch.empty() && o.emit != "ptx" && o.emit != "sass") {
+    throw UsageError(
+        "--arch names the GPU architecture of --emit ptx or sass; add --emit ptx or sass, or leave --arch out");
+  }
   if (!o.arch.empty()) compiler::cuda::check_arch(o.arch);
   const bool program = sequence && o.op != "mlp";
   if (o.mode != "eager" && !sequence) {
@@ -179,7 +181,7 @@ OneTime prepare_one_time(const TraceOptions& o, Prepared& p, Timeline& timeline)
   if (o.mode == "compiled") {
     t.compiled = compile_program(sequence);
     // Before any timed call: a refusal (NVRTC, ptxas, no module) ends the run with no partial output.
-    if (o.emit == "ptx") emit_program_ptx(*t.compiled, o.arch);
+    if (o.emit == "ptx" || o.emit == "sass") emit_program_ptx(*t.compiled, o.arch, o.emit == "sass");
     t.cold = compiled_cold_rows(*t.compiled->graph, sequence.steps.size());
     // By value: a CompiledGraph is a shared handle, and `t` may move on return.
     t.call = [g = *t.compiled->graph, inputs = t.compiled->inputs] {

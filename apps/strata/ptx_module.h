@@ -15,13 +15,14 @@
 
 #include "layers/compiler/compiler_cuda.h"
 
-inline constexpr int kStrataPtxModuleVersion = 1;
+inline constexpr int kStrataPtxModuleVersion = 2;
 
 struct StrataPtxModule {
   int version = kStrataPtxModuleVersion;
-  // compiler::cuda::emit_ptx: every generated kernel as CUDA C, PTX and ptxas's report, for one arch.
+  // compiler::cuda::emit_ptx: every generated kernel as CUDA C, PTX and ptxas's report, for one arch; with
+  // keep_cubin (--emit sass) each report holds ptxas's cubin.
   std::vector<strata::compiler::cuda::PtxKernel> (*emit_ptx)(const strata::compiler::CompiledGraph& graph,
-                                                             const std::string& arch);
+                                                             const std::string& arch, bool keep_cubin);
   // Device 0's architecture ("sm_90"), or "" with `why` set (no driver, no device).
   std::string (*gpu_arch)(std::string& why);
 };

@@ -66,11 +66,13 @@ struct PtxasReport {
   std::string why_not;  // when !ran: there is no ptxas (not a failure: PTX alone is still the answer)
   std::string ptxas;    // the executable that ran
   std::vector<PtxasResources> functions;
+  std::string cubin;  // with keep_cubin: the assembled ELF (what --emit sass disassembles), else ""
 };
-// Assembles `ptx` for `arch` with ptxas -v (output discarded) and parses its report. ptxas is
+// Assembles `ptx` for `arch` with ptxas -v (the cubin kept in the report with `keep_cubin`, else
+// discarded) and parses its report. ptxas is
 // $STRATA_PTXAS when set, else the toolkit's this build found, else `ptxas` on PATH. Throws
 // KernelCompileError with ptxas's output when ptxas rejects the PTX.
-PtxasReport run_ptxas(const std::string& ptx, const std::string& arch);
+PtxasReport run_ptxas(const std::string& ptx, const std::string& arch, bool keep_cubin = false);
 
 // One generated kernel all the way down: its CUDA C, NVRTC's PTX, ptxas's report.
 struct PtxKernel {
@@ -78,7 +80,8 @@ struct PtxKernel {
   Ptx ptx;
   PtxasReport ptxas;
 };
-// Every generated kernel of `graph` (generate_cuda) through compile_ptx and run_ptxas for `arch`.
-std::vector<PtxKernel> emit_ptx(const CompiledGraph& graph, const std::string& arch);
+// Every generated kernel of `graph` (generate_cuda) through compile_ptx and run_ptxas for `arch`, the
+// cubins kept with `keep_cubin` (--emit sass).
+std::vector<PtxKernel> emit_ptx(const CompiledGraph& graph, const std::string& arch, bool keep_cubin = false);
 
 }  // namespace strata::compiler::cuda

@@ -52,12 +52,12 @@ Ptx compile_ptx(const CudaKernel& kernel, const std::string& arch) {
   return out;
 }
 
-std::vector<PtxKernel> emit_ptx(const CompiledGraph& graph, const std::string& arch) {
+std::vector<PtxKernel> emit_ptx(const CompiledGraph& graph, const std::string& arch, bool keep_cubin) {
   check_arch(arch);
   std::vector<PtxKernel> out;
   for (CudaKernel& k : generate_cuda(graph)) {
     Ptx ptx = compile_ptx(k, arch);
-    PtxasReport report = run_ptxas(ptx.ptx, arch);
+    PtxasReport report = run_ptxas(ptx.ptx, arch, keep_cubin);
     out.push_back({std::move(k), std::move(ptx), std::move(report)});
   }
   return out;

@@ -106,7 +106,7 @@ std::vector<PtxasResources> parse_ptxas_verbose(const std::string& text) {
   return out;
 }
 
-PtxasReport run_ptxas(const std::string& ptx, const std::string& arch) {
+PtxasReport run_ptxas(const std::string& ptx, const std::string& arch, bool keep_cubin) {
   check_arch(arch);
   PtxasReport report;
   report.ptxas = find_ptxas();
@@ -118,11 +118,15 @@ PtxasReport run_ptxas(const std::string& ptx, const std::string& arch) {
   const std::string base = (std::filesystem::temp_directory_path() /
                             ("strata-ptxas-" + std::to_string(::getpid()) + "-" + std::to_string(counter++)))
                                .string();
-  const std::string in = base + ".ptx", log = base + ".log";
+  const std::string in = base + ".ptx", log = base + ".log", cubin = base + ".cubin";
   std::ofstream(in, std::ios::binary) << ptx;
-  const int rc = run({report.ptxas, "-v", "-arch=" + arch, in, "-o", "/dev/null"}, log);
+  const int rc = run({report.ptxas, "-v", "-arch=" + arch, in, "-o", keep_cubin ? cubin : "/dev/null"}, log);
   const std::string output = read_all(log);
   std::filesystem::remove(log);
+  if (keep_cubin) {
+    if (rc == 0) report.cubin = read_all(cubin);
+    std::filesystem::remove(cubin);
+  }
   if (rc == -1000) {
     std::filesystem::remove(in);
     report.why_not = "ptxas (" + report.ptxas + ") could not be started";

@@ -73,4 +73,33 @@ SassMix instruction_mix(const SassFunction& function);
 // abi::__cxa_demangle's answer, or `mangled` as it is when it does not demangle.
 std::string demangle(const std::string& mangled);
 
+// Parses `nvdisasm -c` output of one cubin (Note [Reading nvdisasm -c]): a function per ".text.<name>"
+// section, its architecture the ".target sm_XX" line, opcodes as parse_sass gives them. A section with no
+// instruction, or one before any ".target" line, throws strata::Error; text with no section gives nothing.
+std::vector<SassFunction> parse_nvdisasm(const std::string& text);
+
+// Where one of the toolkit's tools is (Note [Finding the disassemblers]): `tool` is "cuobjdump" or
+// "nvdisasm"; $CUOBJDUMP / $NVDISASM when set (taken as given: a wrong path is reported, not passed over),
+// else PATH, else the CUDA toolkit's bin, else nvidia/cu13/bin in the site-packages of $VIRTUAL_ENV and of
+// the project's virtual environment (scripts/install-python-deps). "" with `why` when there is none.
+std::string find_cuda_tool(const std::string& tool, std::string& why);
+// How to get the disassemblers, for the messages that say one is missing.
+extern const char* const kDisassemblerHowTo;
+
+// Runs `args` (argv[0] a path) without a shell and returns its stdout and stderr together. Throws
+// UnavailableError when it cannot be started, Error with its output when it fails.
+std::string run_tool(std::vector<std::string> args);
+
+// One cubin's SASS: which tool listed it, the listing, its functions.
+struct Disassembly {
+  std::string tool;  // the executable that ran
+  std::string listing;
+  std::vector<SassFunction> functions;
+};
+// cuobjdump -sass on `cubin_path` where there is a cuobjdump, else nvdisasm -c (each read by its parser);
+// a $CUOBJDUMP that names nothing is UnavailableError, unless $NVDISASM is set too (then that one is tried).
+// Throws UnavailableError (exit 4) naming both, where each was looked for and how to get them, when
+// neither is found.
+Disassembly disassemble_cubin(const std::string& cubin_path);
+
 }  // namespace strata::compiler

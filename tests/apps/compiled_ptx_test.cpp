@@ -97,7 +97,10 @@ TEST_CASE("--emit ptx and --arch: what is refused, with exit 2 and what is allow
        "add --emit ptx"},
       {{"trace", "relu_matmul", "16", "--emit", "ptx"}, "needs --mode compiled"},
       {{"trace", "relu_matmul", "16", "--mode", "graph", "--emit", "ptx"}, "needs --mode compiled"},
-      {{"trace", "relu_matmul", "16", "--mode", "compiled", "--emit", "sass"}, "allowed: cpp, ptx"},
+      {{"trace", "relu_matmul", "16", "--mode", "compiled", "--emit", "asm"}, "allowed: cpp, ptx, sass"},
+      {{"trace", "relu_matmul", "16", "--emit", "sass", "--arch", "sm_80"}, "needs --mode compiled"},
+      {{"trace", "relu_matmul", "16", "--mode", "compiled", "--emit", "sass", "--arch", "sm_75"},
+       "allowed: sm_80"},
   };
   for (const auto& [args, message] : cases) {
     std::string line;
@@ -117,3 +120,61 @@ TEST_CASE("--emit ptx with a PTX module that cannot be loaded: exit 4 with dlope
   test::check_refused(r, 4, "the PTX module libstrata_ptx.so could not be loaded");
   CHECK(test::contains(r.err, "missing/libstrata_ptx.so"));
 }
+
+// --emit sass: the same kernels' cubins (ptxas) through cuobjdump or nvdisasm, found as
+// compiler::find_cuda_tool finds them (the ctest environment's VIRTUAL_ENV is the project's venv, where
+// scripts/install-python-deps puts NVIDIA's wheels).
+TEST_CASE("--emit sass --arch sm_80: each generated kernel's SASS listing and instruction mix") {
+  test::TempDir dir;
+  test::RunResult r;
+  const json j = run_json(
+      dir,
+      test::cpu({"trace", "linear_gelu", "4x8x16", "--mode", "compiled", "--emit", "sass", "--arch", "sm_80"}),
+      r);
+  if (!STRATA_TEST_CUDA_BUILD) {
+    test::check_refused(r, 4, "--emit sass needs the CUDA toolkit's NVRTC");
+    return;
+  }
+  if (r.exit_code == 4 && test::contains(r.err, "needs cuobjdump or nvdisasm")) {
+    MESSAGE("skipped: no cuobjdump or nvdisasm (scripts/install-python-deps installs them): " << r.err);
+    return;
+  }
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  REQUIRE(r.exit_code == 0);
+  const json& p = j["compiled"]["ptx"];
+  CHECK(p["arch"] == "sm_80");
+  REQUIRE(p["kernels"].size() == 1);
+  const json& s = p["kernels"][0]["sass"];
+  REQUIRE(s.is_object());
+  const std::string tool = s["tool"].get<std::string>();
+  CHECK((test::contains(tool, "cuobjdump") || test::contains(tool, "nvdisasm")));
+  REQUIRE(s["functions"].size() == 1);
+  const json& f = s["functions"][0];
+  CHECK(f["function"] == "fused_linear_gelu");
+  CHECK(f["arch"] == "sm_80");
+  CHECK(f["mix"]["ld.global"].get<int>() > 0);
+  CHECK(f["mix"]["st.global"].get<int>() > 0);
+  CHECK(f["mix"]["fp32"].get<int>() > 0);
+  CHECK(test::contains(r.out, "generated SASS (--emit sass) for sm_80 (--arch)"));
+  CHECK(test::contains(r.out, "-- fused_linear_gelu.sass (" + tool + ")"));
+  CHECK(test::contains(r.out, "ptxas fused_linear_gelu sm_80: "));
+  CHECK(test::contains(r.out, "sass fused_linear_gelu sm_80: " + std::to_string(f["instructions"].get<int>()) +
+                                  " instructions: fp32 "));
+  CHECK(!test::contains(r.out, "generated CUDA C and PTX"));  // that is --emit ptx
+}
+
+TEST_CASE("--emit sass without a disassembler: exit 4 with ptxas's figures and where to get one") {
+  if (!STRATA_TEST_CUDA_BUILD) return;  // the test above holds that build to exit 4
+  test::TempDir dir;
+  test::RunOptions o = with_cache(dir);
+  o.env.push_back("CUOBJDUMP=" + dir.file("none/cuobjdump"));
+  o.env.push_back("NVDISASM=" + dir.file("none/nvdisasm"));
+  const test::RunResult r = test::run_strata(
+      test::cpu({"trace", "relu_matmul", "16", "--mode", "compiled", "--emit", "sass", "--arch", "sm_90"}), o);
+  test::check_refused(r, 4, "the SASS listing needs cuobjdump or nvdisasm");
+  CHECK(test::contains(r.err, "CUOBJDUMP is " + dir.file("none/cuobjdump")));
+  CHECK(test::contains(r.err, "ptxas fused_matmul_relu sm_90: "));
+  CHECK(test::contains(r.err, "registers"));
+  CHECK(test::contains(r.err, "nvidia-cuda-cuobjdump"));
+}
+

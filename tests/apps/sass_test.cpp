@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include "layers/compiler/sass.h"
 #include "tests/apps/e2e.h"
 
 namespace strata::test {
@@ -65,4 +66,26 @@ TEST_CASE("strata sass --module that does not exist: exit 2") {
   check_refused(r, 2, "--module");
 }
 
+// The real thing: this build's libstrata_cuda.so through the cuobjdump compiler::find_cuda_tool finds (the
+// toolkit's, or the venv's from scripts/install-python-deps: ctest's VIRTUAL_ENV is the project's venv).
+TEST_CASE("strata sass on this build's libstrata_cuda.so with a real cuobjdump") {
+  if (!STRATA_TEST_CUDA_BUILD) return;  // no libstrata_cuda.so to read
+  std::string why;
+  const std::string cuobjdump = compiler::find_cuda_tool("cuobjdump", why);
+  if (cuobjdump.empty()) {
+    MESSAGE("skipped: no cuobjdump (scripts/install-python-deps installs it): " << why);
+    return;
+  }
+  const RunResult r = run_strata({"sass"});
+  check_no_crash(r);
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(contains(r.out, "cuobjdump: " + cuobjdump + "\n"));
+  CHECK(contains(r.out, "libstrata_cuda.so\n"));
+  CHECK(contains(r.out, "embedded SASS: sm_"));
+  CHECK(!contains(r.out, "\nkernels: 0\n"));
+  CHECK(contains(r.out, " add_kernel<float>\n"));
+}
+
 }  // namespace strata::test
+

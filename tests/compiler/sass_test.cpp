@@ -178,4 +178,52 @@ TEST_CASE("malformed cuobjdump -sass text: empty, foreign, cut off") {
   CHECK(compiler::parse_sass("arch = sm_90\n        /*0000*/ EXIT ;\n\t\t..........\n").empty());
 }
 
+// nvdisasm -c 13.5 on a small cubin (ptxas 13.0, sm_80), cut to its shape: a .target line, a .text.<name>
+// section with directives and labels, one line per instruction and no closing line (Note [Reading
+// nvdisasm -c]); a second section ends the first. tests/compiler/sass_emit_test.cpp holds the parser to
+// cuobjdump's on real cubins where both tools are there.
+TEST_CASE("nvdisasm -c: a function per .text section, its arch from .target, opcodes as cuobjdump's") {
+  const std::string text =
+      "\t.target\tsm_80\n\n\t.elftype\t@\"ET_EXEC\"\n\n\n"
+      "//--------------------- .text.fused_x             --------------------------\n"
+      "\t.section\t.text.fused_x,\"ax\",@progbits\n"
+      "\t.sectioninfo\t@\"SHI_REGISTERS=22\"\n"
+      "        .global         fused_x\n"
+      "fused_x:\n"
+      ".text.fused_x:\n"
+      "        /*0000*/                   IMAD.MOV.U32 R1, RZ, RZ, c[0x0][0x28] ;\n"
+      "        /*0010*/                   S2R R0, SR_CTAID.X ;\n"
+      ".L_x_8:\n"
+      "        /*00d0*/              @!P0 EXIT ;\n"
+      "        /*00e0*/                   LDG.E R2, [R2.64] ;\n"
+      "        /*00f0*/                   FMUL R5, R2, 2 ;\n"
+      "        /*0100*/                   STG.E [R4.64], R5 ;\n"
+      "\t.section\t.text.fused_y,\"ax\",@progbits\n"
+      "        /*0000*/                   EXIT ;\n"
+      "        /*0010*/                   BRA 0x10;\n"
+      "        /*0020*/                   NOP;\n";
+  const std::vector<compiler::SassFunction> f = compiler::parse_nvdisasm(text);
+  REQUIRE(f.size() == 2);
+  CHECK(f[0].name == "fused_x");
+  CHECK(f[0].demangled == "fused_x");
+  CHECK(f[0].arch == "sm_80");
+  CHECK(f[0].opcodes == std::vector<std::string>{"IMAD.MOV.U32", "S2R", "EXIT", "LDG.E", "FMUL", "STG.E"});
+  CHECK(f[1].name == "fused_y");
+  CHECK(f[1].opcodes == std::vector<std::string>{"EXIT", "BRA", "NOP"});
+  const compiler::SassMix mix = compiler::instruction_mix(f[0]);
+  CHECK(mix[SassClass::kGlobalLoad] == 1);
+  CHECK(mix[SassClass::kGlobalStore] == 1);
+  CHECK(mix[SassClass::kFp32] == 1);
+  CHECK(mix.total == 6);
+}
+
+TEST_CASE("nvdisasm -c: no section is no function; an empty one or one before .target is an Error") {
+  CHECK(compiler::parse_nvdisasm("").empty());
+  CHECK(compiler::parse_nvdisasm("\t.target\tsm_90\n\t.section\t.nv.info,\"\",@\"SHT_CUDA_INFO\"\n").empty());
+  CHECK_THROWS_WITH_AS(compiler::parse_nvdisasm("\t.target\tsm_90\n\t.section\t.text.f,\"ax\",@progbits\n"),
+                       doctest::Contains("function f has no instruction"), Error);
+  CHECK_THROWS_WITH_AS(compiler::parse_nvdisasm("\t.section\t.text.f,\"ax\",@progbits\n/*0000*/ EXIT ;\n"),
+                       doctest::Contains("before any .target line"), Error);
+}
+
 }  // namespace strata
