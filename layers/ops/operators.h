@@ -1166,7 +1166,7 @@ inline Tensor promoted_for_kernel(const Tensor& t, DType dtype) {
 
 // ---- In-place ops ------------------------------------------------------------------------------------
 // Note [In-place operators]
-// relu_, add_ and mul_ write self and return it (schema `Tensor(a!) self ... -> Tensor(a!)`, PyTorch's
+// relu_, add_, mul_ and mul_.Scalar write self and return it (schema `Tensor(a!) self ... -> Tensor(a!)`, PyTorch's
 // alias annotation: the binding layer reads the '!'). kInPlace makes the registration
 //   - on the CPU key: cast `other` to self's dtype and make it contiguous (to_copy / contiguous calls of
 //     their own), pass self as it is (its kernel writes through its strides), then bump self's storage's
@@ -1228,7 +1228,26 @@ struct MulInPlace {
     return pointwise_spec(d, 2, " *= ");
   }
 };
-inline constexpr EntryPoint<MulInPlace> mul_{};  // NOLINT(readability-identifier-naming): called like a function
+
+struct MulScalarInPlace {
+  static constexpr const char* kName = "mul_.Scalar";
+  static constexpr std::string_view kAlias = "";
+  static constexpr const char* kSchema = "mul_.Scalar(Tensor(a!) self, float other=1) -> Tensor(a!)";  // aten::mul_.Scalar
+  using Signature = Tensor(const Tensor& self, double other);
+  static constexpr KernelDecl kCpu{&kernels::cpu::mul_scalar_inplace, "layers/kernels/cpu/inplace.cpp (mul.Scalar loop, written into self)"};
+  static constexpr NoKernel kCuda{"none (in-place ops are CPU only for now)"};
+  static constexpr auto kReference = &reference::mul_scalar;
+  static constexpr bool kInPlace = true;
+  static constexpr BackwardDecl kBackward{"(none: in-place, refused when grad is needed)", 0};
+  // -1: every timed call flips the signs, so thousands of calls neither overflow nor drift to zero.
+  static constexpr const char* kSpecHelp = "  mul_.Scalar N | shape    self *= other, a number (-1 here)         e.g. mul_.Scalar 1048576\n";
+
+  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
+    return scalar_spec(d, " *= ", -1);
+  }
+};
+// x.mul_(y) and x.mul_(2.0): one C++ name, two operators (Note [Overloads]).
+inline constexpr Overloads<EntryPoint<MulInPlace>, EntryPoint<MulScalarInPlace>> mul_{};  // NOLINT(readability-identifier-naming)
 
 // Whether an op writes its first argument in place (Note [In-place operators]).
 template <typename Op>
@@ -1277,7 +1296,7 @@ using AllOps = OpList<Matmul, Linear, Conv2d, Relu, Add, Gelu, ToCopy, Mul, MulS
                       Pow, Gemm, Sum, OnesLike, ExpandAs, ThresholdBackward, GeluBackward, TanhBackward, BiasBackward,
                       Conv2dInputBackward, Conv2dWeightBackward, Transpose, TransposeMatrix, Permute, View,
                       Reshape, Expand, Narrow, Select, Slice, Unsqueeze, Squeeze, Contiguous, SliceBackward, SumTo,
-                      ReluInPlace, AddInPlace, MulInPlace>;
+                      ReluInPlace, AddInPlace, MulInPlace, MulScalarInPlace>;
 
 template <typename Op>
 constexpr size_t op_index() {

@@ -38,7 +38,7 @@ std::string message_of(const std::function<void()>& f) {
 
 }  // namespace
 
-TEST_CASE("relu_, add_ and mul_ write self with the reference's values and bump its version once") {
+TEST_CASE("relu_, add_, mul_ and mul_.Scalar write self with the reference's values and bump its version once") {
   for (DType dtype : {DType::kF32, DType::kF64, DType::kBF16}) {
     CAPTURE(dtype_name(dtype));
     const Tensor x = rnd(Shape{5, 7}, dtype), y = rnd(Shape{5, 7}, dtype), row = rnd(Shape{7}, dtype);
@@ -57,6 +57,11 @@ TEST_CASE("relu_, add_ and mul_ write self with the reference's values and bump 
     expected = reference::mul(x, row);  // other broadcasts to self's shape
     static_cast<void>(ops::mul_(x, row));
     CHECK(x.storage()->version() == 3);
+    CHECK(reference::relative_error(x, expected) <= reference::tolerance(dtype));
+
+    expected = reference::mul_scalar(x, -2.5);  // mul_.Scalar: the overload C++ picks for a number
+    static_cast<void>(ops::mul_(x, -2.5));
+    CHECK(x.storage()->version() == 4);
     CHECK(reference::relative_error(x, expected) <= reference::tolerance(dtype));
     CHECK(y.storage()->version() == 0);  // read, not written
   }

@@ -45,7 +45,10 @@ class InPlaceTest(unittest.TestCase):
             self.assertIs(x.mul_(row), x)  # row broadcasts over x's rows
             ref = ref * row.numpy_float64()
             self.close(x, ref, dtype)
-            self.assertEqual(x._version, 3)
+            self.assertIs(x.mul_(-2.5), x)  # mul_.Scalar
+            ref = ref * -2.5
+            self.close(x, ref, dtype)
+            self.assertEqual(x._version, 4)
             self.assertEqual(y._version, 0)
 
     def test_views_share_the_version_and_the_write(self):

@@ -288,6 +288,7 @@ CASES = {
     "relu_": (_inputs_pointwise, lambda x: np.maximum(x, 0)),
     "add_": (_inputs_add, lambda a, b, alpha=1: a + alpha * b),
     "mul_": (_inputs_pair, lambda a, b: a * b),
+    "mul_.Scalar": (_inputs_mul, lambda x, other=1: x * other),
 }
 
 

@@ -59,6 +59,7 @@ Tensor sum_to(const Tensor& grad_output, const Tensor& self);
 Tensor relu_inplace(const Tensor& self);
 Tensor add_inplace(const Tensor& self, const Tensor& other, double alpha);
 Tensor mul_inplace(const Tensor& self, const Tensor& other);
+Tensor mul_scalar_inplace(const Tensor& self, double other);
 
 std::string blas_config();
 int blas_threads();

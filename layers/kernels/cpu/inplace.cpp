@@ -75,4 +75,11 @@ Tensor mul_inplace(const Tensor& self, const Tensor& other) {
   return self;
 }
 
+Tensor mul_scalar_inplace(const Tensor& self, double other) {
+  STRATA_ZONE(zone, Layer::kLibrary, "mul_.Scalar (cpu loop into a temporary, written into self)");
+  if (!self.device().is_cpu()) throw UsageError("mul_.Scalar: CPU kernel got " + self.str());
+  write_into(self, mul_scalar(contiguous(self), other));
+  return self;
+}
+
 }  // namespace strata::kernels::cpu

@@ -145,10 +145,12 @@ def is_grad_enabled():
 # The in-place operators as torch's methods: x.relu_(), x.add_(y, alpha=2), x.mul_(y) write x (through a
 # view, its base) and return x itself, the same Python object, as torch's do. Each is one call of the
 # operator relu_ / add_ / mul_ (its own binding and dispatch rows); x._version counts the writes to x's
-# storage (Note [Version counter]). mul_ takes a tensor (strata has no mul_.Scalar yet).
+# storage (Note [Version counter]). x.mul_(y) calls mul_, x.mul_(2.0) mul_.Scalar (Note [Overloads]).
 def _in_place(name):
+    fn = FUNCTIONS[name]
+
     def method(self, *args, **kwargs):
-        OPERATORS[name](self, *args, **kwargs)
+        fn(self, *args, **kwargs)
         return self
     method.__name__ = name
     method.__doc__ = f"{name}: in place on self (the operator {name}), returns self."
@@ -156,7 +158,7 @@ def _in_place(name):
 
 
 for _name in ("relu_", "add_", "mul_"):
-    if _name in OPERATORS:
+    if _name in FUNCTIONS:
         setattr(Tensor, _name, _in_place(_name))
 
 
