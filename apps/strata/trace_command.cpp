@@ -435,10 +435,12 @@ int run_trace(const TraceOptions& o) {
     for (const reports::BreakdownRow& row : rep.steady.rows)
       if (row.kind == RowKind::kLibrary)
         for (const auto& n : row.names) lib += (lib.empty() ? "" : " > ") + n;
-    // A view allocates nothing (Note [Views through the dispatcher]): its row must not say it does.
+    // A view allocates nothing (Note [Views through the dispatcher]), nor does an in-place op on its
+    // direct path (Note [In-place operators]; its zone says when it took a temporary): the row must not
+    // say they do.
     const bool view = ops::AllOps::visit(spec.op_index, [](auto op) {
       using Op = decltype(op);
-      return requires { Op::kStridedInputs; } && !std::is_same_v<Op, ops::Contiguous>;
+      return (requires { Op::kStridedInputs; } && !std::is_same_v<Op, ops::Contiguous>) || ops::kInPlace<Op>;
     });
     rep.describe(RowKind::kLibrary, "",
                  lib + (call.gemm_shape.empty() ? "" : " " + call.gemm_shape) + (view ? "" : ", output alloc"));

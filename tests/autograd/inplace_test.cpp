@@ -91,6 +91,21 @@ TEST_CASE("an in-place op through a view writes the base's memory and bumps the 
   CHECK(copy.storage()->version() == 0);
 }
 
+TEST_CASE("an operand that is self, or overlaps self in part, is read whole before self is written") {
+  for (DType dtype : {DType::kF32, DType::kF64}) {
+    CAPTURE(dtype_name(dtype));
+    const Tensor x = rnd(Shape{6, 3}, dtype);
+    std::vector<double> expected = reference::add(x, x, 0.5);
+    static_cast<void>(ops::add_(x, x, 0.5));  // the same memory: the direct loop
+    CHECK(reference::relative_error(x, expected) <= reference::tolerance(dtype));
+    const Tensor later = ops::narrow(x, 0, 1, 5), earlier = ops::narrow(x, 0, 0, 5);  // rows 1..5 and 0..4
+    expected = reference::mul(later, earlier);
+    static_cast<void>(ops::mul_(later, earlier));  // overlapping in part: through a temporary
+    CHECK(reference::relative_error(later, expected) <= reference::tolerance(dtype));
+    CHECK(x.storage()->version() == 2);
+  }
+}
+
 TEST_CASE("add_ refuses an operand that would grow self, as torch does") {
   const Tensor x = rnd(Shape{3}), y = rnd(Shape{2, 3});
   CHECK(message_of([&] { static_cast<void>(ops::add_(x, y, 1.0)); }).find("output with shape [3] doesn't match the broadcast shape [2x3]") !=

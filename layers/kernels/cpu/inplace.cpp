@@ -1,8 +1,11 @@
-// The in-place pointwise ops (relu_, add_, mul_): the out-of-place loop computes into a temporary of
-// self's shape and dtype, which is then written into self's memory through self's strides, so a
-// non-contiguous view of a larger tensor (a column, a transpose) is written where it lies. One extra pass
-// over the output and one temporary, the cost of reusing the checked out-of-place loops; the version
-// bump (Note [Version counter]) is the registration's, so every backend's in-place kernel gets it.
+// The in-place pointwise ops (relu_, add_, mul_, mul_.Scalar). The common case, a contiguous f32/f64 self
+// and an operand of self's shape that is self itself or does not share its memory, is one loop that
+// reads and writes self where it lies, as PyTorch's in-place TensorIterator loops do. Any other case (a
+// non-contiguous view, bf16/f16, a broadcast operand, an operand that overlaps self in part) runs the
+// out-of-place loop into a temporary of self's shape and dtype, then writes it into self's memory through
+// self's strides: one extra pass and one temporary, the price of reusing the checked loops there, and an
+// overlapping operand is read whole before anything is written. The version bump (Note [Version counter])
+// is the registration's, so every backend's in-place kernel gets it.
 #include <cstring>
 
 #include "layers/kernels/cpu/cpu_common.h"
@@ -47,19 +50,64 @@ void check_in_place(const char* op, const Tensor& self, const Tensor& result) {
   }
 }
 
+// Whether self can be written by the direct loop: contiguous f32/f64, and `other` (if given) of self's
+// shape and either self's very memory (x.add_(x)) or another storage (read element i, write element i).
+bool direct(const Tensor& self, const Tensor* other) {
+  if (!self.is_contiguous() || (self.dtype() != DType::kF32 && self.dtype() != DType::kF64)) return false;
+  if (other == nullptr) return true;
+  if (!(other->sizes() == self.sizes()) || other->dtype() != self.dtype() || !other->is_contiguous()) return false;
+  return other->storage() != self.storage() || other->data_ptr() == self.data_ptr();
+}
+
+// p[i] = f(p[i]) or f(p[i], q[i]) over self's elements, in self's dtype (f32 or f64).
+template <typename F>
+void direct_map(const Tensor& self, F f) {
+  const int64_t n = self.numel();
+  if (self.dtype() == DType::kF32) {
+    float* p = self.data<float>();
+    for (int64_t i = 0; i < n; ++i) p[i] = f(p[i]);
+  } else {
+    double* p = self.data<double>();
+    for (int64_t i = 0; i < n; ++i) p[i] = f(p[i]);
+  }
+}
+template <typename F>
+void direct_map2(const Tensor& self, const Tensor& other, F f) {
+  const int64_t n = self.numel();
+  if (self.dtype() == DType::kF32) {
+    float* p = self.data<float>();
+    const float* q = other.data<float>();
+    for (int64_t i = 0; i < n; ++i) p[i] = f(p[i], q[i]);
+  } else {
+    double* p = self.data<double>();
+    const double* q = other.data<double>();
+    for (int64_t i = 0; i < n; ++i) p[i] = f(p[i], q[i]);
+  }
+}
+
 }  // namespace
 
 Tensor relu_inplace(const Tensor& self) {
-  STRATA_ZONE(zone, Layer::kLibrary, "relu_ (cpu loop into a temporary, written into self)");
   if (!self.device().is_cpu()) throw UsageError("relu_: CPU kernel got " + self.str());
+  if (direct(self, nullptr)) {
+    STRATA_ZONE(zone, Layer::kLibrary, "relu_ (cpu loop, in place)");
+    direct_map(self, [](auto v) { return v < decltype(v)(0) ? decltype(v)(0) : v; });  // relu's: NaN, -0.0 kept
+    return self;
+  }
+  STRATA_ZONE(zone, Layer::kLibrary, "relu_ (cpu loop into a temporary, written into self)");
   const Tensor result = relu(contiguous(self));
   write_into(self, result);
   return self;
 }
 
 Tensor add_inplace(const Tensor& self, const Tensor& other, double alpha) {
-  STRATA_ZONE(zone, Layer::kLibrary, "add_ (cpu loop into a temporary, written into self)");
   if (!self.device().is_cpu()) throw UsageError("add_: CPU kernel got " + self.str());
+  if (direct(self, &other)) {
+    STRATA_ZONE(zone, Layer::kLibrary, "add_ (cpu loop, in place)");
+    direct_map2(self, other, [alpha](auto a, auto b) { return a + decltype(a)(alpha) * b; });  // add's expression
+    return self;
+  }
+  STRATA_ZONE(zone, Layer::kLibrary, "add_ (cpu loop into a temporary, written into self)");
   const Tensor result = add(contiguous(self), other, alpha);
   check_in_place("add_", self, result);
   write_into(self, result);
@@ -67,8 +115,13 @@ Tensor add_inplace(const Tensor& self, const Tensor& other, double alpha) {
 }
 
 Tensor mul_inplace(const Tensor& self, const Tensor& other) {
-  STRATA_ZONE(zone, Layer::kLibrary, "mul_ (cpu loop into a temporary, written into self)");
   if (!self.device().is_cpu()) throw UsageError("mul_: CPU kernel got " + self.str());
+  if (direct(self, &other)) {
+    STRATA_ZONE(zone, Layer::kLibrary, "mul_ (cpu loop, in place)");
+    direct_map2(self, other, [](auto a, auto b) { return a * b; });
+    return self;
+  }
+  STRATA_ZONE(zone, Layer::kLibrary, "mul_ (cpu loop into a temporary, written into self)");
   const Tensor result = mul(contiguous(self), other);
   check_in_place("mul_", self, result);
   write_into(self, result);
@@ -76,8 +129,13 @@ Tensor mul_inplace(const Tensor& self, const Tensor& other) {
 }
 
 Tensor mul_scalar_inplace(const Tensor& self, double other) {
-  STRATA_ZONE(zone, Layer::kLibrary, "mul_.Scalar (cpu loop into a temporary, written into self)");
   if (!self.device().is_cpu()) throw UsageError("mul_.Scalar: CPU kernel got " + self.str());
+  if (direct(self, nullptr)) {
+    STRATA_ZONE(zone, Layer::kLibrary, "mul_.Scalar (cpu loop, in place)");
+    direct_map(self, [other](auto v) { return v * decltype(v)(other); });
+    return self;
+  }
+  STRATA_ZONE(zone, Layer::kLibrary, "mul_.Scalar (cpu loop into a temporary, written into self)");
   write_into(self, mul_scalar(contiguous(self), other));
   return self;
 }
