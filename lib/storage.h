@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "lib/device.h"
@@ -26,7 +27,21 @@ class Storage {
   size_t nbytes() const { return nbytes_; }
   Device device() const { return device_; }
 
+  // Note [Version counter]
+  // How many in-place writes this memory has had: every in-place operator (relu_, add_, mul_) bumps it,
+  // and a tensor saved for backward records it at save time, so a backward that would read a saved
+  // tensor changed since fails (PyTorch's VariableVersion) instead of computing a wrong gradient. It lives
+  // here because the Storage is exactly what a tensor and all its views share in strata (Note [Views
+  // share storage]): a write through any view is a write to every tensor over this memory, which is the
+  // sharing PyTorch gets by giving a view its base's VariableVersion. (Two tensors over one storage that
+  // do not overlap share the count too: conservative, never a missed write.) Tensor::detach() keeps the
+  // storage, so a detached tensor shares the count, as torch's does. Not atomic: a graph is recorded and
+  // run by one thread (Note [The autograd graph]).
+  uint32_t version() const { return version_; }
+  void bump_version() { ++version_; }
+
  private:
+  uint32_t version_ = 0;
   void* data_;
   size_t nbytes_;
   Device device_;

@@ -39,6 +39,16 @@ std::vector<std::string> declared_cuda_kernels() {
   return where;
 }
 
+// Each operator's in-place note (Note [In-place operators]), in dispatcher order; "" for the others.
+std::vector<std::string> in_place_notes() {
+  std::vector<std::string> notes;
+  ops::AllOps::for_each([&](auto op) {
+    using Op = decltype(op);
+    notes.emplace_back(ops::kInPlace<Op> ? "writes self and bumps its version; CPU only (no CUDA kernel yet)" : "");
+  });
+  return notes;
+}
+
 }  // namespace
 
 int run_ops() {
@@ -51,6 +61,7 @@ int run_ops() {
   cuda_unloaded = !cuda_backend_loaded();
 #endif
   const std::vector<std::string> declared_cuda = declared_cuda_kernels();
+  const std::vector<std::string> in_place = in_place_notes();
   size_t index = 0;
   for (const OperatorEntry& e : d.operators()) {
     const binding::Schema schema = binding::parse_schema(e.schema());
@@ -66,6 +77,7 @@ int run_ops() {
       const auto key = static_cast<DispatchKey>(k);
       if (e.fallthrough_keys().has(key)) lines.emplace_back(key, e.registered_by(key));
     }
+    const std::string& note = in_place.at(index);
     const std::string& cuda = declared_cuda.at(index++);
     if (cuda_unloaded && !cuda.empty() && !has_cuda) {
       lines.emplace_back(DispatchKey::kCUDA, cuda + "  [in libstrata_cuda.so, registered on the first CUDA use]");
@@ -76,6 +88,7 @@ int run_ops() {
       name.resize(10, ' ');
       std::cout << "  " << name << by << "\n";
     }
+    if (!note.empty()) std::cout << "  in place  " << note << "\n";
   }
   std::cout << "\nkeys in priority order (highest first): ";
   for (int k = kNumDispatchKeys - 1; k > 0; --k) {

@@ -130,7 +130,12 @@ reports::PeerReport run_peer(Prepared& p, int64_t warmup, int64_t repeat, const 
   }
   rep.wall = reports::Distribution::of(wall);
   rep.strata_wall = reports::Distribution::of(strata_untraced_ns);
-  if (strata_result.is_tensor()) rep.relative_difference = peer.relative_difference(strata_result.tensor());
+  // An in-place op (Note [In-place operators]) has written each side's input once per call, and the
+  // sides made different numbers of calls (strata's traced ones too): their results are not comparable,
+  // and none is printed (strata's own --check is against the float64 reference).
+  const bool in_place = p.call.op != nullptr && !p.call.op->schema().arguments.empty() &&
+                        p.call.op->schema().arguments.front().writes;
+  if (strata_result.is_tensor() && !in_place) rep.relative_difference = peer.relative_difference(strata_result.tensor());
   // The profiler's own overhead changes what it measures; it runs after the timed calls, on its own.
   rep.profiled_calls = static_cast<int>(std::min<int64_t>(std::max<int64_t>(repeat, 1), 100));
   rep.profile = peer.profile(rep.profiled_calls, rep.profile_resolution_ns, rep.profile_note);

@@ -435,10 +435,12 @@ int run_trace(const TraceOptions& o) {
     for (const reports::BreakdownRow& row : rep.steady.rows)
       if (row.kind == RowKind::kLibrary)
         for (const auto& n : row.names) lib += (lib.empty() ? "" : " > ") + n;
-    // A view allocates nothing (Note [Views through the dispatcher]): its row must not say it does.
+    // A view allocates nothing (Note [Views through the dispatcher]), nor does an in-place op on its
+    // direct path (Note [In-place operators]; its zone says when it took a temporary): the row must not
+    // say they do.
     const bool view = ops::AllOps::visit(spec.op_index, [](auto op) {
       using Op = decltype(op);
-      return requires { Op::kStridedInputs; } && !std::is_same_v<Op, ops::Contiguous>;
+      return (requires { Op::kStridedInputs; } && !std::is_same_v<Op, ops::Contiguous>) || ops::kInPlace<Op>;
     });
     rep.describe(RowKind::kLibrary, "",
                  lib + (call.gemm_shape.empty() ? "" : " " + call.gemm_shape) + (view ? "" : ", output alloc"));
@@ -465,7 +467,16 @@ int run_trace(const TraceOptions& o) {
   }
   if (o.check) {
     rep.check.ran = true;
-    rep.check.relative_error = reference::relative_error(run.last_result.tensor(), frontend::reference_result(spec, call));
+    if (!call.op->schema().arguments.empty() && call.op->schema().arguments.front().writes) {
+      // An in-place op (Note [In-place operators]): every timed call wrote self, so the last result is
+      // self after all of them. The check is one more call, untraced, against the reference of self as
+      // it is before that call.
+      const std::vector<double> expected = frontend::reference_result(spec, call);
+      const tracing::ActiveScope untraced(nullptr);
+      rep.check.relative_error = reference::relative_error(call.op->call(call.args).tensor(), expected);
+    } else {
+      rep.check.relative_error = reference::relative_error(run.last_result.tensor(), frontend::reference_result(spec, call));
+    }
     rep.check.tolerance = reference::tolerance(p.compute_dtype(), o.tf32);
   }
   if (o.backward) describe_backward(rep, timeline, run, p, o);

@@ -86,6 +86,7 @@ struct Argument {
   ArgType type = ArgType::kTensor;
   std::optional<IValue> default_value;
   bool keyword_only = false;
+  bool writes = false;  // an alias annotation with '!' ("Tensor(a!) self"): the op writes this tensor in place
 };
 
 struct Schema {

@@ -57,18 +57,31 @@ class Parser {
     expect('>');
     skip_space();
     schema.returns = identifier("return type");
+    if (schema.returns == "Tensor") alias_annotation();  // "-> Tensor(a!)": self is returned
     skip_space();
     if (pos_ != text_.size()) fail("end of schema");
     return schema;
   }
 
  private:
+  // PyTorch's alias annotation after a Tensor type, "(a)" or "(a!)" (the tensor aliases set a; '!': the
+  // op writes it, an in-place op's self). Only that much of the grammar: one set, no wildcards. Returns
+  // whether it had '!'.
+  bool alias_annotation() {
+    if (!consume('(')) return false;
+    identifier("an alias set (a)");
+    const bool writes = consume('!');
+    expect(')');
+    return writes;
+  }
+
   Argument argument() {
     Argument arg;
     std::string type = identifier("argument type");
     bool optional = consume('?');
     if (type == "Tensor") {
       arg.type = optional ? ArgType::kOptionalTensor : ArgType::kTensor;
+      if (!optional) arg.writes = alias_annotation();
     } else if (type == "ScalarType") {
       arg.type = optional ? ArgType::kOptionalScalarType : ArgType::kScalarType;
     } else if (optional) {

@@ -147,6 +147,14 @@ struct CaptureKernel<Op, Tensor(Args...)> {
                        " is a view (it shares its input's memory); the compiled path does not capture views yet "
                        "(docs/views.md)");
     }
+    // An in-place op's output is its input's memory, written: the graph, which tells values apart by
+    // address, would take the written tensor for the one read. Refused until the graph models mutation
+    // (Note [In-place operators] in layers/ops/operators.h).
+    if constexpr (ops::kInPlace<Op>) {
+      throw UsageError(std::string("capture: ") + Op::kName +
+                       " writes its input in place; the compiled path does not capture in-place ops yet "
+                       "(docs/autograd.md)");
+    }
     // The fused loops index every operand by the output's flat index, in one dtype: a broadcast operand
     // (Note [Broadcasting] in lib/op_shapes.h) would be read past its end, a promoted one (Note [Type
     // promotion]) as the wrong type. Refused until lowering reads strides and casts.

@@ -71,11 +71,13 @@ void RecordedNode::save_input(size_t i, const Tensor& t) {
   // An absent optional input (a bias) is nothing to save.
   if (!t.defined()) return;
   inputs_[i] = t;
+  input_versions_[i] = t.storage()->version();
   ++count_;
 }
 
 void RecordedNode::save_result(const Tensor& t) {
   result_ = t;
+  result_version_ = t.storage()->version();
   ++count_;
 }
 
@@ -85,13 +87,32 @@ void RecordedNode::throw_released() const {
                    "Run the forward again to record a new graph.");
 }
 
+void RecordedNode::check_version(const Tensor& t, uint32_t saved, const char* made_by) const {
+  if (!t.defined()) return;
+  const uint32_t now = t.storage()->version();
+  if (now == saved) [[likely]]
+    return;
+  // PyTorch's words (torch/csrc/autograd/saved_variable.cpp), with strata's tensor description and the
+  // node that needed the tensor added to its hint.
+  std::string what = "[" + std::string(dtype_name(t.dtype())) + " [" + t.sizes().str() + "] " + t.device().str() + "]";
+  if (made_by != nullptr) what += std::string(", which is output 0 of ") + made_by + ",";
+  throw UsageError("one of the variables needed for gradient computation has been modified by an inplace "
+                   "operation: " + what + " is at version " + std::to_string(now) + "; expected version " +
+                   std::to_string(saved) + " instead. Hint: " + name_ + " (recorded by " + op_ +
+                   ") saved it for backward, and an in-place op changed it after that; use the out-of-place "
+                   "op (relu, not relu_) there instead.");
+}
+
 const Tensor& RecordedNode::input(size_t i) const {
   if (released_) throw_released();
-  return inputs_[i];
+  const Tensor& t = inputs_[i];
+  if (t.defined()) check_version(t, input_versions_[i], t.grad_fn() != nullptr ? t.grad_fn()->name() : nullptr);
+  return t;
 }
 
 const Tensor& RecordedNode::result() const {
   if (released_) throw_released();
+  check_version(result_, result_version_, name_);  // saved without its grad_fn: made by this very node
   return result_;
 }
 

@@ -26,6 +26,15 @@ namespace strata {
 // PyTorch's engine does, which makes the walk order deterministic. AccumulateGrad nodes are numbered
 // highest so a leaf's gradient is stored as soon as it is complete.
 //
+// Note [Saved tensors and versions]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A saved tensor is kept with its storage's version at save time (Note [Version counter] in
+// lib/storage.h; PyTorch's SavedVariable keeps saved_version_). input(i) and result(), the only way a
+// formula reads what was saved, compare it with the version now, and a tensor written in place since
+// (relu_ on the relu's output, add_ through a view of a saved input) makes backward throw a UsageError
+// in PyTorch's words, naming the tensor, the node that made it (when it has one) and both versions,
+// instead of computing a gradient from the changed values.
+//
 // Note [Freeing a long graph]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A graph is freed when its last tensor goes: the output's node, then every node only it kept alive.
@@ -118,12 +127,16 @@ class RecordedNode final : public Node {
 
  private:
   [[noreturn]] void throw_released() const;
+  // Throws when tensor t, saved at version `saved`, was written in place since (Note [Saved tensors and versions]).
+  void check_version(const Tensor& t, uint32_t saved, const char* made_by) const;
 
   const char* name_;
   const char* op_;
   BackwardFormula formula_;
   std::array<Tensor, kMaxArgs> inputs_;
   Tensor result_;
+  std::array<uint32_t, kMaxArgs> input_versions_{};  // each saved tensor's version at save time
+  uint32_t result_version_ = 0;
   std::array<double, kMaxArgs> scalars_{};
   std::array<Shape, kMaxArgs> input_sizes_{};
   std::array<DType, kMaxArgs> input_dtypes_{};

@@ -20,6 +20,73 @@ struct AutogradKernel<Op, Tensor(Args...)> {
   }
 };
 
+// The Autograd kernel of an in-place op (Note [In-place operators]): nothing is recorded; what would need
+// a node is refused, so a gradient is never silently wrong. Reached only when some argument requires grad
+// and grad mode is on (the key set has no Autograd key otherwise, so no_grad() writes leaves freely, as
+// torch's optimizers do).
+inline std::string described(const Tensor& t) {
+  return "[" + std::string(dtype_name(t.dtype())) + " [" + t.sizes().str() + "] " + t.device().str() + "]";
+}
+template <typename Op, typename Signature = typename Op::Signature>
+struct InPlaceAutogradKernel;
+template <typename Op, typename... Rest>
+struct InPlaceAutogradKernel<Op, Tensor(const Tensor&, Rest...)> {
+  static Tensor fn(DispatchKeySet ks, const Tensor& self, Rest... rest) {
+    if (self.requires_grad() && self.is_leaf()) {
+      throw UsageError(std::string("a leaf Variable that requires grad is being used in an in-place operation. (") +
+                       Op::kName + " on " + described(self) +
+                       "; under no_grad() it is allowed, as an optimizer's update is)");
+    }
+    if (self.requires_grad()) {
+      throw UsageError(std::string(Op::kName) + "(): self " + described(self) + " requires grad as output 0 of " +
+                       self.grad_fn()->name() +
+                       ", and strata does not record in-place ops in the autograd graph (torch would rebase its "
+                       "history onto a new node); use the out-of-place op, or run it under no_grad()");
+    }
+    bool operand_needs_grad = false;
+    ((operand_needs_grad = operand_needs_grad || requires_grad_of(rest)), ...);
+    if (operand_needs_grad) {
+      throw UsageError(std::string(Op::kName) + "(): an operand requires grad but self " + described(self) +
+                       " does not, and strata does not record in-place ops in the autograd graph (torch would "
+                       "make self require grad through a new node); use the out-of-place op");
+    }
+    return Dispatcher::instance().redispatch<KernelFn<Op>>(op_index<Op>(), ks.remove(DispatchKey::kAutograd), self,
+                                                           rest...);
+  }
+
+ private:
+  template <typename T>
+  static bool requires_grad_of(const T& v) {
+    if constexpr (std::is_same_v<T, Tensor>) {
+      return v.defined() && v.requires_grad();
+    } else {
+      return false;
+    }
+  }
+};
+
+// The CPU kernel of an in-place op as the table holds it (Note [In-place operators]): the other tensors
+// cast to self's dtype and made contiguous (calls of their own), self passed as it lies, and the version
+// of self's storage bumped once the write is done.
+template <typename T>
+T operand_for(const Tensor& self, const T& v) {
+  if constexpr (std::is_same_v<T, Tensor>) {
+    return contiguous_for_kernel(promoted_for_kernel(v, self.dtype()));
+  } else {
+    return v;
+  }
+}
+template <typename Op, typename Signature = typename Op::Signature>
+struct InPlaceCpuKernel;
+template <typename Op, typename... Rest>
+struct InPlaceCpuKernel<Op, Tensor(const Tensor&, Rest...)> {
+  static Tensor fn(DispatchKeySet, const Tensor& self, Rest... rest) {
+    Tensor out = Op::kCpu.fn(self, operand_for(self, rest)...);
+    self.storage()->bump_version();
+    return out;
+  }
+};
+
 // What Autocast casts with: the cast operator's entry point, so that every cast is a call through the
 // dispatcher like any other (its own key set, Autograd recording ToCopyBackward, the backend kernel).
 Tensor autocast_cast(const Tensor& t, DType to) { return to_copy(t, to); }
@@ -67,7 +134,9 @@ struct WithPromotion<Inner, Tensor(const Tensor&, const Tensor&, Rest...)> {
 // promote cast their operands first.
 template <typename Op>
 void* cpu_kernel() {
-  if constexpr (requires { Op::kPromotesTypes; }) {
+  if constexpr (kInPlace<Op>) {
+    return reinterpret_cast<void*>(&InPlaceCpuKernel<Op>::fn);
+  } else if constexpr (requires { Op::kPromotesTypes; }) {
     using Contiguous = WithInputs<Op::kCpu.fn, &contiguous_or_absent, &contiguous_for_kernel>;
     return reinterpret_cast<void*>(&WithPromotion<Contiguous, typename Op::Signature>::fn);
   } else if constexpr (requires { Op::kStridedInputs; }) {
@@ -99,8 +168,13 @@ Dispatcher& Dispatcher::instance() {
                       "an operator's CPU kernel must have the operator's Signature");
       }
       OperatorEntry& e = d->entry(ops::op_index<Op>());
-      e.set_kernel(DispatchKey::kAutograd, reinterpret_cast<void*>(&ops::AutogradKernel<Op>::fn),
-                   std::string("layers/dispatch/autograd.cpp (records ") + Op::kBackward.node + ")");
+      if constexpr (ops::kInPlace<Op>) {
+        e.set_kernel(DispatchKey::kAutograd, reinterpret_cast<void*>(&ops::InPlaceAutogradKernel<Op>::fn),
+                     "layers/ops/register_kernels.cpp (in place: records nothing, refuses when grad is needed)");
+      } else {
+        e.set_kernel(DispatchKey::kAutograd, reinterpret_cast<void*>(&ops::AutogradKernel<Op>::fn),
+                     std::string("layers/dispatch/autograd.cpp (records ") + Op::kBackward.node + ")");
+      }
       if constexpr (ops::kHasAutocastPolicy<Op>) {
         e.set_kernel(DispatchKey::kAutocast, reinterpret_cast<void*>(&ops::AutocastKernel<Op>::fn),
                      std::string("layers/dispatch/autocast.h (") + autocast_policy_name(Op::kAutocast) +

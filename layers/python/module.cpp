@@ -268,6 +268,9 @@ void bind_tensor(py::module_& m) {
       .def("detach", [](const Tensor& t) { return t.as_strided(t.sizes(), t.strides(), t.storage_offset()); })
       .def("_strides", [](const Tensor& t) { return shape_tuple(t.strides()); })  // stride(): strata/_views.py
       .def("storage_offset", [](const Tensor& t) { return t.storage_offset(); })
+      // torch's x._version: in-place writes to this tensor's memory, through it or any view of it
+      // (Note [Version counter] in lib/storage.h).
+      .def_property_readonly("_version", [](const Tensor& t) { return t.defined() ? t.storage()->version() : 0u; })
       .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()); })
       .def("_to", [](const Tensor& t, const std::string& device) { return t.to(resolve_device(device)); })
       .def("_values_float64", [](const Tensor& t) {
@@ -332,6 +335,10 @@ PYBIND11_MODULE(_strata, m) {
   m.def("randn", [](const std::vector<int64_t>& s, const std::string& d, const std::string& dev, std::optional<uint64_t> sd) {
     return create(s, Fill::kNormal, d, dev, sd);
   }, sizes, dtype, device, seed);
+  // Grad mode (strata.no_grad()): this thread's flag the dispatcher reads (NoGradGuard's), set around a
+  // with-block by the Python context manager.
+  m.def("_grad_enabled", [] { return grad_mode_enabled(); });
+  m.def("_set_grad_enabled", [](bool enabled) { detail::t_grad_enabled = enabled; }, py::arg("enabled"));
   m.def("manual_seed", [](uint64_t s) { generator().seed(s); }, py::arg("seed"));
   m.def("from_numpy", &from_numpy, py::arg("array"));
   m.attr("cuda_build") = bool(STRATA_WITH_CUDA);

@@ -64,6 +64,12 @@ OPS = {
     "sub.Scalar": (lambda self, other, alpha=1: torch.sub(self, other, alpha=alpha), "torch.sub"),
     "tanh": (lambda self: torch.tanh(self), "torch.tanh"),
     "pow": (lambda self, exponent: torch.pow(self, exponent), "torch.pow"),
+    # The in-place ops (Note [In-place operators]): torch's Tensor methods, writing the peer's own copy of
+    # the inputs, as strata's calls write strata's.
+    "relu_": (lambda self: self.relu_(), "torch.Tensor.relu_"),
+    "add_": (lambda self, other, alpha=1: self.add_(other, alpha=alpha), "torch.Tensor.add_"),
+    "mul_": (lambda self, other: self.mul_(other), "torch.Tensor.mul_"),
+    "mul_.Scalar": (lambda self, other=1: self.mul_(other), "torch.Tensor.mul_"),
 }
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "bfloat16": torch.bfloat16}
 

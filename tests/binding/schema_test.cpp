@@ -133,3 +133,16 @@ TEST_CASE("a '*' with no keyword-only argument after it is refused") {
                        doctest::Contains("a keyword-only argument after '*'"), strata::Error);
   CHECK(strata::binding::parse_schema("f(Tensor self, *, float alpha=1) -> Tensor").arguments.back().keyword_only);
 }
+
+TEST_CASE("an alias annotation: Tensor(a!) marks the tensor an in-place op writes, and the return aliases it") {
+  const Schema s = parse_schema("add_(Tensor(a!) self, Tensor other, *, float alpha=1) -> Tensor(a!)");
+  CHECK(s.name == "add_");
+  CHECK(s.returns == "Tensor");
+  REQUIRE(s.arguments.size() == 3);
+  CHECK(s.arguments[0].type == ArgType::kTensor);
+  CHECK(s.arguments[0].writes);
+  CHECK_FALSE(s.arguments[1].writes);
+  CHECK_FALSE(parse_schema("f(Tensor(a) self) -> Tensor(a)").arguments[0].writes);  // aliases, not written
+  CHECK_THROWS_WITH_AS(parse_schema("f(Tensor(a! self) -> Tensor"), doctest::Contains("expected ')'"), strata::Error);
+  CHECK_THROWS_WITH_AS(parse_schema("f(Tensor(!) self) -> Tensor"), doctest::Contains("an alias set"), strata::Error);
+}

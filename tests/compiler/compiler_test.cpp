@@ -132,6 +132,16 @@ TEST_CASE("a view inside a captured function is refused with the reason: the gra
       UsageError);
 }
 
+TEST_CASE("an in-place op inside a captured function is refused: the graph does not model mutation yet") {
+  const Tensor x = frontend::random_tensor(Shape{4, 4}, DType::kF32, kCPU, 3);
+  CHECK_THROWS_WITH_AS(
+      capture([](const std::vector<Tensor>& in) { return std::vector<Tensor>{ops::relu_(ops::add(in[0], in[0], 1.0))}; },
+              {x}),
+      "capture: relu_ writes its input in place; the compiled path does not capture in-place ops yet "
+      "(docs/autograd.md)",
+      UsageError);
+}
+
 TEST_CASE("a broadcasting add inside a captured function is refused: the fused loops index by the output") {
   const Tensor x = frontend::random_tensor(Shape{3, 4}, DType::kF32, kCPU, 4);
   const Tensor b = frontend::random_tensor(Shape{4}, DType::kF32, kCPU, 5);

@@ -48,6 +48,25 @@ TEST_CASE("every declared operator: spec, binding, CPU kernel against the refere
         const frontend::PreparedCall call =
             frontend::prepare_call(spec, dtype, kCPU, 7, grad, frontend::available_host_bytes());
         CHECK(call.op->schema().name == Op::kName);
+        if constexpr (ops::kInPlace<Op>) {
+          // An in-place op writes its inputs: the reference is taken first. On a leaf that requires grad
+          // it is refused, as torch refuses it (Note [In-place operators]).
+          if (grad) {
+            CHECK_THROWS_WITH_AS(call.op->call(call.args),
+                                 doctest::Contains("a leaf Variable that requires grad is being used in an in-place operation."),
+                                 UsageError);
+            continue;
+          }
+          const std::vector<double> expected = frontend::reference_result(spec, call);
+          const uint32_t before = call.args.front().tensor().storage()->version();
+          const binding::IValue out = call.op->call(call.args);
+          REQUIRE(out.is_tensor());
+          CHECK(out.tensor().storage() == call.args.front().tensor().storage());  // self, returned
+          CHECK(out.tensor().storage()->version() == before + 1);
+          CHECK(reference::relative_error(out.tensor(), expected) <= reference::tolerance(dtype));
+          CHECK(out.tensor().grad_fn() == nullptr);
+          continue;
+        }
         const binding::IValue out = call.op->call(call.args);
         REQUIRE(out.is_tensor());
         CHECK(out.tensor().sizes() == spec.call.outputs.front());

@@ -283,6 +283,12 @@ CASES = {
     "contiguous": (_inputs_pointwise, lambda x: x),
     "slice_backward": (_inputs_slice_backward, _slice_backward_reference),
     "sum_to": (_inputs_sum_to, _sum_to_reference),
+    # The in-place ops (docs/autograd.md): self written and returned; the reference is taken from the
+    # inputs as they were before the call. other may broadcast to self's shape.
+    "relu_": (_inputs_pointwise, lambda x: np.maximum(x, 0)),
+    "add_": (_inputs_add, lambda a, b, alpha=1: a + alpha * b),
+    "mul_": (_inputs_pair, lambda a, b: a * b),
+    "mul_.Scalar": (_inputs_mul, lambda x, other=1: x * other),
 }
 
 
@@ -356,11 +362,12 @@ class OperatorsTest(unittest.TestCase):
                     with self.subTest(op=name, dtype=dtype, trial=trial, seed=seed):
                         t = lambda *shape: strata.randn(*shape, dtype=dtype, seed=rng.randrange(2**63))
                         args, kwargs = make(rng, t)
+                        before = [values(a) for a in args]  # an in-place op writes its first argument
                         # Every dtype computes on the CPU: f16/bf16 are widened to f32 and rounded back.
                         out = strata.OPERATORS[name](*args, **kwargs)
                         self.assertEqual(out.dtype, dtype)
                         self.assertEqual(out.device, "cpu")
-                        ref = reference(*[values(a) for a in args], **kwargs)
+                        ref = reference(*before, **kwargs)
                         self.assertEqual(out.shape, ref.shape)
                         err = relative_error(out.numpy_float64(), ref)
                         self.assertLessEqual(err, TOLERANCE[dtype], f"{name} {dtype}: relative error {err:.3g}")
@@ -377,8 +384,10 @@ class OperatorsTest(unittest.TestCase):
                 args, kwargs = CASES[name][0](rng, t)
                 if kwargs:
                     continue  # keywords take the general entry only
+                # An in-place op writes its first argument: each entry gets its own copy of the inputs.
+                copies = [strata.from_numpy(a.numpy().copy()) if isinstance(a, strata.Tensor) else a for a in args]
                 fast = strata._strata._op(op["index"], *args)
-                general = strata._strata.call(name, tuple(args), {})
+                general = strata._strata.call(name, tuple(copies), {})
                 self.assertIs(type(fast), strata.Tensor)
                 self.assertEqual((fast.shape, fast.dtype), (general.shape, general.dtype))
                 np.testing.assert_array_equal(fast.numpy_float64(), general.numpy_float64())

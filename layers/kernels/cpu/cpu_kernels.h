@@ -54,6 +54,13 @@ Tensor slice_backward(const Tensor& grad_output, const Tensor& self, int64_t dim
 // grad_output summed down to self's shape (the dims expand added or broadcast): expand's gradient.
 Tensor sum_to(const Tensor& grad_output, const Tensor& self);
 
+// In-place ops (layers/kernels/cpu/inplace.cpp): self written through its strides and returned. `other`
+// arrives contiguous and in self's dtype (the registration's doing); self may be any view.
+Tensor relu_inplace(const Tensor& self);
+Tensor add_inplace(const Tensor& self, const Tensor& other, double alpha);
+Tensor mul_inplace(const Tensor& self, const Tensor& other);
+Tensor mul_scalar_inplace(const Tensor& self, double other);
+
 std::string blas_config();
 int blas_threads();
 // "" or one line: OpenBLAS runs pre-AVX kernels on a CPU with AVX2/AVX-512 (its CPU detection did not

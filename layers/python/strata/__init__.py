@@ -123,6 +123,45 @@ for _name in ("matmul", "relu", "tanh", "add", "sub", "mul", "pow", "sum"):  # t
         setattr(Tensor, _name, _method(FUNCTIONS[_name]))
 
 
+class no_grad:  # noqa: N801 (torch's name)
+    """with strata.no_grad(): ops record no autograd node and their outputs do not require grad, as in
+    torch.no_grad(); an in-place op may then write a leaf that requires grad (an optimizer's update)."""
+
+    def __enter__(self):
+        self._saved = _strata._grad_enabled()
+        _strata._set_grad_enabled(False)
+        return self
+
+    def __exit__(self, *exc):
+        _strata._set_grad_enabled(self._saved)
+        return False
+
+
+def is_grad_enabled():
+    """Whether ops record autograd nodes now (False inside strata.no_grad())."""
+    return _strata._grad_enabled()
+
+
+# The in-place operators as torch's methods: x.relu_(), x.add_(y, alpha=2), x.mul_(y) write x (through a
+# view, its base) and return x itself, the same Python object, as torch's do. Each is one call of the
+# operator relu_ / add_ / mul_ (its own binding and dispatch rows); x._version counts the writes to x's
+# storage (Note [Version counter]). x.mul_(y) calls mul_, x.mul_(2.0) mul_.Scalar (Note [Overloads]).
+def _in_place(name):
+    fn = FUNCTIONS[name]
+
+    def method(self, *args, **kwargs):
+        fn(self, *args, **kwargs)
+        return self
+    method.__name__ = name
+    method.__doc__ = f"{name}: in place on self (the operator {name}), returns self."
+    return method
+
+
+for _name in ("relu_", "add_", "mul_"):
+    if _name in FUNCTIONS:
+        setattr(Tensor, _name, _in_place(_name))
+
+
 def _requires_grad_(self, requires_grad=True):
     """Sets requires_grad in place and returns the tensor (torch's requires_grad_). Only a leaf's flag
     can change: a computed tensor's follows its inputs."""
@@ -146,6 +185,6 @@ import builtins as _builtins  # noqa: E402
 
 __all__ = ["Tensor", "autocast", "Error", "UsageError", "IndexRangeError", "UnavailableError",
            "dtype", "float32", "float64", "float16", "bfloat16",
-           "zeros", "rand", "randn", "from_numpy", "manual_seed", "OPERATORS", "SCHEMAS", "profile",
+           "zeros", "rand", "randn", "from_numpy", "manual_seed", "no_grad", "is_grad_enabled", "OPERATORS", "SCHEMAS", "profile",
            "explain", "GraphBreak", "CompilerUnavailableError",
            *(name for name in FUNCTIONS if not hasattr(_builtins, name))]

@@ -1,0 +1,143 @@
+// The in-place pointwise ops (relu_, add_, mul_, mul_.Scalar). The common case, a contiguous f32/f64 self
+// and an operand of self's shape that is self itself or does not share its memory, is one loop that
+// reads and writes self where it lies, as PyTorch's in-place TensorIterator loops do. Any other case (a
+// non-contiguous view, bf16/f16, a broadcast operand, an operand that overlaps self in part) runs the
+// out-of-place loop into a temporary of self's shape and dtype, then writes it into self's memory through
+// self's strides: one extra pass and one temporary, the price of reusing the checked loops there, and an
+// overlapping operand is read whole before anything is written. The version bump (Note [Version counter])
+// is the registration's, so every backend's in-place kernel gets it.
+#include <cstring>
+
+#include "layers/kernels/cpu/cpu_common.h"
+#include "layers/kernels/cpu/cpu_kernels.h"
+#include "lib/error.h"
+#include "lib/zone.h"
+
+namespace strata::kernels::cpu {
+namespace {
+
+// Copies `result` (contiguous, self's shape and dtype) into self through self's strides.
+void write_into(const Tensor& self, const Tensor& result) {
+  const size_t es = element_size(self.dtype());
+  if (self.is_contiguous()) {
+    std::memcpy(self.data_ptr(), result.data_ptr(), result.nbytes());
+    return;
+  }
+  int64_t size[4] = {1, 1, 1, 1}, stride[4] = {0, 0, 0, 0};
+  const int pad = 4 - self.dim();
+  for (int i = 0; i < self.dim(); ++i) {
+    size[pad + i] = self.size(i);
+    stride[pad + i] = self.stride(i);
+  }
+  auto* dst = static_cast<char*>(self.data_ptr());
+  const auto* src = static_cast<const char*>(result.data_ptr());
+  for (int64_t i0 = 0; i0 < size[0]; ++i0)
+    for (int64_t i1 = 0; i1 < size[1]; ++i1)
+      for (int64_t i2 = 0; i2 < size[2]; ++i2)
+        for (int64_t i3 = 0; i3 < size[3]; ++i3) {
+          const int64_t at = i0 * stride[0] + i1 * stride[1] + i2 * stride[2] + i3 * stride[3];
+          std::memcpy(dst + at * static_cast<int64_t>(es), src, es);
+          src += es;
+        }
+}
+
+// Checks what an in-place binary op needs beyond its out-of-place loop: other has self's dtype (the
+// registration casts it) and broadcasts to self's shape without growing it (PyTorch's message).
+void check_in_place(const char* op, const Tensor& self, const Tensor& result) {
+  if (!(result.sizes() == self.sizes())) {
+    throw UsageError(std::string(op) + "(): output with shape [" + self.sizes().str() +
+                     "] doesn't match the broadcast shape [" + result.sizes().str() + "]");
+  }
+}
+
+// Whether self can be written by the direct loop: contiguous f32/f64, and `other` (if given) of self's
+// shape and either self's very memory (x.add_(x)) or another storage (read element i, write element i).
+bool direct(const Tensor& self, const Tensor* other) {
+  if (!self.is_contiguous() || (self.dtype() != DType::kF32 && self.dtype() != DType::kF64)) return false;
+  if (other == nullptr) return true;
+  if (!(other->sizes() == self.sizes()) || other->dtype() != self.dtype() || !other->is_contiguous()) return false;
+  return other->storage() != self.storage() || other->data_ptr() == self.data_ptr();
+}
+
+// p[i] = f(p[i]) or f(p[i], q[i]) over self's elements, in self's dtype (f32 or f64).
+template <typename F>
+void direct_map(const Tensor& self, F f) {
+  const int64_t n = self.numel();
+  if (self.dtype() == DType::kF32) {
+    float* p = self.data<float>();
+    for (int64_t i = 0; i < n; ++i) p[i] = f(p[i]);
+  } else {
+    double* p = self.data<double>();
+    for (int64_t i = 0; i < n; ++i) p[i] = f(p[i]);
+  }
+}
+template <typename F>
+void direct_map2(const Tensor& self, const Tensor& other, F f) {
+  const int64_t n = self.numel();
+  if (self.dtype() == DType::kF32) {
+    float* p = self.data<float>();
+    const float* q = other.data<float>();
+    for (int64_t i = 0; i < n; ++i) p[i] = f(p[i], q[i]);
+  } else {
+    double* p = self.data<double>();
+    const double* q = other.data<double>();
+    for (int64_t i = 0; i < n; ++i) p[i] = f(p[i], q[i]);
+  }
+}
+
+}  // namespace
+
+Tensor relu_inplace(const Tensor& self) {
+  if (!self.device().is_cpu()) throw UsageError("relu_: CPU kernel got " + self.str());
+  if (direct(self, nullptr)) {
+    STRATA_ZONE(zone, Layer::kLibrary, "relu_ (cpu loop, in place)");
+    direct_map(self, [](auto v) { return v < decltype(v)(0) ? decltype(v)(0) : v; });  // relu's: NaN, -0.0 kept
+    return self;
+  }
+  STRATA_ZONE(zone, Layer::kLibrary, "relu_ (cpu loop into a temporary, written into self)");
+  const Tensor result = relu(contiguous(self));
+  write_into(self, result);
+  return self;
+}
+
+Tensor add_inplace(const Tensor& self, const Tensor& other, double alpha) {
+  if (!self.device().is_cpu()) throw UsageError("add_: CPU kernel got " + self.str());
+  if (direct(self, &other)) {
+    STRATA_ZONE(zone, Layer::kLibrary, "add_ (cpu loop, in place)");
+    direct_map2(self, other, [alpha](auto a, auto b) { return a + decltype(a)(alpha) * b; });  // add's expression
+    return self;
+  }
+  STRATA_ZONE(zone, Layer::kLibrary, "add_ (cpu loop into a temporary, written into self)");
+  const Tensor result = add(contiguous(self), other, alpha);
+  check_in_place("add_", self, result);
+  write_into(self, result);
+  return self;
+}
+
+Tensor mul_inplace(const Tensor& self, const Tensor& other) {
+  if (!self.device().is_cpu()) throw UsageError("mul_: CPU kernel got " + self.str());
+  if (direct(self, &other)) {
+    STRATA_ZONE(zone, Layer::kLibrary, "mul_ (cpu loop, in place)");
+    direct_map2(self, other, [](auto a, auto b) { return a * b; });
+    return self;
+  }
+  STRATA_ZONE(zone, Layer::kLibrary, "mul_ (cpu loop into a temporary, written into self)");
+  const Tensor result = mul(contiguous(self), other);
+  check_in_place("mul_", self, result);
+  write_into(self, result);
+  return self;
+}
+
+Tensor mul_scalar_inplace(const Tensor& self, double other) {
+  if (!self.device().is_cpu()) throw UsageError("mul_.Scalar: CPU kernel got " + self.str());
+  if (direct(self, nullptr)) {
+    STRATA_ZONE(zone, Layer::kLibrary, "mul_.Scalar (cpu loop, in place)");
+    direct_map(self, [other](auto v) { return v * decltype(v)(other); });
+    return self;
+  }
+  STRATA_ZONE(zone, Layer::kLibrary, "mul_.Scalar (cpu loop into a temporary, written into self)");
+  write_into(self, mul_scalar(contiguous(self), other));
+  return self;
+}
+
+}  // namespace strata::kernels::cpu

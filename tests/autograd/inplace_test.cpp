@@ -1,0 +1,175 @@
+// In-place ops and version counters (Note [In-place operators], Note [Version counter], Note [Saved tensors
+// and versions]): relu_, add_ and mul_ against the float64 reference on fresh random inputs, the version
+// shared by a tensor and its views, the backward that refuses a saved tensor changed in place (naming the
+// tensor, its node and both versions), and the refusals on tensors that require grad.
+#include <doctest/doctest.h>
+
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "layers/autograd/engine.h"
+#include "layers/dispatch/autograd.h"
+#include "layers/frontend/frontend.h"
+#include "layers/kernels/reference/reference.h"
+#include "layers/ops/operators.h"
+#include "lib/error.h"
+
+using namespace strata;
+
+namespace {
+
+uint64_t fresh_seed() {
+  static std::mt19937_64 rng{std::random_device{}()};
+  return rng();
+}
+
+Tensor rnd(const Shape& s, DType dtype = DType::kF32) { return frontend::random_tensor(s, dtype, kCPU, fresh_seed()); }
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("relu_, add_, mul_ and mul_.Scalar write self with the reference's values and bump its version once") {
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kBF16}) {
+    CAPTURE(dtype_name(dtype));
+    const Tensor x = rnd(Shape{5, 7}, dtype), y = rnd(Shape{5, 7}, dtype), row = rnd(Shape{7}, dtype);
+    std::vector<double> expected = reference::relu(x);
+    CHECK(x.storage()->version() == 0);
+    Tensor out = ops::relu_(x);
+    CHECK(out.data_ptr() == x.data_ptr());
+    CHECK(x.storage()->version() == 1);
+    CHECK(reference::relative_error(x, expected) <= reference::tolerance(dtype));
+
+    expected = reference::add(x, y, -0.75);
+    out = ops::add_(x, y, -0.75);
+    CHECK(x.storage()->version() == 2);
+    CHECK(reference::relative_error(x, expected) <= reference::tolerance(dtype));
+
+    expected = reference::mul(x, row);  // other broadcasts to self's shape
+    static_cast<void>(ops::mul_(x, row));
+    CHECK(x.storage()->version() == 3);
+    CHECK(reference::relative_error(x, expected) <= reference::tolerance(dtype));
+
+    expected = reference::mul_scalar(x, -2.5);  // mul_.Scalar: the overload C++ picks for a number
+    static_cast<void>(ops::mul_(x, -2.5));
+    CHECK(x.storage()->version() == 4);
+    CHECK(reference::relative_error(x, expected) <= reference::tolerance(dtype));
+    CHECK(y.storage()->version() == 0);  // read, not written
+  }
+}
+
+TEST_CASE("an in-place op through a view writes the base's memory and bumps the version every view shares") {
+  const Tensor base = rnd(Shape{4, 6}, DType::kF64);
+  const std::vector<double> before = reference::to_double(base);
+  const Tensor column = ops::narrow(base, 1, 2, 1);  // non-contiguous: stride 6
+  const Tensor t = ops::t(base);
+  const Tensor other = rnd(Shape{4, 1}, DType::kF64);
+  static_cast<void>(ops::add_(column, other, 2.0));
+  CHECK(base.storage()->version() == 1);
+  CHECK(t.storage()->version() == 1);  // one count for the storage: every view sees the write
+  const std::vector<double> after = reference::to_double(base), o = reference::to_double(other);
+  for (int64_t r = 0; r < 4; ++r)
+    for (int64_t c = 0; c < 6; ++c) {
+      const auto i = static_cast<size_t>(r * 6 + c);
+      CHECK(after[i] == doctest::Approx(c == 2 ? before[i] + 2.0 * o[static_cast<size_t>(r)] : before[i]));
+    }
+  // A transposed view written in place: relu_ through strides, checked against the base's values.
+  static_cast<void>(ops::relu_(t));
+  CHECK(base.storage()->version() == 2);
+  for (double v : reference::to_double(base)) CHECK(v >= 0.0);
+  // A copy has a storage and a count of its own.
+  const Tensor copy = ops::contiguous(t);
+  CHECK(copy.storage()->version() == 0);
+}
+
+TEST_CASE("an operand that is self, or overlaps self in part, is read whole before self is written") {
+  for (DType dtype : {DType::kF32, DType::kF64}) {
+    CAPTURE(dtype_name(dtype));
+    const Tensor x = rnd(Shape{6, 3}, dtype);
+    std::vector<double> expected = reference::add(x, x, 0.5);
+    static_cast<void>(ops::add_(x, x, 0.5));  // the same memory: the direct loop
+    CHECK(reference::relative_error(x, expected) <= reference::tolerance(dtype));
+    const Tensor later = ops::narrow(x, 0, 1, 5), earlier = ops::narrow(x, 0, 0, 5);  // rows 1..5 and 0..4
+    expected = reference::mul(later, earlier);
+    static_cast<void>(ops::mul_(later, earlier));  // overlapping in part: through a temporary
+    CHECK(reference::relative_error(later, expected) <= reference::tolerance(dtype));
+    CHECK(x.storage()->version() == 2);
+  }
+}
+
+TEST_CASE("add_ refuses an operand that would grow self, as torch does") {
+  const Tensor x = rnd(Shape{3}), y = rnd(Shape{2, 3});
+  CHECK(message_of([&] { static_cast<void>(ops::add_(x, y, 1.0)); }).find("output with shape [3] doesn't match the broadcast shape [2x3]") !=
+        std::string::npos);
+  CHECK(x.storage()->version() == 0);  // refused before anything was written
+}
+
+TEST_CASE("backward through a saved tensor modified in place fails naming the tensor, its node and the versions") {
+  SUBCASE("relu's saved output, changed by mul_ under no_grad") {
+    Tensor x = rnd(Shape{3, 4});
+    x.set_requires_grad(true);
+    const Tensor y = ops::relu(x);  // ReluBackward saves y at version 0
+    {
+      const NoGradGuard no_grad;
+      static_cast<void>(ops::mul_(y, rnd(Shape{3, 4})));
+    }
+    const Tensor loss = ops::sum(y);
+    const std::string m = message_of([&] { autograd::backward(loss); });
+    CHECK(m == "one of the variables needed for gradient computation has been modified by an inplace operation: "
+               "[f32 [3x4] cpu], which is output 0 of ReluBackward, is at version 1; expected version 0 instead. "
+               "Hint: ReluBackward (recorded by relu) saved it for backward, and an in-place op changed it after "
+               "that; use the out-of-place op (relu, not relu_) there instead.");
+    CHECK_THROWS_AS(autograd::backward(ops::sum(y)), UsageError);
+  }
+  SUBCASE("mul's saved operand (no grad), changed through a view") {
+    const Tensor a = rnd(Shape{2, 5});
+    Tensor w = rnd(Shape{2, 5});
+    w.set_requires_grad(true);
+    const Tensor y = ops::mul(a, w);  // MulBackward saves a and w
+    static_cast<void>(ops::add_(ops::select(a, 0, 1), rnd(Shape{5}), 1.0));
+    static_cast<void>(ops::relu_(a));
+    const std::string m = message_of([&] { autograd::backward(ops::sum(y)); });
+    CHECK(m.find("[f32 [2x5] cpu] is at version 2; expected version 0 instead") != std::string::npos);
+    CHECK(m.find("MulBackward (recorded by mul)") != std::string::npos);
+    CHECK(w.grad().defined() == false);  // no gradient computed from the changed values
+  }
+  SUBCASE("unchanged, the same graph runs") {
+    const Tensor a = rnd(Shape{2, 5});
+    Tensor w = rnd(Shape{2, 5});
+    w.set_requires_grad(true);
+    const Tensor y = ops::mul(a, w);
+    static_cast<void>(ops::add_(rnd(Shape{2, 5}), a, 1.0));  // a read, not written
+    autograd::backward(ops::sum(y));
+    CHECK(reference::relative_error(w.grad(), reference::to_double(a)) <= reference::tolerance(DType::kF32));
+  }
+}
+
+TEST_CASE("in-place ops on tensors that require grad: a leaf is refused as torch does, a non-leaf as strata does") {
+  Tensor x = rnd(Shape{3, 4});
+  x.set_requires_grad(true);
+  CHECK_THROWS_WITH_AS(static_cast<void>(ops::relu_(x)),
+                       doctest::Contains("a leaf Variable that requires grad is being used in an in-place operation."),
+                       UsageError);
+  CHECK(x.storage()->version() == 0);
+  const Tensor y = ops::relu(x);
+  CHECK_THROWS_WITH_AS(static_cast<void>(ops::add_(y, rnd(Shape{3, 4}), 1.0)),
+                       doctest::Contains("requires grad as output 0 of ReluBackward"), UsageError);
+  CHECK_THROWS_WITH_AS(static_cast<void>(ops::mul_(rnd(Shape{3, 4}), x)),
+                       doctest::Contains("an operand requires grad but self"), UsageError);
+  {  // under no_grad the leaf is written (an optimizer's step), and its version counts the write
+    const NoGradGuard no_grad;
+    static_cast<void>(ops::add_(x, rnd(Shape{3, 4}), -0.1));
+  }
+  CHECK(x.storage()->version() == 1);
+  CHECK(x.requires_grad());
+  CHECK(x.is_leaf());
+}

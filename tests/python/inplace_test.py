@@ -1,0 +1,115 @@
+"""tests/python: the in-place methods x.relu_(), x.add_(y, alpha=...), x.mul_(y) and x._version (docs/python.md,
+Note [In-place operators]): values against numpy float64 on fresh random inputs, self returned, the version
+shared through views, the backward that refuses a saved tensor changed in place, the leaf refusal, and,
+where torch is importable, the same sequences raising torch's RuntimeError too. Runs under ctest with
+PYTHONPATH pointing at build/python."""
+import random
+import unittest
+
+import numpy as np
+
+import strata
+
+try:
+    import torch
+except ImportError:  # Debian's python3 without the peer's environment (scripts/install-python-deps)
+    torch = None
+
+TOLERANCE = {"float64": 1e-12, "float32": 1e-6}
+
+
+class InPlaceTest(unittest.TestCase):
+    def setUp(self):
+        self.seed = random.SystemRandom().randrange(2**32)
+        self.rng = random.Random(self.seed)
+
+    def randn(self, *shape, dtype="float32", requires_grad=False):
+        return strata.randn(*shape, dtype=getattr(strata, dtype), seed=self.rng.randrange(2**63),
+                            requires_grad=requires_grad)
+
+    def close(self, t, ref, dtype):
+        err = float(np.max(np.abs(t.numpy_float64() - ref) / np.maximum(np.abs(ref), 1.0)))
+        self.assertLessEqual(err, TOLERANCE[dtype], f"{dtype}: error {err:.3g} (seed {self.seed})")
+
+    def test_values_self_and_version(self):
+        for dtype in TOLERANCE:
+            x, y, row = self.randn(4, 6, dtype=dtype), self.randn(4, 6, dtype=dtype), self.randn(6, dtype=dtype)
+            ref = x.numpy_float64()
+            self.assertEqual(x._version, 0)
+            self.assertIs(x.relu_(), x)
+            ref = np.maximum(ref, 0.0)
+            self.close(x, ref, dtype)
+            self.assertIs(x.add_(y, alpha=-0.5), x)
+            ref = ref - 0.5 * y.numpy_float64()
+            self.close(x, ref, dtype)
+            self.assertIs(x.mul_(row), x)  # row broadcasts over x's rows
+            ref = ref * row.numpy_float64()
+            self.close(x, ref, dtype)
+            self.assertIs(x.mul_(-2.5), x)  # mul_.Scalar
+            ref = ref * -2.5
+            self.close(x, ref, dtype)
+            self.assertEqual(x._version, 4)
+            self.assertEqual(y._version, 0)
+
+    def test_views_share_the_version_and_the_write(self):
+        base = self.randn(3, 5, dtype="float64")
+        before = base.numpy_float64()
+        column, t = base[:, 1], base.t()
+        other = self.randn(3, dtype="float64")
+        column.add_(other, alpha=3.0)
+        self.assertEqual((base._version, column._version, t._version), (1, 1, 1))
+        expected = before.copy()
+        expected[:, 1] += 3.0 * other.numpy_float64()
+        np.testing.assert_allclose(base.numpy_float64(), expected, rtol=1e-12)
+        t.relu_()
+        self.assertEqual(base._version, 2)
+        self.assertGreaterEqual(base.numpy_float64().min(), 0.0)
+        self.assertEqual(base.contiguous()._version, 2)  # contiguous already: the same tensor
+        self.assertEqual(base.t().contiguous()._version, 0)  # a copy: its own storage and count
+
+    def test_backward_refuses_a_saved_tensor_modified_in_place(self):
+        x = self.randn(3, 4, requires_grad=True)
+        y = strata.relu(x)
+        with strata.no_grad():
+            y.mul_(self.randn(3, 4))
+        with self.assertRaises(strata.UsageError) as caught:
+            strata.sum(y).backward()
+        message = str(caught.exception)
+        self.assertIn("one of the variables needed for gradient computation has been modified by an inplace "
+                      "operation: [f32 [3x4] cpu], which is output 0 of ReluBackward, is at version 1; expected "
+                      "version 0 instead.", message)
+        self.assertIsInstance(caught.exception, RuntimeError)  # as torch's
+        self.assertIsNone(x.grad)
+
+    def test_leaf_and_non_leaf_refusals(self):
+        x = self.randn(2, 3, requires_grad=True)
+        with self.assertRaisesRegex(strata.UsageError, "a leaf Variable that requires grad is being used in an "
+                                    "in-place operation."):
+            x.relu_()
+        self.assertEqual(x._version, 0)
+        with self.assertRaisesRegex(strata.UsageError, "strata does not record in-place ops"):
+            strata.relu(x).add_(self.randn(2, 3))
+        with strata.no_grad():  # an optimizer's step
+            x.add_(self.randn(2, 3), alpha=-0.1)
+        self.assertEqual(x._version, 1)
+        self.assertTrue(x.is_leaf)
+
+    @unittest.skipIf(torch is None, "PyTorch is not importable in this Python")
+    def test_torch_raises_on_the_same_sequences(self):
+        x = torch.randn(3, 4, requires_grad=True)
+        y = torch.relu(x)
+        with torch.no_grad():
+            y.mul_(torch.randn(3, 4))
+        with self.assertRaisesRegex(RuntimeError, "modified by an inplace operation.*output 0 of ReluBackward0, "
+                                    "is at version 1; expected version 0 instead"):
+            y.sum().backward()
+        with self.assertRaisesRegex(RuntimeError, "a leaf Variable that requires grad is being used in an "
+                                    "in-place operation."):
+            torch.randn(2, 3, requires_grad=True).relu_()
+        a = torch.randn(3, 5, dtype=torch.float64)
+        a[:, 1].add_(torch.randn(3, dtype=torch.float64), alpha=3.0)
+        self.assertEqual(a._version, 1)  # the count strata's test_views expects too
+
+
+if __name__ == "__main__":
+    unittest.main()
