@@ -176,3 +176,35 @@ void check_same_dtype_and_device(const char* op, const Tensor& a, const Tensor& 
 }
 
 }  // namespace strata::op_shapes
+
+namespace strata::op_shapes {
+
+Reduction reduce_dims(const char* op, const Shape& self, const Shape& dim, bool keepdim) {
+  Reduction r;
+  const int64_t n = self.ndim == 0 ? 1 : self.ndim;  // a 0-d tensor takes dim 0 or -1, as torch
+  for (int i = 0; i < dim.ndim; ++i) {
+    if (dim[i] < -n || dim[i] >= n) {
+      throw IndexRangeError(std::string(op) + "(): Dimension out of range (expected to be in range of [" +
+                            std::to_string(-n) + ", " + std::to_string(n - 1) + "], but got " +
+                            std::to_string(dim[i]) + ") for a tensor of size " + bracket(self));
+    }
+    const auto d = static_cast<size_t>(dim[i] < 0 ? dim[i] + n : dim[i]);
+    if (r.reduced[d]) {
+      throw UsageError(std::string(op) + "(): dim " + std::to_string(d) +
+                       " appears multiple times in the list of dims");
+    }
+    r.reduced[d] = true;
+  }
+  if (dim.ndim == 0) r.reduced.fill(true);
+  r.out.ndim = 0;
+  r.kept.ndim = self.ndim;
+  for (int i = 0; i < self.ndim; ++i) {
+    const bool reduced = r.reduced[static_cast<size_t>(i)];
+    r.kept[i] = reduced ? 1 : self[i];
+    if (reduced) r.count *= self[i];
+    if (!reduced || keepdim) r.out[r.out.ndim++] = r.kept[i];
+  }
+  return r;
+}
+
+}  // namespace strata::op_shapes

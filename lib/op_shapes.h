@@ -4,6 +4,7 @@
 // say what was given and what would be accepted.
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include "lib/tensor.h"
@@ -69,5 +70,22 @@ void check_operands(const char* op, BackendCheck&& backend_check, const Tensor& 
   };
   (own(rest), ...);
 }
+
+}  // namespace strata::op_shapes
+
+namespace strata::op_shapes {
+
+// sum.dim_IntList / mean.dim (PyTorch's reduction shape rule): the dims of `self` listed in `dim` are
+// reduced, negative ones counted from the end; an empty list means every dim (torch's dim=[] or None).
+// A dim out of range is an IndexRangeError, one listed twice a UsageError, in torch's words. `out` drops
+// the reduced dims, or keeps them as 1 with keepdim; `kept` is the keepdim shape either way (the shape a
+// gradient is reshaped to before it is expanded back); `count` is how many elements each output sums.
+struct Reduction {
+  Shape out;
+  Shape kept;
+  std::array<bool, Shape::kMaxDims> reduced{};
+  int64_t count = 1;
+};
+Reduction reduce_dims(const char* op, const Shape& self, const Shape& dim, bool keepdim);
 
 }  // namespace strata::op_shapes

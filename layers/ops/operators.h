@@ -997,6 +997,95 @@ struct SumTo {
 };
 inline constexpr EntryPoint<SumTo> sum_to{};  // NOLINT(readability-identifier-naming)
 
+// ---- Reductions over dims ------------------------------------------------------------------------------
+// Note [Reductions over dims]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// PyTorch's sum.dim_IntList, mean.dim and mean, with torch's shape rule (op_shapes::reduce_dims): negative
+// dims, several dims, keepdim, an empty list meaning every dim, IndexRangeError for a dim out of range and
+// UsageError for a dim listed twice. PyTorch's schemas say `int[1]? dim`; strata's schema parser has no
+// optional int list, so the dim argument is `int[] dim` (required, as torch's is; None is the plain op:
+// the Python frontend sends x.sum(dim=None) to `sum`, x.mean(dim=None) to `mean`). The gradient is the
+// output's gradient reshaped to the keepdim shape and expanded back over the reduced dims (divided by the
+// count for mean): reshape, expand and contiguous/mul, dispatcher calls with their rows, as PyTorch's
+// sum_backward/mean_backward. CPU only: `strata ops` shows the CUDA key empty.
+//
+// The spec of `strata trace` reduces the last dim (dim=[-1], keepdim=False): `sum.dim_IntList 64x128`
+// is [64,128] -> [64]. The CLI has no option for other dims yet.
+inline SpecCall reduction_spec(const char* op, std::vector<int64_t>& d, std::string_view typed, bool last_dim) {
+  view_spec_dims(op, d, 1, 4, typed);
+  SpecCall c;
+  const Shape s = spec_text::shape(d);
+  const Shape dim = last_dim ? Shape{-1} : Shape{};
+  const Shape out = op_shapes::reduce_dims(op, s, dim, false).out;
+  c.args = {SpecArg::tensor(s)};
+  if (last_dim) c.args.push_back(SpecArg::int_list(dim));
+  c.outputs = {out};
+  c.description = spec_text::bracket(s) + (last_dim ? " over dim -1 -> " : " -> ") + spec_text::bracket(out);
+  c.flops = spec_text::elements(d);
+  c.elements_moved = spec_text::elements(d) + double(out.numel());
+  return c;
+}
+
+struct SumDim {
+  static constexpr const char* kName = "sum.dim_IntList";
+  static constexpr std::string_view kAlias = "";
+  static constexpr const char* kSchema =
+      "sum.dim_IntList(Tensor self, int[] dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor";
+  using Signature = Tensor(const Tensor& self, const Shape& dim, bool keepdim, std::optional<DType> dtype);
+  static constexpr KernelDecl kCpu{&kernels::cpu::sum_dim, "layers/kernels/cpu/reduce.cpp (loop, f64 accumulator)"};
+  static constexpr NoKernel kCuda{};
+  static constexpr auto kReference = &reference::sum_dim;
+  static constexpr auto kReferenceBackward = &reference::sum_dim_backward;
+  static constexpr BackwardDecl kBackward{"SumBackward1", 0};  // the input's sizes and dtype are kept anyway
+  static GradList backward(const RecordedNode& node, const Tensor& grad);
+  static constexpr const char* kSpecHelp =
+      "reductions (CPU only; docs/python.md):\n"
+      "  sum.dim_IntList shape    summed over the last dim (dim=[-1])          e.g. sum.dim_IntList 64x128\n";
+  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view typed) {
+    return reduction_spec("sum.dim_IntList", d, typed, true);
+  }
+};
+inline constexpr EntryPoint<SumDim> sum_dim{};  // NOLINT(readability-identifier-naming): called like a function
+
+struct MeanDim {
+  static constexpr const char* kName = "mean.dim";
+  static constexpr std::string_view kAlias = "";
+  static constexpr const char* kSchema =
+      "mean.dim(Tensor self, int[] dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor";
+  using Signature = Tensor(const Tensor& self, const Shape& dim, bool keepdim, std::optional<DType> dtype);
+  static constexpr KernelDecl kCpu{&kernels::cpu::mean_dim, "layers/kernels/cpu/reduce.cpp (loop, f64 accumulator)"};
+  static constexpr NoKernel kCuda{};
+  static constexpr auto kReference = &reference::mean_dim;
+  static constexpr auto kReferenceBackward = &reference::mean_dim_backward;
+  static constexpr BackwardDecl kBackward{"MeanBackward1", 0};
+  static GradList backward(const RecordedNode& node, const Tensor& grad);
+  static constexpr const char* kSpecHelp =
+      "  mean.dim shape           the mean over the last dim (dim=[-1])        e.g. mean.dim 64x128\n";
+  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view typed) {
+    return reduction_spec("mean.dim", d, typed, true);
+  }
+};
+inline constexpr EntryPoint<MeanDim> mean_dim{};  // NOLINT(readability-identifier-naming): called like a function
+
+struct Mean {
+  static constexpr const char* kName = "mean";
+  static constexpr std::string_view kAlias = "";
+  static constexpr const char* kSchema = "mean(Tensor self, *, ScalarType? dtype=None) -> Tensor";
+  using Signature = Tensor(const Tensor& self, std::optional<DType> dtype);
+  static constexpr KernelDecl kCpu{&kernels::cpu::mean, "layers/kernels/cpu/reduce.cpp (loop, f64 accumulator)"};
+  static constexpr NoKernel kCuda{};
+  static constexpr auto kReference = &reference::mean;
+  static constexpr auto kReferenceBackward = &reference::mean_backward;
+  static constexpr BackwardDecl kBackward{"MeanBackward0", 0};
+  static GradList backward(const RecordedNode& node, const Tensor& grad);
+  static constexpr const char* kSpecHelp =
+      "  mean N | shape           the mean of all elements -> one              e.g. mean 1048576\n";
+  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view typed) {
+    return reduction_spec("mean", d, typed, false);
+  }
+};
+inline constexpr EntryPoint<Mean> mean{};  // NOLINT(readability-identifier-naming): called like a function
+
 struct ThresholdBackward {
   static constexpr const char* kName = "threshold_backward";
   static constexpr std::string_view kAlias = "";
@@ -1296,7 +1385,7 @@ using AllOps = OpList<Matmul, Linear, Conv2d, Relu, Add, Gelu, ToCopy, Mul, MulS
                       Pow, Gemm, Sum, OnesLike, ExpandAs, ThresholdBackward, GeluBackward, TanhBackward, BiasBackward,
                       Conv2dInputBackward, Conv2dWeightBackward, Transpose, TransposeMatrix, Permute, View,
                       Reshape, Expand, Narrow, Select, Slice, Unsqueeze, Squeeze, Contiguous, SliceBackward, SumTo,
-                      ReluInPlace, AddInPlace, MulInPlace, MulScalarInPlace>;
+                      ReluInPlace, AddInPlace, MulInPlace, MulScalarInPlace, SumDim, MeanDim, Mean>;
 
 template <typename Op>
 constexpr size_t op_index() {
@@ -1515,6 +1604,37 @@ inline GradList Slice::backward(const RecordedNode& node, const Tensor& grad) {
 inline GradList Contiguous::backward(const RecordedNode&, const Tensor& grad) {
   GradList g;
   g[0] = grad;
+  return g;
+}
+
+// Note [Reductions over dims]: the gradient reshaped to the keepdim shape, expanded over the reduced dims
+// (a view), then materialised (sum: contiguous) or divided by the count (mean: mul.Scalar), and cast back
+// to the input's dtype when dtype= changed it.
+inline Tensor reduction_gradient(const RecordedNode& node, const Tensor& grad, const Shape& dim, bool keepdim,
+                                 bool mean) {
+  const Shape& in = node.input_sizes(0);
+  const op_shapes::Reduction r = op_shapes::reduce_dims(node.op(), in, dim, keepdim);
+  Tensor g = grad.sizes() == r.kept ? grad : ops::reshape(grad, r.kept);
+  if (!(g.sizes() == in)) g = ops::expand(g, in);
+  g = mean ? ops::mul(g, 1.0 / double(r.count)) : ops::contiguous(g);
+  return g.dtype() == node.input_dtype(0) ? g : ops::to_copy(g, node.input_dtype(0));
+}
+
+inline GradList SumDim::backward(const RecordedNode& node, const Tensor& grad) {
+  GradList g;
+  g[0] = reduction_gradient(node, grad, node.int_list(), node.scalar(2) != 0.0, false);
+  return g;
+}
+
+inline GradList MeanDim::backward(const RecordedNode& node, const Tensor& grad) {
+  GradList g;
+  g[0] = reduction_gradient(node, grad, node.int_list(), node.scalar(2) != 0.0, true);
+  return g;
+}
+
+inline GradList Mean::backward(const RecordedNode& node, const Tensor& grad) {
+  GradList g;
+  g[0] = reduction_gradient(node, grad, Shape{}, false, true);
   return g;
 }
 

@@ -231,6 +231,21 @@ def _inputs_sum_to(rng, t):
     return [t(*([3] + shape)), t(*small)], {}
 
 
+def _inputs_reduce_dims(rng, t):
+    # Note [Reductions over dims]: some of the dims (none: every dim), either sign, keepdim either way.
+    shape = _random_shape(rng, 1, 4)
+    dims = tuple(d - len(shape) if rng.random() < 0.5 else d
+                 for d in rng.sample(range(len(shape)), rng.randint(0, len(shape))))
+    return [t(*shape), dims, rng.random() < 0.5], {}
+
+
+def _reduce_dims_reference(fn):
+    def reference(x, dims, keepdim):
+        axis = tuple(dims) if dims else None
+        return np.asarray(fn(x, axis=axis, keepdims=keepdim))
+    return reference
+
+
 def _sum_to_reference(g, x):
     lead = g.ndim - x.ndim
     axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(x.shape) if s == 1 and g.shape[lead + i] != 1)
@@ -289,6 +304,9 @@ CASES = {
     "add_": (_inputs_add, lambda a, b, alpha=1: a + alpha * b),
     "mul_": (_inputs_pair, lambda a, b: a * b),
     "mul_.Scalar": (_inputs_mul, lambda x, other=1: x * other),
+    "sum.dim_IntList": (_inputs_reduce_dims, _reduce_dims_reference(np.sum)),
+    "mean.dim": (_inputs_reduce_dims, _reduce_dims_reference(np.mean)),
+    "mean": (_inputs_pointwise, lambda x: np.array(np.mean(x))),
 }
 
 
@@ -344,7 +362,10 @@ class OperatorsTest(unittest.TestCase):
         self.assertIn("matmul", namespace)
         self.assertIn("sum", strata.OPERATORS)  # the gradient op is there, as strata.sum
         self.assertNotIn("sum", namespace)  # but a star import does not shadow the builtin
-        self.assertIs(strata.sum, strata.OPERATORS["sum"])
+        # strata.sum picks sum or sum.dim_IntList by dim, as torch.sum (Note [Reductions over dims])
+        x = strata.randn(3, 4, seed=5)
+        np.testing.assert_array_equal(strata.sum(x).numpy(), strata.OPERATORS["sum"](x).numpy())
+        np.testing.assert_array_equal(strata.sum(x, 1).numpy(), strata.OPERATORS["sum.dim_IntList"](x, (1,)).numpy())
 
     def test_functions_follow_the_schemas(self):
         for op in strata._strata.operators():

@@ -28,6 +28,11 @@ Tensor tanh(const Tensor& self);
 Tensor pow(const Tensor& self, double exponent);
 // A copy converted to `dtype` (the input's own when empty): PyTorch's _to_copy, the cast Autocast calls.
 Tensor to_copy(const Tensor& self, std::optional<DType> dtype);
+// Reductions over dims (layers/kernels/cpu/reduce.cpp), PyTorch's sum.dim_IntList, mean.dim and mean: the
+// listed dims (all for an empty list) summed in a double accumulator, the output in `dtype` when given.
+Tensor sum_dim(const Tensor& self, const Shape& dim, bool keepdim, std::optional<DType> dtype);
+Tensor mean_dim(const Tensor& self, const Shape& dim, bool keepdim, std::optional<DType> dtype);
+Tensor mean(const Tensor& self, std::optional<DType> dtype);
 
 // ---- Gradient ops: what the backward formulas (layers/ops/operators.h) call -------------------------
 // op(self) @ op(other), op = transpose where the flag is 1 (cblas_?gemm's Trans flags): MmBackward's and

@@ -433,6 +433,72 @@ Grads pow_backward(const Tensor& grad, const Tensor& self, double exponent) {
 Grads to_copy_backward(const Tensor& grad, const Tensor&, std::optional<DType>) { return {to_double(grad), {}}; }
 std::vector<double> to_copy(const Tensor& self, std::optional<DType>) { return to_double(self); }
 
+// ---- Reductions over dims ------------------------------------------------------------------------------
+namespace {
+
+// For every element of self, row-major, the row-major position of the output element it goes into: its
+// coordinates with the reduced dims set to 0, in the keepdim shape.
+std::vector<int64_t> reduction_map(const Tensor& self, const op_shapes::Reduction& r) {
+  const Shape& s = self.sizes();
+  std::vector<int64_t> map(static_cast<size_t>(s.numel()));
+  for (int64_t e = 0; e < s.numel(); ++e) {
+    int64_t rest = e, at = 0, scale = 1;
+    for (int i = s.ndim - 1; i >= 0; --i) {
+      const int64_t coord = rest % s[i];
+      rest /= s[i];
+      if (!r.reduced[static_cast<size_t>(i)]) at += coord * scale;
+      scale *= r.kept[i];
+    }
+    map[static_cast<size_t>(e)] = at;
+  }
+  return map;
+}
+
+std::vector<double> reduce_mean(const Tensor& self, const Shape& dim, bool keepdim, bool is_mean) {
+  const op_shapes::Reduction r = op_shapes::reduce_dims(is_mean ? "mean" : "sum", self.sizes(), dim, keepdim);
+  const std::vector<double> x = to_double(self);
+  const std::vector<int64_t> map = reduction_map(self, r);
+  std::vector<double> out(static_cast<size_t>(r.out.numel()), 0.0);
+  for (size_t e = 0; e < x.size(); ++e) out[static_cast<size_t>(map[e])] += x[e];
+  if (is_mean) {
+    for (double& o : out) o /= double(r.count);
+  }
+  return out;
+}
+
+Grads reduce_backward(const Tensor& grad, const Tensor& self, const Shape& dim, bool keepdim, bool is_mean) {
+  const op_shapes::Reduction r = op_shapes::reduce_dims(is_mean ? "mean" : "sum", self.sizes(), dim, keepdim);
+  const std::vector<double> g = to_double(grad);
+  const std::vector<int64_t> map = reduction_map(self, r);
+  std::vector<double> out(map.size());
+  for (size_t e = 0; e < map.size(); ++e) {
+    out[e] = g[static_cast<size_t>(map[e])] / (is_mean ? double(r.count) : 1.0);
+  }
+  return {out, {}, {}, {}};
+}
+
+}  // namespace
+
+std::vector<double> sum_dim(const Tensor& self, const Shape& dim, bool keepdim, std::optional<DType>) {
+  return reduce_mean(self, dim, keepdim, false);
+}
+std::vector<double> mean_dim(const Tensor& self, const Shape& dim, bool keepdim, std::optional<DType>) {
+  return reduce_mean(self, dim, keepdim, true);
+}
+std::vector<double> mean(const Tensor& self, std::optional<DType>) { return reduce_mean(self, Shape{}, false, true); }
+
+Grads sum_dim_backward(const Tensor& grad, const Tensor& self, const Shape& dim, bool keepdim, std::optional<DType>) {
+  return reduce_backward(grad, self, dim, keepdim, false);
+}
+Grads mean_dim_backward(const Tensor& grad, const Tensor& self, const Shape& dim, bool keepdim, std::optional<DType>) {
+  return reduce_backward(grad, self, dim, keepdim, true);
+}
+Grads mean_backward(const Tensor& grad, const Tensor& self, std::optional<DType>) {
+  Grads g = reduce_backward(grad, self, Shape{}, false, true);
+  g.resize(2);
+  return g;
+}
+
 // ---- Views (docs/views.md) ------------------------------------------------------------------------------
 // Each view is its index map: for every output element, in row-major order, the row-major position in
 // self of the element it shows. The forward gathers through the map, the gradient scatters back through

@@ -33,6 +33,10 @@ std::vector<double> pow(const Tensor& self, double exponent);
 // The input's values: what a cast should give before its own rounding (the tolerance of the target dtype
 // bounds that rounding).
 std::vector<double> to_copy(const Tensor& self, std::optional<DType> dtype);
+// Reductions over dims (PyTorch's sum.dim_IntList, mean.dim, mean): the dims listed (all for an empty list).
+std::vector<double> sum_dim(const Tensor& self, const Shape& dim, bool keepdim, std::optional<DType> dtype);
+std::vector<double> mean_dim(const Tensor& self, const Shape& dim, bool keepdim, std::optional<DType> dtype);
+std::vector<double> mean(const Tensor& self, std::optional<DType> dtype);
 
 // The gradient ops (layers/ops/operators.h), the same naive way: each loop is the definition.
 std::vector<double> gemm(const Tensor& self, const Tensor& other, int64_t transpose_self, int64_t transpose_other);
@@ -69,6 +73,9 @@ Grads sub_scalar_backward(const Tensor& grad, const Tensor& self, double other, 
 Grads tanh_backward_of(const Tensor& grad, const Tensor& self);
 Grads pow_backward(const Tensor& grad, const Tensor& self, double exponent);
 Grads to_copy_backward(const Tensor& grad, const Tensor& self, std::optional<DType> dtype);
+Grads sum_dim_backward(const Tensor& grad, const Tensor& self, const Shape& dim, bool keepdim, std::optional<DType> dtype);
+Grads mean_dim_backward(const Tensor& grad, const Tensor& self, const Shape& dim, bool keepdim, std::optional<DType> dtype);
+Grads mean_backward(const Tensor& grad, const Tensor& self, std::optional<DType> dtype);
 
 // Views (docs/views.md): the values each view shows, row-major, and the gradients scattered back.
 std::vector<double> transpose(const Tensor& self, int64_t dim0, int64_t dim1);

@@ -322,13 +322,54 @@ def _resolver(base, overloads):
     return resolved
 
 
+def _takes_dim(op):
+    return any(a["name"] == "dim" and a["type"] == "int[]" for a in op["arguments"])
+
+
+def _dim_resolver(base, overloads):
+    """The public function of a reduction with a dim overload (sum and sum.dim_IntList, mean and mean.dim;
+    Note [Reductions over dims] in layers/ops/operators.h), called as torch's: strata.sum(x) and
+    x.sum(dim=None) the plain op, x.sum(1), x.sum((0, -1), keepdim=True), x.sum([]) the dim overload.
+    dim=None with keepdim=True (or a dtype the plain op does not take) is the dim overload over every dim."""
+    (plain_op, plain_fn), (dim_op, dim_fn) = sorted(overloads, key=lambda pair: _takes_dim(pair[0]))
+    plain_takes_dtype = any(a["name"] == "dtype" for a in plain_op["arguments"])
+    schemas = f"{plain_op['schema']} | {dim_op['schema']}"
+
+    def resolved(input, dim=None, keepdim=False, *, dtype=None):
+        if dim is None:
+            if keepdim is False and (dtype is None or plain_takes_dtype):
+                return plain_fn(input) if dtype is None else plain_fn(input, dtype=dtype)
+            dim = ()
+        elif isinstance(dim, numbers.Integral) and not isinstance(dim, bool):
+            dim = (int(dim),)
+        elif not isinstance(dim, (tuple, list)):
+            raise TypeError(f"{base}(): argument 'dim' (position 2) must be None, an int or a tuple of ints, "
+                            f"not {type(dim).__name__}; schemas: {schemas}")
+        return dim_fn(input, tuple(dim), keepdim) if dtype is None else dim_fn(input, tuple(dim), keepdim,
+                                                                                 dtype=dtype)
+
+    resolved.__name__ = resolved.__qualname__ = base
+    resolved.__doc__ = (f"{plain_op['schema']}\n{dim_op['schema']}\n\nstrata's {base}: {plain_op['name']} "
+                        f"without dim, {dim_op['name']} with one, each through the binding layer and the "
+                        "dispatcher.")
+    return resolved
+
+
 def _public(operators, functions):
     """The module's functions by Python name: an operator's own function, or for a name with overloads
     ("mul" and "mul.Scalar") one function that picks between them."""
     groups = {}
     for op in operators:
         groups.setdefault(op["name"].split(".")[0], []).append((op, functions[op["name"]]))
-    return {base: group[0][1] if len(group) == 1 else _resolver(base, group) for base, group in groups.items()}
+
+    def public(base, group):
+        if len(group) == 1:
+            return group[0][1]
+        if len(group) == 2 and _takes_dim(group[0][0]) != _takes_dim(group[1][0]):
+            return _dim_resolver(base, group)
+        return _resolver(base, group)
+
+    return {base: public(base, group) for base, group in groups.items()}
 
 
 SCHEMAS = {op["name"]: op["schema"] for op in _strata.operators()}

@@ -444,3 +444,60 @@ TEST_CASE("the tanh GELU's ops refuse shapes that cannot broadcast naming both, 
   CHECK(cpu::pow(empty, 3.0).sizes() == Shape{0, 4});
   CHECK(cpu::tanh(empty).numel() == 0);
 }
+
+TEST_CASE("sum.dim_IntList and mean.dim match the reference: several shapes, dims, keepdim, every dtype") {
+  INFO("seed " << run_seed());
+  struct Case {
+    Shape shape, dim, out;
+    bool keepdim;
+  };
+  const Case cases[] = {
+      {Shape{3, 5}, Shape{1}, Shape{3}, false},          {Shape{3, 5}, Shape{-2}, Shape{1, 5}, true},
+      {Shape{2, 3, 4}, Shape{0, 2}, Shape{3}, false},    {Shape{2, 3, 4}, Shape{-1, 0}, Shape{1, 3, 1}, true},
+      {Shape{2, 3, 4, 5}, Shape{}, Shape{}, false},      {Shape{2, 3, 4, 5}, Shape{}, Shape{1, 1, 1, 1}, true},
+      {Shape{2, 3, 4, 5}, Shape{1, 3}, Shape{2, 4}, false}, {Shape{1000}, Shape{0}, Shape{}, false},
+      {Shape{7, 1}, Shape{1}, Shape{7}, false},
+  };
+  for (DType dtype : kAllDTypes) {
+    for (const Case& c : cases) {
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(c.shape.str());
+      CAPTURE(c.dim.str());
+      CAPTURE(c.keepdim);
+      const Tensor a = rnd(c.shape, dtype, 11);
+      const Tensor s = cpu::sum_dim(a, c.dim, c.keepdim, std::nullopt);
+      const Tensor m = cpu::mean_dim(a, c.dim, c.keepdim, std::nullopt);
+      CHECK(s.sizes() == c.out);
+      CHECK(m.sizes() == c.out);
+      CHECK(s.dtype() == dtype);
+      check_close(s, reference::sum_dim(a, c.dim, c.keepdim, std::nullopt), dtype);
+      check_close(m, reference::mean_dim(a, c.dim, c.keepdim, std::nullopt), dtype);
+      // dtype=: the output in f64, from the same double accumulator.
+      const Tensor wide = cpu::sum_dim(a, c.dim, c.keepdim, DType::kF64);
+      CHECK(wide.dtype() == DType::kF64);
+      check_close(wide, reference::sum_dim(a, c.dim, c.keepdim, std::nullopt), DType::kF64);
+    }
+  }
+  // mean over every dim is the plain mean
+  const Tensor a = rnd(Shape{4, 6}, DType::kF32, 12);
+  check_close(cpu::mean(a, std::nullopt), reference::mean(a, std::nullopt), DType::kF32);
+}
+
+TEST_CASE("sum.dim_IntList and mean.dim: empty tensors, 0-d tensors and the refusals, in torch's words") {
+  const Tensor empty = Tensor::empty(Shape{0, 3}, DType::kF32, kCPU);
+  const Tensor s = cpu::sum_dim(empty, Shape{0}, false, std::nullopt);
+  CHECK(s.sizes() == Shape{3});
+  for (int i = 0; i < 3; ++i) CHECK(s.data<float>()[i] == 0.0f);
+  const Tensor m = cpu::mean_dim(empty, Shape{0}, true, std::nullopt);
+  CHECK(m.sizes() == Shape{1, 3});
+  CHECK(std::isnan(m.data<float>()[0]));  // 0/0, as torch
+  CHECK(cpu::sum_dim(empty, Shape{1}, false, std::nullopt).sizes() == Shape{0});
+  const Tensor scalar = rnd(Shape{}, DType::kF64, 13);
+  CHECK(cpu::sum_dim(scalar, Shape{-1}, true, std::nullopt).data<double>()[0] == scalar.data<double>()[0]);
+  const Tensor a = rnd(Shape{3, 4}, DType::kF32, 14);
+  CHECK_THROWS_WITH_AS(cpu::sum_dim(a, Shape{2}, false, std::nullopt),
+                       doctest::Contains("Dimension out of range (expected to be in range of [-2, 1], but got 2)"),
+                       IndexRangeError);
+  CHECK_THROWS_WITH_AS(cpu::mean_dim(a, Shape{0, -2}, false, std::nullopt),
+                       doctest::Contains("dim 0 appears multiple times in the list of dims"), UsageError);
+}

@@ -128,3 +128,22 @@ TEST_CASE("to_double decodes every dtype") {
   CHECK(reference::to_double(make(Shape{2}, {1.5, 2.5}, DType::kF32)) == std::vector<double>{1.5, 2.5});
   CHECK(reference::to_double(Tensor()).empty());
 }
+
+TEST_CASE("sum.dim_IntList, mean.dim and their gradients, computed by hand") {
+  // [2,3] = {{1, 2, 3}, {4, 5, 6}}
+  const Tensor a = make(Shape{2, 3}, {1, 2, 3, 4, 5, 6});
+  CHECK(reference::sum_dim(a, Shape{0}, false, std::nullopt) == std::vector<double>{5, 7, 9});
+  CHECK(reference::sum_dim(a, Shape{-1}, true, std::nullopt) == std::vector<double>{6, 15});
+  CHECK(reference::sum_dim(a, Shape{}, false, std::nullopt) == std::vector<double>{21});
+  CHECK(reference::mean_dim(a, Shape{1}, false, std::nullopt) == std::vector<double>{2, 5});
+  CHECK(reference::mean(a, std::nullopt) == std::vector<double>{3.5});
+  // [2,2,2]: sum over dims 0 and 2 leaves dim 1.
+  const Tensor c = make(Shape{2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  CHECK(reference::sum_dim(c, Shape{0, 2}, false, std::nullopt) == std::vector<double>{1 + 2 + 5 + 6, 3 + 4 + 7 + 8});
+  // The gradient of sum over dim 1 is each row's gradient repeated; mean's divided by 3.
+  const Tensor g = make(Shape{2}, {10, 20});
+  CHECK(reference::sum_dim_backward(g, a, Shape{1}, false, std::nullopt)[0] ==
+        std::vector<double>{10, 10, 10, 20, 20, 20});
+  CHECK(reference::mean_dim_backward(make(Shape{2, 1}, {3, 6}), a, Shape{1}, true, std::nullopt)[0] ==
+        std::vector<double>{1, 1, 1, 2, 2, 2});
+}

@@ -1,0 +1,95 @@
+// sum.dim_IntList, mean.dim and mean on the CPU: one loop over the contiguous input in row-major order,
+// each element added to its output's double accumulator (the reduced dims have stride 0 in the output),
+// as sum and sum_to accumulate: a long sum in f32 would lose digits the float64 reference keeps.
+#include <cstring>
+#include <vector>
+
+#include "layers/kernels/cpu/cpu_common.h"
+#include "layers/kernels/cpu/cpu_kernels.h"
+#include "lib/op_shapes.h"
+#include "lib/zone.h"
+
+namespace strata::kernels::cpu {
+namespace {
+
+template <typename T>
+void accumulate(const T* __restrict x, const Shape& s, const Shape& out_strides, double* __restrict acc) {
+  if (s.ndim == 0) {
+    acc[0] += double(x[0]);
+    return;
+  }
+  // The innermost dim in one loop: its output stride is 0 (reduced) or 1 (kept).
+  const int last = s.ndim - 1;
+  const int64_t inner = s[last], inner_stride = out_strides[last];
+  int64_t rows = 1;
+  for (int i = 0; i < last; ++i) rows *= s[i];
+  if (inner == 0) return;
+  Shape idx;
+  idx.ndim = last;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t at = 0;
+    for (int i = 0; i < last; ++i) at += idx[i] * out_strides[i];
+    const T* row = x + r * inner;
+    double* o = acc + at;
+    if (inner_stride == 0) {
+      double sum = 0;
+      for (int64_t j = 0; j < inner; ++j) sum += double(row[j]);
+      o[0] += sum;
+    } else {
+      for (int64_t j = 0; j < inner; ++j) o[j] += double(row[j]);
+    }
+    for (int i = last - 1; i >= 0 && ++idx[i] == s[i]; --i) idx[i] = 0;  // the next row, row-major
+  }
+}
+
+Tensor reduce(const char* op, const Tensor& self, const Shape& dim, bool keepdim, std::optional<DType> dtype,
+              bool mean) {
+  const DType out_dtype = dtype.value_or(self.dtype());
+  // Half types: read through an f32 copy, written through one (Note [Half types on the CPU]).
+  if (is_half(self.dtype())) return reduce(op, widen_to_f32(self), dim, keepdim, out_dtype, mean);
+  if (is_half(out_dtype)) return round_from_f32(reduce(op, self, dim, keepdim, DType::kF32, mean), out_dtype);
+  check_cpu_input(op, self);
+  const op_shapes::Reduction r = op_shapes::reduce_dims(op, self.sizes(), dim, keepdim);
+  STRATA_ZONE(zone, Layer::kLibrary, mean ? "mean (loop, f64 accumulator)" : "sum (loop, f64 accumulator)");
+  const Shape& s = self.sizes();
+  Shape out_strides;
+  out_strides.ndim = s.ndim;
+  int64_t stride = 1;
+  for (int i = s.ndim - 1; i >= 0; --i) {
+    out_strides[i] = r.reduced[static_cast<size_t>(i)] ? 0 : stride;
+    stride *= r.kept[i];
+  }
+  std::vector<double> acc(static_cast<size_t>(r.out.numel()), 0.0);
+  if (self.dtype() == DType::kF32) {
+    accumulate(self.data<float>(), s, out_strides, acc.data());
+  } else {
+    accumulate(self.data<double>(), s, out_strides, acc.data());
+  }
+  // mean of nothing is 0/0 = NaN, as torch's
+  if (mean) {
+    for (double& a : acc) a /= double(r.count);
+  }
+  Tensor out = Tensor::empty(r.out, out_dtype, self.device());
+  for (size_t i = 0; i < acc.size(); ++i) {
+    if (out_dtype == DType::kF32) {
+      out.data<float>()[i] = static_cast<float>(acc[i]);
+    } else {
+      out.data<double>()[i] = acc[i];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor sum_dim(const Tensor& self, const Shape& dim, bool keepdim, std::optional<DType> dtype) {
+  return reduce("sum", self, dim, keepdim, dtype, false);
+}
+
+Tensor mean_dim(const Tensor& self, const Shape& dim, bool keepdim, std::optional<DType> dtype) {
+  return reduce("mean", self, dim, keepdim, dtype, true);
+}
+
+Tensor mean(const Tensor& self, std::optional<DType> dtype) { return reduce("mean", self, Shape{}, false, dtype, true); }
+
+}  // namespace strata::kernels::cpu
