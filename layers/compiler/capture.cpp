@@ -158,7 +158,8 @@ struct CaptureKernel<Op, Tensor(Args...)> {
     // The fused loops index every operand by the output's flat index, in one dtype: a broadcast operand
     // (Note [Broadcasting] in lib/op_shapes.h) would be read past its end, a promoted one (Note [Type
     // promotion]) as the wrong type. Refused until lowering reads strides and casts.
-    if constexpr (std::is_same_v<Op, ops::Add> || std::is_same_v<Op, ops::Sub> || std::is_same_v<Op, ops::Mul>) {
+    if constexpr (std::is_same_v<Op, ops::Add> || std::is_same_v<Op, ops::Sub> || std::is_same_v<Op, ops::Mul> ||
+                  std::is_same_v<Op, ops::Div>) {
       refuse_broadcast(Op::kName, args...);
     }
     Tensor out;

@@ -53,6 +53,10 @@ std::string mul(const std::vector<std::string>& t, const Node&) { return "(" + t
 std::string mul_scalar(const std::vector<std::string>& t, const Node& n) {
   return "(" + t[0] + " * " + literal(n.args[1].scalar) + ")";
 }
+std::string div(const std::vector<std::string>& t, const Node&) { return "(" + t[0] + " / " + t[1] + ")"; }
+std::string div_scalar(const std::vector<std::string>& t, const Node& n) {
+  return "(" + t[0] + " / " + literal(n.args[1].scalar) + ")";
+}
 std::string add_scalar(const std::vector<std::string>& t, const Node& n) {
   return "(" + t[0] + " + " + literal(n.args[2].scalar) + " * " + literal(n.args[1].scalar) + ")";
 }
@@ -100,6 +104,8 @@ PointwiseExpr find_pointwise(const std::string& op) {
       {"gelu_backward", &gelu_backward},
       {"mul", &mul},
       {"mul.Scalar", &mul_scalar},
+      {"div", &div},
+      {"div.Scalar", &div_scalar},
       {"add.Scalar", &add_scalar},
       {"sub", &sub},
       {"sub.Scalar", &sub_scalar},

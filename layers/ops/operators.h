@@ -389,6 +389,49 @@ struct MulScalar {
 };
 inline constexpr Overloads<EntryPoint<Mul>, EntryPoint<MulScalar>> mul{};  // NOLINT(readability-identifier-naming)
 
+// True division (aten::div.Tensor / aten::div.Scalar with rounding_mode=None), IEEE as PyTorch's: x / 0 is
+// +-inf, 0 / 0 NaN, the sign of a zero quotient the XOR of the operands' signs. Python's `x / y` and
+// `x / 2.0`; `2.0 / x` is torch's reciprocal(x) * 2.0 (pow(x, -1) then mul.Scalar: layers/python/strata).
+struct Div {
+  static constexpr const char* kName = "div";
+  static constexpr std::string_view kAlias = "";
+  static constexpr const char* kSchema = "div(Tensor self, Tensor other) -> Tensor";  // aten::div.Tensor
+  using Signature = Tensor(const Tensor& self, const Tensor& other);
+  static constexpr KernelDecl kCpu{&kernels::cpu::div, "layers/kernels/cpu/pointwise.cpp (vectorised loop)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::div, "layers/kernels/cuda/pointwise.cu (strata's own kernel)"};
+  static constexpr auto kReference = &reference::div;
+  static constexpr auto kReferenceBackward = &reference::div_backward;  // float64 gradients
+  // d self = grad / other, d other = -grad * ((self / other) / other): saves both
+  static constexpr BackwardDecl kBackward{"DivBackward", 0b11};
+  static constexpr bool kPromotesTypes = true;  // f32 / f64 -> f64 with a to_copy first (Note [Type promotion])
+  static GradList backward(const RecordedNode& node, const Tensor& grad);
+  static constexpr const char* kSpecHelp = "  div N | shape            a / b, same shapes                         e.g. div 1048576\n";
+
+  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
+    return pointwise_spec(d, 2, " / ");
+  }
+};
+
+struct DivScalar {
+  static constexpr const char* kName = "div.Scalar";
+  static constexpr std::string_view kAlias = "";
+  // aten::div.Scalar. The default lets the CLI's spec trace it alone.
+  static constexpr const char* kSchema = "div.Scalar(Tensor self, float other=1) -> Tensor";
+  using Signature = Tensor(const Tensor& self, double other);
+  static constexpr KernelDecl kCpu{&kernels::cpu::div_scalar, "layers/kernels/cpu/pointwise.cpp (vectorised loop)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::div_scalar, "layers/kernels/cuda/pointwise.cu (strata's own kernel)"};
+  static constexpr auto kReference = &reference::div_scalar;
+  static constexpr auto kReferenceBackward = &reference::div_scalar_backward;  // float64 gradients
+  static constexpr BackwardDecl kBackward{"DivBackward", 0};  // grad / other: saves nothing
+  static GradList backward(const RecordedNode& node, const Tensor& grad);
+  static constexpr const char* kSpecHelp = "  div.Scalar N | shape     self / other, a number (2 here)           e.g. div.Scalar 1048576\n";
+
+  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
+    return scalar_spec(d, " / ", 2);
+  }
+};
+inline constexpr Overloads<EntryPoint<Div>, EntryPoint<DivScalar>> div{};  // NOLINT(readability-identifier-naming)
+
 struct AddScalar {
   static constexpr const char* kName = "add.Scalar";
   static constexpr std::string_view kAlias = "";
@@ -1385,7 +1428,7 @@ using AllOps = OpList<Matmul, Linear, Conv2d, Relu, Add, Gelu, ToCopy, Mul, MulS
                       Pow, Gemm, Sum, OnesLike, ExpandAs, ThresholdBackward, GeluBackward, TanhBackward, BiasBackward,
                       Conv2dInputBackward, Conv2dWeightBackward, Transpose, TransposeMatrix, Permute, View,
                       Reshape, Expand, Narrow, Select, Slice, Unsqueeze, Squeeze, Contiguous, SliceBackward, SumTo,
-                      ReluInPlace, AddInPlace, MulInPlace, MulScalarInPlace, SumDim, MeanDim, Mean>;
+                      ReluInPlace, AddInPlace, MulInPlace, MulScalarInPlace, SumDim, MeanDim, Mean, Div, DivScalar>;
 
 template <typename Op>
 constexpr size_t op_index() {
@@ -1476,6 +1519,24 @@ inline GradList Mul::backward(const RecordedNode& node, const Tensor& grad) {
 inline GradList MulScalar::backward(const RecordedNode& node, const Tensor& grad) {
   GradList g;
   g[0] = ops::mul(grad, node.scalar(1));
+  return g;
+}
+
+// PyTorch's div_tensor_self_backward (grad / other) and div_tensor_other_backward
+// (-grad * ((self / other) / other)), each summed to its operand's shape and cast to its dtype.
+inline GradList Div::backward(const RecordedNode& node, const Tensor& grad) {
+  GradList g;
+  if (node.needs_grad(0)) g[0] = gradient_of_operand(node, 0, ops::div(grad, node.input(1)));
+  if (node.needs_grad(1)) {
+    const Tensor quotient = ops::div(ops::div(node.input(0), node.input(1)), node.input(1));
+    g[1] = gradient_of_operand(node, 1, ops::mul(ops::mul(grad, -1.0), quotient));
+  }
+  return g;
+}
+
+inline GradList DivScalar::backward(const RecordedNode& node, const Tensor& grad) {
+  GradList g;
+  g[0] = ops::div(grad, node.scalar(1));  // PyTorch: grad / other
   return g;
 }
 

@@ -58,6 +58,8 @@ OPS = {
     # Looked up when called, so that a torch without one of them still serves the ops it has.
     "mul": (lambda self, other: torch.mul(self, other), "torch.mul"),
     "mul.Scalar": (lambda self, other=1: torch.mul(self, other), "torch.mul"),
+    "div": (lambda self, other: torch.div(self, other), "torch.div"),
+    "div.Scalar": (lambda self, other=1: torch.div(self, other), "torch.div"),
     # strata passes alpha positionally (its schema); torch.add/sub take it by keyword only.
     "add.Scalar": (lambda self, other, alpha=1: torch.add(self, other, alpha=alpha), "torch.add"),
     "sub": (lambda self, other, alpha=1: torch.sub(self, other, alpha=alpha), "torch.sub"),

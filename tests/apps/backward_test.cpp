@@ -102,7 +102,9 @@ TEST_CASE("--backward without --requires-grad, or on a gradient op, is refused w
       {"reshape", {"2x3x4"}}, {"expand", {"3x4"}},  {"narrow", {"4x8"}},     {"select", {"4x8"}},
       {"slice", {"4x8"}},     {"unsqueeze", {"4x8"}}, {"squeeze", {"4x8"}},  {"contiguous", {"16"}},
       // The reductions over dims (Note [Reductions over dims]): reshape, expand, contiguous / mul.Scalar.
-      {"sum.dim_IntList", {"3x5"}}, {"mean.dim", {"2x3x4"}}, {"mean", {"16"}}};
+      {"sum.dim_IntList", {"3x5"}}, {"mean.dim", {"2x3x4"}}, {"mean", {"16"}},
+      // True division: DivBackward through div, mul and mul.Scalar.
+      {"div", {"16"}}, {"div.Scalar", {"16"}}};
   size_t named = 0;
   for (size_t at = 0; at < listed.size();) {
     const size_t end = std::min(listed.find(", ", at), listed.find('\n', at));

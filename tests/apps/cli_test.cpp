@@ -277,26 +277,27 @@ TEST_CASE("strata ops lists every operator, its schema, and the keys with kernel
     CHECK_MESSAGE(contains(r.out, std::string(schema) + "\n"), schema);
   }
   // The six forward ops, the cast, the tanh GELU's seven, the ten gradient ops --backward calls, the twelve
-  // views and their two gradient ops, the three reductions over dims (layers/ops/operators.h); the views'
+  // views and their two gradient ops, the three reductions over dims, div and div.Scalar
+  // (layers/ops/operators.h); the views'
   // CPU kernels are lib/views.cpp's (reshape's is in layers/ops), contiguous's is in layers/kernels/cpu. The
   // four in-place ops (relu_, add_, mul_, mul_.Scalar) record nothing under Autograd: their key refuses
   // when grad is needed.
-  CHECK(count_of(r.out, "  Autograd  layers/dispatch/autograd.cpp") == 41);
+  CHECK(count_of(r.out, "  Autograd  layers/dispatch/autograd.cpp") == 43);
   CHECK(count_of(r.out, "  Autograd  layers/ops/register_kernels.cpp (in place") == 4);
   CHECK(count_of(r.out, "  in place  writes self and bumps its version; CPU only (no CUDA kernel yet)") == 4);
-  CHECK(count_of(r.out, "  CPU       layers/kernels/cpu/") == 34);
+  CHECK(count_of(r.out, "  CPU       layers/kernels/cpu/") == 36);
   CHECK(contains(r.out, "relu_(Tensor(a!) self) -> Tensor(a!)\n"));
   CHECK(contains(r.out, "add_(Tensor(a!) self, Tensor other, *, float alpha=1) -> Tensor(a!)\n"));
   CHECK(count_of(r.out, "  CPU       lib/views.cpp (view:") == 10);
   // Which ops Autocast handles, and how: a kernel for the GEMM-like ops, a fallthrough for the rest.
   CHECK(count_of(r.out, "  Autocast  layers/dispatch/autocast.h (lower precision") == 3);
-  CHECK(count_of(r.out, "  Autocast  fallthrough (no autocast policy") == 42);
+  CHECK(count_of(r.out, "  Autocast  fallthrough (no autocast policy") == 44);
   CHECK(contains(r.out, "Autocast (--autocast bf16|f16) casts the inputs of: matmul, linear, conv2d; falls through "
                         "for: relu, add, gelu, to_copy, mul, mul.Scalar, add.Scalar, sub, sub.Scalar, tanh, pow, gemm, "
                         "sum, ones_like, expand_as, threshold_backward, gelu_backward, tanh_backward, bias_backward, "
                         "conv2d_input_backward, conv2d_weight_backward, transpose, t, permute, view, reshape, expand, narrow, "
                         "select, slice, unsqueeze, squeeze, contiguous, slice_backward, sum_to, relu_, add_, mul_, mul_.Scalar, "
-                        "sum.dim_IntList, mean.dim, mean\n"));
+                        "sum.dim_IntList, mean.dim, mean, div, div.Scalar\n"));
   CHECK(contains(r.out, "mul.Scalar(Tensor self, float other=1) -> Tensor\n"));
   CHECK(contains(r.out, "keys in priority order (highest first): Capture > Autocast > Autograd > CUDA > CPU"));
 }

@@ -1,4 +1,4 @@
-// Broadcasting for add, sub and mul (Note [Broadcasting] in lib/op_shapes.h, docs/broadcasting.md): the
+// Broadcasting for add, sub, mul and div (Note [Broadcasting] in lib/op_shapes.h, docs/broadcasting.md): the
 // CPU kernels against the float64 reference on fresh random inputs in every dtype, the reference against
 // values computed by hand, the gradients (each summed over its operand's broadcast dims, Note [Broadcast
 // gradients]) against the reference's and the reference's against central differences, and the kernels
@@ -47,6 +47,7 @@ struct Binary {
   std::function<Tensor(const Tensor&, const Tensor&)> run;
   std::function<std::vector<double>(const Tensor&, const Tensor&)> ref;
   std::function<reference::Grads(const Tensor&, const Tensor&, const Tensor&)> ref_grad;
+  bool divides = false;  // other is a divisor: drawn away from 0 (|b| in [0.5, 1.5)), see operand_b
 };
 std::vector<Binary> binaries() {
   constexpr double kAlpha = 0.75;
@@ -60,7 +61,22 @@ std::vector<Binary> binaries() {
       {"mul", [](const Tensor& a, const Tensor& b) { return ops::mul(a, b); },
        [](const Tensor& a, const Tensor& b) { return reference::mul(a, b); },
        [](const Tensor& g, const Tensor& a, const Tensor& b) { return reference::mul_backward(g, a, b); }},
+      {"div", [](const Tensor& a, const Tensor& b) { return ops::div(a, b); },
+       [](const Tensor& a, const Tensor& b) { return reference::div(a, b); },
+       [](const Tensor& g, const Tensor& a, const Tensor& b) { return reference::div_backward(g, a, b); }, true},
   };
+}
+
+// The second operand: uniform in [-1, 1), or for a divisor that shifted away from 0 by 0.5 on its own side,
+// so that neither the quotient's gradient nor central differences meet a pole.
+Tensor operand_b(const Binary& op, const Shape& s, DType dtype, uint64_t seed) {
+  if (!op.divides) return rnd(s, dtype, seed);
+  Tensor t = rnd(s, DType::kF64, seed);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    double& v = t.data<double>()[i];
+    v += v < 0 ? -0.5 : 0.5;
+  }
+  return dtype == DType::kF64 ? t : ops::to_copy(t, dtype);
 }
 
 std::string message_of(const std::function<void()>& f) {
@@ -106,7 +122,7 @@ TEST_CASE("the reference broadcasts by hand-computed values") {
   CHECK(grads[1][2] == doctest::Approx(0.5 * (gv[2] + gv[5])));
 }
 
-TEST_CASE("add, sub and mul broadcast in every dtype, against the float64 reference on fresh inputs") {
+TEST_CASE("add, sub, mul and div broadcast in every dtype, against the float64 reference on fresh inputs") {
   const uint64_t seed = fresh_seed();
   CAPTURE(seed);
   for (const Binary& op : binaries())
@@ -116,7 +132,7 @@ TEST_CASE("add, sub and mul broadcast in every dtype, against the float64 refere
         CAPTURE(c.self.str());
         CAPTURE(c.other.str());
         CAPTURE(dtype_name(dtype));
-        const Tensor a = rnd(c.self, dtype, seed), b = rnd(c.other, dtype, seed + 1);
+        const Tensor a = rnd(c.self, dtype, seed), b = operand_b(op, c.other, dtype, seed + 1);
         const Tensor out = op.run(a, b);
         CHECK(out.sizes() == c.out);
         CHECK(out.dtype() == dtype);
@@ -134,7 +150,7 @@ TEST_CASE("each gradient is summed over its operand's broadcast dims: engine aga
         CAPTURE(c.self.str());
         CAPTURE(c.other.str());
         CAPTURE(dtype_name(dtype));
-        Tensor a = rnd(c.self, dtype, seed), b = rnd(c.other, dtype, seed + 1);
+        Tensor a = rnd(c.self, dtype, seed), b = operand_b(op, c.other, dtype, seed + 1);
         a.set_requires_grad(true);
         b.set_requires_grad(true);
         const Tensor g = rnd(c.out, dtype, seed + 2);
@@ -159,7 +175,7 @@ TEST_CASE("the reference's broadcast gradients against central differences of th
       CAPTURE(op.name);
       CAPTURE(c.self.str());
       CAPTURE(c.other.str());
-      Tensor in[2] = {rnd(c.self, DType::kF64, seed), rnd(c.other, DType::kF64, seed + 1)};
+      Tensor in[2] = {rnd(c.self, DType::kF64, seed), operand_b(op, c.other, DType::kF64, seed + 1)};
       const Tensor g = rnd(c.out, DType::kF64, seed + 2);
       const auto gv = reference::to_double(g);
       const auto grads = op.ref_grad(g, in[0], in[1]);
@@ -212,7 +228,7 @@ TEST_CASE("the promotion rule among f16, bf16, f32 and f64, as PyTorch's") {
   CHECK(op_shapes::promote_types(DType::kF16, DType::kF16) == DType::kF16);
 }
 
-TEST_CASE("add, sub and mul of two dtypes compute in the promoted one, against the float64 reference") {
+TEST_CASE("add, sub, mul and div of two dtypes compute in the promoted one, against the float64 reference") {
   const uint64_t seed = fresh_seed();
   CAPTURE(seed);
   const std::pair<DType, DType> pairs[] = {{DType::kF32, DType::kF64}, {DType::kF16, DType::kBF16},
@@ -225,7 +241,7 @@ TEST_CASE("add, sub and mul of two dtypes compute in the promoted one, against t
       CAPTURE(dtype_name(db));
       const DType common = op_shapes::promote_types(da, db);
       // Broadcasting and promotion together: [3,4] with [4].
-      Tensor a = rnd(Shape{3, 4}, da, seed), b = rnd(Shape{4}, db, seed + 1);
+      Tensor a = rnd(Shape{3, 4}, da, seed), b = operand_b(op, Shape{4}, db, seed + 1);
       a.set_requires_grad(true);
       b.set_requires_grad(true);
       const Tensor out = op.run(a, b);

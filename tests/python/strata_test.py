@@ -102,6 +102,18 @@ def _inputs_gemm(rng, t):
     return [a, b], {"transpose_self": ts, "transpose_other": to}
 
 
+def _inputs_div(rng, t):
+    # The divisor drawn away from 0 (|b| in [0.5, 1.5), one sign): the quotient has no pole near the inputs.
+    shape = [rng.randint(1, 9) for _ in range(rng.randint(1, 4))]
+    b = t(*shape)
+    return [t(*shape), (b * b + 0.5) * rng.choice([1.0, -1.0])], {}
+
+
+def _inputs_div_scalar(rng, t):
+    shape = [rng.randint(1, 9) for _ in range(rng.randint(1, 4))]
+    return [t(*shape), rng.choice([2.0, -0.5, 3, 1e-3])], {}
+
+
 def _inputs_pair(rng, t):
     shape = [rng.randint(1, 9) for _ in range(rng.randint(1, 4))]
     return [t(*shape), t(*shape)], {}
@@ -307,6 +319,9 @@ CASES = {
     "sum.dim_IntList": (_inputs_reduce_dims, _reduce_dims_reference(np.sum)),
     "mean.dim": (_inputs_reduce_dims, _reduce_dims_reference(np.mean)),
     "mean": (_inputs_pointwise, lambda x: np.array(np.mean(x))),
+    # True division (Note [Overloads]: div is two tensors, div.Scalar a tensor and a number).
+    "div": (_inputs_div, lambda a, b: a / b),
+    "div.Scalar": (_inputs_div_scalar, lambda x, other=1: x / other),
 }
 
 

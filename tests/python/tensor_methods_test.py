@@ -24,6 +24,8 @@ METHODS = [
     ("add alpha", lambda x, w, y: x.add(y, alpha=0.5), lambda x, w, y: strata.add(x, y, alpha=0.5)),
     ("sub", lambda x, w, y: x.sub(y), lambda x, w, y: strata.sub(x, y)),
     ("mul scalar", lambda x, w, y: x.mul(3.0), lambda x, w, y: strata.mul(x, 3.0)),
+    ("div", lambda x, w, y: x.div(y * y + 0.5), lambda x, w, y: strata.div(x, y * y + 0.5)),
+    ("div scalar", lambda x, w, y: x.div(-4.0), lambda x, w, y: strata.div(x, -4.0)),
     ("pow", lambda x, w, y: x.pow(2.0), lambda x, w, y: strata.pow(x, 2.0)),
     ("sum", lambda x, w, y: x.sum(), lambda x, w, y: strata.sum(x)),
 ]

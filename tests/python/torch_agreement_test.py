@@ -1,4 +1,4 @@
-"""strata's pointwise ops of the tanh GELU (mul, sub, tanh, pow, and the scalar overloads) against PyTorch on
+"""strata's pointwise ops of the tanh GELU (mul, sub, tanh, pow, and the scalar overloads) and div against PyTorch on
 the same inputs: random values, NaN, +-inf, signed zeros and empty tensors, forward and gradients.
 
 Run by ctest under the peer's Python (the PyTorch 2.x virtual environment, cmake/PeerPython.cmake), with
@@ -28,6 +28,9 @@ CASES = [
     ("pow 0.5", lambda a: strata.pow(a, 0.5), lambda a: torch.pow(a, 0.5), 1),
     ("pow 0", lambda a: strata.pow(a, 0.0), lambda a: torch.pow(a, 0.0), 1),
     ("pow -1", lambda a: strata.pow(a, -1.0), lambda a: torch.pow(a, -1.0), 1),
+    ("div", lambda a, b: strata.div(a, b), lambda a, b: torch.div(a, b), 2),
+    ("div.Scalar", lambda a: strata.div(a, -0.3), lambda a: torch.div(a, -0.3), 1),
+    ("rtruediv", lambda a: 2.0 / a, lambda a: 2.0 / a, 1),
 ]
 DTYPES = {"float32": (np.float32, torch.float32, 1e-6), "float64": (np.float64, torch.float64, 1e-13)}
 SPECIALS = [math.nan, math.inf, -math.inf, 0.0, -0.0, 1.0, -1.0, 2.5, -3.0, 1e-30, 40.0]

@@ -335,6 +335,21 @@ Tensor mul_scalar(const Tensor& self, double other) {
               self, [other](auto v) { return v * decltype(v)(other); });
 }
 
+// True division, one IEEE division per element in T (f32 for half types), as PyTorch's CPU div_true_kernel:
+// x / 0 is +-inf, 0 / 0 NaN, signed zeros by the operands' signs. div.Scalar divides by the number rounded
+// to T (not a multiply by its reciprocal, which rounds twice).
+Tensor div(const Tensor& self, const Tensor& other) {
+  return map2("div", {"div (cpu loop)", "div (cpu loop, bf16 widened to f32)", "div (cpu loop, f16 widened to f32)"},
+              self, other, [](auto a, auto b) { return a / b; });
+}
+
+Tensor div_scalar(const Tensor& self, double other) {
+  return map1("div.Scalar",
+              {"div.Scalar (cpu loop)", "div.Scalar (cpu loop, bf16 widened to f32)",
+               "div.Scalar (cpu loop, f16 widened to f32)"},
+              self, [other](auto v) { return v / decltype(v)(other); });
+}
+
 Tensor add_scalar(const Tensor& self, double other, double alpha) {
   return map1("add.Scalar",
               {"add.Scalar (cpu loop)", "add.Scalar (cpu loop, bf16 widened to f32)",

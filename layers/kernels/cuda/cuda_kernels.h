@@ -25,6 +25,9 @@ Tensor gelu(const Tensor& self);  // exact (erf) form, strata's own kernel
 // mul is aten::mul.Tensor, mul_scalar aten::mul.Scalar (a Python float), and so on. Same shapes only.
 Tensor mul(const Tensor& self, const Tensor& other);
 Tensor mul_scalar(const Tensor& self, double other);  // also AddBackward's alpha * grad
+// True division (aten::div.Tensor / div.Scalar): IEEE, x / 0 = +-inf, 0 / 0 = NaN. Same shapes only.
+Tensor div(const Tensor& self, const Tensor& other);
+Tensor div_scalar(const Tensor& self, double other);
 Tensor add_scalar(const Tensor& self, double other, double alpha);  // self + alpha * other
 Tensor sub(const Tensor& self, const Tensor& other, double alpha);   // self - alpha * other
 Tensor sub_scalar(const Tensor& self, double other, double alpha);

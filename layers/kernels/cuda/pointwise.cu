@@ -75,6 +75,19 @@ __global__ void mul_tensor_kernel(const T* __restrict__ a, const T* __restrict__
   for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = M::store(M::load(a[i]) * M::load(b[i]));
 }
 
+// True division, as the CPU loop: one IEEE division in the computation type (f32 for half types).
+template <typename T>
+__global__ void div_kernel(const T* __restrict__ x, typename Math<T>::Acc other, T* __restrict__ y, int64_t n) {
+  using M = Math<T>;
+  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = M::store(M::load(x[i]) / other);
+}
+
+template <typename T>
+__global__ void div_tensor_kernel(const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ y, int64_t n) {
+  using M = Math<T>;
+  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = M::store(M::load(a[i]) / M::load(b[i]));
+}
+
 // x + alpha * other with both scalars already in the computation type (the CPU kernel's order).
 template <typename T>
 __global__ void add_scalar_kernel(const T* __restrict__ x, typename Math<T>::Acc other, typename Math<T>::Acc alpha,
@@ -308,6 +321,27 @@ void launch_mul(DType dtype, const void* a, const void* b, void* y, int64_t n, c
   with_type(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
     mul_tensor_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(a), static_cast<const T*>(b),
+                                                                 static_cast<T*>(y), n);
+  });
+  STRATA_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_div_scalar(DType dtype, const void* x, double other, void* y, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  with_type(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    using Acc = typename Math<T>::Acc;
+    div_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<Acc>(other),
+                                                          static_cast<T*>(y), n);
+  });
+  STRATA_CUDA_CHECK(cudaGetLastError());
+}
+
+void launch_div(DType dtype, const void* a, const void* b, void* y, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  with_type(dtype, [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    div_tensor_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(a), static_cast<const T*>(b),
                                                                  static_cast<T*>(y), n);
   });
   STRATA_CUDA_CHECK(cudaGetLastError());

@@ -19,6 +19,10 @@ void launch_cast(DType from, DType to, const void* x, void* y, int64_t n, cudaSt
 void launch_mul_scalar(DType dtype, const void* x, double other, void* y, int64_t n, cudaStream_t stream);
 // y = a * b (mul.Tensor).
 void launch_mul(DType dtype, const void* a, const void* b, void* y, int64_t n, cudaStream_t stream);
+// y = x / other (div.Scalar: true division by the Python float rounded to the computation type, not a
+// multiply by its reciprocal); y = a / b (div.Tensor). IEEE: x / 0 = +-inf, 0 / 0 = NaN.
+void launch_div_scalar(DType dtype, const void* x, double other, void* y, int64_t n, cudaStream_t stream);
+void launch_div(DType dtype, const void* a, const void* b, void* y, int64_t n, cudaStream_t stream);
 // y = x + alpha * other with other a Python float (add.Scalar; sub.Scalar with -alpha), other and alpha
 // rounded to the computation type first, as the CPU kernel does.
 void launch_add_scalar(DType dtype, const void* x, double other, double alpha, void* y, int64_t n,

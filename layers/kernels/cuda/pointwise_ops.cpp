@@ -81,6 +81,29 @@ Tensor mul(const Tensor& self, const Tensor& other) {
   return out;
 }
 
+// True division (PyTorch's CUDA div.Scalar multiplies by the reciprocal instead; strata divides, as its CPU
+// kernel and PyTorch's CPU kernel do).
+Tensor div(const Tensor& self, const Tensor& other) {
+  STRATA_ZONE(zone, Layer::kLibrary, "div (cuda)");
+  op_shapes::check_operands("div", check_cuda_input, self, other);
+  const Shape shape = op_shapes::same_shape("div", self.sizes(), other.sizes());
+  const cudaStream_t stream = device_stream(self);
+  Tensor out = Tensor::empty(shape, self.dtype(), self.device());
+  STRATA_ZONE(launch, Layer::kLibrary, "div_tensor_kernel<<<>>>");
+  launch_div(self.dtype(), self.data_ptr(), other.data_ptr(), out.data_ptr(), out.numel(), stream);
+  return out;
+}
+
+Tensor div_scalar(const Tensor& self, double other) {
+  STRATA_ZONE(zone, Layer::kLibrary, "div.Scalar (cuda)");
+  check_cuda_input("div.Scalar", self);
+  const cudaStream_t stream = device_stream(self);
+  Tensor out = Tensor::empty(self.sizes(), self.dtype(), self.device());
+  STRATA_ZONE(launch, Layer::kLibrary, "div_kernel<<<>>>");
+  launch_div_scalar(self.dtype(), self.data_ptr(), other, out.data_ptr(), out.numel(), stream);
+  return out;
+}
+
 // a - alpha * b as a + (-alpha) * b: the same rounding (negation is exact), PyTorch's sub does the same.
 Tensor sub(const Tensor& self, const Tensor& other, double alpha) {
   STRATA_ZONE(zone, Layer::kLibrary, "sub (cuda)");

@@ -211,6 +211,16 @@ std::vector<double> mul_scalar(const Tensor& self, double other) {
   return v;
 }
 
+std::vector<double> div(const Tensor& self, const Tensor& other) {
+  return binary("div", self, other, [](double a, double b) { return a / b; });
+}
+
+std::vector<double> div_scalar(const Tensor& self, double other) {
+  auto v = to_double(self);
+  for (double& x : v) x /= other;
+  return v;
+}
+
 std::vector<double> add_scalar(const Tensor& self, double other, double alpha) {
   auto v = to_double(self);
   for (double& x : v) x += alpha * other;
@@ -403,6 +413,22 @@ Grads mul_backward(const Tensor& grad, const Tensor& self, const Tensor& other) 
 }
 
 Grads mul_scalar_backward(const Tensor& grad, const Tensor&, double other) { return {mul_scalar(grad, other), {}}; }
+
+// d/dself (a / b) = 1 / b, d/dother (a / b) = -a / b^2, each read where the operand was broadcast.
+Grads div_backward(const Tensor& grad, const Tensor& self, const Tensor& other) {
+  const Shape out = op_shapes::broadcast("div", self.sizes(), other.sizes());
+  const auto g = to_double(grad), a = to_double(self), b = to_double(other);
+  const auto ia = broadcast_index(out, self.sizes()), ib = broadcast_index(out, other.sizes());
+  std::vector<double> gs(g.size()), go(g.size());
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double bi = b[ib[i]];
+    gs[i] = g[i] / bi;
+    go[i] = -g[i] * a[ia[i]] / (bi * bi);
+  }
+  return {reduce_to(gs, out, self.sizes()), reduce_to(go, out, other.sizes())};
+}
+
+Grads div_scalar_backward(const Tensor& grad, const Tensor&, double other) { return {div_scalar(grad, other), {}}; }
 
 Grads add_scalar_backward(const Tensor& grad, const Tensor&, double, double) { return {to_double(grad), {}, {}}; }
 

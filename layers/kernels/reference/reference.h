@@ -25,6 +25,9 @@ std::vector<double> gelu(const Tensor& self);
 // The tanh GELU's ops (layers/ops/operators.h: mul, mul.Scalar, add.Scalar, sub, sub.Scalar, tanh, pow).
 std::vector<double> mul(const Tensor& self, const Tensor& other);
 std::vector<double> mul_scalar(const Tensor& self, double other);
+// True division in double (IEEE: x / 0 = +-inf, 0 / 0 = NaN).
+std::vector<double> div(const Tensor& self, const Tensor& other);
+std::vector<double> div_scalar(const Tensor& self, double other);
 std::vector<double> add_scalar(const Tensor& self, double other, double alpha);
 std::vector<double> sub(const Tensor& self, const Tensor& other, double alpha);
 std::vector<double> sub_scalar(const Tensor& self, double other, double alpha);
@@ -67,6 +70,8 @@ Grads gelu_backward_of(const Tensor& grad, const Tensor& self);
 Grads sum_backward(const Tensor& grad, const Tensor& self);
 Grads mul_backward(const Tensor& grad, const Tensor& self, const Tensor& other);
 Grads mul_scalar_backward(const Tensor& grad, const Tensor& self, double other);
+Grads div_backward(const Tensor& grad, const Tensor& self, const Tensor& other);
+Grads div_scalar_backward(const Tensor& grad, const Tensor& self, double other);
 Grads add_scalar_backward(const Tensor& grad, const Tensor& self, double other, double alpha);
 Grads sub_backward(const Tensor& grad, const Tensor& self, const Tensor& other, double alpha);
 Grads sub_scalar_backward(const Tensor& grad, const Tensor& self, double other, double alpha);

@@ -8,6 +8,7 @@
 
 The operators (strata.OPERATORS) are generated from the C++ declarations; see docs/python.md.
 """
+import numbers
 import threading
 
 from . import _strata
@@ -104,6 +105,25 @@ if "mul" in FUNCTIONS:
     Tensor.__mul__ = Tensor.__rmul__ = lambda self, other: FUNCTIONS["mul"](self, other)
 if "sub" in FUNCTIONS:
     Tensor.__sub__ = lambda self, other: FUNCTIONS["sub"](self, other)
+if "div" in FUNCTIONS:
+    # x / y (div), x / 2.0 (div.Scalar): true division, IEEE as torch's (x / 0 is inf, 0 / 0 NaN).
+    Tensor.__truediv__ = lambda self, other: FUNCTIONS["div"](self, other)
+if "div" in FUNCTIONS and "pow" in FUNCTIONS:
+    def _rtruediv(self, other):
+        """2.0 / x as torch computes it (torch.Tensor.__rtruediv__ is reciprocal(self) * other): pow(x, -1),
+        which is one division 1 / x as torch's reciprocal, then mul.Scalar by the number."""
+        if isinstance(other, bool) or not isinstance(other, numbers.Real):
+            return NotImplemented
+        return FUNCTIONS["mul"](FUNCTIONS["pow"](self, -1.0), other)
+    Tensor.__rtruediv__ = _rtruediv
+
+
+def _no_floor_division(self, other):
+    raise TypeError("strata has no floor division (torch's aten::floor_divide / div with rounding_mode='floor'): "
+                    "`//` is not supported; use `/` or strata.div for true division")
+
+
+Tensor.__floordiv__ = Tensor.__rfloordiv__ = Tensor.__ifloordiv__ = _no_floor_division
 if "pow" in FUNCTIONS:
     Tensor.__pow__ = lambda self, exponent: FUNCTIONS["pow"](self, exponent)
 if "mul" in FUNCTIONS:
@@ -118,7 +138,7 @@ def _method(fn):
 
 # The operators as Tensor methods, as torch's: x.relu(), x.matmul(w), x.add(y, alpha=2), x.sum(). Each is
 # the function strata.NAME with the tensor first, so the checks, overloads and rows are the same.
-for _name in ("matmul", "relu", "tanh", "add", "sub", "mul", "pow", "sum", "mean"):  # the ones torch.Tensor has
+for _name in ("matmul", "relu", "tanh", "add", "sub", "mul", "div", "pow", "sum", "mean"):  # the ones torch.Tensor has
     if _name in FUNCTIONS:
         setattr(Tensor, _name, _method(FUNCTIONS[_name]))
 

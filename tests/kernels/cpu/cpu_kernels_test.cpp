@@ -428,6 +428,99 @@ TEST_CASE("the tanh GELU's ops on NaN, +-inf and signed zeros give what PyTorch 
   }
 }
 
+TEST_CASE("div and div.Scalar match the float64 reference; true division, not a multiply by a reciprocal") {
+  INFO("seed " << run_seed());
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16}) {
+    for (const Shape& s : {Shape{1}, Shape{7}, Shape{1000}, Shape{3, 5}, Shape{2, 3, 4, 5}}) {
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(s.str());
+      // a in [-4, 4); the divisor |b| in [0.5, 1.5), both signs: no pole, quotients up to 8.
+      const Tensor a = cpu::mul_scalar(rnd(s, dtype, 21), 4.0), r = rnd(s, DType::kF64, 22);
+      Tensor b64 = Tensor::empty(s, DType::kF64, kCPU);
+      for (int64_t i = 0; i < r.numel(); ++i) {
+        const double v = r.data<double>()[i];
+        b64.data<double>()[i] = v + (v < 0 ? -0.5 : 0.5);
+      }
+      const Tensor b = dtype == DType::kF64 ? b64 : cpu::to_copy(b64, dtype);
+      check_close(cpu::div(a, b), reference::div(a, b), dtype);
+      for (double v : {2.0, -0.5, 3.0, 1e-8, -7.25}) {
+        CAPTURE(v);
+        check_close(cpu::div_scalar(a, v), reference::div_scalar(a, v), dtype);
+      }
+    }
+  }
+  // One IEEE division: 1 / 3 in f32 is the float nearest 1/3, which x * (1 / 3.0f) need not give.
+  Tensor x = Tensor::empty(Shape{3}, DType::kF32, kCPU);
+  x.data<float>()[0] = 1.0f;
+  x.data<float>()[1] = 7.0f;
+  x.data<float>()[2] = -10.0f;
+  const Tensor q = cpu::div_scalar(x, 3.0);
+  CHECK(q.data<float>()[0] == 1.0f / 3.0f);
+  CHECK(q.data<float>()[1] == 7.0f / 3.0f);
+  CHECK(q.data<float>()[2] == -10.0f / 3.0f);
+  // Broadcasting as mul's: [3,4] / [4] and [2,1] / [3].
+  const Tensor m = rnd(Shape{3, 4}, DType::kF32, 23);
+  const Tensor row = cpu::add_scalar(cpu::mul_scalar(rnd(Shape{4}, DType::kF32, 24), 0.0), 2.0, 1.0);  // all 2
+  const Tensor bq = cpu::div(m, row);
+  CHECK(bq.sizes() == Shape{3, 4});
+  for (int64_t i = 0; i < 12; ++i) CHECK(bq.data<float>()[i] == m.data<float>()[i] / 2.0f);
+  CHECK(cpu::div(rnd(Shape{2, 1}, DType::kF64, 25), cpu::add_scalar(rnd(Shape{3}, DType::kF64, 26), 3.0, 1.0)).sizes() ==
+        Shape{2, 3});
+  CHECK_THROWS_WITH_AS(cpu::div(m, rnd(Shape{3}, DType::kF32, 27)),
+                       doctest::Contains("div: shapes [3x4] and [3] cannot broadcast"), UsageError);
+  CHECK_THROWS_WITH_AS(cpu::div(m, rnd(Shape{3, 4}, DType::kF64, 28)), doctest::Contains("div: dtypes differ"),
+                       UsageError);
+  const Tensor empty = Tensor::empty(Shape{0, 4}, DType::kF32, kCPU);
+  CHECK(cpu::div(empty, empty).sizes() == Shape{0, 4});
+  CHECK(cpu::div_scalar(empty, 2.0).numel() == 0);
+}
+
+TEST_CASE("div on NaN, +-inf and signed zeros: x / 0 = +-inf, 0 / 0 = NaN, the zero's sign as PyTorch's") {
+  const double nan = std::nan(""), inf = HUGE_VAL;
+  for (DType dtype : {DType::kF32, DType::kF64, DType::kBF16, DType::kF16}) {
+    CAPTURE(dtype_name(dtype));
+    auto make = [&](const std::vector<double>& v) {
+      Tensor t = Tensor::empty(Shape{int64_t(v.size())}, DType::kF64, kCPU);
+      for (size_t i = 0; i < v.size(); ++i) t.data<double>()[i] = v[i];
+      return dtype == DType::kF64 ? t : cpu::to_copy(t, dtype);  // every value here is exact in each dtype
+    };
+    auto expect = [&](const Tensor& t, const std::vector<double>& want) {
+      CHECK(t.dtype() == dtype);
+      const std::vector<double> got = reference::to_double(t);
+      REQUIRE(got.size() == want.size());
+      for (size_t i = 0; i < want.size(); ++i) {
+        CAPTURE(i);
+        CAPTURE(got[i]);
+        if (std::isnan(want[i])) {
+          CHECK(std::isnan(got[i]));
+        } else {
+          CHECK(got[i] == want[i]);
+          CHECK(std::signbit(got[i]) == std::signbit(want[i]));
+        }
+      }
+    };
+    const Tensor x = make({1.0, -1.0, 0.0, -0.0, 0.0, nan, inf, -inf, 2.0, -2.0, inf, 0.0});
+    const Tensor y = make({0.0, 0.0, 0.0, 0.0, -0.0, 1.0, 2.0, -0.0, inf, inf, inf, -4.0});
+    const std::vector<double> want = {inf, -inf, nan, nan, nan, nan, inf, inf, 0.0, -0.0, nan, -0.0};
+    expect(cpu::div(x, y), want);
+    CHECK(reference::div(x, y).size() == want.size());
+    // The reference is IEEE too: the same specials.
+    const std::vector<double> ref = reference::div(x, y);
+    for (size_t i = 0; i < want.size(); ++i) {
+      CAPTURE(i);
+      if (std::isnan(want[i])) {
+        CHECK(std::isnan(ref[i]));
+      } else {
+        CHECK(ref[i] == want[i]);
+        CHECK(std::signbit(ref[i]) == std::signbit(want[i]));
+      }
+    }
+    expect(cpu::div_scalar(x, 0.0), {inf, -inf, nan, nan, nan, nan, inf, -inf, inf, -inf, inf, nan});
+    expect(cpu::div_scalar(x, -0.0), {-inf, inf, nan, nan, nan, nan, -inf, inf, -inf, inf, -inf, nan});
+    expect(cpu::div_scalar(x, -2.0), {-0.5, 0.5, -0.0, 0.0, -0.0, nan, -inf, inf, -1.0, 1.0, -inf, -0.0});
+  }
+}
+
 TEST_CASE("the tanh GELU's ops refuse shapes that cannot broadcast naming both, and other dtypes naming both") {
   const Tensor a = rnd(Shape{2, 3}, DType::kF32, 1), b = rnd(Shape{3, 2}, DType::kF32, 2);
   CHECK_THROWS_WITH_AS(cpu::mul(a, b),

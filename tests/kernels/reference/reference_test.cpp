@@ -69,6 +69,19 @@ TEST_CASE("the tanh GELU's references, and their gradients, computed by hand") {
   // d/dx x^3 = 3 x^2; exponent 0 gives zeros, not 0 * x^-1 (NaN at 0).
   CHECK(reference::pow_backward(g, a, 3)[0] == std::vector<double>{3, 24, -0.75});
   CHECK(reference::pow_backward(g, make(Shape{3}, {0, 1, 2}), 0)[0] == std::vector<double>{0, 0, 0});
+  // div: true division; d self = g / b, d other = -g * a / b^2 (every value exact in binary).
+  const Tensor d = make(Shape{3}, {4, -0.5, 2});
+  CHECK(reference::div(a, d) == std::vector<double>{0.25, 4, 0.25});
+  CHECK(reference::div_scalar(a, -4) == std::vector<double>{-0.25, 0.5, -0.125});
+  CHECK(reference::div_backward(g, a, d) == reference::Grads{{0.25, -4, -0.5}, {-0.0625, 16, 0.125}});
+  CHECK(reference::div_scalar_backward(g, a, -4) == reference::Grads{{-0.25, -0.5, 0.25}, {}});
+  // Broadcast: [2,1] / [3] reads each row of the first against the whole second; the divisor's gradient
+  // is summed over the rows.
+  const Tensor col = make(Shape{2, 1}, {1, -2}), row = make(Shape{3}, {1, 2, 4});
+  CHECK(reference::div(col, row) == std::vector<double>{1, 0.5, 0.25, -2, -1, -0.5});
+  const Tensor ones6 = make(Shape{2, 3}, {1, 1, 1, 1, 1, 1});
+  CHECK(reference::div_backward(ones6, col, row) ==
+        reference::Grads{{1.75, 1.75}, {1.0, 0.25, 0.0625}});
   // 1 - tanh(1)^2 = 0.419974341614026.
   CHECK(reference::tanh_backward_of(g, a)[0][0] == doctest::Approx(0.419974341614026).epsilon(1e-14));
 }
