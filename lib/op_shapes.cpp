@@ -12,33 +12,103 @@ std::string bracket(const Shape& s) { return "[" + s.str() + "]"; }
 
 }  // namespace
 
-Shape matmul(const Shape& self, const Shape& other) {
-  if (self.ndim != 2 || other.ndim != 2) {
-    throw UsageError("matmul: expected two 2-D tensors [M,K] and [K,N], got " + bracket(self) + " and " +
-                     bracket(other));
+namespace {
+std::string by(const Shape& s) { return s.ndim == 0 ? "[]" : s.str(); }  // "3x4"
+}  // namespace
+
+MatmulGeometry matmul_geometry(const Shape& self, const Shape& other) {
+  if (self.ndim == 0 || other.ndim == 0) {
+    throw UsageError("matmul: both arguments to matmul need to be at least 1D, but they are " +
+                     std::to_string(self.ndim) + "D and " + std::to_string(other.ndim) + "D");
   }
-  if (self[1] != other[0]) {
-    throw UsageError("matmul: inner dimensions differ: " + bracket(self) + " @ " + bracket(other) +
-                     " (the second size of the first operand must equal the first size of the second)");
+  MatmulGeometry g;
+  if (self.ndim == 1 && other.ndim == 1) {
+    if (self[0] != other[0]) {
+      throw UsageError("matmul: inconsistent tensor size, expected tensor [" + std::to_string(self[0]) +
+                       "] and src [" + std::to_string(other[0]) +
+                       "] to have the same number of elements, but got " + std::to_string(self[0]) + " and " +
+                       std::to_string(other[0]) + " elements respectively");
+    }
+    g.k = self[0];
+    return g;  // out: 0-d
   }
-  return Shape{self[0], other[1]};
+  const int64_t self_k = self[self.ndim - 1];
+  const int64_t other_k = other.ndim == 1 ? other[0] : other[other.ndim - 2];
+  g.m = self.ndim == 1 ? 1 : self[self.ndim - 2];
+  g.n = other.ndim == 1 ? 1 : other[other.ndim - 1];
+  g.k = self_k;
+  // The batch: each operand's dims before its last two, broadcast (torch's words on a mismatch).
+  const int self_nb = std::max(0, self.ndim - 2), other_nb = std::max(0, other.ndim - 2);
+  g.batch.ndim = std::max(self_nb, other_nb);
+  for (int i = 0; i < g.batch.ndim; ++i) {  // i counts from the batch's last dim
+    const int sd = self_nb - 1 - i, od = other_nb - 1 - i;
+    const int64_t a = sd >= 0 ? self[sd] : 1, b = od >= 0 ? other[od] : 1;
+    if (a != b && a != 1 && b != 1) {
+      throw UsageError("matmul: The size of tensor a (" + std::to_string(a) + ") must match the size of tensor b (" +
+                       std::to_string(b) + ") at non-singleton dimension " + std::to_string(g.batch.ndim - 1 - i) +
+                       " (batch dims of " + bracket(self) + " @ " + bracket(other) + ")");
+    }
+    g.batch[g.batch.ndim - 1 - i] = a == 1 ? b : a;
+  }
+  g.batch_count = g.batch.numel();
+  if (self_k != other_k) {
+    if (self.ndim <= 2 && other.ndim <= 2) {
+      if (self.ndim == 2 && other.ndim == 1) {
+        throw UsageError("matmul: size mismatch, got input (" + std::to_string(self[0]) + "), mat (" + by(self) +
+                         "), vec (" + std::to_string(other[0]) + ")");
+      }
+      const Shape a = self.ndim == 1 ? Shape{1, self[0]} : self;
+      throw UsageError("matmul: mat1 and mat2 shapes cannot be multiplied (" + by(a) + " and " + by(other) + ")");
+    }
+    throw UsageError("matmul: Expected size for first two dimensions of batch2 tensor to be: [" +
+                     std::to_string(g.batch_count) + ", " + std::to_string(self_k) + "] but got: [" +
+                     std::to_string(g.batch_count) + ", " + std::to_string(other_k) + "] (" + bracket(self) +
+                     " @ " + bracket(other) + ")");
+  }
+  g.out = g.batch;
+  if (self.ndim >= 2) g.out[g.out.ndim++] = g.m;
+  if (other.ndim >= 2) g.out[g.out.ndim++] = g.n;
+  return g;
+}
+
+Shape matmul(const Shape& self, const Shape& other) { return matmul_geometry(self, other).out; }
+
+int64_t batch_offset(const Shape& batch, int64_t i, const Shape& sizes, const Shape& strides) {
+  const int nb = std::max(0, sizes.ndim - 2);
+  int64_t at = 0;
+  for (int d = batch.ndim - 1; d >= 0; --d) {
+    const int64_t idx = i % batch[d];
+    i /= batch[d];
+    const int od = d - (batch.ndim - nb);  // the operand's dim aligned with batch dim d
+    if (od >= 0 && sizes[od] != 1) at += idx * strides[od];
+  }
+  return at;
+}
+
+int64_t linear_rows(const Shape& input) {
+  int64_t rows = 1;
+  for (int d = 0; d + 1 < input.ndim; ++d) rows *= input[d];
+  return rows;
 }
 
 Shape linear(const Shape& input, const Shape& weight, const Shape* bias) {
-  if (input.ndim != 2 || weight.ndim != 2) {
-    throw UsageError("linear: expected input [B,IN] and weight [OUT,IN], got " + bracket(input) + " and " +
-                     bracket(weight));
+  if (input.ndim < 1 || weight.ndim != 2) {
+    throw UsageError("linear: expected input [..., IN] (at least 1-D) and weight [OUT,IN], got " + bracket(input) +
+                     " and " + bracket(weight));
   }
-  if (input[1] != weight[1]) {
-    throw UsageError("linear: input features differ: input " + bracket(input) + " has " +
-                     std::to_string(input[1]) + ", weight " + bracket(weight) + " expects " +
-                     std::to_string(weight[1]));
+  const int64_t in = input[input.ndim - 1];
+  if (in != weight[1]) {
+    throw UsageError("linear: mat1 and mat2 shapes cannot be multiplied (" + std::to_string(linear_rows(input)) + "x" +
+                     std::to_string(in) + " and " + std::to_string(weight[1]) + "x" + std::to_string(weight[0]) +
+                     ") (input " + bracket(input) + ", weight " + bracket(weight) + ")");
   }
   if (bias != nullptr && (bias->ndim != 1 || (*bias)[0] != weight[0])) {
     throw UsageError("linear: bias must be [" + std::to_string(weight[0]) + "] to match weight " +
                      bracket(weight) + ", got " + bracket(*bias));
   }
-  return Shape{input[0], weight[0]};
+  Shape out = input;
+  out[out.ndim - 1] = weight[0];
+  return out;
 }
 
 Shape elementwise(const Shape& self, const Shape& other) {

@@ -11,8 +11,25 @@
 
 namespace strata::op_shapes {
 
-Shape matmul(const Shape& self, const Shape& other);                            // [M,K] @ [K,N]
-Shape linear(const Shape& input, const Shape& weight, const Shape* bias);       // [B,IN] x [OUT,IN]^T + [OUT]
+// Note [matmul's shape rules]
+// torch.matmul's: 1-D @ 1-D is a dot product (a 0-d result); a 1-D first operand is a row [1,K] and a
+// 1-D second one a column [K,1], the added dim removed from the result; 2-D @ 2-D is [M,K] @ [K,N]; with
+// more dims the leading ones are a batch of matrices, broadcast against each other (Note [Broadcasting]):
+// [2,1,3,4] @ [5,4,6] -> [2,5,3,6]. Errors are torch's words.
+Shape matmul(const Shape& self, const Shape& other);
+struct MatmulGeometry {
+  Shape out;                  // the result (1-D operands' added dims removed)
+  Shape batch;                // the broadcast batch dims (none for 1-D and 2-D operands)
+  int64_t batch_count = 1;    // matrices in the batch
+  int64_t m = 1, k = 0, n = 1;
+};
+MatmulGeometry matmul_geometry(const Shape& self, const Shape& other);
+// Where matrix `i` of `batch` (row-major) starts in an operand of `sizes` and `strides` (elements), whose
+// leading sizes.ndim - 2 dims are its batch dims, aligned with batch's last ones; a size-1 dim broadcasts.
+int64_t batch_offset(const Shape& batch, int64_t i, const Shape& sizes, const Shape& strides);
+// input [..., IN] (1-D to 4-D) x [OUT,IN]^T + [OUT] -> [..., OUT]; rows() is the input's rows.
+Shape linear(const Shape& input, const Shape& weight, const Shape* bias);
+int64_t linear_rows(const Shape& input);  // the product of the input's leading dims (1 for 1-D)
 Shape elementwise(const Shape& self, const Shape& other);                       // identical shapes (CUDA add)
 // Note [Broadcasting]
 // PyTorch's rule for two operands: align the shapes at their last dims (the shorter padded with 1s in

@@ -129,11 +129,19 @@ class Planner {
     for (size_t o : g.outputs) is_output_[o] = true;
   }
 
+  // The generated GEMM kernels are 2-D (gemm_with_epilogue); a batched or 1-D matmul, or linear on N-D
+  // input, stays extern: the eager kernel, one dispatcher call.
+  bool two_d_operands(const Node& n) const {
+    for (size_t i = 0; i < 2 && i < n.args.size(); ++i)
+      if (n.args[i].value && g_.nodes[*n.args[i].value].meta.shape.ndim != 2) return false;
+    return true;
+  }
+
   FusionPlan run() {
     for (size_t id = 0; id < g_.nodes.size(); ++id) {
       const Node& n = g_.nodes[id];
       if (n.kind != NodeKind::kCall) continue;
-      if (lowering::lowerable(n.meta) && lowering::is_gemm(n.op)) {
+      if (lowering::lowerable(n.meta) && lowering::is_gemm(n.op) && two_d_operands(n)) {
         start(id, KernelKind::kGemmEpilogue);
       } else if (lowering::lowerable(n.meta) && lowering::find_pointwise(n.op) != nullptr) {
         join(id);

@@ -126,9 +126,9 @@ struct Matmul {
   static constexpr std::string_view kAlias = "mm";
   static constexpr const char* kSchema = "matmul(Tensor self, Tensor other) -> Tensor";
   using Signature = Tensor(const Tensor& self, const Tensor& other);
-  static constexpr KernelDecl kCpu{&kernels::cpu::matmul, "layers/kernels/cpu/gemm.cpp (OpenBLAS cblas_sgemm / cblas_dgemm)"};
+  static constexpr KernelDecl kCpu{&kernels::cpu::matmul, "layers/kernels/cpu/gemm.cpp (OpenBLAS cblas_sgemm / cblas_dgemm; a loop of them over a batch)"};
   static constexpr bool kGemmOperands = true;  // a transposed view is read as it lies (Note [Transposed GEMM operands])
-  static constexpr KernelDecl kCuda{&kernels::cuda::matmul, "layers/kernels/cuda/cublas_gemm.cpp (cuBLAS)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::matmul, "layers/kernels/cuda/cublas_gemm.cpp (cuBLAS; cublasGemmStridedBatchedEx for a batch)"};
   static constexpr bool kCudaGemmOperands = true;  // cublasGemmEx reads a transposed view with an op flag
   static constexpr auto kReference = &reference::matmul;
   static constexpr auto kReferenceBackward = &reference::matmul_backward;  // float64 gradients
@@ -1442,15 +1442,62 @@ constexpr size_t op_index() {
 // Each returns the gradient of every argument whose needs_grad is true, by argument position, and calls
 // only operators (dispatcher calls): see Note [The autograd graph].
 
+// A gradient of `shape`'s broadcast (the batch dims matmul broadcast) summed back to `shape`, as sum_to
+// does for the broadcasting ops (Note [Broadcast gradients] below).
+inline Tensor summed_to(const Tensor& g, const Shape& shape) {
+  if (g.sizes() == shape) return g;
+  Shape zeros;
+  zeros.ndim = shape.ndim;
+  return ops::sum_to(g, g.as_strided(shape, zeros, g.storage_offset()));
+}
+
+// Note [matmul's gradient]
+// 2-D: grad @ other^T and self^T @ grad, two gemm calls (MmBackward). Otherwise as torch.matmul's
+// composite backward: a 1-D self is the row [1,K] and a 1-D other the column [K,1] (reshape calls), the
+// gradient gets the removed dims back ([..., M, N]), the same two products become batched matmul calls
+// over the transposed operands (transpose views), each summed over the batch dims its operand was
+// broadcast along (sum_to) and reshaped to the operand's own shape.
 inline GradList Matmul::backward(const RecordedNode& node, const Tensor& grad) {
   GradList g;
-  if (node.needs_grad(0)) g[0] = ops::gemm(grad, node.input(1), 0, 1);  // [M,N] @ [K,N]^T
-  if (node.needs_grad(1)) g[1] = ops::gemm(node.input(0), grad, 1, 0);  // [M,K]^T @ [M,N]
+  const Tensor& self = node.input(0);
+  const Tensor& other = node.input(1);
+  if (self.dim() == 2 && other.dim() == 2) {
+    if (node.needs_grad(0)) g[0] = ops::gemm(grad, other, 0, 1);  // [M,N] @ [K,N]^T
+    if (node.needs_grad(1)) g[1] = ops::gemm(self, grad, 1, 0);   // [M,K]^T @ [M,N]
+    return g;
+  }
+  const op_shapes::MatmulGeometry geo = op_shapes::matmul_geometry(self.sizes(), other.sizes());
+  const Shape self2 = self.dim() == 1 ? Shape{1, geo.k} : self.sizes();
+  const Shape other2 = other.dim() == 1 ? Shape{geo.k, 1} : other.sizes();
+  Shape out2 = geo.batch;
+  out2[out2.ndim++] = geo.m;
+  out2[out2.ndim++] = geo.n;
+  const Tensor grad2 = grad.sizes() == out2 ? grad : ops::reshape(grad, out2);
+  if (node.needs_grad(0)) {
+    const Tensor b = other.dim() == 1 ? ops::reshape(other, other2) : other;
+    const Tensor ga = summed_to(ops::matmul(grad2, ops::transpose(b, b.dim() - 2, b.dim() - 1)), self2);
+    g[0] = self.dim() == 1 ? ops::reshape(ga, self.sizes()) : ga;
+  }
+  if (node.needs_grad(1)) {
+    const Tensor a = self.dim() == 1 ? ops::reshape(self, self2) : self;
+    const Tensor gb = summed_to(ops::matmul(ops::transpose(a, a.dim() - 2, a.dim() - 1), grad2), other2);
+    g[1] = other.dim() == 1 ? ops::reshape(gb, other.sizes()) : gb;
+  }
   return g;
 }
 
 inline GradList Linear::backward(const RecordedNode& node, const Tensor& grad) {
   GradList g;
+  const Tensor& input = node.input(0);
+  if (input.dim() != 2) {  // input [..., IN] as rows [R, IN], grad [..., OUT] as [R, OUT]
+    const int64_t rows = op_shapes::linear_rows(input.sizes());
+    const Shape rows_in{rows, input.size(input.dim() - 1)}, rows_out{rows, grad.size(grad.dim() - 1)};
+    const Tensor grad2 = ops::reshape(grad, rows_out);
+    if (node.needs_grad(0)) g[0] = ops::reshape(ops::gemm(grad2, node.input(1), 0, 0), input.sizes());
+    if (node.needs_grad(1)) g[1] = ops::gemm(grad2, ops::reshape(input, rows_in), 1, 0);
+    if (node.needs_grad(2)) g[2] = ops::bias_backward(grad2);
+    return g;
+  }
   if (node.needs_grad(0)) g[0] = ops::gemm(grad, node.input(1), 0, 0);  // [B,OUT] @ [OUT,IN]
   if (node.needs_grad(1)) g[1] = ops::gemm(grad, node.input(0), 1, 0);  // [B,OUT]^T @ [B,IN]
   if (node.needs_grad(2)) g[2] = ops::bias_backward(grad);              // sum over the batch

@@ -108,10 +108,12 @@ bool contiguous_or_absent(const Tensor& t) { return !t.defined() || t.is_contigu
 // column-narrowed view); anything else (expanded, stepped, a half type that is widened first) is copied.
 bool gemm_reads_as_is(const Tensor& t) {
   if (contiguous_or_absent(t)) return true;
-  if (t.dim() != 2 || (t.dtype() != DType::kF32 && t.dtype() != DType::kF64)) return false;
-  const int64_t rows = t.size(0), cols = t.size(1);
-  return (t.stride(1) == 1 && t.stride(0) >= std::max<int64_t>(1, cols)) ||
-         (t.stride(0) == 1 && t.stride(1) >= std::max<int64_t>(1, rows));
+  if (t.dim() < 2 || (t.dtype() != DType::kF32 && t.dtype() != DType::kF64)) return false;
+  // The last two dims are the matrix; batch dims before them may have any strides (0 for an expanded one).
+  const int r = t.dim() - 2, c = t.dim() - 1;
+  const int64_t rows = t.size(r), cols = t.size(c);
+  return (t.stride(c) == 1 && t.stride(r) >= std::max<int64_t>(1, cols)) ||
+         (t.stride(r) == 1 && t.stride(c) >= std::max<int64_t>(1, rows));
 }
 
 // A binary op that promotes (Note [Type promotion] in lib/op_shapes.h): operands of different dtypes are

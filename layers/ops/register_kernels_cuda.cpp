@@ -14,10 +14,12 @@ bool contiguous_or_absent(const Tensor& t) { return !t.defined() || t.is_contigu
 // along either dim and a leading dimension cuBLAS accepts, in any dtype (cuBLAS computes halves natively).
 bool gemm_reads_as_is(const Tensor& t) {
   if (contiguous_or_absent(t)) return true;
-  if (t.dim() != 2) return false;
-  const int64_t rows = t.size(0), cols = t.size(1);
-  return (t.stride(1) == 1 && t.stride(0) >= std::max<int64_t>(1, cols)) ||
-         (t.stride(0) == 1 && t.stride(1) >= std::max<int64_t>(1, rows));
+  if (t.dim() < 2) return false;
+  // The last two dims are the matrix; batch dims before them may have any strides (0 for an expanded one).
+  const int r = t.dim() - 2, c = t.dim() - 1;
+  const int64_t rows = t.size(r), cols = t.size(c);
+  return (t.stride(c) == 1 && t.stride(r) >= std::max<int64_t>(1, cols)) ||
+         (t.stride(r) == 1 && t.stride(c) >= std::max<int64_t>(1, rows));
 }
 
 // Note [Contiguous inputs]: every CUDA kernel but the views' and matmul's/gemm's reads its inputs as

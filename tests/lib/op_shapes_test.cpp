@@ -25,23 +25,50 @@ std::string usage_message(auto&& fn) {
 TEST_CASE("matmul shapes: MxK @ KxN -> MxN") {
   CHECK(op_shapes::matmul(Shape{2, 3}, Shape{3, 5}) == Shape{2, 5});
   CHECK(op_shapes::matmul(Shape{1, 1}, Shape{1, 7}) == Shape{1, 7});
-  const std::string inner = usage_message([] { op_shapes::matmul(Shape{2, 3}, Shape{4, 5}); });
-  CHECK(inner.find("inner dimensions differ: [2x3] @ [4x5]") != std::string::npos);
-  const std::string rank = usage_message([] { op_shapes::matmul(Shape{2, 3, 4}, Shape{4, 5}); });
-  CHECK(rank.find("two 2-D tensors") != std::string::npos);
+  const std::string inner = usage_message([] { op_shapes::matmul(Shape{3, 4}, Shape{5, 6}); });
+  CHECK(inner.find("mat1 and mat2 shapes cannot be multiplied (3x4 and 5x6)") != std::string::npos);
+}
+
+TEST_CASE("matmul shapes: torch.matmul's 1-D and batched rules") {
+  CHECK(op_shapes::matmul(Shape{4}, Shape{4}).ndim == 0);  // a dot product: 0-d
+  CHECK(op_shapes::matmul(Shape{4}, Shape{4, 5}) == Shape{5});
+  CHECK(op_shapes::matmul(Shape{3, 4}, Shape{4}) == Shape{3});
+  CHECK(op_shapes::matmul(Shape{2, 1, 3, 4}, Shape{5, 4, 6}) == Shape{2, 5, 3, 6});
+  CHECK(op_shapes::matmul(Shape{4}, Shape{2, 4, 5}) == Shape{2, 5});
+  CHECK(op_shapes::matmul(Shape{2, 3, 4}, Shape{4}) == Shape{2, 3});
+  const op_shapes::MatmulGeometry g = op_shapes::matmul_geometry(Shape{2, 1, 3, 4}, Shape{5, 4, 6});
+  CHECK(g.batch == Shape{2, 5});
+  CHECK(g.batch_count == 10);
+  CHECK((g.m == 3 && g.k == 4 && g.n == 6));
+  // Matrix 7 of the [2,5] batch is (1, 2): self's [2,1] batch reads matrix (1, 0), other's [5] matrix 2.
+  CHECK(op_shapes::batch_offset(g.batch, 7, Shape{2, 1, 3, 4}, Shape{12, 12, 4, 1}) == 12);
+  CHECK(op_shapes::batch_offset(g.batch, 7, Shape{5, 4, 6}, Shape{24, 6, 1}) == 48);
+  CHECK(usage_message([] { op_shapes::matmul(Shape{3}, Shape{4}); }).find("inconsistent tensor size") !=
+        std::string::npos);
+  CHECK(usage_message([] { op_shapes::matmul(Shape{2, 3, 4}, Shape{3, 4, 5}); })
+            .find("The size of tensor a (2) must match the size of tensor b (3) at non-singleton dimension 0") !=
+        std::string::npos);
+  CHECK(usage_message([] { op_shapes::matmul(Shape{2, 3, 4}, Shape{2, 5, 6}); })
+            .find("Expected size for first two dimensions of batch2 tensor to be: [2, 4] but got: [2, 5]") !=
+        std::string::npos);
+  CHECK(usage_message([] { op_shapes::matmul(Shape{}, Shape{2, 3}); })
+            .find("both arguments to matmul need to be at least 1D, but they are 0D and 2D") != std::string::npos);
 }
 
 TEST_CASE("linear shapes, with and without bias") {
   const Shape bias{5};
   CHECK(op_shapes::linear(Shape{2, 3}, Shape{5, 3}, nullptr) == Shape{2, 5});
   CHECK(op_shapes::linear(Shape{2, 3}, Shape{5, 3}, &bias) == Shape{2, 5});
+  CHECK(op_shapes::linear(Shape{3}, Shape{5, 3}, &bias) == Shape{5});
+  CHECK(op_shapes::linear(Shape{4, 2, 3}, Shape{5, 3}, &bias) == Shape{4, 2, 5});
+  CHECK(op_shapes::linear_rows(Shape{4, 2, 3}) == 8);
   const Shape wrong_bias{3};
   CHECK(usage_message([&] {
           op_shapes::linear(Shape{2, 3}, Shape{5, 3}, &wrong_bias);
         }).find("bias must be [5]") != std::string::npos);
   CHECK(usage_message([] {
-          op_shapes::linear(Shape{2, 4}, Shape{5, 3}, nullptr);
-        }).find("input features differ") != std::string::npos);
+          op_shapes::linear(Shape{2, 3, 4}, Shape{5, 3}, nullptr);
+        }).find("mat1 and mat2 shapes cannot be multiplied (6x4 and 3x5)") != std::string::npos);
 }
 
 TEST_CASE("elementwise shapes must be identical: no broadcasting") {

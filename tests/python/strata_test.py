@@ -721,7 +721,7 @@ class BadInputTest(unittest.TestCase):
 
     def test_mismatched_shapes(self):
         e = self.assertRaisesMessage(ValueError, lambda: strata.matmul(strata.randn(2, 3), strata.randn(2, 3)),
-                                     "inner dimensions")
+                                     "mat1 and mat2 shapes cannot be multiplied (2x3 and 2x3)")
         self.assertIsInstance(e, strata.UsageError)
         cases = [
             lambda: strata.add(strata.randn(2, 3), strata.randn(3, 2)),
@@ -731,7 +731,7 @@ class BadInputTest(unittest.TestCase):
             lambda: strata.conv2d(strata.randn(1, 2, 2, 2), strata.randn(3, 2, 3, 3)),
             lambda: strata.conv2d(strata.randn(1, 2, 5, 5), strata.randn(3, 2, 3, 3), stride=0),
             lambda: strata.conv2d(strata.randn(1, 2, 5, 5), strata.randn(3, 2, 3, 3), padding=-1),
-            lambda: strata.matmul(strata.randn(2, 3, 4), strata.randn(4, 2)),
+            lambda: strata.matmul(strata.randn(2, 3, 4), strata.randn(3, 4, 2)),  # batch dims 2 and 3 do not broadcast
         ]
         for i, case in enumerate(cases):
             with self.subTest(case=i):

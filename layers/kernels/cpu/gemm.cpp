@@ -64,10 +64,17 @@ struct Operand {
   int64_t ld;       // its leading dimension
 };
 
-// How BLAS reads `t` (a 2-D matrix) as op(t): `transpose` asks for t^T.
+// How BLAS reads `t`'s matrices (its last two dims; a batch of them for more dims) as op(t): `transpose`
+// asks for t^T. A non-contiguous operand reached here with unit stride along one of those dims and a
+// leading dimension BLAS accepts (gemm_reads_as_is in layers/ops/register_kernels.cpp).
 Operand operand(const Tensor& t, bool transpose) {
-  Operand o{false, std::max<int64_t>(1, t.size(1))};
-  if (!t.is_contiguous()) o = t.stride(1) == 1 ? Operand{false, t.stride(0)} : Operand{true, t.stride(1)};
+  const int r = t.dim() - 2, c = t.dim() - 1;
+  const int64_t rows = t.size(r), cols = t.size(c);
+  Operand o{false, std::max<int64_t>(1, cols)};
+  if (!t.is_contiguous()) {
+    if (t.stride(c) == 1 && t.stride(r) >= std::max<int64_t>(1, cols)) o = Operand{false, t.stride(r)};
+    else if (t.stride(r) == 1 && t.stride(c) >= std::max<int64_t>(1, rows)) o = Operand{true, t.stride(c)};
+  }
   o.transposed = o.transposed != transpose;
   return o;
 }
@@ -109,48 +116,119 @@ const char* gemm_name(DType dtype, const Operand& a, const Operand& b) {
   return dtype == DType::kF64 ? kF64[i] : kF32[i];
 }
 
+// A batched product: one BLAS call per matrix of the broadcast batch, in a loop (OpenBLAS's
+// cblas_sgemm_batch is not in Debian's 0.3.21), the flags as above when an operand came as a view.
+const char* gemm_loop_name(DType dtype, bool views, const Operand& a, const Operand& b) {
+  static constexpr const char* kF32[] = {"cblas_sgemm NN, loop over the batch", "cblas_sgemm NT, loop over the batch",
+                                         "cblas_sgemm TN, loop over the batch", "cblas_sgemm TT, loop over the batch"};
+  static constexpr const char* kF64[] = {"cblas_dgemm NN, loop over the batch", "cblas_dgemm NT, loop over the batch",
+                                         "cblas_dgemm TN, loop over the batch", "cblas_dgemm TT, loop over the batch"};
+  switch (dtype) {
+    case DType::kBF16: return "cblas_sgemm, loop over the batch (bf16 widened to f32)";
+    case DType::kF16: return "cblas_sgemm, loop over the batch (f16 widened to f32)";
+    default: break;
+  }
+  if (!views) return dtype == DType::kF64 ? "cblas_dgemm, loop over the batch" : "cblas_sgemm, loop over the batch";
+  const size_t i = (a.transposed ? 2 : 0) + (b.transposed ? 1 : 0);
+  return dtype == DType::kF64 ? kF64[i] : kF32[i];
+}
+
 // Only contiguous inputs and 2-D operands BLAS reads as they lie reach the GEMM kernels (the
 // registration copies the rest); half types are widened, which needs contiguous memory.
 void check_gemm_input(const char* op, const Tensor& t) {
   if (!t.device().is_cpu()) throw UsageError(std::string(op) + ": CPU kernel got " + t.str());
-  if (!t.is_contiguous() && (t.dim() != 2 || is_half(t.dtype())))
-    throw UsageError(std::string(op) + ": CPU kernel needs contiguous tensors or 2-D f32/f64 views with a unit stride");
+  if (!t.is_contiguous() && (t.dim() < 2 || is_half(t.dtype())))
+    throw UsageError(std::string(op) + ": CPU kernel needs contiguous tensors or f32/f64 views with a unit stride in their last two dims");
 }
 
 }  // namespace
 
+// Note [Batched matmul on the CPU]
+// torch.matmul's shapes (Note [matmul's shape rules] in lib/op_shapes.h): a 1-D first operand is read as
+// one row [1,K] and a 1-D second one as a column [K,1] (contiguous memory either way), so every case is
+// a GEMM; with batch dims, one GEMM per matrix of the broadcast batch, each operand's matrix found through
+// its own batch strides (a broadcast dim reads the same matrix again, nothing is copied). The output is
+// contiguous: batch, then [M,N], which is also the layout of the shape with the 1-D dims removed.
 Tensor matmul(const Tensor& self, const Tensor& other) {
   STRATA_ZONE(zone, Layer::kLibrary, "matmul (cpu)");
   op_shapes::check_operands("matmul", check_gemm_input, self, other);
-  Shape out_shape = op_shapes::matmul(self.sizes(), other.sizes());
+  const op_shapes::MatmulGeometry g = op_shapes::matmul_geometry(self.sizes(), other.sizes());
   const Tensor a = widen_to_f32(self), b = widen_to_f32(other);
-  const Operand oa = operand(a, false), ob = operand(b, false);
   const bool views = !self.is_contiguous() || !other.is_contiguous();
-  zone.rename(views ? gemm_name(self.dtype(), oa, ob) : gemm_name(self.dtype()));
-  Tensor out = Tensor::empty(out_shape, a.dtype(), self.device());
-  gemm_operands(a.dtype(), oa, ob, out_shape[0], out_shape[1], self.size(1), a.data_ptr(), b.data_ptr(), 0.0,
-                out.data_ptr());
+  if (self.dim() == 2 && other.dim() == 2) {  // the 2-D product, as it always was
+    const Operand oa = operand(a, false), ob = operand(b, false);
+    zone.rename(views ? gemm_name(self.dtype(), oa, ob) : gemm_name(self.dtype()));
+    Tensor out = Tensor::empty(g.out, a.dtype(), self.device());
+    gemm_operands(a.dtype(), oa, ob, g.m, g.n, g.k, a.data_ptr(), b.data_ptr(), 0.0, out.data_ptr());
+    return round_from_f32(std::move(out), self.dtype());
+  }
+  const Operand oa = self.dim() == 1 ? Operand{false, std::max<int64_t>(1, g.k)} : operand(a, false);
+  const Operand ob = other.dim() == 1 ? Operand{false, 1} : operand(b, false);
+  zone.rename(g.batch_count > 1 ? gemm_loop_name(self.dtype(), views, oa, ob)
+                                : (views ? gemm_name(self.dtype(), oa, ob) : gemm_name(self.dtype())));
+  Tensor out = Tensor::empty(g.out, a.dtype(), self.device());
+  if (out.numel() == 0) return round_from_f32(std::move(out), self.dtype());
+  const size_t esize = element_size(a.dtype());
+  if (g.k == 0) {  // an empty sum: zeros (BLAS would need a leading dimension of at least 1 anyway)
+    std::memset(out.data_ptr(), 0, static_cast<size_t>(out.numel()) * esize);
+    return round_from_f32(std::move(out), self.dtype());
+  }
+  const auto* pa = static_cast<const char*>(a.data_ptr());
+  const auto* pb = static_cast<const char*>(b.data_ptr());
+  auto* pc = static_cast<char*>(out.data_ptr());
+  for (int64_t i = 0; i < g.batch_count; ++i) {
+    const int64_t at_a = self.dim() > 2 ? op_shapes::batch_offset(g.batch, i, a.sizes(), a.strides()) : 0;
+    const int64_t at_b = other.dim() > 2 ? op_shapes::batch_offset(g.batch, i, b.sizes(), b.strides()) : 0;
+    gemm_operands(a.dtype(), oa, ob, g.m, g.n, g.k, pa + static_cast<size_t>(at_a) * esize,
+                  pb + static_cast<size_t>(at_b) * esize, 0.0, pc + static_cast<size_t>(i * g.m * g.n) * esize);
+  }
   return round_from_f32(std::move(out), self.dtype());
 }
 
+// linear on input [..., IN]: a contiguous input's leading dims are the GEMM's rows (one call, as for
+// 2-D); a batch of strided [R,IN] matrices (a transposed view with more dims) is one GEMM per matrix.
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   STRATA_ZONE(zone, Layer::kLibrary, "linear (cpu)");
   op_shapes::check_operands("linear", check_gemm_input, input, weight, bias);
   Shape out_shape = op_shapes::linear(input.sizes(), weight.sizes(), bias.defined() ? &bias.sizes() : nullptr);
   const Tensor x = widen_to_f32(input), w = widen_to_f32(weight), b = widen_to_f32(bias);
-  const Operand ox = operand(x, false), ow = operand(w, true);  // input @ weight^T
+  const bool matrices = input.dim() >= 2 && !input.is_contiguous();  // read matrix by matrix
+  const Operand ox = input.dim() == 1 || input.is_contiguous() ? Operand{false, std::max<int64_t>(1, x.size(x.dim() - 1))}
+                                                                : operand(x, false);
+  const Operand ow = operand(w, true);  // input @ weight^T
   const bool views = !input.is_contiguous() || !weight.is_contiguous();
-  zone.rename(views ? gemm_name(input.dtype(), ox, ow) : gemm_name(input.dtype()));
+  const Shape batch = [&] {
+    Shape s;
+    if (matrices) s.ndim = input.dim() - 2;
+    for (int d = 0; d < s.ndim; ++d) s[d] = input.size(d);
+    return s;
+  }();
+  const int64_t batch_count = batch.numel();
+  zone.rename(batch_count > 1 ? gemm_loop_name(input.dtype(), views, ox, ow)
+                              : (views ? gemm_name(input.dtype(), ox, ow) : gemm_name(input.dtype())));
   Tensor out = Tensor::empty(out_shape, x.dtype(), input.device());
-  const int64_t rows = out_shape[0], cols = out_shape[1];
+  const int64_t cols = out_shape[out_shape.ndim - 1];
+  const int64_t rows = matrices ? input.size(input.dim() - 2) : op_shapes::linear_rows(input.sizes());
+  const int64_t in = input.size(input.dim() - 1);
   // addmm: seed every output row with the bias, then let the GEMM accumulate onto it (beta = 1).
   if (b.defined()) {
     const size_t row_bytes = static_cast<size_t>(cols) * element_size(out.dtype());
     auto* dst = static_cast<char*>(out.data_ptr());
-    for (int64_t r = 0; r < rows; ++r) std::memcpy(dst + r * row_bytes, b.data_ptr(), row_bytes);
+    for (int64_t r = 0; r < rows * batch_count; ++r) std::memcpy(dst + r * row_bytes, b.data_ptr(), row_bytes);
   }
-  gemm_operands(x.dtype(), ox, ow, rows, cols, input.size(1), x.data_ptr(), w.data_ptr(), b.defined() ? 1.0 : 0.0,
-                out.data_ptr());
+  if (input.dim() == 2 || (input.is_contiguous() && in > 0)) {
+    gemm_operands(x.dtype(), ox, ow, rows, cols, in, x.data_ptr(), w.data_ptr(), b.defined() ? 1.0 : 0.0, out.data_ptr());
+  } else if (in == 0) {  // an empty sum: the bias alone, or zeros
+    if (!b.defined()) std::memset(out.data_ptr(), 0, static_cast<size_t>(out.numel()) * element_size(out.dtype()));
+  } else {
+    const size_t esize = element_size(x.dtype());
+    for (int64_t i = 0; i < batch_count; ++i) {
+      const int64_t at = op_shapes::batch_offset(batch, i, x.sizes(), x.strides());
+      gemm_operands(x.dtype(), ox, ow, rows, cols, in, static_cast<const char*>(x.data_ptr()) + static_cast<size_t>(at) * esize,
+                    w.data_ptr(), b.defined() ? 1.0 : 0.0,
+                    static_cast<char*>(out.data_ptr()) + static_cast<size_t>(i * rows * cols) * esize);
+    }
+  }
   return round_from_f32(std::move(out), input.dtype());
 }
 

@@ -180,10 +180,15 @@ struct Operand {
   bool transposed;  // the memory holds op(t)'s transpose, row-major
   int ld;
 };
+// The operand's matrices are its last two dims (a batch of them for more dims).
 Operand operand(const char* op, const Tensor& t, bool transpose) {
-  Operand o{false, checked_int(op, std::max<int64_t>(1, t.size(1)))};
-  if (!t.is_contiguous())
-    o = t.stride(1) == 1 ? Operand{false, checked_int(op, t.stride(0))} : Operand{true, checked_int(op, t.stride(1))};
+  const int r = t.dim() - 2, c = t.dim() - 1;
+  const int64_t rows = t.size(r), cols = t.size(c);
+  Operand o{false, checked_int(op, std::max<int64_t>(1, cols))};
+  if (!t.is_contiguous()) {
+    if (t.stride(c) == 1 && t.stride(r) >= std::max<int64_t>(1, cols)) o = Operand{false, checked_int(op, t.stride(r))};
+    else if (t.stride(r) == 1 && t.stride(c) >= std::max<int64_t>(1, rows)) o = Operand{true, checked_int(op, t.stride(c))};
+  }
   o.transposed = o.transposed != transpose;
   return o;
 }
@@ -193,8 +198,8 @@ cublasOperation_t op_of(const Operand& o) { return o.transposed ? CUBLAS_OP_T : 
 // the rest with contiguous(): kCudaGemmOperands in layers/ops/operators.h).
 void check_gemm_input(const char* op, const Tensor& t) {
   if (!t.device().is_cuda()) throw UsageError(std::string(op) + ": CUDA kernel got " + t.str());
-  if (!t.is_contiguous() && t.dim() != 2)
-    throw UsageError(std::string(op) + ": CUDA kernel needs contiguous tensors or 2-D views with a unit stride");
+  if (!t.is_contiguous() && t.dim() < 2)
+    throw UsageError(std::string(op) + ": CUDA kernel needs contiguous tensors or views with a unit stride in their last two dims");
 }
 
 // The call's zone: the flags (self first, as the user wrote the product) when an operand came as a view.
@@ -231,10 +236,73 @@ Tensor run_gemm(const char* op, const Tensor& self, const Tensor& other, bool tr
 
 }  // namespace
 
+namespace {
+
+// Where each matrix of the broadcast batch starts in an operand, and whether that is `i * stride` (one
+// cublasGemmStridedBatchedEx call can read it): a broadcast or absent batch is stride 0.
+struct BatchOffsets {
+  std::vector<int64_t> at;
+  bool strided = true;
+  int64_t stride = 0;
+};
+BatchOffsets batch_offsets(const op_shapes::MatmulGeometry& g, const Tensor& t) {
+  BatchOffsets o;
+  o.at.resize(static_cast<size_t>(g.batch_count), 0);
+  if (t.dim() > 2)
+    for (int64_t i = 0; i < g.batch_count; ++i) o.at[static_cast<size_t>(i)] = op_shapes::batch_offset(g.batch, i, t.sizes(), t.strides());
+  if (g.batch_count > 1) o.stride = o.at[1] - o.at[0];
+  for (int64_t i = 0; i < g.batch_count; ++i) o.strided = o.strided && o.at[static_cast<size_t>(i)] == i * o.stride;
+  return o;
+}
+
+// Note [Batched matmul on the CPU] (layers/kernels/cpu/gemm.cpp) on cuBLAS: 1-D operands as a row [1,K]
+// and a column [K,1]; a batch whose matrices lie at a fixed stride in both operands (a broadcast operand
+// at stride 0) is one cublasGemmStridedBatchedEx, any other batch (a broadcast dim in the middle) one
+// cublasGemmEx per matrix. Compiled; not yet run on a GPU.
+Tensor run_batched_matmul(const Tensor& self, const Tensor& other, const op_shapes::MatmulGeometry& g) {
+  const char* op = "matmul";
+  const int m = checked_int(op, g.m), n = checked_int(op, g.n), k = checked_int(op, g.k);
+  const cudaStream_t stream = device_stream(self);
+  CublasHandles& h = handles_for(self, stream);
+  Tensor out = Tensor::empty(g.out, self.dtype(), self.device());
+  if (out.numel() == 0) return out;
+  if (k == 0) {  // Note [Empty reductions] in cuda_common.h
+    fill_zeros(out, stream);
+    return out;
+  }
+  const GemmTypes t = gemm_types(self.dtype());
+  const Operand a = self.dim() == 1 ? Operand{false, k} : operand(op, self, false);
+  const Operand b = other.dim() == 1 ? Operand{false, 1} : operand(op, other, false);
+  const BatchOffsets ao = batch_offsets(g, self), bo = batch_offsets(g, other);
+  const auto esize = static_cast<int64_t>(element_size(self.dtype()));
+  const auto* pa = static_cast<const char*>(self.data_ptr());
+  const auto* pb = static_cast<const char*>(other.data_ptr());
+  auto* pc = static_cast<char*>(out.data_ptr());
+  if (g.batch_count == 1 || (ao.strided && bo.strided)) {
+    STRATA_ZONE(call, Layer::kLibrary, "cublasGemmStridedBatchedEx");
+    STRATA_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+        h.blas, op_of(b), op_of(a), n, m, k, t.one(), pb, t.data, b.ld, bo.stride, pa, t.data, a.ld, ao.stride,
+        t.zero(), pc, t.data, n, static_cast<long long>(g.m) * g.n, checked_int(op, g.batch_count), t.compute,
+        CUBLAS_GEMM_DEFAULT));
+    return out;
+  }
+  STRATA_ZONE(call, Layer::kLibrary, "cublasGemmEx, loop over the batch");
+  for (int64_t i = 0; i < g.batch_count; ++i) {
+    STRATA_CUBLAS_CHECK(cublasGemmEx(h.blas, op_of(b), op_of(a), n, m, k, t.one(), pb + bo.at[static_cast<size_t>(i)] * esize,
+                                     t.data, b.ld, pa + ao.at[static_cast<size_t>(i)] * esize, t.data, a.ld, t.zero(),
+                                     pc + i * g.m * g.n * esize, t.data, n, t.compute, CUBLAS_GEMM_DEFAULT));
+  }
+  return out;
+}
+
+}  // namespace
+
 Tensor matmul(const Tensor& self, const Tensor& other) {
   STRATA_ZONE(zone, Layer::kLibrary, "matmul (cuda)");
   op_shapes::check_operands("matmul", check_gemm_input, self, other);
-  return run_gemm("matmul", self, other, false, false, op_shapes::matmul(self.sizes(), other.sizes()));
+  const op_shapes::MatmulGeometry g = op_shapes::matmul_geometry(self.sizes(), other.sizes());
+  if (self.dim() == 2 && other.dim() == 2) return run_gemm("matmul", self, other, false, false, g.out);
+  return run_batched_matmul(self, other, g);
 }
 
 Tensor gemm(const Tensor& self, const Tensor& other, int64_t transpose_self, int64_t transpose_other) {
@@ -248,8 +316,10 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   STRATA_ZONE(zone, Layer::kLibrary, "linear (cuda)");
   op_shapes::check_operands("linear", check_cuda_input, input, weight, bias);
   const Shape out_shape = op_shapes::linear(input.sizes(), weight.sizes(), bias.defined() ? &bias.sizes() : nullptr);
-  const int rows = checked_int("linear", out_shape[0]), out_features = checked_int("linear", out_shape[1]);
-  const int in_features = checked_int("linear", input.size(1));
+  // input [..., IN], contiguous: its leading dims are the GEMM's rows.
+  const int rows = checked_int("linear", op_shapes::linear_rows(input.sizes()));
+  const int out_features = checked_int("linear", out_shape[out_shape.ndim - 1]);
+  const int in_features = checked_int("linear", input.size(input.dim() - 1));
   const cudaStream_t stream = device_stream(input);
   CublasHandles& h = handles_for(input, stream);
   Tensor out = Tensor::empty(out_shape, input.dtype(), input.device());

@@ -88,22 +88,51 @@ std::vector<double> to_double(const Tensor& t) {
   return out;
 }
 
+namespace {
+
+// Row-major strides of `sizes` (to_double's layout).
+Shape row_major_strides(const Shape& sizes) {
+  Shape st;
+  st.ndim = sizes.ndim;
+  int64_t step = 1;
+  for (int d = sizes.ndim - 1; d >= 0; --d) {
+    st[d] = step;
+    step *= sizes[d];
+  }
+  return st;
+}
+
+// torch.matmul in loops (Note [matmul's shape rules] in lib/op_shapes.h): each (matrix i, row r, column j,
+// inner p) of the broadcast product, with the element of self, of other and of the output it reads and
+// writes as indices into to_double's row-major vectors. A 1-D self is one row, a 1-D other one column.
+template <typename F>
+void for_each_product_term(const Tensor& self, const Tensor& other, F&& f) {
+  const op_shapes::MatmulGeometry g = op_shapes::matmul_geometry(self.sizes(), other.sizes());
+  const Shape sa = row_major_strides(self.sizes()), sb = row_major_strides(other.sizes());
+  for (int64_t i = 0; i < g.batch_count; ++i) {
+    const int64_t base_a = self.dim() > 2 ? op_shapes::batch_offset(g.batch, i, self.sizes(), sa) : 0;
+    const int64_t base_b = other.dim() > 2 ? op_shapes::batch_offset(g.batch, i, other.sizes(), sb) : 0;
+    for (int64_t r = 0; r < g.m; ++r)
+      for (int64_t j = 0; j < g.n; ++j)
+        for (int64_t p = 0; p < g.k; ++p)
+          f(static_cast<size_t>(base_a + r * g.k + p), static_cast<size_t>(base_b + p * g.n + j),
+            static_cast<size_t>((i * g.m + r) * g.n + j));
+  }
+}
+
+}  // namespace
+
 std::vector<double> matmul(const Tensor& self, const Tensor& other) {
   const Shape out = op_shapes::matmul(self.sizes(), other.sizes());
-  const int64_t m = out[0], n = out[1], k = self.size(1);
   const auto a = to_double(self), b = to_double(other);
-  std::vector<double> c(static_cast<size_t>(m * n), 0.0);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t p = 0; p < k; ++p) {
-      const double av = a[static_cast<size_t>(i * k + p)];
-      for (int64_t j = 0; j < n; ++j) c[static_cast<size_t>(i * n + j)] += av * b[static_cast<size_t>(p * n + j)];
-    }
+  std::vector<double> c(static_cast<size_t>(out.numel()), 0.0);
+  for_each_product_term(self, other, [&](size_t ia, size_t ib, size_t ic) { c[ic] += a[ia] * b[ib]; });
   return c;
 }
 
 std::vector<double> linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   const Shape out = op_shapes::linear(input.sizes(), weight.sizes(), bias.defined() ? &bias.sizes() : nullptr);
-  const int64_t rows = out[0], cols = out[1], k = input.size(1);
+  const int64_t rows = op_shapes::linear_rows(input.sizes()), cols = out[out.ndim - 1], k = input.size(input.dim() - 1);
   const auto x = to_double(input), w = to_double(weight), b = to_double(bias);
   std::vector<double> y(static_cast<size_t>(rows * cols));
   for (int64_t r = 0; r < rows; ++r)
@@ -375,14 +404,34 @@ std::vector<double> conv2d_weight_backward(const Tensor& grad_output, const Tens
   return dw;
 }
 
+// Every product term a*b adds grad*b to a's gradient and grad*a to b's: a broadcast matrix collects the
+// terms of every batch entry that read it (the sum over broadcast dims).
 Grads matmul_backward(const Tensor& grad, const Tensor& self, const Tensor& other) {
-  return {gemm(grad, other, 0, 1), gemm(self, grad, 1, 0)};
+  const auto g = to_double(grad), a = to_double(self), b = to_double(other);
+  std::vector<double> ga(a.size(), 0.0), gb(b.size(), 0.0);
+  for_each_product_term(self, other, [&](size_t ia, size_t ib, size_t ic) {
+    ga[ia] += g[ic] * b[ib];
+    gb[ib] += g[ic] * a[ia];
+  });
+  return {ga, gb};
 }
 
+// input [..., IN] as rows [R, IN]; grad [..., OUT] as [R, OUT].
 Grads linear_backward(const Tensor& grad, const Tensor& input, const Tensor& weight, const Tensor& bias) {
-  Grads g{gemm(grad, weight, 0, 0), gemm(grad, input, 1, 0), {}};
-  if (bias.defined()) g[2] = bias_backward(grad);
-  return g;
+  const int64_t rows = op_shapes::linear_rows(input.sizes()), k = input.size(input.dim() - 1), cols = weight.size(0);
+  const auto g = to_double(grad), x = to_double(input), w = to_double(weight);
+  Grads out{std::vector<double>(x.size(), 0.0), std::vector<double>(w.size(), 0.0), {}};
+  if (bias.defined()) out[2].assign(static_cast<size_t>(cols), 0.0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) {
+      const double gv = g[static_cast<size_t>(r * cols + c)];
+      if (bias.defined()) out[2][static_cast<size_t>(c)] += gv;
+      for (int64_t p = 0; p < k; ++p) {
+        out[0][static_cast<size_t>(r * k + p)] += gv * w[static_cast<size_t>(c * k + p)];
+        out[1][static_cast<size_t>(c * k + p)] += gv * x[static_cast<size_t>(r * k + p)];
+      }
+    }
+  return out;
 }
 
 Grads conv2d_backward(const Tensor& grad, const Tensor& input, const Tensor& weight, const Tensor& bias,

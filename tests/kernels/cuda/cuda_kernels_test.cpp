@@ -15,6 +15,7 @@
 #include "tests/kernels/empty_reductions.h"
 #include "layers/runtime/cuda/cuda_runtime_layer.h"
 #include "lib/error.h"
+#include "lib/op_shapes.h"
 #include "lib/views.h"
 
 using namespace strata;
@@ -328,6 +329,31 @@ TEST_CASE("views: cublasGemmEx reads transposed and column-narrowed views with o
     const Tensor wide = random({33, 40}, dtype);
     const Tensor narrow = views::narrow(wide, 1, 3, 17);
     check_against_reference(cuda::matmul(x, narrow), reference::matmul(x, cuda::contiguous(narrow)), dtype);
+  }
+}
+
+TEST_CASE("matmul with torch.matmul's shapes: 1-D operands, batches (strided-batched and looped), views, against float64") {
+  init();
+  struct Case {
+    Shape self, other;
+  };
+  const Case cases[] = {{Shape{33}, Shape{33}},         {Shape{33}, Shape{33, 17}},        {Shape{65, 33}, Shape{33}},
+                        {Shape{3, 65, 33}, Shape{3, 33, 17}}, {Shape{65, 33}, Shape{3, 33, 17}},
+                        {Shape{3, 65, 33}, Shape{33}},   {Shape{2, 1, 9, 33}, Shape{5, 33, 7}},  // a broadcast dim in the middle: the loop
+                        {Shape{2, 0, 33}, Shape{33, 4}}, {Shape{2, 5, 0}, Shape{2, 0, 4}}};
+  for (DType dtype : kDTypes) {
+    CAPTURE(dtype_name(dtype));
+    for (const Case& c : cases) {
+      CAPTURE(c.self.str());
+      CAPTURE(c.other.str());
+      const Tensor a = random(c.self, dtype), b = random(c.other, dtype);
+      const Tensor out = cuda::matmul(a, b);
+      CHECK(out.sizes() == op_shapes::matmul(c.self, c.other));
+      check_against_reference(out, reference::matmul(a, b), dtype);
+    }
+    const Tensor v = views::transpose(random({3, 33, 65}, dtype), 1, 2);  // [3,65,33], transposed matrices
+    const Tensor w = random({33, 17}, dtype);
+    check_against_reference(cuda::matmul(v, w), reference::matmul(v, w), dtype);
   }
 }
 
