@@ -34,7 +34,7 @@ class Storage {
   // here because the Storage is exactly what a tensor and all its views share in strata (Note [Views
   // share storage]): a write through any view is a write to every tensor over this memory, which is the
   // sharing PyTorch gets by giving a view its base's VariableVersion. (Two tensors over one storage that
-  // do not overlap share the count too: conservative, never a missed write.) Tensor::detach() keeps the
+  // do not overlap share the count too: conservative, never a missed write.) Python's x.detach() keeps the
   // storage, so a detached tensor shares the count, as torch's does. Not atomic: a graph is recorded and
   // run by one thread (Note [The autograd graph]).
   uint32_t version() const { return version_; }
