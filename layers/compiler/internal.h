@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "layers/compiler/compiler.h"
 
@@ -36,6 +37,12 @@ std::string source_header(const Graph& graph, const FusedKernel& kernel, DType d
 std::string element_expr(const Graph& graph, const FusedKernel& kernel, size_t node);
 // The kernel's GEMM node (a GEMM-epilogue kernel has exactly one).
 size_t gemm_node(const Graph& graph, const FusedKernel& kernel);
+
+// Runs args[0] (a path) without a shell, its stdout and stderr into `log`; returns the exit status, or
+// -signal, or kCouldNotStart with the reason in *spawn_error (errno). The C++ JIT and ptxas both run a
+// compiler this way (the PTX module reaches it through the program, Note [The PTX module]).
+inline constexpr int kCouldNotStart = -1000;
+int run_logged(std::vector<std::string> args, const std::string& log, int* spawn_error = nullptr);
 
 struct Toolchain {
   std::string path;      // resolved executable

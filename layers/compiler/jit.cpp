@@ -112,12 +112,9 @@ std::string temp_name_in(const std::string& dir, const std::string& key, const c
   return dir + "/." + key + ext + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
 }
 
-// Runs the compiler without a shell, its output into `log`; returns the exit status (or -signal).
-int run_compiler(const std::string& cxx, const std::string& source, const std::string& output, const std::string& log) {
-  std::vector<std::string> args = {cxx};
-  for (const char* f : kFlags) args.emplace_back(f);
-  args.insert(args.end(), {"-o", output, source});
-  for (const char* l : kLibs) args.emplace_back(l);
+}  // namespace
+
+int run_logged(std::vector<std::string> args, const std::string& log, int* spawn_error) {
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -126,13 +123,30 @@ int run_compiler(const std::string& cxx, const std::string& source, const std::s
   posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
   pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, cxx.c_str(), &actions, nullptr, argv.data(), environ);
+  const int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) throw CompilerUnavailableError("compiler: could not run " + cxx + ": " + std::strerror(rc));
+  if (rc != 0) {
+    if (spawn_error != nullptr) *spawn_error = rc;
+    return kCouldNotStart;
+  }
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+}
+
+namespace {
+
+// Runs the compiler without a shell, its output into `log`; returns the exit status (or -signal).
+int run_compiler(const std::string& cxx, const std::string& source, const std::string& output, const std::string& log) {
+  std::vector<std::string> args = {cxx};
+  for (const char* f : kFlags) args.emplace_back(f);
+  args.insert(args.end(), {"-o", output, source});
+  for (const char* l : kLibs) args.emplace_back(l);
+  int spawn_error = 0;
+  const int status = run_logged(std::move(args), log, &spawn_error);
+  if (status == kCouldNotStart) throw CompilerUnavailableError("compiler: could not run " + cxx + ": " + std::strerror(spawn_error));
+  return status;
 }
 
 struct Loaded {

@@ -1,7 +1,4 @@
 // ptxas as a check on generated PTX and a report of what each kernel costs the GPU's resources.
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -16,6 +13,7 @@
 #include <vector>
 
 #include "layers/compiler/compiler_cuda.h"
+#include "layers/compiler/internal.h"
 
 extern char** environ;
 
@@ -47,26 +45,6 @@ std::string find_ptxas() {
     }
   }
   return "";
-}
-
-// Runs argv[0] without a shell, stdout and stderr into `log`; the exit status (or -signal), or -1000 when
-// it could not be started.
-int run(std::vector<std::string> args, const std::string& log) {
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return -1000;
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
 }
 
 std::string read_all(const std::string& path) {
@@ -120,14 +98,14 @@ PtxasReport run_ptxas(const std::string& ptx, const std::string& arch, bool keep
                                .string();
   const std::string in = base + ".ptx", log = base + ".log", cubin = base + ".cubin";
   std::ofstream(in, std::ios::binary) << ptx;
-  const int rc = run({report.ptxas, "-v", "-arch=" + arch, in, "-o", keep_cubin ? cubin : "/dev/null"}, log);
+  const int rc = detail::run_logged({report.ptxas, "-v", "-arch=" + arch, in, "-o", keep_cubin ? cubin : "/dev/null"}, log);
   const std::string output = read_all(log);
   std::filesystem::remove(log);
   if (keep_cubin) {
     if (rc == 0) report.cubin = read_all(cubin);
     std::filesystem::remove(cubin);
   }
-  if (rc == -1000) {
+  if (rc == detail::kCouldNotStart) {
     std::filesystem::remove(in);
     report.why_not = "ptxas (" + report.ptxas + ") could not be started";
     return report;
