@@ -4,7 +4,6 @@
 // tensor, its node and both versions), and the refusals on tensors that require grad.
 #include <doctest/doctest.h>
 
-#include <functional>
 #include <random>
 #include <string>
 #include <vector>
@@ -15,6 +14,7 @@
 #include "layers/kernels/reference/reference.h"
 #include "layers/ops/operators.h"
 #include "lib/error.h"
+#include "tests/support/error_text.h"
 
 using namespace strata;
 
@@ -26,15 +26,6 @@ uint64_t fresh_seed() {
 }
 
 Tensor rnd(const Shape& s, DType dtype = DType::kF32) { return frontend::random_tensor(s, dtype, kCPU, fresh_seed()); }
-
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 }  // namespace
 
@@ -108,7 +99,7 @@ TEST_CASE("an operand that is self, or overlaps self in part, is read whole befo
 
 TEST_CASE("add_ refuses an operand that would grow self, as torch does") {
   const Tensor x = rnd(Shape{3}), y = rnd(Shape{2, 3});
-  CHECK(message_of([&] { static_cast<void>(ops::add_(x, y, 1.0)); }).find("output with shape [3] doesn't match the broadcast shape [2x3]") !=
+  CHECK(test::message_of<UsageError>([&] { static_cast<void>(ops::add_(x, y, 1.0)); }).find("output with shape [3] doesn't match the broadcast shape [2x3]") !=
         std::string::npos);
   CHECK(x.storage()->version() == 0);  // refused before anything was written
 }
@@ -123,7 +114,7 @@ TEST_CASE("backward through a saved tensor modified in place fails naming the te
       static_cast<void>(ops::mul_(y, rnd(Shape{3, 4})));
     }
     const Tensor loss = ops::sum(y);
-    const std::string m = message_of([&] { autograd::backward(loss); });
+    const std::string m = test::message_of<UsageError>([&] { autograd::backward(loss); });
     CHECK(m == "one of the variables needed for gradient computation has been modified by an inplace operation: "
                "[f32 [3x4] cpu], which is output 0 of ReluBackward, is at version 1; expected version 0 instead. "
                "Hint: ReluBackward (recorded by relu) saved it for backward, and an in-place op changed it after "
@@ -137,7 +128,7 @@ TEST_CASE("backward through a saved tensor modified in place fails naming the te
     const Tensor y = ops::mul(a, w);  // MulBackward saves a and w
     static_cast<void>(ops::add_(ops::select(a, 0, 1), rnd(Shape{5}), 1.0));
     static_cast<void>(ops::relu_(a));
-    const std::string m = message_of([&] { autograd::backward(ops::sum(y)); });
+    const std::string m = test::message_of<UsageError>([&] { autograd::backward(ops::sum(y)); });
     CHECK(m.find("[f32 [2x5] cpu] is at version 2; expected version 0 instead") != std::string::npos);
     CHECK(m.find("MulBackward (recorded by mul)") != std::string::npos);
     CHECK(w.grad().defined() == false);  // no gradient computed from the changed values

@@ -11,6 +11,7 @@ import unittest
 import numpy as np
 
 import strata
+from ieee_specials import same
 
 try:
     import torch
@@ -31,18 +32,6 @@ def divisor(shape, dtype, seed, rng):
     b = strata.randn(*shape, dtype=dtype, seed=seed)
     return (b * b + 0.5) * rng.choice([1.0, -1.0])
 
-
-def same(test, got, want, rtol, what):
-    """Elementwise: NaN where want has NaN, infinities and the sign of zeros exact, the rest within rtol."""
-    test.assertEqual(got.shape, want.shape, what)
-    for g, w in zip(got.ravel().tolist(), want.ravel().tolist()):
-        if math.isnan(w):
-            test.assertTrue(math.isnan(g), f"{what}: {g} where NaN is expected")
-        elif w == 0 or math.isinf(w):
-            test.assertEqual(g, w, what)
-            test.assertEqual(math.copysign(1, g), math.copysign(1, w), f"{what}: the sign of {w}")
-        else:
-            test.assertLessEqual(abs(g - w), rtol * abs(w) + 1e-300, f"{what}: {g} vs {w}")
 
 
 class DivTest(unittest.TestCase):

@@ -27,6 +27,14 @@ class MatmulTest(unittest.TestCase):
     def setUp(self):
         self.rng = np.random.default_rng(random.randrange(2**32))
 
+    def leaves(self, sa, sb):
+        """Random float64 operands of shapes sa and sb, and strata leaves over copies of them that require grad."""
+        a, b = self.rng.standard_normal(sa), self.rng.standard_normal(sb)
+        x, y = strata.from_numpy(a.copy()), strata.from_numpy(b.copy())
+        x.requires_grad = True
+        y.requires_grad = True
+        return a, b, x, y
+
     def close(self, got, want, dtype, what):
         self.assertEqual(got.shape, want.shape, what)
         np.testing.assert_allclose(got, want, rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype] * 10, err_msg=what)
@@ -58,11 +66,7 @@ class MatmulTest(unittest.TestCase):
 
     def test_gradients(self):
         for sa, sb, _ in CASES:
-            a = self.rng.standard_normal(sa)
-            b = self.rng.standard_normal(sb)
-            x, y = strata.from_numpy(a.copy()), strata.from_numpy(b.copy())
-            x.requires_grad = True
-            y.requires_grad = True
+            a, b, x, y = self.leaves(sa, sb)
             out = x @ y
             g = self.rng.standard_normal(out.shape)
             out.backward(strata.from_numpy(np.array(g)))
@@ -137,11 +141,7 @@ class MatmulTest(unittest.TestCase):
     @unittest.skipIf(torch is None, "torch is not importable")
     def test_torch_agreement(self):
         for sa, sb, _ in CASES:
-            a = self.rng.standard_normal(sa)
-            b = self.rng.standard_normal(sb)
-            x, y = strata.from_numpy(a.copy()), strata.from_numpy(b.copy())
-            x.requires_grad = True
-            y.requires_grad = True
+            a, b, x, y = self.leaves(sa, sb)
             out = x @ y
             tx, ty = torch.from_numpy(a.copy()).requires_grad_(), torch.from_numpy(b.copy()).requires_grad_()
             tout = tx @ ty

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 import strata
+from ieee_specials import same
 
 # (strata's public function, torch's, extra arguments after the tensors)
 CASES = [
@@ -35,18 +36,6 @@ CASES = [
 DTYPES = {"float32": (np.float32, torch.float32, 1e-6), "float64": (np.float64, torch.float64, 1e-13)}
 SPECIALS = [math.nan, math.inf, -math.inf, 0.0, -0.0, 1.0, -1.0, 2.5, -3.0, 1e-30, 40.0]
 
-
-def same(test, got, want, rtol, what):
-    """Elementwise: NaN where torch has NaN, infinities and the sign of zeros exact, the rest within rtol."""
-    test.assertEqual(got.shape, want.shape, what)
-    for g, w in zip(got.ravel().tolist(), want.ravel().tolist()):
-        if math.isnan(w):
-            test.assertTrue(math.isnan(g), f"{what}: {g} where torch has NaN")
-        elif w == 0 or math.isinf(w):
-            test.assertEqual(g, w, what)
-            test.assertEqual(math.copysign(1, g), math.copysign(1, w), f"{what}: the sign of {w}")
-        else:
-            test.assertLessEqual(abs(g - w), rtol * abs(w) + 1e-300, f"{what}: {g} vs {w}")
 
 
 class TorchAgreementTest(unittest.TestCase):

@@ -7,12 +7,13 @@
 
 namespace strata::test {
 
-// The what() of the strata Error `f` throws, or "" when it throws none.
-template <typename F>
+// The what() of the strata Error `f` throws, or "" when it throws none. E narrows what is caught
+// (message_of<UsageError>): another kind of error then leaves the call and fails the test by itself.
+template <typename E = Error, typename F>
 std::string message_of(F&& f) {
   try {
     f();
-  } catch (const Error& e) {
+  } catch (const E& e) {
     return e.what();
   }
   return "";

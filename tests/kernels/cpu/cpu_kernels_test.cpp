@@ -21,19 +21,13 @@
 #include "tests/kernels/empty_reductions.h"
 #include "lib/error.h"
 #include "lib/op_shapes.h"
+#include "tests/kernels/fresh_seed.h"
 
 using namespace strata;
+using strata::testing::run_seed;
 namespace cpu = strata::kernels::cpu;
 
 namespace {
-
-uint64_t run_seed() {
-  static const uint64_t kSeed = []() -> uint64_t {
-    if (const char* s = std::getenv("STRATA_TEST_SEED")) return std::strtoull(s, nullptr, 10);
-    return static_cast<uint64_t>(std::random_device{}()) << 32 | std::random_device{}();
-  }();
-  return kSeed;
-}
 
 Tensor rnd(const Shape& s, DType dtype, uint64_t stream) {
   Tensor t = frontend::random_tensor(s, dtype, kCPU, run_seed() + stream * 7919);
@@ -41,6 +35,22 @@ Tensor rnd(const Shape& s, DType dtype, uint64_t stream) {
   const auto v = reference::to_double(t);
   for (double x : v) REQUIRE(x != 0.0);
   return t;
+}
+
+// Exact expectations, element by element: NaN where NaN is wanted, else the same value with the same sign
+// (a zero's sign is what these tests are about).
+void check_exactly(const std::vector<double>& got, const std::vector<double>& want) {
+  REQUIRE(got.size() == want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    CAPTURE(i);
+    CAPTURE(got[i]);
+    if (std::isnan(want[i])) {
+      CHECK(std::isnan(got[i]));
+    } else {
+      CHECK(got[i] == want[i]);
+      CHECK(std::signbit(got[i]) == std::signbit(want[i]));
+    }
+  }
 }
 
 const DType kDTypes[] = {DType::kF32, DType::kF64};
@@ -397,18 +407,7 @@ TEST_CASE("the tanh GELU's ops on NaN, +-inf and signed zeros give what PyTorch 
     };
     // Exact expectations, bit for bit where the sign of a zero matters.
     auto expect = [&](const Tensor& t, const std::vector<double>& want) {
-      const std::vector<double> got = reference::to_double(t);
-      REQUIRE(got.size() == want.size());
-      for (size_t i = 0; i < want.size(); ++i) {
-        CAPTURE(i);
-        CAPTURE(got[i]);
-        if (std::isnan(want[i])) {
-          CHECK(std::isnan(got[i]));
-        } else {
-          CHECK(got[i] == want[i]);
-          CHECK(std::signbit(got[i]) == std::signbit(want[i]));
-        }
-      }
+      check_exactly(reference::to_double(t), want);
     };
     const Tensor x = make({nan, -0.0, 0.0, inf, -inf, -2.0});
     expect(cpu::tanh(x), {nan, -0.0, 0.0, 1.0, -1.0, dtype == DType::kF32 ? double(std::tanh(-2.0f)) : std::tanh(-2.0)});
@@ -486,35 +485,14 @@ TEST_CASE("div on NaN, +-inf and signed zeros: x / 0 = +-inf, 0 / 0 = NaN, the z
     };
     auto expect = [&](const Tensor& t, const std::vector<double>& want) {
       CHECK(t.dtype() == dtype);
-      const std::vector<double> got = reference::to_double(t);
-      REQUIRE(got.size() == want.size());
-      for (size_t i = 0; i < want.size(); ++i) {
-        CAPTURE(i);
-        CAPTURE(got[i]);
-        if (std::isnan(want[i])) {
-          CHECK(std::isnan(got[i]));
-        } else {
-          CHECK(got[i] == want[i]);
-          CHECK(std::signbit(got[i]) == std::signbit(want[i]));
-        }
-      }
+      check_exactly(reference::to_double(t), want);
     };
     const Tensor x = make({1.0, -1.0, 0.0, -0.0, 0.0, nan, inf, -inf, 2.0, -2.0, inf, 0.0});
     const Tensor y = make({0.0, 0.0, 0.0, 0.0, -0.0, 1.0, 2.0, -0.0, inf, inf, inf, -4.0});
     const std::vector<double> want = {inf, -inf, nan, nan, nan, nan, inf, inf, 0.0, -0.0, nan, -0.0};
     expect(cpu::div(x, y), want);
-    CHECK(reference::div(x, y).size() == want.size());
     // The reference is IEEE too: the same specials.
-    const std::vector<double> ref = reference::div(x, y);
-    for (size_t i = 0; i < want.size(); ++i) {
-      CAPTURE(i);
-      if (std::isnan(want[i])) {
-        CHECK(std::isnan(ref[i]));
-      } else {
-        CHECK(ref[i] == want[i]);
-        CHECK(std::signbit(ref[i]) == std::signbit(want[i]));
-      }
-    }
+    check_exactly(reference::div(x, y), want);
     expect(cpu::div_scalar(x, 0.0), {inf, -inf, nan, nan, nan, nan, inf, -inf, inf, -inf, inf, nan});
     expect(cpu::div_scalar(x, -0.0), {-inf, inf, nan, nan, nan, nan, -inf, inf, -inf, inf, -inf, nan});
     expect(cpu::div_scalar(x, -2.0), {-0.5, 0.5, -0.0, 0.0, -0.0, nan, -inf, inf, -1.0, 1.0, -inf, -0.0});

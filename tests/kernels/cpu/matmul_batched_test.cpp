@@ -21,18 +21,12 @@
 #include "layers/ops/operators.h"
 #include "lib/error.h"
 #include "lib/op_shapes.h"
+#include "tests/kernels/fresh_seed.h"
 
 using namespace strata;
+using strata::testing::run_seed;
 
 namespace {
-
-uint64_t run_seed() {
-  static const uint64_t kSeed = []() -> uint64_t {
-    if (const char* s = std::getenv("STRATA_TEST_SEED")) return std::strtoull(s, nullptr, 10);
-    return static_cast<uint64_t>(std::random_device{}()) << 32 | std::random_device{}();
-  }();
-  return kSeed;
-}
 
 Tensor rnd(const Shape& s, DType dtype, uint64_t stream) {
   return frontend::random_tensor(s, dtype, kCPU, run_seed() + stream * 7919);
