@@ -16,8 +16,7 @@ namespace rt = runtime::cuda;
 namespace cuda_module {
 
 int run_devices() {
-  const frontend::HostMemory host = frontend::host_memory();
-  std::cout << "cpu: " << host.bytes / (1024 * 1024) << " MiB available (" << host.source << ")\n";
+  std::cout << "cpu: " << frontend::host_memory().str() << "\n";
   const rt::Probe p = rt::probe();
   if (!p.usable) {
     std::cout << "cuda: none: " << p.reason << "\n";

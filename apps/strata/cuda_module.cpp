@@ -156,8 +156,7 @@ int run_devices() {
   std::string why;
   const StrataCudaBackend* backend = cuda_backend(why);
   if (backend != nullptr) return backend->run_devices();
-  const frontend::HostMemory host = frontend::host_memory();
-  std::cout << "cpu: " << host.bytes / (1024 * 1024) << " MiB available (" << host.source << ")\n"
+  std::cout << "cpu: " << frontend::host_memory().str() << "\n"
             << "cuda: none: " << why << "\n";
   return 0;
 }

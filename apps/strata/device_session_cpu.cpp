@@ -28,8 +28,7 @@ std::unique_ptr<DeviceSession> open_device_session(Device device, const SessionO
 }
 
 int run_devices() {
-  const frontend::HostMemory host = frontend::host_memory();
-  std::cout << "cpu: " << host.bytes / (1024 * 1024) << " MiB available (" << host.source << ")\n"
+  std::cout << "cpu: " << frontend::host_memory().str() << "\n"
             << "cuda: none: this strata was built without CUDA support (STRATA_CUDA=OFF or no toolkit)\n";
   return 0;
 }

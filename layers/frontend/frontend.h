@@ -90,6 +90,7 @@ void check_fits(size_t bytes, size_t available, const Device& device, const std:
 struct HostMemory {
   size_t bytes = 0;
   std::string source;
+  std::string str() const;  // "23107 MiB available (MemAvailable in /proc/meminfo)", as `strata devices` says it
 };
 HostMemory host_memory();
 size_t available_host_bytes();  // host_memory().bytes

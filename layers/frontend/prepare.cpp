@@ -181,6 +181,10 @@ HostMemory host_memory() {
 
 size_t available_host_bytes() { return host_memory().bytes; }
 
+std::string HostMemory::str() const {
+  return std::to_string(bytes / (1024 * 1024)) + " MiB available (" + source + ")";
+}
+
 void check_fits(size_t bytes, size_t available, const Device& device, const std::string& what) {
   if (bytes > available) {
     throw UsageError(what + " needs " + format_bytes(double(bytes)) + " on " + device.str() + " but only " +

@@ -88,21 +88,25 @@ Shape checked_shape(const std::vector<int64_t>& sizes) {
 void check_size(const Shape& shape, DType dtype, Device device) {
   unsigned __int128 bytes = element_size(dtype);
   for (int i = 0; i < shape.ndim; ++i) bytes = std::min<unsigned __int128>(bytes * uint64_t(shape[i]), INT64_MAX);
-  const size_t available = device.is_cpu() ? frontend::available_host_bytes() :
-#if STRATA_PYTHON_EMBEDDED
-                                           embedded_available_bytes(device);
-#elif STRATA_WITH_CUDA
-                                           module_available_bytes(device);
-#else
-                                           0;
-#endif
-  try {
-    frontend::check_fits(size_t(bytes), available, device, "a tensor of size [" + shape.str() + "]");
-  } catch (const UsageError& e) {
-    // Where the host figure came from: a refusal on the CPU is rare enough to say what was read.
-    if (!device.is_cpu()) throw;
-    throw UsageError(std::string(e.what()) + " (" + frontend::host_memory().source + ")");
+  if (device.is_cpu()) {
+    const frontend::HostMemory host = frontend::host_memory();
+    try {
+      frontend::check_fits(size_t(bytes), host.bytes, device, "a tensor of size [" + shape.str() + "]");
+    } catch (const UsageError& e) {
+      // Where the host figure came from: a refusal on the CPU is rare enough to say what was read.
+      throw UsageError(std::string(e.what()) + " (" + host.source + ")");
+    }
+    return;
   }
+  const size_t available =
+#if STRATA_PYTHON_EMBEDDED
+      embedded_available_bytes(device);
+#elif STRATA_WITH_CUDA
+      module_available_bytes(device);
+#else
+      0;
+#endif
+  frontend::check_fits(size_t(bytes), available, device, "a tensor of size [" + shape.str() + "]");
 }
 
 // The process's generator: manual_seed() resets it; a call with its own seed leaves it alone.
