@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -14,15 +15,6 @@
 using namespace strata::test;
 
 namespace {
-
-// The table row that starts with `layer` (the first word of a line), or "".
-std::string table_line(const std::string& out, const std::string& layer) {
-  std::istringstream in(out);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(layer + " ", 0) == 0) return line;
-  return "";
-}
 
 // docs/design.md: every Chrome trace the tests write must satisfy the invariants.
 void check_trace_file(const std::string& path) {
@@ -37,80 +29,107 @@ void check_trace_file(const std::string& path) {
 }  // namespace
 
 TEST_CASE("trace matmul 64: the table has the binding, dispatch, library and wall rows") {
-  const RunResult r = run_strata(cpu({"trace", "matmul", "64"}));
-  check_no_crash(r);
-  INFO(r.out << r.err);
-  REQUIRE(r.exit_code == 0);
-  CHECK(r.err.empty());
-  CHECK(r.out.rfind("matmul  [64x64] @ [64x64]  f32  cpu", 0) == 0);
-  CHECK(contains(r.out, "keys: CPU"));
-  CHECK(contains(table_line(r.out, "binding"), "schema matmul(Tensor self, Tensor other)"));
-  CHECK(contains(table_line(r.out, "dispatch"), "CPU kernel"));
-  CHECK(contains(table_line(r.out, "library"), "cblas_sgemm 64x64x64"));
-  CHECK(contains(table_line(r.out, "wall"), "GFLOP/s"));
-  // The GPU rows say why they are empty on the CPU instead of showing zeros.
-  CHECK(contains(table_line(r.out, "launch"), "n/a on the CPU"));
-  CHECK(contains(table_line(r.out, "gpu"), "n/a on the CPU"));
-  CHECK(contains(r.out, "timed calls: 3 after 0 warm-up"));
+  const Reported r = run_reported(cpu({"trace", "matmul", "64"}));
+  check_no_crash(r.run);
+  INFO(r.run.out << r.run.err);
+  REQUIRE(r.run.exit_code == 0);
+  CHECK(r.run.err.empty());
+  const auto& doc = r.doc;
+  CHECK(doc["op"] == "matmul");
+  CHECK(doc["description"] == "[64x64] @ [64x64]");
+  CHECK(doc["dtype"] == "f32");
+  CHECK(doc["device"].get<std::string>().rfind("cpu", 0) == 0);
+  CHECK(doc["dispatch_keys"] == "CPU");
+  // The header names what the report names.
+  CHECK(r.run.out.rfind("matmul  [64x64] @ [64x64]  f32  " + doc["device"].get<std::string>() + "   keys: CPU\n", 0) == 0);
+  check_trace_table(r.run.out, doc);
+  CHECK(report_row(doc, "binding")["what"] == "schema " + doc["schema"].get<std::string>().substr(0, doc["schema"].get<std::string>().find(" ->")));
+  CHECK(report_row(doc, "dispatch", "CPU")["applicable"] == true);
+  CHECK(report_row(doc, "library")["names"] == nlohmann::json::array({"cblas_sgemm"}));
+  CHECK(contains(report_row(doc, "library")["what"].get<std::string>(), "64x64x64"));
+  // 2 * 64^3 FLOPs per call, and the wall line prints the achieved rate.
+  CHECK(doc["flops_per_call"] == 2.0 * 64 * 64 * 64);
+  CHECK(doc["achieved_flops_per_s"].get<double>() > 0);
+  CHECK(contains(table_line(r.run.out, "wall"), strata::reports::format_rate(doc["achieved_flops_per_s"].get<double>())));
+  // The GPU rows do not apply on the CPU: no figure (check_trace_table: a reason in its place), not zeros.
+  for (const char* layer : {"launch", "queue", "gpu"}) {
+    CAPTURE(layer);
+    REQUIRE(!report_row(doc, layer).is_null());
+    CHECK(report_row(doc, layer)["applicable"] == false);
+  }
+  CHECK(doc["repeat"] == 3);
+  CHECK(doc["warmup"] == 0);
+  CHECK(doc["steady"]["calls"] == 3);
 }
 
 TEST_CASE("--requires-grad adds the Autograd row before the CPU row") {
-  const RunResult r = run_strata(cpu({"trace", "linear", "4x16x8", "--requires-grad"}));
-  check_no_crash(r);
-  INFO(r.out << r.err);
-  REQUIRE(r.exit_code == 0);
-  CHECK(contains(r.out, "keys: Autograd > CPU"));
-  const size_t autograd = r.out.find("record AddmmBackward");
-  const size_t cpu = r.out.find("CPU kernel: key set + table lookup");
-  CHECK(autograd != std::string::npos);
-  CHECK(cpu != std::string::npos);
-  CHECK(autograd < cpu);
+  const Reported r = run_reported(cpu({"trace", "linear", "4x16x8", "--requires-grad"}));
+  check_no_crash(r.run);
+  INFO(r.run.out << r.run.err);
+  REQUIRE(r.run.exit_code == 0);
+  CHECK(r.doc["dispatch_keys"] == "Autograd > CPU");
+  check_trace_table(r.run.out, r.doc);
+  std::vector<std::string> dispatch_keys;
+  for (const auto& row : r.doc["steady"]["rows"])
+    if (row["layer"] == "dispatch") dispatch_keys.push_back(row["key"]);
+  CHECK(dispatch_keys == std::vector<std::string>{"Autograd", "CPU"});
+  // What the Autograd kernel did: it recorded linear's backward node.
+  CHECK(contains(report_row(r.doc, "dispatch", "Autograd")["what"].get<std::string>(), "AddmmBackward"));
 }
 
 TEST_CASE("--autocast bf16 --requires-grad: keys Autocast > Autograd > CPU, the casts' own rows, checked at bf16") {
   for (const char* to : {"bf16", "f16"}) {
     CAPTURE(to);
-    const RunResult r = run_strata(cpu({"trace", "matmul", "32x48x16", "--autocast", to, "--requires-grad", "--check"}));
-    check_no_crash(r);
-    INFO(r.out << r.err);
-    REQUIRE(r.exit_code == 0);
-    CHECK(r.out.rfind(std::string("matmul  [32x48] @ [48x16]  autocast f32->") + to + "  cpu", 0) == 0);
-    CHECK(contains(r.out, "keys: Autocast > Autograd > CPU\n"));
+    const Reported r =
+        run_reported(cpu({"trace", "matmul", "32x48x16", "--autocast", to, "--requires-grad", "--check"}));
+    check_no_crash(r.run);
+    INFO(r.run.out << r.run.err);
+    REQUIRE(r.run.exit_code == 0);
+    const auto& doc = r.doc;
+    CHECK(doc["dtype"] == std::string("autocast f32->") + to);
+    CHECK(doc["description"] == "[32x48] @ [48x16]");
+    CHECK(doc["dispatch_keys"] == "Autocast > Autograd > CPU");
+    check_trace_table(r.run.out, doc);
     // In the order the keys ran: Autocast, the casts (their Autograd, their CPU kernel), then the op's own.
-    const size_t autocast = r.out.find(std::string("Autocast: cast self, other to ") + to + ", redispatch");
-    const size_t cast_grad = r.out.find("to_copy Autograd: record ToCopyBackward");
-    const size_t cast_cpu = r.out.find("to_copy CPU: key set + lookup");
-    const size_t grad = r.out.find("record MmBackward (saves 2 tensors)");
-    const size_t kernel = r.out.find("CPU kernel: key set + table lookup");
-    CHECK(autocast < cast_grad);
-    CHECK(cast_grad < cast_cpu);
-    CHECK(cast_cpu < grad);
-    CHECK(grad < kernel);
-    CHECK(kernel != std::string::npos);
-    CHECK(contains(table_line(r.out, "library"), std::string("to_copy f32->") + to + " (cpu loop)"));
-    CHECK(contains(r.out, std::string("tolerance ") + (std::string(to) == "bf16" ? "0.03" : "0.005")));
-    CHECK(contains(r.out, ": PASS"));
+    std::vector<std::string> dispatch;
+    for (const auto& row : doc["steady"]["rows"])
+      if (row["layer"] == "dispatch") dispatch.push_back(row["key"].get<std::string>());
+    CHECK(dispatch == std::vector<std::string>{"Autocast", "to_copy:Autograd", "to_copy:CPU", "Autograd", "CPU"});
+    CHECK(contains(report_row(doc, "dispatch", "Autograd")["what"].get<std::string>(), "MmBackward"));
+    const auto library = report_row(doc, "library")["names"].get<std::vector<std::string>>();
+    CHECK(std::count(library.begin(), library.end(), std::string("to_copy f32->") + to + " (cpu loop)") == 1);
+    CHECK(doc["check"]["tolerance"] == (std::string(to) == "bf16" ? 0.03 : 0.005));
+    CHECK(doc["check"]["passed"] == true);
   }
-  // An op without an autocast policy: the key falls through, and the report says so.
-  const RunResult r = run_strata(cpu({"trace", "relu", "1000", "--autocast", "bf16", "--check"}));
-  check_no_crash(r);
-  INFO(r.out << r.err);
-  REQUIRE(r.exit_code == 0);
-  CHECK(contains(r.out, "relu  [1000]  f32  cpu"));
-  CHECK(contains(r.out, "keys: Autocast (fallthrough) > CPU\n"));
-  CHECK(contains(r.out, "relu has no autocast policy, so the Autocast key falls through"));
-  CHECK(contains(r.out, "tolerance 1e-05"));
+  // An op without an autocast policy: the key falls through, computes in f32, and the report says why.
+  const Reported r = run_reported(cpu({"trace", "relu", "1000", "--autocast", "bf16", "--check"}));
+  check_no_crash(r.run);
+  INFO(r.run.out << r.run.err);
+  REQUIRE(r.run.exit_code == 0);
+  CHECK(r.doc["dtype"] == "f32");
+  CHECK(r.doc["dispatch_keys"] == "Autocast (fallthrough) > CPU");
+  // The note is the explanation a user reads: its wording is the point. The table prints it.
+  std::string fallthrough;
+  for (const auto& note : r.doc["notes"])
+    if (contains(note.get<std::string>(), "relu has no autocast policy, so the Autocast key falls through"))
+      fallthrough = note.get<std::string>();
+  CHECK_FALSE(fallthrough.empty());
+  CHECK(contains(r.run.out, "note: " + fallthrough + "\n"));
+  CHECK(r.doc["check"]["tolerance"] == 1e-5);
+  CHECK(r.doc["check"]["passed"] == true);
 }
 
 TEST_CASE("--dtype bf16 and f16 on the CPU: widened to f32, labelled so, checked at their tolerance") {
   for (const char* dtype : {"bf16", "f16"}) {
     CAPTURE(dtype);
-    const RunResult r = run_strata(cpu({"trace", "matmul", "40", "--dtype", dtype, "--check"}));
-    check_no_crash(r);
-    INFO(r.out << r.err);
-    REQUIRE(r.exit_code == 0);
-    CHECK(contains(table_line(r.out, "library"), std::string("cblas_sgemm (") + dtype + " widened to f32)"));
-    CHECK(contains(r.out, ": PASS"));
+    const Reported r = run_reported(cpu({"trace", "matmul", "40", "--dtype", dtype, "--check"}));
+    check_no_crash(r.run);
+    INFO(r.run.out << r.run.err);
+    REQUIRE(r.run.exit_code == 0);
+    check_trace_table(r.run.out, r.doc);
+    const auto library = report_row(r.doc, "library")["names"].get<std::vector<std::string>>();
+    CHECK(std::count(library.begin(), library.end(), std::string("cblas_sgemm (") + dtype + " widened to f32)") == 1);
+    CHECK(r.doc["check"]["passed"] == true);
   }
 }
 
@@ -220,14 +239,15 @@ TEST_CASE("every op passes --check against the float64 reference, in every dtype
       args.push_back("--check");
       args.push_back("--dtype");
       args.push_back(dtype);
-      const RunResult r = run_strata(cpu(args));
+      const Reported r = run_reported(cpu(args));
       CAPTURE(op[0]);
       CAPTURE(dtype);
-      check_no_crash(r);
-      INFO(r.out << r.err);
-      CHECK(r.exit_code == 0);
-      CHECK(contains(r.out, "check: relative error"));
-      CHECK(contains(r.out, ": PASS"));
+      check_no_crash(r.run);
+      INFO(r.run.out << r.run.err);
+      REQUIRE(r.run.exit_code == 0);  // a failed check exits 3
+      REQUIRE(r.doc.contains("check"));
+      CHECK(r.doc["check"]["passed"] == true);
+      CHECK(r.doc["check"]["relative_error"].get<double>() <= r.doc["check"]["tolerance"].get<double>());
     }
   }
 }
