@@ -23,6 +23,31 @@ void check_trace_file(const std::string& path) {
   CHECK(errors.empty());
 }
 
+// The backward table printed what the report's "backward" holds: the walk, a block per node in the
+// report's order (its first line names it), the total's median, and the gradients' verdict.
+void check_backward_table(const std::string& out, const nlohmann::json& backward) {
+  INFO("stdout:\n" << out);
+  CHECK(contains(out, "the walk: " + backward["walk"].get<std::string>() + "\n"));
+  const std::vector<std::string> lines = lines_between(out, "node  ", "backward total");
+  REQUIRE(!lines.empty());
+  size_t at = 0;
+  for (const auto& node : backward["nodes"]) {
+    const std::string name = node["node"].get<std::string>().substr(0, 21);
+    while (at < lines.size() && lines[at].rfind(name + " ", 0) != 0) ++at;
+    CHECK_MESSAGE(at < lines.size(), "no block for " << name);
+  }
+  CHECK(contains(lines.back(), strata::reports::format_ns(backward["wall"]["median"].get<double>())));
+}
+
+// Every gradient check of the report ran and passed (strata exits 3 when one fails).
+void check_gradients_passed(const nlohmann::json& doc, size_t arguments) {
+  REQUIRE(doc["backward"]["gradient_checks"].size() == arguments);
+  for (const auto& c : doc["backward"]["gradient_checks"]) {
+    CHECK(c["passed"] == true);
+    CHECK(c["relative_error"].get<double>() <= c["tolerance"].get<double>());
+  }
+}
+
 }  // namespace
 
 TEST_CASE("every differentiable op: --backward --check passes in f32 and f64, with the walk in the table") {
@@ -43,17 +68,24 @@ TEST_CASE("every differentiable op: --backward --check passes in f32 and f64, wi
       args.insert(args.end(), op.begin(), op.end());
       for (const char* a : {"--requires-grad", "--backward", "--check", "--dtype"}) args.push_back(a);
       args.push_back(dtype);
-      const RunResult r = run_strata(cpu(args));
+      const Reported r = run_reported(cpu(args));
       CAPTURE(op[0]);
       CAPTURE(dtype);
-      check_no_crash(r);
-      INFO(r.out << r.err);
-      CHECK(r.exit_code == 0);
-      CHECK(contains(r.out, "the walk: " + walk + "\n"));
-      CHECK(contains(r.out, "check gradients: relative error vs float64 reference:"));
-      CHECK(count_of(r.out, ": PASS") == 2);  // the forward's check and the gradients'
-      CHECK(contains(r.out, "engine: walk, buffers, accumulate, free"));
-      CHECK(contains(r.out, "backward total"));
+      check_no_crash(r.run);
+      INFO(r.run.out << r.run.err);
+      REQUIRE(r.run.exit_code == 0);
+      const auto& backward = r.doc["backward"];
+      CHECK(backward["walk"] == walk);
+      // One node per step of the walk, each with the engine's dispatch row.
+      CHECK(backward["nodes"].size() == size_t(count_of(walk, " > ") + 1));
+      for (const auto& node : backward["nodes"]) {
+        bool engine = false;
+        for (const auto& row : node["steady"]["rows"]) engine = engine || row.value("key", "") == "engine";
+        CHECK_MESSAGE(engine, node["node"]);
+      }
+      CHECK(r.doc["check"]["passed"] == true);
+      check_gradients_passed(r.doc, size_t(count_of(walk, "AccumulateGrad")));
+      check_backward_table(r.run.out, backward);
     }
   }
 }
@@ -63,25 +95,28 @@ TEST_CASE("--backward under --autocast and in bf16: the casts' ToCopyBackward in
   // gradient ops run in the low-precision dtype (widened on the CPU) and are checked at its tolerance.
   for (const char* half : {"bf16", "f16"}) {
     CAPTURE(half);
-    const RunResult r = run_strata(cpu({"trace", "linear", "5x16x7", "--autocast", half, "--requires-grad", "--backward",
-                                        "--check"}));
-    check_no_crash(r);
-    INFO(r.out << r.err);
-    CHECK(r.exit_code == 0);
-    CHECK(contains(r.out, "keys: Autocast > Autograd > CPU"));
-    CHECK(contains(r.out, "the walk: SumBackward > AddmmBackward > ToCopyBackward > AccumulateGrad > ToCopyBackward > "
-                          "AccumulateGrad > ToCopyBackward > AccumulateGrad\n"));
-    CHECK(contains(r.out, std::string("(tolerance ") + (half == std::string("bf16") ? "0.03" : "0.005") +
-                              " for autocast f32->" + half + "): PASS"));
-    CHECK(count_of(r.out, ": PASS") == 2);
+    const Reported r = run_reported(cpu({"trace", "linear", "5x16x7", "--autocast", half, "--requires-grad",
+                                         "--backward", "--check"}));
+    check_no_crash(r.run);
+    INFO(r.run.out << r.run.err);
+    REQUIRE(r.run.exit_code == 0);
+    CHECK(r.doc["dispatch_keys"] == "Autocast > Autograd > CPU");
+    CHECK(r.doc["backward"]["walk"] == "SumBackward > AddmmBackward > ToCopyBackward > AccumulateGrad > ToCopyBackward > "
+                                       "AccumulateGrad > ToCopyBackward > AccumulateGrad");
+    check_backward_table(r.run.out, r.doc["backward"]);
+    CHECK(r.doc["check"]["passed"] == true);
+    check_gradients_passed(r.doc, 3);
+    for (const auto& c : r.doc["backward"]["gradient_checks"])
+      CHECK(c["tolerance"] == (half == std::string("bf16") ? 0.03 : 0.005));
   }
   // Half tensors from the start: every gradient op widens on the CPU.
-  const RunResult r = run_strata(cpu({"trace", "conv", "2x3x9x7", "--out-channels", "4", "--kernel", "3", "--pad", "1",
-                                      "--dtype", "bf16", "--requires-grad", "--backward", "--check"}));
-  check_no_crash(r);
-  INFO(r.out << r.err);
-  CHECK(r.exit_code == 0);
-  CHECK(count_of(r.out, ": PASS") == 2);
+  const Reported r = run_reported(cpu({"trace", "conv", "2x3x9x7", "--out-channels", "4", "--kernel", "3", "--pad",
+                                       "1", "--dtype", "bf16", "--requires-grad", "--backward", "--check"}));
+  check_no_crash(r.run);
+  INFO(r.run.out << r.run.err);
+  REQUIRE(r.run.exit_code == 0);
+  CHECK(r.doc["check"]["passed"] == true);
+  check_gradients_passed(r.doc, 3);
 }
 
 TEST_CASE("--backward without --requires-grad, or on a gradient op, is refused with the reason") {

@@ -20,6 +20,28 @@
 
 using namespace strata;
 
+namespace {
+
+// The op log printed under `header` has a line per step of the report's log, numbered, naming its op.
+void check_op_log(const std::string& out, const std::string& header, const nlohmann::json& log) {
+  INFO("stdout:\n" << out);
+  const std::string last = std::to_string(log.size());
+  const auto lines = test::lines_between(out, header, std::string(4 - last.size(), ' ') + last + "  ");
+  REQUIRE(lines.size() == log.size());
+  for (size_t k = 0; k < log.size(); ++k) {
+    const std::string index = std::to_string(k + 1);
+    CHECK(lines[k].rfind(std::string(4 - index.size(), ' ') + index + "  " + log[k]["op"].get<std::string>() + " ", 0) == 0);
+  }
+}
+
+// The profile line of a sequence's table says the report's verdict and its reason.
+void check_profile_line(const std::string& out, const std::string& label, const nlohmann::json& seq) {
+  CHECK(test::contains(out, "\n" + label + " profile: " + seq["verdict"].get<std::string>() + ": " +
+                                seq["verdict_reason"].get<std::string>() + "\n"));
+}
+
+}  // namespace
+
 TEST_CASE("the harness runs a sequence as one call per step, each with its own op id, forward by forward") {
   const auto spec = frontend::parse_sequence_spec("mlp", "4x8x6x5x3");
   frontend::Sequence seq = frontend::prepare_sequence(spec, DType::kF32, kCPU, 3, true, SIZE_MAX);
@@ -78,12 +100,11 @@ TEST_CASE("strata trace mlp: op log, per-op rows, check, JSON with every step, a
                                        "--chrome-trace", trace}));
   test::check_no_crash(r);
   REQUIRE(r.exit_code == 0);
-  CHECK(test::contains(r.out, "op log (one forward, 3 ops"));
-  CHECK(test::contains(r.out, "Autograd > CPU"));
-  CHECK(test::contains(r.out, "per op (median)"));
-  CHECK(test::contains(r.out, "profile: "));
-  CHECK(test::contains(r.out, "PASS"));
   auto doc = nlohmann::json::parse(test::read_file(json));
+  // The table: the report's rows, then the op log, a line per step, and the forward's verdict.
+  test::check_trace_table(r.out, doc);
+  check_op_log(r.out, "op log (one forward", doc["sequence"]["op_log"]);
+  check_profile_line(r.out, "forward", doc["sequence"]);
   CHECK(doc["op"] == "mlp");
   CHECK(doc["check"]["passed"] == true);
   const auto& seq = doc["sequence"];
@@ -118,10 +139,11 @@ TEST_CASE("strata compare mlp: whole forwards eager and plan-replayed, both chec
                              "--check", "--json", json, "--chrome-trace", trace});
   test::check_no_crash(r);
   REQUIRE(r.exit_code == 0);
-  CHECK(test::contains(r.out, "eager vs plan replay"));
-  CHECK(test::contains(r.out, "a round is 1 whole forward of 5 ops"));
   auto doc = nlohmann::json::parse(test::read_file(json));
   CHECK(doc["ops_per_replay"] == 5);
+  CHECK(doc["replay"]["label"] == "plan replay");
+  CHECK(doc["eager"]["rounds"] == 4);
+  CHECK(test::contains(test::table_line(r.out, "wall"), reports::format_ns(doc["eager"]["wall"].get<double>())));
   CHECK(doc["check"]["passed"] == true);
   CHECK(doc["figures"]["check.replay_relative_error"]["value"].get<double>() <= doc["check"]["tolerance"].get<double>());
   CHECK(reports::check_chrome_trace(test::read_file(trace)).empty());
@@ -200,10 +222,9 @@ TEST_CASE("strata trace mlp --backward: backward op log, per-node rows, every pa
                                        "--json", json, "--chrome-trace", trace}));
   test::check_no_crash(r);
   REQUIRE(r.exit_code == 0);
-  CHECK(test::contains(r.out, "op log (one backward"));
-  CHECK(test::contains(r.out, "backward profile: "));
-  CHECK(test::contains(r.out, "linear 1 weight"));
   auto doc = nlohmann::json::parse(test::read_file(json));
+  check_op_log(r.out, "op log (one backward", doc["backward_sequence"]["op_log"]);
+  check_profile_line(r.out, "backward", doc["backward_sequence"]);
   CHECK(doc["check"]["passed"] == true);
   const auto& b = doc["backward_sequence"];
   REQUIRE(b["op_log"].size() >= 4);
@@ -218,6 +239,8 @@ TEST_CASE("strata trace mlp --backward: backward op log, per-node rows, every pa
   const auto& checks = doc["backward"]["gradient_checks"];
   REQUIRE(checks.size() == 4);
   for (const auto& c : checks) CHECK(c["passed"] == true);
+  const char* const parameters[] = {"linear 1 weight", "linear 1 bias", "linear 2 weight", "linear 2 bias"};
+  for (size_t k = 0; k < 4; ++k) CHECK(checks[k]["argument"] == parameters[k]);
   const std::string text = test::read_file(trace);
   CHECK(reports::check_chrome_trace(text).empty());
   // Every backward node's gradient ops are in it (the nodes' own zones are the engine's, named "engine").
@@ -233,20 +256,18 @@ TEST_CASE("strata trace mlp --backward: backward op log, per-node rows, every pa
 }
 
 TEST_CASE("strata trace mlp --autocast bf16: the linears compute in bf16, the leaves' gradients come back through casts") {
-  const test::RunResult r = test::run_strata(test::cpu({"trace", "mlp", "4x16x8x3", "--autocast", "bf16", "--requires-grad", "--backward",
-                                      "--check"}));
-  test::check_no_crash(r);
-  INFO(r.out << r.err);
-  CHECK(r.exit_code == 0);
-  CHECK(test::contains(r.out, "autocast f32->bf16"));
+  const test::Reported r = test::run_reported(
+      test::cpu({"trace", "mlp", "4x16x8x3", "--autocast", "bf16", "--requires-grad", "--backward", "--check"}));
+  test::check_no_crash(r.run);
+  INFO(r.run.out << r.run.err);
+  REQUIRE(r.run.exit_code == 0);
+  CHECK(r.doc["dtype"] == "autocast f32->bf16");
   // Each parameter is cast on its way in, so its gradient returns through ToCopyBackward before AccumulateGrad.
-  CHECK(test::count_of(r.out, "ToCopyBackward > AccumulateGrad") == 4);
+  CHECK(test::count_of(r.doc["backward"]["walk"].get<std::string>(), "ToCopyBackward > AccumulateGrad") == 4);
   // Computed in bf16: the forward's error is bf16-sized, not f32-sized, and within the bf16 tolerance.
-  const size_t at = r.out.find("check: relative error ");
-  REQUIRE(at != std::string::npos);
-  const double error = std::stod(r.out.substr(at + 22));
-  CHECK(error > 1e-4);
-  CHECK(test::contains(r.out, "for autocast f32->bf16): PASS"));
+  CHECK(r.doc["check"]["relative_error"].get<double>() > 1e-4);
+  CHECK(r.doc["check"]["passed"] == true);
+  for (const auto& c : r.doc["backward"]["gradient_checks"]) CHECK(c["passed"] == true);
 }
 
 TEST_CASE("mlp is a sequence from C++: --frontend python and --peer torch are refused with the reason") {
