@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "reports/table.h"
+#include "reports/report.h"  // format_ns and friends: the tables print the JSON's figures through them
 #include "tests/support/subprocess.h"
 
 namespace strata::test {

@@ -22,6 +22,39 @@ std::vector<std::string> sweep(std::vector<std::string> args) {
   return cpu(std::move(args));
 }
 
+// The sweep's table printed what its JSON holds: the header, the ceiling and how it was measured, a
+// line per point (its size, wall median, host share and, with --compare, speed-up), each crossover in
+// the JSON's words and each note.
+void check_sweep_table(const std::string& out, const nlohmann::json& j) {
+  INFO("stdout:\n" << out);
+  const auto& points = j["points"];
+  CHECK(out.rfind("sweep " + j["op"].get<std::string>() + " " + j["pattern"].get<std::string>() + "  (" +
+                      std::to_string(points.size()) + " sizes, " + j["swept"].get<std::string>() + " swept)  " +
+                      j["dtype"].get<std::string>() + "  " + j["device"].get<std::string>() +
+                      "   keys: " + j["keys"].get<std::string>() + "\n", 0) == 0);
+  if (j.contains("ceiling"))
+    CHECK(contains(out, "\nceiling: " + (j["ceiling"]["unit"] == "FLOP/s"
+                                              ? strata::reports::format_rate(j["ceiling"]["rate"].get<double>())
+                                              : strata::reports::format_bandwidth(j["ceiling"]["rate"].get<double>())) +
+                            ", measured: " + j["ceiling"]["how"].get<std::string>() + "\n"));
+  const std::vector<std::string> lines = lines_between(out, "size  ", "host = ");
+  REQUIRE(lines.size() == points.size() + 1);
+  for (size_t k = 0; k < points.size(); ++k) {
+    const auto& p = points[k];
+    CAPTURE(lines[k]);
+    CHECK(lines[k].rfind(std::to_string(p["size"].get<int64_t>()) + " ", 0) == 0);
+    CHECK(contains(lines[k], strata::reports::format_ns(p["wall_ns"]["median"].get<double>())));
+    CHECK(contains(lines[k], strata::reports::format_percent(p["host_share"].get<double>())));
+    if (p.contains("compare")) {
+      char speedup[32];
+      std::snprintf(speedup, sizeof speedup, "%.2fx", p["compare"]["speedup"].get<double>());
+      CHECK(contains(lines[k], speedup));
+    }
+  }
+  for (const auto& words : j["crossover_words"]) CHECK(contains(out, "\ncrossover: " + words.get<std::string>() + "\n"));
+  for (const auto& note : j["notes"]) CHECK(contains(out, "\nnote: " + note.get<std::string>() + "\n"));
+}
+
 }  // namespace
 
 TEST_CASE("sweep: a table per size, crossovers in words, --json --csv --plot written whole") {
@@ -31,15 +64,17 @@ TEST_CASE("sweep: a table per size, crossovers in words, --json --csv --plot wri
   check_no_crash(r);
   INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
   REQUIRE(r.exit_code == 0);
-  CHECK(contains(r.out, "sweep matmul 16,32,64  (3 sizes"));
-  CHECK(contains(r.out, "host%"));
-  CHECK(count_of(r.out, "crossover: host overhead") == 2);
-  // The 5% crossover in words: where it falls depends on this machine's speed (under ASan, or a loaded
-  // core, the host share at 64 can stay above 5%), so either wording; which one is the sweep's to measure.
-  CHECK((contains(r.out, "under 5.0% of the wall") || contains(r.out, "still 5.0% of the wall or more")));
   CHECK(dir.entries() == std::vector<std::string>{"s.csv", "s.json", "s.svg"});  // no temporaries left
   const auto j = nlohmann::json::parse(read_file(dir.file("s.json")));
   REQUIRE(j["points"].size() == 3);
+  CHECK(j["op"] == "matmul");
+  CHECK(j["pattern"] == "16,32,64");
+  check_sweep_table(r.out, j);
+  // The two host-share crossovers, each in words. Where the 5% one falls depends on this machine's speed
+  // (under ASan, or a loaded core, the host share at 64 can stay above 5%); which it is, is the sweep's to
+  // measure.
+  CHECK(j["crossover_words"].size() == 2);
+  CHECK(j["crossovers"].contains("host_under_50_percent"));
   CHECK(j["points"][2]["spec"] == "64");
   CHECK(j["points"][2]["calls"] == 3);
   CHECK(j["points"][0]["wall_ns"]["median"].get<double>() > 0);
@@ -61,11 +96,11 @@ TEST_CASE("sweep: the achieved rate against the measured ceiling, in the table, 
   check_no_crash(r);
   INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
   REQUIRE(r.exit_code == 0);
-  CHECK(contains(r.out, "ceiling: "));
-  CHECK(contains(r.out, ", measured: best of "));
-  CHECK(contains(r.out, "cblas_sgemm 1024x1024x1024"));
-  CHECK(contains(r.out, "% of ceiling"));
   const auto j = nlohmann::json::parse(read_file(dir.file("s.json")));
+  check_sweep_table(r.out, j);
+  // What the ceiling is: the best of several large GEMMs through the same kernel.
+  CHECK(j["ceiling"]["how"].get<std::string>().rfind("best of ", 0) == 0);
+  CHECK(contains(j["ceiling"]["how"].get<std::string>(), "cblas_sgemm 1024x1024x1024"));
   CHECK(j["figures"]["ceiling.rate"]["unit"] == "FLOP/s");
   CHECK(j["figures"]["ceiling.rate"]["value"].get<double>() > 1e8);
   CHECK(j["figures"]["ceiling.measured"]["value"] == 1);
@@ -89,8 +124,9 @@ TEST_CASE("sweep: a memory-bound op's ceiling is a streaming copy's bytes/s") {
   check_no_crash(r);
   INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
   REQUIRE(r.exit_code == 0);
-  CHECK(contains(r.out, "memcpy"));
   const auto j = nlohmann::json::parse(read_file(dir.file("s.json")));
+  check_sweep_table(r.out, j);
+  CHECK(contains(j["ceiling"]["how"].get<std::string>(), "memcpy"));
   CHECK(j["figures"]["ceiling.rate"]["unit"] == "bytes/s");
   for (const auto& p : j["points"]) CHECK(p["figures"]["ceiling.share"]["value"].get<double>() > 0);
 }
@@ -111,8 +147,11 @@ TEST_CASE("sweep: f16 and bf16 sweep, against the f32 ceiling they compute in on
       check_no_crash(r);
       INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
       REQUIRE(r.exit_code == 0);
-      CHECK(contains(r.out, std::string(dtype) + " computes in f32 on the CPU (widened copies), so this is its ceiling"));
       const auto j = nlohmann::json::parse(read_file(dir.file("s.json")));
+      check_sweep_table(r.out, j);
+      // Why an f32 ceiling for a half dtype: the explanation's wording is the point.
+      CHECK(contains(j["ceiling"]["how"].get<std::string>(),
+                     std::string(dtype) + " computes in f32 on the CPU (widened copies), so this is its ceiling"));
       CHECK(j["figures"]["ceiling.rate"]["unit"] == "FLOP/s");
       CHECK(j["figures"]["ceiling.rate"]["value"].get<double>() > 0);
       REQUIRE(j["points"].size() == 2);
@@ -141,7 +180,12 @@ TEST_CASE("sweep: autocast's fallthrough and auto's device choice, as trace says
   REQUIRE(r.exit_code == 0);
   auto j = nlohmann::json::parse(read_file(dir.file("s.json")));
   CHECK(j["keys"] == "Autocast (fallthrough) > CPU");
-  CHECK(contains(r.out, "relu has no autocast policy, so the Autocast key falls through"));
+  check_sweep_table(r.out, j);  // the notes among the rest
+  // The note that explains the fallthrough, as trace words it.
+  bool fallthrough = false;
+  for (const auto& note : j["notes"])
+    fallthrough = fallthrough || contains(note.get<std::string>(), "relu has no autocast policy, so the Autocast key falls through");
+  CHECK(fallthrough);
   // --device auto: the same device and the same reason as trace gives for it, in the table and the JSON.
   r = run_strata(fast({"sweep", "relu", "1k,2k", "--device", "auto", "--json", dir.file("s.json")}));
   check_no_crash(r);
@@ -156,13 +200,19 @@ TEST_CASE("sweep: autocast's fallthrough and auto's device choice, as trace says
 }
 
 TEST_CASE("sweep: one swept field of a multi-field spec, with --compare") {
-  const RunResult r = run_strata(sweep({"linear", "8x16x[16:32]", "--compare", "--ops-per-graph", "2"}));
-  check_no_crash(r);
-  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
-  REQUIRE(r.exit_code == 0);
-  CHECK(contains(r.out, "n in 8x16xn swept"));
-  CHECK(contains(r.out, "speed-up"));
-  CHECK(contains(r.out, "crossover: plan replay"));
+  const Reported r = run_reported(sweep({"linear", "8x16x[16:32]", "--compare", "--ops-per-graph", "2"}));
+  check_no_crash(r.run);
+  INFO("stdout:\n" << r.run.out << "\nstderr:\n" << r.run.err);
+  REQUIRE(r.run.exit_code == 0);
+  CHECK(r.doc["swept"] == "n in 8x16xn");
+  CHECK(r.doc["ops_per_replay"] == 2);
+  REQUIRE(r.doc["points"].size() == 2);
+  CHECK(r.doc["points"][0]["spec"] == "8x16x16");
+  CHECK(r.doc["points"][1]["spec"] == "8x16x32");
+  for (const auto& p : r.doc["points"]) CHECK(p["compare"]["speedup"].get<double>() > 0);
+  // With --compare, the replay's crossover beside the host-share ones.
+  CHECK(r.doc["crossover_words"].size() == 3);
+  check_sweep_table(r.run.out, r.doc);
 }
 
 TEST_CASE("sweep: bad ranges are refused with exit 2 and nothing on stdout") {
