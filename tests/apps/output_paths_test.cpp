@@ -240,7 +240,7 @@ TEST_CASE("two outputs meeting through a symlink are refused, whether the link d
   struct stat st {};
   REQUIRE(lstat(dir.file("y.json").c_str(), &st) == 0);
   CHECK(S_ISLNK(st.st_mode));
-  CHECK(contains(read_file(dir.file("x.json")), "\"op\""));
+  CHECK(nlohmann::json::parse(read_file(dir.file("x.json")))["op"] == "relu");
   // Live: the same refusal.
   check_refused(run_strata(cpu({"trace", "relu", "16", "--json", "x.json", "--chrome-trace", "y.json"}), in_dir), 2,
                 "--json and --chrome-trace name the same file");

@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "lib/error.h"
@@ -46,9 +47,10 @@ TEST_CASE("the output step prints the table and writes only the files asked for"
   CHECK(json_calls == 1);
   CHECK(out.str() == "the table\nwrote " + o.json_path + "\nwrote " + o.chrome_trace_path + " (hint)\n");
   CHECK(test::read_file(o.json_path) == "{}\n");
-  const std::string trace = test::read_file(o.chrome_trace_path);
-  CHECK(trace.find("strata version") != std::string::npos);
-  CHECK(trace.find("relu 8") != std::string::npos);
+  // The trace's "strata" header holds the command's own metadata beside the version the step adds.
+  const auto header = nlohmann::json::parse(test::read_file(o.chrome_trace_path))["strata"];
+  CHECK(header.contains("strata version"));
+  CHECK(header["op"] == "relu 8");
   CHECK(err.str().empty());
 }
 
