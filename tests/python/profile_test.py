@@ -19,6 +19,24 @@ from strata import _ops
 ROWS_FROM_PYTHON = ["python", "pybind11", "binding", "dispatch", "library"]
 
 
+def format_ns(ns):
+    """A duration as the tables print it (reports::format_ns)."""
+    if abs(ns) < 1e6:
+        return f"{ns / 1e3:.2f} us"
+    if abs(ns) < 1e9:
+        return f"{ns / 1e6:.2f} ms"
+    return f"{ns / 1e9:.3f} s"
+
+
+def blocks_of(text):
+    """The table's blocks, one per operator, by the operator each header names."""
+    blocks = {}
+    for block in text.strip("\n").split("\n\n"):
+        lines = block.split("\n")
+        blocks[lines[0].split("  ")[0]] = lines
+    return blocks
+
+
 def rss_bytes():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -90,14 +108,29 @@ class ProfileTest(unittest.TestCase):
                 strata.add(self.a, self.b)
                 strata.matmul(self.a, self.b)
         text = p.table()
-        # The header names the operator, the first call's arguments and the number of calls.
-        self.assertIn("strata.add  (Tensor[16x16] f32 cpu, Tensor[16x16] f32 cpu)  3 calls from Python", text)
-        self.assertIn("strata.matmul  (Tensor[16x16] f32 cpu, Tensor[16x16] f32 cpu)  3 calls from Python", text)
-        self.assertLess(text.index("strata.add"), text.index("strata.matmul"))  # first-called order
-        for layer in ROWS_FROM_PYTHON:
-            self.assertRegex(text, rf"(?m)^{layer}\s")
-        self.assertIn("python entry -> python return", text)
-        self.assertEqual([o["op"] for o in p.json()["ops"]], ["strata.add", "strata.matmul"])
+        doc = p.json()
+        self.assertEqual([o["op"] for o in doc["ops"]], ["strata.add", "strata.matmul"])  # first-called order
+        blocks = blocks_of(text)
+        self.assertEqual(list(blocks), ["strata.add", "strata.matmul"])
+        for rep in doc["ops"]:
+            lines = blocks[rep["op"]]
+            self.assertEqual(rep["repeat"], 3)
+            # The header: the operator and its description (the first call's arguments, the call count).
+            self.assertTrue(lines[0].startswith(rep["op"] + "  " + rep["description"]), lines[0])
+            self.assertTrue(rep["description"].startswith("(Tensor[16x16] f32 cpu, Tensor[16x16] f32 cpu)"))
+            # A line per row of the report, in its order, with the row's median; then the wall's.
+            rows = rep["steady"]["rows"]
+            table_rows = lines[2:2 + len(rows)]
+            self.assertEqual([line.split()[0] for line in table_rows], [r["layer"] for r in rows])
+            self.assertEqual([r["layer"] for r in rows if r["applicable"]], ROWS_FROM_PYTHON)
+            for row, line in zip(rows, table_rows):
+                if row["applicable"]:
+                    self.assertIn(format_ns(row["time"]["median"]), line)
+            wall = lines[2 + len(rows)]
+            self.assertTrue(wall.startswith("wall "), wall)
+            self.assertIn(format_ns(rep["steady"]["wall"]["median"]), wall)
+            # The wall is timed from Python's entry: what the row says it spans is the point.
+            self.assertIn("python entry -> python return", wall)
 
     def test_chrome_trace(self):
         with strata.profile() as p:
@@ -154,7 +187,9 @@ class ProfileTest(unittest.TestCase):
         self.assertEqual(doc["failed"], [{"op": "strata.matmul", "calls": 3}])
         self.assertEqual(doc["ops"][0]["repeat"], 1)
         self.assertEqual(doc["ops"][0]["figures"]["python.failed_calls"], {"value": 3, "unit": "count"})
-        self.assertIn("1 call from Python (+3 that raised, left out)", p.table())
+        # The table's header counts the call that returned and the ones left out, as the report does.
+        self.assertEqual(blocks_of(p.table())["strata.matmul"][0].split("  ")[2],
+                         "1 call from Python (+3 that raised, left out) (arguments of the first)")
 
     def test_failed_calls_stay_out_of_the_figures(self):
         # 50 good matmuls and 80 calls that raise inside the C++ layers: the report is of the 50 alone.
@@ -176,9 +211,14 @@ class ProfileTest(unittest.TestCase):
         self.assertEqual(len(doc["ops"][0]["steady"]["wall"]["samples"]), 50)
         self.assertEqual(doc["failed"], [{"op": "strata.matmul", "calls": 80}, {"op": "strata.add", "calls": 7}])
         table = p.table()
-        self.assertIn("50 calls from Python (+80 that raised, left out)", table)
-        self.assertIn("strata.add: 7 calls raised an exception", table)
-        self.assertNotIn("strata.matmul: 80 calls raised", table)  # its block says it
+        blocks = blocks_of(table)
+        self.assertEqual(blocks["strata.matmul"][0].split("  ")[2],
+                         "50 calls from Python (+80 that raised, left out) (arguments of the first)")
+        # An operator with no call that returned has no block, one line that says why (its wording is the
+        # point: the calls are in no figure); one with a block has no such line (its block says it).
+        self.assertEqual(len(blocks), 2)
+        self.assertTrue(list(blocks)[1].startswith("strata.add: 7 calls raised an exception"), list(blocks))
+        self.assertNotIn("strata.matmul: 80 calls raised", table)
 
     def test_misuse_is_refused_clearly(self):
         p = strata.profile()
@@ -198,9 +238,9 @@ class ProfileTest(unittest.TestCase):
             with p:  # a profile records once
                 pass
         self.assertFalse(_ops._rows_on)
-        self.assertIn("strata.relu", p.table())
+        self.assertEqual(list(blocks_of(p.table())), ["strata.relu"])
         with strata.profile():
-            self.assertIn("strata.relu", p.table())  # a finished profile reads inside another one
+            self.assertEqual(list(blocks_of(p.table())), ["strata.relu"])  # a finished profile reads inside another one
         with strata.profile():
             with self.assertRaises(strata.UsageError):
                 strata.profile.crosscheck(calls=1, batches=1)  # the cross-check runs untraced
@@ -286,7 +326,7 @@ class ProfileTest(unittest.TestCase):
                     read()
                 self.assertIn("still recording", str(cm.exception))
                 self.assertNotIn("nest", str(cm.exception))
-        self.assertIn("strata.relu", p.table())
+        self.assertEqual(list(blocks_of(p.table())), ["strata.relu"])
 
     def test_no_leak_after_many_calls(self):
         # 10^5 calls through the frontend, the probes (rows on, no timeline) and the extension: the
@@ -314,7 +354,8 @@ class ProfileTest(unittest.TestCase):
             with strata.profile() as p:
                 for _ in range(20000):
                     strata.relu(self.a)
-            self.assertIn("20000 calls", p.table())  # linear in the calls: 10^5 spans read in well under a second
+            self.assertEqual(p.json()["ops"][0]["repeat"], 20000)  # 10^5 spans read in well under a second
+            self.assertIn("strata.relu", blocks_of(p.table()))
             del p
         self.assertLess(rss_bytes() - before, 32 << 20)
 
