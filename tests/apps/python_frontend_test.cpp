@@ -179,16 +179,23 @@ TEST_CASE("trace --peer torch: torch's wall beside strata's, torch.profiler's ro
   check_no_crash(r);
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
-  CHECK(contains(r.out, "peer: torch.nn.functional.linear(input, weight, bias)   PyTorch "));
-  CHECK(contains(r.out, "strata (python)"));
-  CHECK(contains(table_line(r.out, "wall"), "us"));
-  CHECK(contains(r.out, "torch.profiler's own numbers"));
-  CHECK(contains(r.out, "aten::"));
-  CHECK(!contains(r.out, "add --frontend python"));  // like with like: no note
-
   const auto doc = nlohmann::json::parse(read_file(json_path));
   const auto& peer = doc["peer"];
   CHECK(peer["name"] == "torch");
+  CHECK(peer["expression"] == "torch.nn.functional.linear(input, weight, bias)");
+  CHECK(peer["version"].get<std::string>().rfind("PyTorch ", 0) == 0);
+  // The table prints what the report holds: the peer line, both walls side by side, torch.profiler's rows.
+  CHECK(contains(r.out, "\npeer: " + peer["expression"].get<std::string>() + "   " + peer["version"].get<std::string>() + "\n"));
+  const std::string wall = table_line(r.out, "wall median");
+  CHECK(contains(wall, strata::reports::format_ns(peer["strata_untraced_wall"]["median"].get<double>())));
+  CHECK(contains(wall, strata::reports::format_ns(peer["wall"]["median"].get<double>())));
+  for (const auto& row : peer["profiler"]["rows"]) {
+    const std::string name = row["name"].get<std::string>();
+    CHECK_MESSAGE(contains(r.out, "\n  " + name.substr(0, 37) ), name);
+    CHECK(name.rfind("aten::", 0) == 0);  // CPU only: aten ops, no kernels
+  }
+  for (const auto& note : doc["notes"])  // like with like: no advice to add --frontend python
+    CHECK_FALSE(contains(note.get<std::string>(), "add --frontend python"));
   CHECK(peer["wall"]["count"] == 3);
   CHECK(peer["strata_untraced_wall"]["count"] == 3);
   CHECK(peer["wall"]["median"].get<double>() > 0);
@@ -199,9 +206,14 @@ TEST_CASE("trace --peer torch: torch's wall beside strata's, torch.profiler's ro
   CHECK(contains(read_file(trace_path), "torch peer call"));
 
   // From the CLI frontend the comparison is not like with like, and the report says so.
-  const RunResult cli = run_strata(cpu({"trace", "relu", "64", "--peer", "torch"}));
-  CHECK(cli.exit_code == 0);
-  CHECK(contains(cli.out, "add --frontend python to compare like with like"));
+  const Reported cli = run_reported(cpu({"trace", "relu", "64", "--peer", "torch"}));
+  REQUIRE(cli.run.exit_code == 0);
+  // The advice is the point of the note, so its wording is checked; the table prints it.
+  std::string advice;
+  for (const auto& note : cli.doc["notes"])
+    if (contains(note.get<std::string>(), "add --frontend python to compare like with like")) advice = note;
+  CHECK_FALSE(advice.empty());
+  CHECK(contains(cli.run.out, "\nnote: " + advice + "\n"));
 }
 
 TEST_CASE("--peer torch times the same work as strata: --backward and --autocast on both sides") {
@@ -215,9 +227,9 @@ TEST_CASE("--peer torch times the same work as strata: --backward and --autocast
                                        "python", "--peer", "torch", "--json", json_path}));
   INFO(bw.out << bw.err);
   REQUIRE(bw.exit_code == 0);
-  CHECK(contains(bw.out, "each call, on both sides: forward + y.sum().backward()"));
   auto peer = nlohmann::json::parse(read_file(json_path))["peer"];
   CHECK(peer["work"] == "forward + y.sum().backward()");
+  CHECK(contains(bw.out, "\n  each call, on both sides: " + peer["work"].get<std::string>() + "\n"));
   CHECK(peer["relative_difference_vs_strata"].get<double>() < 1e-5);
   // The version compared against is in the report; the peer's environment (scripts/install-python-deps,
   // passed to the tests as VIRTUAL_ENV) holds torch 2.x.
@@ -263,10 +275,20 @@ TEST_CASE("compare --peer torch: torch's eager rounds and its torch.compile roun
   check_no_crash(r);
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
-  CHECK(contains(r.out, "peer: torch.matmul(self, other)   PyTorch 0.0-float32-only"));
-  CHECK(contains(r.out, "(strata: plan replay; torch: torch.compile (inductor))"));
-  const auto peer = nlohmann::json::parse(read_file(json_path))["peer"];
+  const auto doc = nlohmann::json::parse(read_file(json_path));
+  const auto& peer = doc["peer"];
+  CHECK(peer["expression"] == "torch.matmul(self, other)");
+  CHECK(peer["version"].get<std::string>().rfind("PyTorch 0.0-float32-only ", 0) == 0);
   CHECK(peer["replay_kind"] == "torch.compile (inductor)");
+  // The table prints the report's peer line, and each mode's per-op figures beside strata's.
+  CHECK(contains(r.out, "\npeer: " + peer["expression"].get<std::string>() + "   " + peer["version"].get<std::string>() + "\n"));
+  const std::string eager = table_line(r.out, "eager"), replay = table_line(r.out, "replay");
+  CHECK(contains(eager, strata::reports::format_ns(doc["eager"]["wall"].get<double>())));
+  CHECK(contains(eager, strata::reports::format_ns(peer["eager"].get<double>())));
+  CHECK(contains(replay, strata::reports::format_ns(doc["replay"]["wall"].get<double>())));
+  CHECK(contains(replay, strata::reports::format_ns(peer["replay"].get<double>())));
+  CHECK(contains(replay, "(strata: " + doc["replay"]["label"].get<std::string>() + "; torch: " +
+                             peer["replay_kind"].get<std::string>() + ")"));
   CHECK(peer["rounds"] == 3);
   CHECK(peer["eager"].get<double>() > 0);
   CHECK(peer["replay"].get<double>() > 0);
