@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -134,6 +135,15 @@ inline void check_trace_table(const std::string& out, const nlohmann::json& doc)
     }
   }
   CHECK(contains(lines.back(), reports::format_ns(doc["steady"]["wall"]["median"].get<double>())));
+}
+
+// How many complete ("X") events of each name a Chrome trace file holds, of category `cat` when given.
+inline std::map<std::string, int> trace_event_counts(const std::string& path, const std::string& cat = "") {
+  std::map<std::string, int> counts;
+  const nlohmann::json events = nlohmann::json::parse(read_file(path))["traceEvents"];
+  for (const nlohmann::json& e : events)
+    if (e.value("ph", "") == "X" && (cat.empty() || e.value("cat", "") == cat)) ++counts[e.value("name", "")];
+  return counts;
 }
 
 // The row of the report's steady breakdown for `layer` (and dispatch `key`, when given), or null.
