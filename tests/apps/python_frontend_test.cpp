@@ -144,7 +144,7 @@ TEST_CASE("trace --frontend python: python and pybind11 rows above binding, the 
 
 TEST_CASE("--frontend python passes the CLI's arguments the way the schema says") {
   // The CLI gives add no alpha (the binding layer fills the default, from Python as from C++); conv2d's
-  // stride and padding are ints after an optional bias.
+  // stride, padding and dilation are int[2] tuples after an optional bias, then groups.
   const RunResult add = run_strata(cpu({"trace", "add", "1000", "--frontend", "python", "--check"}));
   check_no_crash(add);
   CHECK(add.exit_code == 0);
@@ -154,7 +154,7 @@ TEST_CASE("--frontend python passes the CLI's arguments the way the schema says"
                                          "1", "--frontend", "python", "--check"}));
   check_no_crash(conv);
   CHECK(conv.exit_code == 0);
-  CHECK(contains(conv.out, "strata.conv2d(input, weight, bias, 2, 1)"));
+  CHECK(contains(conv.out, "strata.conv2d(input, weight, bias, (2, 2), (1, 1), (1, 1), 1)"));
   CHECK(contains(conv.out, "PASS"));
 }
 
