@@ -47,13 +47,15 @@ TEST_CASE("a full schema: types, defaults, keyword-only arguments, return type")
 }
 
 TEST_CASE("int[N] takes one int as its default, for each of the N, as torch's int[2] stride=1 does") {
-  const Schema s = parse_schema("conv2d(Tensor input, int[2] stride=1, int[2] padding=0, int[] dims) -> Tensor");
-  CHECK(s.arguments[1].type == ArgType::kIntList);
-  CHECK(s.arguments[1].list_size == 2);
-  CHECK(s.arguments[1].default_value->to_int_list() == Shape{1, 1});
-  CHECK(s.arguments[2].default_value->to_int_list() == Shape{0, 0});
-  CHECK(s.arguments[3].list_size == 0);
-  CHECK_FALSE(s.arguments[3].default_value.has_value());
+  const Schema s = parse_schema("conv2d(Tensor input, int[] dims, int[2] stride=1, int[2] padding=0) -> Tensor");
+  CHECK(s.arguments[2].type == ArgType::kIntList);
+  CHECK(s.arguments[2].list_size == 2);
+  CHECK(s.arguments[2].default_value->to_int_list() == Shape{1, 1});
+  CHECK(s.arguments[3].default_value->to_int_list() == Shape{0, 0});
+  CHECK(s.arguments[1].list_size == 0);
+  CHECK_FALSE(s.arguments[1].default_value.has_value());
+  CHECK(schema_error("f(int[5] x) -> Tensor").find("a list size of at most 4") != std::string::npos);
+  CHECK(schema_error("f(int[] x=1) -> Tensor").find("nor an int[] without a size") != std::string::npos);
 }
 
 TEST_CASE("whitespace is free, an empty argument list is fine, negative defaults parse") {

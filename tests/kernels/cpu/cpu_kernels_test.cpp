@@ -282,8 +282,9 @@ TEST_CASE("the comparison would catch a wrong kernel") {
                                   reference::conv2d(gi, gw, Tensor(), {2, 1}, {1, 2}, {1, 2}, 2)) <=
         reference::tolerance(DType::kF32));
   CHECK(cpu::conv2d(gi, gw, Tensor(), {2, 1}, {1, 2}, {1, 2}, 2).sizes() == Shape{1, 4, 5, 8});
-  CHECK(reference::relative_error(cpu::conv2d(gi, gw, Tensor(), {2, 1}, {1, 2}, {2, 2}, 2),
-                                  reference::conv2d(gi, gw, Tensor(), {2, 1}, {1, 2}, {1, 2}, 2)) > 0.1);
+  // The same output shape without the dilation (less padding instead): other values.
+  CHECK(reference::relative_error(cpu::conv2d(gi, gw, Tensor(), {2, 1}, {1, 2}, {1, 2}, 2),
+                                  reference::conv2d(gi, gw, Tensor(), {2, 1}, {1, 1}, {1, 1}, 2)) > 0.1);
 }
 
 TEST_CASE("CPU kernels refuse what they cannot compute, with the reason") {
