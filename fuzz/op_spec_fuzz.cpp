@@ -42,8 +42,10 @@ void check_accepted(const frontend::OpSpec& spec) {
   } else if (spec.op == "conv2d") {
     if (n != 4 || !spec.conv.out_channels || *spec.conv.out_channels < 1) std::abort();
     if (spec.conv.kernel < 1 || spec.conv.stride < 1 || spec.conv.pad < 0) std::abort();
-    if (spec.conv.kernel > spec.dims[2] + 2 * spec.conv.pad) std::abort();
-    if (spec.conv.kernel > spec.dims[3] + 2 * spec.conv.pad) std::abort();
+    if (spec.conv.dilation < 1 || spec.conv.groups < 1 || spec.dims[1] % spec.conv.groups != 0) std::abort();
+    const int64_t extent = spec.conv.dilation * (spec.conv.kernel - 1) + 1;
+    if (extent > spec.dims[2] + 2 * spec.conv.pad) std::abort();
+    if (extent > spec.dims[3] + 2 * spec.conv.pad) std::abort();
   }
   // Sizing must either give a number or refuse; signed overflow here would be a UBSan report.
   for (DType dtype : {DType::kF32, DType::kF64}) {

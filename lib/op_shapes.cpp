@@ -1,6 +1,7 @@
 #include "lib/op_shapes.h"
 
 #include <algorithm>
+#include <array>
 #include <string>
 
 #include "lib/error.h"
@@ -142,45 +143,95 @@ DType promote_types(DType a, DType b) {
   return DType::kF32;  // f32 with a half type, or f16 with bf16
 }
 
-Conv2dGeometry conv2d(const Shape& input, const Shape& weight, const Shape* bias, int64_t stride,
-                      int64_t padding) {
+namespace {
+// torch's size text: "[4, 3, 3, 3]".
+std::string sizes_text(const Shape& s) {
+  std::string out = "[";
+  for (int i = 0; i < s.ndim; ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// One of conv2d's int[2] arguments as its two values: one int serves both dims (torch's
+// expand_param_if_needed), and every value lies in [low, kMaxConvArgument], the kernels' int range.
+std::array<int64_t, 2> conv_pair(const char* name, const Shape& v, int64_t low, const char* below_low) {
+  if (v.ndim != 1 && v.ndim != 2) {
+    throw UsageError(std::string("conv2d: expected ") + name +
+                     " to be a single integer value or a list of 2 values to match the convolution dimensions, "
+                     "but got " + name + "=" + sizes_text(v));
+  }
+  const std::array<int64_t, 2> pair{v[0], v[v.ndim - 1]};
+  for (int64_t x : pair) {
+    if (x < low) throw UsageError(std::string("conv2d: ") + below_low + ", got " + name + "=" + sizes_text(v));
+    if (x > kMaxConvArgument) {
+      throw UsageError(std::string("conv2d: ") + name + " must be between " + std::to_string(low) + " and " +
+                       std::to_string(kMaxConvArgument) + ", got " + std::to_string(x));
+    }
+  }
+  return pair;
+}
+
+// The checks on the channels, in torch's order and words (ConvUtils.h's check_shape_forward).
+void check_conv_channels(const Shape& input, const Shape& weight, const Shape* bias, int64_t groups) {
+  const std::string given = "conv2d: Given groups=" + std::to_string(groups) + ", ";
+  if (weight[0] % groups != 0) {
+    throw UsageError(given + "expected weight to be divisible by " + std::to_string(groups) +
+                     " at dimension 0, but got weight of size " + sizes_text(weight) + " instead");
+  }
+  int64_t expected = 0;
+  const bool overflows = __builtin_mul_overflow(weight[1], groups, &expected);
+  if (overflows || input[1] != expected) {
+    throw UsageError(given + "weight of size " + sizes_text(weight) + ", expected input" + sizes_text(input) +
+                     " to have " +
+                     (overflows ? std::to_string(weight[1]) + " x " + std::to_string(groups) : std::to_string(expected)) +
+                     " channels, but got " + std::to_string(input[1]) + " channels instead");
+  }
+  if (bias != nullptr && (bias->ndim != 1 || (*bias)[0] != weight[0])) {
+    throw UsageError("conv2d: Given weight of size " + sizes_text(weight) + ", expected bias to be 1-dimensional with " +
+                     std::to_string(weight[0]) + " elements, but got bias of size " + sizes_text(*bias) + " instead");
+  }
+}
+}  // namespace
+
+Conv2dGeometry conv2d(const Shape& input, const Shape& weight, const Shape* bias, const Shape& stride,
+                      const Shape& padding, const Shape& dilation, int64_t groups) {
   if (input.ndim != 4 || weight.ndim != 4) {
-    throw UsageError("conv2d: expected input [N,C,H,W] and weight [K,C,R,S], got " + bracket(input) +
+    throw UsageError("conv2d: expected input [N,C,H,W] and weight [K,C/groups,R,S], got " + bracket(input) +
                      " and " + bracket(weight));
   }
   // The kernels index with int (BLAS, cuDNN), and the padded size must not overflow: the CLI's own
   // limits on --stride and --pad, for every caller (a Python int reaches here as any int64).
-  if (stride < 1 || stride > kMaxConvArgument) {
-    throw UsageError("conv2d: stride must be between 1 and " + std::to_string(kMaxConvArgument) + ", got " +
-                     std::to_string(stride));
+  if (groups < 1) throw UsageError("conv2d: non-positive groups is not supported, got groups=" + std::to_string(groups));
+  if (groups > kMaxConvArgument) {
+    throw UsageError("conv2d: groups must be between 1 and " + std::to_string(kMaxConvArgument) + ", got " +
+                     std::to_string(groups));
   }
-  if (padding < 0 || padding > kMaxConvArgument) {
-    throw UsageError("conv2d: padding must be between 0 and " + std::to_string(kMaxConvArgument) + ", got " +
-                     std::to_string(padding));
-  }
-  if (input[1] != weight[1]) {
-    throw UsageError("conv2d: channels differ: input " + bracket(input) + " has " + std::to_string(input[1]) +
-                     " channels, weight " + bracket(weight) + " expects " + std::to_string(weight[1]));
-  }
-  Conv2dGeometry g{input[0], input[1], input[2], input[3], weight[0], weight[2], weight[3],
-                   stride,   padding,  0,        0};
-  int64_t padded_h = 0, padded_w = 0;
-  if (__builtin_add_overflow(g.height, 2 * padding, &padded_h) || __builtin_add_overflow(g.width, 2 * padding, &padded_w)) {
-    throw UsageError("conv2d: input " + bracket(input) + " padded by " + std::to_string(padding) +
+  const auto [stride_h, stride_w] = conv_pair("stride", stride, 1, "non-positive stride is not supported");
+  const auto [pad_h, pad_w] = conv_pair("padding", padding, 0, "negative padding is not supported");
+  const auto [dilation_h, dilation_w] = conv_pair("dilation", dilation, 1, "dilation should be greater than zero");
+  check_conv_channels(input, weight, bias, groups);
+  Conv2dGeometry g{input[0], input[1], input[2], input[3], weight[0], weight[2], weight[3], stride_h, stride_w,
+                   pad_h,    pad_w,    dilation_h, dilation_w, groups, 0, 0};
+  int64_t padded_h = 0, padded_w = 0, extent_h = 0, extent_w = 0;
+  if (__builtin_add_overflow(g.height, 2 * pad_h, &padded_h) || __builtin_add_overflow(g.width, 2 * pad_w, &padded_w)) {
+    throw UsageError("conv2d: input " + bracket(input) + " padded by " + sizes_text(padding) +
                      " on each side is larger than int64 can index");
   }
-  // Worded with the schema's argument names, which are Python's too; the CLI checks its own flags first.
-  if (g.kernel_h > padded_h || g.kernel_w > padded_w) {
-    throw UsageError("conv2d: the kernel " + std::to_string(g.kernel_h) + "x" + std::to_string(g.kernel_w) +
-                     " (weight's last two sizes) is larger than the padded input " + std::to_string(padded_h) + "x" +
-                     std::to_string(padded_w) + " (input's height and width plus 2 x padding " +
-                     std::to_string(padding) + "): give a weight with a smaller kernel, or more padding");
+  // The kernel's extent on the input: a dilated kernel spans dilation * (R - 1) + 1 pixels.
+  const bool too_wide = __builtin_mul_overflow(dilation_h, g.kernel_h - 1, &extent_h) ||
+                        __builtin_mul_overflow(dilation_w, g.kernel_w - 1, &extent_w);
+  ++extent_h;
+  ++extent_w;
+  if (too_wide || extent_h > padded_h || extent_w > padded_w) {
+    // Worded as torch's, with the schema's argument names (which are Python's too); the CLI checks its
+    // own flags first.
+    throw UsageError("conv2d: Calculated padded input size per channel: (" + std::to_string(padded_h) + " x " +
+                     std::to_string(padded_w) + "). Kernel size: (" + std::to_string(extent_h) + " x " +
+                     std::to_string(extent_w) + "). Kernel size can't be greater than actual input size (the kernel " +
+                     "is weight's last two sizes, spread by dilation): give a weight with a smaller kernel, less " +
+                     "dilation, or more padding");
   }
-  g.out_height = (padded_h - g.kernel_h) / stride + 1;
-  g.out_width = (padded_w - g.kernel_w) / stride + 1;
-  if (bias != nullptr && (bias->ndim != 1 || (*bias)[0] != g.out_channels)) {
-    throw UsageError("conv2d: bias must be [" + std::to_string(g.out_channels) + "], got " + bracket(*bias));
-  }
+  g.out_height = (padded_h - extent_h) / stride_h + 1;
+  g.out_width = (padded_w - extent_w) / stride_w + 1;
   return g;
 }
 
@@ -227,8 +278,8 @@ Shape expand_as(const Shape& self, const Shape& other) {
 }
 
 Conv2dGeometry conv2d_backward(const char* op, const Shape& grad_output, const Shape& input, const Shape& weight,
-                               int64_t stride, int64_t padding) {
-  const Conv2dGeometry g = conv2d(input, weight, nullptr, stride, padding);
+                               const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups) {
+  const Conv2dGeometry g = conv2d(input, weight, nullptr, stride, padding, dilation, groups);
   if (!(grad_output == g.output())) {
     throw UsageError(std::string(op) + ": grad_output must be the conv2d output's shape " + bracket(g.output()) +
                      ", got " + bracket(grad_output));

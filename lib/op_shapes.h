@@ -43,18 +43,25 @@ Shape broadcast(const char* op, const Shape& self, const Shape& other);
 // a tensor here (mul.Scalar and friends keep the tensor's dtype), as torch's wrapped numbers do not promote.
 DType promote_types(DType a, DType b);
 
-// The largest stride and padding conv2d takes (BLAS and cuDNN index with int).
+// The largest stride, padding and dilation conv2d takes (BLAS and cuDNN index with int).
 inline constexpr int64_t kMaxConvArgument = 2147483647;
 
+// conv2d with torch's arguments: stride, padding and dilation per spatial dim (H, W), and groups: the
+// channels split into `groups` independent convolutions, weight [K, C/groups, R, S].
 struct Conv2dGeometry {
-  int64_t batch, in_channels, height, width;     // input NCHW
-  int64_t out_channels, kernel_h, kernel_w;      // weight KCRS
-  int64_t stride, padding;
+  int64_t batch, in_channels, height, width;  // input NCHW
+  int64_t out_channels, kernel_h, kernel_w;   // weight [K, C/groups, R, S]
+  int64_t stride_h, stride_w, pad_h, pad_w, dilation_h, dilation_w, groups;
   int64_t out_height, out_width;
+  int64_t group_in_channels() const { return in_channels / groups; }
+  int64_t group_out_channels() const { return out_channels / groups; }
   Shape output() const { return Shape{batch, out_channels, out_height, out_width}; }
 };
-Conv2dGeometry conv2d(const Shape& input, const Shape& weight, const Shape* bias, int64_t stride,
-                      int64_t padding);
+// stride, padding and dilation hold one int (both dims) or two (H, W), as torch's int[2] arguments do.
+// Refusals are worded as torch's ("Given groups=2, weight of size [4, 3, 3, 3], expected input[1, 5, 8, 8]
+// to have 6 channels, but got 5 channels instead").
+Conv2dGeometry conv2d(const Shape& input, const Shape& weight, const Shape* bias, const Shape& stride,
+                      const Shape& padding, const Shape& dilation, int64_t groups);
 
 // The gradient ops (layers/ops/operators.h, the backward formulas' calls).
 // op(A) @ op(B) with op = transpose when the flag is 1: [M,K] @ [K,N] after the transposes.
@@ -64,7 +71,7 @@ Shape bias_backward(const Shape& grad);                 // [B,C] or [N,C,H,W] ->
 Shape expand_as(const Shape& self, const Shape& other);  // a one-element self, broadcast to other's shape
 // A conv2d's geometry from its input and weight, checked against the gradient of its output.
 Conv2dGeometry conv2d_backward(const char* op, const Shape& grad_output, const Shape& input, const Shape& weight,
-                               int64_t stride, int64_t padding);
+                               const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups);
 
 // Tensors of one call must agree on dtype and device; `op` names the operator in the message.
 void check_same_dtype_and_device(const char* op, const Tensor& a, const Tensor& b);

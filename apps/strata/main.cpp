@@ -122,7 +122,11 @@ ConvFlags add_conv_options(CLI::App* cmd, strata::app::TraceOptions& t, int64_t&
   conv.options = {conv.out_channels,
                   cmd->add_option("--kernel", t.conv.kernel, "conv: square kernel size R")->capture_default_str()->transform(integer),
                   cmd->add_option("--stride", t.conv.stride, "conv: stride")->capture_default_str()->transform(integer),
-                  cmd->add_option("--pad", t.conv.pad, "conv: zero padding on each side")->capture_default_str()->transform(integer)};
+                  cmd->add_option("--pad", t.conv.pad, "conv: zero padding on each side")->capture_default_str()->transform(integer),
+                  cmd->add_option("--dilation", t.conv.dilation, "conv: kernel dilation")->capture_default_str()->transform(integer),
+                  cmd->add_option("--groups", t.conv.groups, "conv: groups (dividing the input and output channels)")
+                      ->capture_default_str()
+                      ->transform(integer)};
   return conv;
 }
 

@@ -77,7 +77,8 @@ decltype(auto) unbox(const IValue& v) {
 }
 
 // kIntList is `int[]`: a list of at most Shape::kMaxDims ints (the dims strata's tensors can have), held
-// as a Shape; no default (every view operator that takes one needs it).
+// as a Shape; no default (every view operator that takes one needs it). `int[N]` (conv2d's `int[2] stride=1`)
+// is one with a size: a single int is taken for all N (the default too), as PyTorch's IntArrayRef[N] takes it.
 enum class ArgType { kTensor, kOptionalTensor, kInt, kFloat, kBool, kScalarType, kOptionalScalarType, kIntList };
 const char* arg_type_name(ArgType type);
 
@@ -86,6 +87,7 @@ struct Argument {
   ArgType type = ArgType::kTensor;
   std::optional<IValue> default_value;
   bool keyword_only = false;
+  int list_size = 0;    // N of an `int[N]` argument; 0 for `int[]` and every other type
   bool writes = false;  // an alias annotation with '!' ("Tensor(a!) self"): the op writes this tensor in place
 };
 

@@ -51,6 +51,9 @@ namespace {
 
 constexpr size_t kMaxArgs = 8;
 
+// An int given for an `int[N]` argument stands for N copies of it (PyTorch's IntArrayRef[N] rule).
+bool widens_to_list(const Argument& a, const IValue& v) { return a.type == ArgType::kIntList && a.list_size > 0 && v.is_int(); }
+
 bool accepts(ArgType type, const IValue& v) {
   switch (type) {
     case ArgType::kTensor: return v.is_tensor();
@@ -84,6 +87,7 @@ IValue BoundOperator::call(std::span<const IValue> args, std::span<const Kwarg> 
   STRATA_ZONE(zone, Layer::kBinding, schema_.name.c_str());
   const auto& params = schema_.arguments;
   std::array<const IValue*, kMaxArgs> bound{};
+  std::array<IValue, kMaxArgs> widened;  // the lists that ints given for int[N] arguments stand for
   size_t positional = 0;
   for (const Argument& a : params) positional += a.keyword_only ? 0 : 1;
   if (args.size() > positional) {
@@ -105,9 +109,16 @@ IValue BoundOperator::call(std::span<const IValue> args, std::span<const Kwarg> 
       if (!p.default_value) mismatch(schema_, "missing required argument '" + p.name + "' (position " + std::to_string(i + 1) + ")");
       bound[i] = &*p.default_value;
     }
+    if (widens_to_list(p, *bound[i])) {
+      Shape list;
+      while (list.ndim < p.list_size) list[list.ndim++] = bound[i]->to_int();
+      widened[i] = IValue(list);
+      bound[i] = &widened[i];
+    }
     if (!accepts(p.type, *bound[i])) [[unlikely]] {
       mismatch(schema_, "argument '" + p.name + "' (position " + std::to_string(i + 1) + ") must be " +
-                            arg_type_name(p.type) + ", not " + bound[i]->type_name());
+                            (p.list_size > 0 ? "int or int[" + std::to_string(p.list_size) + "]" : arg_type_name(p.type)) +
+                            ", not " + bound[i]->type_name());
     }
   }
   return invoke_(bound.data());

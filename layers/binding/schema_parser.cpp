@@ -87,6 +87,9 @@ class Parser {
     } else if (optional) {
       fail("'?' only after Tensor or ScalarType");
     } else if (type == "int" && consume('[')) {
+      while (pos_ < text_.size() && std::isdigit(uc(text_[pos_])) && arg.list_size <= Shape::kMaxDims)
+        arg.list_size = arg.list_size * 10 + (text_[pos_++] - '0');
+      if (arg.list_size > Shape::kMaxDims) fail("a list size of at most 4");
       expect(']');
       arg.type = ArgType::kIntList;
     } else if (type == "int") {
@@ -97,19 +100,19 @@ class Parser {
       arg.type = ArgType::kBool;
     } else {
       pos_ -= type.size();
-      fail("a type (Tensor, Tensor?, int, int[], float, bool, ScalarType, ScalarType?)");
+      fail("a type (Tensor, Tensor?, int, int[], int[N], float, bool, ScalarType, ScalarType?)");
     }
     skip_space();
     arg.name = identifier("argument name");
     skip_space();
     if (consume('=')) {
       skip_space();
-      arg.default_value = default_value(arg.type);
+      arg.default_value = default_value(arg.type, arg.list_size);
     }
     return arg;
   }
 
-  IValue default_value(ArgType type) {
+  IValue default_value(ArgType type, int list_size) {
     size_t start = pos_;
     while (pos_ < text_.size() && text_[pos_] != ',' && text_[pos_] != ')' && !std::isspace(uc(text_[pos_]))) ++pos_;
     std::string_view token = text_.substr(start, pos_ - start);
@@ -123,11 +126,14 @@ class Parser {
       if (token == "False") return IValue(false);
       fail_at(start, "True or False");
     }
-    if (type == ArgType::kInt) {
+    if (type == ArgType::kInt || (type == ArgType::kIntList && list_size > 0)) {
       int64_t v = 0;
       auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), v);
       if (ec != std::errc() || end != token.data() + token.size()) fail_at(start, "an integer default");
-      return IValue(v);
+      if (type == ArgType::kInt) return IValue(v);
+      Shape list;  // int[N]'s default: the int for each of the N
+      while (list.ndim < list_size) list[list.ndim++] = v;
+      return IValue(list);
     }
     if (type == ArgType::kFloat) {
       double v = 0;
@@ -139,7 +145,7 @@ class Parser {
       if (const std::optional<DType> d = parse_dtype(token)) return IValue(*d);
       fail_at(start, "a dtype default (f32, f64, f16, bf16)");
     }
-    fail_at(start, "no default (a Tensor cannot have one, nor an int[])");
+    fail_at(start, "no default (a Tensor cannot have one, nor an int[] without a size)");
   }
 
   std::string identifier(const char* what) {

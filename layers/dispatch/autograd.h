@@ -45,7 +45,7 @@ namespace strata {
 // owner), then its edges that are the last reference to their node move onto a local stack; edges to
 // nodes someone else still holds are only released. The stack is popped one node at a time, so no
 // destructor runs inside another more than one level deep.
-inline constexpr size_t kMaxArgs = 5;           // conv2d: input, weight, bias, stride, padding
+inline constexpr size_t kMaxArgs = 7;           // conv2d: input, weight, bias, stride, padding, dilation, groups
 using GradList = std::array<Tensor, kMaxArgs>;  // one gradient per argument position (undefined: none)
 
 // The part of a node the engine sees: edges, ordering, and what running it means.
@@ -112,9 +112,14 @@ class RecordedNode final : public Node {
   DType input_dtype(size_t i) const { return input_dtypes_[i]; }
   const Tensor& result() const;
   double scalar(size_t i) const { return scalars_[i]; }
-  // The op's int[] argument (permute's dims), for formulas that need it; no operator takes two.
-  void save_int_list(const Shape& v) { int_list_ = v; }
-  const Shape& int_list() const { return int_list_; }
+  // The op's int[] argument i (permute's dims, conv2d's stride), for formulas that need it; int_list() is
+  // the first, for ops that take one.
+  void save_int_list(size_t i, const Shape& v) {
+    int_lists_[i] = v;
+    if (first_int_list_ > i) first_int_list_ = i;
+  }
+  const Shape& int_list(size_t i) const { return int_lists_[i]; }
+  const Shape& int_list() const { return int_lists_[first_int_list_ < kMaxArgs ? first_int_list_ : 0]; }
   // Whether argument i gets a gradient: only inputs with an edge do (formulas skip the others' ops).
   bool needs_grad(size_t i) const { return next(i) != nullptr; }
 
@@ -140,7 +145,8 @@ class RecordedNode final : public Node {
   std::array<double, kMaxArgs> scalars_{};
   std::array<Shape, kMaxArgs> input_sizes_{};
   std::array<DType, kMaxArgs> input_dtypes_{};
-  Shape int_list_;
+  std::array<Shape, kMaxArgs> int_lists_{};
+  size_t first_int_list_ = kMaxArgs;
   size_t count_ = 0;
   bool released_ = false;
 };
@@ -177,7 +183,7 @@ template <typename T>
 void record_arg(RecordedNode& node, const BackwardDecl&, size_t i, const T& v) {
   if constexpr (std::is_arithmetic_v<T>) node.save_scalar(i, static_cast<double>(v));
 }
-inline void record_arg(RecordedNode& node, const BackwardDecl&, size_t, const Shape& list) { node.save_int_list(list); }
+inline void record_arg(RecordedNode& node, const BackwardDecl&, size_t i, const Shape& list) { node.save_int_list(i, list); }
 inline void record_arg(RecordedNode& node, const BackwardDecl& decl, size_t i, const Tensor& t) {
   node.set_next(i, gradient_edge(t));
   node.save_input_sizes(i, t.sizes());

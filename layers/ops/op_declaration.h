@@ -13,12 +13,15 @@
 
 namespace strata::ops {
 
-// The options of a spec that only conv2d reads (`--out-channels K --kernel R --stride S --pad P`).
+// The options of a spec that only conv2d reads (`--out-channels K --kernel R --stride S --pad P --dilation D
+// --groups G`).
 struct ConvOptions {
   std::optional<int64_t> out_channels;  // default: the input's channel count
   int64_t kernel = 3;
   int64_t stride = 1;
   int64_t pad = 0;
+  int64_t dilation = 1;
+  int64_t groups = 1;  // the weight is [K, C/groups, R, R]
   std::string given;  // the conv options typed on the command line ("--kernel, --pad"): refused for other ops
 };
 

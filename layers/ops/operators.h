@@ -189,9 +189,10 @@ struct Conv2d {
   static constexpr const char* kName = "conv2d";
   static constexpr std::string_view kAlias = "conv";
   static constexpr const char* kSchema =
-      "conv2d(Tensor input, Tensor weight, Tensor? bias=None, int stride=1, int padding=0) -> Tensor";
-  using Signature = Tensor(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride,
-                           int64_t padding);
+      "conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, int[2] dilation=1, "
+      "int groups=1) -> Tensor";
+  using Signature = Tensor(const Tensor& input, const Tensor& weight, const Tensor& bias, const Shape& stride,
+                           const Shape& padding, const Shape& dilation, int64_t groups);
   static constexpr KernelDecl kCpu{&kernels::cpu::conv2d, "layers/kernels/cpu/conv.cpp (im2col + OpenBLAS gemm)"};
   static constexpr KernelDecl kCuda{&kernels::cuda::conv2d, "layers/kernels/cuda/cudnn_conv.cpp (cuDNN)"};
   static constexpr auto kReference = &reference::conv2d;
@@ -201,10 +202,10 @@ struct Conv2d {
   static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr AutocastPolicy kAutocast = AutocastPolicy::kLowerPrecision;
   static constexpr const char* kSpecHelp =
-      "  conv NxCxHxW             input [N,C,H,W]; --out-channels K --kernel R --stride S --pad P\n"
+      "  conv NxCxHxW             input [N,C,H,W]; --out-channels K --kernel R --stride S --pad P --dilation D --groups G\n"
       "                           e.g. conv 32x64x56x56 --out-channels 64 --kernel 3 --pad 1\n";
 
-  static constexpr bool kReadsConvOptions = true;  // --out-channels, --kernel, --stride, --pad
+  static constexpr bool kReadsConvOptions = true;  // --out-channels, --kernel, --stride, --pad, --dilation, --groups
   static SpecCall spec(std::vector<int64_t>& d, const ConvOptions& conv, std::string_view typed);
 };
 inline constexpr EntryPoint<Conv2d> conv2d{};  // NOLINT(readability-identifier-naming): called like a function
@@ -214,11 +215,11 @@ inline SpecCall Conv2d::spec(std::vector<int64_t>& d, const ConvOptions& options
 }
 
 inline SpecCall conv_spec(std::vector<int64_t>& d, const ConvOptions& options, std::string_view typed) {
-  constexpr int64_t kMaxDim = 2147483647;  // BLAS and CUDA index with int32
+  constexpr int64_t kMaxDim = 2147483647;  // BLAS and CUDA index with int
   if (d.size() != 4)
     throw UsageError("conv takes NxCxHxW (batch, channels, height, width), got '" + std::string(typed) + "'");
   const int64_t k = options.out_channels.value_or(d[1]), r = options.kernel, stride = options.stride,
-                pad = options.pad;
+                pad = options.pad, dilation = options.dilation, groups = options.groups;
   auto range = [&](const char* option, int64_t v, int64_t low) {
     if (v < low || v > kMaxDim) {
       throw UsageError(std::string(option) + " must be between " + std::to_string(low) + " and " +
@@ -229,29 +230,41 @@ inline SpecCall conv_spec(std::vector<int64_t>& d, const ConvOptions& options, s
   range("--kernel", r, 1);
   range("--stride", stride, 1);
   range("--pad", pad, 0);
-  const int64_t h = d[2] + 2 * pad, w = d[3] + 2 * pad;
-  if (r > h || r > w) {
-    throw UsageError("conv: --kernel " + std::to_string(r) + " is larger than the padded input " + std::to_string(h) +
-                     "x" + std::to_string(w) + " (use a smaller --kernel or more --pad)");
+  range("--dilation", dilation, 1);
+  range("--groups", groups, 1);
+  if (d[1] % groups != 0 || k % groups != 0) {
+    throw UsageError("conv: --groups " + std::to_string(groups) + " must divide the input channels " +
+                     std::to_string(d[1]) + " and --out-channels " + std::to_string(k));
+  }
+  const int64_t h = d[2] + 2 * pad, w = d[3] + 2 * pad, extent = dilation * (r - 1) + 1;  // both < 2^33
+  if (extent > h || extent > w) {
+    throw UsageError("conv: --kernel " + std::to_string(r) + (dilation > 1 ? " at --dilation " + std::to_string(dilation) : "") +
+                     " is larger than the padded input " + std::to_string(h) + "x" + std::to_string(w) +
+                     " (use a smaller --kernel" + (dilation > 1 ? " or --dilation" : "") + ", or more --pad)");
   }
   SpecCall c;
-  const Shape input{d[0], d[1], d[2], d[3]}, weight{k, d[1], r, r}, bias{k};
-  const op_shapes::Conv2dGeometry g = op_shapes::conv2d(input, weight, &bias, stride, pad);
-  c.args = {SpecArg::tensor(input), SpecArg::tensor(weight), SpecArg::tensor(bias), SpecArg::integer(stride),
-            SpecArg::integer(pad)};
+  const int64_t group_channels = d[1] / groups;
+  const Shape input{d[0], d[1], d[2], d[3]}, weight{k, group_channels, r, r}, bias{k};
+  const op_shapes::Conv2dGeometry g = op_shapes::conv2d(input, weight, &bias, {stride}, {pad}, {dilation}, groups);
+  c.args = {SpecArg::tensor(input),          SpecArg::tensor(weight),       SpecArg::tensor(bias),
+            SpecArg::int_list({stride, stride}), SpecArg::int_list({pad, pad}), SpecArg::int_list({dilation, dilation}),
+            SpecArg::integer(groups)};
   c.outputs = {g.output()};
   c.description = "input [" + input.str() + "] weight [" + weight.str() + "] stride " + std::to_string(stride) +
-                  " pad " + std::to_string(pad) + " -> [" + g.output().str() + "]";
-  // Sizes this large are refused by the frontend's byte count; here they must only not overflow.
+                  " pad " + std::to_string(pad) + (dilation > 1 ? " dilation " + std::to_string(dilation) : "") +
+                  (groups > 1 ? " groups " + std::to_string(groups) : "") + " -> [" + g.output().str() + "]";
+  // Sizes this large are refused by the frontend's byte count; here they must only not overflow. The GEMM
+  // is one group's (there are `groups` of them per image).
   int64_t crr = 0, plane = 0;
-  if (!__builtin_mul_overflow(d[1], r, &crr) && !__builtin_mul_overflow(crr, r, &crr) &&
+  if (!__builtin_mul_overflow(group_channels, r, &crr) && !__builtin_mul_overflow(crr, r, &crr) &&
       !__builtin_mul_overflow(g.out_height, g.out_width, &plane))
-    c.gemm_shape = Shape{k, crr, plane}.str();
-  // The GEMM's multiply-adds, then one bias add per output element, as linear counts its bias.
-  c.flops = 2.0 * double(d[0]) * double(k) * double(d[1]) * double(r) * double(r) * double(g.out_height) *
+    c.gemm_shape = Shape{k / groups, crr, plane}.str();
+  // The GEMMs' multiply-adds (each output reads C/G*R*R inputs), then one bias add per output element, as
+  // linear counts its bias.
+  c.flops = 2.0 * double(d[0]) * double(k) * double(group_channels) * double(r) * double(r) * double(g.out_height) *
                 double(g.out_width) +
             double(d[0]) * double(k) * double(g.out_height) * double(g.out_width);
-  c.workspace_dims = {d[1], r, r, g.out_height, g.out_width};  // im2col columns of one image (the CPU's)
+  c.workspace_dims = {group_channels, r, r, g.out_height, g.out_width};  // im2col columns of one group (the CPU's)
   return c;
 }
 
@@ -1209,7 +1222,8 @@ inline SpecCall conv_backward_spec(std::vector<int64_t>& d, const ConvOptions& o
                                    const char* what) {
   SpecCall conv = conv_spec(d, options, typed);
   SpecCall c;
-  c.args = {SpecArg::tensor(conv.outputs.front()), conv.args[0], conv.args[1], conv.args[3], conv.args[4]};
+  c.args = {SpecArg::tensor(conv.outputs.front()), conv.args[0], conv.args[1], conv.args[3], conv.args[4],
+            conv.args[5], conv.args[6]};
   c.outputs = {what[0] == 'i' ? conv.args[0].shape : conv.args[1].shape};
   c.description = std::string(what) + " of conv2d " + conv.description;
   c.gemm_shape = conv.gemm_shape;
@@ -1224,9 +1238,10 @@ struct Conv2dInputBackward {
   static constexpr const char* kName = "conv2d_input_backward";
   static constexpr std::string_view kAlias = "";
   static constexpr const char* kSchema =
-      "conv2d_input_backward(Tensor grad_output, Tensor input, Tensor weight, int stride=1, int padding=0) -> Tensor";
-  using Signature = Tensor(const Tensor& grad_output, const Tensor& input, const Tensor& weight, int64_t stride,
-                           int64_t padding);
+      "conv2d_input_backward(Tensor grad_output, Tensor input, Tensor weight, int[2] stride=1, int[2] padding=0, "
+      "int[2] dilation=1, int groups=1) -> Tensor";
+  using Signature = Tensor(const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Shape& stride,
+                           const Shape& padding, const Shape& dilation, int64_t groups);
   static constexpr KernelDecl kCpu{&kernels::cpu::conv2d_input_backward, "layers/kernels/cpu/conv.cpp (OpenBLAS gemm + col2im)"};
   static constexpr KernelDecl kCuda{&kernels::cuda::conv2d_input_backward, "layers/kernels/cuda/cudnn_conv.cpp (cuDNN backward data)"};
   static constexpr auto kReference = &reference::conv2d_input_backward;
@@ -1244,9 +1259,10 @@ struct Conv2dWeightBackward {
   static constexpr const char* kName = "conv2d_weight_backward";
   static constexpr std::string_view kAlias = "";
   static constexpr const char* kSchema =
-      "conv2d_weight_backward(Tensor grad_output, Tensor input, Tensor weight, int stride=1, int padding=0) -> Tensor";
-  using Signature = Tensor(const Tensor& grad_output, const Tensor& input, const Tensor& weight, int64_t stride,
-                           int64_t padding);
+      "conv2d_weight_backward(Tensor grad_output, Tensor input, Tensor weight, int[2] stride=1, int[2] padding=0, "
+      "int[2] dilation=1, int groups=1) -> Tensor";
+  using Signature = Tensor(const Tensor& grad_output, const Tensor& input, const Tensor& weight, const Shape& stride,
+                           const Shape& padding, const Shape& dilation, int64_t groups);
   static constexpr KernelDecl kCpu{&kernels::cpu::conv2d_weight_backward, "layers/kernels/cpu/conv.cpp (im2col + OpenBLAS gemm)"};
   static constexpr KernelDecl kCuda{&kernels::cuda::conv2d_weight_backward, "layers/kernels/cuda/cudnn_conv.cpp (cuDNN backward filter)"};
   static constexpr auto kReference = &reference::conv2d_weight_backward;
@@ -1506,9 +1522,12 @@ inline GradList Linear::backward(const RecordedNode& node, const Tensor& grad) {
 
 inline GradList Conv2d::backward(const RecordedNode& node, const Tensor& grad) {
   GradList g;
-  const auto stride = static_cast<int64_t>(node.scalar(3)), padding = static_cast<int64_t>(node.scalar(4));
-  if (node.needs_grad(0)) g[0] = ops::conv2d_input_backward(grad, node.input(0), node.input(1), stride, padding);
-  if (node.needs_grad(1)) g[1] = ops::conv2d_weight_backward(grad, node.input(0), node.input(1), stride, padding);
+  const Shape &stride = node.int_list(3), &padding = node.int_list(4), &dilation = node.int_list(5);
+  const auto groups = static_cast<int64_t>(node.scalar(6));
+  if (node.needs_grad(0))
+    g[0] = ops::conv2d_input_backward(grad, node.input(0), node.input(1), stride, padding, dilation, groups);
+  if (node.needs_grad(1))
+    g[1] = ops::conv2d_weight_backward(grad, node.input(0), node.input(1), stride, padding, dilation, groups);
   if (node.needs_grad(2)) g[2] = ops::bias_backward(grad);
   return g;
 }

@@ -254,7 +254,8 @@ py::list operators() {
     for (const binding::Argument& a : s.arguments) {
       py::dict d;
       d["name"] = a.name;
-      d["type"] = binding::arg_type_name(a.type);
+      // int[2] (conv2d's stride) as torch writes it: strata._ops takes an int or a tuple for it.
+      d["type"] = a.list_size > 0 ? "int[" + std::to_string(a.list_size) + "]" : std::string(binding::arg_type_name(a.type));
       d["has_default"] = a.default_value.has_value();
       d["default"] = a.default_value ? from_ivalue(binding::IValue(*a.default_value)) : py::none();
       d["keyword_only"] = a.keyword_only;

@@ -161,22 +161,40 @@ Tensor from_numpy(const py::array& array) {
   else if (dt.kind() == 'f' && dt.itemsize() == 2) dtype = DType::kF16;
   else throw py::type_error("from_numpy: strata takes float32, float64 or float16 arrays, not " + std::string(py::str(py::handle(dt))));
   const int flags = py::detail::array_proxy(array.ptr())->flags;
-  constexpr int kNeeded = py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_ | py::detail::npy_api::NPY_ARRAY_ALIGNED_ |
-                          py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
-  if ((flags & kNeeded) != kNeeded) throw py::value_error("from_numpy: the array must be C-contiguous, aligned and writeable");
+  constexpr int kNeeded = py::detail::npy_api::NPY_ARRAY_ALIGNED_ | py::detail::npy_api::NPY_ARRAY_WRITEABLE_;
+  if ((flags & kNeeded) != kNeeded) throw py::value_error("from_numpy: the array must be aligned and writeable");
   std::vector<int64_t> sizes(array.shape(), array.shape() + array.ndim());
   const Shape shape = checked_shape(sizes);
+  // A strided array is shared as it lies, a view with the array's strides (torch.from_numpy's rule): numpy
+  // counts strides in bytes, a tensor in elements. Negative strides would put elements below the data
+  // pointer, which a storage offset cannot express here; torch refuses them in the same words.
+  const auto itemsize = static_cast<int64_t>(dt.itemsize());
+  Shape strides = shape;
+  int64_t span = shape.numel() == 0 ? 0 : 1;  // elements from the first to one past the last, inclusive
+  for (int i = 0; i < shape.ndim; ++i) {
+    const auto bytes = static_cast<int64_t>(array.strides()[i]);
+    if (bytes < 0)
+      throw py::value_error(
+          "At least one stride in the given numpy array is negative, and tensors with negative strides are not "
+          "currently supported. (You can probably work around this by making a copy of your array  with "
+          "array.copy().) ");
+    if (bytes % itemsize != 0)
+      throw py::value_error("given numpy array strides not a multiple of the element byte size. Copy the numpy "
+                            "array to reallocate the memory.");
+    strides[i] = bytes / itemsize;
+    if (shape.numel() != 0) span += (shape[i] - 1) * strides[i];
+  }
   PyObject* owner = array.ptr();
   Py_INCREF(owner);
   auto storage = std::make_shared<Storage>(
-      const_cast<void*>(array.data()), size_t(array.nbytes()), kCPU,
+      const_cast<void*>(array.data()), size_t(span * itemsize), kCPU,
       [](void* context, void*, size_t) {
         if (!Py_IsInitialized()) return;  // at exit the interpreter frees the array itself
         py::gil_scoped_acquire gil;
         Py_DECREF(static_cast<PyObject*>(context));
       },
       owner);
-  return Tensor::from_storage(std::move(storage), shape, dtype);
+  return Tensor::from_storage(std::move(storage), Shape{span}, dtype).as_strided(shape, strides, 0);
 }
 
 

@@ -260,6 +260,13 @@ py::module_ import_strata(const std::string& package_dir) {
   }
 }
 
+// An int[] argument (conv2d's stride, view's size) as a Python tuple.
+py::object python_tuple(const Shape& list) {
+  py::tuple t(size_t(list.ndim));
+  for (int i = 0; i < list.ndim; ++i) t[size_t(i)] = py::int_(list[i]);
+  return std::move(t);
+}
+
 // The positional and keyword arguments of `call` as Python objects (keyword-only arguments by name).
 void python_arguments(const frontend::PreparedCall& call, py::tuple& args, py::dict& kwargs) {
   const binding::Schema& schema = call.op->schema();
@@ -270,7 +277,8 @@ void python_arguments(const frontend::PreparedCall& call, py::tuple& args, py::d
                    : v.is_int()  ? py::object(py::int_(v.to_int()))
                    : v.is_double() ? py::object(py::float_(v.to_double()))
                    : v.is_bool()   ? py::object(py::bool_(v.to_bool()))
-                                   : py::object(py::none());
+                   : v.is_int_list() ? python_tuple(v.to_int_list())
+                                     : py::object(py::none());
     if (schema.arguments[i].keyword_only) {
       kwargs[py::str(schema.arguments[i].name)] = o;
     } else {
@@ -279,6 +287,13 @@ void python_arguments(const frontend::PreparedCall& call, py::tuple& args, py::d
   }
   args = py::tuple(positional.size());
   for (size_t i = 0; i < positional.size(); ++i) args[i] = positional[i];
+}
+
+// An int[] argument as Python writes a tuple: "(2, 1)", "(3,)".
+std::string python_tuple_text(const Shape& list) {
+  std::string text = "(";
+  for (int i = 0; i < list.ndim; ++i) text += (i ? ", " : "") + std::to_string(list[i]);
+  return text + (list.ndim == 1 ? ",)" : ")");
 }
 
 std::string argument_text(const frontend::PreparedCall& call) {
@@ -290,7 +305,8 @@ std::string argument_text(const frontend::PreparedCall& call) {
                         : v.is_int()  ? std::to_string(v.to_int())
                         : v.is_double() ? py::str(py::float_(v.to_double())).cast<std::string>()
                         : v.is_bool()   ? (v.to_bool() ? "True" : "False")
-                                        : "None";
+                        : v.is_int_list() ? python_tuple_text(v.to_int_list())
+                                          : "None";
     text += (text.empty() ? "" : ", ") +
             (schema.arguments[i].keyword_only ? schema.arguments[i].name + "=" + value : value);
   }

@@ -33,6 +33,9 @@ KERNEL_PATHS = [
     ("add 1048577", "f64"), ("gelu 1048576", "f32"), ("gelu 1048576", "bf16"),
     ("linear 32x768x3072 --requires-grad --backward", "f32"), ("matmul 257x129x63 --requires-grad --backward", "f32"),
     ("conv 4x3x31x29 --out-channels 16 --kernel 5 --stride 2 --pad 1 --requires-grad --backward", "f32"),
+    # cuDNN's group count and dilation (torch's conv2d options), both gradients too.
+    ("conv 4x8x31x29 --out-channels 16 --kernel 3 --stride 2 --pad 2 --dilation 2 --groups 4 --requires-grad --backward",
+     "f32"),
     ("relu 1048577 --requires-grad --backward", "f32"), ("matmul 1024", "autocast-bf16"),
     ("matmul 1024", "autocast-f16"),
     # The tanh GELU's ops (strata's own kernels, docs/compiled.md) and their gradients.

@@ -61,6 +61,28 @@ TEST_CASE("conv options that do not fit the input are refused") {
                 "--out-channels must be");
   check_refused(run_strata(cpu({"trace", "conv", "1x3x4x4", "--kernel", "0"})), 2,
                 "--kernel must be between 1 and 2147483647");
+  check_refused(run_strata(cpu({"trace", "conv", "1x3x4x4", "--dilation", "0"})), 2,
+                "--dilation must be between 1 and 2147483647, got 0");
+  check_refused(run_strata(cpu({"trace", "conv", "1x3x4x4", "--dilation", "-2"})), 2,
+                "--dilation must be between 1 and 2147483647, got -2");
+  check_refused(run_strata(cpu({"trace", "conv", "1x3x4x4", "--dilation", "2"})), 2,
+                "--kernel 3 at --dilation 2 is larger than the padded input 4x4 (use a smaller --kernel or --dilation, "
+                "or more --pad)");
+  check_refused(run_strata(cpu({"trace", "conv", "1x4x8x8", "--groups", "3"})), 2,
+                "--groups 3 must divide the input channels 4 and --out-channels 4");
+  check_refused(run_strata(cpu({"trace", "conv", "1x4x8x8", "--groups", "2", "--out-channels", "5"})), 2,
+                "--groups 2 must divide the input channels 4 and --out-channels 5");
+  check_refused(run_strata(cpu({"trace", "conv", "1x4x8x8", "--groups", "0"})), 2,
+                "--groups must be between 1 and 2147483647, got 0");
+}
+
+TEST_CASE("conv's --dilation and --groups reach the kernel: a checked run, the weight [K, C/groups, R, R]") {
+  const RunResult r = run_strata(cpu({"trace", "conv", "2x4x9x9", "--out-channels", "6", "--stride", "2", "--pad",
+                                      "1", "--dilation", "2", "--groups", "2", "--check"}));
+  check_no_crash(r);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("weight [6x2x3x3] stride 2 pad 1 dilation 2 groups 2 -> [2x6x4x4]") != std::string::npos);
+  CHECK(r.out.find("PASS") != std::string::npos);
 }
 
 TEST_CASE("unknown ops, options and values are usage errors") {
@@ -334,6 +356,8 @@ TEST_CASE("conv options given to another op are refused, not ignored") {
                 "--out-channels, --pad apply to conv only; matmul takes no conv options");
   check_refused(run_strata(cpu({"compare", "add", "16", "--stride", "2"})), 2,
                 "--stride applies to conv only; add takes no conv options");
+  check_refused(run_strata(cpu({"trace", "relu", "16", "--dilation", "2", "--groups", "2"})), 2,
+                "--dilation, --groups apply to conv only; relu takes no conv options");
   // The default values are no choice of the user's: other ops run without them.
   const RunResult r = run_strata(cpu({"trace", "conv", "1x3x8x8", "--kernel", "3", "--stride", "1", "--pad", "1"}));
   check_no_crash(r);

@@ -291,7 +291,8 @@ TEST_CASE("strata ops lists every operator, its schema, and the keys with kernel
   for (const char* schema :
        {"matmul(Tensor self, Tensor other) -> Tensor",
         "linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor",
-        "conv2d(Tensor input, Tensor weight, Tensor? bias=None, int stride=1, int padding=0) -> Tensor",
+        "conv2d(Tensor input, Tensor weight, Tensor? bias=None, int[2] stride=1, int[2] padding=0, int[2] dilation=1, "
+        "int groups=1) -> Tensor",
         "relu(Tensor self) -> Tensor", "add(Tensor self, Tensor other, *, float alpha=1) -> Tensor",
         "gelu(Tensor self) -> Tensor", "to_copy(Tensor self, *, ScalarType? dtype=None) -> Tensor"}) {
     CHECK_MESSAGE(contains(r.out, std::string(schema) + "\n"), schema);

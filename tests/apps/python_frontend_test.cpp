@@ -134,7 +134,7 @@ TEST_CASE("trace --frontend python: python and pybind11 rows above binding, the 
 
 TEST_CASE("--frontend python passes the CLI's arguments the way the schema says") {
   // The CLI gives add no alpha (the binding layer fills the default, from Python as from C++); conv2d's
-  // stride and padding are ints after an optional bias.
+  // stride, padding and dilation are int[2] tuples after an optional bias, then groups.
   // The call is the point here: frontend_call is the Python expression the frontend ran.
   const Reported add = run_reported(cpu({"trace", "add", "1000", "--frontend", "python", "--check"}));
   check_no_crash(add.run);
@@ -145,7 +145,8 @@ TEST_CASE("--frontend python passes the CLI's arguments the way the schema says"
                                           "1", "--frontend", "python", "--check"}));
   check_no_crash(conv.run);
   REQUIRE(conv.run.exit_code == 0);
-  CHECK(conv.doc["frontend_call"].get<std::string>().rfind("strata.conv2d(input, weight, bias, 2, 1) in the embedded", 0) == 0);
+  CHECK(conv.doc["frontend_call"].get<std::string>().rfind(
+            "strata.conv2d(input, weight, bias, (2, 2), (1, 1), (1, 1), 1) in the embedded", 0) == 0);
   CHECK(conv.doc["check"]["passed"] == true);
 }
 

@@ -84,12 +84,14 @@ TEST_CASE("the float64 reference gradients agree with central finite differences
     using Op = decltype(decl);
     if constexpr (requires { Op::kReferenceBackward; }) {
       CAPTURE(Op::kName);
-      // conv2d with a stride and padding, so both show up in its gradients.
+      // conv2d with a stride, padding, dilation and groups, so all four show up in its gradients.
       frontend::ConvOptions conv;
       if (ops::kReadsConvOptions<Op>) {
-        conv.out_channels = 3;
+        conv.out_channels = 4;
         conv.stride = 2;
         conv.pad = 1;
+        conv.dilation = 2;
+        conv.groups = 2;
       }
       frontend::OpSpec spec;
       for (const char* dims : {"1x2x5x5", "3x4x2", "7"}) {
@@ -131,6 +133,22 @@ TEST_CASE("the float64 reference gradients agree with central finite differences
       }
     }
   });
+}
+
+TEST_CASE("conv2d's node keeps (H, W) stride, padding, dilation and groups for both gradient ops") {
+  // Values the CLI's square options cannot give: a formula that swapped H and W, or dropped an option,
+  // would give other gradients (or shapes) than the float64 reference's.
+  const Tensor x = leaf({2, 6, 9, 8}, DType::kF64, 1), w = leaf({4, 3, 3, 2}, DType::kF64, 2),
+               b = leaf({4}, DType::kF64, 3);
+  const Shape stride{2, 1}, padding{1, 2}, dilation{1, 3};
+  const Tensor y = ops::conv2d(x, w, b, stride, padding, dilation, 2);
+  REQUIRE(y.sizes() == Shape{2, 4, 5, 9});
+  const Tensor upstream = frontend::random_tensor(y.sizes(), DType::kF64, kCPU, 4);
+  autograd::backward(y, upstream);
+  const reference::Grads want = reference::conv2d_backward(upstream, x, w, b, stride, padding, dilation, 2);
+  CHECK(reference::relative_error(x.grad(), want[0]) <= reference::tolerance(DType::kF64));
+  CHECK(reference::relative_error(w.grad(), want[1]) <= reference::tolerance(DType::kF64));
+  CHECK(reference::relative_error(b.grad(), want[2]) <= reference::tolerance(DType::kF64));
 }
 
 TEST_CASE("the walk: y.sum().backward() on linear runs SumBackward > AddmmBackward > AccumulateGrad x3") {

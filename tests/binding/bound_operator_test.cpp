@@ -68,7 +68,9 @@ TEST_CASE("type mismatches name the argument, its position and the schema") {
   const BoundOperator& conv = find_operator("conv2d");
   Tensor x = rnd(Shape{1, 1, 4, 4}, 1), w = rnd(Shape{1, 1, 3, 3}, 2);
   CHECK(contains(call_error(conv, {x, w, IValue(), IValue(1.5)}),
-                 "argument 'stride' (position 4) must be int, not float"));
+                 "argument 'stride' (position 4) must be int or int[2], not float"));
+  CHECK(contains(call_error(conv, {x, w, IValue(), IValue(1), IValue(0), IValue(1), IValue(Shape{1})}),
+                 "argument 'groups' (position 7) must be int, not int[]"));
   CHECK(
       contains(call_error(conv, {x, w, IValue(3)}), "argument 'bias' (position 3) must be Tensor?, not int"));
 }
@@ -114,6 +116,12 @@ TEST_CASE("defaults fill what the caller left out") {
   Tensor ci = rnd(Shape{1, 2, 5, 5}, 3), cw = rnd(Shape{3, 2, 3, 3}, 4);
   out = find_operator("conv2d").call(std::vector<IValue>{ci, cw});
   CHECK(out.tensor().sizes() == Shape{1, 3, 3, 3});
+  // An int for an int[2] argument stands for both dims, as in torch; so does a list of one.
+  out = find_operator("conv2d").call(std::vector<IValue>{ci, cw, IValue(), IValue(2), IValue(Shape{1}), IValue(Shape{1, 2})});
+  CHECK(out.tensor().sizes() == Shape{1, 3, 3, 2});
+  const Kwarg groups{"groups", IValue(1)}, stride{"stride", IValue(Shape{2, 1})};
+  out = find_operator("conv2d").call(std::vector<IValue>{ci, cw}, std::vector<Kwarg>{groups, stride});
+  CHECK(out.tensor().sizes() == Shape{1, 3, 2, 3});
   // add's alpha defaults to 1.
   out = find_operator("add").call(std::vector<IValue>{x, x});
   CHECK(reference::relative_error(out.tensor(), reference::add(x, x, 1.0)) <=

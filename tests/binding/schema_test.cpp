@@ -46,6 +46,18 @@ TEST_CASE("a full schema: types, defaults, keyword-only arguments, return type")
   CHECK(s.text.find("conv2d(") == 0);
 }
 
+TEST_CASE("int[N] takes one int as its default, for each of the N, as torch's int[2] stride=1 does") {
+  const Schema s = parse_schema("conv2d(Tensor input, int[] dims, int[2] stride=1, int[2] padding=0) -> Tensor");
+  CHECK(s.arguments[2].type == ArgType::kIntList);
+  CHECK(s.arguments[2].list_size == 2);
+  CHECK(s.arguments[2].default_value->to_int_list() == Shape{1, 1});
+  CHECK(s.arguments[3].default_value->to_int_list() == Shape{0, 0});
+  CHECK(s.arguments[1].list_size == 0);
+  CHECK_FALSE(s.arguments[1].default_value.has_value());
+  CHECK(schema_error("f(int[5] x) -> Tensor").find("a list size of at most 4") != std::string::npos);
+  CHECK(schema_error("f(int[] x=1) -> Tensor").find("nor an int[] without a size") != std::string::npos);
+}
+
 TEST_CASE("whitespace is free, an empty argument list is fine, negative defaults parse") {
   CHECK(parse_schema("  f( )->Tensor  ").arguments.empty());
   CHECK(parse_schema("f()->Tensor").name == "f");
@@ -70,7 +82,7 @@ TEST_CASE("malformed schemas: the message names the column and what was expected
   CHECK(schema_error("f(Tensor) -> Tensor").find("expected argument name at column 9, found ')'") !=
         std::string::npos);
   CHECK(schema_error("f(Tensr a) -> Tensor")
-            .find("expected a type (Tensor, Tensor?, int, int[], float, bool, ScalarType, ScalarType?) at column 3") != std::string::npos);
+            .find("expected a type (Tensor, Tensor?, int, int[], int[N], float, bool, ScalarType, ScalarType?) at column 3") != std::string::npos);
   CHECK(schema_error("f(int? a) -> Tensor").find("'?' only after Tensor") != std::string::npos);
   CHECK(schema_error("f(Tensor a, Tensor a) -> Tensor").find("a second argument named 'a'") !=
         std::string::npos);

@@ -136,7 +136,7 @@ TEST_CASE("every operator's Autograd kernel records its own node") {
   CHECK(std::string(out.grad_fn()->name()) == "AddmmBackward");
   CHECK(out.grad_fn()->num_saved() == 2);
   Tensor ci = rnd(Shape{1, 3, 5, 5}, 4, true), cw = rnd(Shape{2, 3, 3, 3}, 5);
-  out = ops::conv2d(ci, cw, Tensor(), 1, 1);
+  out = ops::conv2d(ci, cw, Tensor(), {1}, {1}, {1}, 1);
   CHECK(std::string(out.grad_fn()->name()) == "ConvolutionBackward");
   out = ops::relu(x);
   CHECK(std::string(out.grad_fn()->name()) == "ReluBackward");

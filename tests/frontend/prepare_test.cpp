@@ -143,9 +143,20 @@ TEST_CASE("prepare_call builds the operator's arguments, figures and a matching 
   o.pad = 1;
   spec = parse_op_spec("conv", "2x3x9x7", o);
   call = prepare_call(spec, DType::kF64, kCPU, 1, false, available_host_bytes());
-  REQUIRE(call.args.size() == 5);
+  REQUIRE(call.args.size() == 7);
   CHECK(call.args[1].tensor().sizes() == Shape{5, 3, 3, 3});
-  CHECK(call.args[3].to_int() == 2);  // stride, then padding: the schema's order
-  CHECK(call.args[4].to_int() == 1);
+  CHECK(call.args[3].to_int_list() == Shape{2, 2});  // stride, padding, dilation, groups: the schema's order
+  CHECK(call.args[4].to_int_list() == Shape{1, 1});
+  CHECK(call.args[5].to_int_list() == Shape{1, 1});
+  CHECK(call.args[6].to_int() == 1);
+  o.out_channels = 6;
+  o.dilation = 2;
+  o.groups = 3;
+  spec = parse_op_spec("conv", "2x3x9x7", o);
+  call = prepare_call(spec, DType::kF64, kCPU, 1, false, available_host_bytes());
+  CHECK(call.args[1].tensor().sizes() == Shape{6, 1, 3, 3});  // [K, C/groups, R, R]
+  CHECK(call.args[5].to_int_list() == Shape{2, 2});
+  CHECK(call.args[6].to_int() == 3);
+  CHECK(spec.call.outputs.front() == Shape{2, 6, 4, 3});
   CHECK_FALSE(call.args[0].tensor().requires_grad());
 }

@@ -45,18 +45,18 @@ void check_empty_reductions(Kernels k, const Device& device, DType dtype) {
     for (double b : reference::to_double(bias.to(kCPU))) bias_rows.push_back(b);
   expect(dirty_then({2, 3}, [&] { return k.kLinear(x0, wt0, bias); }), bias_rows, "linear IN=0 with bias");
   const Tensor image = make({1, 0, 4, 4}, 6), filter = make({3, 0, 3, 3}, 7);
-  expect(dirty_then({1, 3, 2, 2}, [&] { return k.kConv2d(image, filter, Tensor(), 1, 0); }),
+  expect(dirty_then({1, 3, 2, 2}, [&] { return k.kConv2d(image, filter, Tensor(), {1}, {0}, {1}, 1); }),
          std::vector<double>(12, 0.0), "conv2d C=0");
   std::vector<double> bias_planes;
   for (double b : reference::to_double(bias.to(kCPU)))
     for (int i = 0; i < 4; ++i) bias_planes.push_back(b);
-  expect(dirty_then({1, 3, 2, 2}, [&] { return k.kConv2d(image, filter, bias, 1, 0); }), bias_planes,
+  expect(dirty_then({1, 3, 2, 2}, [&] { return k.kConv2d(image, filter, bias, {1}, {0}, {1}, 1); }), bias_planes,
          "conv2d C=0 with bias");
   const Tensor x = make({1, 2, 5, 5}, 8), no_filters = make({0, 2, 3, 3}, 9);
-  expect(dirty_then({1, 2, 5, 5}, [&] { return k.kConv2dInputBackward(make({1, 0, 3, 3}, 10), x, no_filters, 1, 0); }),
+  expect(dirty_then({1, 2, 5, 5}, [&] { return k.kConv2dInputBackward(make({1, 0, 3, 3}, 10), x, no_filters, {1}, {0}, {1}, 1); }),
          std::vector<double>(50, 0.0), "conv2d_input_backward K=0");
   const Tensor w = make({2, 1, 3, 3}, 11);
-  expect(dirty_then({2, 1, 3, 3}, [&] { return k.kConv2dWeightBackward(make({0, 2, 3, 3}, 12), make({0, 1, 5, 5}, 13), w, 1, 0); }),
+  expect(dirty_then({2, 1, 3, 3}, [&] { return k.kConv2dWeightBackward(make({0, 2, 3, 3}, 12), make({0, 1, 5, 5}, 13), w, {1}, {0}, {1}, 1); }),
          std::vector<double>(18, 0.0), "conv2d_weight_backward N=0");
   expect(dirty_then({3}, [&] { return k.kBiasBackward(make({0, 3}, 14)); }), std::vector<double>(3, 0.0),
          "bias_backward N=0");

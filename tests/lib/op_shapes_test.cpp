@@ -78,56 +78,75 @@ TEST_CASE("elementwise shapes must be identical: no broadcasting") {
         }).find("does not broadcast") != std::string::npos);
 }
 
-TEST_CASE("conv2d geometry: output size from stride and padding") {
-  // (H + 2P - R) / S + 1: (7 + 2 - 3) / 2 + 1 = 4, (5 + 2 - 3) / 2 + 1 = 3
-  auto g = op_shapes::conv2d(Shape{2, 3, 7, 5}, Shape{4, 3, 3, 3}, nullptr, 2, 1);
+TEST_CASE("conv2d geometry: output size from stride, padding and dilation per dim, and groups") {
+  // (H + 2P - D(R - 1) - 1) / S + 1: (7 + 2 - 3) / 2 + 1 = 4, (5 + 2 - 3) / 2 + 1 = 3
+  auto g = op_shapes::conv2d(Shape{2, 3, 7, 5}, Shape{4, 3, 3, 3}, nullptr, {2}, {1}, {1}, 1);
   CHECK(g.out_height == 4);
   CHECK(g.out_width == 3);
   CHECK(g.output() == Shape{2, 4, 4, 3});
   // A kernel exactly as large as the padded input gives a 1x1 output.
-  auto exact = op_shapes::conv2d(Shape{1, 1, 3, 3}, Shape{1, 1, 5, 5}, nullptr, 1, 1);
+  auto exact = op_shapes::conv2d(Shape{1, 1, 3, 3}, Shape{1, 1, 5, 5}, nullptr, {1}, {1}, {1}, 1);
   CHECK(exact.output() == Shape{1, 1, 1, 1});
+  // Per dim, as torch: H (9 + 2 - 2*2 - 1) / 2 + 1 = 4, W (8 + 0 - 1*2 - 1) / 1 + 1 = 6; groups split C and K.
+  auto both = op_shapes::conv2d(Shape{1, 6, 9, 8}, Shape{4, 3, 3, 3}, nullptr, {2, 1}, {1, 0}, {2, 1}, 2);
+  CHECK(both.output() == Shape{1, 4, 4, 6});
+  CHECK(both.group_in_channels() == 3);
+  CHECK(both.group_out_channels() == 2);
+  CHECK((both.stride_h == 2 && both.stride_w == 1 && both.pad_h == 1 && both.pad_w == 0 && both.dilation_h == 2 &&
+         both.dilation_w == 1));
 }
 
-TEST_CASE("conv2d refusals name the problem") {
-  CHECK(usage_message([] {
-          op_shapes::conv2d(Shape{1, 1, 2, 2}, Shape{1, 1, 3, 3}, nullptr, 1, 0);
-        }).find("larger than the padded input 2x2") != std::string::npos);
-  CHECK(usage_message([] {
-          op_shapes::conv2d(Shape{1, 1, 4, 4}, Shape{1, 1, 3, 3}, nullptr, 0, 0);
-        }).find("stride must be between 1 and 2147483647, got 0") != std::string::npos);
-  CHECK(usage_message([] {
-          op_shapes::conv2d(Shape{1, 1, 4, 4}, Shape{1, 1, 3, 3}, nullptr, 1, -1);
-        }).find("padding must be between 0 and 2147483647, got -1") != std::string::npos);
+TEST_CASE("conv2d refusals name the problem, in torch's words where torch has them") {
+  auto refusal = [](const Shape& input, const Shape& weight, const Shape& stride, const Shape& padding,
+                    const Shape& dilation, int64_t groups) {
+    return usage_message([&] { op_shapes::conv2d(input, weight, nullptr, stride, padding, dilation, groups); });
+  };
+  const Shape x{1, 1, 4, 4}, w{1, 1, 3, 3};
+  CHECK(refusal(Shape{1, 1, 2, 2}, w, {1}, {0}, {1}, 1) ==
+        "conv2d: Calculated padded input size per channel: (2 x 2). Kernel size: (3 x 3). Kernel size can't be greater "
+        "than actual input size (the kernel is weight's last two sizes, spread by dilation): give a weight with a "
+        "smaller kernel, less dilation, or more padding");
+  CHECK(refusal(Shape{1, 1, 5, 5}, w, {1}, {0}, {3}, 1).find("Kernel size: (7 x 7)") != std::string::npos);
+  CHECK(refusal(x, w, {0}, {0}, {1}, 1) == "conv2d: non-positive stride is not supported, got stride=[0]");
+  CHECK(refusal(x, w, {1, 0}, {0}, {1}, 1) == "conv2d: non-positive stride is not supported, got stride=[1, 0]");
+  CHECK(refusal(x, w, {1}, {-1}, {1}, 1) == "conv2d: negative padding is not supported, got padding=[-1]");
+  CHECK(refusal(x, w, {1}, {0}, {-1, 1}, 1) == "conv2d: dilation should be greater than zero, got dilation=[-1, 1]");
+  CHECK(refusal(x, w, {1}, {0}, {1}, 0) == "conv2d: non-positive groups is not supported, got groups=0");
+  CHECK(refusal(x, w, {1, 2, 3}, {0}, {1}, 1) ==
+        "conv2d: expected stride to be a single integer value or a list of 2 values to match the convolution "
+        "dimensions, but got stride=[1, 2, 3]");
+  CHECK(refusal(Shape{1, 5, 8, 8}, Shape{4, 3, 3, 3}, {1}, {0}, {1}, 2) ==
+        "conv2d: Given groups=2, weight of size [4, 3, 3, 3], expected input[1, 5, 8, 8] to have 6 channels, but got "
+        "5 channels instead");
+  CHECK(refusal(Shape{1, 6, 8, 8}, Shape{3, 3, 3, 3}, {1}, {0}, {1}, 2) ==
+        "conv2d: Given groups=2, expected weight to be divisible by 2 at dimension 0, but got weight of size "
+        "[3, 3, 3, 3] instead");
+  CHECK(refusal(Shape{1, 2, 4, 4}, Shape{1, 3, 3, 3}, {1}, {0}, {1}, 1).find("to have 3 channels, but got 2") !=
+        std::string::npos);
   // Past the int range the kernels index with, and where the padded size would overflow int64 (it wrapped
   // to a negative size, or to a small one that let a 1x1 kernel through).
-  CHECK(usage_message([] {
-          op_shapes::conv2d(Shape{1, 1, 4, 4}, Shape{1, 1, 3, 3}, nullptr, 1, int64_t{1} << 62);
-        }).find("padding must be between 0 and 2147483647, got 4611686018427387904") != std::string::npos);
-  CHECK(usage_message([] {
-          op_shapes::conv2d(Shape{1, 1, 4, 4}, Shape{1, 1, 1, 1}, nullptr, 1, INT64_MAX);
-        }).find("padding must be between 0") != std::string::npos);
-  CHECK(usage_message([] {
-          op_shapes::conv2d(Shape{1, 1, 4, 4}, Shape{1, 1, 1, 1}, nullptr, int64_t{1} << 31, 0);
-        }).find("stride must be between 1 and 2147483647, got 2147483648") != std::string::npos);
-  CHECK(usage_message([] {
-          op_shapes::conv2d(Shape{0, 1, INT64_MAX - 2, 4}, Shape{1, 1, 1, 1}, nullptr, 1, 2);
-        }).find("larger than int64 can index") != std::string::npos);
+  CHECK(refusal(x, w, {1}, {int64_t{1} << 62}, {1}, 1) ==
+        "conv2d: padding must be between 0 and 2147483647, got 4611686018427387904");
+  CHECK(refusal(x, Shape{1, 1, 1, 1}, {1}, {INT64_MAX}, {1}, 1).find("padding must be between 0") != std::string::npos);
+  CHECK(refusal(x, Shape{1, 1, 1, 1}, {int64_t{1} << 31}, {0}, {1}, 1) ==
+        "conv2d: stride must be between 1 and 2147483647, got 2147483648");
+  CHECK(refusal(x, w, {1}, {0}, {int64_t{1} << 40}, 1).find("dilation must be between 1") != std::string::npos);
+  CHECK(refusal(x, w, {1}, {0}, {1}, int64_t{1} << 40).find("groups must be between 1") != std::string::npos);
+  CHECK(refusal(Shape{0, 1, INT64_MAX - 2, 4}, Shape{1, 1, 1, 1}, {1}, {2}, {1}, 1).find("larger than int64 can index") !=
+        std::string::npos);
   // Worded for every caller: the schema's argument names, not the CLI's flags.
-  const std::string kernel = usage_message([] { op_shapes::conv2d(Shape{1, 1, 2, 2}, Shape{1, 1, 5, 5}, nullptr, 1, 1); });
-  CHECK(kernel.find("weight's last two sizes") != std::string::npos);
-  CHECK(kernel.find("more padding") != std::string::npos);
-  CHECK(kernel.find("--") == std::string::npos);
-  CHECK(usage_message([] {
-          op_shapes::conv2d(Shape{1, 2, 4, 4}, Shape{1, 3, 3, 3}, nullptr, 1, 0);
-        }).find("channels differ") != std::string::npos);
+  CHECK(refusal(Shape{1, 1, 2, 2}, Shape{1, 1, 5, 5}, {1}, {1}, {1}, 1).find("--") == std::string::npos);
   const Shape bad_bias{2};
   CHECK(usage_message([&] {
-          op_shapes::conv2d(Shape{1, 1, 4, 4}, Shape{3, 1, 3, 3}, &bad_bias, 1, 0);
-        }).find("bias must be [3]") != std::string::npos);
+          op_shapes::conv2d(x, Shape{3, 1, 3, 3}, &bad_bias, {1}, {0}, {1}, 1);
+        }) == "conv2d: Given weight of size [3, 1, 3, 3], expected bias to be 1-dimensional with 3 elements, but got "
+              "bias of size [2] instead");
+  CHECK(refusal(Shape{1, 4, 4}, w, {1}, {0}, {1}, 1).find("[N,C,H,W]") != std::string::npos);
+  // The gradients' rule is the forward's, checked against the gradient's shape.
   CHECK(usage_message([] {
-          op_shapes::conv2d(Shape{1, 4, 4}, Shape{1, 1, 3, 3}, nullptr, 1, 0);
-        }).find("[N,C,H,W]") != std::string::npos);
+          op_shapes::conv2d_backward("conv2d_input_backward", Shape{1, 2, 3, 3}, Shape{1, 4, 5, 5}, Shape{2, 2, 3, 3},
+                                     {1}, {1}, {1}, 2);
+        }) == "conv2d_input_backward: grad_output must be the conv2d output's shape [1x2x5x5], got [1x2x3x3]");
 }
 
 TEST_CASE("tensors of one call must share dtype and device") {

@@ -109,9 +109,9 @@ TEST_CASE("conv2d autocasts too; ops without a policy fall through: the key is s
   const Tensor x = rnd(Shape{1, 2, 5, 5}, 1), w = rnd(Shape{3, 2, 3, 3}, 2), bias = rnd(Shape{3}, 3);
   {
     AutocastGuard autocast(DType::kF16);
-    const Tensor y = ops::conv2d(x, w, bias, 1, 1);
+    const Tensor y = ops::conv2d(x, w, bias, {1}, {1}, {1}, 1);
     CHECK(y.dtype() == DType::kF16);
-    CHECK(reference::relative_error(y, reference::conv2d(x, w, bias, 1, 1)) <= reference::tolerance(DType::kF16));
+    CHECK(reference::relative_error(y, reference::conv2d(x, w, bias, {1}, {1}, {1}, 1)) <= reference::tolerance(DType::kF16));
   }
   size_t with_policy = 0;
   ops::AllOps::for_each([&](auto decl) {

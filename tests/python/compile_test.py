@@ -201,18 +201,19 @@ class CompileTest(unittest.TestCase):
         self.assertIn("bf16", compiled.versions[1].kernels[1]["extern_reason"])
 
     def test_more_tensors_needing_grad_than_a_node_has_edges_run_eagerly(self):
-        def add6(a, b, c, d, e, f):
-            return strata.add(strata.add(strata.add(a, b), strata.add(c, d)), strata.add(e, f))
+        def add8(a, b, c, d, e, f, g, h):
+            return strata.add(strata.add(strata.add(a, b), strata.add(c, d)),
+                              strata.add(strata.add(e, f), strata.add(g, h)))
 
-        compiled = strata.compile(add6, cache_dir=CACHE)
-        leaves = [self.t(3, 2, requires_grad=True) for _ in range(6)]
+        compiled = strata.compile(add8, cache_dir=CACHE)
+        leaves = [self.t(3, 2, requires_grad=True) for _ in range(8)]
         y = compiled(*leaves)
         self.assertEqual(y.grad_fn, "AddBackward")  # eager's own node
-        self.assertIn("6 tensors require grad", compiled.eager_calls[0]["reason"])
+        self.assertIn("8 tensors require grad", compiled.eager_calls[0]["reason"])
         strata.sum(y).backward()
         for leaf in leaves:
             self.close(leaf.grad.numpy_float64(), np.ones((3, 2)), "float32", "grad")
-        y = compiled(*[self.t(3, 2) for _ in range(6)])  # no grad needed: compiled
+        y = compiled(*[self.t(3, 2) for _ in range(8)])  # no grad needed: compiled
         self.assertIsNone(y.grad_fn)
 
     def test_cache_size_limit_runs_new_keys_eagerly(self):

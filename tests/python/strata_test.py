@@ -28,17 +28,38 @@ def relative_error(out, ref):
 _erf = np.vectorize(math.erf)
 
 
-def conv2d_reference(x, w, b, stride, padding):
-    n, c, h, wd = x.shape
-    k, _, r, s = w.shape
-    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
-    oh = (h + 2 * padding - r) // stride + 1
-    ow = (wd + 2 * padding - s) // stride + 1
-    out = np.zeros((n, k, oh, ow))
-    for i in range(oh):
-        for j in range(ow):
-            patch = xp[:, :, i * stride:i * stride + r, j * stride:j * stride + s]
-            out[:, :, i, j] = np.einsum("ncrs,kcrs->nk", patch, w)
+def _pair(v):
+    """An int[2] argument as (H, W): one int, or a list of one, is both (torch's rule)."""
+    if isinstance(v, int):
+        return v, v
+    return (v[0], v[0]) if len(v) == 1 else tuple(v)
+
+
+def _conv_windows(x, w, stride, padding, dilation, groups):
+    """The padded input and, for each group and kernel tap (i, j), the group's channel slices and the
+    [N, C/G, OH, OW] window of the padded input that the tap reads."""
+    (sh, sw), (ph, pw), (dh, dw) = _pair(stride), _pair(padding), _pair(dilation)
+    _, _, h, wd = x.shape
+    k, cg, r, s = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    oh, ow = (h + 2 * ph - dh * (r - 1) - 1) // sh + 1, (wd + 2 * pw - dw * (s - 1) - 1) // sw + 1
+    kg = k // groups
+    windows = []
+    for group in range(groups):
+        cin, cout = slice(group * cg, (group + 1) * cg), slice(group * kg, (group + 1) * kg)
+        for i in range(r):
+            for j in range(s):
+                rows = slice(i * dh, i * dh + sh * (oh - 1) + 1, sh)
+                cols = slice(j * dw, j * dw + sw * (ow - 1) + 1, sw)
+                windows.append((cin, cout, i, j, rows, cols))
+    return xp, (ph, pw), (oh, ow), windows
+
+
+def conv2d_reference(x, w, b, stride=1, padding=0, dilation=1, groups=1):
+    xp, _, (oh, ow), windows = _conv_windows(x, w, stride, padding, dilation, groups)
+    out = np.zeros((x.shape[0], w.shape[0], oh, ow))
+    for cin, cout, i, j, rows, cols in windows:
+        out[:, cout] += np.einsum("nchw,kc->nkhw", xp[:, cin, rows, cols], w[cout, :, i, j])
     if b is not None:
         out += b[None, :, None, None]
     return out
@@ -58,11 +79,17 @@ def _inputs_linear(rng, t):
 
 
 def _inputs_conv2d(rng, t):
-    n, c, k, r = rng.randint(1, 3), rng.randint(1, 4), rng.randint(1, 5), rng.randint(1, 3)
-    stride, padding = rng.randint(1, 2), rng.randint(0, 1)
-    h, w = rng.randint(r, 9), rng.randint(r, 9)
+    # torch's arguments: an int or an (H, W) pair for stride, padding and dilation, and groups.
+    groups = rng.choice([1, 1, 2, 3])
+    n, c, k = rng.randint(1, 3), groups * rng.randint(1, 3), groups * rng.randint(1, 3)
+    r, s = rng.randint(1, 3), rng.randint(1, 3)
+    pair = lambda low, high: rng.randint(low, high) if rng.random() < 0.5 else (rng.randint(low, high), rng.randint(low, high))
+    stride, padding, dilation = pair(1, 2), pair(0, 1), pair(1, 2)
+    dh, dw = _pair(dilation)
+    h, w = rng.randint(dh * (r - 1) + 1, 9), rng.randint(dw * (s - 1) + 1, 9)
     bias = t(k) if rng.random() < 0.7 else None
-    return [t(n, c, h, w), t(k, c, r, r), bias], {"stride": stride, "padding": padding}
+    return [t(n, c, h, w), t(k, c // groups, r, s), bias], {"stride": stride, "padding": padding,
+                                                             "dilation": dilation, "groups": groups}
 
 
 def _inputs_pointwise(rng, t):
@@ -136,24 +163,19 @@ def _inputs_bias_backward(rng, t):
 
 def _inputs_conv_backward(rng, t):
     (x, w, _), kw = _inputs_conv2d(rng, t)
-    n, _, h, wd = x.shape
-    k, _, r, _ = w.shape
-    oh = (h + 2 * kw["padding"] - r) // kw["stride"] + 1
-    ow = (wd + 2 * kw["padding"] - r) // kw["stride"] + 1
-    return [t(n, k, oh, ow), x, w], kw
+    _, _, (oh, ow), _ = _conv_windows(np.zeros(x.shape), np.zeros(w.shape), **kw)
+    return [t(x.shape[0], w.shape[0], oh, ow), x, w], kw
 
 
-def _conv_backward_reference(g, x, w, stride, padding, want_input):
-    r, s = w.shape[2], w.shape[3]
-    xp = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+def _conv_backward_reference(g, x, w, want_input, **options):
+    xp, (ph, pw), _, windows = _conv_windows(x, w, **options)
     dxp, dw = np.zeros_like(xp), np.zeros_like(w)
-    for i in range(g.shape[2]):
-        for j in range(g.shape[3]):
-            dxp[:, :, i * stride:i * stride + r, j * stride:j * stride + s] += np.einsum("nk,kcrs->ncrs", g[:, :, i, j], w)
-            dw += np.einsum("nk,ncrs->kcrs", g[:, :, i, j], xp[:, :, i * stride:i * stride + r, j * stride:j * stride + s])
+    for cin, cout, i, j, rows, cols in windows:
+        dxp[:, cin, rows, cols] += np.einsum("nkhw,kc->nchw", g[:, cout], w[cout, :, i, j])
+        dw[cout, :, i, j] += np.einsum("nkhw,nchw->kc", g[:, cout], xp[:, cin, rows, cols])
     if not want_input:
         return dw
-    return dxp[:, :, padding:padding + x.shape[2], padding:padding + x.shape[3]]
+    return dxp[:, :, ph:ph + x.shape[2], pw:pw + x.shape[3]]
 
 
 def _gelu_derivative(x):
@@ -282,9 +304,9 @@ CASES = {
     "gelu_backward": (_inputs_pair, lambda g, x: g * _gelu_derivative(x)),
     "bias_backward": (_inputs_bias_backward, lambda g: g.sum(axis=(0, 2, 3) if g.ndim == 4 else 0)),
     "conv2d_input_backward": (_inputs_conv_backward,
-                              lambda g, x, w, stride, padding: _conv_backward_reference(g, x, w, stride, padding, True)),
+                              lambda g, x, w, **options: _conv_backward_reference(g, x, w, True, **options)),
     "conv2d_weight_backward": (_inputs_conv_backward,
-                               lambda g, x, w, stride, padding: _conv_backward_reference(g, x, w, stride, padding, False)),
+                               lambda g, x, w, **options: _conv_backward_reference(g, x, w, False, **options)),
     "mul.Scalar": (_inputs_mul, lambda x, other=1: x * other),
     # The tanh GELU's ops (Note [Overloads]: mul is two tensors, mul.Scalar a tensor and a number).
     "mul": (_inputs_pair, lambda a, b: a * b),
@@ -469,9 +491,11 @@ class OperatorsTest(unittest.TestCase):
             (lambda: strata.conv2d(x, w, padding=2**62), "padding must be between 0 and 2147483647"),
             (lambda: strata.conv2d(x, w, padding=2**63 - 1), "padding must be between 0 and 2147483647"),
             (lambda: strata.conv2d(x, w, padding=2**31), "padding must be between 0 and 2147483647"),
-            (lambda: strata.conv2d(x, w, padding=-1), "padding must be between 0 and 2147483647"),
+            (lambda: strata.conv2d(x, w, padding=-1), "negative padding is not supported, got padding=[-1, -1]"),
             (lambda: strata.conv2d(x, w, None, 2**31), "stride must be between 1 and 2147483647"),
-            (lambda: strata.conv2d(x, w, None, 0), "stride must be between 1 and 2147483647"),
+            (lambda: strata.conv2d(x, w, None, 0), "non-positive stride is not supported, got stride=[0, 0]"),
+            (lambda: strata.conv2d(x, w, None, (1, 2**31)), "stride must be between 1 and 2147483647, got 2147483648"),
+            (lambda: strata.conv2d(x, w, dilation=2**40), "dilation must be between 1 and 2147483647"),
             (lambda: strata.conv2d(x, w, padding=2**64), "argument 'padding' (position 5) must be an int in [-2**63"),
             (lambda: strata.conv2d(x, w, None, -2**63 - 1), "argument 'stride' (position 4) must be an int in [-2**63"),
             (lambda: strata._strata._op(strata.OPERATORS["conv2d"].__globals__["_index"], x, w, None, 1, 2**64),
@@ -487,8 +511,9 @@ class OperatorsTest(unittest.TestCase):
             (lambda: strata.manual_seed(-1), "seed must be an int in [0, 2**64)"),
             # The shape error names the Python arguments (weight, padding), not the CLI's --kernel/--pad.
             (lambda: strata.conv2d(strata.randn(1, 1, 2, 2), strata.randn(1, 1, 5, 5)),
-             "(weight's last two sizes) is larger than the padded input 2x2 (input's height and width plus 2 x "
-             "padding 0): give a weight with a smaller kernel, or more padding"),
+             "Calculated padded input size per channel: (2 x 2). Kernel size: (5 x 5). Kernel size can't be greater "
+             "than actual input size (the kernel is weight's last two sizes, spread by dilation): give a weight "
+             "with a smaller kernel, less dilation, or more padding"),
         ]
         for call, message in cases:
             with self.assertRaises(ValueError) as cm:
@@ -670,8 +695,10 @@ class TensorTest(unittest.TestCase):
         self.assertEqual(sys.getrefcount(a), before)
 
     def test_from_numpy_copies_when_it_must(self):
+        # A strided array is shared as a strided view (tests/python/views_test.py); a byte-swapped or
+        # read-only one is copied.
         a = np.arange(24, dtype=np.float32).reshape(4, 6)
-        for array in (a[:, ::2], a.T, a.astype(">f4"), np.frombuffer(a.tobytes(), dtype=np.float32)):
+        for array in (a.astype(">f4"), np.frombuffer(a.tobytes(), dtype=np.float32)):
             t = strata.from_numpy(array)
             self.assertNotEqual(t.data_ptr(), array.ctypes.data)
             np.testing.assert_array_equal(t.numpy(), array)

@@ -138,6 +138,41 @@ class ViewsTest(unittest.TestCase):
             x[True]
         self.assertTrue(issubclass(strata.IndexRangeError, strata.UsageError))
 
+    def test_from_numpy_of_a_strided_array_is_a_strided_view(self):
+        # As torch.from_numpy: the array's memory, its strides (in elements), no copy; writes either way.
+        a = np.arange(12.).reshape(3, 4)
+        cases = [("x[:, ::2]", a[:, ::2], (4, 2)), ("x.T", a.T, (1, 4)), ("x[::2, 1:]", a[::2, 1:], (8, 1)),
+                 ("x[1:, ::3].T", a[1:, ::3].T, (3, 4))]
+        for what, array, strides in cases:
+            with self.subTest(what=what):
+                t = strata.from_numpy(array)
+                self.assertEqual(t.shape, array.shape)
+                self.assertEqual(tuple(t.stride(i) for i in range(t.ndim)), strides)
+                self.assertEqual(strides_in_elements(array), strides)
+                self.assertFalse(t.is_contiguous())
+                self.assertEqual(t.data_ptr(), array.ctypes.data)
+                np.testing.assert_array_equal(t.numpy(), array)
+                np.testing.assert_array_equal(t.contiguous().numpy(), array)  # a kernel reads it as it lies
+        x = np.arange(12.).reshape(3, 4)
+        t = strata.from_numpy(x[:, ::2])
+        x[2, 2] = -5.0  # numpy's write, seen through the tensor
+        self.assertEqual(t.numpy()[2, 1], -5.0)
+        t.add_(strata.from_numpy(np.full((3, 2), 100.0)))  # the tensor's write, seen through numpy
+        np.testing.assert_array_equal(x, [[100, 1, 102, 3], [104, 5, 106, 7], [108, 9, 95, 11]])
+        np.testing.assert_array_equal(strata.relu(t).numpy(), x[:, ::2])  # kernels read the strided view
+
+    def test_from_numpy_refuses_what_torch_refuses(self):
+        a = np.arange(12.).reshape(3, 4)
+        for array in (a[::-1], a[:, ::-2]):
+            with self.assertRaises(ValueError) as cm:
+                strata.from_numpy(array)
+            self.assertIn("At least one stride in the given numpy array is negative", str(cm.exception))
+        # Read-only and byte-swapped arrays are still copied first (the tensor may be written).
+        for array in (np.broadcast_to(a[:1], (3, 4)), a.astype(">f8")):
+            t = strata.from_numpy(array)
+            self.assertTrue(t.is_contiguous())
+            np.testing.assert_array_equal(t.numpy(), array)
+
 
 @unittest.skipIf(torch is None, "PyTorch is not in this Python (the peer's environment, scripts/install-python-deps, has it)")
 class AgainstTorchTest(unittest.TestCase):
@@ -163,6 +198,22 @@ class AgainstTorchTest(unittest.TestCase):
                 (strata.sum(strata.linear(flat, w.reshape(1, v.numel()))) if w is not None else strata.sum(v)).backward()
                 ((tv * tw).sum() if tw is not None else tv.sum()).backward()
                 np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+    def test_from_numpy_strides_agree_with_torch(self):
+        a = np.random.default_rng(random.SystemRandom().randrange(2**32)).standard_normal((4, 6, 5))
+        for array in (a[:, ::2], a.transpose(2, 0, 1), a[1:3, :, ::4], a[:, 1:2]):
+            t, tt = strata.from_numpy(array), torch.from_numpy(array)
+            self.assertEqual(t.shape, tuple(tt.shape))
+            self.assertEqual(tuple(t.stride(i) for i in range(t.ndim)), tt.stride())
+            self.assertEqual(t.is_contiguous(), tt.is_contiguous())
+            np.testing.assert_array_equal(t.numpy(), tt.numpy())
+        for array in (a[::-1], a[:, :, ::-1]):
+            with self.assertRaises(ValueError) as torch_error:
+                torch.from_numpy(array)
+            with self.assertRaises(ValueError) as strata_error:
+                strata.from_numpy(array)
+            self.assertEqual(str(strata_error.exception), str(torch_error.exception))
 
 
 if __name__ == "__main__":

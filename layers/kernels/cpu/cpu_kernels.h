@@ -13,7 +13,9 @@ namespace strata::kernels::cpu {
 
 Tensor matmul(const Tensor& self, const Tensor& other);
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias);  // bias may be undefined
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride, int64_t padding);
+// torch.nn.functional.conv2d: stride, padding and dilation one int or (H, W); weight [K, C/groups, R, S].
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Shape& stride, const Shape& padding,
+              const Shape& dilation, int64_t groups);
 Tensor relu(const Tensor& self);
 Tensor add(const Tensor& self, const Tensor& other, double alpha);
 Tensor gelu(const Tensor& self);  // exact (erf) form
@@ -48,10 +50,10 @@ Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, double 
 Tensor tanh_backward(const Tensor& grad_output, const Tensor& output);  // grad * (1 - y^2)
 Tensor gelu_backward(const Tensor& grad_output, const Tensor& self);
 Tensor bias_backward(const Tensor& grad_output);  // sum over every dim but 1: linear's and conv2d's bias
-Tensor conv2d_input_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight, int64_t stride,
-                             int64_t padding);  // input: only its shape is read
-Tensor conv2d_weight_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight, int64_t stride,
-                              int64_t padding);  // weight: only its shape is read
+Tensor conv2d_input_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                             const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups);  // input: only its shape is read
+Tensor conv2d_weight_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                             const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups);  // weight: only its shape is read
 
 // What the environment report prints: OpenBLAS's own config string and thread count.
 // Views (docs/views.md): the copy behind contiguous() and reshape, and the two gradient ops views need.

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -116,7 +117,38 @@ struct ConvPlan {
     if (conv != nullptr) (void)cudnnDestroyConvolutionDescriptor(conv);
   }
 };
-using ConvKey = std::tuple<int, DType, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+// A plan's key: device, dtype, TF32, and every size and option of the geometry.
+using ConvKey = std::tuple<int, DType, bool, std::array<int64_t, 16>>;
+ConvKey conv_key(const Tensor& t, bool tf32, const op_shapes::Conv2dGeometry& g) {
+  return {t.device().index, t.dtype(), tf32,
+          std::array<int64_t, 16>{g.batch, g.in_channels, g.height, g.width, g.out_channels, g.kernel_h, g.kernel_w,
+                                  g.stride_h, g.stride_w, g.pad_h, g.pad_w, g.dilation_h, g.dilation_w, g.groups,
+                                  g.out_height, g.out_width}};
+}
+
+// The input, filter and convolution descriptors of geometry g (the output's is set by the caller): the
+// filter is [K, C/groups, R, S] with cudnnSetConvolutionGroupCount saying how many groups, as PyTorch's
+// cuDNN path sets it.
+void set_descriptors(const char* op, DType dtype, const op_shapes::Conv2dGeometry& g, cudnnTensorDescriptor_t x,
+                     cudnnFilterDescriptor_t w, cudnnConvolutionDescriptor_t conv) {
+  const cudnnDataType_t dt = cudnn_dtype(dtype);
+  auto n = [&](int64_t v) { return checked_int(op, v); };
+  STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, dt, n(g.batch), n(g.in_channels), n(g.height),
+                                                n(g.width)));
+  STRATA_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w, dt, CUDNN_TENSOR_NCHW, n(g.out_channels), n(g.group_in_channels()),
+                                                n(g.kernel_h), n(g.kernel_w)));
+  STRATA_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(conv, n(g.pad_h), n(g.pad_w), n(g.stride_h), n(g.stride_w),
+                                                     n(g.dilation_h), n(g.dilation_w), CUDNN_CROSS_CORRELATION,
+                                                     compute_dtype(dtype)));
+  STRATA_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv, n(g.groups)));
+}
+
+// "stride 2x1 pad 1x0 dilation 1x1 groups 1", for the plan notes.
+std::string options_text(const op_shapes::Conv2dGeometry& g) {
+  auto pair = [](int64_t h, int64_t w) { return std::to_string(h) + "x" + std::to_string(w); };
+  return "stride " + pair(g.stride_h, g.stride_w) + " pad " + pair(g.pad_h, g.pad_w) + " dilation " +
+         pair(g.dilation_h, g.dilation_w) + " groups " + std::to_string(g.groups);
+}
 std::mutex g_plan_mutex;
 
 // Note [Plan caches outlive static destruction]
@@ -145,17 +177,11 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, const Tensor& input, c
   const DType dtype = input.dtype();
   const cudnnDataType_t dt = cudnn_dtype(dtype);
   auto plan = std::make_unique<ConvPlan>();
-  auto n = [](int64_t v) { return checked_int("conv2d", v); };
   STRATA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&plan->x));
   STRATA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&plan->y));
   STRATA_CUDNN_CHECK(cudnnCreateFilterDescriptor(&plan->w));
   STRATA_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&plan->conv));
-  STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->x, CUDNN_TENSOR_NCHW, dt, n(g.batch), n(g.in_channels),
-                                                n(g.height), n(g.width)));
-  STRATA_CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan->w, dt, CUDNN_TENSOR_NCHW, n(g.out_channels), n(g.in_channels),
-                                                n(g.kernel_h), n(g.kernel_w)));
-  STRATA_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(plan->conv, n(g.padding), n(g.padding), n(g.stride), n(g.stride),
-                                                     1, 1, CUDNN_CROSS_CORRELATION, compute_dtype(dtype)));
+  set_descriptors("conv2d", dtype, g, plan->x, plan->w, plan->conv);
   STRATA_CUDNN_CHECK(cudnnSetConvolutionMathType(plan->conv, requested_math(dtype, tf32)));
   int on = 0, oc = 0, oh = 0, ow = 0;
   STRATA_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(plan->conv, plan->x, plan->w, &on, &oc, &oh, &ow));
@@ -219,8 +245,8 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, const Tensor& input, c
   char time[32];
   std::snprintf(time, sizeof time, "%.1f us", double(best->time) * 1e3);
   tracing::annotate(AnnotationKind::kPlan, "conv2d [" + input.sizes().str() + "] * [" + weight.sizes().str() + "] " +
-                          std::string(dtype_name(dtype)) + (tf32 ? " (tf32)" : "") + " stride " + std::to_string(g.stride) +
-                          " pad " + std::to_string(g.padding) + ": cuDNN chose " + algo_name(best->algo) + " (" +
+                          std::string(dtype_name(dtype)) + (tf32 ? " (tf32)" : "") + " " + options_text(g) +
+                          ": cuDNN chose " + algo_name(best->algo) + " (" +
                           math_name(best->mathType) + ", workspace " + format_bytes(double(best->memory)) +
                           ", " + time + " in its second search), fastest acceptable of " +
                           std::to_string(measured) + " algorithms it could run");
@@ -229,16 +255,18 @@ std::unique_ptr<ConvPlan> make_plan(cudnnHandle_t handle, const Tensor& input, c
 
 }  // namespace
 
-Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride, int64_t padding) {
+Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Shape& stride, const Shape& padding,
+              const Shape& dilation, int64_t groups) {
   STRATA_ZONE(zone, Layer::kLibrary, "conv2d (cuda)");
   op_shapes::check_operands("conv2d", check_cuda_input, input, weight, bias);
-  const op_shapes::Conv2dGeometry g =
-      op_shapes::conv2d(input.sizes(), weight.sizes(), bias.defined() ? &bias.sizes() : nullptr, stride, padding);
+  const op_shapes::Conv2dGeometry g = op_shapes::conv2d(input.sizes(), weight.sizes(),
+                                                        bias.defined() ? &bias.sizes() : nullptr, stride, padding,
+                                                        dilation, groups);
   const cudaStream_t stream = device_stream(input);
   const cudnnHandle_t handle = handle_for(input, stream);
   Tensor out = Tensor::empty(g.output(), input.dtype(), input.device());
   if (out.numel() == 0) return out;
-  if (g.in_channels * g.kernel_h * g.kernel_w == 0) {  // Note [Empty reductions] in cuda_common.h
+  if (g.group_in_channels() * g.kernel_h * g.kernel_w == 0) {  // Note [Empty reductions] in cuda_common.h
     fill_zeros(out, stream);
     if (bias.defined()) {
       launch_bias_channels(input.dtype(), bias.data_ptr(), out.data_ptr(), out.numel(), g.out_channels,
@@ -248,8 +276,7 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int
   }
 
   const bool tf32 = input.dtype() == DType::kF32 && tf32_enabled();
-  const ConvKey key{input.device().index, input.dtype(), tf32, g.batch, g.in_channels, g.height, g.width,
-                    g.out_channels, g.kernel_h, g.kernel_w, g.stride, g.padding};
+  const ConvKey key = conv_key(input, tf32, g);
   ConvPlan* plan = nullptr;
   {
     std::lock_guard lock(g_plan_mutex);
@@ -333,14 +360,9 @@ std::unique_ptr<BackwardPlan> make_backward_plan(cudnnHandle_t handle, DType dty
   STRATA_CUDNN_CHECK(cudnnCreateTensorDescriptor(&plan->y));
   STRATA_CUDNN_CHECK(cudnnCreateFilterDescriptor(&plan->w));
   STRATA_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&plan->conv));
-  STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->x, CUDNN_TENSOR_NCHW, dt, n(g.batch), n(g.in_channels),
-                                                n(g.height), n(g.width)));
-  STRATA_CUDNN_CHECK(cudnnSetFilter4dDescriptor(plan->w, dt, CUDNN_TENSOR_NCHW, n(g.out_channels), n(g.in_channels),
-                                                n(g.kernel_h), n(g.kernel_w)));
+  set_descriptors(op, dtype, g, plan->x, plan->w, plan->conv);
   STRATA_CUDNN_CHECK(cudnnSetTensor4dDescriptor(plan->y, CUDNN_TENSOR_NCHW, dt, n(g.batch), n(g.out_channels),
                                                 n(g.out_height), n(g.out_width)));
-  STRATA_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(plan->conv, n(g.padding), n(g.padding), n(g.stride), n(g.stride),
-                                                     1, 1, CUDNN_CROSS_CORRELATION, compute_dtype(dtype)));
   STRATA_CUDNN_CHECK(cudnnSetConvolutionMathType(plan->conv, requested_math(dtype, tf32)));
   STRATA_ZONE_KIND(zone, Layer::kLibrary, data ? "cudnnGetConvolutionBackwardDataAlgorithm_v7"
                                                : "cudnnGetConvolutionBackwardFilterAlgorithm_v7",
@@ -384,7 +406,8 @@ std::unique_ptr<BackwardPlan> make_backward_plan(cudnnHandle_t handle, DType dty
   STRATA_CUDNN_CHECK(cudnnSetConvolutionMathType(plan->conv, math));
   plan->workspace_bytes = backward_workspace_bytes(handle, *plan, data);
   tracing::annotate(AnnotationKind::kPlan, std::string(op) + " [" + g.output().str() + "] " +
-                                               std::string(dtype_name(dtype)) + ": cuDNN's heuristic chose algorithm " +
+                                               std::string(dtype_name(dtype)) + " " + options_text(g) +
+                                               ": cuDNN's heuristic chose algorithm " +
                                                std::to_string(plan->algo) + " (" + math_name(math) + ", workspace " +
                                                format_bytes(double(plan->workspace_bytes)) + ")");
   return plan;
@@ -392,8 +415,7 @@ std::unique_ptr<BackwardPlan> make_backward_plan(cudnnHandle_t handle, DType dty
 
 BackwardPlan& backward_plan(cudnnHandle_t handle, const Tensor& t, const op_shapes::Conv2dGeometry& g, bool data) {
   const bool tf32 = t.dtype() == DType::kF32 && tf32_enabled();
-  const BackwardKey key{data, ConvKey{t.device().index, t.dtype(), tf32, g.batch, g.in_channels, g.height, g.width,
-                                      g.out_channels, g.kernel_h, g.kernel_w, g.stride, g.padding}};
+  const BackwardKey key{data, conv_key(t, tf32, g)};
   std::lock_guard lock(g_plan_mutex);
   auto& plans = backward_plans();
   auto it = plans.find(key);
@@ -403,12 +425,12 @@ BackwardPlan& backward_plan(cudnnHandle_t handle, const Tensor& t, const op_shap
 
 }  // namespace
 
-Tensor conv2d_input_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight, int64_t stride,
-                             int64_t padding) {
+Tensor conv2d_input_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                             const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups) {
   STRATA_ZONE(zone, Layer::kLibrary, "conv2d_input_backward (cuda)");
   op_shapes::check_operands("conv2d_input_backward", check_cuda_input, grad_output, input, weight);
   const auto g = op_shapes::conv2d_backward("conv2d_input_backward", grad_output.sizes(), input.sizes(),
-                                            weight.sizes(), stride, padding);
+                                            weight.sizes(), stride, padding, dilation, groups);
   const cudaStream_t stream = device_stream(grad_output);
   const cudnnHandle_t handle = handle_for(grad_output, stream);
   Tensor out = Tensor::empty(input.sizes(), input.dtype(), input.device());
@@ -431,12 +453,12 @@ Tensor conv2d_input_backward(const Tensor& grad_output, const Tensor& input, con
   return out;
 }
 
-Tensor conv2d_weight_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight, int64_t stride,
-                              int64_t padding) {
+Tensor conv2d_weight_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
+                             const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups) {
   STRATA_ZONE(zone, Layer::kLibrary, "conv2d_weight_backward (cuda)");
   op_shapes::check_operands("conv2d_weight_backward", check_cuda_input, grad_output, input, weight);
   const auto g = op_shapes::conv2d_backward("conv2d_weight_backward", grad_output.sizes(), input.sizes(),
-                                            weight.sizes(), stride, padding);
+                                            weight.sizes(), stride, padding, dilation, groups);
   const cudaStream_t stream = device_stream(grad_output);
   const cudnnHandle_t handle = handle_for(grad_output, stream);
   Tensor out = Tensor::empty(weight.sizes(), weight.dtype(), weight.device());

@@ -144,31 +144,44 @@ std::vector<double> linear(const Tensor& input, const Tensor& weight, const Tens
   return y;
 }
 
-std::vector<double> conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride,
-                           int64_t padding) {
-  const auto g = op_shapes::conv2d(input.sizes(), weight.sizes(), bias.defined() ? &bias.sizes() : nullptr,
-                                   stride, padding);
-  const auto x = to_double(input), w = to_double(weight), b = to_double(bias);
-  std::vector<double> y(static_cast<size_t>(g.output().numel()));
-  size_t o = 0;
+namespace {
+// Every (output pixel, kernel tap) pair of a conv2d that touches the input, within each group: the one
+// loop nest the forward and both gradients are sums over. f(y index, x index, w index).
+template <typename F>
+void for_each_tap(const op_shapes::Conv2dGeometry& g, F&& f) {
+  const int64_t group_in = g.group_in_channels(), group_out = g.group_out_channels();
   for (int64_t n = 0; n < g.batch; ++n)
     for (int64_t k = 0; k < g.out_channels; ++k)
       for (int64_t oh = 0; oh < g.out_height; ++oh)
         for (int64_t ow = 0; ow < g.out_width; ++ow) {
-          double acc = bias.defined() ? b[static_cast<size_t>(k)] : 0.0;
-          for (int64_t c = 0; c < g.in_channels; ++c)
+          const size_t o = static_cast<size_t>(((n * g.out_channels + k) * g.out_height + oh) * g.out_width + ow);
+          const int64_t first_channel = (k / group_out) * group_in;  // output channel k reads its group's
+          for (int64_t c = 0; c < group_in; ++c)
             for (int64_t r = 0; r < g.kernel_h; ++r) {
-              const int64_t ih = oh * stride - padding + r;
+              const int64_t ih = oh * g.stride_h - g.pad_h + r * g.dilation_h;
               if (ih < 0 || ih >= g.height) continue;
               for (int64_t s = 0; s < g.kernel_w; ++s) {
-                const int64_t iw = ow * stride - padding + s;
+                const int64_t iw = ow * g.stride_w - g.pad_w + s * g.dilation_w;
                 if (iw < 0 || iw >= g.width) continue;
-                acc += x[static_cast<size_t>(((n * g.in_channels + c) * g.height + ih) * g.width + iw)] *
-                       w[static_cast<size_t>(((k * g.in_channels + c) * g.kernel_h + r) * g.kernel_w + s)];
+                f(o, static_cast<size_t>(((n * g.in_channels + first_channel + c) * g.height + ih) * g.width + iw),
+                  static_cast<size_t>(((k * group_in + c) * g.kernel_h + r) * g.kernel_w + s));
               }
             }
-          y[o++] = acc;
         }
+}
+}  // namespace
+
+std::vector<double> conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Shape& stride,
+                           const Shape& padding, const Shape& dilation, int64_t groups) {
+  const auto g = op_shapes::conv2d(input.sizes(), weight.sizes(), bias.defined() ? &bias.sizes() : nullptr,
+                                   stride, padding, dilation, groups);
+  const auto x = to_double(input), w = to_double(weight), b = to_double(bias);
+  std::vector<double> y(static_cast<size_t>(g.output().numel()), 0.0);
+  for_each_tap(g, [&](size_t o, size_t xi, size_t wi) { y[o] += x[xi] * w[wi]; });
+  if (bias.defined()) {
+    const int64_t plane = g.out_height * g.out_width;
+    for (size_t o = 0; o < y.size(); ++o) y[o] += b[static_cast<size_t>((int64_t(o) / plane) % g.out_channels)];
+  }
   return y;
 }
 
@@ -359,35 +372,11 @@ std::vector<double> bias_backward(const Tensor& grad_output) {
   return b;
 }
 
-namespace {
-// Every (output pixel, kernel tap) pair of a conv2d that touches the input: the one loop nest both conv
-// gradients are sums over. f(dy index, x index, w index).
-template <typename F>
-void for_each_tap(const op_shapes::Conv2dGeometry& g, F&& f) {
-  for (int64_t n = 0; n < g.batch; ++n)
-    for (int64_t k = 0; k < g.out_channels; ++k)
-      for (int64_t oh = 0; oh < g.out_height; ++oh)
-        for (int64_t ow = 0; ow < g.out_width; ++ow) {
-          const size_t o = static_cast<size_t>(((n * g.out_channels + k) * g.out_height + oh) * g.out_width + ow);
-          for (int64_t c = 0; c < g.in_channels; ++c)
-            for (int64_t r = 0; r < g.kernel_h; ++r) {
-              const int64_t ih = oh * g.stride - g.padding + r;
-              if (ih < 0 || ih >= g.height) continue;
-              for (int64_t s = 0; s < g.kernel_w; ++s) {
-                const int64_t iw = ow * g.stride - g.padding + s;
-                if (iw < 0 || iw >= g.width) continue;
-                f(o, static_cast<size_t>(((n * g.in_channels + c) * g.height + ih) * g.width + iw),
-                  static_cast<size_t>(((k * g.in_channels + c) * g.kernel_h + r) * g.kernel_w + s));
-              }
-            }
-        }
-}
-}  // namespace
-
 std::vector<double> conv2d_input_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
-                                          int64_t stride, int64_t padding) {
+                                          const Shape& stride, const Shape& padding, const Shape& dilation,
+                                          int64_t groups) {
   const auto g = op_shapes::conv2d_backward("conv2d_input_backward", grad_output.sizes(), input.sizes(),
-                                            weight.sizes(), stride, padding);
+                                            weight.sizes(), stride, padding, dilation, groups);
   const auto dy = to_double(grad_output), w = to_double(weight);
   std::vector<double> dx(static_cast<size_t>(input.numel()), 0.0);
   for_each_tap(g, [&](size_t o, size_t x, size_t wi) { dx[x] += dy[o] * w[wi]; });
@@ -395,9 +384,10 @@ std::vector<double> conv2d_input_backward(const Tensor& grad_output, const Tenso
 }
 
 std::vector<double> conv2d_weight_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
-                                           int64_t stride, int64_t padding) {
+                                           const Shape& stride, const Shape& padding, const Shape& dilation,
+                                           int64_t groups) {
   const auto g = op_shapes::conv2d_backward("conv2d_weight_backward", grad_output.sizes(), input.sizes(),
-                                            weight.sizes(), stride, padding);
+                                            weight.sizes(), stride, padding, dilation, groups);
   const auto dy = to_double(grad_output), x = to_double(input);
   std::vector<double> dw(static_cast<size_t>(weight.numel()), 0.0);
   for_each_tap(g, [&](size_t o, size_t xi, size_t wi) { dw[wi] += dy[o] * x[xi]; });
@@ -435,9 +425,9 @@ Grads linear_backward(const Tensor& grad, const Tensor& input, const Tensor& wei
 }
 
 Grads conv2d_backward(const Tensor& grad, const Tensor& input, const Tensor& weight, const Tensor& bias,
-                      int64_t stride, int64_t padding) {
-  Grads g{conv2d_input_backward(grad, input, weight, stride, padding),
-          conv2d_weight_backward(grad, input, weight, stride, padding), {}, {}, {}};
+                      const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups) {
+  Grads g{conv2d_input_backward(grad, input, weight, stride, padding, dilation, groups),
+          conv2d_weight_backward(grad, input, weight, stride, padding, dilation, groups), {}, {}, {}, {}, {}};
   if (bias.defined()) g[2] = bias_backward(grad);
   return g;
 }

@@ -16,8 +16,8 @@ std::vector<double> to_double(const Tensor& t);
 
 std::vector<double> matmul(const Tensor& self, const Tensor& other);
 std::vector<double> linear(const Tensor& input, const Tensor& weight, const Tensor& bias);
-std::vector<double> conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride,
-                           int64_t padding);
+std::vector<double> conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Shape& stride,
+                           const Shape& padding, const Shape& dilation, int64_t groups);
 std::vector<double> relu(const Tensor& self);
 std::vector<double> add(const Tensor& self, const Tensor& other, double alpha);
 // x * Phi(x) with the exact normal CDF (PyTorch's gelu with approximate='none').
@@ -51,9 +51,11 @@ std::vector<double> tanh_backward(const Tensor& grad_output, const Tensor& outpu
 std::vector<double> gelu_backward(const Tensor& grad_output, const Tensor& self);
 std::vector<double> bias_backward(const Tensor& grad_output);
 std::vector<double> conv2d_input_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
-                                          int64_t stride, int64_t padding);
+                                          const Shape& stride, const Shape& padding, const Shape& dilation,
+                                          int64_t groups);
 std::vector<double> conv2d_weight_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
-                                           int64_t stride, int64_t padding);
+                                           const Shape& stride, const Shape& padding, const Shape& dilation,
+                                           int64_t groups);
 
 // Gradients of the differentiable ops: given the gradient of the output (`grad`), the gradient of every
 // argument, by argument position (empty for an int, or an absent bias). What the autograd tests and
@@ -63,7 +65,7 @@ using Grads = std::vector<std::vector<double>>;
 Grads matmul_backward(const Tensor& grad, const Tensor& self, const Tensor& other);
 Grads linear_backward(const Tensor& grad, const Tensor& input, const Tensor& weight, const Tensor& bias);
 Grads conv2d_backward(const Tensor& grad, const Tensor& input, const Tensor& weight, const Tensor& bias,
-                      int64_t stride, int64_t padding);
+                      const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups);
 Grads relu_backward(const Tensor& grad, const Tensor& self);
 Grads add_backward(const Tensor& grad, const Tensor& self, const Tensor& other, double alpha);
 Grads gelu_backward_of(const Tensor& grad, const Tensor& self);

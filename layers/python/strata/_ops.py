@@ -111,9 +111,12 @@ def _check(op, arg, position, value):
                 raise ValueError(f"{op}(): argument '{arg['name']}' (position {position}) must be an int in "
                                  f"[-2**63, 2**63), got {value}")
             return value
-    elif kind == "int[]":
+    elif kind == "int[]" or kind.startswith("int["):
         # A tuple or list of ints (view's size, permute's dims), as torch takes; the extension checks the
-        # count (at most 4: strata's tensors have at most 4 dims) and each int's range.
+        # count (at most 4: strata's tensors have at most 4 dims) and each int's range. int[2] (conv2d's
+        # stride) takes one int for both too, as torch does.
+        if kind != "int[]" and not isinstance(value, bool) and isinstance(value, numbers.Integral):
+            return _check(op, dict(arg, type="int"), position, value)
         if isinstance(value, (tuple, list)):
             for v in value:
                 if isinstance(v, bool) or not isinstance(v, numbers.Integral):
@@ -136,7 +139,7 @@ def _check(op, arg, position, value):
         if isinstance(value, str) or isinstance(value, type) or isinstance(value, np.dtype):
             return _dtype_arg(value, op)  # strata's short name; an unknown one is a ValueError
     expected = {"Tensor?": "Tensor or None", "ScalarType": "a dtype", "ScalarType?": "a dtype or None",
-                "int[]": "a tuple of ints"}.get(kind, kind)
+                "int[]": "a tuple of ints"}.get(kind, "an int or a tuple of ints" if kind.startswith("int[") else kind)
     raise TypeError(f"{op}(): argument '{arg['name']}' (position {position}) must be {expected}, "
                     f"not {type(value).__name__}")
 
@@ -223,6 +226,8 @@ def _make(op):
                  "int": "type({0}) is int", "float": "type({0}) is float", "bool": "type({0}) is bool",
                  # The extension checks each element of a tuple (an int, in range) as it boxes it.
                  "int[]": "type({0}) is tuple",
+                 # int[2] (conv2d's stride): an int stands for both dims; the binding layer widens it.
+                 "int[2]": "(type({0}) is int or type({0}) is tuple)",
                  # A dtype is converted to strata's short name by _check, on the general path; None is None.
                  "ScalarType": "False", "ScalarType?": "{0} is None"}[a["type"]]
         fast.append(check.format(a["name"]))

@@ -136,9 +136,10 @@ _NUMPY_DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16
 
 
 def from_numpy(array, requires_grad=False):
-    """A CPU tensor sharing the array's memory when the array is C-contiguous, aligned, writeable and in
-    native byte order; otherwise the array is copied once into a contiguous array first (the tensor then
-    shares memory with that copy, not with `array`). float32, float64 and float16 only."""
+    """A CPU tensor sharing the array's memory, with the array's strides (a non-contiguous array gives a
+    strided view, as torch.from_numpy does), when the array is aligned, writeable and in native byte order;
+    otherwise the array is copied once first (the tensor then shares memory with that copy, not with
+    `array`). Negative strides are refused, as torch refuses them. float32, float64 and float16 only."""
     break_if_capturing(_MADE.format("from_numpy"))
     if not isinstance(array, np.ndarray):
         raise TypeError(f"from_numpy(): expected a numpy.ndarray, not {type(array).__name__}")
@@ -149,7 +150,7 @@ def from_numpy(array, requires_grad=False):
         raise ValueError(f"from_numpy(): strata tensors have at most 4 dimensions, got {array.ndim}")
     if not dt.isnative:
         array = array.astype(dt.newbyteorder("="))
-    array = np.require(array, requirements=["C_CONTIGUOUS", "ALIGNED", "WRITEABLE"])
+    array = np.require(array, requirements=["ALIGNED", "WRITEABLE"])
     return _finish(_strata.from_numpy(array), requires_grad, "from_numpy")
 
 

@@ -47,7 +47,7 @@ TEST_CASE("one session: tagged launches from cuBLAS, cuDNN and strata's kernels 
       STRATA_ZONE(zone, Layer::kBinding, "call");
       switch (op % 3) {
         case 0: (void)kernels::cuda::matmul(a, b); break;
-        case 1: (void)kernels::cuda::conv2d(x, w, bias, 1, 1); break;
+        case 1: (void)kernels::cuda::conv2d(x, w, bias, {1}, {1}, {1}, 1); break;
         case 2: (void)kernels::cuda::relu(a); break;
       }
     }

@@ -126,11 +126,63 @@ TEST_CASE("conv2d matches the reference: stride, padding, non-square, 1x1 kernel
       CAPTURE(c.padding);
       Tensor x = rnd(c.input, dtype, 1), w = rnd(c.weight, dtype, 2);
       Tensor b = c.bias ? rnd(Shape{c.weight[0]}, dtype, 3) : Tensor();
-      Tensor out = cpu::conv2d(x, w, b, c.stride, c.padding);
-      const auto g = op_shapes::conv2d(c.input, c.weight, nullptr, c.stride, c.padding);
+      Tensor out = cpu::conv2d(x, w, b, {c.stride}, {c.padding}, {1}, 1);
+      const auto g = op_shapes::conv2d(c.input, c.weight, nullptr, {c.stride}, {c.padding}, {1}, 1);
       CHECK(out.sizes() == g.output());
-      check_close(out, reference::conv2d(x, w, b, c.stride, c.padding), dtype);
+      check_close(out, reference::conv2d(x, w, b, {c.stride}, {c.padding}, {1}, 1), dtype);
     }
+  }
+}
+
+TEST_CASE("conv2d with torch's options: (H, W) strides and padding, dilation, groups; both gradients too") {
+  INFO("seed " << run_seed());
+  struct Case {
+    Shape input, weight, stride, padding, dilation;
+    int64_t groups;
+    Shape output;  // torch.nn.functional.conv2d's output shape for these arguments
+  };
+  const std::vector<Case> cases = {
+      {Shape{2, 3, 9, 7}, Shape{4, 3, 3, 3}, Shape{2, 1}, Shape{1, 0}, Shape{1}, 1, Shape{2, 4, 5, 5}},
+      {Shape{1, 2, 10, 9}, Shape{3, 2, 3, 2}, Shape{1}, Shape{2, 1}, Shape{2, 3}, 1, Shape{1, 3, 10, 8}},
+      {Shape{2, 6, 8, 8}, Shape{4, 3, 3, 3}, Shape{1}, Shape{1}, Shape{1}, 2, Shape{2, 4, 8, 8}},
+      {Shape{1, 4, 9, 11}, Shape{4, 1, 3, 3}, Shape{2, 3}, Shape{2}, Shape{2}, 4, Shape{1, 4, 5, 4}},  // depthwise
+      {Shape{2, 6, 7, 7}, Shape{9, 2, 2, 3}, Shape{3, 2}, Shape{0, 1}, Shape{3, 1}, 3, Shape{2, 9, 2, 4}},
+      {Shape{0, 4, 6, 6}, Shape{6, 2, 3, 3}, Shape{1}, Shape{1}, Shape{2}, 2, Shape{0, 6, 4, 4}},  // an empty batch
+  };
+  for (DType dtype : kDTypes) {
+    for (const Case& c : cases) {
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(c.input.str());
+      CAPTURE(c.weight.str());
+      CAPTURE(c.groups);
+      const Tensor x = rnd(c.input, dtype, 1), w = rnd(c.weight, dtype, 2), b = rnd(Shape{c.weight[0]}, dtype, 3);
+      const Tensor out = cpu::conv2d(x, w, b, c.stride, c.padding, c.dilation, c.groups);
+      CHECK(out.sizes() == c.output);
+      check_close(out, reference::conv2d(x, w, b, c.stride, c.padding, c.dilation, c.groups), dtype);
+      const Tensor grad = rnd(c.output, dtype, 4);
+      check_close(cpu::conv2d_input_backward(grad, x, w, c.stride, c.padding, c.dilation, c.groups),
+                  reference::conv2d_input_backward(grad, x, w, c.stride, c.padding, c.dilation, c.groups), dtype);
+      check_close(cpu::conv2d_weight_backward(grad, x, w, c.stride, c.padding, c.dilation, c.groups),
+                  reference::conv2d_weight_backward(grad, x, w, c.stride, c.padding, c.dilation, c.groups), dtype);
+    }
+  }
+}
+
+TEST_CASE("conv2d's groups are independent: each group's output is the conv of its own channels alone") {
+  // The reference computes groups the same way the kernel does; this checks both against a plain conv of
+  // each group's slice, so a grouped conv that mixed the groups' channels could not pass.
+  INFO("seed " << run_seed());
+  const Tensor x = rnd(Shape{2, 4, 6, 5}, DType::kF64, 1), w = rnd(Shape{6, 2, 3, 3}, DType::kF64, 2);
+  const std::vector<double> grouped = reference::to_double(cpu::conv2d(x, w, Tensor(), {1}, {1}, {1}, 2));
+  for (int64_t group = 0; group < 2; ++group) {
+    // The group's input channels [2g, 2g + 2) of each image and its weight rows [3g, 3g + 3), copied out.
+    Tensor xs = Tensor::empty(Shape{2, 2, 6, 5}, DType::kF64, kCPU), ws = Tensor::empty(Shape{3, 2, 3, 3}, DType::kF64, kCPU);
+    for (int64_t n = 0; n < 2; ++n) std::copy_n(x.data<double>() + (n * 4 + 2 * group) * 30, 2 * 30, xs.data<double>() + n * 60);
+    std::copy_n(w.data<double>() + 3 * group * 18, 3 * 18, ws.data<double>());
+    const std::vector<double> alone = reference::conv2d(xs, ws, Tensor(), {1}, {1}, {1}, 1);
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t i = 0; i < 3 * 6 * 5; ++i)
+        CHECK(grouped[size_t((n * 6 + 3 * group) * 30 + i)] == doctest::Approx(alone[size_t(n * 90 + i)]).epsilon(1e-12));
   }
 }
 
@@ -216,14 +268,23 @@ TEST_CASE("the comparison would catch a wrong kernel") {
          bias = rnd(Shape{5}, DType::kF32, 5);
   CHECK(reference::relative_error(cpu::linear(x, w, Tensor()), reference::linear(x, w, bias)) > 0.05);
   Tensor ci = rnd(Shape{1, 2, 6, 6}, DType::kF32, 6), cw = rnd(Shape{2, 2, 3, 3}, DType::kF32, 7);
-  CHECK(reference::relative_error(cpu::conv2d(ci, cw, Tensor(), 1, 1),
-                                  reference::conv2d(ci, cw, Tensor(), 1, 1)) <=
+  CHECK(reference::relative_error(cpu::conv2d(ci, cw, Tensor(), {1}, {1}, {1}, 1),
+                                  reference::conv2d(ci, cw, Tensor(), {1}, {1}, {1}, 1)) <=
         reference::tolerance(DType::kF32));
-  Tensor shifted = cpu::conv2d(ci, cw, Tensor(), 1, 1);
-  auto ref = reference::conv2d(ci, cw, Tensor(), 1, 1);
+  Tensor shifted = cpu::conv2d(ci, cw, Tensor(), {1}, {1}, {1}, 1);
+  auto ref = reference::conv2d(ci, cw, Tensor(), {1}, {1}, {1}, 1);
   ref.insert(ref.begin(), ref.back());
   ref.pop_back();
   CHECK(reference::relative_error(shifted, ref) > 0.1);
+  // Dilation and groups that the kernel ignored, or H and W swapped, would be far off too.
+  Tensor gi = rnd(Shape{1, 4, 9, 8}, DType::kF32, 8), gw = rnd(Shape{4, 2, 3, 3}, DType::kF32, 9);
+  CHECK(reference::relative_error(cpu::conv2d(gi, gw, Tensor(), {2, 1}, {1, 2}, {1, 2}, 2),
+                                  reference::conv2d(gi, gw, Tensor(), {2, 1}, {1, 2}, {1, 2}, 2)) <=
+        reference::tolerance(DType::kF32));
+  CHECK(cpu::conv2d(gi, gw, Tensor(), {2, 1}, {1, 2}, {1, 2}, 2).sizes() == Shape{1, 4, 5, 8});
+  // The same output shape without the dilation (less padding instead): other values.
+  CHECK(reference::relative_error(cpu::conv2d(gi, gw, Tensor(), {2, 1}, {1, 2}, {1, 2}, 2),
+                                  reference::conv2d(gi, gw, Tensor(), {2, 1}, {1, 1}, {1, 1}, 2)) > 0.1);
 }
 
 TEST_CASE("CPU kernels refuse what they cannot compute, with the reason") {
@@ -236,8 +297,13 @@ TEST_CASE("CPU kernels refuse what they cannot compute, with the reason") {
   CHECK_THROWS_WITH_AS(cpu::linear(f32, rnd(Shape{3, 2}, DType::kF32, 4), rnd(Shape{2}, DType::kF32, 5)),
                        doctest::Contains("bias must be [3]"), UsageError);
   CHECK_THROWS_WITH_AS(cpu::conv2d(rnd(Shape{1, 1, 2, 2}, DType::kF32, 6),
-                                   rnd(Shape{1, 1, 3, 3}, DType::kF32, 7), Tensor(), 1, 0),
-                       doctest::Contains("larger than the padded input"), UsageError);
+                                   rnd(Shape{1, 1, 3, 3}, DType::kF32, 7), Tensor(), {1}, {0}, {1}, 1),
+                       doctest::Contains("Kernel size can't be greater than actual input size"), UsageError);
+  CHECK_THROWS_WITH_AS(cpu::conv2d(rnd(Shape{1, 5, 8, 8}, DType::kF32, 6), rnd(Shape{4, 3, 3, 3}, DType::kF32, 7),
+                                   Tensor(), {1}, {0}, {1}, 2),
+                       doctest::Contains("Given groups=2, weight of size [4, 3, 3, 3], expected input[1, 5, 8, 8] to "
+                                         "have 6 channels, but got 5 channels instead"),
+                       UsageError);
 }
 
 TEST_CASE("the full path (binding, dispatcher, CPU kernel) computes the same as the kernel alone") {
@@ -248,7 +314,14 @@ TEST_CASE("the full path (binding, dispatcher, CPU kernel) computes the same as 
   binding::IValue out = binding::find_operator("conv2d").call(
       std::vector<binding::IValue>{x, w, b, binding::IValue(2), binding::IValue(1)});
   CHECK(out.tensor().sizes() == Shape{1, 3, 5, 5});
-  check_close(out.tensor(), reference::conv2d(x, w, b, 2, 1), DType::kF64);
+  check_close(out.tensor(), reference::conv2d(x, w, b, {2}, {1}, {1}, 1), DType::kF64);
+  // (H, W) lists, dilation and groups reach the kernel in their places: swapping any two changes the shape.
+  const Tensor wg = rnd(Shape{4, 1, 3, 3}, DType::kF64, 4);
+  out = binding::find_operator("conv2d").call(std::vector<binding::IValue>{
+      x, wg, Tensor(), binding::IValue(Shape{2, 1}), binding::IValue(Shape{0, 1}), binding::IValue(Shape{1, 2}),
+      binding::IValue(2)});
+  CHECK(out.tensor().sizes() == Shape{1, 4, 4, 7});
+  check_close(out.tensor(), reference::conv2d(x, wg, Tensor(), {2, 1}, {0, 1}, {1, 2}, 2), DType::kF64);
   CHECK(!cpu::blas_config().empty());
   CHECK(cpu::blas_threads() >= 1);
 }
@@ -335,7 +408,9 @@ TEST_CASE("bf16 and f16 tensors on the CPU: widened to f32, computed, rounded; e
     check_close(mm, reference::matmul(a, b), d);
     check_close(cpu::linear(a, w, bias), reference::linear(a, w, bias), d);
     const Tensor x = rnd(Shape{2, 3, 7, 7}, d, 5), k = rnd(Shape{4, 3, 3, 3}, d, 6), kb = rnd(Shape{4}, d, 7);
-    check_close(cpu::conv2d(x, k, kb, 2, 1), reference::conv2d(x, k, kb, 2, 1), d);
+    check_close(cpu::conv2d(x, k, kb, {2}, {1}, {1}, 1), reference::conv2d(x, k, kb, {2}, {1}, {1}, 1), d);
+    const Tensor kg = rnd(Shape{6, 1, 3, 3}, d, 8);
+    check_close(cpu::conv2d(x, kg, Tensor(), {1, 2}, {2, 1}, {2}, 3), reference::conv2d(x, kg, Tensor(), {1, 2}, {2, 1}, {2}, 3), d);
     check_close(cpu::relu(a), reference::relu(a), d);
     check_close(cpu::gelu(a), reference::gelu(a), d);
     check_close(cpu::add(a, a, 0.5), reference::add(a, a, 0.5), d);

@@ -110,9 +110,35 @@ TEST_CASE("conv2d: cuDNN's searched algorithm plus strata's bias kernel, strides
                    << s.stride << " pad " << s.pad);
       const Tensor x = random({s.n, s.c, s.h, s.w}, dtype), w = random({s.k, s.c, s.r, s.r}, dtype);
       const Tensor b = random({s.k}, dtype);
-      check_against_reference(cuda::conv2d(x, w, b, s.stride, s.pad), reference::conv2d(x, w, b, s.stride, s.pad), dtype);
-      check_against_reference(cuda::conv2d(x, w, Tensor(), s.stride, s.pad),
-                              reference::conv2d(x, w, Tensor(), s.stride, s.pad), dtype);
+      check_against_reference(cuda::conv2d(x, w, b, {s.stride}, {s.pad}, {1}, 1), reference::conv2d(x, w, b, {s.stride}, {s.pad}, {1}, 1), dtype);
+      check_against_reference(cuda::conv2d(x, w, Tensor(), {s.stride}, {s.pad}, {1}, 1),
+                              reference::conv2d(x, w, Tensor(), {s.stride}, {s.pad}, {1}, 1), dtype);
+    }
+  }
+}
+
+TEST_CASE("conv2d and its gradients with torch's options: (H, W) stride and padding, dilation, groups (cuDNN's group count)") {
+  init();
+  struct Conv {
+    Shape input, weight, stride, padding, dilation;
+    int64_t groups;
+  };
+  for (const Conv s : {Conv{Shape{2, 6, 9, 7}, Shape{4, 3, 3, 3}, Shape{2, 1}, Shape{1, 0}, Shape{1}, 2},
+                       Conv{Shape{1, 4, 11, 9}, Shape{4, 1, 3, 3}, Shape{1}, Shape{2, 1}, Shape{2, 3}, 4},
+                       Conv{Shape{2, 3, 10, 10}, Shape{6, 1, 2, 3}, Shape{3, 2}, Shape{0}, Shape{2}, 3}}) {
+    for (DType dtype : kDTypes) {
+      CAPTURE(dtype_name(dtype));
+      CAPTURE(s.input.str());
+      CAPTURE(s.groups);
+      const Tensor x = random(s.input, dtype), w = random(s.weight, dtype), b = random(Shape{s.weight[0]}, dtype);
+      const Tensor y = cuda::conv2d(x, w, b, s.stride, s.padding, s.dilation, s.groups);
+      check_against_reference(y, reference::conv2d(x, w, b, s.stride, s.padding, s.dilation, s.groups), dtype);
+      const Tensor g = random(y.sizes(), dtype);
+      check_against_reference(cuda::conv2d_input_backward(g, x, w, s.stride, s.padding, s.dilation, s.groups),
+                              reference::conv2d_input_backward(g, x, w, s.stride, s.padding, s.dilation, s.groups), dtype);
+      check_against_reference(cuda::conv2d_weight_backward(g, x, w, s.stride, s.padding, s.dilation, s.groups),
+                              reference::conv2d_weight_backward(g, x, w, s.stride, s.padding, s.dilation, s.groups),
+                              dtype);
     }
   }
 }
@@ -122,19 +148,19 @@ TEST_CASE("conv2d with --tf32") {
   Tf32Scope tf32(true);
   const Tensor x = random({4, 32, 28, 28}, DType::kF32), w = random({64, 32, 3, 3}, DType::kF32);
   const Tensor b = random({64}, DType::kF32);
-  check_against_reference(cuda::conv2d(x, w, b, 1, 1), reference::conv2d(x, w, b, 1, 1), DType::kF32, true);
+  check_against_reference(cuda::conv2d(x, w, b, {1}, {1}, {1}, 1), reference::conv2d(x, w, b, {1}, {1}, {1}, 1), DType::kF32, true);
 }
 
 TEST_CASE("conv2d of a shape first seen during a CUDA Graph capture is refused; planned eagerly, it captures") {
   init();
   // Another shape first, eagerly: the cuDNN handle and its modules exist before the capture, whatever
   // test ran before this one, so the only thing the capture can trip over is the plan.
-  (void)cuda::conv2d(random({1, 2, 5, 5}, DType::kF32), random({3, 2, 3, 3}, DType::kF32), Tensor(), 1, 1);
+  (void)cuda::conv2d(random({1, 2, 5, 5}, DType::kF32), random({3, 2, 3, 3}, DType::kF32), Tensor(), {1}, {1}, {1}, 1);
   runtime::cuda::synchronize(0);
   const Tensor x = random({2, 6, 11, 9}, DType::kF32), w = random({7, 6, 3, 3}, DType::kF32);
   const Tensor b = random({7}, DType::kF32);
   Tensor captured;
-  auto issue = [&] { captured = cuda::conv2d(x, w, b, 1, 1); };
+  auto issue = [&] { captured = cuda::conv2d(x, w, b, {1}, {1}, {1}, 1); };
   try {
     runtime::cuda::CapturedGraph graph(0, issue);
     FAIL("the capture of an unplanned conv2d shape was not refused");
@@ -145,12 +171,12 @@ TEST_CASE("conv2d of a shape first seen during a CUDA Graph capture is refused; 
     CHECK(what.find("run the shape once eagerly before capturing it") != std::string::npos);
   }
   CHECK_FALSE(runtime::cuda::capturing(0));  // the refused capture was ended
-  check_against_reference(cuda::conv2d(x, w, b, 1, 1), reference::conv2d(x, w, b, 1, 1), DType::kF32);
+  check_against_reference(cuda::conv2d(x, w, b, {1}, {1}, {1}, 1), reference::conv2d(x, w, b, {1}, {1}, {1}, 1), DType::kF32);
   runtime::cuda::CapturedGraph graph(0, issue);
   CHECK(graph.nodes() > 0);
   graph.launch();
   runtime::cuda::synchronize(0);
-  check_against_reference(captured, reference::conv2d(x, w, b, 1, 1), DType::kF32);
+  check_against_reference(captured, reference::conv2d(x, w, b, {1}, {1}, {1}, 1), DType::kF32);
 }
 
 TEST_CASE("relu, gelu and add: strata's own kernels, sizes around the block and grid edges, every dtype") {
@@ -200,9 +226,9 @@ TEST_CASE("second calls reuse cached plans and blocks, and give identical result
   init();
   const Tensor x = random({8, 16, 32, 32}, DType::kF16), w = random({16, 16, 3, 3}, DType::kF16);
   const Tensor b = random({16}, DType::kF16);
-  const Tensor first = cuda::conv2d(x, w, b, 1, 1).to(kCPU);
+  const Tensor first = cuda::conv2d(x, w, b, {1}, {1}, {1}, 1).to(kCPU);
   const auto before = runtime::cuda::allocator_stats(0);
-  const Tensor second = cuda::conv2d(x, w, b, 1, 1).to(kCPU);
+  const Tensor second = cuda::conv2d(x, w, b, {1}, {1}, {1}, 1).to(kCPU);
   const auto after = runtime::cuda::allocator_stats(0);
   CHECK(std::memcmp(first.data_ptr(), second.data_ptr(), first.nbytes()) == 0);
   CHECK(after.cuda_mallocs == before.cuda_mallocs);  // steady state never reaches cudaMalloc
@@ -233,8 +259,8 @@ TEST_CASE("gradient ops: gemm's transposes, conv2d's input/weight gradients, the
       }
     const Tensor x = random({2, 8, 16, 16}, dtype), w = random({16, 8, 3, 3}, dtype);
     const Tensor g = random({2, 16, 8, 8}, dtype);  // stride 2, pad 1
-    check_against_reference(cuda::conv2d_input_backward(g, x, w, 2, 1), reference::conv2d_input_backward(g, x, w, 2, 1), dtype);
-    check_against_reference(cuda::conv2d_weight_backward(g, x, w, 2, 1), reference::conv2d_weight_backward(g, x, w, 2, 1), dtype);
+    check_against_reference(cuda::conv2d_input_backward(g, x, w, {2}, {1}, {1}, 1), reference::conv2d_input_backward(g, x, w, {2}, {1}, {1}, 1), dtype);
+    check_against_reference(cuda::conv2d_weight_backward(g, x, w, {2}, {1}, {1}, 1), reference::conv2d_weight_backward(g, x, w, {2}, {1}, {1}, 1), dtype);
     check_against_reference(cuda::bias_backward(g), reference::bias_backward(g), dtype);
     const Tensor rows = random({33, 3072}, dtype);
     check_against_reference(cuda::bias_backward(rows), reference::bias_backward(rows), dtype);

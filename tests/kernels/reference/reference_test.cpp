@@ -43,9 +43,16 @@ TEST_CASE("reference values computed by hand") {
   // conv 1x1x3x3 with a 2x2 kernel of ones, padding 0: sums of 2x2 windows.
   Tensor img = make(Shape{1, 1, 3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
   Tensor ones = make(Shape{1, 1, 2, 2}, {1, 1, 1, 1});
-  CHECK(reference::conv2d(img, ones, Tensor(), 1, 0) == std::vector<double>{12, 16, 24, 28});
+  CHECK(reference::conv2d(img, ones, Tensor(), {1}, {0}, {1}, 1) == std::vector<double>{12, 16, 24, 28});
   // With padding 1 and stride 2: windows at (-1,-1), (-1,1), (1,-1), (1,1).
-  CHECK(reference::conv2d(img, ones, Tensor(), 2, 1) == std::vector<double>{1, 5, 11, 28});
+  CHECK(reference::conv2d(img, ones, Tensor(), {2}, {1}, {1}, 1) == std::vector<double>{1, 5, 11, 28});
+  // Dilation 2: the 2x2 kernel's taps are the corners, 1 + 3 + 7 + 9.
+  CHECK(reference::conv2d(img, ones, Tensor(), {1}, {0}, {2}, 1) == std::vector<double>{20});
+  // Stride (1, 2), padding (0, 1): windows at rows 0, 1 and columns -1, 1.
+  CHECK(reference::conv2d(img, ones, Tensor(), {1, 2}, {0, 1}, {1}, 1) == std::vector<double>{5, 16, 11, 28});
+  // Groups 2: each output channel reads its own input channel only.
+  CHECK(reference::conv2d(make(Shape{1, 2, 2, 2}, {1, 2, 3, 4, 10, 20, 30, 40}), make(Shape{2, 1, 1, 1}, {1, 2}),
+                          Tensor(), {1}, {0}, {1}, 2) == std::vector<double>{1, 2, 3, 4, 20, 40, 60, 80});
 }
 
 TEST_CASE("the tanh GELU's references, and their gradients, computed by hand") {
