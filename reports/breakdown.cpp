@@ -124,202 +124,247 @@ TimestampChecks& TimestampChecks::operator+=(const TimestampChecks& other) {
   return *this;
 }
 
+namespace {
+
+using Samples = std::vector<double>;  // one value per op call, in op_ids order
+
+BreakdownRow empty_row(RowKind kind, bool measured) { return BreakdownRow{kind, "", {}, {}, measured, {}, {}}; }
+
+// compute_breakdown's steps over one timeline: the host spans give the host rows, then the device records
+// (joined to ops through the external correlation records) give launch, queue and gpu and take the launch
+// calls' time out of the host zones that enclose them. rows() assembles the rows in table order.
+class BreakdownBuilder {
+ public:
+  BreakdownBuilder(const Timeline& timeline, std::span<const uint32_t> op_ids)
+      : timeline_(timeline), calls_(op_ids.size()), python_(calls_, 0), pybind11_(calls_, 0), binding_(calls_, 0),
+        library_(calls_, 0), runtime_(calls_, 0), launch_(calls_, 0), queue_(calls_, 0), gpu_(calls_, 0),
+        first_begin_(calls_, INT64_MAX), last_end_(calls_, INT64_MIN), op_spans_(calls_) {
+    for (size_t i = 0; i < op_ids.size(); ++i) slot_[op_ids[i]] = i;
+    const bool measured = timeline.device.enabled;
+    launch_row_ = empty_row(RowKind::kLaunch, measured);
+    queue_row_ = empty_row(RowKind::kQueue, measured);
+    gpu_row_ = empty_row(RowKind::kGpu, measured);
+  }
+
+  void add_host_spans();
+  void join_launch_calls(LayerBreakdown& out);
+  void join_kernels(LayerBreakdown& out);
+  void count_launches_without_kernel(LayerBreakdown& out) const;
+  void add_rows(LayerBreakdown& out);
+  Distribution wall() const;
+
+ private:
+  Samples& dispatch_samples(const std::string& key) {
+    Samples& samples = dispatch_[key];
+    if (samples.empty()) {
+      samples.assign(calls_, 0);
+      dispatch_keys_.push_back(key);  // highest-priority first, as the dispatch spans nest
+    }
+    return samples;
+  }
+  const Span* innermost_zone(size_t call, const ApiCallRecord& api) const;
+  void add_kernel_summary(LayerBreakdown& out, const KernelRecord& kernel);
+
+  const Timeline& timeline_;
+  size_t calls_;
+  std::unordered_map<uint32_t, size_t> slot_;  // op id -> position in op_ids
+  Samples python_, pybind11_, binding_, library_, runtime_, launch_, queue_, gpu_;
+  std::vector<std::string> dispatch_keys_;
+  std::map<std::string, Samples> dispatch_;
+  std::vector<int64_t> first_begin_, last_end_;
+  std::vector<std::vector<size_t>> op_spans_;  // span indices of each op
+  BreakdownRow python_row_ = empty_row(RowKind::kPython, true), pybind11_row_ = empty_row(RowKind::kPybind11, true),
+               binding_row_ = empty_row(RowKind::kBinding, true), library_row_ = empty_row(RowKind::kLibrary, true),
+               runtime_row_ = empty_row(RowKind::kRuntime, true);
+  BreakdownRow launch_row_, queue_row_, gpu_row_;
+  // The device joins.
+  std::unordered_map<uint32_t, size_t> corr_to_op_;  // correlation id -> slot
+  std::unordered_map<uint32_t, const ApiCallRecord*> launch_by_corr_;
+  std::unordered_map<uint32_t, bool> corr_has_kernel_;
+  std::map<std::string, size_t> kernel_index_;
+  std::vector<Samples> kernel_samples_;
+};
+
+// Host rows: each span's self time goes to its layer's row (dispatch: one row per key).
+void BreakdownBuilder::add_host_spans() {
+  const std::vector<double> self = span_self_ns(timeline_);
+  const auto& spans = timeline_.spans();
+  for (size_t i = 0; i < spans.size(); ++i) {
+    const Span& s = spans[i];
+    auto it = slot_.find(s.op_id);
+    if (it == slot_.end()) continue;
+    const size_t k = it->second;
+    op_spans_[k].push_back(i);
+    first_begin_[k] = std::min(first_begin_[k], timeline_.begin_ns(s));
+    last_end_[k] = std::max(last_end_[k], timeline_.end_ns(s));
+    auto add = [&](Samples& samples, BreakdownRow& row) {
+      samples[k] += self[i];
+      add_name(row.names, s.name);
+    };
+    switch (s.layer) {
+      case Layer::kPython: add(python_, python_row_); break;
+      case Layer::kPybind11: add(pybind11_, pybind11_row_); break;
+      case Layer::kBinding: add(binding_, binding_row_); break;
+      case Layer::kDispatch: dispatch_samples(s.name)[k] += self[i]; break;
+      case Layer::kLibrary: add(library_, library_row_); break;
+      case Layer::kRuntime: add(runtime_, runtime_row_); break;
+      default: break;  // frontend and harness spans are not part of an op's per-call cost
+    }
+  }
+}
+
+// The launch call ran inside some host zone on the same clock (a library call, or the runtime's
+// graph/plan launch): that time is launch, not the enclosing zone's. The innermost such zone of its op.
+const Span* BreakdownBuilder::innermost_zone(size_t call, const ApiCallRecord& api) const {
+  const Timeline& t = timeline_;
+  const Span* inner = nullptr;
+  for (size_t si : op_spans_[call]) {
+    const Span& s = t.spans()[si];
+    if (t.begin_ns(s) <= api.start_ns && api.end_ns <= t.end_ns(s) &&
+        (inner == nullptr || t.end_ns(s) - t.begin_ns(s) < t.end_ns(*inner) - t.begin_ns(*inner)))
+      inner = &s;
+  }
+  return inner;
+}
+
+void BreakdownBuilder::join_launch_calls(LayerBreakdown& out) {
+  const DeviceTrace& dev = timeline_.device;
+  for (const ExternalCorrelation& ec : dev.external) {
+    auto it = slot_.find(static_cast<uint32_t>(ec.external_id));
+    if (it != slot_.end()) corr_to_op_[ec.correlation_id] = it->second;
+  }
+  for (const ApiCallRecord& api : dev.api_calls) {
+    auto it = corr_to_op_.find(api.correlation_id);
+    if (it == corr_to_op_.end() || !api.is_launch) continue;
+    const size_t k = it->second;
+    const double dur = double(api.end_ns - api.start_ns);
+    launch_[k] += dur;
+    const Span* inner = innermost_zone(k, api);
+    if (inner == nullptr) {
+      ++out.timestamps.launches_outside_zones;  // on one clock, every launch runs inside a zone of its op
+    } else {
+      if (inner->layer == Layer::kLibrary) library_[k] -= dur;
+      else if (inner->layer == Layer::kRuntime) runtime_[k] -= dur;
+      else if (inner->layer == Layer::kBinding) binding_[k] -= dur;
+      else if (inner->layer == Layer::kDispatch) dispatch_[inner->name][k] -= dur;
+    }
+    launch_by_corr_[api.correlation_id] = &api;
+    add_name(launch_row_.names, api.name);
+  }
+}
+
+void BreakdownBuilder::add_kernel_summary(LayerBreakdown& out, const KernelRecord& kernel) {
+  auto [kit, inserted] = kernel_index_.try_emplace(kernel.name, out.kernels.size());
+  if (inserted) {
+    KernelSummary summary;
+    summary.name = kernel.name;
+    std::memcpy(summary.grid, kernel.grid, sizeof summary.grid);
+    std::memcpy(summary.block, kernel.block, sizeof summary.block);
+    summary.registers_per_thread = kernel.registers_per_thread;
+    summary.shared_bytes = kernel.static_shared_bytes + kernel.dynamic_shared_bytes;
+    summary.device_id = kernel.device_id;
+    summary.stream_id = kernel.stream_id;
+    out.kernels.push_back(summary);
+    kernel_samples_.emplace_back();
+  }
+  kernel_samples_[kit->second].push_back(double(kernel.end_ns - kernel.start_ns));
+}
+
+// gpu: the union of each call's kernel intervals; queue: its first kernel's start minus that kernel's
+// launch call's start. Also checks the kernels' timestamps against their launches (TimestampChecks).
+void BreakdownBuilder::join_kernels(LayerBreakdown& out) {
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> intervals(calls_);
+  std::vector<int64_t> first_kernel(calls_, INT64_MAX), first_kernel_launch(calls_, 0);
+  for (const KernelRecord& kr : timeline_.device.kernels) {
+    auto it = corr_to_op_.find(kr.correlation_id);
+    if (it == corr_to_op_.end()) continue;
+    auto lit = launch_by_corr_.find(kr.correlation_id);
+    if (lit == launch_by_corr_.end()) {
+      ++out.unmatched_kernels;
+      continue;
+    }
+    corr_has_kernel_[kr.correlation_id] = true;
+    const size_t k = it->second;
+    if (kr.start_ns < lit->second->start_ns) ++out.timestamps.kernels_before_launch;
+    if (kr.queued_ns < 0 || kr.submitted_ns < 0) {
+      ++out.timestamps.kernels_without_latency;
+    } else if (kr.submitted_ns < kr.queued_ns || kr.start_ns < kr.submitted_ns) {
+      ++out.timestamps.kernels_latency_disordered;
+    }
+    intervals[k].push_back({kr.start_ns, kr.end_ns});
+    if (kr.start_ns < first_kernel[k]) {
+      first_kernel[k] = kr.start_ns;
+      first_kernel_launch[k] = lit->second->start_ns;
+    }
+    last_end_[k] = std::max(last_end_[k], kr.end_ns);
+    add_name(gpu_row_.names, kr.name);
+    add_kernel_summary(out, kr);
+  }
+  for (size_t k = 0; k < calls_; ++k) {
+    gpu_[k] = union_ns(intervals[k]);
+    queue_[k] = first_kernel[k] == INT64_MAX ? 0 : double(first_kernel[k] - first_kernel_launch[k]);
+  }
+  for (size_t i = 0; i < out.kernels.size(); ++i) out.kernels[i].ns = Distribution::of(kernel_samples_[i]);
+}
+
+// A launch with no kernel record either failed (its return value says so) or lost its kernel record.
+void BreakdownBuilder::count_launches_without_kernel(LayerBreakdown& out) const {
+  for (const auto& [corr, api] : launch_by_corr_) {
+    if (corr_has_kernel_.count(corr)) continue;
+    if (api->return_value != 0) {
+      ++out.failed_launches;
+      continue;
+    }
+    ++out.unmatched_launches;
+    if (out.unmatched_launch_examples.size() < 8) {
+      out.unmatched_launch_examples.push_back(api->name + " (correlation " + std::to_string(corr) + ", thread " +
+                                              std::to_string(api->thread_id) + ", " +
+                                              std::to_string(api->end_ns - api->start_ns) + " ns)");
+    }
+  }
+}
+
+void BreakdownBuilder::add_rows(LayerBreakdown& out) {
+  auto push = [&](BreakdownRow& row, const Samples& samples) {
+    row.ns = Distribution::of(samples);
+    out.rows.push_back(std::move(row));
+  };
+  // Only for calls made from Python with the rows on (strata.profile, strata trace --frontend python):
+  // a trace from C++ has no such layer, not a zero-cost one.
+  if (!python_row_.names.empty()) push(python_row_, python_);
+  if (!pybind11_row_.names.empty()) push(pybind11_row_, pybind11_);
+  push(binding_row_, binding_);
+  for (const std::string& key : dispatch_keys_) {
+    out.rows.push_back(BreakdownRow{RowKind::kDispatch, key, {key}, Distribution::of(dispatch_[key]), true, {}, {}});
+  }
+  push(library_row_, library_);
+  if (!runtime_row_.names.empty()) push(runtime_row_, runtime_);  // only when a runtime zone ran (allocator, graph or plan replay)
+  push(launch_row_, launch_);
+  push(queue_row_, queue_);
+  push(gpu_row_, gpu_);
+}
+
+Distribution BreakdownBuilder::wall() const {
+  Samples wall(calls_, 0);
+  for (size_t k = 0; k < calls_; ++k) wall[k] = last_end_[k] > first_begin_[k] ? double(last_end_[k] - first_begin_[k]) : 0;
+  return Distribution::of(wall);
+}
+
+}  // namespace
+
 LayerBreakdown compute_breakdown(const Timeline& timeline, std::span<const uint32_t> op_ids) {
   LayerBreakdown out;
   out.calls = op_ids.size();
-  const auto& spans = timeline.spans();
-  const std::vector<double> self = span_self_ns(timeline);
-  const DeviceTrace& dev = timeline.device;
-  out.has_device_records = dev.enabled;
-
-  std::unordered_map<uint32_t, size_t> slot;  // op id -> position in op_ids
-  for (size_t i = 0; i < op_ids.size(); ++i) slot[op_ids[i]] = i;
-  const size_t n = op_ids.size();
-
-  // Host rows. Dispatch keys are discovered from span names, highest-priority first as they nest.
-  std::vector<double> python(n, 0), pybind11(n, 0), binding(n, 0), library(n, 0), runtime(n, 0), launch(n, 0), queue(n, 0), gpu(n, 0);
-  std::vector<int64_t> first_begin(n, INT64_MAX), last_end(n, INT64_MIN);
-  std::vector<std::vector<size_t>> op_spans(n);  // span indices of each op
-  std::vector<std::string> dispatch_keys;
-  std::map<std::string, std::vector<double>> dispatch;
-  BreakdownRow python_row{RowKind::kPython, "", {}, {}, true, {}, {}},
-      pybind11_row{RowKind::kPybind11, "", {}, {}, true, {}, {}};
-  BreakdownRow binding_row{RowKind::kBinding, "", {}, {}, true, {}, {}}, library_row{RowKind::kLibrary, "", {}, {}, true, {}, {}},
-      runtime_row{RowKind::kRuntime, "", {}, {}, true, {}, {}};
-  for (size_t i = 0; i < spans.size(); ++i) {
-    const Span& s = spans[i];
-    auto it = slot.find(s.op_id);
-    if (it == slot.end()) continue;
-    const size_t k = it->second;
-    op_spans[k].push_back(i);
-    first_begin[k] = std::min(first_begin[k], timeline.begin_ns(s));
-    last_end[k] = std::max(last_end[k], timeline.end_ns(s));
-    switch (s.layer) {
-      case Layer::kPython:
-        python[k] += self[i];
-        add_name(python_row.names, s.name);
-        break;
-      case Layer::kPybind11:
-        pybind11[k] += self[i];
-        add_name(pybind11_row.names, s.name);
-        break;
-      case Layer::kBinding:
-        binding[k] += self[i];
-        add_name(binding_row.names, s.name);
-        break;
-      case Layer::kDispatch: {
-        auto& v = dispatch[s.name];
-        if (v.empty()) {
-          v.assign(n, 0);
-          dispatch_keys.push_back(s.name);
-        }
-        v[k] += self[i];
-        break;
-      }
-      case Layer::kLibrary:
-        library[k] += self[i];
-        add_name(library_row.names, s.name);
-        break;
-      case Layer::kRuntime:
-        runtime[k] += self[i];
-        add_name(runtime_row.names, s.name);
-        break;
-      default:
-        break;  // frontend and harness spans are not part of an op's per-call cost
-    }
+  out.has_device_records = timeline.device.enabled;
+  BreakdownBuilder builder(timeline, op_ids);
+  builder.add_host_spans();
+  if (timeline.device.enabled) {
+    builder.join_launch_calls(out);
+    builder.join_kernels(out);
+    builder.count_launches_without_kernel(out);
   }
-
-  // Device rows: API calls and kernels joined to ops through the external correlation records.
-  BreakdownRow launch_row{RowKind::kLaunch, "", {}, {}, dev.enabled, {}, {}}, queue_row{RowKind::kQueue, "", {}, {}, dev.enabled, {}, {}},
-      gpu_row{RowKind::kGpu, "", {}, {}, dev.enabled, {}, {}};
-  if (dev.enabled) {
-    std::unordered_map<uint32_t, size_t> corr_to_op;  // correlation id -> slot
-    for (const ExternalCorrelation& ec : dev.external) {
-      auto it = slot.find(static_cast<uint32_t>(ec.external_id));
-      if (it != slot.end()) corr_to_op[ec.correlation_id] = it->second;
-    }
-    std::unordered_map<uint32_t, const ApiCallRecord*> launch_by_corr;
-    for (const ApiCallRecord& api : dev.api_calls) {
-      auto it = corr_to_op.find(api.correlation_id);
-      if (it == corr_to_op.end() || !api.is_launch) continue;
-      const size_t k = it->second;
-      const double dur = double(api.end_ns - api.start_ns);
-      launch[k] += dur;
-      // The launch call ran inside some host zone on the same clock (a library call, or the runtime's
-      // graph/plan launch): that time is launch, not the enclosing zone's. Find the innermost zone.
-      const Span* inner = nullptr;
-      for (size_t si : op_spans[k]) {
-        const Span& s = spans[si];
-        if (timeline.begin_ns(s) <= api.start_ns && api.end_ns <= timeline.end_ns(s) &&
-            (inner == nullptr || timeline.end_ns(s) - timeline.begin_ns(s) < timeline.end_ns(*inner) - timeline.begin_ns(*inner)))
-          inner = &s;
-      }
-      if (inner == nullptr) {
-        ++out.timestamps.launches_outside_zones;  // on one clock, every launch runs inside a zone of its op
-      } else {
-        if (inner->layer == Layer::kLibrary) library[k] -= dur;
-        else if (inner->layer == Layer::kRuntime) runtime[k] -= dur;
-        else if (inner->layer == Layer::kBinding) binding[k] -= dur;
-        else if (inner->layer == Layer::kDispatch) dispatch[inner->name][k] -= dur;
-      }
-      launch_by_corr[api.correlation_id] = &api;
-      add_name(launch_row.names, api.name);
-    }
-    std::vector<std::vector<std::pair<int64_t, int64_t>>> intervals(n);
-    std::vector<int64_t> first_kernel(n, INT64_MAX), first_kernel_launch(n, 0);
-    std::map<std::string, size_t> kernel_index;
-    std::vector<std::vector<double>> kernel_samples;
-    std::unordered_map<uint32_t, bool> corr_has_kernel;
-    for (const KernelRecord& kr : dev.kernels) {
-      auto it = corr_to_op.find(kr.correlation_id);
-      if (it == corr_to_op.end()) continue;
-      auto lit = launch_by_corr.find(kr.correlation_id);
-      if (lit == launch_by_corr.end()) {
-        ++out.unmatched_kernels;
-        continue;
-      }
-      corr_has_kernel[kr.correlation_id] = true;
-      const size_t k = it->second;
-      if (kr.start_ns < lit->second->start_ns) ++out.timestamps.kernels_before_launch;
-      if (kr.queued_ns < 0 || kr.submitted_ns < 0) {
-        ++out.timestamps.kernels_without_latency;
-      } else if (kr.submitted_ns < kr.queued_ns || kr.start_ns < kr.submitted_ns) {
-        ++out.timestamps.kernels_latency_disordered;
-      }
-      intervals[k].push_back({kr.start_ns, kr.end_ns});
-      if (kr.start_ns < first_kernel[k]) {
-        first_kernel[k] = kr.start_ns;
-        first_kernel_launch[k] = lit->second->start_ns;
-      }
-      last_end[k] = std::max(last_end[k], kr.end_ns);
-      add_name(gpu_row.names, kr.name);
-      auto [kit, inserted] = kernel_index.try_emplace(kr.name, out.kernels.size());
-      if (inserted) {
-        KernelSummary ks;
-        ks.name = kr.name;
-        std::memcpy(ks.grid, kr.grid, sizeof ks.grid);
-        std::memcpy(ks.block, kr.block, sizeof ks.block);
-        ks.registers_per_thread = kr.registers_per_thread;
-        ks.shared_bytes = kr.static_shared_bytes + kr.dynamic_shared_bytes;
-        ks.device_id = kr.device_id;
-        ks.stream_id = kr.stream_id;
-        out.kernels.push_back(ks);
-        kernel_samples.emplace_back();
-      }
-      kernel_samples[kit->second].push_back(double(kr.end_ns - kr.start_ns));
-    }
-    for (const auto& [corr, api] : launch_by_corr) {
-      if (corr_has_kernel.count(corr)) continue;
-      if (api->return_value != 0) {
-        ++out.failed_launches;
-        continue;
-      }
-      ++out.unmatched_launches;
-      if (out.unmatched_launch_examples.size() < 8) {
-        out.unmatched_launch_examples.push_back(api->name + " (correlation " + std::to_string(corr) + ", thread " +
-                                                std::to_string(api->thread_id) + ", " +
-                                                std::to_string(api->end_ns - api->start_ns) + " ns)");
-      }
-    }
-    for (size_t k = 0; k < n; ++k) {
-      gpu[k] = union_ns(intervals[k]);
-      queue[k] = first_kernel[k] == INT64_MAX ? 0 : double(first_kernel[k] - first_kernel_launch[k]);
-    }
-    for (size_t i = 0; i < out.kernels.size(); ++i) out.kernels[i].ns = Distribution::of(kernel_samples[i]);
-  }
-
-  // Only for calls made from Python with the rows on (strata.profile, strata trace --frontend python):
-  // a trace from C++ has no such layer, not a zero-cost one.
-  if (!python_row.names.empty()) {
-    python_row.ns = Distribution::of(python);
-    out.rows.push_back(std::move(python_row));
-  }
-  if (!pybind11_row.names.empty()) {
-    pybind11_row.ns = Distribution::of(pybind11);
-    out.rows.push_back(std::move(pybind11_row));
-  }
-  binding_row.ns = Distribution::of(binding);
-  out.rows.push_back(std::move(binding_row));
-  for (const std::string& key : dispatch_keys) {
-    BreakdownRow row{RowKind::kDispatch, key, {key}, Distribution::of(dispatch[key]), true, {}, {}};
-    out.rows.push_back(std::move(row));
-  }
-  library_row.ns = Distribution::of(library);
-  out.rows.push_back(std::move(library_row));
-  if (!runtime_row.names.empty()) {  // only when a runtime zone ran (allocator, graph or plan replay)
-    runtime_row.ns = Distribution::of(runtime);
-    out.rows.push_back(std::move(runtime_row));
-  }
-  launch_row.ns = Distribution::of(launch);
-  queue_row.ns = Distribution::of(queue);
-  gpu_row.ns = Distribution::of(gpu);
-  out.rows.push_back(std::move(launch_row));
-  out.rows.push_back(std::move(queue_row));
-  out.rows.push_back(std::move(gpu_row));
-
-  std::vector<double> wall(n, 0);
-  for (size_t k = 0; k < n; ++k) wall[k] = last_end[k] > first_begin[k] ? double(last_end[k] - first_begin[k]) : 0;
-  out.wall = Distribution::of(wall);
+  builder.add_rows(out);
+  out.wall = builder.wall();
   return out;
 }
 

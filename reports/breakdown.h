@@ -1,3 +1,4 @@
+// Role: model.
 // The per-layer breakdown of one op call, computed from a finished Timeline (docs/design.md, "One traced call"):
 //   python / pybind11: self time of the Python frontend's and the crossing's spans, present only when
 //            the call came from Python with those rows on (Note [The python and pybind11 rows])

@@ -171,203 +171,288 @@ class GpuOpExtents {
 
 }  // namespace
 
-std::string ChromeTraceWriter::str() const {
-  const TraceMetadata& meta = trace_metadata_;
-  int64_t base = INT64_MAX;
-  for (const Source& s : sources_) base = std::min(base, earliest_ns(*s.timeline));
-  if (base == INT64_MAX) base = 0;
-  EventList ev(base);
-  const uint64_t host_tid = static_cast<uint64_t>(syscall(SYS_gettid));
-  std::unordered_map<uint32_t, int> sm_count;  // device id -> SMs, for Kineto's per-SM figures
-  for (const GpuProperties& g : meta.gpus) sm_count[static_cast<uint32_t>(g.id)] = g.sm_count;
-  size_t steps_left_out = 0;
-  for (const Source& src : sources_) {
-    const Timeline& t = *src.timeline;
-    const int hpid = host_pid(src.group);
-    ev.meta("process_name", hpid, host_tid, "strata host (" + src.label + ")");
-    ev.meta("thread_name", hpid, host_tid, "main thread");
-    ev.sort_index(hpid, src.group * 100);
-    // Each op's extent on the host track (its spans and the CUDA calls made for it), for ProfilerStep.
-    std::unordered_map<uint32_t, Interval> op_extent;
-    GpuOpExtents gpu_ops;
-    std::vector<Interval> host_events;
-    auto extend = [&](uint32_t op, int64_t b, int64_t e) {
-      auto [it, fresh] = op_extent.try_emplace(op, Interval{b, e});
-      if (!fresh) it->second = {std::min(it->second.begin, b), std::max(it->second.end, e)};
-    };
-    for (const Span& s : t.spans()) {
-      if (!src.contains(t.begin_ns(s))) continue;
-      const int64_t b = t.begin_ns(s), e = std::max(b, t.end_ns(s));
-      host_events.push_back({b, e});
-      if (s.op_id) extend(s.op_id, b, e);
-      const std::string op_args =
-          s.op_id ? "\"External id\":" + std::to_string(s.op_id) + ",\"op\":" + std::to_string(s.op_id) : "";
-      if (s.layer == Layer::kBinding) {
-        // The op as Kineto's cpu_op, around its binding span: HTA's op analyses select cat cpu_op and
-        // names that start with "aten::" (strata's schemas are ATen's). See Note [Kineto trace layout].
-        ev.complete(std::string("aten::") + s.name, "cpu_op", b, t.end_ns(s), hpid, host_tid, op_args);
-        if (s.op_id) gpu_ops.name_op(s.op_id, s.name);
-      }
-      ev.complete(s.name, layer_name(s.layer), b, t.end_ns(s), hpid, host_tid, op_args);
-    }
-    const DeviceTrace& d = t.device;
-    std::unordered_map<uint32_t, uint64_t> external;
-    for (const auto& e : d.external) external[e.correlation_id] = e.external_id;
-    // "External id" (Kineto's link from a CUDA record to the op that issued it) and strata's "op".
-    auto op_args = [&](uint32_t correlation) -> std::string {
-      auto it = external.find(correlation);
-      if (it == external.end()) return "";
-      return ",\"External id\":" + std::to_string(it->second) + ",\"op\":" + std::to_string(it->second);
-    };
-    std::unordered_map<uint32_t, const ApiCallRecord*> launches;
-    for (const ApiCallRecord& a : d.api_calls) {
-      if (!src.contains(a.start_ns)) continue;
-      host_events.push_back({a.start_ns, std::max(a.start_ns, a.end_ns)});
-      if (auto it = external.find(a.correlation_id); it != external.end() && it->second != 0 && it->second <= UINT32_MAX)
-        extend(static_cast<uint32_t>(it->second), a.start_ns, std::max(a.start_ns, a.end_ns));
-      // No "stream" here: HTA takes an event with a stream for a GPU event. See Note [Kineto trace layout].
-      const std::string args = "\"correlation\":" + std::to_string(a.correlation_id) + ",\"cbid\":" +
-                               std::to_string(a.cbid) + op_args(a.correlation_id);
-      // API records carry the OS thread id; strata calls CUDA from the thread its zones run on.
-      ev.complete(a.name, a.domain == ApiDomain::kRuntime ? "cuda_runtime" : "cuda_driver", a.start_ns, a.end_ns, hpid,
-                  host_tid, args);
-      if (a.is_launch) launches[a.correlation_id] = &a;
-    }
-    // ProfilerStep#N around each step's ops, as torch.profiler's schedule writes them. A step that would
-    // cross another host event (it cannot, while zones nest and ops run one after another) is left out
-    // and counted in the header rather than written as an invalid trace.
-    {
-      std::vector<Interval> by_begin = host_events, by_end = host_events;
-      std::sort(by_begin.begin(), by_begin.end(), [](const Interval& a, const Interval& b) { return a.begin < b.begin; });
-      std::sort(by_end.begin(), by_end.end(), [](const Interval& a, const Interval& b) { return a.end < b.end; });
-      for (const std::vector<uint32_t>& step : meta.steps) {
-        std::optional<Interval> hull;
-        for (uint32_t op : step) {
-          auto it = op_extent.find(op);
-          if (it == op_extent.end()) continue;
-          hull = hull ? Interval{std::min(hull->begin, it->second.begin), std::max(hull->end, it->second.end)}
-                      : it->second;
-        }
-        if (!hull) continue;  // this step's ops are in another source (the other phase of compare)
-        if (!nests(hull->begin, hull->end, by_begin, by_end)) {
-          ++steps_left_out;
-          continue;
-        }
-        ev.complete("ProfilerStep#" + std::to_string(step.front()), "user_annotation", hull->begin, hull->end, hpid,
-                    host_tid, "\"first op\":" + std::to_string(step.front()) + ",\"last op\":" + std::to_string(step.back()));
-      }
-    }
-    std::set<std::pair<int, uint64_t>> gpu_tracks;
-    std::set<uint32_t> flowed;
-    auto op_of = [&](uint32_t correlation) -> uint64_t {
-      auto it = external.find(correlation);
-      return it == external.end() ? 0 : it->second;
-    };
-    for (const KernelRecord& k : d.kernels) {
-      // A kernel belongs where its launch call was made (it may start after the window closed).
-      auto launch = launches.find(k.correlation_id);
-      if (launch == launches.end() && !src.contains(k.start_ns)) continue;
-      const int gpid = gpu_pid(src.group, k.device_id);
-      const uint64_t tid = stream_tid(k.stream_id);
-      gpu_tracks.insert({gpid, tid});
-      // Kineto's kernel args, by the names HTA reads. "stream" is the tid: HTA needs it > 0 on the GPU.
-      char args[320];
-      std::snprintf(args, sizeof args,
-                    "\"device\":%u,\"context\":%u,\"stream\":%" PRIu64 ",\"correlation\":%u,\"registers per thread\":%d,"
-                    "\"shared memory\":%d,\"grid\":[%d,%d,%d],\"block\":[%d,%d,%d]",
-                    k.device_id, k.context_id, tid, k.correlation_id, k.registers_per_thread,
-                    k.static_shared_bytes + k.dynamic_shared_bytes, k.grid[0], k.grid[1], k.grid[2], k.block[0],
-                    k.block[1], k.block[2]);
-      std::string a = args;
-      if (auto sms = sm_count.find(k.device_id); sms != sm_count.end() && sms->second > 0) {
-        // Kineto's occupancy inputs: blocks and warps the grid puts on each SM (not the achieved figure).
-        const double blocks = double(k.grid[0]) * k.grid[1] * k.grid[2] / sms->second;
-        const double warps_per_block = std::ceil(double(k.block[0]) * k.block[1] * k.block[2] / 32.0);
-        a += ",\"blocks per SM\":" + format_number(blocks) + ",\"warps per SM\":" + format_number(blocks * warps_per_block);
-      }
-      if (k.graph_node_id) a += ",\"graph node\":" + std::to_string(k.graph_node_id);
-      // CUPTI's latency timestamps, when it gave them: when the kernel was put in the command buffer
-      // (queued) and handed to the GPU (submitted), on the trace's ts axis, and how long before its start.
-      // Together with the flow arrow from the launch call they split the queue row's wait into host side
-      // and device side. (Kineto writes "queued" in absolute microseconds, 0 when not collected.)
-      if (k.queued_ns >= 0 && k.queued_ns <= k.start_ns) {
-        a += ",\"queued\":" + EventList::us(std::max<int64_t>(0, k.queued_ns - base)) +
-             ",\"queued before start (us)\":" + EventList::us(k.start_ns - k.queued_ns);
-      }
-      if (k.submitted_ns >= 0 && k.submitted_ns <= k.start_ns) {
-        a += ",\"submitted\":" + EventList::us(std::max<int64_t>(0, k.submitted_ns - base)) +
-             ",\"submitted before start (us)\":" + EventList::us(k.start_ns - k.submitted_ns);
-      }
-      a += op_args(k.correlation_id);
-      ev.complete(k.name, "kernel", k.start_ns, k.end_ns, gpid, tid, a);
-      gpu_ops.add(op_of(k.correlation_id), gpid, tid, k.start_ns, std::max(k.start_ns, k.end_ns));
-      // One arrow per launch call (a graph launch enqueues many kernels: the arrow goes to the first).
-      if (launch != launches.end() && flowed.insert(k.correlation_id).second) {
-        const ApiCallRecord& l = *launch->second;
-        const uint32_t id = k.correlation_id + 1'000'000u * static_cast<uint32_t>(src.group);
-        ev.flow(true, id, l.start_ns, hpid, host_tid);
-        ev.flow(false, id, k.start_ns, gpid, tid);
-      }
-    }
-    for (const MemoryRecord& m : d.memory) {
-      if (!src.contains(m.start_ns)) continue;
-      const int gpid = gpu_pid(src.group, m.device_id);
-      const uint64_t tid = stream_tid(m.stream_id);
-      gpu_tracks.insert({gpid, tid});
-      std::string a = "\"device\":" + std::to_string(m.device_id) + ",\"stream\":" + std::to_string(tid) +
-                      ",\"correlation\":" + std::to_string(m.correlation_id) + ",\"bytes\":" + std::to_string(m.bytes);
-      // bytes per ns = GB/s; left out for a zero-length record rather than written as infinity.
-      if (m.end_ns > m.start_ns) a += ",\"memory bandwidth (GB/s)\":" + format_number(double(m.bytes) / double(m.end_ns - m.start_ns));
-      a += op_args(m.correlation_id);
-      // Kineto's names ("Memcpy DtoH", "Memset"): HTA tells memory work from kernels by them.
-      const bool memset = m.kind == "memset";
-      ev.complete(memset ? "Memset" : "Memcpy " + m.kind, memset ? "gpu_memset" : "gpu_memcpy", m.start_ns, m.end_ns,
-                  gpid, tid, a);
-      gpu_ops.add(op_of(m.correlation_id), gpid, tid, m.start_ns, std::max(m.start_ns, m.end_ns));
-    }
-    gpu_ops.write(ev);
-    std::set<int> gpu_pids;
-    for (auto [pid, tid] : gpu_tracks) {
-      if (gpu_pids.insert(pid).second) {
-        ev.meta("process_name", pid, tid, "GPU " + std::to_string(pid - 10 - 100 * src.group) + " (" + src.label + ")");
-        ev.sort_index(pid, src.group * 100 + 10);
-      }
-      ev.meta("thread_name", pid, tid, "stream " + std::to_string(tid));
-    }
+namespace {
+
+using Hull = std::optional<Interval>;
+
+Interval widen(const Interval& extent, int64_t begin, int64_t end) {
+  return {std::min(extent.begin, begin), std::max(extent.end, end)};
+}
+
+// The events of one timeline (one source of the writer): its host track, then its GPU tracks. Each
+// write_* step adds one kind of event; the host steps collect what the later steps join on (each op's
+// host extent, the launch calls by correlation id).
+class SourceEvents {
+ public:
+  // Events that begin in [from_ns, to_ns) are this source's (see ChromeTraceWriter::add_timeline).
+  struct Window {
+    int64_t from_ns, to_ns;
+    bool contains(int64_t t) const { return from_ns <= t && t < to_ns; }
+  };
+  SourceEvents(EventList& events, const Timeline& timeline, Window window, int group, const std::string& label,
+               uint64_t host_tid, int64_t base_ns)
+      : events_(events), timeline_(timeline), window_(window), group_(group), label_(label),
+        host_pid_(host_pid(group)), host_tid_(host_tid), base_ns_(base_ns) {
+    for (const auto& e : timeline.device.external) external_[e.correlation_id] = e.external_id;
   }
+
+  void write_host_track_names() {
+    events_.meta("process_name", host_pid_, host_tid_, "strata host (" + label_ + ")");
+    events_.meta("thread_name", host_pid_, host_tid_, "main thread");
+    events_.sort_index(host_pid_, group_ * 100);
+  }
+  void write_spans();
+  void write_api_calls();
+  size_t write_profiler_steps(const std::vector<std::vector<uint32_t>>& steps);  // returns how many were left out
+  void write_kernels(const std::unordered_map<uint32_t, int>& sm_count);
+  void write_memory();
+  void write_gpu_track_names();
+
+ private:
+  void extend(uint32_t op, int64_t begin, int64_t end) {
+    auto [it, fresh] = op_extent_.try_emplace(op, Interval{begin, end});
+    if (!fresh) it->second = widen(it->second, begin, end);
+  }
+  uint64_t op_of(uint32_t correlation) const {
+    auto it = external_.find(correlation);
+    return it == external_.end() ? 0 : it->second;
+  }
+  // "External id" (Kineto's link from a CUDA record to the op that issued it) and strata's "op".
+  std::string op_args(uint32_t correlation) const {
+    auto it = external_.find(correlation);
+    if (it == external_.end()) return "";
+    return ",\"External id\":" + std::to_string(it->second) + ",\"op\":" + std::to_string(it->second);
+  }
+  std::string kernel_args(const KernelRecord& kernel, uint64_t tid, const std::unordered_map<uint32_t, int>& sm_count) const;
+  void write_launch_flow(const KernelRecord& kernel, int gpid, uint64_t tid);
+
+  EventList& events_;
+  const Timeline& timeline_;
+  Window window_;
+  int group_;
+  const std::string& label_;
+  int host_pid_;
+  uint64_t host_tid_;
+  int64_t base_ns_;
+  std::unordered_map<uint32_t, uint64_t> external_;  // correlation id -> op id
+  // Each op's extent on the host track (its spans and the CUDA calls made for it), for ProfilerStep.
+  std::unordered_map<uint32_t, Interval> op_extent_;
+  std::vector<Interval> host_events_;
+  std::unordered_map<uint32_t, const ApiCallRecord*> launches_;
+  GpuOpExtents gpu_ops_;
+  std::set<std::pair<int, uint64_t>> gpu_tracks_;
+  std::set<uint32_t> flowed_;
+};
+
+void SourceEvents::write_spans() {
+  const Timeline& t = timeline_;
+  for (const Span& s : t.spans()) {
+    if (!window_.contains(t.begin_ns(s))) continue;
+    const int64_t b = t.begin_ns(s), e = std::max(b, t.end_ns(s));
+    host_events_.push_back({b, e});
+    if (s.op_id) extend(s.op_id, b, e);
+    const std::string op_args =
+        s.op_id ? "\"External id\":" + std::to_string(s.op_id) + ",\"op\":" + std::to_string(s.op_id) : "";
+    if (s.layer == Layer::kBinding) {
+      // The op as Kineto's cpu_op, around its binding span: HTA's op analyses select cat cpu_op and
+      // names that start with "aten::" (strata's schemas are ATen's). See Note [Kineto trace layout].
+      events_.complete(std::string("aten::") + s.name, "cpu_op", b, t.end_ns(s), host_pid_, host_tid_, op_args);
+      if (s.op_id) gpu_ops_.name_op(s.op_id, s.name);
+    }
+    events_.complete(s.name, layer_name(s.layer), b, t.end_ns(s), host_pid_, host_tid_, op_args);
+  }
+}
+
+void SourceEvents::write_api_calls() {
+  for (const ApiCallRecord& a : timeline_.device.api_calls) {
+    if (!window_.contains(a.start_ns)) continue;
+    host_events_.push_back({a.start_ns, std::max(a.start_ns, a.end_ns)});
+    if (auto it = external_.find(a.correlation_id); it != external_.end() && it->second != 0 && it->second <= UINT32_MAX)
+      extend(static_cast<uint32_t>(it->second), a.start_ns, std::max(a.start_ns, a.end_ns));
+    // No "stream" here: HTA takes an event with a stream for a GPU event. See Note [Kineto trace layout].
+    const std::string args = "\"correlation\":" + std::to_string(a.correlation_id) + ",\"cbid\":" +
+                             std::to_string(a.cbid) + op_args(a.correlation_id);
+    // API records carry the OS thread id; strata calls CUDA from the thread its zones run on.
+    events_.complete(a.name, a.domain == ApiDomain::kRuntime ? "cuda_runtime" : "cuda_driver", a.start_ns, a.end_ns,
+                     host_pid_, host_tid_, args);
+    if (a.is_launch) launches_[a.correlation_id] = &a;
+  }
+}
+
+// ProfilerStep#N around each step's ops, as torch.profiler's schedule writes them. A step that would
+// cross another host event (it cannot, while zones nest and ops run one after another) is left out
+// and counted in the header rather than written as an invalid trace.
+size_t SourceEvents::write_profiler_steps(const std::vector<std::vector<uint32_t>>& steps) {
+  std::vector<Interval> by_begin = host_events_, by_end = host_events_;
+  std::sort(by_begin.begin(), by_begin.end(), [](const Interval& a, const Interval& b) { return a.begin < b.begin; });
+  std::sort(by_end.begin(), by_end.end(), [](const Interval& a, const Interval& b) { return a.end < b.end; });
+  size_t left_out = 0;
+  for (const std::vector<uint32_t>& step : steps) {
+    Hull hull;
+    for (uint32_t op : step) {
+      auto it = op_extent_.find(op);
+      if (it == op_extent_.end()) continue;
+      hull = hull ? widen(*hull, it->second.begin, it->second.end) : it->second;
+    }
+    if (!hull) continue;  // this step's ops are in another source (the other phase of compare)
+    if (!nests(hull->begin, hull->end, by_begin, by_end)) {
+      ++left_out;
+      continue;
+    }
+    events_.complete("ProfilerStep#" + std::to_string(step.front()), "user_annotation", hull->begin, hull->end,
+                     host_pid_, host_tid_,
+                     "\"first op\":" + std::to_string(step.front()) + ",\"last op\":" + std::to_string(step.back()));
+  }
+  return left_out;
+}
+
+std::string SourceEvents::kernel_args(const KernelRecord& k, uint64_t tid,
+                                      const std::unordered_map<uint32_t, int>& sm_count) const {
+  // Kineto's kernel args, by the names HTA reads. "stream" is the tid: HTA needs it > 0 on the GPU.
+  char args[320];
+  std::snprintf(args, sizeof args,
+                "\"device\":%u,\"context\":%u,\"stream\":%" PRIu64 ",\"correlation\":%u,\"registers per thread\":%d,"
+                "\"shared memory\":%d,\"grid\":[%d,%d,%d],\"block\":[%d,%d,%d]",
+                k.device_id, k.context_id, tid, k.correlation_id, k.registers_per_thread,
+                k.static_shared_bytes + k.dynamic_shared_bytes, k.grid[0], k.grid[1], k.grid[2], k.block[0],
+                k.block[1], k.block[2]);
+  std::string a = args;
+  if (auto sms = sm_count.find(k.device_id); sms != sm_count.end() && sms->second > 0) {
+    // Kineto's occupancy inputs: blocks and warps the grid puts on each SM (not the achieved figure).
+    const double blocks = double(k.grid[0]) * k.grid[1] * k.grid[2] / sms->second;
+    const double warps_per_block = std::ceil(double(k.block[0]) * k.block[1] * k.block[2] / 32.0);
+    a += ",\"blocks per SM\":" + format_number(blocks) + ",\"warps per SM\":" + format_number(blocks * warps_per_block);
+  }
+  if (k.graph_node_id) a += ",\"graph node\":" + std::to_string(k.graph_node_id);
+  // CUPTI's latency timestamps, when it gave them: when the kernel was put in the command buffer
+  // (queued) and handed to the GPU (submitted), on the trace's ts axis, and how long before its start.
+  // Together with the flow arrow from the launch call they split the queue row's wait into host side
+  // and device side. (Kineto writes "queued" in absolute microseconds, 0 when not collected.)
+  if (k.queued_ns >= 0 && k.queued_ns <= k.start_ns) {
+    a += ",\"queued\":" + EventList::us(std::max<int64_t>(0, k.queued_ns - base_ns_)) +
+         ",\"queued before start (us)\":" + EventList::us(k.start_ns - k.queued_ns);
+  }
+  if (k.submitted_ns >= 0 && k.submitted_ns <= k.start_ns) {
+    a += ",\"submitted\":" + EventList::us(std::max<int64_t>(0, k.submitted_ns - base_ns_)) +
+         ",\"submitted before start (us)\":" + EventList::us(k.start_ns - k.submitted_ns);
+  }
+  return a + op_args(k.correlation_id);
+}
+
+// One arrow per launch call (a graph launch enqueues many kernels: the arrow goes to the first).
+void SourceEvents::write_launch_flow(const KernelRecord& kernel, int gpid, uint64_t tid) {
+  auto launch = launches_.find(kernel.correlation_id);
+  if (launch == launches_.end() || !flowed_.insert(kernel.correlation_id).second) return;
+  const ApiCallRecord& call = *launch->second;
+  const uint32_t id = kernel.correlation_id + 1'000'000u * static_cast<uint32_t>(group_);
+  events_.flow(true, id, call.start_ns, host_pid_, host_tid_);
+  events_.flow(false, id, kernel.start_ns, gpid, tid);
+}
+
+void SourceEvents::write_kernels(const std::unordered_map<uint32_t, int>& sm_count) {
+  for (const KernelRecord& k : timeline_.device.kernels) {
+    // A kernel belongs where its launch call was made (it may start after the window closed).
+    if (!launches_.count(k.correlation_id) && !window_.contains(k.start_ns)) continue;
+    const int gpid = gpu_pid(group_, k.device_id);
+    const uint64_t tid = stream_tid(k.stream_id);
+    gpu_tracks_.insert({gpid, tid});
+    events_.complete(k.name, "kernel", k.start_ns, k.end_ns, gpid, tid, kernel_args(k, tid, sm_count));
+    gpu_ops_.add(op_of(k.correlation_id), gpid, tid, k.start_ns, std::max(k.start_ns, k.end_ns));
+    write_launch_flow(k, gpid, tid);
+  }
+}
+
+void SourceEvents::write_memory() {
+  for (const MemoryRecord& m : timeline_.device.memory) {
+    if (!window_.contains(m.start_ns)) continue;
+    const int gpid = gpu_pid(group_, m.device_id);
+    const uint64_t tid = stream_tid(m.stream_id);
+    gpu_tracks_.insert({gpid, tid});
+    std::string a = "\"device\":" + std::to_string(m.device_id) + ",\"stream\":" + std::to_string(tid) +
+                    ",\"correlation\":" + std::to_string(m.correlation_id) + ",\"bytes\":" + std::to_string(m.bytes);
+    // bytes per ns = GB/s; left out for a zero-length record rather than written as infinity.
+    if (m.end_ns > m.start_ns) a += ",\"memory bandwidth (GB/s)\":" + format_number(double(m.bytes) / double(m.end_ns - m.start_ns));
+    a += op_args(m.correlation_id);
+    // Kineto's names ("Memcpy DtoH", "Memset"): HTA tells memory work from kernels by them.
+    const bool memset = m.kind == "memset";
+    events_.complete(memset ? "Memset" : "Memcpy " + m.kind, memset ? "gpu_memset" : "gpu_memcpy", m.start_ns, m.end_ns,
+                     gpid, tid, a);
+    gpu_ops_.add(op_of(m.correlation_id), gpid, tid, m.start_ns, std::max(m.start_ns, m.end_ns));
+  }
+}
+
+void SourceEvents::write_gpu_track_names() {
+  gpu_ops_.write(events_);
+  std::set<int> gpu_pids;
+  for (auto [pid, tid] : gpu_tracks_) {
+    if (gpu_pids.insert(pid).second) {
+      events_.meta("process_name", pid, tid, "GPU " + std::to_string(pid - 10 - 100 * group_) + " (" + label_ + ")");
+      events_.sort_index(pid, group_ * 100 + 10);
+    }
+    events_.meta("thread_name", pid, tid, "stream " + std::to_string(tid));
+  }
+}
+
+int64_t unix_minus_host_ns(const TraceMetadata& meta) {
+  if (meta.unix_minus_host_ns) return *meta.unix_minus_host_ns;
+  host_clock::calibrate();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count() -
+         host_clock::now_ns();
+}
+
+std::string device_properties(const std::vector<GpuProperties>& gpus) {
+  if (gpus.empty()) return "";
+  std::string text = "\"deviceProperties\":[";
+  for (size_t i = 0; i < gpus.size(); ++i) {
+    const GpuProperties& g = gpus[i];
+    text += std::string(i ? "," : "") + "\n  {\"id\":" + std::to_string(g.id) + ",\"name\":\"" + json_escape(g.name) +
+            "\",\"totalGlobalMem\":" + std::to_string(g.total_memory_bytes) + ",\"computeMajor\":" +
+            std::to_string(g.compute_major) + ",\"computeMinor\":" + std::to_string(g.compute_minor) +
+            ",\"numSms\":" + std::to_string(g.sm_count) + "}";
+  }
+  return text + "\n],\n";
+}
+
+}  // namespace
+
+std::string ChromeTraceWriter::header(int64_t base_ns, size_t steps_left_out) const {
   // See Note [Kineto trace layout] for what each header field is for.
-  int64_t unix_minus_host = 0;
-  if (meta.unix_minus_host_ns) {
-    unix_minus_host = *meta.unix_minus_host_ns;
-  } else {
-    host_clock::calibrate();
-    unix_minus_host =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch()).count() -
-        host_clock::now_ns();
-  }
-  std::string header = "{\n\"schemaVersion\":1,\n";
-  if (!meta.gpus.empty()) {
-    header += "\"deviceProperties\":[";
-    for (size_t i = 0; i < meta.gpus.size(); ++i) {
-      const GpuProperties& g = meta.gpus[i];
-      header += std::string(i ? "," : "") + "\n  {\"id\":" + std::to_string(g.id) + ",\"name\":\"" + json_escape(g.name) +
-                "\",\"totalGlobalMem\":" + std::to_string(g.total_memory_bytes) + ",\"computeMajor\":" +
-                std::to_string(g.compute_major) + ",\"computeMinor\":" + std::to_string(g.compute_minor) +
-                ",\"numSms\":" + std::to_string(g.sm_count) + "}";
-    }
-    header += "\n],\n";
-  }
+  const TraceMetadata& meta = trace_metadata_;
+  const int64_t unix_minus_host = unix_minus_host_ns(meta);
+  std::string header = "{\n\"schemaVersion\":1,\n" + device_properties(meta.gpus);
   // "rank": N with a space, as Kineto writes it: HTA finds the rank with the pattern "rank":\s+(\d+) over
   // the raw text before it parses the JSON.
   header += "\"distributedInfo\":{\"rank\": " + std::to_string(meta.rank) +
             ",\"world_size\": " + std::to_string(meta.world_size) + "},\n";
-  header += "\"displayTimeUnit\":\"ns\",\n\"baseTimeNanoseconds\":" + std::to_string(base + unix_minus_host) +
+  header += "\"displayTimeUnit\":\"ns\",\n\"baseTimeNanoseconds\":" + std::to_string(base_ns + unix_minus_host) +
             ",\n\"strata\":{\"time base\":\"CLOCK_MONOTONIC ns, see Note [One host clock]\",\"base time (CLOCK_MONOTONIC ns)\":\"" +
-            std::to_string(base) + "\"";
+            std::to_string(base_ns) + "\"";
   if (steps_left_out) header += ",\"ProfilerStep spans left out (would cross other events)\":\"" + std::to_string(steps_left_out) + "\"";
   for (const auto& [k, v] : metadata_) header += ",\"" + json_escape(k) + "\":\"" + json_escape(v) + "\"";
   header += "},\n\"traceEvents\":[\n";
-  return header + ev.take() + "\n]}\n";
+  return header;
+}
+
+std::string ChromeTraceWriter::str() const {
+  int64_t base = INT64_MAX;
+  for (const Source& s : sources_) base = std::min(base, earliest_ns(*s.timeline));
+  if (base == INT64_MAX) base = 0;
+  EventList events(base);
+  const uint64_t host_tid = static_cast<uint64_t>(syscall(SYS_gettid));
+  std::unordered_map<uint32_t, int> sm_count;  // device id -> SMs, for Kineto's per-SM figures
+  for (const GpuProperties& g : trace_metadata_.gpus) sm_count[static_cast<uint32_t>(g.id)] = g.sm_count;
+  size_t steps_left_out = 0;
+  for (const Source& src : sources_) {
+    SourceEvents source(events, *src.timeline, {src.from_ns, src.to_ns}, src.group, src.label, host_tid, base);
+    source.write_host_track_names();
+    source.write_spans();
+    source.write_api_calls();
+    steps_left_out += source.write_profiler_steps(trace_metadata_.steps);
+    source.write_kernels(sm_count);
+    source.write_memory();
+    source.write_gpu_track_names();
+  }
+  return header(base, steps_left_out) + events.take() + "\n]}\n";
 }
 
 }  // namespace strata::reports

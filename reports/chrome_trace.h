@@ -1,3 +1,4 @@
+// Role: format.
 // Chrome trace JSON (Perfetto, chrome://tracing), laid out like Kineto's traces so HTA can read them:
 // host spans as complete events ("X") with cat = layer on the host thread's track, CUDA API calls with
 // cat cuda_runtime / cuda_driver on the same track, kernels with cat kernel on pid = GPU, tid = stream,
@@ -70,12 +71,14 @@ class ChromeTraceWriter {
   std::string str() const;
 
  private:
+  // Everything before "traceEvents": the Kineto fields of Note [Kineto trace layout] and strata's own.
+  std::string header(int64_t base_ns, size_t steps_left_out) const;
+
   struct Source {
     const Timeline* timeline;
     std::string label;
     int group;
     int64_t from_ns, to_ns;
-    bool contains(int64_t t) const { return from_ns <= t && t < to_ns; }
   };
   std::vector<Source> sources_;
   std::vector<std::pair<std::string, std::string>> metadata_;

@@ -169,13 +169,14 @@ class BeginEndPairs {
   std::map<std::pair<int64_t, int64_t>, std::vector<Open>> open_;
 };
 
-}  // namespace
-
-std::vector<std::string> check_chrome_trace(const std::string& text) {
-  std::vector<std::string> errors;
+// The text as a JSON document, or the one line that says why it is none. Duplicate keys are reported into
+// `errors` and parsing goes on (Note [Duplicate keys]).
+std::optional<nlohmann::json> parse_trace(const std::string& text, std::vector<std::string>& errors,
+                                          std::string& refusal) {
   // A NUL is no JSON text; a reader that stops at it would see a different trace than one that does not.
   if (const size_t nul = text.find('\0'); nul != std::string::npos) {
-    return {"byte " + std::to_string(nul) + " is a NUL: a trace is JSON text, and readers disagree on what follows it"};
+    refusal = "byte " + std::to_string(nul) + " is a NUL: a trace is JSON text, and readers disagree on what follows it";
+    return std::nullopt;
   }
   nlohmann::json doc;
   try {
@@ -185,13 +186,18 @@ std::vector<std::string> check_chrome_trace(const std::string& text) {
   } catch (const std::bad_alloc&) {
     throw;  // the machine's limit, not the trace's fault: the caller says so
   } catch (const std::exception& e) {
-    return {std::string("not valid JSON: ") + e.what()};
+    refusal = std::string("not valid JSON: ") + e.what();
+    return std::nullopt;
   }
   if (!doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array()) {
-    return {"top level must be an object with a traceEvents array"};
+    refusal = "top level must be an object with a traceEvents array";
+    return std::nullopt;
   }
-  if (doc["traceEvents"].empty()) errors.push_back("traceEvents is empty: a trace with no events records nothing");
-  // The header fields HTA reads (Note [Kineto trace layout]), where the trace has them.
+  return doc;
+}
+
+// The header fields HTA reads (Note [Kineto trace layout]), where the trace has them.
+void check_header(const nlohmann::json& doc, std::vector<std::string>& errors) {
   if (auto it = doc.find("distributedInfo"); it != doc.end()) {
     const auto rank = it->is_object() ? it->find("rank") : it->end();
     if (!it->is_object() || rank == it->end() || !rank->is_number_integer() || rank->get<int64_t>() < 0)
@@ -209,6 +215,37 @@ std::vector<std::string> check_chrome_trace(const std::string& text) {
     }
     if (!flat) errors.push_back("deviceProperties must be a non-empty array of flat objects (HTA's metadata reader)");
   }
+}
+
+// A crafted or foreign trace may carry any JSON type anywhere: every field is type-checked before it
+// is read, so malformed input gives a line in the report, never an exception.
+std::optional<int64_t> integer_field(const nlohmann::json& e, const char* key) {
+  auto it = e.find(key);
+  if (it == e.end() || !fits_int64(*it)) return std::nullopt;
+  return it->get<int64_t>();
+}
+
+int64_t to_ns(double us) { return static_cast<int64_t>(std::llround(us * 1000.0)); }
+
+// Beyond this many microseconds (about 127 years) a time no longer fits int64 nanoseconds once a
+// duration is added to it; such a trace is refused rather than wrapped.
+constexpr double kMaxUs = 4e15;
+
+using Track = std::pair<int64_t, int64_t>;  // pid, tid
+
+std::string track_name(const Track& track) {
+  return "track pid " + std::to_string(track.first) + " tid " + std::to_string(track.second);
+}
+
+// The checks across events: each event is read once (add), what must hold between events (nesting on a
+// track, steps, flows) is checked at the end (finish).
+class TraceEvents {
+ public:
+  explicit TraceEvents(std::vector<std::string>& errors) : errors_(errors) {}
+  void add(const std::string& where, const nlohmann::json& e);
+  void finish();
+
+ private:
   struct Slice {
     int64_t begin, end;  // ns, exact from the three-decimal us
   };
@@ -216,92 +253,108 @@ std::vector<std::string> check_chrome_trace(const std::string& text) {
     int64_t begin, end;
     std::string name;
   };
-  std::map<std::pair<int64_t, int64_t>, std::vector<Step>> steps;
-  std::set<std::string> step_names;
-  std::map<std::pair<int64_t, int64_t>, std::vector<Slice>> tracks;
   struct Flow {
     int starts = 0, ends = 0;
   };
-  std::map<int64_t, Flow> flows;
-  std::vector<std::tuple<std::pair<int64_t, int64_t>, int64_t, int64_t>> flow_points;  // track, ts, id
-  auto to_ns = [](double us) { return static_cast<int64_t>(std::llround(us * 1000.0)); };
-  // Beyond this many microseconds (about 127 years) a time no longer fits int64 nanoseconds once a
-  // duration is added to it; such a trace is refused rather than wrapped.
-  constexpr double kMaxUs = 4e15;
-  // A crafted or foreign trace may carry any JSON type anywhere: every field is type-checked before it
-  // is read, so malformed input gives a line in the report, never an exception.
-  auto integer = [](const nlohmann::json& e, const char* key) -> std::optional<int64_t> {
-    auto it = e.find(key);
-    if (it == e.end() || !fits_int64(*it)) return std::nullopt;
-    return it->get<int64_t>();
-  };
-  BeginEndPairs begin_end;
-  size_t index = 0;
-  for (const auto& e : doc["traceEvents"]) {
-    const std::string where = "event " + std::to_string(index++);
-    if (!e.is_object() || !e.contains("ph") || !e["ph"].is_string()) {
-      errors.push_back(where + ": not an object with 'ph'");
-      continue;
-    }
-    const std::string ph = e["ph"].get<std::string>();
-    const bool ids_unreported = check_event_fields(where, e, errors);
-    if (const std::string* name = step_name(e); name && ph != "X") {
-      errors.push_back(where + ": " + *name + " must be a complete (X) event enclosing its step");
-    }
-    if (const auto name = e.find("name"); name != e.end() && name->is_string() &&
-        name->get<std::string>().starts_with("ProfilerStep") && !step_name(e)) {
-      errors.push_back(where + ": '" + name->get<std::string>() + "' is not ProfilerStep#N (HTA reads N as the step)");
-    }
-    const std::optional<int64_t> pid = integer(e, "pid"), tid = integer(e, "tid");
-    if (!pid || !tid) {
-      if (ids_unreported) errors.push_back(where + ": missing pid/tid, or not integers");
-      continue;
-    }
-    if (*tid == 0) errors.push_back(where + ": tid is 0");
-    if (!e.contains("ts") || !e["ts"].is_number()) {
-      errors.push_back(where + ": missing numeric ts");
-      continue;
-    }
-    const double ts = e["ts"].get<double>();
-    if (!std::isfinite(ts) || ts < 0) {
-      errors.push_back(where + ": ts " + format_number(ts) + " is negative or not finite");
-      continue;
-    }
-    if (ts > kMaxUs) {
-      errors.push_back(where + ": ts " + format_number(ts) + " us is out of range");
-      continue;
-    }
-    const auto track = std::make_pair(*pid, *tid);
-    begin_end.add(where, ph, track, ts, errors);
-    if (ph == "X") {
-      if (!e.contains("dur") || !e["dur"].is_number() || e["dur"].get<double>() < 0) {
-        errors.push_back(where + ": X event without a non-negative dur");
-        continue;
-      }
-      const double dur = e["dur"].get<double>();
-      if (dur > kMaxUs) {
-        errors.push_back(where + ": dur " + format_number(dur) + " us is out of range");
-        continue;
-      }
-      const int64_t b = to_ns(ts);
-      tracks[track].push_back({b, b + to_ns(dur)});
-      check_args(where, e, errors);
-      if (const std::string* name = step_name(e)) {
-        if (!step_names.insert(*name).second) errors.push_back(where + ": " + *name + " appears more than once");
-        steps[track].push_back({b, b + to_ns(dur), *name});
-      }
-    } else if (ph == "s" || ph == "f") {
-      const std::optional<int64_t> id = integer(e, "id");
-      if (!id) {
-        errors.push_back(where + ": flow event without id (an integer, at most 2^63 - 1)");
-        continue;
-      }
-      (ph == "s" ? flows[*id].starts : flows[*id].ends)++;
-      flow_points.emplace_back(track, to_ns(ts), *id);
-    }
+  void check_step_name(const std::string& where, const nlohmann::json& e, const std::string& ph);
+  std::optional<double> timestamp(const std::string& where, const nlohmann::json& e);
+  void add_complete(const std::string& where, const nlohmann::json& e, const Track& track, double ts);
+  void add_flow_point(const std::string& where, const nlohmann::json& e, const std::string& ph, const Track& track,
+                      double ts);
+  void check_nesting();
+  void check_steps();
+  void check_flows();
+
+  std::vector<std::string>& errors_;
+  BeginEndPairs begin_end_;
+  std::map<Track, std::vector<Step>> steps_;
+  std::set<std::string> step_names_;
+  std::map<Track, std::vector<Slice>> tracks_;
+  std::map<int64_t, Flow> flows_;
+  std::vector<std::tuple<Track, int64_t, int64_t>> flow_points_;  // track, ts, id
+};
+
+void TraceEvents::check_step_name(const std::string& where, const nlohmann::json& e, const std::string& ph) {
+  if (const std::string* name = step_name(e); name && ph != "X") {
+    errors_.push_back(where + ": " + *name + " must be a complete (X) event enclosing its step");
   }
-  begin_end.finish(errors);
-  for (auto& [track, slices] : tracks) {
+  if (const auto name = e.find("name"); name != e.end() && name->is_string() &&
+      name->get<std::string>().starts_with("ProfilerStep") && !step_name(e)) {
+    errors_.push_back(where + ": '" + name->get<std::string>() + "' is not ProfilerStep#N (HTA reads N as the step)");
+  }
+}
+
+std::optional<double> TraceEvents::timestamp(const std::string& where, const nlohmann::json& e) {
+  if (!e.contains("ts") || !e["ts"].is_number()) {
+    errors_.push_back(where + ": missing numeric ts");
+    return std::nullopt;
+  }
+  const double ts = e["ts"].get<double>();
+  if (!std::isfinite(ts) || ts < 0) {
+    errors_.push_back(where + ": ts " + format_number(ts) + " is negative or not finite");
+    return std::nullopt;
+  }
+  if (ts > kMaxUs) {
+    errors_.push_back(where + ": ts " + format_number(ts) + " us is out of range");
+    return std::nullopt;
+  }
+  return ts;
+}
+
+void TraceEvents::add(const std::string& where, const nlohmann::json& e) {
+  if (!e.is_object() || !e.contains("ph") || !e["ph"].is_string()) {
+    errors_.push_back(where + ": not an object with 'ph'");
+    return;
+  }
+  const std::string ph = e["ph"].get<std::string>();
+  const bool ids_unreported = check_event_fields(where, e, errors_);
+  check_step_name(where, e, ph);
+  const std::optional<int64_t> pid = integer_field(e, "pid"), tid = integer_field(e, "tid");
+  if (!pid || !tid) {
+    if (ids_unreported) errors_.push_back(where + ": missing pid/tid, or not integers");
+    return;
+  }
+  if (*tid == 0) errors_.push_back(where + ": tid is 0");
+  const std::optional<double> ts = timestamp(where, e);
+  if (!ts) return;
+  const Track track{*pid, *tid};
+  begin_end_.add(where, ph, track, *ts, errors_);
+  if (ph == "X") add_complete(where, e, track, *ts);
+  else if (ph == "s" || ph == "f") add_flow_point(where, e, ph, track, *ts);
+}
+
+void TraceEvents::add_complete(const std::string& where, const nlohmann::json& e, const Track& track, double ts) {
+  if (!e.contains("dur") || !e["dur"].is_number() || e["dur"].get<double>() < 0) {
+    errors_.push_back(where + ": X event without a non-negative dur");
+    return;
+  }
+  const double dur = e["dur"].get<double>();
+  if (dur > kMaxUs) {
+    errors_.push_back(where + ": dur " + format_number(dur) + " us is out of range");
+    return;
+  }
+  const int64_t b = to_ns(ts);
+  tracks_[track].push_back({b, b + to_ns(dur)});
+  check_args(where, e, errors_);
+  if (const std::string* name = step_name(e)) {
+    if (!step_names_.insert(*name).second) errors_.push_back(where + ": " + *name + " appears more than once");
+    steps_[track].push_back({b, b + to_ns(dur), *name});
+  }
+}
+
+void TraceEvents::add_flow_point(const std::string& where, const nlohmann::json& e, const std::string& ph,
+                                 const Track& track, double ts) {
+  const std::optional<int64_t> id = integer_field(e, "id");
+  if (!id) {
+    errors_.push_back(where + ": flow event without id (an integer, at most 2^63 - 1)");
+    return;
+  }
+  (ph == "s" ? flows_[*id].starts : flows_[*id].ends)++;
+  flow_points_.emplace_back(track, to_ns(ts), *id);
+}
+
+void TraceEvents::check_nesting() {
+  for (auto& [track, slices] : tracks_) {
     std::sort(slices.begin(), slices.end(), [](const Slice& a, const Slice& b) {
       return a.begin != b.begin ? a.begin < b.begin : a.end > b.end;
     });
@@ -309,43 +362,66 @@ std::vector<std::string> check_chrome_trace(const std::string& text) {
     for (const Slice& s : slices) {
       while (!stack.empty() && stack.back().end <= s.begin) stack.pop_back();
       if (!stack.empty() && s.end > stack.back().end) {
-        errors.push_back("track pid " + std::to_string(track.first) + " tid " + std::to_string(track.second) +
-                         ": X events overlap without nesting ([" + std::to_string(stack.back().begin) + ", " +
-                         std::to_string(stack.back().end) + "] and [" + std::to_string(s.begin) + ", " +
-                         std::to_string(s.end) + "] ns)");
+        errors_.push_back(track_name(track) + ": X events overlap without nesting ([" + std::to_string(stack.back().begin) +
+                          ", " + std::to_string(stack.back().end) + "] and [" + std::to_string(s.begin) + ", " +
+                          std::to_string(s.end) + "] ns)");
         continue;
       }
       stack.push_back(s);
     }
   }
-  for (auto& [track, list] : steps) {
+}
+
+void TraceEvents::check_steps() {
+  for (auto& [track, list] : steps_) {
     std::sort(list.begin(), list.end(), [](const Step& a, const Step& b) { return a.begin < b.begin; });
     for (size_t i = 1; i < list.size(); ++i) {
       if (list[i].begin < list[i - 1].end) {
-        errors.push_back("track pid " + std::to_string(track.first) + " tid " + std::to_string(track.second) + ": " +
-                         list[i - 1].name + " and " + list[i].name + " overlap (a host event would be in two steps)");
+        errors_.push_back(track_name(track) + ": " + list[i - 1].name + " and " + list[i].name +
+                          " overlap (a host event would be in two steps)");
       }
     }
   }
-  for (const auto& [id, f] : flows) {
+}
+
+void TraceEvents::check_flows() {
+  for (const auto& [id, f] : flows_) {
     if (f.starts != 1 || f.ends != 1) {
-      errors.push_back("flow id " + std::to_string(id) + " has " + std::to_string(f.starts) + " start(s) and " +
-                       std::to_string(f.ends) + " end(s); expected one each");
+      errors_.push_back("flow id " + std::to_string(id) + " has " + std::to_string(f.starts) + " start(s) and " +
+                        std::to_string(f.ends) + " end(s); expected one each");
     }
   }
-  for (const auto& [track, ts, id] : flow_points) {
+  for (const auto& [track, ts, id] : flow_points_) {
     bool inside = false;
-    auto it = tracks.find(track);
-    if (it != tracks.end()) {
-      for (const Slice& s : it->second) {
-        if (s.begin <= ts && ts <= s.end) {
-          inside = true;
-          break;
-        }
-      }
+    if (auto it = tracks_.find(track); it != tracks_.end()) {
+      inside = std::any_of(it->second.begin(), it->second.end(),
+                           [ts = ts](const Slice& s) { return s.begin <= ts && ts <= s.end; });
     }
-    if (!inside) errors.push_back("flow id " + std::to_string(id) + " has an endpoint outside every X event on its track");
+    if (!inside) errors_.push_back("flow id " + std::to_string(id) + " has an endpoint outside every X event on its track");
   }
+}
+
+void TraceEvents::finish() {
+  begin_end_.finish(errors_);
+  check_nesting();
+  check_steps();
+  check_flows();
+}
+
+}  // namespace
+
+std::vector<std::string> check_chrome_trace(const std::string& text) {
+  std::vector<std::string> errors;
+  std::string refusal;
+  const std::optional<nlohmann::json> doc = parse_trace(text, errors, refusal);
+  if (!doc) return {refusal};
+  const nlohmann::json& events = (*doc)["traceEvents"];
+  if (events.empty()) errors.push_back("traceEvents is empty: a trace with no events records nothing");
+  check_header(*doc, errors);
+  TraceEvents checked(errors);
+  size_t index = 0;
+  for (const auto& e : events) checked.add("event " + std::to_string(index++), e);
+  checked.finish();
   return errors;
 }
 

@@ -1,6 +1,7 @@
-#pragma once
+// Role: checker.
 // The checker of strata's Chrome traces (chrome_trace_check.cpp), apart from the writer (chrome_trace.h):
 // `strata check-trace`, the tests and the fuzzer use it on any trace text.
+#pragma once
 
 #include <string>
 #include <vector>

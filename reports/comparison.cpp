@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <unordered_map>
 
+#include "reports/figures.h"
 #include "reports/report.h"
 
 namespace strata::reports {
@@ -113,7 +114,7 @@ GraphAttribution attribute_graph_kernels(const DeviceTrace& device) {
 // library was 23% of its wall.
 double Comparison::compute_share() const {
   const double compute = eager.has_device ? eager.gpu : eager.library;
-  return eager.wall > 0 ? compute / eager.wall : 0;
+  return share_of(compute, eager.wall);
 }
 
 std::string Comparison::bound() const { return compute_share() >= 0.5 ? "compute-bound" : "overhead-bound"; }
@@ -125,7 +126,7 @@ std::string Comparison::verdict() const {
   const double saved = eager.wall - replay.wall;
   const double compute = eager.has_device ? eager.gpu : eager.library;
   const double host = eager.host();
-  auto pct = [&](double ns) { return eager.wall > 0 ? 100.0 * ns / eager.wall : 0.0; };
+  auto pct = [&](double ns) { return share_of(100.0 * ns, eager.wall); };  // as 100 * ns / wall, to the bit
   std::snprintf(buf, sizeof buf, "%s: %s %s is %.1f%% of the %s eager wall per op; host overhead (%sbinding + dispatch%s) "
                 "%.1f%%",
                 bound().c_str(), eager.has_device ? "the GPU's" : "the library's", format_ns(compute).c_str(),

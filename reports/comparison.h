@@ -1,3 +1,4 @@
+// Role: model.
 // Eager vs replay (CUDA Graph on a GPU, plan replay on the CPU), per op: the figures of `strata
 // compare`, computed from one Timeline that holds both phases. Each phase is a series of rounds of K ops:
 // K eager calls then one synchronisation, or one replay of K captured ops.

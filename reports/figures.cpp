@@ -27,6 +27,8 @@ double Figures::value_or(std::string_view name, double fallback) const {
   return f != nullptr ? f->value : fallback;
 }
 
+double share_of(double part, double whole) { return whole > 0 ? part / whole : 0.0; }
+
 void add_device_trace_figures(Figures& figures, const DeviceTrace& device) {
   figures.set("device_timing.enabled", device.enabled ? 1 : 0, "bool");
   figures.set("cupti.dropped_records", double(device.dropped_records), "count");

@@ -1,3 +1,4 @@
+// Role: model.
 // Named figures: what a run measured beyond the breakdown rows (counts, one-time costs, rates), each with
 // a stable machine name, a value and a unit, as nvbench's summaries are. See Note [Figures, not prose].
 #pragma once
@@ -33,6 +34,10 @@ class Figures {
  private:
   std::vector<Figure> figures_;  // in the order they were first set
 };
+
+// part / whole, or 0 when whole is not positive (a share of nothing measured): the one definition of a
+// share in reports. format_percent (report.h) prints one: 0.123 -> "12.3%".
+double share_of(double part, double whole);
 
 // What CUPTI delivered: "device_timing.enabled" (bool), "cupti.dropped_records", "cupti.untimed_records".
 void add_device_trace_figures(Figures& figures, const DeviceTrace& device);

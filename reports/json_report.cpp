@@ -2,6 +2,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reports/figures_json.h"
+
 namespace strata::reports {
 namespace {
 
@@ -60,13 +62,6 @@ json environment(const Environment& e) {
   for (const auto& [k, v] : e.device) device[k] = v;
   env["device"] = device;
   return env;
-}
-
-// Every named figure: {"cupti.dropped_records": {"value": 0, "unit": "count"}, ...}.
-json figures(const Figures& f) {
-  json out = json::object();
-  for (const Figure& x : f.all()) out[x.name] = {{"value", x.value}, {"unit", x.unit}};
-  return out;
 }
 
 json check(const CheckResult& c) {
@@ -138,7 +133,7 @@ std::string trace_report_json(const TraceReport& rep) {
            {"steady", breakdown(rep.steady)},
            {"cold", breakdown(rep.cold)},
            {"notes", rep.notes},
-           {"figures", figures(rep.figures)},
+           {"figures", figures_json(rep.figures)},
            {"environment", environment(rep.env)}};
   if (const Figure* rate = rep.figures.find("achieved_flops_per_s")) doc["achieved_flops_per_s"] = rate->value;
   if (rep.bytes_moved > 0) {
@@ -226,7 +221,7 @@ std::string comparison_json(const Comparison& c, const TraceReport& ctx) {
            {"compute_share", c.compute_share()},
            {"verdict", c.verdict()},
            {"notes", ctx.notes},
-           {"figures", figures(ctx.figures)},
+           {"figures", figures_json(ctx.figures)},
            {"environment", environment(ctx.env)}};
   if (ctx.check.ran) doc["check"] = check(ctx.check);
   if (c.peer) {

@@ -1,3 +1,4 @@
+// Role: format.
 // The --json report: every figure of a TraceReport (all samples, not just the summary) and the
 // environment, for scripts and for comparing runs.
 #pragma once

@@ -15,6 +15,25 @@ std::string count(const Figures& f, std::string_view name) {
 
 }  // namespace
 
+std::vector<std::string> device_trace_notes(const Figures& f, const std::string& unavailable_reason) {
+  std::vector<std::string> notes;
+  if (f.value_or("device_timing.enabled", 0) <= 0) {
+    notes.push_back("GPU timing unavailable: " +
+                    (unavailable_reason.empty() ? std::string("CUPTI was not started") : unavailable_reason) +
+                    "; launch, queue and gpu rows are not measured (host timers only)");
+  }
+  if (f.value_or("cupti.dropped_records", 0) > 0) {
+    notes.push_back("CUPTI dropped " + count(f, "cupti.dropped_records") +
+                    " activity records (its buffers were full): launch, queue and gpu rows may miss calls");
+  }
+  if (f.value_or("cupti.untimed_records", 0) > 0) {
+    notes.push_back("CUPTI delivered " + count(f, "cupti.untimed_records") +
+                    " kernel, API or overhead records without timestamps; they are left out, so launch, queue, "
+                    "gpu and cold-call rows may miss calls");
+  }
+  return notes;
+}
+
 std::string graph_replay_note(const Figures& f, bool plan_replay) {
   const double replayed = f.value_or("graph_replay.replayed_kernels", 0);
   const double attributed = f.value_or("graph_replay.attributed_kernels", 0);

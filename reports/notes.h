@@ -1,13 +1,20 @@
+// Role: format.
 // The notes under the table, rendered from named figures (Note [Figures, not prose] in figures.h). Each
 // returns "" when its figures are absent or there is nothing to say. The figure names each one reads are
 // listed beside it; whoever measures sets them.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "reports/figures.h"
 
 namespace strata::reports {
+
+// What a reader must know about the device trace's completeness, one line each: GPU timing off (with
+// `unavailable_reason`, DeviceTrace's), records CUPTI dropped or could not time. Reads
+// "device_timing.enabled", "cupti.dropped_records", "cupti.untimed_records" (add_device_trace_figures).
+std::vector<std::string> device_trace_notes(const Figures& figures, const std::string& unavailable_reason);
 
 // "graph_replay.replayed_kernels", "graph_replay.attributed_kernels", "graph_replay.attributed_by_capture_info",
 // "device_timing.enabled".

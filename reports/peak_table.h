@@ -1,3 +1,4 @@
+// Role: model.
 // Published dense peak throughput of the GPUs strata knows (NVIDIA datasheets), for the "% of peak" the
 // table prints. The runtime gives the device's properties; this turns them into the datasheet figure.
 #pragma once

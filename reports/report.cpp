@@ -58,23 +58,6 @@ void describe_cpu_device_rows(TraceReport& rep) {
   rep.describe_na(RowKind::kGpu, "n/a on the CPU: the compute is inside the library row");
 }
 
-std::string format_number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
-
-std::string format_percent(double share) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * share);
-  return buf;
-}
-
-std::string marked_cells_note(const std::string& marked, double probe_ns) {
-  return "cells marked * (" + marked + ") are under twice the cost of one probe (" + format_ns(probe_ns) +
-         "): below what the host timers resolve; read them as 'about that or less', not as measured";
-}
-
 void add_rate_figures(TraceReport& rep) {
   const double wall = rep.steady.wall.median;
   if (wall <= 0) return;

@@ -1,3 +1,4 @@
+// Role: model.
 // Everything one `strata trace` run measured, as named figures: what the printers (table, JSON, Chrome
 // trace) format. Nothing here is computed by a printer; see Note [Figures, not prose]
 // in figures.h.
@@ -11,6 +12,7 @@
 #include "lib/dtype.h"
 #include "reports/breakdown.h"
 #include "reports/figures.h"
+#include "reports/units.h"  // format_ns, pad, ...: every caller of this header writes figures
 
 namespace strata::reports {
 
@@ -149,18 +151,5 @@ void add_rate_figures(TraceReport& report);
 // python): the pybind11 row is worded by the entry its spans name (Note [Two entries into the
 // extension] in layers/python/crossing.cpp), "_strata._op" or "_strata.call".
 void describe_python_rows(TraceReport& report);
-
-// "41.70 ms", "0.09 us": a duration in ns with a unit that keeps 3-4 significant digits.
-std::string format_ns(double ns);
-// The note under a table whose cells `marked` ("eager binding, plan replay runtime") carry a '*': under
-// twice `probe_ns`, one probe's cost, so below what the host timers resolve (compare, sweep).
-std::string marked_cells_note(const std::string& marked, double probe_ns);
-std::string format_rate(double flops_per_s);  // "52.1 GFLOP/s"
-std::string format_percent(double share);   // 0.123 -> "12.3%"
-std::string format_number(double v);       // six significant digits, %g style: 0.000123457, 1.5e+09
-std::string format_bandwidth(double bytes_per_s);  // "12.3 GB/s" (10^9 bytes)
-// Table cells: `s` padded with spaces on the right (pad) or the left (lpad) to `width` characters.
-std::string pad(std::string s, size_t width);
-std::string lpad(std::string s, size_t width);
 
 }  // namespace strata::reports

@@ -1,3 +1,4 @@
+// Role: model.
 // The figures of a sequence (`strata trace mlp ...`, docs/sequences.md): a forward is S calls in a row,
 // each with its own op id. From the finished Timeline this computes, per forward:
 //   - the op log: what was called, in order, with its dispatch key path and backend (like the log a
@@ -6,7 +7,7 @@
 //   - the whole forward as one breakdown (every row summed over the steps, wall = the forward's wall);
 //   - host tax against compute, and on a GPU the idle time between consecutive kernels and the share of
 //     the wall in launch calls and in kernels, with an "overhead-bound" / "compute-bound" verdict.
-// Measuring only: print_sequence_table formats, the JSON is in json_report.cpp.
+// Measuring only: print_sequence_table (sequence_table.h) formats, the JSON is in json_report.cpp.
 #pragma once
 
 #include <cstdint>
@@ -62,8 +63,8 @@ struct SequenceFigures {
 SequenceFigures compute_sequence(const Timeline& timeline, std::span<const uint32_t> op_ids, size_t steps,
                                  const std::vector<std::string>& descriptions = {});
 
-// The sequence's own section of `strata trace`: op log, per-step table, totals and verdict. `what` names
-// one iteration: "forward", or "backward" (the seed's sum, then the engine's nodes).
-void print_sequence_table(const SequenceFigures& figures, std::ostream& out, const std::string& what = "forward");
-
 }  // namespace strata::reports
+
+// Its table (print_sequence_table) for the callers that include this header for it (apps/strata); new
+// code includes reports/sequence_table.h itself.
+#include "reports/sequence_table.h"  // IWYU pragma: export

@@ -1,12 +1,12 @@
-// `strata sweep`: one op measured at many sizes, as named figures (SweepPoint per size), the crossovers
-// computed from them, and their views (table, JSON, CSV; the SVG plot is reports/sweep_plot.h).
-// Measuring is separate from printing: apps/strata/sweep_command.cpp fills SweepReport, nothing here
-// runs an op.
+// Role: model.
+// `strata sweep`: one op measured at many sizes, as named figures (SweepPoint per size), and
+// the crossovers computed from them. Its views are reports/sweep_formats.h (table, JSON, CSV) and
+// reports/sweep_plot.h (SVG). Measuring is separate from printing: apps/strata/sweep_command.cpp fills
+// SweepReport, nothing here runs an op.
 #pragma once
 
 #include <cstdint>
 #include <optional>
-#include <ostream>
 #include <string>
 #include <vector>
 
@@ -105,8 +105,8 @@ struct SweepReport {
   std::vector<std::string> crossover_words() const;
 };
 
-void print_sweep_table(const SweepReport& report, std::ostream& out);
-std::string sweep_json(const SweepReport& report);
-std::string sweep_csv(const SweepReport& report);
-
 }  // namespace strata::reports
+
+// The formats (print_sweep_table, sweep_json, sweep_csv) for the callers that include this header for them
+// (apps/strata/sweep_command.cpp); new code includes reports/sweep_formats.h itself.
+#include "reports/sweep_formats.h"  // IWYU pragma: export

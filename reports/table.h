@@ -1,3 +1,4 @@
+// Role: format.
 // The breakdown table: the terminal view of a TraceReport. Knows column widths and units; the layers
 // know neither.
 #pragma once

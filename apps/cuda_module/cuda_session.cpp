@@ -124,9 +124,9 @@ class CudaSession final : public DeviceSession {
       timeline.device.enabled = false;
       timeline.device.unavailable_reason = cupti_reason_;
     }
-    notes_ = cupti::trace_notes(timeline.device);
-    for (const std::string& w : cupti::session_warnings()) notes_.push_back("CUPTI: " + w);
     reports::add_device_trace_figures(figures_, timeline.device);
+    notes_ = reports::device_trace_notes(figures_, timeline.device.unavailable_reason);
+    for (const std::string& w : cupti::session_warnings()) notes_.push_back("CUPTI: " + w);
     if (cupti_reason_.empty()) {
       const cupti::LatencyTimestamps latency = cupti::latency_timestamps();
       figures_.set("cupti.latency_timestamps", latency != cupti::LatencyTimestamps::kOff ? 1 : 0, "bool");

@@ -95,7 +95,7 @@ def figure(doc, name):
 
 def bad_notes(doc):
     """What went wrong with the device records, from the figures, in the words of the notes strata printed
-    about it (reports/figures.h names the figures; the note texts are cupti::trace_notes')."""
+    about it (reports/figures.h names the figures; the note texts are reports::device_trace_notes')."""
     out = []
     # Only a CUDA session says anything about GPU timing (its environment names it); the CPU has none to lose.
     timing = doc.get("environment", {}).get("device", {}).get("GPU timing")

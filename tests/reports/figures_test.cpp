@@ -184,3 +184,35 @@ TEST_CASE("the steady join figures carry every timestamp check, and checks of se
   CHECK(f.value_or("steady.kernels_without_latency", -1) == 3);
   CHECK(f.value_or("steady.kernels_latency_disordered", -1) == 4);
 }
+
+TEST_CASE("the reader is told about dropped records and about GPU timing being off, never silently") {
+  auto notes_for = [](const DeviceTrace& trace) {
+    reports::Figures figures;
+    reports::add_device_trace_figures(figures, trace);
+    return reports::device_trace_notes(figures, trace.unavailable_reason);
+  };
+  DeviceTrace trace;
+  trace.enabled = true;
+  CHECK(notes_for(trace).empty());
+
+  trace.dropped_records = 3;
+  auto notes = notes_for(trace);
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0] == "CUPTI dropped 3 activity records (its buffers were full): launch, queue and gpu rows may miss calls");
+
+  trace.dropped_records = 0;
+  trace.untimed_records = 2;
+  notes = notes_for(trace);
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0].find("2 kernel, API or overhead records without timestamps") != std::string::npos);
+
+  DeviceTrace off;
+  off.enabled = false;
+  off.unavailable_reason = "Nsight Systems already holds CUPTI's one subscription";
+  notes = notes_for(off);
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0].find("GPU timing unavailable: Nsight Systems already holds") != std::string::npos);
+  CHECK(notes[0].find("host timers only") != std::string::npos);
+  off.unavailable_reason.clear();
+  CHECK(notes_for(off)[0].find("CUPTI was not started") != std::string::npos);
+}

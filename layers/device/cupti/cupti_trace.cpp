@@ -1,6 +1,9 @@
 // The only translation unit in strata that includes cupti.h. CUPTI's raw records become strata's own plain
 // structs here (cupti::RecordConverter), so everything after this file is tested on machines without a GPU
 // by feeding it those structs, and a change of CUPTI's structs (one per CUDA release) touches one file.
+// That is also why this file is longer than strata's ~500 lines: the session, its callbacks and the record
+// conversion all need cupti.h. What needs only the converted structs is in launch_resolution.cpp and
+// graph_node_origins.cpp; what the reader is told about drops is the report's (reports/notes.h).
 //
 // Note [One CUPTI session]
 // ~~~~~~~~~~~~~~~~~~~~~~~~
@@ -20,7 +23,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <unordered_set>
 #include <utility>
 
 #include "layers/device/cupti/cupti_call.h"
@@ -36,7 +38,7 @@ int64_t optional_timestamp(uint64_t t) { return t == CUPTI_TIMESTAMP_UNKNOWN ? -
 // of 0 for both the start and end timestamps indicates that timestamp information could not be
 // collected"; kernel records get them when the device runs short of memory for its timestamp buffers).
 // Taken at face value such a kernel would be the op's first, with a queue time of minus the launch's
-// timestamp. Those records are left out and counted, and trace_notes says how many.
+// timestamp. Those records are left out and counted (cupti.untimed_records), and the report says how many.
 bool untimed(uint64_t start, uint64_t end) { return (start == 0 && end == 0) || end < start; }
 
 std::string demangle(const char* name) {
@@ -306,71 +308,101 @@ std::string api_name(ApiDomain domain, uint32_t cbid) {
   return name;
 }
 
+namespace {
+
+KernelRecord kernel_record(const CUpti_ActivityKernel10& kernel, std::string name) {
+  KernelRecord r;
+  r.name = std::move(name);
+  r.start_ns = static_cast<int64_t>(kernel.start);
+  r.end_ns = static_cast<int64_t>(kernel.end);
+  r.queued_ns = optional_timestamp(kernel.queued);
+  r.submitted_ns = optional_timestamp(kernel.submitted);
+  r.correlation_id = kernel.correlationId;
+  r.device_id = kernel.deviceId;
+  r.context_id = kernel.contextId;
+  r.stream_id = kernel.streamId;
+  r.grid[0] = kernel.gridX;
+  r.grid[1] = kernel.gridY;
+  r.grid[2] = kernel.gridZ;
+  r.block[0] = kernel.blockX;
+  r.block[1] = kernel.blockY;
+  r.block[2] = kernel.blockZ;
+  r.registers_per_thread = kernel.registersPerThread;
+  r.static_shared_bytes = kernel.staticSharedMemory;
+  r.dynamic_shared_bytes = kernel.dynamicSharedMemory;
+  r.graph_node_id = kernel.graphNodeId;
+  r.graph_id = kernel.graphId;
+  return r;
+}
+
+ApiCallRecord api_call_record(CUpti_ActivityKind kind, const CUpti_ActivityAPI& call) {
+  ApiCallRecord r;
+  r.domain = kind == CUPTI_ACTIVITY_KIND_RUNTIME ? ApiDomain::kRuntime : ApiDomain::kDriver;
+  r.cbid = call.cbid;
+  if (kind == CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API) {
+    // A driver launch outside any public API call (CUPTI leaves cbid unused). Whether it launched
+    // anything strata measures is only known once every record is in: resolve_internal_launches.
+    r.name = "driver-internal launch";
+    r.internal_launch = true;
+    r.is_launch = false;
+  } else {
+    r.name = api_name(r.domain, r.cbid);
+    r.is_launch = is_launch_api(r.domain, r.cbid);
+  }
+  r.start_ns = static_cast<int64_t>(call.start);
+  r.end_ns = static_cast<int64_t>(call.end);
+  r.correlation_id = call.correlationId;
+  r.thread_id = call.threadId;
+  r.return_value = call.returnValue;
+  return r;
+}
+
+using KernelNames = std::unordered_map<const char*, std::string>;
+
+// The three kinds CUPTI may deliver without timestamps: each is left out and counted in untimed_records.
+bool add_kernel(DeviceTrace& out, KernelNames& kernel_names, const CUpti_ActivityKernel10& kernel) {
+  if (untimed(kernel.start, kernel.end)) {
+    ++out.untimed_records;
+    return false;
+  }
+  auto [it, inserted] = kernel_names.try_emplace(kernel.name);
+  if (inserted) it->second = demangle(kernel.name);
+  out.kernels.push_back(kernel_record(kernel, it->second));
+  return true;
+}
+
+bool add_api_call(DeviceTrace& out, CUpti_ActivityKind kind, const CUpti_ActivityAPI& call) {
+  if (untimed(call.start, call.end)) {
+    ++out.untimed_records;
+    return false;
+  }
+  out.api_calls.push_back(api_call_record(kind, call));
+  return true;
+}
+
+bool add_overhead(DeviceTrace& out, const CUpti_ActivityOverhead3& overhead) {
+  // Kept, an untimed overhead would sit at time 0, outside every zone, where only the cold-call
+  // note's clipping hides it: left out and counted like an untimed kernel.
+  if (untimed(overhead.start, overhead.end)) {
+    ++out.untimed_records;
+    return false;
+  }
+  out.overhead.push_back(OverheadRecord{overhead_kind_name(overhead.overheadKind), static_cast<int64_t>(overhead.start),
+                                         static_cast<int64_t>(overhead.end)});
+  return true;
+}
+
+}  // namespace
+
 bool RecordConverter::add(const void* raw) {
   const auto* record = static_cast<const CUpti_Activity*>(raw);
   switch (record->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
-    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
-      const auto* k = static_cast<const CUpti_ActivityKernel10*>(raw);
-      if (untimed(k->start, k->end)) {
-        ++out_.untimed_records;
-        return false;
-      }
-      KernelRecord r;
-      auto [it, inserted] = kernel_names_.try_emplace(k->name);
-      if (inserted) it->second = demangle(k->name);
-      r.name = it->second;
-      r.start_ns = static_cast<int64_t>(k->start);
-      r.end_ns = static_cast<int64_t>(k->end);
-      r.queued_ns = optional_timestamp(k->queued);
-      r.submitted_ns = optional_timestamp(k->submitted);
-      r.correlation_id = k->correlationId;
-      r.device_id = k->deviceId;
-      r.context_id = k->contextId;
-      r.stream_id = k->streamId;
-      r.grid[0] = k->gridX;
-      r.grid[1] = k->gridY;
-      r.grid[2] = k->gridZ;
-      r.block[0] = k->blockX;
-      r.block[1] = k->blockY;
-      r.block[2] = k->blockZ;
-      r.registers_per_thread = k->registersPerThread;
-      r.static_shared_bytes = k->staticSharedMemory;
-      r.dynamic_shared_bytes = k->dynamicSharedMemory;
-      r.graph_node_id = k->graphNodeId;
-      r.graph_id = k->graphId;
-      out_.kernels.push_back(std::move(r));
-      return true;
-    }
+    case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: return add_kernel(out_, kernel_names_, *static_cast<const CUpti_ActivityKernel10*>(raw));
     case CUPTI_ACTIVITY_KIND_RUNTIME:
     case CUPTI_ACTIVITY_KIND_DRIVER:
-    case CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API: {
-      const auto* a = static_cast<const CUpti_ActivityAPI*>(raw);
-      if (untimed(a->start, a->end)) {
-        ++out_.untimed_records;
-        return false;
-      }
-      ApiCallRecord r;
-      r.domain = record->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? ApiDomain::kRuntime : ApiDomain::kDriver;
-      r.cbid = a->cbid;
-      if (record->kind == CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API) {
-        // A driver launch outside any public API call (CUPTI leaves cbid unused). Whether it launched
-        // anything strata measures is only known once every record is in: resolve_internal_launches.
-        r.name = "driver-internal launch";
-        r.internal_launch = true;
-        r.is_launch = false;
-      } else {
-        r.name = api_name(r.domain, r.cbid);
-        r.is_launch = is_launch_api(r.domain, r.cbid);
-      }
-      r.start_ns = static_cast<int64_t>(a->start);
-      r.end_ns = static_cast<int64_t>(a->end);
-      r.correlation_id = a->correlationId;
-      r.thread_id = a->threadId;
-      r.return_value = a->returnValue;
-      out_.api_calls.push_back(std::move(r));
-      return true;
-    }
+    case CUPTI_ACTIVITY_KIND_INTERNAL_LAUNCH_API:
+      return add_api_call(out_, record->kind, *static_cast<const CUpti_ActivityAPI*>(raw));
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
       const auto* m = static_cast<const CUpti_ActivityMemcpy6*>(raw);
       out_.memory.push_back(MemoryRecord{memcpy_kind_name(m->copyKind), m->bytes, static_cast<int64_t>(m->start),
@@ -383,18 +415,7 @@ bool RecordConverter::add(const void* raw) {
                                          static_cast<int64_t>(m->end), m->correlationId, m->deviceId, m->streamId});
       return true;
     }
-    case CUPTI_ACTIVITY_KIND_OVERHEAD: {
-      const auto* o = static_cast<const CUpti_ActivityOverhead3*>(raw);
-      // Kept, an untimed overhead would sit at time 0, outside every zone, where only the cold-call
-      // note's clipping hides it: left out and counted like an untimed kernel.
-      if (untimed(o->start, o->end)) {
-        ++out_.untimed_records;
-        return false;
-      }
-      out_.overhead.push_back(
-          OverheadRecord{overhead_kind_name(o->overheadKind), static_cast<int64_t>(o->start), static_cast<int64_t>(o->end)});
-      return true;
-    }
+    case CUPTI_ACTIVITY_KIND_OVERHEAD: return add_overhead(out_, *static_cast<const CUpti_ActivityOverhead3*>(raw));
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
       const auto* e = static_cast<const CUpti_ActivityExternalCorrelation*>(raw);
       // Only strata's own tag; another library's CUSTOM kinds would name ops strata never numbered.
@@ -409,147 +430,13 @@ bool RecordConverter::add(const void* raw) {
   return false;
 }
 
-namespace {
-
-// The correlation ids that some kernel or memory record carries: the calls that put measured work on a
-// stream.
-std::unordered_set<uint32_t> correlations_with_work(const DeviceTrace& trace) {
-  std::unordered_set<uint32_t> with_work;
-  for (const KernelRecord& k : trace.kernels) with_work.insert(k.correlation_id);
-  for (const MemoryRecord& m : trace.memory) with_work.insert(m.correlation_id);
-  return with_work;
-}
-
-// The two resolvers below, given the ids with work: finish_session runs both over one set (resolving
-// internal launches changes no kernel or memory record, so the set stays true).
-size_t resolve_internal_launches(DeviceTrace& trace, const std::unordered_set<uint32_t>& with_work) {
-  size_t launches = 0;
-  for (ApiCallRecord& a : trace.api_calls) {
-    if (!a.internal_launch) continue;
-    a.is_launch = with_work.count(a.correlation_id) > 0;
-    launches += a.is_launch ? 1 : 0;
-  }
-  return launches;
-}
-
-size_t resolve_nested_launches(DeviceTrace& trace, const std::unordered_set<uint32_t>& with_work) {
-  std::vector<ApiCallRecord*> launches;
-  for (ApiCallRecord& a : trace.api_calls)
-    if (a.is_launch) launches.push_back(&a);
-  // Per thread, outer calls first: by start, and the longer of two calls that start together first.
-  std::sort(launches.begin(), launches.end(), [](const ApiCallRecord* a, const ApiCallRecord* b) {
-    if (a->thread_id != b->thread_id) return a->thread_id < b->thread_id;
-    if (a->start_ns != b->start_ns) return a->start_ns < b->start_ns;
-    return a->end_ns > b->end_ns;
-  });
-  size_t demoted = 0;
-  std::vector<ApiCallRecord*> open;
-  for (ApiCallRecord* a : launches) {
-    while (!open.empty() && (open.back()->thread_id != a->thread_id || open.back()->end_ns < a->start_ns)) open.pop_back();
-    if (!open.empty() && a->end_ns <= open.back()->end_ns) {
-      ApiCallRecord* outer = open.back();
-      if (a->correlation_id == outer->correlation_id) {  // one call seen twice: count it once, the outer
-        a->is_launch = false;
-        ++demoted;
-        continue;
-      }
-      const bool inner_work = with_work.count(a->correlation_id) > 0;
-      const bool outer_work = with_work.count(outer->correlation_id) > 0;
-      if (!inner_work) {
-        a->is_launch = false;
-        ++demoted;
-        continue;
-      }
-      if (!outer_work && outer->is_launch) {
-        outer->is_launch = false;
-        ++demoted;
-      }
-    }
-    open.push_back(a);
-  }
-  return demoted;
-}
-
-}  // namespace
-
-size_t resolve_internal_launches(DeviceTrace& trace) {
-  return resolve_internal_launches(trace, correlations_with_work(trace));
-}
-
-size_t resolve_nested_launches(DeviceTrace& trace) { return resolve_nested_launches(trace, correlations_with_work(trace)); }
-
-bool GraphNodeOrigins::add(uint64_t node_id, uint32_t op_id, GraphNodeSource source) {
-  const GraphNodeOrigin origin{node_id, op_id, source};
-  if (!index_.emplace(node_id, origin).second) return false;
-  nodes_.push_back(origin);
-  return true;
-}
-
-bool GraphNodeOrigins::add_clone(uint64_t clone_id, uint64_t original_id) {
-  const auto it = index_.find(original_id);
-  if (it == index_.end()) return false;
-  const GraphNodeOrigin original = it->second;  // add() may rehash index_
-  return add(clone_id, original.op_id, original.source);
-}
-
-std::vector<GraphNodeOrigin> GraphNodeOrigins::take() {
-  std::vector<GraphNodeOrigin> out;
-  out.swap(nodes_);
-  index_.clear();
-  return out;
-}
-
-size_t merge_callback_correlations(DeviceTrace& trace, const std::vector<ExternalCorrelation>& from_callbacks) {
-  std::unordered_set<uint32_t> known;
-  for (const ExternalCorrelation& e : trace.external) known.insert(e.correlation_id);
-  size_t added = 0;
-  for (const ExternalCorrelation& e : from_callbacks) {
-    if (known.insert(e.correlation_id).second) {
-      trace.external.push_back(e);
-      ++added;
-    }
-  }
-  return added;
-}
-
-std::vector<std::string> trace_notes(const DeviceTrace& trace) {
-  std::vector<std::string> notes;
-  if (!trace.enabled) {
-    notes.push_back("GPU timing unavailable: " +
-                    (trace.unavailable_reason.empty() ? std::string("CUPTI was not started") : trace.unavailable_reason) +
-                    "; launch, queue and gpu rows are not measured (host timers only)");
-  }
-  if (trace.dropped_records > 0) {
-    notes.push_back("CUPTI dropped " + std::to_string(trace.dropped_records) +
-                    " activity records (its buffers were full): launch, queue and gpu rows may miss calls");
-  }
-  if (trace.untimed_records > 0) {
-    notes.push_back("CUPTI delivered " + std::to_string(trace.untimed_records) +
-                    " kernel, API or overhead records without timestamps; they are left out, so launch, queue, "
-                    "gpu and cold-call rows may miss calls");
-  }
-  return notes;
-}
-
 // ---- The session -------------------------------------------------------------------------------------------
 
-std::string start_session() {
-  Session& s = session();
-  std::lock_guard control(s.control);
-  if (s.started_once) {
-    return "CUPTI was already used once in this process; strata profiles one session per process "
-           "(CUPTI 13.0 gives wrong graph-launch correlation ids from the second session on)";
-  }
-  s.started_once = true;
-  host_clock::calibrate();  // the timestamp callback below reads the calibrated clock from CUPTI's threads
+namespace {
 
-  if (std::string reason = subscribe_under_control(s); !reason.empty()) return reason;
-  // A failure of what the session cannot do without: no GPU timing, with the call and CUPTI's error.
-  auto fail = [&](const std::string& failure) {
-    teardown_under_control(s);
-    return failure;
-  };
-
+// Launch callbacks in both domains and the graph-node resource callbacks. Each is optional: without one,
+// a warning says what the report loses.
+void enable_callbacks_under_control(Session& s) {
   size_t callbacks_enabled = 0;
   for (CUpti_CallbackId cbid : kRuntimeLaunchCbids)
     callbacks_enabled += STRATA_CUPTI_CALL(cuptiEnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_RUNTIME_API, cbid)).ok();
@@ -560,28 +447,38 @@ std::string start_session() {
   for (CUpti_CallbackId cbid : {CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED, CUPTI_CBID_RESOURCE_GRAPHNODE_CLONED})
     graph_callbacks += STRATA_CUPTI_CALL(cuptiEnableCallback(1, s.subscriber, CUPTI_CB_DOMAIN_RESOURCE, cbid)).ok();
   if (graph_callbacks < 2) warn(s, "no graph node callbacks: replayed graph kernels cannot be attributed to ops");
+}
 
-  // CUPTI documents this as "before initialization of CUDA"; device selection already tried before its
-  // probe. A late success still helps if only the context (not cuInit) is what matters.
-  if (g_latency.load() != LatencyTimestamps::kBeforeInit) {
-    if (const CuptiCall latency = STRATA_CUPTI_CALL(cuptiActivityEnableLatencyTimestamps(1)); !latency.ok()) {
-      warn(s, "no queued/submitted kernel timestamps (" + latency.failure() + ")");
-    } else {
-      g_latency.store(LatencyTimestamps::kAfterInit);
-      warn(s, "latency timestamps enabled only after CUDA initialised: queued/submitted may be missing");
-    }
+// CUPTI documents this as "before initialization of CUDA"; device selection already tried before its
+// probe. A late success still helps if only the context (not cuInit) is what matters.
+void retry_latency_timestamps(Session& s) {
+  if (g_latency.load() == LatencyTimestamps::kBeforeInit) return;
+  if (const CuptiCall latency = STRATA_CUPTI_CALL(cuptiActivityEnableLatencyTimestamps(1)); !latency.ok()) {
+    warn(s, "no queued/submitted kernel timestamps (" + latency.failure() + ")");
+  } else {
+    g_latency.store(LatencyTimestamps::kAfterInit);
+    warn(s, "latency timestamps enabled only after CUDA initialised: queued/submitted may be missing");
   }
-  // See Note [One host clock]: CUPTI stamps its records with strata's clock, so no skew fitting is needed.
-  // Without it records would be on CLOCK_REALTIME and every device row would be wrong: not optional.
+}
+
+// The host-clock timestamp callback and the buffer callbacks. Returns "" or the failure that ends the
+// session. See Note [One host clock]: CUPTI stamps its records with strata's clock, so no skew fitting is
+// needed. Without it records would be on CLOCK_REALTIME and every device row would be wrong: not optional.
+std::string register_activity_callbacks() {
   if (const CuptiCall c = STRATA_CUPTI_CALL(cuptiActivityRegisterTimestampCallback(&host_timestamp)); !c.ok()) {
-    return fail(c.failure());
+    return c.failure();
   }
   if (const CuptiCall c = STRATA_CUPTI_CALL(cuptiActivityRegisterCallbacks(&buffer_requested, &buffer_completed));
       !c.ok()) {
-    return fail(c.failure());
+    return c.failure();
   }
-  // optional: the run goes on without it, with a note, except where `quiet`: INTERNAL_LAUNCH_API only
-  // adds launches made outside any public API call, and not every CUPTI build accepts it as a kind.
+  return "";
+}
+
+// The activity kinds strata reads. Optional ones: the run goes on without them, with a warning, except
+// where `quiet`: INTERNAL_LAUNCH_API only adds launches made outside any public API call, and not every
+// CUPTI build accepts it as a kind. Returns "" or the failure of a required kind.
+std::string enable_activity_kinds_under_control(Session& s) {
   struct Kind {
     CUpti_ActivityKind kind;
     const char* name;
@@ -604,10 +501,35 @@ std::string start_session() {
       s.enabled_kinds.push_back(k.kind);
     } else if (k.required) {
       // The kind by name: "cuptiActivityEnable(k.kind)" would not say which one.
-      return fail(std::string("cuptiActivityEnable(") + k.name + ") failed: " + enabled.reason());
+      return std::string("cuptiActivityEnable(") + k.name + ") failed: " + enabled.reason();
     } else if (!k.quiet) {
       warn(s, std::string("no ") + k.name + " records (" + enabled.reason() + ")");
     }
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string start_session() {
+  Session& s = session();
+  std::lock_guard control(s.control);
+  if (s.started_once) {
+    return "CUPTI was already used once in this process; strata profiles one session per process "
+           "(CUPTI 13.0 gives wrong graph-launch correlation ids from the second session on)";
+  }
+  s.started_once = true;
+  host_clock::calibrate();  // the timestamp callback below reads the calibrated clock from CUPTI's threads
+
+  if (std::string reason = subscribe_under_control(s); !reason.empty()) return reason;
+  enable_callbacks_under_control(s);
+  retry_latency_timestamps(s);
+  // A failure of what the session cannot do without: no GPU timing, with the call and CUPTI's error.
+  std::string failure = register_activity_callbacks();
+  if (failure.empty()) failure = enable_activity_kinds_under_control(s);
+  if (!failure.empty()) {
+    teardown_under_control(s);
+    return failure;
   }
   {
     std::lock_guard lock(s.mutex);
@@ -660,6 +582,33 @@ void pop_op() noexcept {
   }
 }
 
+namespace {
+
+// Every record of the completed buffers into `out`; frees the buffers.
+void convert_buffers(Session& s, const std::vector<std::pair<uint8_t*, size_t>>& buffers, DeviceTrace& out) {
+  RecordConverter converter(out);
+  for (auto [buffer, valid] : buffers) {
+    CUpti_Activity* record = nullptr;
+    for (;;) {
+      const CuptiCall next = STRATA_CUPTI_CALL(cuptiActivityGetNextRecord(buffer, valid, &record));
+      if (next.is(CUPTI_ERROR_MAX_LIMIT_REACHED)) break;  // the normal end of a buffer
+      if (!next.ok()) {
+        warn(s, next.failure() + " (rest of a buffer lost)");
+        break;
+      }
+      converter.add(record);
+      // cupti_activity.h, CUpti_ActivityOverhead3::overheadData: "Client is responsible for freeing this
+      // memory". The converter only reads records (tests feed it stack-built ones), so it is freed here.
+      if (record->kind == CUPTI_ACTIVITY_KIND_OVERHEAD) {
+        std::free(reinterpret_cast<CUpti_ActivityOverhead3*>(record)->overheadData);
+      }
+    }
+    std::free(buffer);
+  }
+}
+
+}  // namespace
+
 void finish_session(DeviceTrace& out) {
   Session& s = session();
   std::lock_guard control(s.control);
@@ -693,31 +642,9 @@ void finish_session(DeviceTrace& out) {
     lost_buffers = s.lost_buffers;
     s.lost_buffers = 0;
   }
-  RecordConverter converter(out);
-  for (auto [buffer, valid] : buffers) {
-    CUpti_Activity* record = nullptr;
-    for (;;) {
-      const CuptiCall next = STRATA_CUPTI_CALL(cuptiActivityGetNextRecord(buffer, valid, &record));
-      if (next.is(CUPTI_ERROR_MAX_LIMIT_REACHED)) break;  // the normal end of a buffer
-      if (!next.ok()) {
-        warn(s, next.failure() + " (rest of a buffer lost)");
-        break;
-      }
-      converter.add(record);
-      // cupti_activity.h, CUpti_ActivityOverhead3::overheadData: "Client is responsible for freeing this
-      // memory". The converter only reads records (tests feed it stack-built ones), so it is freed here.
-      if (record->kind == CUPTI_ACTIVITY_KIND_OVERHEAD) {
-        std::free(reinterpret_cast<CUpti_ActivityOverhead3*>(record)->overheadData);
-      }
-    }
-    std::free(buffer);
-  }
+  convert_buffers(s, buffers, out);
   merge_callback_correlations(out, callback_correlations);
-  {
-    const std::unordered_set<uint32_t> with_work = correlations_with_work(out);
-    resolve_internal_launches(out, with_work);
-    resolve_nested_launches(out, with_work);
-  }
+  resolve_launches(out);
   if (const uint64_t losses = g_callback_losses.exchange(0) + lost_buffers; losses > 0) {
     warn(s, std::to_string(losses) + " callback tags or record buffers lost to allocation failures");
   }

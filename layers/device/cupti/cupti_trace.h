@@ -18,6 +18,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "layers/device/cupti/graph_node_origins.h"
+#include "layers/device/cupti/launch_resolution.h"
 #include "lib/timeline.h"
 
 namespace strata::cupti {
@@ -45,46 +47,9 @@ bool is_launch_api(ApiDomain domain, uint32_t cbid);
 // The call's name without CUPTI's version suffix: "__cudaLaunchKernel", "cuLaunchKernelEx".
 std::string api_name(ApiDomain domain, uint32_t cbid);
 
-// INTERNAL_LAUNCH_API records carry no cbid and come from driver launches outside any public call (module
-// loading, library set-up). Each counts as a launch only when a kernel or memory record shares its
-// correlation id, so driver housekeeping cannot inflate the launch row. Run after every record is
-// converted, before resolve_nested_launches. Returns how many count as launches.
-size_t resolve_internal_launches(DeviceTrace& trace);
-
-// A launch call that encloses another launch call on the same thread (a runtime call implemented by a
-// driver call) would count twice in the launch row. Of each such pair, the call whose correlation id no
-// kernel or memory record carries stops being a launch. Returns how many were demoted.
-size_t resolve_nested_launches(DeviceTrace& trace);
-
-// Adds op tags seen by the launch callbacks for correlation ids that no EXTERNAL_CORRELATION record
-// covers (a dropped record would otherwise leave the launch without an op). Returns how many were added.
-size_t merge_callback_correlations(DeviceTrace& trace, const std::vector<ExternalCorrelation>& from_callbacks);
-
-// Which op created each node of a captured CUDA Graph, first report wins. Three sources report nodes:
-// the GRAPHNODE_CREATED callback, the GRAPHNODE_CLONED callback (the executable graph's copies, under new
-// ids) and attribute_graph_nodes' fallback after each captured op. A node reported twice keeps one entry,
-// so no later duplicate can override the first where the comparison joins replayed kernels to ops.
-class GraphNodeOrigins {
- public:
-  bool add(uint64_t node_id, uint32_t op_id, GraphNodeSource source);  // false when the node is already known
-  // The clone inherits its original's op and source. False when the original is unknown or the clone
-  // already known.
-  bool add_clone(uint64_t clone_id, uint64_t original_id);
-  void reserve(size_t nodes) {  // before capture: no reallocation or rehash inside timed calls
-    nodes_.reserve(nodes);
-    index_.reserve(nodes);
-  }
-  std::vector<GraphNodeOrigin> take();  // every node in the order first reported; leaves the table empty
-
- private:
-  std::vector<GraphNodeOrigin> nodes_;
-  // The same pairs indexed: each clone looks its original up inside cudaGraphInstantiate, whose time
-  // strata reports, so a scan of nodes_ would add O(nodes^2) to it.
-  std::unordered_map<uint64_t, GraphNodeOrigin> index_;
-};
-
-// What a reader must know about the trace's completeness: dropped records, why collection was off.
-std::vector<std::string> trace_notes(const DeviceTrace& trace);
+// Launch resolution (launch_resolution.h) and graph-node origins (graph_node_origins.h) need no cupti.h and
+// live in their own files; what a reader is told about dropped or untimed records is rendered by the report
+// from the counts in DeviceTrace (reports/notes.h, device_trace_notes).
 
 // ---- The profiling session -------------------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 // CUPTI record conversion (layers/device/cupti) fed hand-built records of the real CUPTI 13 structs:
 // kernels with and without latency timestamps, API records from both domains with the launch cbids of
-// CUDA 13, external correlation, memory and overhead records, and what a reader is told about drops.
+// CUDA 13, external correlation, memory and overhead records. Launch resolution and graph-node origins over
+// plain structs: launch_resolution_test.cpp; the notes about drops: tests/reports/figures_test.cpp.
 #include <doctest/doctest.h>
 
 #include <initializer_list>
@@ -178,34 +179,6 @@ TEST_CASE("INTERNAL_LAUNCH_API records are launches only when a kernel or memory
   CHECK_FALSE(trace.api_calls[3].internal_launch);
 }
 
-TEST_CASE("graph node origins: first report wins, clones inherit their original's op, duplicates kept once") {
-  using Source = GraphNodeSource;
-  cupti::GraphNodeOrigins origins;
-  CHECK(origins.add(100, 7, Source::kResourceCallback));
-  CHECK(origins.add(101, 8, Source::kCaptureInfo));
-  CHECK_FALSE(origins.add(100, 9, Source::kCaptureInfo));  // the fallback after the resource callback
-  CHECK(origins.add_clone(200, 100));
-  CHECK_FALSE(origins.add_clone(200, 100));  // the same clone reported twice
-  CHECK_FALSE(origins.add_clone(200, 101));  // nor can a later report move it to another op
-  CHECK_FALSE(origins.add_clone(300, 555));  // a clone of a node no op created stays unattributed
-  CHECK(origins.add_clone(201, 200));        // a clone of a clone
-  CHECK(origins.add_clone(202, 101));
-  const std::vector<GraphNodeOrigin> nodes = origins.take();
-  REQUIRE(nodes.size() == 5);
-  const uint64_t ids[] = {100, 101, 200, 201, 202};
-  const uint32_t ops[] = {7, 8, 7, 7, 8};
-  const Source sources[] = {Source::kResourceCallback, Source::kCaptureInfo, Source::kResourceCallback,
-                            Source::kResourceCallback, Source::kCaptureInfo};
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    CAPTURE(i);
-    CHECK(nodes[i].graph_node_id == ids[i]);
-    CHECK(nodes[i].op_id == ops[i]);
-    CHECK(nodes[i].source == sources[i]);
-  }
-  CHECK(origins.take().empty());
-  CHECK(origins.add(100, 3, Source::kResourceCallback));  // take() emptied the index too
-}
-
 TEST_CASE("external correlation: strata's CUSTOM0 tag is kept, other tools' kinds are ignored") {
   DeviceTrace trace;
   cupti::RecordConverter convert(trace);
@@ -319,41 +292,6 @@ TEST_CASE("a nested launch that carries its outer call's correlation id counts o
   CHECK(cupti::resolve_nested_launches(trace) == 1);
   REQUIRE(trace.api_calls.size() == 2);
   for (const ApiCallRecord& a : trace.api_calls) CHECK(a.is_launch == (a.domain == ApiDomain::kRuntime));
-}
-
-TEST_CASE("op tags from the launch callbacks fill in only what external correlation records missed") {
-  DeviceTrace trace;
-  trace.external = {{10, 1}, {11, 1}};
-  const size_t added = cupti::merge_callback_correlations(trace, {{10, 1}, {12, 2}, {12, 2}});
-  CHECK(added == 1);
-  REQUIRE(trace.external.size() == 3);
-  CHECK(trace.external[2].correlation_id == 12);
-  CHECK(trace.external[2].external_id == 2);
-}
-
-TEST_CASE("the reader is told about dropped records and about GPU timing being off, never silently") {
-  DeviceTrace trace;
-  trace.enabled = true;
-  CHECK(cupti::trace_notes(trace).empty());
-
-  trace.dropped_records = 3;
-  auto notes = cupti::trace_notes(trace);
-  REQUIRE(notes.size() == 1);
-  CHECK(notes[0].find("dropped 3 activity records") != std::string::npos);
-
-  trace.dropped_records = 0;
-  trace.untimed_records = 2;
-  notes = cupti::trace_notes(trace);
-  REQUIRE(notes.size() == 1);
-  CHECK(notes[0].find("2 kernel, API or overhead records without timestamps") != std::string::npos);
-
-  DeviceTrace off;
-  off.enabled = false;
-  off.unavailable_reason = "Nsight Systems already holds CUPTI's one subscription";
-  notes = cupti::trace_notes(off);
-  REQUIRE(notes.size() == 1);
-  CHECK(notes[0].find("GPU timing unavailable: Nsight Systems already holds") != std::string::npos);
-  CHECK(notes[0].find("host timers only") != std::string::npos);
 }
 
 TEST_CASE("api_name falls back to the domain and cbid when CUPTI has no name for it") {
