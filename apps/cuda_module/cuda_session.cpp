@@ -10,7 +10,7 @@
 #include <unordered_set>
 
 #include "apps/cuda_module/cuda_report.h"
-#include "apps/strata/device_session.h"
+#include "measure/device_session.h"
 #include "apps/cuda_module/device_session_cuda.h"
 #include "layers/device/cupti/cupti_trace.h"
 #include "layers/kernels/cuda/cuda_kernels.h"

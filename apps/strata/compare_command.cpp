@@ -9,8 +9,8 @@
 
 #include "apps/strata/commands.h"
 #include "apps/strata/compiled_program.h"
-#include "apps/strata/device_session.h"
-#include "apps/strata/harness.h"
+#include "measure/device_session.h"
+#include "measure/harness.h"
 #include "apps/strata/output_step.h"
 #include "apps/strata/python_module.h"
 #include "layers/kernels/reference/reference.h"

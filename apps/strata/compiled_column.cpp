@@ -7,7 +7,7 @@
 #include <cstdio>
 
 #include "apps/strata/compiled_program.h"
-#include "apps/strata/harness.h"
+#include "measure/harness.h"
 #include "lib/host_clock.h"
 #include "lib/zone.h"
 

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "apps/strata/commands.h"
-#include "apps/strata/device_session.h"
+#include "measure/device_session.h"
 #include "apps/strata/module_file.h"
 #include "lib/error.h"
 #include "lib/host_clock.h"

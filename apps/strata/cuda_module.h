@@ -31,7 +31,7 @@
 #include <memory>
 #include <string>
 
-#include "apps/strata/device_session.h"
+#include "measure/device_session.h"
 #include "layers/dispatch/dispatch.h"
 
 inline constexpr int kStrataCudaBackendVersion = 2;

@@ -2,7 +2,7 @@
 #include <iostream>
 
 #include "apps/strata/commands.h"
-#include "apps/strata/device_session.h"
+#include "measure/device_session.h"
 #include "lib/error.h"
 
 namespace strata::app {

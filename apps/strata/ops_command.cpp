@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "apps/strata/commands.h"
-#include "apps/strata/harness.h"
+#include "measure/harness.h"
 #include "layers/binding/binding.h"
 #include "layers/dispatch/dispatch.h"
 #include "layers/ops/operators.h"

@@ -1,6 +1,6 @@
 #include "apps/strata/output_step.h"
 
-#include "apps/strata/harness.h"
+#include "measure/harness.h"
 #include "lib/error.h"
 #include "lib/output_file.h"
 

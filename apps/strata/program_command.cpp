@@ -6,12 +6,13 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "apps/strata/commands.h"
+#include "apps/strata/prepared_trace.h"
 #include "apps/strata/compiled_program.h"
-#include "apps/strata/harness.h"
+#include "measure/harness.h"
 #include "apps/strata/output_step.h"
 #include "layers/kernels/reference/reference.h"
 #include "lib/error.h"
+#include "measure/report_builder.h"
 #include "lib/zone.h"
 #include "reports/json_report.h"
 #include "reports/sequence.h"
@@ -125,18 +126,14 @@ reports::TraceReport graph_call_report(const TraceOptions& o, Prepared& p, const
   reports::TraceReport rep = describe_context(p, o);
   rep.steady = fig.total;
   rep.cold = reports::compute_sequence(timeline, run.cold_ids, 1).total;
-  rep.warmup = static_cast<size_t>(run.warmup);
-  rep.repeat = static_cast<size_t>(run.repeat);
-  rep.repeat_auto = run.repeat_auto;
-  rep.planned_repeat = static_cast<size_t>(run.planned_repeat);
+  describe_harness_run(rep, run);
   rep.probe_ns = measure_zone_cost_ns();
   fig.probe_ns = rep.probe_ns;
   size_t spans = 0;
   for (const Span& s : timeline.spans()) spans += (s.op_id >= run.timed_ids.front()) ? 1 : 0;
   rep.probes_per_call = double(spans) / double(fig.forwards);
-  rep.untraced_call_ns = reports::Distribution::of(run.untraced_ns).median;
   if (p.choice.device.is_cpu()) {  // on a GPU (--mode graph) the device session describes these rows
-    reports::describe_cpu_device_rows(rep);
+    measure::describe_cpu_device_rows(rep);
   }
   reports::add_steady_join_figures(rep.figures, rep.steady);
   rep.figures.set("sequence.ops_per_forward", double(p.sequence->steps.size()), "count");

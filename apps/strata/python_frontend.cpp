@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <string>
 
-#include "apps/strata/harness.h"
+#include "measure/harness.h"
 #include "lib/error.h"
 #include "lib/host_clock.h"
 #include "reports/table.h"

@@ -17,8 +17,8 @@
 
 #include "apps/strata/ceiling.h"
 #include "apps/strata/commands.h"
-#include "apps/strata/device_session.h"
-#include "apps/strata/harness.h"
+#include "measure/device_session.h"
+#include "measure/harness.h"
 #include "apps/strata/sweep_range.h"
 #include "lib/error.h"
 #include "lib/output_file.h"

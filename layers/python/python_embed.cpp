@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/strata/device_session.h"
+#include "measure/device_session.h"
 #include "apps/strata/python_module.h"
 #include "layers/kernels/reference/reference.h"
 #include "layers/python/embedded.h"

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "apps/strata/device_session.h"
+#include "measure/device_session.h"
 #include "layers/frontend/frontend.h"
 #include "layers/kernels/reference/reference.h"
 #include "reports/chrome_trace.h"

@@ -96,7 +96,7 @@ class ProfileTest(unittest.TestCase):
         self.assertLess(text.index("strata.add"), text.index("strata.matmul"))  # first-called order
         for layer in ROWS_FROM_PYTHON:
             self.assertRegex(text, rf"(?m)^{layer}\s")
-        self.assertIn("python entry -> python return", text)
+        self.assertIn("python entry -> return", text)
         self.assertEqual([o["op"] for o in p.json()["ops"]], ["strata.add", "strata.matmul"])
 
     def test_chrome_trace(self):

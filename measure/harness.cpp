@@ -1,4 +1,4 @@
-#include "apps/strata/harness.h"
+#include "measure/harness.h"
 
 #include <algorithm>
 #include <cstdio>

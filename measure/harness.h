@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/strata/device_session.h"
+#include "measure/device_session.h"
 #include "layers/frontend/frontend.h"
 #include "layers/frontend/sequence.h"
 #include "lib/timeline.h"
