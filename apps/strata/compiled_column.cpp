@@ -7,9 +7,9 @@
 #include <cstdio>
 
 #include "apps/strata/compiled_program.h"
-#include "measure/harness.h"
 #include "lib/host_clock.h"
 #include "lib/zone.h"
+#include "measure/harness.h"
 
 namespace strata::app {
 namespace {

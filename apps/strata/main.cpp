@@ -18,11 +18,11 @@
 #include <spdlog/spdlog.h>
 
 #include "apps/strata/commands.h"
-#include "measure/harness.h"
 #include "apps/strata/python_frontend.h"
 #include "gpu_validation_status.h"
 #include "lib/error.h"
 #include "lib/output_file.h"
+#include "measure/harness.h"
 
 namespace {
 

@@ -6,14 +6,14 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "apps/strata/prepared_trace.h"
 #include "apps/strata/compiled_program.h"
-#include "measure/harness.h"
 #include "apps/strata/output_step.h"
+#include "apps/strata/prepared_trace.h"
 #include "layers/kernels/reference/reference.h"
 #include "lib/error.h"
-#include "measure/report_builder.h"
 #include "lib/zone.h"
+#include "measure/harness.h"
+#include "measure/report_builder.h"
 #include "reports/json_report.h"
 #include "reports/sequence.h"
 #include "reports/table.h"

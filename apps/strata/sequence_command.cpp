@@ -6,12 +6,12 @@
 #include <cstdio>
 #include <iostream>
 
-#include "apps/strata/prepared_trace.h"
-#include "measure/device_session.h"
-#include "measure/harness.h"
 #include "apps/strata/output_step.h"
+#include "apps/strata/prepared_trace.h"
 #include "layers/kernels/reference/reference.h"
 #include "lib/error.h"
+#include "measure/device_session.h"
+#include "measure/harness.h"
 #include "measure/report_builder.h"
 #include "reports/figures.h"
 #include "reports/json_report.h"

@@ -17,12 +17,12 @@
 
 #include "apps/strata/ceiling.h"
 #include "apps/strata/commands.h"
-#include "measure/device_session.h"
-#include "measure/harness.h"
 #include "apps/strata/sweep_range.h"
 #include "lib/error.h"
 #include "lib/output_file.h"
 #include "lib/zone.h"
+#include "measure/device_session.h"
+#include "measure/harness.h"
 #include "reports/sweep.h"
 #include "reports/sweep_plot.h"
 

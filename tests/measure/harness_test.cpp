@@ -9,12 +9,12 @@
 #include <cstdlib>
 #include <thread>
 
-#include "measure/device_session.h"
 #include "layers/dispatch/autocast.h"
 #include "layers/frontend/frontend.h"
 #include "layers/frontend/sequence.h"
 #include "lib/error.h"
 #include "lib/storage.h"
+#include "measure/device_session.h"
 
 using namespace strata;
 using namespace strata::app;
