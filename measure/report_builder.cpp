@@ -115,6 +115,11 @@ void add_python_frontend_note(TraceReport& report) {
                          "call, so it also holds entering and leaving the interpreter and the result's conversion");
 }
 
+void add_cpp_beside_python_peer_note(TraceReport& report) {
+  report.notes.push_back("strata's calls were made from C++ (--frontend cli) and torch's from Python: add "
+                         "--frontend python to compare like with like");
+}
+
 void add_python_probe_note(TraceReport& report, double python_probe_ns) {
   report.notes.push_back("the python and pybind11 rows come from probes in the frontend and the extension's entry "
                          "costing about " + std::to_string(std::lround(python_probe_ns)) +

@@ -70,6 +70,10 @@ void describe_python_rows(reports::TraceReport& report);
 // The note for --frontend python: where its wall row and its 'tracing off' figure start and end.
 void add_python_frontend_note(reports::TraceReport& report);
 
+// The note for --peer torch when strata's calls were made from C++: torch's are made from Python, so the
+// two walls differ by the crossing (trace and compare).
+void add_cpp_beside_python_peer_note(reports::TraceReport& report);
+
 // The note for strata.profile(): what its Python-side probes cost per call.
 void add_python_probe_note(reports::TraceReport& report, double python_probe_ns);
 

@@ -16,6 +16,7 @@
 #include "lib/zone.h"
 #include "measure/device_session.h"
 #include "measure/harness.h"
+#include "measure/report_builder.h"
 #include "reports/comparison.h"
 #include "reports/json_report.h"
 #include "reports/notes.h"
@@ -312,10 +313,7 @@ void add_forwards_note(reports::TraceReport& ctx, const reports::Comparison& c, 
 std::string compare_header(reports::TraceReport& ctx, const Prepared& prepared, const std::string& replay_kind) {
   std::string header = "compare " + ctx.op + "  " + ctx.description + "  " + ctx.dtype + "  " + ctx.device +
                        "   eager vs " + replay_kind;
-  if (prepared.peer_call && !prepared.python_call) {
-    ctx.notes.push_back("strata's calls were made from C++ (--frontend cli) and torch's from Python: add --frontend "
-                        "python to compare like with like");
-  }
+  if (prepared.peer_call && !prepared.python_call) measure::add_cpp_beside_python_peer_note(ctx);
   if (prepared.python_call) {
     header += "\nfrontend: python: " + ctx.frontend_what;
     ctx.notes.push_back("eager calls (and the K captured ones) went through Python: the python row holds the python and "

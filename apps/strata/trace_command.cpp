@@ -297,10 +297,7 @@ int run_trace(const TraceOptions& options) {
   add_run_figures(report, session);
   if (peer) {
     report.peer = std::move(peer);
-    if (report.frontend == "cli") {
-      report.notes.push_back("strata's calls were made from C++ (--frontend cli) and torch's from Python: add "
-                             "--frontend python to compare like with like");
-    }
+    if (report.frontend == "cli") measure::add_cpp_beside_python_peer_note(report);
   }
   if (options.check) check_result(report, run, prepared, options.tf32);
   if (options.backward) describe_backward(report, timeline, run, prepared, options);

@@ -128,6 +128,17 @@ TEST_CASE("the key path is the op's own dispatch spans, not the calls a wrapper 
   CHECK(key_path(timeline, 3).empty());
 }
 
+TEST_CASE("the notes a front end adds say what its calls went through") {
+  TraceReport report;
+  add_python_probe_note(report, 51.6);
+  add_cpp_beside_python_peer_note(report);
+  add_python_frontend_note(report);
+  REQUIRE(report.notes.size() == 3);
+  CHECK(report.notes[0].find("costing about 52 ns per call together") != std::string::npos);
+  CHECK(report.notes[1].find("add --frontend python to compare like with like") != std::string::npos);
+  CHECK(report.notes[2].rfind("with --frontend python the wall row runs from", 0) == 0);
+}
+
 TEST_CASE("the Environment is the machine's, and the CPU is named with its BLAS threads") {
   const reports::Environment env = host_environment();
   CHECK_FALSE(env.strata_version.empty());
