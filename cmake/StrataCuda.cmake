@@ -59,7 +59,7 @@ else()
 endif()
 
 # strata_export_to_cuda_module(TARGET): TARGET, an executable, may load libstrata_cuda.so, whose references to
-# lib, the CPU-side layers, reports and apps/strata resolve against it (Note [The CUDA module] in
+# lib, the CPU-side layers, reports, measure and apps/strata resolve against it (Note [The CUDA module] in
 # apps/strata/cuda_module.h). So it exports its symbols (-rdynamic), and it holds every object of those
 # libraries, not only the ones it calls itself. Also for the test and benchmark programs: they load the
 # module too. Nothing to do in a build without the CUDA layers.
@@ -72,7 +72,7 @@ function(strata_export_to_cuda_module target)
   set_target_properties(${target} PROPERTIES ENABLE_EXPORTS ON)
   set(archives "")
   foreach(lib strata_lib strata_dispatch strata_ops strata_kernels_cpu strata_reference strata_binding strata_frontend
-              strata_reports strata_compiler strata_app)
+              strata_reports strata_measure strata_compiler strata_app)
     string(APPEND archives ",$<TARGET_FILE:${lib}>")
   endforeach()
   target_link_options(${target} PRIVATE "LINKER:--whole-archive${archives},--no-whole-archive")

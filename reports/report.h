@@ -43,7 +43,7 @@ struct GradCheck {
   bool passed() const { return relative_error <= tolerance; }
 };
 
-// The backward half of a `trace --backward` run (Note [Backward in the harness], apps/strata/harness.cpp).
+// The backward half of a `trace --backward` run (Note [Backward in the harness], measure/harness.cpp).
 struct BackwardNodeReport {
   std::string name;        // "AddmmBackward"
   LayerBreakdown steady;   // its gradient ops' rows and the engine's own, over the timed calls
@@ -125,31 +125,13 @@ struct TraceReport {
   void describe_na(RowKind kind, const std::string& na_reason);
 };
 
-// Note [Rows below resolution]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// A row whose median is under twice the cost of the probes that read it is mostly the instrument: it is
-// marked (a '*' in the table, "below_resolution" in the JSON) and one note under the table names the rows
-// and the probe's cost. Every front end (trace, mlp and programs, strata.profile()) marks and words them
-// here, so the rule and its words live in one place.
-struct ProbeCost {
-  double zone_ns = 0;         // one host zone's open + close (measure_zone_cost_ns)
-  double python_ns = 0;       // one Python-side probe span, for the python and pybind11 rows; 0: none
-  double spans_per_row = 1;   // a sequence's row sums one span per op of the forward
-  std::string scope;          // words after the cost: " per op of the forward"
-};
-void mark_rows_below_resolution(TraceReport& report, const ProbeCost& cost);
-
-// The launch, queue and gpu rows of a call on the CPU, worded once for every front end.
-void describe_cpu_device_rows(TraceReport& report);
+// The rows' words, the resolution marks and the Environment are filled by the report builder, one for
+// every front end: Note [One report builder] in measure/report_builder.h.
 
 // The achieved rate of the timed calls, from `flops`, `bytes_moved` and the steady wall median:
 // "achieved_flops_per_s" and, for ops that stream memory, "achieved_bytes_per_s". Measured here, once;
 // the table and the JSON only format them.
 void add_rate_figures(TraceReport& report);
 
-// Words for the python and pybind11 rows of a call made from Python (strata.profile(), --frontend
-// python): the pybind11 row is worded by the entry its spans name (Note [Two entries into the
-// extension] in layers/python/crossing.cpp), "_strata._op" or "_strata.call".
-void describe_python_rows(TraceReport& report);
 
 }  // namespace strata::reports

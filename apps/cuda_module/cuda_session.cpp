@@ -10,13 +10,13 @@
 #include <unordered_set>
 
 #include "apps/cuda_module/cuda_report.h"
-#include "apps/strata/device_session.h"
 #include "apps/cuda_module/device_session_cuda.h"
 #include "layers/device/cupti/cupti_trace.h"
 #include "layers/kernels/cuda/cuda_kernels.h"
 #include "layers/runtime/cuda/cuda_runtime_layer.h"
 #include "lib/error.h"
 #include "lib/host_clock.h"
+#include "measure/device_session.h"
 #include "reports/notes.h"
 
 namespace strata::app {

@@ -1,9 +1,9 @@
 // --device for a build with the CUDA layers: auto selection and the checks of an explicit request.
-#include "apps/strata/device_session.h"
 #include "apps/cuda_module/device_session_cuda.h"
 #include "layers/device/cupti/cupti_trace.h"
 #include "layers/runtime/cuda/cuda_runtime_layer.h"
 #include "lib/error.h"
+#include "measure/device_session.h"
 
 namespace strata::app {
 namespace {

@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <memory>
 
-#include "apps/strata/device_session.h"
+#include "measure/device_session.h"
 
 namespace strata::app::cuda_module {
 

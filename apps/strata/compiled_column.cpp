@@ -7,19 +7,19 @@
 #include <cstdio>
 
 #include "apps/strata/compiled_program.h"
-#include "apps/strata/harness.h"
 #include "lib/host_clock.h"
 #include "lib/zone.h"
+#include "measure/harness.h"
 
 namespace strata::app {
 namespace {
 
 // Why this compare has no compiled column, or "" when it can have one.
-std::string why_no_column(const Prepared& p) {
-  if (!p.choice.device.is_cpu())
-    return "the compiled path generates C++ for the CPU; this compare ran on " + p.choice.device.str();
-  if (p.autocast) return "--autocast: the compiled path does not autocast";
-  if (p.sequence->parameters.size() > 0 && p.sequence->parameters[0].requires_grad())
+std::string why_no_column(const Prepared& prepared) {
+  if (!prepared.choice.device.is_cpu())
+    return "the compiled path generates C++ for the CPU; this compare ran on " + prepared.choice.device.str();
+  if (prepared.autocast) return "--autocast: the compiled path does not autocast";
+  if (prepared.sequence->parameters.size() > 0 && prepared.sequence->parameters[0].requires_grad())
     return "--requires-grad: a compiled graph runs forward only, with no Autograd key";
   return "";
 }
@@ -68,16 +68,16 @@ std::string mib(double bytes) {
 
 }  // namespace
 
-CompiledColumn run_compiled_column(const Prepared& p, int64_t k, size_t rounds, int64_t warmup,
+CompiledColumn run_compiled_column(const Prepared& prepared, int64_t k, size_t rounds, int64_t warmup,
                                    Timeline& timeline, uint32_t& next_id) {
   CompiledColumn col;
-  col.unavailable = why_no_column(p);
+  col.unavailable = why_no_column(prepared);
   if (!col.unavailable.empty()) return col;
   col.begin = host_clock::now_ns();  // the Chrome trace's compiled group shows the compile too
   try {
     tracing::ActiveScope scope(&timeline);
     timeline.set_op(next_id++);  // the one-time phases under an op id of their own
-    col.program = compile_program(*p.sequence);
+    col.program = compile_program(*prepared.sequence);
     timeline.set_op(0);
   } catch (const compiler::CompilerUnavailableError& e) {
     col.unavailable = e.what();  // eager and replay were measured; the column says why it is empty

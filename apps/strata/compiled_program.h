@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/strata/commands.h"
+#include "apps/strata/prepared_trace.h"
 #include "layers/compiler/compiler.h"
 #include "layers/compiler/compiler_cuda.h"
 #include "layers/compiler/sass.h"

@@ -12,11 +12,11 @@
 #include <string>
 
 #include "apps/strata/commands.h"
-#include "apps/strata/device_session.h"
 #include "apps/strata/module_file.h"
 #include "lib/error.h"
 #include "lib/host_clock.h"
 #include "lib/zone.h"
+#include "measure/device_session.h"
 
 namespace strata::app {
 namespace {

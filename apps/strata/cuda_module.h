@@ -31,8 +31,8 @@
 #include <memory>
 #include <string>
 
-#include "apps/strata/device_session.h"
 #include "layers/dispatch/dispatch.h"
+#include "measure/device_session.h"
 
 inline constexpr int kStrataCudaBackendVersion = 2;
 

@@ -2,8 +2,8 @@
 #include <iostream>
 
 #include "apps/strata/commands.h"
-#include "apps/strata/device_session.h"
 #include "lib/error.h"
+#include "measure/device_session.h"
 
 namespace strata::app {
 

@@ -18,11 +18,11 @@
 #include <spdlog/spdlog.h>
 
 #include "apps/strata/commands.h"
-#include "apps/strata/harness.h"
 #include "apps/strata/python_frontend.h"
 #include "gpu_validation_status.h"
 #include "lib/error.h"
 #include "lib/output_file.h"
+#include "measure/harness.h"
 
 namespace {
 
@@ -278,6 +278,135 @@ exit codes: 0 ok, 1 failure (library error, output not written), 2 usage error,
             3 --check failed, 4 device (or, --mode compiled, C++ compiler) unavailable, 130 interrupted
 )";
 
+// Every subcommand's options and its CLI11 handle, so that main can read which one was given.
+struct Commands {
+  strata::app::TraceOptions trace_options;
+  strata::app::CompareOptions compare_options;
+  strata::app::SweepOptions sweep_options;
+  int64_t trace_out_channels = 0, compare_out_channels = 0, sweep_out_channels = 0;
+  ConvFlags trace_conv, compare_conv, sweep_conv;
+  CLI::App* trace = nullptr;
+  CLI::App* compare = nullptr;
+  CLI::App* sweep = nullptr;
+  CLI::App* check_trace = nullptr;
+  CLI::App* ops = nullptr;
+  CLI::App* devices = nullptr;
+  CLI::App* sass = nullptr;
+  CLI::Option* ops_per_graph = nullptr;
+  std::string trace_file, sass_module;
+  bool verbose = false;
+};
+
+void add_trace_command(CLI::App& app, Commands& commands) {
+  strata::app::TraceOptions& t = commands.trace_options;
+  CLI::App* trace = app.add_subcommand("trace", "Run one op many times and print where each call's time went");
+  commands.trace = trace;
+  commands.trace_conv = add_op_options(trace, t, commands.trace_out_channels);
+  trace->add_option("--mode", t.mode,
+                    "programs: eager (every op through binding and dispatch) | graph (captured once, replayed) | "
+                    "compiled (captured, fused, compiled to C++; docs/compiled.md)")
+      ->capture_default_str();
+  trace->add_option("--emit", t.emit,
+                    "cpp | ptx | sass: with --mode compiled, print the generated C++ of every fused kernel, or the "
+                    "same kernels as CUDA C with NVRTC's PTX and ptxas's registers, spills and shared memory, or "
+                    "their SASS (cuobjdump or nvdisasm) with each kernel's instruction mix");
+  trace->add_option("--arch", t.arch,
+                    "with --emit ptx or sass: sm_80 | sm_86 | sm_89 | sm_90 | sm_100 | sm_120 (default: this machine's "
+                    "GPU, else sm_90)");
+  trace->footer("op formats:\n" + strata::frontend::spec_help() + strata::frontend::sequence_help() + kExamples);
+}
+
+void add_compare_command(CLI::App& app, Commands& commands) {
+  strata::app::CompareOptions& c = commands.compare_options;
+  CLI::App* compare = app.add_subcommand(
+      "compare", "Run one op eager and replayed (CUDA Graph on a GPU, plan replay on the CPU), side by side");
+  commands.compare = compare;
+  commands.compare_conv = add_op_options(compare, c.trace, commands.compare_out_channels);
+  commands.ops_per_graph =
+      compare->add_option("--ops-per-graph", c.ops_per_graph, "K: consecutive calls captured into one graph / plan "
+                                                              "(mlp: whole forwards, default 1)")
+          ->capture_default_str()
+          ->transform(whole_number<int64_t>());
+  compare->footer("--repeat is the number of rounds (K calls eager, or one replay of K calls) per mode.\n"
+                  "op formats:\n" + strata::frontend::spec_help() + strata::frontend::sequence_help() + kExamples);
+}
+
+void add_commands(CLI::App& app, Commands& commands) {
+  add_trace_command(app, commands);
+  add_compare_command(app, commands);
+  commands.sweep = app.add_subcommand(
+      "sweep", "Run one op at many sizes: per-size breakdown, host-overhead share, crossovers, plot");
+  commands.sweep_conv = add_sweep_options(commands.sweep, commands.sweep_options, commands.sweep_out_channels);
+  commands.sweep->footer(std::string(kSweepHelp) + "\nop formats (one field replaced by the range):\n" +
+                         strata::frontend::spec_help());
+  commands.check_trace =
+      app.add_subcommand("check-trace", "Check a Chrome trace JSON file against strata's trace invariants");
+  commands.check_trace->add_option("file", commands.trace_file, "the trace to check")->required();
+  commands.ops = app.add_subcommand("ops", "List operators, their schemas, and the dispatch keys that have kernels");
+  commands.devices =
+      app.add_subcommand("devices", "List the devices strata can use, or say exactly why there is no GPU");
+  commands.sass = app.add_subcommand(
+      "sass", "The SASS and PTX in libstrata_cuda.so and each kernel's instruction mix (cuobjdump)");
+  commands.sass->add_option("--module", commands.sass_module,
+                            "the binary to list (default: the libstrata_cuda.so strata loads)");
+}
+
+// CLI11 answers an unknown command with "A subcommand is required"; name what was typed instead, and
+// the nearest command when it looks like a typo ("trcae"). False when the command is unknown.
+bool check_command_name(const CLI::App& app, int argc, char** argv) {
+  if (argc <= 1 || argv[1][0] == '-') return true;
+  const std::string typed = argv[1];
+  std::string known, nearest;
+  size_t best = 3;  // suggest only within two edits
+  for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+    const std::string& name = sub->get_name();
+    if (name == typed) return true;
+    known += (known.empty() ? "" : ", ") + name;
+    if (size_t d = edit_distance(typed, name); d < best) best = d, nearest = name;
+  }
+  std::cerr << "strata: usage error: unknown command '" << typed << "'"
+            << (nearest.empty() ? "" : "; did you mean '" + nearest + "'?") << "\n  commands: " << known
+            << " (see strata --help)\n";
+  return false;
+}
+
+// What CLI11 parsed but the options cannot say themselves: which options were typed, and the conv ones.
+void complete_options(Commands& commands) {
+  strata::app::TraceOptions& t = commands.trace_options;
+  strata::app::CompareOptions& c = commands.compare_options;
+  strata::app::SweepOptions& sw = commands.sweep_options;
+  if (*commands.trace_conv.out_channels) t.conv.out_channels = commands.trace_out_channels;
+  if (*commands.compare_conv.out_channels) c.trace.conv.out_channels = commands.compare_out_channels;
+  if (*commands.sweep_conv.out_channels) sw.trace.conv.out_channels = commands.sweep_out_channels;
+  t.conv.given = commands.trace_conv.given();
+  c.trace.conv.given = commands.compare_conv.given();
+  sw.trace.conv.given = commands.sweep_conv.given();
+  sw.ops_per_graph_given = commands.sweep->get_option("--ops-per-graph")->count() > 0;
+  t.budget_given = commands.trace->get_option("--budget")->count() > 0;
+  c.trace.budget_given = commands.compare->get_option("--budget")->count() > 0;
+  sw.trace.budget_given = commands.sweep->get_option("--budget")->count() > 0;
+  sw.sweep_budget_given = commands.sweep->get_option("--sweep-budget")->count() > 0;
+  c.ops_per_graph_given = commands.ops_per_graph->count() > 0;
+}
+
+int run_command(const Commands& commands) {
+  if (*commands.sweep) return strata::app::run_sweep(commands.sweep_options);
+  if (*commands.trace) return strata::app::run_trace(commands.trace_options);
+  if (*commands.compare) return strata::app::run_compare(commands.compare_options);
+  if (*commands.ops) return strata::app::run_ops();
+  if (*commands.check_trace) return strata::app::run_check_trace(commands.trace_file);
+  if (*commands.sass) return strata::app::run_sass(commands.sass_module);
+  if (*commands.devices) {
+    const int code = strata::app::run_devices();
+    // Whether the GPU path has run on hardware, from docs/validation/ at build time: a GPU user must not
+    // have to find that out by reading the validation reports.
+    std::cout << "gpu path: " << kGpuValidationStatus << "\n";
+    strata::app::print_python_info(std::cout);
+    return code;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -294,75 +423,10 @@ int main(int argc, char** argv) {
     if (a->get_help_ptr() != nullptr) text += "Run with " + a->get_help_ptr()->get_name() + " for more information.\n";
     return text;
   });
-  bool verbose = false;
-  app.add_flag("-v,--verbose", verbose, "log how strata sizes and runs the measurement (to stderr)");
-
-  strata::app::TraceOptions t;
-  int64_t out_channels = 0;
-  CLI::App* trace = app.add_subcommand("trace", "Run one op many times and print where each call's time went");
-  const ConvFlags trace_conv = add_op_options(trace, t, out_channels);
-  trace->add_option("--mode", t.mode,
-                    "programs: eager (every op through binding and dispatch) | graph (captured once, replayed) | "
-                    "compiled (captured, fused, compiled to C++; docs/compiled.md)")
-      ->capture_default_str();
-  trace->add_option("--emit", t.emit,
-                    "cpp | ptx | sass: with --mode compiled, print the generated C++ of every fused kernel, or the "
-                    "same kernels as CUDA C with NVRTC's PTX and ptxas's registers, spills and shared memory, or "
-                    "their SASS (cuobjdump or nvdisasm) with each kernel's instruction mix");
-  trace->add_option("--arch", t.arch,
-                    "with --emit ptx or sass: sm_80 | sm_86 | sm_89 | sm_90 | sm_100 | sm_120 (default: this machine's "
-                    "GPU, else sm_90)");
-  trace->footer("op formats:\n" + strata::frontend::spec_help() + strata::frontend::sequence_help() + kExamples);
-
-  strata::app::CompareOptions c;
-  int64_t compare_out_channels = 0;
-  CLI::App* compare = app.add_subcommand(
-      "compare", "Run one op eager and replayed (CUDA Graph on a GPU, plan replay on the CPU), side by side");
-  const ConvFlags compare_conv = add_op_options(compare, c.trace, compare_out_channels);
-  CLI::Option* ops_per_graph =
-      compare->add_option("--ops-per-graph", c.ops_per_graph, "K: consecutive calls captured into one graph / plan "
-                                                              "(mlp: whole forwards, default 1)")
-          ->capture_default_str()
-          ->transform(whole_number<int64_t>());
-  compare->footer("--repeat is the number of rounds (K calls eager, or one replay of K calls) per mode.\n"
-                  "op formats:\n" + strata::frontend::spec_help() + strata::frontend::sequence_help() + kExamples);
-
-  strata::app::SweepOptions sw;
-  int64_t sweep_out_channels = 0;
-  CLI::App* sweep = app.add_subcommand("sweep", "Run one op at many sizes: per-size breakdown, host-overhead share, crossovers, plot");
-  const ConvFlags sweep_conv = add_sweep_options(sweep, sw, sweep_out_channels);
-  sweep->footer(std::string(kSweepHelp) + "\nop formats (one field replaced by the range):\n" +
-                strata::frontend::spec_help());
-
-  std::string trace_file;
-  CLI::App* check_trace = app.add_subcommand("check-trace", "Check a Chrome trace JSON file against strata's trace invariants");
-  check_trace->add_option("file", trace_file, "the trace to check")->required();
-
-  CLI::App* ops = app.add_subcommand("ops", "List operators, their schemas, and the dispatch keys that have kernels");
-  CLI::App* devices = app.add_subcommand("devices", "List the devices strata can use, or say exactly why there is no GPU");
-  std::string sass_module;
-  CLI::App* sass = app.add_subcommand("sass", "The SASS and PTX in libstrata_cuda.so and each kernel's instruction mix (cuobjdump)");
-  sass->add_option("--module", sass_module, "the binary to list (default: the libstrata_cuda.so strata loads)");
-
-  // CLI11 answers an unknown command with "A subcommand is required"; name what was typed instead, and
-  // the nearest command when it looks like a typo ("trcae").
-  if (argc > 1 && argv[1][0] != '-') {
-    std::string typed = argv[1], known, nearest;
-    size_t best = 3;  // suggest only within two edits
-    bool found = false;
-    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
-      const std::string& name = sub->get_name();
-      found = found || name == typed;
-      known += (known.empty() ? "" : ", ") + name;
-      if (size_t d = edit_distance(typed, name); d < best) best = d, nearest = name;
-    }
-    if (!found) {
-      std::cerr << "strata: usage error: unknown command '" << typed << "'"
-                << (nearest.empty() ? "" : "; did you mean '" + nearest + "'?") << "\n  commands: " << known
-                << " (see strata --help)\n";
-      return static_cast<int>(strata::ExitCode::kUsage);
-    }
-  }
+  Commands commands;
+  app.add_flag("-v,--verbose", commands.verbose, "log how strata sizes and runs the measurement (to stderr)");
+  add_commands(app, commands);
+  if (!check_command_name(app, argc, argv)) return static_cast<int>(strata::ExitCode::kUsage);
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
@@ -374,34 +438,10 @@ int main(int argc, char** argv) {
   // Diagnostics go to stderr through spdlog, so stdout carries only the report.
   spdlog::set_default_logger(spdlog::stderr_color_mt("strata"));
   spdlog::set_pattern("strata: %l: %v");
-  spdlog::set_level(verbose ? spdlog::level::debug : spdlog::level::warn);
+  spdlog::set_level(commands.verbose ? spdlog::level::debug : spdlog::level::warn);
   try {
-    if (*trace_conv.out_channels) t.conv.out_channels = out_channels;
-    if (*compare_conv.out_channels) c.trace.conv.out_channels = compare_out_channels;
-    if (*sweep_conv.out_channels) sw.trace.conv.out_channels = sweep_out_channels;
-    t.conv.given = trace_conv.given();
-    c.trace.conv.given = compare_conv.given();
-    sw.trace.conv.given = sweep_conv.given();
-    sw.ops_per_graph_given = sweep->get_option("--ops-per-graph")->count() > 0;
-    t.budget_given = trace->get_option("--budget")->count() > 0;
-    c.trace.budget_given = compare->get_option("--budget")->count() > 0;
-    sw.trace.budget_given = sweep->get_option("--budget")->count() > 0;
-    sw.sweep_budget_given = sweep->get_option("--sweep-budget")->count() > 0;
-    if (*sweep) return strata::app::run_sweep(sw);
-    if (*trace) return strata::app::run_trace(t);
-    c.ops_per_graph_given = ops_per_graph->count() > 0;
-    if (*compare) return strata::app::run_compare(c);
-    if (*ops) return strata::app::run_ops();
-    if (*check_trace) return strata::app::run_check_trace(trace_file);
-    if (*sass) return strata::app::run_sass(sass_module);
-    if (*devices) {
-      const int code = strata::app::run_devices();
-      // Whether the GPU path has run on hardware, from docs/validation/ at build time: a GPU user must not
-      // have to find that out by reading the validation reports.
-      std::cout << "gpu path: " << kGpuValidationStatus << "\n";
-      strata::app::print_python_info(std::cout);
-      return code;
-    }
+    complete_options(commands);
+    return run_command(commands);
   } catch (const strata::Error& e) {
     std::cerr << "strata: " << (e.code() == strata::ExitCode::kUsage ? "usage error: " : "error: ") << e.what() << "\n";
     return static_cast<int>(e.code());
@@ -409,5 +449,4 @@ int main(int argc, char** argv) {
     std::cerr << "strata: internal error: " << e.what() << "\n";
     return static_cast<int>(strata::ExitCode::kFailure);
   }
-  return 0;
 }

@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "apps/strata/commands.h"
-#include "apps/strata/harness.h"
 #include "layers/binding/binding.h"
 #include "layers/dispatch/dispatch.h"
 #include "layers/ops/operators.h"
 #include "lib/error.h"
+#include "measure/harness.h"
 #include "reports/chrome_trace.h"
 #include "reports/chrome_trace_check.h"
 #if STRATA_WITH_CUDA

@@ -1,8 +1,8 @@
 #include "apps/strata/output_step.h"
 
-#include "apps/strata/harness.h"
 #include "lib/error.h"
 #include "lib/output_file.h"
+#include "measure/harness.h"
 
 namespace strata::app {
 

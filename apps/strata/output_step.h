@@ -7,7 +7,7 @@
 #include <ostream>
 #include <string>
 
-#include "apps/strata/commands.h"
+#include "apps/strata/trace_request.h"
 #include "reports/chrome_trace.h"
 #include "reports/report.h"
 

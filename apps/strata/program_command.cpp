@@ -6,71 +6,72 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "apps/strata/commands.h"
 #include "apps/strata/compiled_program.h"
-#include "apps/strata/harness.h"
 #include "apps/strata/output_step.h"
+#include "apps/strata/prepared_trace.h"
 #include "layers/kernels/reference/reference.h"
 #include "lib/error.h"
 #include "lib/zone.h"
+#include "measure/harness.h"
+#include "measure/report_builder.h"
 #include "reports/json_report.h"
 #include "reports/sequence.h"
 #include "reports/table.h"
 
 namespace strata::app {
 
-void check_mode_options(const TraceOptions& o, bool sequence) {
-  if (o.mode != "eager" && o.mode != "graph" && o.mode != "compiled") {
-    throw UsageError("unknown --mode '" + o.mode +
+void check_mode_options(const TraceOptions& options, bool sequence) {
+  if (options.mode != "eager" && options.mode != "graph" && options.mode != "compiled") {
+    throw UsageError("unknown --mode '" + options.mode +
                      "'; allowed: eager (every op through binding and dispatch), graph "
                      "(captured once, replayed), compiled (captured, fused, compiled to C++)");
   }
-  if (!o.emit.empty() && o.emit != "cpp" && o.emit != "ptx" && o.emit != "sass")
-    throw UsageError("unknown --emit '" + o.emit + "'; allowed: cpp, ptx, sass (with --mode compiled)");
-  if (!o.emit.empty() && o.mode != "compiled") {
-    throw UsageError("--emit " + o.emit +
+  if (!options.emit.empty() && options.emit != "cpp" && options.emit != "ptx" && options.emit != "sass")
+    throw UsageError("unknown --emit '" + options.emit + "'; allowed: cpp, ptx, sass (with --mode compiled)");
+  if (!options.emit.empty() && options.mode != "compiled") {
+    throw UsageError("--emit " + options.emit +
                      " prints the generated code of a compiled graph; it needs --mode compiled (got --mode " +
-                     o.mode + ")");
+                     options.mode + ")");
   }
-  if (!o.arch.empty() && o.emit != "ptx" && o.emit != "sass") {
+  if (!options.arch.empty() && options.emit != "ptx" && options.emit != "sass") {
     throw UsageError(
         "--arch names the GPU architecture of --emit ptx or sass; add --emit ptx or sass, or leave --arch out");
   }
-  if (!o.arch.empty()) compiler::cuda::check_arch(o.arch);
-  const bool program = sequence && o.op != "mlp";
-  if (o.mode != "eager" && !sequence) {
-    throw UsageError("--mode " + o.mode + " runs a program: mlp, " + frontend::program_names() + "; " + o.op +
-                     " is one operator (strata compare " + o.op + " replays it beside eager)");
+  if (!options.arch.empty()) compiler::cuda::check_arch(options.arch);
+  const bool program = sequence && options.op != "mlp";
+  if (options.mode != "eager" && !sequence) {
+    throw UsageError("--mode " + options.mode + " runs a program: mlp, " + frontend::program_names() + "; " + options.op +
+                     " is one operator (strata compare " + options.op + " replays it beside eager)");
   }
-  if (program && !o.autocast.empty()) {
-    throw UsageError("--autocast applies to single ops and mlp; " + o.op +
+  if (program && !options.autocast.empty()) {
+    throw UsageError("--autocast applies to single ops and mlp; " + options.op +
                      " runs in --dtype (leave --autocast out)");
   }
-  if (program && o.backward) {
-    throw UsageError("--backward applies to single ops and mlp; " + o.op +
+  if (program && options.backward) {
+    throw UsageError("--backward applies to single ops and mlp; " + options.op +
                      " is timed forward only (leave it out)");
   }
-  if (o.op == "gelu_tanh" && o.requires_grad) {
+  if (options.op == "gelu_tanh" && options.requires_grad) {
     throw UsageError(
         "--requires-grad makes a program's parameters require grad, and gelu_tanh has none (its input is "
         "data); leave it out");
   }
-  if (o.mode == "eager") return;
-  if (o.backward) {
-    throw UsageError("--backward with --mode " + o.mode +
+  if (options.mode == "eager") return;
+  if (options.backward) {
+    throw UsageError("--backward with --mode " + options.mode +
                      ": a replayed or compiled graph runs the forward only; "
                      "use --mode eager to time the backward");
   }
-  if (o.mode != "compiled") return;
-  if (o.requires_grad) {
+  if (options.mode != "compiled") return;
+  if (options.requires_grad) {
     throw UsageError(
         "--requires-grad with --mode compiled: a compiled graph runs forward only, with no Autograd key "
         "(docs/compiled.md); leave it out, or use --mode eager or graph");
   }
-  if (!o.autocast.empty())
+  if (!options.autocast.empty())
     throw UsageError("--autocast with --mode compiled: the compiled path does not autocast; use --dtype");
-  if (o.device != "auto" && o.device != "cpu") {
-    throw UsageError("--mode compiled runs generated C++ on the CPU; --device " + o.device +
+  if (options.device != "auto" && options.device != "cpu") {
+    throw UsageError("--mode compiled runs generated C++ on the CPU; --device " + options.device +
                      " is not allowed (use "
                      "--device cpu or leave it out)");
   }
@@ -120,40 +121,36 @@ std::vector<ColdRow> compiled_cold_rows(const compiler::CompiledGraph& g, size_t
 }
 
 // What both modes report the same way: the breakdown of a whole-graph call, its words, figures and check.
-reports::TraceReport graph_call_report(const TraceOptions& o, Prepared& p, const Timeline& timeline,
+reports::TraceReport graph_call_report(const TraceOptions& options, Prepared& prepared, const Timeline& timeline,
                                        const HarnessResult& run, reports::SequenceFigures& fig) {
-  reports::TraceReport rep = describe_context(p, o);
-  rep.steady = fig.total;
-  rep.cold = reports::compute_sequence(timeline, run.cold_ids, 1).total;
-  rep.warmup = static_cast<size_t>(run.warmup);
-  rep.repeat = static_cast<size_t>(run.repeat);
-  rep.repeat_auto = run.repeat_auto;
-  rep.planned_repeat = static_cast<size_t>(run.planned_repeat);
-  rep.probe_ns = measure_zone_cost_ns();
-  fig.probe_ns = rep.probe_ns;
+  reports::TraceReport report = describe_context(prepared, options);
+  report.steady = fig.total;
+  report.cold = reports::compute_sequence(timeline, run.cold_ids, 1).total;
+  describe_harness_run(report, run);
+  report.probe_ns = measure_zone_cost_ns();
+  fig.probe_ns = report.probe_ns;
   size_t spans = 0;
   for (const Span& s : timeline.spans()) spans += (s.op_id >= run.timed_ids.front()) ? 1 : 0;
-  rep.probes_per_call = double(spans) / double(fig.forwards);
-  rep.untraced_call_ns = reports::Distribution::of(run.untraced_ns).median;
-  if (p.choice.device.is_cpu()) {  // on a GPU (--mode graph) the device session describes these rows
-    reports::describe_cpu_device_rows(rep);
+  report.probes_per_call = double(spans) / double(fig.forwards);
+  if (prepared.choice.device.is_cpu()) {  // on a GPU (--mode graph) the device session describes these rows
+    measure::describe_cpu_device_rows(report);
   }
-  reports::add_steady_join_figures(rep.figures, rep.steady);
-  rep.figures.set("sequence.ops_per_forward", double(p.sequence->steps.size()), "count");
-  rep.figures.set("sequence.host_tax_median", fig.host_tax.median, "ns");
-  rep.figures.set("sequence.compute_median", fig.compute.median, "ns");
-  p.session->describe(rep);
-  reports::add_rate_figures(rep);
-  if (std::string spread = reports::spread_note(rep.steady.wall, ""); !spread.empty())
-    rep.notes.push_back(spread);
-  if (o.check) {
-    rep.check.ran = true;
-    rep.check.relative_error =
-        reference::relative_error(run.last_result.tensor(), frontend::reference_result(*p.sequence));
-    rep.check.tolerance = frontend::sequence_tolerance(p.sequence->spec, p.dtype, o.tf32);
-    rep.figures.set("check.relative_error", rep.check.relative_error, "ratio");
+  reports::add_steady_join_figures(report.figures, report.steady);
+  report.figures.set("sequence.ops_per_forward", double(prepared.sequence->steps.size()), "count");
+  report.figures.set("sequence.host_tax_median", fig.host_tax.median, "ns");
+  report.figures.set("sequence.compute_median", fig.compute.median, "ns");
+  prepared.session->describe(report);
+  reports::add_rate_figures(report);
+  if (std::string spread = reports::spread_note(report.steady.wall, ""); !spread.empty())
+    report.notes.push_back(spread);
+  if (options.check) {
+    report.check.ran = true;
+    report.check.relative_error =
+        reference::relative_error(run.last_result.tensor(), frontend::reference_result(*prepared.sequence));
+    report.check.tolerance = frontend::sequence_tolerance(prepared.sequence->spec, prepared.dtype, options.tf32);
+    report.figures.set("check.relative_error", report.check.relative_error, "ratio");
   }
-  return rep;
+  return report;
 }
 
 nlohmann::json cold_json(const std::vector<ColdRow>& rows) {
@@ -173,15 +170,15 @@ struct OneTime {
   std::function<binding::IValue()> call;  // one whole forward, as each timed call runs it
 };
 
-OneTime prepare_one_time(const TraceOptions& o, Prepared& p, Timeline& timeline) {
-  frontend::Sequence& sequence = *p.sequence;
+OneTime prepare_one_time(const TraceOptions& options, Prepared& prepared, Timeline& timeline) {
+  frontend::Sequence& sequence = *prepared.sequence;
   OneTime t;
   tracing::ActiveScope scope(&timeline);
   timeline.set_op(1);
-  if (o.mode == "compiled") {
+  if (options.mode == "compiled") {
     t.compiled = compile_program(sequence);
     // Before any timed call: a refusal (NVRTC, ptxas, no module) ends the run with no partial output.
-    if (o.emit == "ptx" || o.emit == "sass") emit_program_ptx(*t.compiled, o.arch, o.emit == "sass");
+    if (options.emit == "ptx" || options.emit == "sass") emit_program_ptx(*t.compiled, options.arch, options.emit == "sass");
     t.cold = compiled_cold_rows(*t.compiled->graph, sequence.steps.size());
     // By value: a CompiledGraph is a shared handle, and `t` may move on return.
     t.call = [g = *t.compiled->graph, inputs = t.compiled->inputs] {
@@ -189,7 +186,7 @@ OneTime prepare_one_time(const TraceOptions& o, Prepared& p, Timeline& timeline)
     };
   } else {
     const uint64_t t0 = host_clock::ticks();
-    t.replay = p.session->capture([&] { return sequence.forward(); }, {1}, t.cost);
+    t.replay = prepared.session->capture([&] { return sequence.forward(); }, {1}, t.cost);
     const double setup = host_clock::elapsed_ns(t0);
     t.cold = {{"capture",
                "one forward through the full stack, recording " + std::to_string(t.cost.recorded_calls) +
@@ -210,69 +207,69 @@ OneTime prepare_one_time(const TraceOptions& o, Prepared& p, Timeline& timeline)
 
 }  // namespace
 
-int run_program_trace(const TraceOptions& o, Prepared& p) {
+int run_program_trace(const TraceOptions& options, Prepared& prepared) {
   Timeline timeline;
-  OneTime one = prepare_one_time(o, p, timeline);
+  OneTime one = prepare_one_time(options, prepared, timeline);
   const std::optional<CompiledProgram>& compiled = one.compiled;
   const std::vector<ColdRow>& cold = one.cold;
   HarnessOptions h;
-  h.warmup = o.warmup;
-  h.repeat = o.repeat.value_or(0);
-  h.budget_s = o.budget_s;
+  h.warmup = options.warmup;
+  h.repeat = options.repeat.value_or(0);
+  h.budget_s = options.budget_s;
   h.first_op_id = 2;
-  HarnessResult run = run_harness(one.call, h, timeline, *p.session);
-  p.session->finish(timeline);
+  HarnessResult run = run_harness(one.call, h, timeline, *prepared.session);
+  prepared.session->finish(timeline);
 
   const std::string label = compiled ? "compiled graph" : one.replay->kind();
   reports::SequenceFigures fig = reports::compute_sequence(timeline, run.timed_ids, 1, {label});
-  reports::TraceReport rep = graph_call_report(o, p, timeline, run, fig);
-  rep.keys = label + ", one call per timed iteration";
+  reports::TraceReport report = graph_call_report(options, prepared, timeline, run, fig);
+  report.keys = label + ", one call per timed iteration";
   double cold_total = 0;
   for (const ColdRow& r : cold) {
-    rep.figures.set("cold." + r.name, r.ns, "ns");
+    report.figures.set("cold." + r.name, r.ns, "ns");
     cold_total += r.ns;
   }
-  rep.figures.set("cold.total", cold_total, "ns");
+  report.figures.set("cold.total", cold_total, "ns");
   if (compiled) {
-    describe_compiled(rep, *compiled, o);
+    describe_compiled(report, *compiled, options);
   } else {
-    rep.describe(reports::RowKind::kRuntime, "", "the replay's own loop (no binding, no dispatch)");
-    rep.describe(reports::RowKind::kLibrary, "", "the recorded kernel calls, in order");
-    rep.describe_na(reports::RowKind::kBinding,
+    report.describe(reports::RowKind::kRuntime, "", "the replay's own loop (no binding, no dispatch)");
+    report.describe(reports::RowKind::kLibrary, "", "the recorded kernel calls, in order");
+    report.describe_na(reports::RowKind::kBinding,
                     "n/a: a replay calls the recorded kernels, no binding, no dispatch");
-    rep.figures.set("graph.kernel_calls", double(one.cost.recorded_calls), "count");
+    report.figures.set("graph.kernel_calls", double(one.cost.recorded_calls), "count");
   }
-  rep.describe(reports::RowKind::kWall, "",
-               p.choice.device.is_cpu() ? "first zone begin -> last library end (a forward)"
+  report.describe(reports::RowKind::kWall, "",
+               prepared.choice.device.is_cpu() ? "first zone begin -> last library end (a forward)"
                                         : "first zone begin -> last kernel end (a forward)");
 
   CommandOutput output;
   output.print_table = [&](std::ostream& out) {
-    reports::print_trace_table(rep, out);
+    reports::print_trace_table(report, out);
     print_cold_rows(cold, out);
-    if (compiled) print_compiled_listing(*compiled, o.emit == "cpp", out);
+    if (compiled) print_compiled_listing(*compiled, options.emit == "cpp", out);
   };
   output.json = [&] {
-    nlohmann::json j = nlohmann::json::parse(reports::sequence_report_json(rep, fig, nullptr));
-    j["mode"] = o.mode;
+    nlohmann::json j = nlohmann::json::parse(reports::sequence_report_json(report, fig, nullptr));
+    j["mode"] = options.mode;
     j["cold"] = cold_json(cold);
-    if (compiled) j["compiled"] = compiled_json(*compiled, o.emit == "cpp");
+    if (compiled) j["compiled"] = compiled_json(*compiled, options.emit == "cpp");
     return j.dump(2) + "\n";
   };
   output.chrome_trace = [&](reports::ChromeTraceWriter& writer) {
-    writer.add_metadata("op", rep.spec + "  " + rep.description + "  " + rep.dtype + "  --mode " + o.mode);
-    writer.add_metadata("device", rep.device);
+    writer.add_metadata("op", report.spec + "  " + report.description + "  " + report.dtype + "  --mode " + options.mode);
+    writer.add_metadata("device", report.device);
     reports::TraceMetadata kineto;
-    kineto.gpus = p.session->trace_gpus();
+    kineto.gpus = prepared.session->trace_gpus();
     kineto.steps.push_back({1});  // the one-time phases, then one step per timed call
     for (uint32_t id : run.timed_ids) kineto.steps.push_back({id});
     writer.set_trace_metadata(std::move(kineto));
-    writer.add_timeline(timeline, o.mode);
+    writer.add_timeline(timeline, options.mode);
   };
   output.chrome_trace_hint = " (open in https://ui.perfetto.dev or chrome://tracing)";
-  output.check = rep.check;
-  output.tolerance_name = rep.dtype + " tolerance";
-  return write_command_output(o, output, std::cout, std::cerr);
+  output.check = report.check;
+  output.tolerance_name = report.dtype + " tolerance";
+  return write_command_output(options, output, std::cout, std::cerr);
 }
 
 }  // namespace strata::app

@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <string>
 
-#include "apps/strata/harness.h"
 #include "lib/error.h"
 #include "lib/host_clock.h"
+#include "measure/harness.h"
 #include "reports/table.h"
 
 namespace strata::app {

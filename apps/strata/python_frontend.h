@@ -8,7 +8,7 @@
 #include <ostream>
 #include <vector>
 
-#include "apps/strata/commands.h"
+#include "apps/strata/prepared_trace.h"
 #include "lib/timeline.h"
 #include "reports/report.h"
 

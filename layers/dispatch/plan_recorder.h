@@ -2,7 +2,7 @@
 // active on this thread, every call that reaches a backend kernel is also recorded as that resolved
 // kernel call with its arguments; replaying the plan runs exactly those kernels again, without binding
 // and without dispatch. This is the CPU analogue of capturing a CUDA Graph through the full stack.
-// Only plan capture (apps/strata/plan_replay.cpp) starts one; the dispatcher's call() feeds it.
+// Only plan capture (measure/plan_replay.cpp) starts one; the dispatcher's call() feeds it.
 #pragma once
 
 #include <functional>
@@ -20,7 +20,7 @@ struct PlanStep {
   DispatchKey key;
   std::function<Tensor()> run;
   // The tensor arguments `run` reads, in order (they live in storage `run` owns), and what the kernel
-  // returned at capture. A sequence's plan (apps/strata/plan_replay.cpp) uses them to feed each step's
+  // returned at capture. A sequence's plan (measure/plan_replay.cpp) uses them to feed each step's
   // fresh output into the steps that read it at capture: kernels allocate a new output per call, so
   // without this a replayed step would read the capture-time output of the one before it.
   std::vector<Tensor*> tensor_args;

@@ -10,15 +10,14 @@
 #include <cmath>
 #include <deque>
 #include <sstream>
-#include <thread>
 #include <vector>
 
 #include "layers/binding/binding.h"
-#include "layers/kernels/cpu/cpu_kernels.h"
 #include "lib/error.h"
 #include "lib/machine.h"
 #include "lib/output_file.h"
 #include "lib/zone.h"
+#include "measure/report_builder.h"
 #include "reports/chrome_trace.h"
 #include "reports/json_report.h"
 #include "reports/table.h"
@@ -125,90 +124,18 @@ class Profile {
     return out;
   }
 
+  // One operator's (or compiled function's) block: the same report `strata trace` prints, built by the
+  // same builder (Note [One report builder] in measure/report_builder.h) from this profile's calls.
   reports::TraceReport report(uint16_t op_index, double python_probe_ns) const {
-    const bool compiled = op_index >= kCompiledCallBase;
-    const binding::BoundOperator* op = compiled ? nullptr : binding::all_operators().at(op_index);
-    const std::vector<uint32_t> ids = calls_of(op_index, false);
-    const size_t failed = calls_of(op_index, true).size();
-    reports::TraceReport rep;
-    rep.op = call_title(op_index);
-    rep.spec = rep.op;
-    rep.schema =
-        compiled ? "compiled graph: guards, then one dispatched call per fused kernel" : op->schema().text;
-    rep.description = std::to_string(ids.size()) + " call" + (ids.size() == 1 ? "" : "s") + " from Python" +
-                      (failed > 0 ? " (+" + std::to_string(failed) + " that raised, left out)" : "");
-    rep.figures.set("python.failed_calls", double(failed), "count");
-    for (const auto& [known, text] : arguments_)
-      if (known == op) rep.description = text + "  " + rep.description + " (arguments of the first)";
-    rep.dtype = "";
-    rep.steady = reports::compute_breakdown(timeline_, ids);
-    const uint32_t first = ids.front();
-    rep.cold = reports::compute_breakdown(timeline_, std::span<const uint32_t>(&first, 1));
-    rep.keys = key_path(first);
-    rep.device = rep.keys.find("CUDA") != std::string::npos ? "cuda" : "cpu";
-    rep.repeat = ids.size();
-    const auto clock = host_clock::info();
-    rep.env.strata_version = STRATA_VERSION;
-    rep.env.cpu_model = cpu_model();
-    rep.env.cpu_threads = static_cast<int>(std::thread::hardware_concurrency());
-    rep.env.blas_config = kernels::cpu::blas_config();
-    rep.env.blas_threads = kernels::cpu::blas_threads();
-    rep.env.clock_source = std::string(clock.source);
-    rep.env.clock_ns_per_tick = clock.ns_per_tick;
-    rep.env.clock_read_ns = clock.read_cost_ns;
-    if (rep.device == "cpu") rep.device = "cpu (" + std::to_string(rep.env.blas_threads) + " OpenBLAS threads)";
-    rep.probe_ns = measure_zone_cost_ns();
-    std::vector<bool> mine(next_id_, false);  // op ids are 1 .. next_id_ - 1
-    for (uint32_t id : ids) mine[id] = true;
-    size_t spans = 0;
-    for (const Span& s : timeline_.spans())
-      if (s.op_id < mine.size() && mine[s.op_id]) ++spans;
-    rep.probes_per_call = double(spans) / double(ids.size());
-
-    using reports::RowKind;
-    describe_python_rows(rep);
-    if (compiled) {  // Note [Compiled calls in strata.profile()] in compile.cpp
-      rep.describe(RowKind::kPybind11, "", "_CompiledGraph.run: the call's C++ outside the zones below");
-      rep.describe(RowKind::kBinding, "", "guards (+ extern kernels' binding)");
-    } else {
-      rep.describe(RowKind::kBinding, "", "schema " + rep.schema.substr(0, rep.schema.find(" ->")));
-    }
-    for (const reports::BreakdownRow& row : rep.steady.rows)
-      if (row.kind == RowKind::kDispatch && row.key != "Autograd")
-        rep.describe(RowKind::kDispatch, row.key, row.key + " kernel: key set + table lookup");
-    if (rep.keys.find("CUDA") == std::string::npos) {
-      reports::describe_cpu_device_rows(rep);
-    } else {
-      rep.describe_na(RowKind::kLaunch, "not recorded: strata.profile() takes host spans only (use strata trace)");
-      rep.describe_na(RowKind::kQueue, "not recorded: strata.profile() takes host spans only (use strata trace)");
-      rep.describe_na(RowKind::kGpu, "not recorded: strata.profile() takes host spans only (use strata trace)");
-    }
-    if (compiled) {
-      rep.describe(RowKind::kWall, "", "the compiled graph's run, entry -> return");
-      rep.notes.push_back(
-          "a compiled call's rows start at the C++ run: the Python wrapper's guard check before it "
-          "(strata.compile's __call__) is not in them");
-    } else {
-      rep.describe(RowKind::kWall, "", "python entry -> python return");
-      rep.notes.push_back(
-          "the python and pybind11 rows come from probes in the frontend and the extension's entry "
-          "costing about " +
-          std::to_string(std::lround(python_probe_ns)) +
-          " ns per call together (Note [The python and pybind11 rows])");
-    }
+    const ProfiledCalls calls = profiled_calls(op_index);
+    reports::TraceReport report = describe_calls(calls);
+    describe_rows(report, calls, python_probe_ns);
     // The python and pybind11 rows are bounded by the Python-side probes (a CPython call each), the others
     // by a zone: each row against the instrument that measured it. The probes of one call make two spans,
     // so one span's open + close costs half of them (Note [Rows below resolution]).
-    reports::mark_rows_below_resolution(rep, {.zone_ns = rep.probe_ns, .python_ns = python_probe_ns / 2.0});
-    rep.notes.push_back("the 'cold first call' is the first call of " + rep.op +
-                        " inside this profile that returned: cold only if nothing called it before");
-    if (failed > 0) {
-      rep.notes.push_back(std::to_string(failed) + " call" + (failed == 1 ? "" : "s") + " of " + rep.op +
-                          " raised an exception: counted apart, in no figure above (median, p90, cold call, "
-                          "call count)");
-    }
-    if (std::string warning = kernels::cpu::blas_kernel_warning(); !warning.empty()) rep.notes.push_back(warning);
-    return rep;
+    measure::mark_rows_below_resolution(report, {.zone_ns = report.probe_ns, .python_ns = python_probe_ns / 2.0});
+    add_profile_notes(report, calls);
+    return report;
   }
 
   std::string table(double python_probe_ns) const {
@@ -295,11 +222,101 @@ class Profile {
   }
 
  private:
-  std::string key_path(uint32_t op_id) const {
-    std::string path;
-    for (const Span& s : timeline_.spans())
-      if (s.op_id == op_id && s.layer == Layer::kDispatch) path += (path.empty() ? "" : " > ") + std::string(s.name);
-    return path;
+  // The calls of one operator (or compiled function) in this profile: those that returned, and how many raised.
+  struct ProfiledCalls {
+    uint16_t op_index = 0;
+    bool compiled = false;                          // a strata.compile function's calls
+    const binding::BoundOperator* op = nullptr;     // null for a compiled function
+    std::vector<uint32_t> ids;                      // of the calls that returned
+    size_t failed = 0;                              // calls that raised
+  };
+  ProfiledCalls profiled_calls(uint16_t op_index) const {
+    ProfiledCalls calls;
+    calls.op_index = op_index;
+    calls.compiled = op_index >= kCompiledCallBase;
+    calls.op = calls.compiled ? nullptr : binding::all_operators().at(op_index);
+    calls.ids = calls_of(op_index, false);
+    calls.failed = calls_of(op_index, true).size();
+    return calls;
+  }
+
+  // The block's header, its breakdowns and the machine: what the calls were and what they measured.
+  reports::TraceReport describe_calls(const ProfiledCalls& calls) const {
+    reports::TraceReport report;
+    report.op = call_title(calls.op_index);
+    report.spec = report.op;
+    report.schema = calls.compiled ? "compiled graph: guards, then one dispatched call per fused kernel"
+                                   : calls.op->schema().text;
+    const size_t returned = calls.ids.size();
+    report.description = std::to_string(returned) + " call" + (returned == 1 ? "" : "s") + " from Python" +
+                         (calls.failed > 0 ? " (+" + std::to_string(calls.failed) + " that raised, left out)" : "");
+    report.figures.set("python.failed_calls", double(calls.failed), "count");
+    for (const auto& [known, text] : arguments_)
+      if (known == calls.op) report.description = text + "  " + report.description + " (arguments of the first)";
+    report.dtype = "";
+    report.steady = reports::compute_breakdown(timeline_, calls.ids);
+    const uint32_t first = calls.ids.front();
+    report.cold = reports::compute_breakdown(timeline_, std::span<const uint32_t>(&first, 1));
+    report.keys = measure::key_path(timeline_, first);
+    report.repeat = returned;
+    report.env = measure::host_environment();
+    report.device = on_cuda(report) ? "cuda" : measure::cpu_device_name(report.env);
+    report.probe_ns = measure_zone_cost_ns();
+    report.probes_per_call = double(spans_of(calls.ids)) / double(returned);
+    return report;
+  }
+
+  static bool on_cuda(const reports::TraceReport& report) { return report.keys.find("CUDA") != std::string::npos; }
+
+  // The spans the calls `ids` wrote.
+  size_t spans_of(const std::vector<uint32_t>& ids) const {
+    std::vector<bool> mine(next_id_, false);  // op ids are 1 .. next_id_ - 1
+    for (uint32_t id : ids) mine[id] = true;
+    size_t spans = 0;
+    for (const Span& span : timeline_.spans())
+      if (span.op_id < mine.size() && mine[span.op_id]) ++spans;
+    return spans;
+  }
+
+  // Every row's words, from the builder (Note [One report builder]); a compiled function's python and
+  // binding rows say what its C++ run does (Note [Compiled calls in strata.profile()] in compile.cpp).
+  static void describe_rows(reports::TraceReport& report, const ProfiledCalls& calls, double python_probe_ns) {
+    using reports::RowKind;
+    measure::describe_python_rows(report);
+    if (calls.compiled) {
+      report.describe(RowKind::kPybind11, "", "_CompiledGraph.run: the call's C++ outside the zones below");
+      report.describe(RowKind::kBinding, "", "guards (+ extern kernels' binding)");
+    } else {
+      measure::describe_binding_row(report);
+    }
+    for (const reports::BreakdownRow& row : report.steady.rows)
+      if (row.kind == RowKind::kDispatch && row.key != "Autograd") measure::describe_kernel_row(report, row.key);
+    if (on_cuda(report)) {
+      measure::describe_unrecorded_device_rows(report);
+    } else {
+      measure::describe_cpu_device_rows(report);
+    }
+    if (calls.compiled) {
+      report.describe(RowKind::kWall, "", "the compiled graph's run, entry -> return");
+      report.notes.push_back(
+          "a compiled call's rows start at the C++ run: the Python wrapper's guard check before it "
+          "(strata.compile's __call__) is not in them");
+    } else {
+      measure::describe_wall_row(report, measure::Caller::kPython, measure::WallEnd::kReturn);
+      measure::add_python_probe_note(report, python_probe_ns);
+    }
+  }
+
+  // What a profile's block cannot know (whether its first call was cold) and the calls it left out.
+  static void add_profile_notes(reports::TraceReport& report, const ProfiledCalls& calls) {
+    report.notes.push_back("the 'cold first call' is the first call of " + report.op +
+                           " inside this profile that returned: cold only if nothing called it before");
+    if (calls.failed > 0) {
+      report.notes.push_back(std::to_string(calls.failed) + " call" + (calls.failed == 1 ? "" : "s") + " of " +
+                             report.op + " raised an exception: counted apart, in no figure above (median, p90, "
+                             "cold call, call count)");
+    }
+    if (!on_cuda(report)) measure::add_blas_warning(report);
   }
 
   Timeline timeline_;

@@ -12,12 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "apps/strata/device_session.h"
 #include "apps/strata/python_module.h"
 #include "layers/kernels/reference/reference.h"
 #include "layers/python/embedded.h"
 #include "lib/error.h"
 #include "lib/host_clock.h"
+#include "measure/device_session.h"
 
 namespace py = pybind11;
 

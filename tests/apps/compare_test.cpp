@@ -5,9 +5,9 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "apps/strata/device_session.h"
 #include "layers/frontend/frontend.h"
 #include "layers/kernels/reference/reference.h"
+#include "measure/device_session.h"
 #include "reports/chrome_trace.h"
 #include "reports/chrome_trace_check.h"
 #include "tests/apps/e2e.h"

@@ -10,10 +10,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "apps/strata/device_session.h"
-#include "apps/strata/harness.h"
 #include "layers/frontend/sequence.h"
 #include "layers/kernels/reference/reference.h"
+#include "measure/device_session.h"
+#include "measure/harness.h"
 #include "reports/chrome_trace.h"
 #include "reports/chrome_trace_check.h"
 #include "tests/apps/e2e.h"

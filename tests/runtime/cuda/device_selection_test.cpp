@@ -8,10 +8,10 @@
 
 #include <string>
 
-#include "apps/strata/device_session.h"
 #include "layers/device/cupti/cupti_trace.h"
 #include "layers/runtime/cuda/cuda_runtime_layer.h"
 #include "lib/error.h"
+#include "measure/device_session.h"
 #include "tests/support/subprocess.h"
 
 using namespace strata;

@@ -9,10 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "apps/strata/device_session.h"
 #include "layers/frontend/frontend.h"
 #include "layers/frontend/sequence.h"
 #include "lib/timeline.h"
+#include "measure/device_session.h"
 
 namespace strata::app {
 

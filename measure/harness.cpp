@@ -1,4 +1,4 @@
-#include "apps/strata/harness.h"
+#include "measure/harness.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -142,15 +142,13 @@ class Progress {
   bool shown_ = false;
 };
 
+// The cold call: first use of the operator, its handles, lazily loaded code. Reported apart. Returns its
+// wall; `next_id` moves past its op ids (and, with --backward, its backward's).
 template <typename Work>
-HarnessResult run_work(const Work& call, const HarnessOptions& options, Timeline& timeline, DeviceSession& session) {
-  HarnessResult r;
+double cold_call(const Work& call, const HarnessOptions& options, Timeline& timeline, DeviceSession& session,
+                 uint32_t& next_id, HarnessResult& r) {
   const auto steps = static_cast<uint32_t>(call.steps());
-  r.steps = steps;
-  uint32_t next_id = options.first_op_id;
-  // The cold call: first use of the operator, its handles, lazily loaded code. Reported apart.
   for (uint32_t j = 0; j < steps; ++j) r.cold_ids.push_back(next_id + j);
-  const size_t spans_before = timeline.spans().size();  // a sweep's timeline already holds other sizes
   const uint64_t cold0 = host_clock::ticks();
   if (options.backward) call.reset_grads();
   r.last_result = traced_call(call, timeline, session, next_id);
@@ -167,7 +165,14 @@ HarnessResult run_work(const Work& call, const HarnessOptions& options, Timeline
   // Note [One output at a time]: the frontend checked memory for the inputs and ONE output, so a
   // result is released before the next call makes another (the timed loop keeps the last one only).
   r.last_result = binding::IValue();
+  return cold_ns;
+}
 
+// The untraced warm-ups, then how many timed calls: --repeat, or as many as fit in the budget, sized from
+// the fastest warm call (or the cold one).
+template <typename Work>
+void plan_repeat(const Work& call, const HarnessOptions& options, DeviceSession& session, double cold_ns,
+                 HarnessResult& r) {
   std::vector<double> warm;
   for (int64_t i = 0; i < options.warmup; ++i) {
     stop_if_interrupted();
@@ -176,7 +181,7 @@ HarnessResult run_work(const Work& call, const HarnessOptions& options, Timeline
   r.warmup = options.warmup;
   r.repeat = options.repeat;
   if (r.repeat == 0) {
-    // Size the run from the warm calls (or the cold one): each timed call runs twice (traced + untraced).
+    // Each timed call runs twice (traced + untraced).
     double per_call = warm.empty() ? cold_ns : *std::min_element(warm.begin(), warm.end());
     const double per_iteration = per_call * (options.untraced_comparison ? 2.0 : 1.0);
     r.repeat = std::clamp<int64_t>(static_cast<int64_t>(options.budget_s * 1e9 / std::max(per_iteration, 1.0)), 10,
@@ -187,34 +192,50 @@ HarnessResult run_work(const Work& call, const HarnessOptions& options, Timeline
   }
   spdlog::debug("cold call {:.0f} ns; {} warm-up, {} timed calls, tracing comparison {}", cold_ns, r.warmup, r.repeat,
                 options.untraced_comparison ? "on" : "off");
+  r.planned_repeat = r.repeat;
+}
+
+// One timed iteration: the untraced call first, then the traced one (so the traced result can be kept:
+// see Note [One output at a time]), and with --backward its traced backward.
+template <typename Work>
+void timed_call(const Work& call, const HarnessOptions& options, Timeline& timeline, DeviceSession& session,
+                uint32_t& next_id, HarnessResult& r) {
+  const auto steps = static_cast<uint32_t>(call.steps());
+  r.last_result = binding::IValue();
+  if (options.untraced_comparison) r.untraced_ns.push_back(untraced_call_ns(call, session, options.backward));
+  for (uint32_t j = 0; j < steps; ++j) r.timed_ids.push_back(next_id + j);
+  if (options.backward) call.reset_grads();
+  r.last_result = traced_call(call, timeline, session, next_id);
+  next_id += steps;
+  if (!options.backward) return;
+  uint32_t seed_id = 0;
+  std::vector<uint32_t> node_ids;
+  const autograd::BackwardRecord record = traced_backward(r.last_result, timeline, session, next_id, seed_id, node_ids);
+  // The walk is deterministic (Note [The autograd graph]); a different one would mix nodes' rows.
+  if (record.order != r.backward.walk) throw Error("backward: the walk changed between calls: " + record.path());
+  r.backward.seed.push_back(seed_id);
+  for (size_t k = 0; k < node_ids.size(); ++k) r.backward.nodes[k].push_back(node_ids[k]);
+}
+
+template <typename Work>
+HarnessResult run_work(const Work& call, const HarnessOptions& options, Timeline& timeline, DeviceSession& session) {
+  HarnessResult r;
+  r.steps = call.steps();
+  uint32_t next_id = options.first_op_id;
+  const size_t spans_before = timeline.spans().size();  // a sweep's timeline already holds other sizes
+  const double cold_ns = cold_call(call, options, timeline, session, next_id, r);
+  plan_repeat(call, options, session, cold_ns, r);
   // The cold call shows how many spans one call writes; make room for all timed calls up front. That
   // buffer is memory too: refuse a run whose spans alone would crowd out the op (half of what is free).
   reserve_spans(timeline, static_cast<size_t>(r.repeat), timeline.spans().size() - spans_before + 2,
                 "--repeat " + std::to_string(r.repeat), "lower --repeat");
-  r.planned_repeat = r.repeat;
   const double stop_after_s =
       options.stop_after_s > 0 ? options.stop_after_s : (r.repeat_auto ? 2 * options.budget_s : 0.0);
   Progress progress(r.repeat);
   const uint64_t start = host_clock::ticks();
   for (int64_t i = 0; i < r.repeat; ++i) {
     stop_if_interrupted();
-    // Untraced first, then traced, so the traced result can be kept: see Note [One output at a time].
-    r.last_result = binding::IValue();
-    if (options.untraced_comparison) r.untraced_ns.push_back(untraced_call_ns(call, session, options.backward));
-    for (uint32_t j = 0; j < steps; ++j) r.timed_ids.push_back(next_id + j);
-    if (options.backward) call.reset_grads();
-    r.last_result = traced_call(call, timeline, session, next_id);
-    next_id += steps;
-    if (options.backward) {
-      uint32_t seed_id = 0;
-      std::vector<uint32_t> node_ids;
-      const autograd::BackwardRecord record =
-          traced_backward(r.last_result, timeline, session, next_id, seed_id, node_ids);
-      // The walk is deterministic (Note [The autograd graph]); a different one would mix nodes' rows.
-      if (record.order != r.backward.walk) throw Error("backward: the walk changed between calls: " + record.path());
-      r.backward.seed.push_back(seed_id);
-      for (size_t k = 0; k < node_ids.size(); ++k) r.backward.nodes[k].push_back(node_ids[k]);
-    }
+    timed_call(call, options, timeline, session, next_id, r);
     progress.update(i + 1, host_clock::elapsed_ns(start) * 1e-9);
     if (stop_after_s > 0 && i + 1 >= 10 && host_clock::elapsed_ns(start) * 1e-9 > stop_after_s) {
       spdlog::debug("stopped after {} of {} timed calls: --budget's time limit passed", i + 1, r.repeat);

@@ -4,11 +4,11 @@
 // dispatch. What replay saves is therefore precisely the binding + dispatch cost, which is the point.
 #include <unordered_map>
 
-#include "apps/strata/device_session.h"
-#include "apps/strata/harness.h"
 #include "layers/dispatch/dispatch.h"
 #include "lib/error.h"
 #include "lib/zone.h"
+#include "measure/device_session.h"
+#include "measure/harness.h"
 
 namespace strata::app {
 namespace {

@@ -1,6 +1,6 @@
-// The measurement loop (apps/strata/harness.cpp): call numbering, automatic sizing, interruption at a
+// The measurement loop (measure/harness.cpp): call numbering, automatic sizing, interruption at a
 // call boundary, and the memory it holds at once, which must stay within what the frontend checked.
-#include "apps/strata/harness.h"
+#include "measure/harness.h"
 
 #include <doctest/doctest.h>
 
@@ -9,12 +9,12 @@
 #include <cstdlib>
 #include <thread>
 
-#include "apps/strata/device_session.h"
 #include "layers/dispatch/autocast.h"
 #include "layers/frontend/frontend.h"
 #include "layers/frontend/sequence.h"
 #include "lib/error.h"
 #include "lib/storage.h"
+#include "measure/device_session.h"
 
 using namespace strata;
 using namespace strata::app;

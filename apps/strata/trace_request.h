@@ -1,0 +1,44 @@
+// What `strata trace` was asked for: the options as typed, checked by prepare_trace (prepared_trace.h).
+// compare and sweep hold one too, for the call they measure.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "layers/frontend/frontend.h"
+
+namespace strata::app {
+
+struct TraceOptions {
+  std::string op;
+  std::string spec;
+  std::string device = "auto";
+  std::string dtype = "f32";
+  std::optional<int64_t> repeat;  // unset = auto
+  int64_t warmup = 3;
+  double budget_s = 1.0;
+  bool budget_given = false;  // --budget typed: refused beside --repeat, which leaves it nothing to size
+  uint64_t seed = 42;
+  bool requires_grad = false;
+  bool backward = false;  // y.sum().backward() after each call (needs requires_grad); docs/autograd.md
+  bool check = false;
+  std::vector<std::string> views;  // --view NAME=KIND: inputs given as views (docs/views.md)
+  bool tf32 = false;
+  std::string autocast;  // "" = off; bf16 | f16 (docs/autocast.md)
+  bool no_device_timing = false;
+  std::string json_path;
+  std::string chrome_trace_path;
+  frontend::ConvOptions conv;
+  std::string frontend = "cli";  // --frontend cli | python (python_frontend.h)
+  std::string peer;              // --peer torch, or "" for none
+  // trace PROGRAM --mode eager | graph | compiled (program_command.cpp, docs/compiled.md); --emit cpp
+  // prints the compiled graph's generated source, --emit ptx its kernels as CUDA C and PTX for --arch
+  // ("" = the GPU's, else sm_90).
+  std::string mode = "eager";
+  std::string emit;
+  std::string arch;
+};
+
+}  // namespace strata::app
