@@ -107,7 +107,9 @@ struct TraceReport {
   size_t repeat = 0;
   bool repeat_auto = false;
   size_t planned_repeat = 0;  // > repeat: the time limit (twice --budget) ended the timed loop early
-  uint64_t seed = 0;  // of the random inputs (--seed), so that a run can be repeated on the same data
+  // Of the random inputs (--seed), so that a run can be repeated on the same data; none where strata made no
+  // inputs (strata.profile() times the caller's tensors).
+  std::optional<uint64_t> seed;
 
   double probe_ns = 0;           // measured cost of one zone (open + close)
   double probes_per_call = 0;    // zones per call

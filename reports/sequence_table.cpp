@@ -12,6 +12,14 @@ namespace strata::reports {
 void print_sequence_table(const SequenceFigures& f, std::ostream& out, const std::string& what) {
   size_t name_width = 11;
   for (const SequenceStepFigures& s : f.per_step) name_width = std::max(name_width, s.op.size() + 2);
+  // Columns as wide as their longest cell plus two spaces: autocast's keys ("to_copy:Autograd > ...") run
+  // past any fixed width, and a cell must never touch the next one.
+  size_t description_width = 30, keys_width = 20, keys_width_steps = 28;
+  for (const SequenceStepFigures& s : f.per_step) {
+    description_width = std::max(description_width, s.description.size() + 2);
+    keys_width = std::max(keys_width, s.keys.size() + 2);
+    keys_width_steps = std::max(keys_width_steps, s.keys.size() + 2);
+  }
   size_t calls = 0;
   for (const SequenceStepFigures& s : f.per_step) calls += s.backend_calls;
   if (what == "forward") {
@@ -24,9 +32,10 @@ void print_sequence_table(const SequenceFigures& f, std::ostream& out, const std
     char num[32];
     std::snprintf(num, sizeof num, "%4zu  ", j + 1);
     if (what == "forward") {
-      out << num << pad(s.op, 8) << pad(s.description, 30) << pad(s.keys, 20) << s.backend << "\n";
+      out << num << pad(s.op, std::max<size_t>(8, s.op.size() + 2)) << pad(s.description, description_width)
+          << pad(s.keys, keys_width) << s.backend << "\n";
     } else {
-      out << num << pad(s.op, name_width) << pad(std::to_string(s.backend_calls) + (s.backend_calls == 1 ? " call" : " calls"), 10) << pad(s.keys, 28) << s.backend
+      out << num << pad(s.op, name_width) << pad(std::to_string(s.backend_calls) + (s.backend_calls == 1 ? " call" : " calls"), 10) << pad(s.keys, keys_width_steps) << s.backend
           << "\n";
     }
   }

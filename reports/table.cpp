@@ -77,7 +77,8 @@ void print_peer(const TraceReport& rep, const PeerReport& p, std::ostream& out) 
 
 void print_trace_table(const TraceReport& rep, std::ostream& out) {
   constexpr size_t kWhat = 52;
-  out << rep.op << "  " << rep.description << "  " << rep.dtype << "  " << rep.device << "   keys: " << rep.keys
+  // strata.profile()'s blocks have no one dtype (the description names each argument's): no empty column.
+  out << rep.op << "  " << rep.description << "  " << (rep.dtype.empty() ? "" : rep.dtype + "  ") << rep.device << "   keys: " << rep.keys
       << "\n";
   if (!rep.device_reason.empty()) out << "device: " << rep.device_reason << "\n";
   if (!rep.frontend_what.empty()) out << "frontend: " << rep.frontend << ": " << rep.frontend_what << "\n";
@@ -177,7 +178,7 @@ void print_backward_table(const TraceReport& rep, std::ostream& out) {
       passed = passed && c.passed();
     }
     char tol[64];
-    std::snprintf(tol, sizeof tol, " (tolerance %.1g for %s): ", b.checks.front().tolerance, rep.dtype.c_str());
+    std::snprintf(tol, sizeof tol, " (tolerance %.3g for %s): ", b.checks.front().tolerance, rep.dtype.c_str());
     out << "check gradients: relative error vs float64 reference: " << line << tol << (passed ? "PASS" : "FAIL") << "\n";
   }
 }

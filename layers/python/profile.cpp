@@ -253,7 +253,8 @@ class Profile {
     report.figures.set("python.failed_calls", double(calls.failed), "count");
     for (const auto& [known, text] : arguments_)
       if (known == calls.op) report.description = text + "  " + report.description + " (arguments of the first)";
-    report.dtype = "";
+    report.dtype = "";  // each argument's dtype is in the description
+    report.frontend = "python";
     report.steady = reports::compute_breakdown(timeline_, calls.ids);
     const uint32_t first = calls.ids.front();
     report.cold = reports::compute_breakdown(timeline_, std::span<const uint32_t>(&first, 1));
