@@ -49,7 +49,6 @@ std::string IValue::repr() const {
 
 namespace {
 
-constexpr size_t kMaxArgs = 8;
 
 bool accepts(ArgType type, const IValue& v) {
   switch (type) {
@@ -71,7 +70,8 @@ bool accepts(ArgType type, const IValue& v) {
 
 }  // namespace
 
-BoundOperator::BoundOperator(Schema schema, Invoke invoke) : schema_(std::move(schema)), invoke_(invoke) {
+BoundOperator::BoundOperator(Schema schema, Invoke invoke, Reference reference)
+    : schema_(std::move(schema)), invoke_(invoke), reference_(reference) {
   // call() matches into a fixed array of kMaxArgs slots (no allocation per call): refuse here what
   // would overflow it there.
   if (schema_.arguments.size() > kMaxArgs) {
@@ -82,6 +82,17 @@ BoundOperator::BoundOperator(Schema schema, Invoke invoke) : schema_(std::move(s
 
 IValue BoundOperator::call(std::span<const IValue> args, std::span<const Kwarg> kwargs) const {
   STRATA_ZONE(zone, Layer::kBinding, schema_.name.c_str());
+  return invoke_(bind(args, kwargs).data());
+}
+
+std::vector<double> BoundOperator::reference(std::span<const IValue> args, std::span<const Kwarg> kwargs) const {
+  if (reference_ == nullptr) throw Error("binding: " + schema_.name + " was bound without its float64 reference");
+  return reference_(bind(args, kwargs).data());
+}
+
+// Each parameter's value: the positional or keyword argument given for it, else its default.
+std::array<const IValue*, BoundOperator::kMaxArgs> BoundOperator::bind(std::span<const IValue> args,
+                                                        std::span<const Kwarg> kwargs) const {
   const auto& params = schema_.arguments;
   std::array<const IValue*, kMaxArgs> bound{};
   size_t positional = 0;
@@ -110,7 +121,7 @@ IValue BoundOperator::call(std::span<const IValue> args, std::span<const Kwarg> 
                             arg_type_name(p.type) + ", not " + bound[i]->type_name());
     }
   }
-  return invoke_(bound.data());
+  return bound;
 }
 
 namespace {
@@ -145,6 +156,13 @@ struct Invoke<Op, Tensor(Args...)> {
   static IValue call(const IValue* const* a, std::index_sequence<I...>) {
     return ops::EntryPoint<Op>{}(unbox<Args>(*a[I])...);
   }
+  static std::vector<double> reference(const IValue* const* a) {
+    return reference_of(a, std::index_sequence_for<Args...>{});
+  }
+  template <size_t... I>
+  static std::vector<double> reference_of(const IValue* const* a, std::index_sequence<I...>) {
+    return Op::kReference(unbox<Args>(*a[I])...);
+  }
 };
 
 const std::vector<BoundOperator>& registry() {
@@ -154,7 +172,7 @@ const std::vector<BoundOperator>& registry() {
       using Op = decltype(op);
       Schema schema = parse_schema(Op::kSchema);
       Invoke<Op>::check(schema);
-      out.emplace_back(std::move(schema), &Invoke<Op>::fn);
+      out.emplace_back(std::move(schema), &Invoke<Op>::fn, &Invoke<Op>::reference);
     });
     return out;
   }();

@@ -5,6 +5,7 @@
 // declaration says
 //   kName, kAlias     the operator's name (binding, dispatcher, reports) and another the CLI accepts
 //   kSchema           the public contract, parsed by the binding layer; its argument types must match
+//   kTorchName        (optional) PyTorch's function for it, what --peer torch calls (python_embed.cpp)
 //   Signature         the C++ arguments of every kernel, in schema order
 //   kCpu, kCuda       the backend kernels and where they live (`strata ops` prints it); NoKernel: none
 //   kReference        the float64 reference every kernel is checked against (--check and the tests)
@@ -125,6 +126,7 @@ struct Matmul {
   static constexpr const char* kName = "matmul";
   static constexpr std::string_view kAlias = "mm";
   static constexpr const char* kSchema = "matmul(Tensor self, Tensor other) -> Tensor";
+  static constexpr const char* kTorchName = "torch.matmul";  // the --peer torch counterpart
   using Signature = Tensor(const Tensor& self, const Tensor& other);
   static constexpr KernelDecl kCpu{&kernels::cpu::matmul, "layers/kernels/cpu/gemm.cpp (OpenBLAS cblas_sgemm / cblas_dgemm; a loop of them over a batch)"};
   static constexpr bool kGemmOperands = true;  // a transposed view is read as it lies (Note [Transposed GEMM operands])
@@ -157,6 +159,7 @@ struct Linear {
   static constexpr const char* kName = "linear";
   static constexpr std::string_view kAlias = "";
   static constexpr const char* kSchema = "linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor";
+  static constexpr const char* kTorchName = "torch.nn.functional.linear";  // the --peer torch counterpart
   using Signature = Tensor(const Tensor& input, const Tensor& weight, const Tensor& bias);
   static constexpr KernelDecl kCpu{&kernels::cpu::linear, "layers/kernels/cpu/gemm.cpp (bias rows + OpenBLAS gemm, beta=1)"};
   static constexpr bool kGemmOperands = true;  // a transposed view is read as it lies (Note [Transposed GEMM operands])
@@ -190,6 +193,7 @@ struct Conv2d {
   static constexpr std::string_view kAlias = "conv";
   static constexpr const char* kSchema =
       "conv2d(Tensor input, Tensor weight, Tensor? bias=None, int stride=1, int padding=0) -> Tensor";
+  static constexpr const char* kTorchName = "torch.nn.functional.conv2d";  // the --peer torch counterpart
   using Signature = Tensor(const Tensor& input, const Tensor& weight, const Tensor& bias, int64_t stride,
                            int64_t padding);
   static constexpr KernelDecl kCpu{&kernels::cpu::conv2d, "layers/kernels/cpu/conv.cpp (im2col + OpenBLAS gemm)"};
@@ -259,9 +263,10 @@ struct Relu {
   static constexpr const char* kName = "relu";
   static constexpr std::string_view kAlias = "";
   static constexpr const char* kSchema = "relu(Tensor self) -> Tensor";
+  static constexpr const char* kTorchName = "torch.relu";  // the --peer torch counterpart
   using Signature = Tensor(const Tensor& self);
-  static constexpr KernelDecl kCpu{&kernels::cpu::relu, "layers/kernels/cpu/pointwise.cpp (vectorised loop)"};
-  static constexpr KernelDecl kCuda{&kernels::cuda::relu, "layers/kernels/cuda/pointwise.cu (strata's own kernel)"};
+  static constexpr KernelDecl kCpu{&kernels::cpu::relu, "layers/kernels/cpu/pointwise.cpp (unary loop over math::Relu)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::relu, "layers/kernels/cuda/pointwise.cu (unary_kernel<math::Relu>)"};
   static constexpr auto kReference = &reference::relu;
   static constexpr auto kReferenceBackward = &reference::relu_backward;  // float64 gradients
   static constexpr BackwardDecl kBackward{"ReluBackward", 0, /*saves_result=*/true};
@@ -280,6 +285,7 @@ struct Add {
   static constexpr const char* kName = "add";
   static constexpr std::string_view kAlias = "";
   static constexpr const char* kSchema = "add(Tensor self, Tensor other, *, float alpha=1) -> Tensor";
+  static constexpr const char* kTorchName = "torch.add";  // the --peer torch counterpart
   using Signature = Tensor(const Tensor& self, const Tensor& other, double alpha);
   static constexpr KernelDecl kCpu{&kernels::cpu::add, "layers/kernels/cpu/pointwise.cpp (vectorised loop)"};
   static constexpr KernelDecl kCuda{&kernels::cuda::add, "layers/kernels/cuda/pointwise.cu (strata's own kernel)"};
@@ -302,9 +308,10 @@ struct Gelu {
   static constexpr const char* kName = "gelu";
   static constexpr std::string_view kAlias = "";
   static constexpr const char* kSchema = "gelu(Tensor self) -> Tensor";
+  static constexpr const char* kTorchName = "torch.nn.functional.gelu";  // the --peer torch counterpart
   using Signature = Tensor(const Tensor& self);
-  static constexpr KernelDecl kCpu{&kernels::cpu::gelu, "layers/kernels/cpu/pointwise.cpp (erf loop)"};
-  static constexpr KernelDecl kCuda{&kernels::cuda::gelu, "layers/kernels/cuda/pointwise.cu (strata's own kernel)"};
+  static constexpr KernelDecl kCpu{&kernels::cpu::gelu, "layers/kernels/cpu/pointwise.cpp (unary loop over math::Gelu)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::gelu, "layers/kernels/cuda/pointwise.cu (unary_kernel<math::Gelu>)"};
   static constexpr auto kReference = &reference::gelu;
   static constexpr auto kReferenceBackward = &reference::gelu_backward_of;  // float64 gradients
   static constexpr BackwardDecl kBackward{"GeluBackward", 0b1};  // dx needs x: Phi(x) + x * phi(x)
@@ -353,6 +360,7 @@ struct Mul {
   static constexpr const char* kName = "mul";
   static constexpr std::string_view kAlias = "";
   static constexpr const char* kSchema = "mul(Tensor self, Tensor other) -> Tensor";  // aten::mul.Tensor
+  static constexpr const char* kTorchName = "torch.mul";  // the --peer torch counterpart
   using Signature = Tensor(const Tensor& self, const Tensor& other);
   static constexpr KernelDecl kCpu{&kernels::cpu::mul, "layers/kernels/cpu/pointwise.cpp (vectorised loop)"};
   static constexpr KernelDecl kCuda{&kernels::cuda::mul, "layers/kernels/cuda/pointwise.cu (strata's own kernel)"};
@@ -374,6 +382,7 @@ struct MulScalar {
   // aten::mul.Scalar; also what AddBackward and SubBackward call for alpha * grad. The default lets the
   // CLI's spec trace it alone.
   static constexpr const char* kSchema = "mul.Scalar(Tensor self, float other=1) -> Tensor";
+  static constexpr const char* kTorchName = "torch.mul";  // the --peer torch counterpart
   using Signature = Tensor(const Tensor& self, double other);
   static constexpr KernelDecl kCpu{&kernels::cpu::mul_scalar, "layers/kernels/cpu/pointwise.cpp (vectorised loop)"};
   static constexpr KernelDecl kCuda{&kernels::cuda::mul_scalar, "layers/kernels/cuda/pointwise.cu (strata's own kernel)"};
@@ -396,6 +405,7 @@ struct Div {
   static constexpr const char* kName = "div";
   static constexpr std::string_view kAlias = "";
   static constexpr const char* kSchema = "div(Tensor self, Tensor other) -> Tensor";  // aten::div.Tensor
+  static constexpr const char* kTorchName = "torch.div";  // the --peer torch counterpart
   using Signature = Tensor(const Tensor& self, const Tensor& other);
   static constexpr KernelDecl kCpu{&kernels::cpu::div, "layers/kernels/cpu/pointwise.cpp (vectorised loop)"};
   static constexpr KernelDecl kCuda{&kernels::cuda::div, "layers/kernels/cuda/pointwise.cu (strata's own kernel)"};
@@ -417,6 +427,7 @@ struct DivScalar {
   static constexpr std::string_view kAlias = "";
   // aten::div.Scalar. The default lets the CLI's spec trace it alone.
   static constexpr const char* kSchema = "div.Scalar(Tensor self, float other=1) -> Tensor";
+  static constexpr const char* kTorchName = "torch.div";  // the --peer torch counterpart
   using Signature = Tensor(const Tensor& self, double other);
   static constexpr KernelDecl kCpu{&kernels::cpu::div_scalar, "layers/kernels/cpu/pointwise.cpp (vectorised loop)"};
   static constexpr KernelDecl kCuda{&kernels::cuda::div_scalar, "layers/kernels/cuda/pointwise.cu (strata's own kernel)"};
@@ -436,6 +447,7 @@ struct AddScalar {
   static constexpr const char* kName = "add.Scalar";
   static constexpr std::string_view kAlias = "";
   static constexpr const char* kSchema = "add.Scalar(Tensor self, float other, float alpha=1) -> Tensor";
+  static constexpr const char* kTorchName = "torch.add";  // the --peer torch counterpart
   using Signature = Tensor(const Tensor& self, double other, double alpha);
   static constexpr KernelDecl kCpu{&kernels::cpu::add_scalar, "layers/kernels/cpu/pointwise.cpp (vectorised loop)"};
   static constexpr KernelDecl kCuda{&kernels::cuda::add_scalar, "layers/kernels/cuda/pointwise.cu (strata's own kernel)"};
@@ -455,6 +467,7 @@ struct Sub {
   static constexpr const char* kName = "sub";
   static constexpr std::string_view kAlias = "";
   static constexpr const char* kSchema = "sub(Tensor self, Tensor other, *, float alpha=1) -> Tensor";
+  static constexpr const char* kTorchName = "torch.sub";  // the --peer torch counterpart
   using Signature = Tensor(const Tensor& self, const Tensor& other, double alpha);
   static constexpr KernelDecl kCpu{&kernels::cpu::sub, "layers/kernels/cpu/pointwise.cpp (vectorised loop)"};
   static constexpr KernelDecl kCuda{&kernels::cuda::sub, "layers/kernels/cuda/pointwise.cu (add's kernel, -alpha)"};
@@ -474,6 +487,7 @@ struct SubScalar {
   static constexpr const char* kName = "sub.Scalar";
   static constexpr std::string_view kAlias = "";
   static constexpr const char* kSchema = "sub.Scalar(Tensor self, float other, float alpha=1) -> Tensor";
+  static constexpr const char* kTorchName = "torch.sub";  // the --peer torch counterpart
   using Signature = Tensor(const Tensor& self, double other, double alpha);
   static constexpr KernelDecl kCpu{&kernels::cpu::sub_scalar, "layers/kernels/cpu/pointwise.cpp (vectorised loop)"};
   static constexpr KernelDecl kCuda{&kernels::cuda::sub_scalar, "layers/kernels/cuda/pointwise.cu (add.Scalar's kernel, -alpha)"};
@@ -493,9 +507,10 @@ struct Tanh {
   static constexpr const char* kName = "tanh";
   static constexpr std::string_view kAlias = "";
   static constexpr const char* kSchema = "tanh(Tensor self) -> Tensor";
+  static constexpr const char* kTorchName = "torch.tanh";  // the --peer torch counterpart
   using Signature = Tensor(const Tensor& self);
-  static constexpr KernelDecl kCpu{&kernels::cpu::tanh, "layers/kernels/cpu/pointwise.cpp (tanh loop)"};
-  static constexpr KernelDecl kCuda{&kernels::cuda::tanh, "layers/kernels/cuda/pointwise.cu (strata's own kernel)"};
+  static constexpr KernelDecl kCpu{&kernels::cpu::tanh, "layers/kernels/cpu/pointwise.cpp (unary loop over math::Tanh)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::tanh, "layers/kernels/cuda/pointwise.cu (unary_kernel<math::Tanh>)"};
   static constexpr auto kReference = &reference::tanh;
   static constexpr auto kReferenceBackward = &reference::tanh_backward_of;  // float64 gradients
   static constexpr BackwardDecl kBackward{"TanhBackward", 0, /*saves_result=*/true};  // 1 - y^2 needs y
@@ -513,6 +528,7 @@ struct Pow {
   static constexpr std::string_view kAlias = "";
   // aten::pow.Tensor_Scalar, the only pow strata has, so it takes the plain name.
   static constexpr const char* kSchema = "pow(Tensor self, float exponent) -> Tensor";
+  static constexpr const char* kTorchName = "torch.pow";  // the --peer torch counterpart
   using Signature = Tensor(const Tensor& self, double exponent);
   static constexpr KernelDecl kCpu{&kernels::cpu::pow, "layers/kernels/cpu/pointwise.cpp (pow loop)"};
   static constexpr KernelDecl kCuda{&kernels::cuda::pow, "layers/kernels/cuda/pointwise.cu (strata's own kernel)"};
@@ -1152,8 +1168,8 @@ struct GeluBackward {
   static constexpr std::string_view kAlias = "";
   static constexpr const char* kSchema = "gelu_backward(Tensor grad_output, Tensor self) -> Tensor";
   using Signature = Tensor(const Tensor& grad_output, const Tensor& self);
-  static constexpr KernelDecl kCpu{&kernels::cpu::gelu_backward, "layers/kernels/cpu/pointwise.cpp (erf/exp loop)"};
-  static constexpr KernelDecl kCuda{&kernels::cuda::gelu_backward, "layers/kernels/cuda/pointwise.cu (strata's own kernel)"};
+  static constexpr KernelDecl kCpu{&kernels::cpu::gelu_backward, "layers/kernels/cpu/pointwise.cpp (gradient loop over math::Gelu)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::gelu_backward, "layers/kernels/cuda/pointwise.cu (unary_gradient_kernel<math::Gelu>)"};
   static constexpr auto kReference = &reference::gelu_backward;
   static constexpr BackwardDecl kBackward{"GeluBackwardBackward", 0};
   static constexpr const char* kSpecHelp = "  gelu_backward N          grad * (Phi(x) + x phi(x)) (GeluBackward's call)\n";
@@ -1169,8 +1185,8 @@ struct TanhBackward {
   static constexpr std::string_view kAlias = "";
   static constexpr const char* kSchema = "tanh_backward(Tensor grad_output, Tensor output) -> Tensor";
   using Signature = Tensor(const Tensor& grad_output, const Tensor& output);
-  static constexpr KernelDecl kCpu{&kernels::cpu::tanh_backward, "layers/kernels/cpu/pointwise.cpp (vectorised loop)"};
-  static constexpr KernelDecl kCuda{&kernels::cuda::tanh_backward, "layers/kernels/cuda/pointwise.cu (strata's own kernel)"};
+  static constexpr KernelDecl kCpu{&kernels::cpu::tanh_backward, "layers/kernels/cpu/pointwise.cpp (gradient loop over math::Tanh)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::tanh_backward, "layers/kernels/cuda/pointwise.cu (unary_gradient_kernel<math::Tanh>)"};
   static constexpr auto kReference = &reference::tanh_backward;
   static constexpr BackwardDecl kBackward{"TanhBackwardBackward", 0};
   static constexpr const char* kSpecHelp = "  tanh_backward N          grad * (1 - y^2) (TanhBackward's call)\n";
@@ -1312,6 +1328,7 @@ struct ReluInPlace {
   static constexpr const char* kName = "relu_";
   static constexpr std::string_view kAlias = "";
   static constexpr const char* kSchema = "relu_(Tensor(a!) self) -> Tensor(a!)";
+  static constexpr const char* kTorchName = "torch.Tensor.relu_";  // the --peer torch counterpart
   using Signature = Tensor(const Tensor& self);
   static constexpr KernelDecl kCpu{&kernels::cpu::relu_inplace, "layers/kernels/cpu/inplace.cpp (relu loop, written into self)"};
   static constexpr NoKernel kCuda{"none (in-place ops are CPU only for now)"};
@@ -1330,6 +1347,7 @@ struct AddInPlace {
   static constexpr const char* kName = "add_";
   static constexpr std::string_view kAlias = "";
   static constexpr const char* kSchema = "add_(Tensor(a!) self, Tensor other, *, float alpha=1) -> Tensor(a!)";  // aten::add_.Tensor
+  static constexpr const char* kTorchName = "torch.Tensor.add_";  // the --peer torch counterpart
   using Signature = Tensor(const Tensor& self, const Tensor& other, double alpha);
   static constexpr KernelDecl kCpu{&kernels::cpu::add_inplace, "layers/kernels/cpu/inplace.cpp (add loop, written into self)"};
   static constexpr NoKernel kCuda{"none (in-place ops are CPU only for now)"};
@@ -1348,6 +1366,7 @@ struct MulInPlace {
   static constexpr const char* kName = "mul_";
   static constexpr std::string_view kAlias = "";
   static constexpr const char* kSchema = "mul_(Tensor(a!) self, Tensor other) -> Tensor(a!)";  // aten::mul_.Tensor
+  static constexpr const char* kTorchName = "torch.Tensor.mul_";  // the --peer torch counterpart
   using Signature = Tensor(const Tensor& self, const Tensor& other);
   static constexpr KernelDecl kCpu{&kernels::cpu::mul_inplace, "layers/kernels/cpu/inplace.cpp (mul loop, written into self)"};
   static constexpr NoKernel kCuda{"none (in-place ops are CPU only for now)"};
@@ -1365,6 +1384,7 @@ struct MulScalarInPlace {
   static constexpr const char* kName = "mul_.Scalar";
   static constexpr std::string_view kAlias = "";
   static constexpr const char* kSchema = "mul_.Scalar(Tensor(a!) self, float other=1) -> Tensor(a!)";  // aten::mul_.Scalar
+  static constexpr const char* kTorchName = "torch.Tensor.mul_";  // the --peer torch counterpart
   using Signature = Tensor(const Tensor& self, double other);
   static constexpr KernelDecl kCpu{&kernels::cpu::mul_scalar_inplace, "layers/kernels/cpu/inplace.cpp (mul.Scalar loop, written into self)"};
   static constexpr NoKernel kCuda{"none (in-place ops are CPU only for now)"};
@@ -1384,6 +1404,9 @@ inline constexpr Overloads<EntryPoint<MulInPlace>, EntryPoint<MulScalarInPlace>>
 // Whether an op writes its first argument in place (Note [In-place operators]).
 template <typename Op>
 inline constexpr bool kInPlace = requires { Op::kInPlace; };
+// Whether an op names its PyTorch counterpart (kTorchName), the function --peer torch calls.
+template <typename Op>
+inline constexpr bool kHasTorchName = requires { Op::kTorchName; };
 
 // Whether an op's spec reads the conv options; an op declares kReadsConvOptions only if it does, and the
 // frontend refuses those options for every other op.
