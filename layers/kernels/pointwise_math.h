@@ -84,10 +84,27 @@ struct Tanh {
   }
 };
 
+struct Silu {
+  static constexpr const char* kName = "silu";
+  static constexpr const char* kGradientName = "silu_backward";
+  // x * sigmoid(x) as PyTorch computes it, x / (1 + exp(-x)): -0.0 stays -0.0, -inf gives NaN (-inf / inf)
+  // as in PyTorch, and a large negative x gives -0.0 once exp(-x) overflows.
+  template <typename T>
+  STRATA_HOST_DEVICE static T forward(T x) {
+    return x / (T(1) + exp_of(-x));
+  }
+  // PyTorch's silu_backward: s = sigmoid(x), grad * s * (1 + x * (1 - s)), from the saved input.
+  template <typename T>
+  STRATA_HOST_DEVICE static T gradient(T grad, T x) {
+    const T sigmoid = T(1) / (T(1) + exp_of(-x));
+    return grad * sigmoid * (T(1) + x * (T(1) - sigmoid));
+  }
+};
+
 // The functors each backend instantiates: every forward, and every gradient.
 template <typename... Fns>
 struct MathList {};
-using UnaryMath = MathList<Relu, Gelu, Tanh>;
-using UnaryGradientMath = MathList<Gelu, Tanh>;
+using UnaryMath = MathList<Relu, Gelu, Tanh, Silu>;
+using UnaryGradientMath = MathList<Gelu, Tanh, Silu>;
 
 }  // namespace strata::kernels::math

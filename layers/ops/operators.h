@@ -326,6 +326,52 @@ struct Gelu {
 };
 inline constexpr EntryPoint<Gelu> gelu{};  // NOLINT(readability-identifier-naming): called like a function
 
+// The first op added as Note [Pointwise math written once] has it: a functor (math::Silu), this
+// declaration and its gradient op's, and the float64 reference; the backends' loops are the generic ones.
+struct Silu {
+  static constexpr const char* kName = "silu";
+  static constexpr std::string_view kAlias = "";
+  static constexpr const char* kSchema = "silu(Tensor self) -> Tensor";
+  static constexpr const char* kTorchName = "torch.nn.functional.silu";  // the --peer torch counterpart
+  using Signature = Tensor(const Tensor& self);
+  static constexpr KernelDecl kCpu{&kernels::cpu::unary<kernels::math::Silu>,
+                                   "layers/kernels/cpu/pointwise.cpp (unary loop over math::Silu)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::unary<kernels::math::Silu>,
+                                    "layers/kernels/cuda/pointwise.cu (unary_kernel<math::Silu>)"};
+  static constexpr auto kReference = &reference::silu;
+  static constexpr auto kReferenceBackward = &reference::silu_backward_of;  // float64 gradients
+  static constexpr BackwardDecl kBackward{"SiluBackward", 0b1};  // dx needs x: s(x) * (1 + x * (1 - s(x)))
+  // SiluBackward: silu_backward(grad, self) (defined below AllOps: it calls other operators).
+  static GradList backward(const RecordedNode& node, const Tensor& grad);
+  static constexpr const char* kSpecHelp = "  silu N | shape           N elements, x * sigmoid(x)                  e.g. silu 1048576\n";
+
+  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
+    return pointwise_spec(d, 1, "");  // flops: one per element, as gelu (exp is a library call)
+  }
+};
+inline constexpr EntryPoint<Silu> silu{};  // NOLINT(readability-identifier-naming): called like a function
+
+// SiluBackward's call (PyTorch's aten::silu_backward): grad * s * (1 + x * (1 - s)), s = sigmoid(x).
+struct SiluBackward {
+  static constexpr const char* kName = "silu_backward";
+  static constexpr std::string_view kAlias = "";
+  static constexpr const char* kSchema = "silu_backward(Tensor grad_output, Tensor self) -> Tensor";
+  static constexpr const char* kTorchName = "torch.ops.aten.silu_backward";  // the --peer torch counterpart
+  using Signature = Tensor(const Tensor& grad_output, const Tensor& self);
+  static constexpr KernelDecl kCpu{&kernels::cpu::unary_gradient<kernels::math::Silu>,
+                                   "layers/kernels/cpu/pointwise.cpp (gradient loop over math::Silu)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::unary_gradient<kernels::math::Silu>,
+                                    "layers/kernels/cuda/pointwise.cu (unary_gradient_kernel<math::Silu>)"};
+  static constexpr auto kReference = &reference::silu_backward;
+  static constexpr BackwardDecl kBackward{"SiluBackwardBackward", 0};
+  static constexpr const char* kSpecHelp = "  silu_backward N          grad * s (1 + x (1 - s)), s = sigmoid(x) (SiluBackward's call)\n";
+
+  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
+    return pointwise_spec(d, 2, ", ");
+  }
+};
+inline constexpr EntryPoint<SiluBackward> silu_backward{};  // NOLINT(readability-identifier-naming)
+
 // ---- The tanh GELU's ops ---------------------------------------------------------------------------------
 // 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3))), the program the compiled path fuses (docs/compiled.md).
 //
@@ -1451,7 +1497,8 @@ using AllOps = OpList<Matmul, Linear, Conv2d, Relu, Add, Gelu, ToCopy, Mul, MulS
                       Pow, Gemm, Sum, OnesLike, ExpandAs, ThresholdBackward, GeluBackward, TanhBackward, BiasBackward,
                       Conv2dInputBackward, Conv2dWeightBackward, Transpose, TransposeMatrix, Permute, View,
                       Reshape, Expand, Narrow, Select, Slice, Unsqueeze, Squeeze, Contiguous, SliceBackward, SumTo,
-                      ReluInPlace, AddInPlace, MulInPlace, MulScalarInPlace, SumDim, MeanDim, Mean, Div, DivScalar>;
+                      ReluInPlace, AddInPlace, MulInPlace, MulScalarInPlace, SumDim, MeanDim, Mean, Div, DivScalar,
+                      Silu, SiluBackward>;
 
 template <typename Op>
 constexpr size_t op_index() {
@@ -1633,6 +1680,12 @@ inline GradList SubScalar::backward(const RecordedNode&, const Tensor& grad) {
 inline GradList Tanh::backward(const RecordedNode& node, const Tensor& grad) {
   GradList g;
   g[0] = ops::tanh_backward(grad, node.result());
+  return g;
+}
+
+inline GradList Silu::backward(const RecordedNode& node, const Tensor& grad) {
+  GradList g;
+  g[0] = ops::silu_backward(grad, node.input(0));
   return g;
 }
 
