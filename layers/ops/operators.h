@@ -124,6 +124,11 @@ struct EntryPoint<Op, Tensor(Args...)> {
 };
 
 
+// Every operator, in the order `strata ops` lists them (defined below): declared here so that a family
+// header can name the list of the ops it adds (PointwiseFunctorOps).
+template <typename... Ops>
+struct OpList;
+
 // The declarations, by family (each header is part of this one; the order is the one they need).
 }  // namespace strata::ops
 
@@ -184,12 +189,25 @@ struct OpList {
   }
 };
 
-using AllOps = OpList<Matmul, Linear, Conv2d, Relu, Add, Gelu, ToCopy, Mul, MulScalar, AddScalar, Sub, SubScalar, Tanh,
+// Lists joined in order: AllOps is the ops declared before the family lists, then each family's list of
+// the ops added since (a new op goes in its family's list, in its family's header, and nowhere else).
+template <typename... Lists>
+struct JoinedLists;
+template <typename... Ops>
+struct JoinedLists<OpList<Ops...>> {
+  using type = OpList<Ops...>;
+};
+template <typename... First, typename... Second, typename... Rest>
+struct JoinedLists<OpList<First...>, OpList<Second...>, Rest...> {
+  using type = typename JoinedLists<OpList<First..., Second...>, Rest...>::type;
+};
+
+using CoreOps = OpList<Matmul, Linear, Conv2d, Relu, Add, Gelu, ToCopy, Mul, MulScalar, AddScalar, Sub, SubScalar, Tanh,
                       Pow, Gemm, Sum, OnesLike, ExpandAs, ThresholdBackward, GeluBackward, TanhBackward, BiasBackward,
                       Conv2dInputBackward, Conv2dWeightBackward, Transpose, TransposeMatrix, Permute, View,
                       Reshape, Expand, Narrow, Select, Slice, Unsqueeze, Squeeze, Contiguous, SliceBackward, SumTo,
-                      ReluInPlace, AddInPlace, MulInPlace, MulScalarInPlace, SumDim, MeanDim, Mean, Div, DivScalar,
-                      Silu, SiluBackward>;
+                      ReluInPlace, AddInPlace, MulInPlace, MulScalarInPlace, SumDim, MeanDim, Mean, Div, DivScalar>;
+using AllOps = JoinedLists<CoreOps, PointwiseFunctorOps>::type;
 
 template <typename Op>
 constexpr size_t op_index() {
@@ -371,12 +389,6 @@ inline GradList SubScalar::backward(const RecordedNode&, const Tensor& grad) {
 inline GradList Tanh::backward(const RecordedNode& node, const Tensor& grad) {
   GradList g;
   g[0] = ops::tanh_backward(grad, node.result());
-  return g;
-}
-
-inline GradList Silu::backward(const RecordedNode& node, const Tensor& grad) {
-  GradList g;
-  g[0] = ops::silu_backward(grad, node.input(0));
   return g;
 }
 

@@ -88,7 +88,7 @@ struct Silu {
   static constexpr auto kReference = &reference::silu;
   static constexpr auto kReferenceBackward = &reference::silu_backward_of;  // float64 gradients
   static constexpr BackwardDecl kBackward{"SiluBackward", 0b1};  // dx needs x: s(x) * (1 + x * (1 - s(x)))
-  // SiluBackward: silu_backward(grad, self) (defined below AllOps: it calls other operators).
+  // SiluBackward: silu_backward(grad, self) (defined below SiluBackward, whose entry point it calls).
   static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr const char* kSpecHelp = "  silu N | shape           N elements, x * sigmoid(x)                  e.g. silu 1048576\n";
 
@@ -118,6 +118,16 @@ struct SiluBackward {
   }
 };
 inline constexpr EntryPoint<SiluBackward> silu_backward{};  // NOLINT(readability-identifier-naming)
+
+inline GradList Silu::backward(const RecordedNode& node, const Tensor& grad) {
+  GradList g;
+  g[0] = ops::silu_backward(grad, node.input(0));
+  return g;
+}
+
+// The pointwise ops declared after AllOps was split by family, in `strata ops` order: they follow the
+// core list in AllOps (layers/ops/operators.h). A new pointwise op joins this list, here.
+using PointwiseFunctorOps = OpList<Silu, SiluBackward>;
 
 // ---- The tanh GELU's ops ---------------------------------------------------------------------------------
 // 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3))), the program the compiled path fuses (docs/compiled.md).
