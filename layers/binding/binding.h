@@ -4,6 +4,8 @@
 // point in strata::ops is called. The result is boxed again. Every mismatch quotes the schema.
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -110,16 +112,25 @@ struct Kwarg {
 class BoundOperator {
  public:
   using Invoke = IValue (*)(const IValue* const* args);
+  using Reference = std::vector<double> (*)(const IValue* const* args);
   // Throws Error for a schema with more arguments than call() can match (8).
-  BoundOperator(Schema schema, Invoke invoke);
+  static constexpr size_t kMaxArgs = 8;
+  BoundOperator(Schema schema, Invoke invoke, Reference reference = nullptr);
 
   const Schema& schema() const { return schema_; }
   // Matches, converts and calls, inside a Binding-layer zone. Throws UsageError on a mismatch.
   IValue call(std::span<const IValue> args, std::span<const Kwarg> kwargs = {}) const;
+  // The same arguments to the declaration's float64 reference (layers/kernels/reference): its values, in
+  // the output's row-major order. What the Python tests check an operator against when they have no
+  // reference of their own for it.
+  std::vector<double> reference(std::span<const IValue> args, std::span<const Kwarg> kwargs = {}) const;
 
  private:
+  std::array<const IValue*, kMaxArgs> bind(std::span<const IValue> args, std::span<const Kwarg> kwargs) const;
+
   Schema schema_;
   Invoke invoke_;
+  Reference reference_;
 };
 
 // The operator named `name`, bound on first use. Throws UsageError listing the known operators.

@@ -49,7 +49,6 @@ std::string IValue::repr() const {
 
 namespace {
 
-constexpr size_t kMaxArgs = 8;
 
 // An int given for an `int[N]` argument stands for N copies of it (PyTorch's IntArrayRef[N] rule).
 bool widens_to_list(const Argument& a, const IValue& v) { return a.type == ArgType::kIntList && a.list_size > 0 && v.is_int(); }
@@ -74,7 +73,8 @@ bool accepts(ArgType type, const IValue& v) {
 
 }  // namespace
 
-BoundOperator::BoundOperator(Schema schema, Invoke invoke) : schema_(std::move(schema)), invoke_(invoke) {
+BoundOperator::BoundOperator(Schema schema, Invoke invoke, Reference reference)
+    : schema_(std::move(schema)), invoke_(invoke), reference_(reference) {
   // call() matches into a fixed array of kMaxArgs slots (no allocation per call): refuse here what
   // would overflow it there.
   if (schema_.arguments.size() > kMaxArgs) {
@@ -85,6 +85,17 @@ BoundOperator::BoundOperator(Schema schema, Invoke invoke) : schema_(std::move(s
 
 IValue BoundOperator::call(std::span<const IValue> args, std::span<const Kwarg> kwargs) const {
   STRATA_ZONE(zone, Layer::kBinding, schema_.name.c_str());
+  return invoke_(bind(args, kwargs).data());
+}
+
+std::vector<double> BoundOperator::reference(std::span<const IValue> args, std::span<const Kwarg> kwargs) const {
+  if (reference_ == nullptr) throw Error("binding: " + schema_.name + " was bound without its float64 reference");
+  return reference_(bind(args, kwargs).data());
+}
+
+// Each parameter's value: the positional or keyword argument given for it, else its default.
+std::array<const IValue*, BoundOperator::kMaxArgs> BoundOperator::bind(std::span<const IValue> args,
+                                                        std::span<const Kwarg> kwargs) const {
   const auto& params = schema_.arguments;
   std::array<const IValue*, kMaxArgs> bound{};
   std::array<IValue, kMaxArgs> widened;  // the lists that ints given for int[N] arguments stand for
@@ -121,7 +132,7 @@ IValue BoundOperator::call(std::span<const IValue> args, std::span<const Kwarg> 
                             ", not " + bound[i]->type_name());
     }
   }
-  return invoke_(bound.data());
+  return bound;
 }
 
 namespace {
@@ -156,6 +167,13 @@ struct Invoke<Op, Tensor(Args...)> {
   static IValue call(const IValue* const* a, std::index_sequence<I...>) {
     return ops::EntryPoint<Op>{}(unbox<Args>(*a[I])...);
   }
+  static std::vector<double> reference(const IValue* const* a) {
+    return reference_of(a, std::index_sequence_for<Args...>{});
+  }
+  template <size_t... I>
+  static std::vector<double> reference_of(const IValue* const* a, std::index_sequence<I...>) {
+    return Op::kReference(unbox<Args>(*a[I])...);
+  }
 };
 
 const std::vector<BoundOperator>& registry() {
@@ -165,7 +183,7 @@ const std::vector<BoundOperator>& registry() {
       using Op = decltype(op);
       Schema schema = parse_schema(Op::kSchema);
       Invoke<Op>::check(schema);
-      out.emplace_back(std::move(schema), &Invoke<Op>::fn);
+      out.emplace_back(std::move(schema), &Invoke<Op>::fn, &Invoke<Op>::reference);
     });
     return out;
   }();

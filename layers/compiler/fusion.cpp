@@ -20,8 +20,11 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <string>
+#include <utility>
 
 #include "layers/compiler/lowering.h"
+#include "layers/kernels/pointwise_math.h"
 
 namespace strata::compiler {
 namespace lowering {
@@ -93,6 +96,52 @@ std::string gelu_backward(const std::vector<std::string>& t, const Node&) {
          " * T(0.39894228040143267794) * m_exp(T(-0.5) * " + x + " * " + x + ")))";
 }
 
+// An op with a functor in layers/kernels/pointwise_math.h and no row in the table below is lowered from
+// the functor itself (Note [Pointwise math written once]): its math evaluated on Source, whose operations
+// write their text, fully parenthesised in the order the eager loop computes them, and whose libm calls
+// are the vector math prelude's (Note [Vector math] in codegen.cpp). A new unary op then fuses with no
+// row here. Each operation is [[maybe_unused]]: the functors of the day may not use them all.
+struct Source {
+  std::string text;
+  explicit Source(double d) : text(literal(d)) {}  // T(0.5) in a functor: a literal of the kernel's type
+  explicit Source(std::string s) : text(std::move(s)) {}
+};
+Source binary(const Source& a, const char* op, const Source& b) { return Source("(" + a.text + op + b.text + ")"); }
+[[maybe_unused]] Source operator+(const Source& a, const Source& b) { return binary(a, " + ", b); }
+[[maybe_unused]] Source operator-(const Source& a, const Source& b) { return binary(a, " - ", b); }
+[[maybe_unused]] Source operator*(const Source& a, const Source& b) { return binary(a, " * ", b); }
+[[maybe_unused]] Source operator/(const Source& a, const Source& b) { return binary(a, " / ", b); }
+[[maybe_unused]] Source operator-(const Source& a) { return Source("(-" + a.text + ")"); }
+[[maybe_unused]] Source operator<(const Source& a, const Source& b) { return binary(a, " < ", b); }
+[[maybe_unused]] Source select_of(const Source& c, const Source& a, const Source& b) {
+  return Source("(" + c.text + " ? " + a.text + " : " + b.text + ")");
+}
+[[maybe_unused]] Source erf_of(const Source& x) { return Source("m_erf(" + x.text + ")"); }
+[[maybe_unused]] Source exp_of(const Source& x) { return Source("m_exp(" + x.text + ")"); }
+[[maybe_unused]] Source tanh_of(const Source& x) { return Source("m_tanh(" + x.text + ")"); }
+
+template <typename Fn>
+std::string functor_forward(const std::vector<std::string>& t, const Node&) {
+  return Fn::forward(Source(t[0])).text;
+}
+template <typename Fn>
+std::string functor_gradient(const std::vector<std::string>& t, const Node&) {
+  return Fn::gradient(Source(t[0]), Source(t[1])).text;
+}
+
+template <typename... Fns>
+PointwiseExpr find_functor(const std::string& op, kernels::math::MathList<Fns...>) {
+  PointwiseExpr found = nullptr;
+  ((found = found == nullptr && op == Fns::kName ? &functor_forward<Fns> : found), ...);
+  return found;
+}
+template <typename... Fns>
+PointwiseExpr find_functor_gradient(const std::string& op, kernels::math::MathList<Fns...>) {
+  PointwiseExpr found = nullptr;
+  ((found = found == nullptr && op == Fns::kGradientName ? &functor_gradient<Fns> : found), ...);
+  return found;
+}
+
 }  // namespace
 
 PointwiseExpr find_pointwise(const std::string& op) {
@@ -114,7 +163,9 @@ PointwiseExpr find_pointwise(const std::string& op) {
       {"tanh_backward", &tanh_backward},
   };
   auto it = kTable.find(op);
-  return it == kTable.end() ? nullptr : it->second;
+  if (it != kTable.end()) return it->second;
+  if (PointwiseExpr e = find_functor(op, kernels::math::UnaryMath{})) return e;
+  return find_functor_gradient(op, kernels::math::UnaryGradientMath{});
 }
 
 bool is_gemm(const std::string& op) { return op == "matmul" || op == "linear"; }

@@ -245,6 +245,16 @@ py::object call(const std::string& name, const py::tuple& args, const py::dict& 
   return from_ivalue(op.call(boxed.span(), kw));
 }
 
+// The declaration's float64 reference of the call name(*args) (binding::BoundOperator::reference): its
+// values as a flat list of floats, in the output's row-major order.
+py::list reference(const std::string& name, const py::tuple& args) {
+  const binding::BoundOperator& op = binding::find_operator(name);
+  const BoxedArgs boxed(PySequence_Fast_ITEMS(args.ptr()), args.size(), op.schema());
+  py::list out;
+  for (double v : op.reference(boxed.span())) out.append(v);
+  return out;
+}
+
 py::list operators() {
   py::list out;
   int index = 0;  // the operator's index for the _enter probe (Note [The python and pybind11 rows])
@@ -363,6 +373,8 @@ std::string python_dtype_name(DType d) {
 void bind_crossing(py::module_& m, PyTypeObject* tensor_type) {
   g_tensor_type = tensor_type;
   m.def("operators", &operators, "every operator's schema, from ops::AllOps through the binding layer");
+  m.def("reference", &reference, py::arg("name"), py::arg("args"),
+        "the declaration's float64 reference of name(*args), as a flat list (the tests' reference of last resort)");
   m.def("call", &call, py::arg("name"), py::arg("args"), py::arg("kwargs"),
         "boxes the arguments and calls binding::find_operator(name) (the general entry)");
   if (PyModule_AddFunctions(m.ptr(), g_entry_methods) < 0) throw py::error_already_set();

@@ -14,6 +14,7 @@
 
 #include "apps/strata/python_module.h"
 #include "layers/kernels/reference/reference.h"
+#include "layers/ops/operators.h"
 #include "layers/python/embedded.h"
 #include "lib/error.h"
 #include "lib/host_clock.h"
@@ -46,33 +47,30 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-# strata schema name -> (torch callable, its name as written, the keyword-only arguments' names)
-OPS = {
-    "matmul": (torch.matmul, "torch.matmul"),
-    "linear": (F.linear, "torch.nn.functional.linear"),
-    "conv2d": (F.conv2d, "torch.nn.functional.conv2d"),
-    "relu": (torch.relu, "torch.relu"),
-    "add": (torch.add, "torch.add"),
-    "gelu": (F.gelu, "torch.nn.functional.gelu"),  # exact (erf) GELU, as strata's
-    # The overloads by name (Note [Overloads]): torch.mul picks aten::mul.Tensor or aten::mul.Scalar itself.
-    # Looked up when called, so that a torch without one of them still serves the ops it has.
-    "mul": (lambda self, other: torch.mul(self, other), "torch.mul"),
-    "mul.Scalar": (lambda self, other=1: torch.mul(self, other), "torch.mul"),
-    "div": (lambda self, other: torch.div(self, other), "torch.div"),
-    "div.Scalar": (lambda self, other=1: torch.div(self, other), "torch.div"),
-    # strata passes alpha positionally (its schema); torch.add/sub take it by keyword only.
-    "add.Scalar": (lambda self, other, alpha=1: torch.add(self, other, alpha=alpha), "torch.add"),
-    "sub": (lambda self, other, alpha=1: torch.sub(self, other, alpha=alpha), "torch.sub"),
-    "sub.Scalar": (lambda self, other, alpha=1: torch.sub(self, other, alpha=alpha), "torch.sub"),
-    "tanh": (lambda self: torch.tanh(self), "torch.tanh"),
-    "pow": (lambda self, exponent: torch.pow(self, exponent), "torch.pow"),
-    # The in-place ops (Note [In-place operators]): torch's Tensor methods, writing the peer's own copy of
-    # the inputs, as strata's calls write strata's.
-    "relu_": (lambda self: self.relu_(), "torch.Tensor.relu_"),
-    "add_": (lambda self, other, alpha=1: self.add_(other, alpha=alpha), "torch.Tensor.add_"),
-    "mul_": (lambda self, other: self.mul_(other), "torch.Tensor.mul_"),
-    "mul_.Scalar": (lambda self, other=1: self.mul_(other), "torch.Tensor.mul_"),
+# strata schema name -> (torch callable, its name as written). The names are the declarations' kTorchName
+# (layers/ops), in TORCH_NAMES before this runs; each is looked up when called, so that a torch without one
+# of them still serves the ops it has.
+def torch_function(dotted):
+    target = torch
+    for part in dotted.split(".")[1:]:
+        target = getattr(target, part)
+    return target
+
+
+def call_by_name(dotted):
+    return lambda *args, **kwargs: torch_function(dotted)(*args, **kwargs)
+
+
+# The ops whose arguments torch takes differently: strata passes alpha positionally (its schema), torch.add
+# and torch.sub take it by keyword only.
+ADAPTERS = {
+    "add.Scalar": lambda self, other, alpha=1: torch.add(self, other, alpha=alpha),
+    "sub": lambda self, other, alpha=1: torch.sub(self, other, alpha=alpha),
+    "sub.Scalar": lambda self, other, alpha=1: torch.sub(self, other, alpha=alpha),
 }
+# The in-place ops (Note [In-place operators]) are torch's Tensor methods (torch.Tensor.relu_ called with
+# self), writing the peer's own copy of the inputs, as strata's calls write strata's.
+OPS = {name: (ADAPTERS.get(name) or call_by_name(dotted), dotted) for name, dotted in TORCH_NAMES.items()}
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
@@ -353,6 +351,12 @@ py::dict torch_peer_namespace() {
   if (s_namespace == nullptr) {
     auto* ns = new py::dict();  // lives as long as the interpreter: never finalised
     (*ns)["__name__"] = "strata_torch_peer";
+    py::dict torch_names;  // the declarations' kTorchName, by operator name
+    ops::AllOps::for_each([&](auto decl) {
+      using Op = decltype(decl);
+      if constexpr (ops::kHasTorchName<Op>) torch_names[py::str(Op::kName)] = Op::kTorchName;
+    });
+    (*ns)["TORCH_NAMES"] = torch_names;
     py::exec(kTorchPeerSource, *ns);
     s_namespace = ns;
   }

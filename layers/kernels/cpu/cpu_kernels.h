@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "layers/kernels/pointwise_math.h"
 #include "lib/tensor.h"
 
 namespace strata::kernels::cpu {
@@ -16,9 +17,17 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias);  /
 // torch.nn.functional.conv2d: stride, padding and dilation one int or (H, W); weight [K, C/groups, R, S].
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Shape& stride, const Shape& padding,
               const Shape& dilation, int64_t groups);
-Tensor relu(const Tensor& self);
+// The unary ops of layers/kernels/pointwise_math.h (Note [Pointwise math written once]): one loop,
+// instantiated in pointwise.cpp for every functor in math::UnaryMath / math::UnaryGradientMath. The named
+// ones below call it, for the callers and tests that name a kernel.
+template <typename Fn>
+Tensor unary(const Tensor& self);
+// grad * f'(x) from the saved tensor (x, or y for an op that saves its result); same shapes only.
+template <typename Fn>
+Tensor unary_gradient(const Tensor& grad_output, const Tensor& saved);
+inline Tensor relu(const Tensor& self) { return unary<math::Relu>(self); }
 Tensor add(const Tensor& self, const Tensor& other, double alpha);
-Tensor gelu(const Tensor& self);  // exact (erf) form
+inline Tensor gelu(const Tensor& self) { return unary<math::Gelu>(self); }  // exact (erf) form
 // The ops of the tanh GELU (0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3)))), PyTorch's overloads by name:
 // mul is aten::mul.Tensor, mul_scalar aten::mul.Scalar (a Python float), and so on. Same shapes only.
 Tensor mul(const Tensor& self, const Tensor& other);
@@ -29,7 +38,7 @@ Tensor div_scalar(const Tensor& self, double other);
 Tensor add_scalar(const Tensor& self, double other, double alpha);  // self + alpha * other
 Tensor sub(const Tensor& self, const Tensor& other, double alpha);   // self - alpha * other
 Tensor sub_scalar(const Tensor& self, double other, double alpha);
-Tensor tanh(const Tensor& self);
+inline Tensor tanh(const Tensor& self) { return unary<math::Tanh>(self); }
 Tensor pow(const Tensor& self, double exponent);
 // A copy converted to `dtype` (the input's own when empty): PyTorch's _to_copy, the cast Autocast calls.
 Tensor to_copy(const Tensor& self, std::optional<DType> dtype);
@@ -47,8 +56,12 @@ Tensor sum(const Tensor& self);                         // all elements -> a 0-d
 Tensor ones_like(const Tensor& self);                   // the seed of a backward pass
 Tensor expand_as(const Tensor& self, const Tensor& other);  // one element broadcast to other's shape
 Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, double threshold);  // relu's
-Tensor tanh_backward(const Tensor& grad_output, const Tensor& output);  // grad * (1 - y^2)
-Tensor gelu_backward(const Tensor& grad_output, const Tensor& self);
+inline Tensor tanh_backward(const Tensor& grad_output, const Tensor& output) {  // grad * (1 - y^2)
+  return unary_gradient<math::Tanh>(grad_output, output);
+}
+inline Tensor gelu_backward(const Tensor& grad_output, const Tensor& self) {
+  return unary_gradient<math::Gelu>(grad_output, self);
+}
 Tensor bias_backward(const Tensor& grad_output);  // sum over every dim but 1: linear's and conv2d's bias
 Tensor conv2d_input_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
                              const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups);  // input: only its shape is read

@@ -91,7 +91,7 @@ Tensor relu_inplace(const Tensor& self) {
   if (!self.device().is_cpu()) throw UsageError("relu_: CPU kernel got " + self.str());
   if (direct(self, nullptr)) {
     STRATA_ZONE(zone, Layer::kLibrary, "relu_ (cpu loop, in place)");
-    direct_map(self, [](auto v) { return v < decltype(v)(0) ? decltype(v)(0) : v; });  // relu's: NaN, -0.0 kept
+    direct_map(self, [](auto v) { return math::Relu::forward(v); });  // relu's math: NaN, -0.0 kept
     return self;
   }
   STRATA_ZONE(zone, Layer::kLibrary, "relu_ (cpu loop into a temporary, written into self)");

@@ -1,30 +1,19 @@
-// relu, gelu, add and the tanh GELU's ops (mul, sub, tanh, pow, scalar forms) as plain loops over contiguous memory: with -O2/-O3 and __restrict the compiler emits
+// add, the tanh GELU's ops (mul, sub, pow, scalar forms) and the unary ops of pointwise_math.h as plain loops over contiguous memory: with -O2/-O3 and __restrict the compiler emits
 // vector code, which is all a memory-bound pointwise op needs on the CPU.
+#include <array>
 #include <cmath>
+#include <string>
 #include <utility>
 
 #include "layers/kernels/cpu/cpu_common.h"
 #include "layers/kernels/cpu/cpu_kernels.h"
+#include "layers/kernels/pointwise_math.h"
 #include "lib/op_shapes.h"
 #include "lib/views.h"
 #include "lib/zone.h"
 
 namespace strata::kernels::cpu {
 namespace {
-
-template <typename T>
-void relu_loop(const T* __restrict in, T* __restrict out, int64_t n) {
-  // `in < 0 ? 0 : in`, PyTorch's relu: NaN stays NaN (a diverging model must show), -0.0 stays -0.0.
-  for (int64_t i = 0; i < n; ++i) out[i] = in[i] < T(0) ? T(0) : in[i];
-}
-
-// The exact form, as PyTorch's default (approximate='none'): x * Phi(x) = x/2 * (1 + erf(x / sqrt 2)).
-// erf does not vectorise with glibc; gelu is still memory-bound at the sizes strata traces.
-template <typename T>
-void gelu_loop(const T* __restrict in, T* __restrict out, int64_t n) {
-  constexpr T kInvSqrt2 = T(0.70710678118654752440);
-  for (int64_t i = 0; i < n; ++i) out[i] = T(0.5) * in[i] * (T(1) + std::erf(in[i] * kInvSqrt2));
-}
 
 // The zone's name: the loop, and for half types that it ran on f32 copies (Note [Half types on the CPU]).
 const char* loop_name(DType dtype, const char* native, const char* bf16, const char* f16) {
@@ -33,34 +22,6 @@ const char* loop_name(DType dtype, const char* native, const char* bf16, const c
 
 }  // namespace
 
-Tensor relu(const Tensor& self) {
-  STRATA_ZONE(zone, Layer::kLibrary, loop_name(self.dtype(), "relu (cpu loop)", "relu (cpu loop, bf16 widened to f32)",
-                                                "relu (cpu loop, f16 widened to f32)"));
-  check_cpu_input("relu", self);
-  const Tensor x = widen_to_f32(self);
-  Tensor out = Tensor::empty(x.sizes(), x.dtype(), x.device());
-  if (x.dtype() == DType::kF32) {
-    relu_loop(x.data<float>(), out.data<float>(), x.numel());
-  } else {
-    relu_loop(x.data<double>(), out.data<double>(), x.numel());
-  }
-  return round_from_f32(std::move(out), self.dtype());
-}
-
-Tensor gelu(const Tensor& self) {
-  STRATA_ZONE(zone, Layer::kLibrary, loop_name(self.dtype(), "gelu (cpu loop)", "gelu (cpu loop, bf16 widened to f32)",
-                                                "gelu (cpu loop, f16 widened to f32)"));
-  check_cpu_input("gelu", self);
-  const Tensor x = widen_to_f32(self);
-  Tensor out = Tensor::empty(x.sizes(), x.dtype(), x.device());
-  if (x.dtype() == DType::kF32) {
-    gelu_loop(x.data<float>(), out.data<float>(), x.numel());
-  } else {
-    gelu_loop(x.data<double>(), out.data<double>(), x.numel());
-  }
-  return round_from_f32(std::move(out), self.dtype());
-}
-
 // ---- Gradient ops (the backward formulas' calls, layers/ops/operators.h) ------------------------------
 
 namespace {
@@ -68,17 +29,6 @@ namespace {
 template <typename T>
 void threshold_backward_loop(const T* __restrict g, const T* __restrict x, T threshold, T* __restrict out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = x[i] <= threshold ? T(0) : g[i];  // PyTorch's: x <= t gives 0
-}
-
-// d/dx x * Phi(x) = Phi(x) + x * phi(x).
-template <typename T>
-void gelu_backward_loop(const T* __restrict g, const T* __restrict x, T* __restrict out, int64_t n) {
-  constexpr T kInvSqrt2 = T(0.70710678118654752440), kInvSqrt2Pi = T(0.39894228040143267794);
-  for (int64_t i = 0; i < n; ++i) {
-    const T cdf = T(0.5) * (T(1) + std::erf(x[i] * kInvSqrt2));
-    const T pdf = kInvSqrt2Pi * std::exp(T(-0.5) * x[i] * x[i]);
-    out[i] = g[i] * (cdf + x[i] * pdf);
-  }
 }
 
 // Sums every dimension but 1 ([B,C] -> [C], [N,C,H,W] -> [C]), accumulating in double: a bias gradient
@@ -131,23 +81,6 @@ Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, double 
   } else {
     threshold_backward_loop(grad_output.data<double>(), self.data<double>(), threshold, out.data<double>(),
                             self.numel());
-  }
-  return out;
-}
-
-Tensor gelu_backward(const Tensor& grad_output, const Tensor& self) {
-  // Half types: computed on f32 copies and rounded back (Note [Half types on the CPU]); the widen and
-  // round zones name that in the library row.
-  if (is_half(self.dtype()))
-    return round_from_f32(gelu_backward(widen_to_f32(grad_output), widen_to_f32(self)), self.dtype());
-  STRATA_ZONE(zone, Layer::kLibrary, "gelu_backward (cpu loop)");
-  op_shapes::check_operands("gelu_backward", check_cpu_input, grad_output, self);
-  op_shapes::same_shape("gelu_backward", grad_output.sizes(), self.sizes());
-  Tensor out = Tensor::empty(self.sizes(), self.dtype(), self.device());
-  if (self.dtype() == DType::kF32) {
-    gelu_backward_loop(grad_output.data<float>(), self.data<float>(), out.data<float>(), self.numel());
-  } else {
-    gelu_backward_loop(grad_output.data<double>(), self.data<double>(), out.data<double>(), self.numel());
   }
   return out;
 }
@@ -377,11 +310,6 @@ Tensor sub_scalar(const Tensor& self, double other, double alpha) {
               });
 }
 
-Tensor tanh(const Tensor& self) {
-  return map1("tanh", {"tanh (cpu loop)", "tanh (cpu loop, bf16 widened to f32)", "tanh (cpu loop, f16 widened to f32)"},
-              self, [](auto v) { return std::tanh(v); });
-}
-
 // PyTorch's pow with a number (aten/src/ATen/native/cpu/PowKernel.cpp and pow_out): 0 fills ones, 1 copies,
 // 0.5 / -0.5 / -1 are sqrt / rsqrt / reciprocal, 2, 3 and -2 are multiplies, the rest std::pow. Not only
 // faster: the special values follow those functions (sqrt(-0) = -0 and sqrt(-inf) = NaN, where pow gives
@@ -404,12 +332,52 @@ Tensor pow(const Tensor& self, double exponent) {
               self, [exponent](auto v) { return pow_value(v, exponent); });
 }
 
-// d/dx tanh(x) = 1 - tanh(x)^2, from the saved output y (PyTorch's tanh_backward(grad, output)).
-Tensor tanh_backward(const Tensor& grad_output, const Tensor& output) {
-  return map2("tanh_backward",
-              {"tanh_backward (cpu loop)", "tanh_backward (cpu loop, bf16 widened to f32)",
-               "tanh_backward (cpu loop, f16 widened to f32)"},
-              grad_output, output, [](auto g, auto y) { return g * (decltype(g)(1) - y * y); }, Operands::kSameShape);
+// ---- The unary ops of layers/kernels/pointwise_math.h ------------------------------------------------------
+// Note [Pointwise math written once]: the loop is map1's (map2's for a gradient, same shapes only), the
+// math the functor's; every functor in the lists is instantiated here, where the loops are built with -O3.
+
+namespace {
+
+// "gelu (cpu loop)" and its two half-type forms, built once per functor (zone names must outlive the
+// timeline, as string literals do).
+template <typename Fn>
+const LoopNames& loop_names_of(const char* name) {
+  static const std::string kNative = std::string(name) + " (cpu loop)";
+  static const std::string kBf16 = std::string(name) + " (cpu loop, bf16 widened to f32)";
+  static const std::string kF16 = std::string(name) + " (cpu loop, f16 widened to f32)";
+  static const LoopNames kNames{kNative.c_str(), kBf16.c_str(), kF16.c_str()};
+  return kNames;
 }
+
+struct GradientTag {};  // gives a functor's gradient loop its own set of names
+
+}  // namespace
+
+template <typename Fn>
+Tensor unary(const Tensor& self) {
+  return map1(Fn::kName, loop_names_of<Fn>(Fn::kName), self, [](auto v) { return Fn::forward(v); });
+}
+
+template <typename Fn>
+Tensor unary_gradient(const Tensor& grad_output, const Tensor& saved) {
+  return map2(Fn::kGradientName, loop_names_of<std::pair<Fn, GradientTag>>(Fn::kGradientName), grad_output, saved,
+              [](auto g, auto s) { return Fn::gradient(g, s); }, Operands::kSameShape);
+}
+
+// Every functor's loops, instantiated: the addresses, kept in a table with external linkage, make the
+// compiler emit each one here for the declarations in layers/ops to name.
+template <typename... Fns>
+constexpr std::array<Tensor (*)(const Tensor&), sizeof...(Fns)> unary_table(math::MathList<Fns...>) {
+  return {&unary<Fns>...};
+}
+template <typename... Fns>
+constexpr std::array<Tensor (*)(const Tensor&, const Tensor&), sizeof...(Fns)> gradient_table(math::MathList<Fns...>) {
+  return {&unary_gradient<Fns>...};
+}
+extern const decltype(unary_table(math::UnaryMath{})) kUnaryKernels;
+extern const decltype(gradient_table(math::UnaryGradientMath{})) kUnaryGradientKernels;
+const decltype(unary_table(math::UnaryMath{})) kUnaryKernels = unary_table(math::UnaryMath{});
+const decltype(gradient_table(math::UnaryGradientMath{})) kUnaryGradientKernels =
+    gradient_table(math::UnaryGradientMath{});
 
 }  // namespace strata::kernels::cpu

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "layers/kernels/pointwise_math.h"
 #include "lib/tensor.h"
 
 namespace strata::kernels::cuda {
@@ -20,6 +21,13 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias);  /
 // torch.nn.functional.conv2d: stride, padding and dilation one int or (H, W); weight [K, C/groups, R, S].
 Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, const Shape& stride, const Shape& padding,
               const Shape& dilation, int64_t groups);
+// The unary ops of layers/kernels/pointwise_math.h (Note [Pointwise math written once]): one host side and
+// one kernel, instantiated in pointwise_ops.cpp / pointwise.cu for every functor in math::UnaryMath and
+// math::UnaryGradientMath. relu, gelu, tanh and their gradients below are these, by name.
+template <typename Fn>
+Tensor unary(const Tensor& self);
+template <typename Fn>
+Tensor unary_gradient(const Tensor& grad_output, const Tensor& saved);  // grad * f'(x), same shapes only
 Tensor relu(const Tensor& self);
 Tensor add(const Tensor& self, const Tensor& other, double alpha);
 Tensor gelu(const Tensor& self);  // exact (erf) form, strata's own kernel

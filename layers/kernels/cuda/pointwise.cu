@@ -1,13 +1,15 @@
-// strata's own CUDA kernels: relu, gelu, add, the tanh GELU's ops (mul, tanh, pow, scalar adds), the cast (to_copy), and the two bias broadcasts (linear's fallback path, conv2d).
+// strata's own CUDA kernels: the unary ops of layers/kernels/pointwise_math.h, add, the tanh GELU's ops (mul, tanh, pow, scalar adds), the cast (to_copy), and the two bias broadcasts (linear's fallback path, conv2d).
 // Grid-stride loops over contiguous memory: these ops are bandwidth-bound, so what matters is coalesced
 // access and enough blocks in flight, not arithmetic. Half types compute in f32, f64 in f64.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <array>
 #include <type_traits>
 
 #include "layers/kernels/cuda/pointwise_launch.h"
+#include "layers/kernels/pointwise_math.h"
 #include "layers/runtime/cuda/cuda_runtime_layer.h"
 
 namespace strata::kernels::cuda {
@@ -43,27 +45,6 @@ __device__ int64_t first_index() { return static_cast<int64_t>(blockIdx.x) * blo
 __device__ int64_t grid_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
 template <typename T>
-__global__ void relu_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n) {
-  using M = Math<T>;
-  for (int64_t i = first_index(); i < n; i += grid_stride()) {
-    const typename M::Acc v = M::load(x[i]);
-    // `v < 0 ? 0 : v` rather than max(v, 0): NaN stays NaN, as in PyTorch.
-    y[i] = M::store(v < typename M::Acc(0) ? typename M::Acc(0) : v);
-  }
-}
-
-template <typename T>
-__global__ void gelu_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n) {
-  using M = Math<T>;
-  using Acc = typename M::Acc;
-  const Acc inv_sqrt2 = Acc(0.70710678118654752440);
-  for (int64_t i = first_index(); i < n; i += grid_stride()) {
-    const Acc v = M::load(x[i]);
-    y[i] = M::store(Acc(0.5) * v * (Acc(1) + erf(v * inv_sqrt2)));
-  }
-}
-
-template <typename T>
 __global__ void mul_kernel(const T* __restrict__ x, typename Math<T>::Acc other, T* __restrict__ y, int64_t n) {
   using M = Math<T>;
   for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = M::store(M::load(x[i]) * other);
@@ -96,12 +77,6 @@ __global__ void add_scalar_kernel(const T* __restrict__ x, typename Math<T>::Acc
   for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = M::store(M::load(x[i]) + alpha * other);
 }
 
-template <typename T>
-__global__ void tanh_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n) {
-  using M = Math<T>;
-  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = M::store(tanh(M::load(x[i])));
-}
-
 // PyTorch's special exponents (as the CPU kernel: sqrt, reciprocal, multiplies), else pow.
 template <typename Acc>
 __device__ Acc pow_value(Acc x, Acc e) {
@@ -120,17 +95,6 @@ template <typename T>
 __global__ void pow_kernel(const T* __restrict__ x, typename Math<T>::Acc exponent, T* __restrict__ y, int64_t n) {
   using M = Math<T>;
   for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = M::store(pow_value(M::load(x[i]), exponent));
-}
-
-template <typename T>
-__global__ void tanh_backward_kernel(const T* __restrict__ g, const T* __restrict__ out, T* __restrict__ y,
-                                     int64_t n) {
-  using M = Math<T>;
-  using Acc = typename M::Acc;
-  for (int64_t i = first_index(); i < n; i += grid_stride()) {
-    const Acc v = M::load(out[i]);
-    y[i] = M::store(M::load(g[i]) * (Acc(1) - v * v));
-  }
 }
 
 template <typename T>
@@ -176,19 +140,6 @@ __global__ void threshold_backward_kernel(const T* __restrict__ g, const T* __re
   using M = Math<T>;
   for (int64_t i = first_index(); i < n; i += grid_stride()) {
     y[i] = M::load(x[i]) <= threshold ? M::store(typename M::Acc(0)) : g[i];
-  }
-}
-
-template <typename T>
-__global__ void gelu_backward_kernel(const T* __restrict__ g, const T* __restrict__ x, T* __restrict__ y, int64_t n) {
-  using M = Math<T>;
-  using Acc = typename M::Acc;
-  const Acc inv_sqrt2 = Acc(0.70710678118654752440), inv_sqrt_2pi = Acc(0.39894228040143267794);
-  for (int64_t i = first_index(); i < n; i += grid_stride()) {
-    const Acc v = M::load(x[i]);
-    const Acc cdf = Acc(0.5) * (Acc(1) + erf(v * inv_sqrt2));
-    const Acc pdf = inv_sqrt_2pi * exp(Acc(-0.5) * v * v);
-    y[i] = M::store(M::load(g[i]) * (cdf + v * pdf));
   }
 }
 
@@ -262,6 +213,22 @@ __global__ void channel_partials_kernel(const ReduceAcc* __restrict__ partials, 
   if (threadIdx.x == 0) y[c] = Math<T>::store(typename Math<T>::Acc(partial[0]));
 }
 
+// The unary ops of layers/kernels/pointwise_math.h (Note [Pointwise math written once]): the functor's math
+// in Acc (f32 for half types), one grid-stride loop for all of them.
+template <typename Fn, typename T>
+__global__ void unary_kernel(const T* __restrict__ x, T* __restrict__ y, int64_t n) {
+  using M = Math<T>;
+  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = M::store(Fn::forward(M::load(x[i])));
+}
+
+template <typename Fn, typename T>
+__global__ void unary_gradient_kernel(const T* __restrict__ g, const T* __restrict__ saved, T* __restrict__ y,
+                                      int64_t n) {
+  using M = Math<T>;
+  for (int64_t i = first_index(); i < n; i += grid_stride())
+    y[i] = M::store(Fn::gradient(M::load(g[i]), M::load(saved[i])));
+}
+
 // Calls f with a null pointer of the element type of `dtype`, so one switch serves every launcher.
 template <typename F>
 void with_type(DType dtype, F&& f) {
@@ -275,23 +242,44 @@ void with_type(DType dtype, F&& f) {
 
 }  // namespace
 
-void launch_relu(DType dtype, const void* x, void* y, int64_t n, cudaStream_t stream) {
+template <typename Fn>
+void launch_unary(DType dtype, const void* x, void* y, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   with_type(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    relu_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), n);
+    unary_kernel<Fn, T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), n);
   });
   STRATA_CUDA_CHECK(cudaGetLastError());
 }
 
-void launch_gelu(DType dtype, const void* x, void* y, int64_t n, cudaStream_t stream) {
+template <typename Fn>
+void launch_unary_gradient(DType dtype, const void* grad, const void* saved, void* y, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   with_type(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    gelu_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), n);
+    unary_gradient_kernel<Fn, T><<<blocks_for(n), kThreads, 0, stream>>>(
+        static_cast<const T*>(grad), static_cast<const T*>(saved), static_cast<T*>(y), n);
   });
   STRATA_CUDA_CHECK(cudaGetLastError());
 }
+
+// Every functor's launcher, instantiated (the addresses in a table with external linkage make nvcc emit
+// each launcher and its kernels here, for pointwise_ops.cpp to call).
+using UnaryLauncher = void (*)(DType, const void*, void*, int64_t, cudaStream_t);
+using GradientLauncher = void (*)(DType, const void*, const void*, void*, int64_t, cudaStream_t);
+template <typename... Fns>
+constexpr std::array<UnaryLauncher, sizeof...(Fns)> unary_launchers(math::MathList<Fns...>) {
+  return {&launch_unary<Fns>...};
+}
+template <typename... Fns>
+constexpr std::array<GradientLauncher, sizeof...(Fns)> gradient_launchers(math::MathList<Fns...>) {
+  return {&launch_unary_gradient<Fns>...};
+}
+extern const decltype(unary_launchers(math::UnaryMath{})) kUnaryLaunchers;
+extern const decltype(gradient_launchers(math::UnaryGradientMath{})) kGradientLaunchers;
+const decltype(unary_launchers(math::UnaryMath{})) kUnaryLaunchers = unary_launchers(math::UnaryMath{});
+const decltype(gradient_launchers(math::UnaryGradientMath{})) kGradientLaunchers =
+    gradient_launchers(math::UnaryGradientMath{});
 
 void launch_cast(DType from, DType to, const void* x, void* y, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
@@ -359,15 +347,6 @@ void launch_add_scalar(DType dtype, const void* x, double other, double alpha, v
   STRATA_CUDA_CHECK(cudaGetLastError());
 }
 
-void launch_tanh(DType dtype, const void* x, void* y, int64_t n, cudaStream_t stream) {
-  if (n == 0) return;
-  with_type(dtype, [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    tanh_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<T*>(y), n);
-  });
-  STRATA_CUDA_CHECK(cudaGetLastError());
-}
-
 void launch_pow(DType dtype, const void* x, double exponent, void* y, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   with_type(dtype, [&](auto* tag) {
@@ -375,16 +354,6 @@ void launch_pow(DType dtype, const void* x, double exponent, void* y, int64_t n,
     using Acc = typename Math<T>::Acc;
     pow_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<Acc>(exponent),
                                                           static_cast<T*>(y), n);
-  });
-  STRATA_CUDA_CHECK(cudaGetLastError());
-}
-
-void launch_tanh_backward(DType dtype, const void* grad, const void* out, void* y, int64_t n, cudaStream_t stream) {
-  if (n == 0) return;
-  with_type(dtype, [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    tanh_backward_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(grad),
-                                                                    static_cast<const T*>(out), static_cast<T*>(y), n);
   });
   STRATA_CUDA_CHECK(cudaGetLastError());
 }
@@ -429,16 +398,6 @@ void launch_threshold_backward(DType dtype, const void* grad, const void* x, dou
     using Acc = typename Math<T>::Acc;
     threshold_backward_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(
         static_cast<const T*>(grad), static_cast<const T*>(x), static_cast<Acc>(threshold), static_cast<T*>(y), n);
-  });
-  STRATA_CUDA_CHECK(cudaGetLastError());
-}
-
-void launch_gelu_backward(DType dtype, const void* grad, const void* x, void* y, int64_t n, cudaStream_t stream) {
-  if (n == 0) return;
-  with_type(dtype, [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    gelu_backward_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(grad),
-                                                                    static_cast<const T*>(x), static_cast<T*>(y), n);
   });
   STRATA_CUDA_CHECK(cudaGetLastError());
 }

@@ -10,9 +10,13 @@
 
 namespace strata::kernels::cuda {
 
-void launch_relu(DType dtype, const void* x, void* y, int64_t n, cudaStream_t stream);
-// y = x * Phi(x), the exact GELU (erf), computed in f32 for half types and f64 for f64.
-void launch_gelu(DType dtype, const void* x, void* y, int64_t n, cudaStream_t stream);
+// y = Fn::forward(x) for a functor of layers/kernels/pointwise_math.h (Note [Pointwise math written once]),
+// computed in f32 for half types and f64 for f64; instantiated in pointwise.cu for every functor there.
+template <typename Fn>
+void launch_unary(DType dtype, const void* x, void* y, int64_t n, cudaStream_t stream);
+// y = Fn::gradient(grad, saved): the functor's gradient op.
+template <typename Fn>
+void launch_unary_gradient(DType dtype, const void* grad, const void* saved, void* y, int64_t n, cudaStream_t stream);
 // y = x converted from `from` to `to` (round to nearest even; f64 -> half through f32, as c10 does).
 void launch_cast(DType from, DType to, const void* x, void* y, int64_t n, cudaStream_t stream);
 // y = x * other (PyTorch's mul.Scalar: a Python float), in f32 for half types.
@@ -27,8 +31,7 @@ void launch_div(DType dtype, const void* a, const void* b, void* y, int64_t n, c
 // rounded to the computation type first, as the CPU kernel does.
 void launch_add_scalar(DType dtype, const void* x, double other, double alpha, void* y, int64_t n,
                        cudaStream_t stream);
-// y = tanh(x); y = pow(x, exponent).
-void launch_tanh(DType dtype, const void* x, void* y, int64_t n, cudaStream_t stream);
+// y = pow(x, exponent).
 void launch_pow(DType dtype, const void* x, double exponent, void* y, int64_t n, cudaStream_t stream);
 // y = a + alpha * b (PyTorch's add(self, other, alpha)).
 void launch_add(DType dtype, const void* a, const void* b, double alpha, void* y, int64_t n, cudaStream_t stream);
@@ -51,10 +54,6 @@ void launch_strided_copy(size_t element_size, const void* x, const StridedGeomet
 // y = x <= threshold ? 0 : grad (relu's backward with threshold 0).
 void launch_threshold_backward(DType dtype, const void* grad, const void* x, double threshold, void* y, int64_t n,
                                cudaStream_t stream);
-// y = grad * (Phi(x) + x * phi(x)).
-void launch_gelu_backward(DType dtype, const void* grad, const void* x, void* y, int64_t n, cudaStream_t stream);
-// y = grad * (1 - out^2): tanh's backward from its saved output.
-void launch_tanh_backward(DType dtype, const void* grad, const void* out, void* y, int64_t n, cudaStream_t stream);
 // y[i] = source[0] when source is not null (a device pointer), else value.
 void launch_fill(DType dtype, const void* source, double value, void* y, int64_t n, cudaStream_t stream);
 // y[c] = sum over o, j of x[o, c, j] for x laid out [outer, channels, inner], accumulated in double.

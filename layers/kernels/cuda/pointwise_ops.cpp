@@ -1,35 +1,17 @@
-// relu, gelu, add, the tanh GELU's ops and to_copy on the GPU: strata's own kernels (pointwise.cu), no library in between, so the library row
+// The unary ops of layers/kernels/pointwise_math.h, add, the tanh GELU's ops and to_copy on the GPU: strata's own kernels (pointwise.cu), no library in between, so the library row
 // is only argument checks, the output allocation and the launch call itself.
 #include <array>
 #include <string>
+#include <utility>
 
 #include "layers/kernels/cuda/cuda_common.h"
 #include "layers/kernels/cuda/cuda_kernels.h"
 #include "layers/kernels/cuda/pointwise_launch.h"
+#include "layers/kernels/pointwise_math.h"
 #include "lib/op_shapes.h"
 #include "lib/zone.h"
 
 namespace strata::kernels::cuda {
-
-Tensor relu(const Tensor& self) {
-  STRATA_ZONE(zone, Layer::kLibrary, "relu (cuda)");
-  check_cuda_input("relu", self);
-  const cudaStream_t stream = device_stream(self);
-  Tensor out = Tensor::empty(self.sizes(), self.dtype(), self.device());
-  STRATA_ZONE(launch, Layer::kLibrary, "relu_kernel<<<>>>");
-  launch_relu(self.dtype(), self.data_ptr(), out.data_ptr(), self.numel(), stream);
-  return out;
-}
-
-Tensor gelu(const Tensor& self) {
-  STRATA_ZONE(zone, Layer::kLibrary, "gelu (cuda)");
-  check_cuda_input("gelu", self);
-  const cudaStream_t stream = device_stream(self);
-  Tensor out = Tensor::empty(self.sizes(), self.dtype(), self.device());
-  STRATA_ZONE(launch, Layer::kLibrary, "gelu_kernel<<<>>>");
-  launch_gelu(self.dtype(), self.data_ptr(), out.data_ptr(), self.numel(), stream);
-  return out;
-}
 
 namespace {
 // Zone names must live as long as the timeline: one per (from, to) pair, built once.
@@ -137,16 +119,6 @@ Tensor sub_scalar(const Tensor& self, double other, double alpha) {
   return add_scalar_on("sub.Scalar", "sub.Scalar (cuda)", self, other, -alpha);
 }
 
-Tensor tanh(const Tensor& self) {
-  STRATA_ZONE(zone, Layer::kLibrary, "tanh (cuda)");
-  check_cuda_input("tanh", self);
-  const cudaStream_t stream = device_stream(self);
-  Tensor out = Tensor::empty(self.sizes(), self.dtype(), self.device());
-  STRATA_ZONE(launch, Layer::kLibrary, "tanh_kernel<<<>>>");
-  launch_tanh(self.dtype(), self.data_ptr(), out.data_ptr(), self.numel(), stream);
-  return out;
-}
-
 Tensor pow(const Tensor& self, double exponent) {
   STRATA_ZONE(zone, Layer::kLibrary, "pow (cuda)");
   check_cuda_input("pow", self);
@@ -169,17 +141,6 @@ Tensor mul_scalar(const Tensor& self, double other) {
   return out;
 }
 
-Tensor tanh_backward(const Tensor& grad_output, const Tensor& output) {
-  STRATA_ZONE(zone, Layer::kLibrary, "tanh_backward (cuda)");
-  op_shapes::check_operands("tanh_backward", check_cuda_input, grad_output, output);
-  op_shapes::same_shape("tanh_backward", grad_output.sizes(), output.sizes());
-  const cudaStream_t stream = device_stream(output);
-  Tensor out = Tensor::empty(output.sizes(), output.dtype(), output.device());
-  STRATA_ZONE(launch, Layer::kLibrary, "tanh_backward_kernel<<<>>>");
-  launch_tanh_backward(output.dtype(), grad_output.data_ptr(), output.data_ptr(), out.data_ptr(), out.numel(), stream);
-  return out;
-}
-
 Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, double threshold) {
   STRATA_ZONE(zone, Layer::kLibrary, "threshold_backward (cuda)");
   op_shapes::check_operands("threshold_backward", check_cuda_input, grad_output, self);
@@ -189,17 +150,6 @@ Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, double 
   STRATA_ZONE(launch, Layer::kLibrary, "threshold_backward_kernel<<<>>>");
   launch_threshold_backward(self.dtype(), grad_output.data_ptr(), self.data_ptr(), threshold, out.data_ptr(),
                             out.numel(), stream);
-  return out;
-}
-
-Tensor gelu_backward(const Tensor& grad_output, const Tensor& self) {
-  STRATA_ZONE(zone, Layer::kLibrary, "gelu_backward (cuda)");
-  op_shapes::check_operands("gelu_backward", check_cuda_input, grad_output, self);
-  op_shapes::same_shape("gelu_backward", grad_output.sizes(), self.sizes());
-  const cudaStream_t stream = device_stream(self);
-  Tensor out = Tensor::empty(self.sizes(), self.dtype(), self.device());
-  STRATA_ZONE(launch, Layer::kLibrary, "gelu_backward_kernel<<<>>>");
-  launch_gelu_backward(self.dtype(), grad_output.data_ptr(), self.data_ptr(), out.data_ptr(), out.numel(), stream);
   return out;
 }
 
@@ -281,6 +231,77 @@ Tensor contiguous(const Tensor& self) {
   STRATA_ZONE(launch, Layer::kLibrary, "strided_copy_kernel<<<>>>");
   launch_strided_copy(element_size(self.dtype()), self.data_ptr(), g, out.data_ptr(), out.numel(), stream);
   return out;
+}
+
+
+// ---- The unary ops of layers/kernels/pointwise_math.h ------------------------------------------------------
+// Note [Pointwise math written once]: one host side for every functor; the kernel is pointwise.cu's.
+
+namespace {
+
+// "gelu (cuda)" and "gelu_kernel<<<>>>" for an op named "gelu", built once per name (zone names must
+// outlive the timeline).
+template <typename Tag>
+const std::array<std::string, 2>& zone_names_of(const char* name) {
+  static const std::array<std::string, 2> kNames{std::string(name) + " (cuda)", std::string(name) + "_kernel<<<>>>"};
+  return kNames;
+}
+
+struct GradientTag {};  // gives a functor's gradient op its own names
+
+}  // namespace
+
+template <typename Fn>
+Tensor unary(const Tensor& self) {
+  const auto& names = zone_names_of<Fn>(Fn::kName);
+  STRATA_ZONE(zone, Layer::kLibrary, names[0].c_str());
+  check_cuda_input(Fn::kName, self);
+  const cudaStream_t stream = device_stream(self);
+  Tensor out = Tensor::empty(self.sizes(), self.dtype(), self.device());
+  STRATA_ZONE(launch, Layer::kLibrary, names[1].c_str());
+  launch_unary<Fn>(self.dtype(), self.data_ptr(), out.data_ptr(), self.numel(), stream);
+  return out;
+}
+
+template <typename Fn>
+Tensor unary_gradient(const Tensor& grad_output, const Tensor& saved) {
+  const auto& names = zone_names_of<std::pair<Fn, GradientTag>>(Fn::kGradientName);
+  STRATA_ZONE(zone, Layer::kLibrary, names[0].c_str());
+  op_shapes::check_operands(Fn::kGradientName, check_cuda_input, grad_output, saved);
+  op_shapes::same_shape(Fn::kGradientName, grad_output.sizes(), saved.sizes());
+  const cudaStream_t stream = device_stream(saved);
+  Tensor out = Tensor::empty(saved.sizes(), saved.dtype(), saved.device());
+  STRATA_ZONE(launch, Layer::kLibrary, names[1].c_str());
+  launch_unary_gradient<Fn>(saved.dtype(), grad_output.data_ptr(), saved.data_ptr(), out.data_ptr(), out.numel(),
+                            stream);
+  return out;
+}
+
+// Every functor's host side, instantiated (the addresses in a table with external linkage make the compiler
+// emit each one here, for the declarations in layers/ops to name).
+template <typename... Fns>
+constexpr std::array<Tensor (*)(const Tensor&), sizeof...(Fns)> unary_table(math::MathList<Fns...>) {
+  return {&unary<Fns>...};
+}
+template <typename... Fns>
+constexpr std::array<Tensor (*)(const Tensor&, const Tensor&), sizeof...(Fns)> gradient_table(math::MathList<Fns...>) {
+  return {&unary_gradient<Fns>...};
+}
+extern const decltype(unary_table(math::UnaryMath{})) kUnaryKernels;
+extern const decltype(gradient_table(math::UnaryGradientMath{})) kUnaryGradientKernels;
+const decltype(unary_table(math::UnaryMath{})) kUnaryKernels = unary_table(math::UnaryMath{});
+const decltype(gradient_table(math::UnaryGradientMath{})) kUnaryGradientKernels =
+    gradient_table(math::UnaryGradientMath{});
+
+// The named kernels of the ops that had their own before the functors (callers and tests name them).
+Tensor relu(const Tensor& self) { return unary<math::Relu>(self); }
+Tensor gelu(const Tensor& self) { return unary<math::Gelu>(self); }
+Tensor tanh(const Tensor& self) { return unary<math::Tanh>(self); }
+Tensor gelu_backward(const Tensor& grad_output, const Tensor& self) {
+  return unary_gradient<math::Gelu>(grad_output, self);
+}
+Tensor tanh_backward(const Tensor& grad_output, const Tensor& output) {
+  return unary_gradient<math::Tanh>(grad_output, output);
 }
 
 }  // namespace strata::kernels::cuda

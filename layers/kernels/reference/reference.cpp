@@ -197,6 +197,12 @@ std::vector<double> gelu(const Tensor& self) {
   return v;
 }
 
+std::vector<double> silu(const Tensor& self) {
+  auto v = to_double(self);
+  for (double& x : v) x = x * (1.0 / (1.0 + std::exp(-x)));
+  return v;
+}
+
 namespace {
 
 // Broadcasting in the reference: each output element's coordinates, mapped to an operand's flat index by
@@ -443,6 +449,20 @@ Grads add_backward(const Tensor& grad, const Tensor& self, const Tensor& other, 
 }
 
 Grads gelu_backward_of(const Tensor& grad, const Tensor& self) { return {gelu_backward(grad, self)}; }
+
+// d/dx x * s(x) = s(x) + x * s(x) * (1 - s(x)), s the logistic sigmoid.
+std::vector<double> silu_backward(const Tensor& grad_output, const Tensor& self) {
+  op_shapes::same_shape("silu_backward", grad_output.sizes(), self.sizes());
+  auto g = to_double(grad_output);
+  const auto x = to_double(self);
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double s = 1.0 / (1.0 + std::exp(-x[i]));
+    g[i] *= s + x[i] * s * (1.0 - s);
+  }
+  return g;
+}
+
+Grads silu_backward_of(const Tensor& grad, const Tensor& self) { return {silu_backward(grad, self)}; }
 
 Grads sum_backward(const Tensor& grad, const Tensor& self) { return {expand_as(grad, self)}; }
 

@@ -22,6 +22,8 @@ std::vector<double> relu(const Tensor& self);
 std::vector<double> add(const Tensor& self, const Tensor& other, double alpha);
 // x * Phi(x) with the exact normal CDF (PyTorch's gelu with approximate='none').
 std::vector<double> gelu(const Tensor& self);
+// x * sigmoid(x) (PyTorch's silu).
+std::vector<double> silu(const Tensor& self);
 // The tanh GELU's ops (layers/ops/operators.h: mul, mul.Scalar, add.Scalar, sub, sub.Scalar, tanh, pow).
 std::vector<double> mul(const Tensor& self, const Tensor& other);
 std::vector<double> mul_scalar(const Tensor& self, double other);
@@ -49,6 +51,7 @@ std::vector<double> expand_as(const Tensor& self, const Tensor& other);
 std::vector<double> threshold_backward(const Tensor& grad_output, const Tensor& self, double threshold);
 std::vector<double> tanh_backward(const Tensor& grad_output, const Tensor& output);
 std::vector<double> gelu_backward(const Tensor& grad_output, const Tensor& self);
+std::vector<double> silu_backward(const Tensor& grad_output, const Tensor& self);
 std::vector<double> bias_backward(const Tensor& grad_output);
 std::vector<double> conv2d_input_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
                                           const Shape& stride, const Shape& padding, const Shape& dilation,
@@ -69,6 +72,7 @@ Grads conv2d_backward(const Tensor& grad, const Tensor& input, const Tensor& wei
 Grads relu_backward(const Tensor& grad, const Tensor& self);
 Grads add_backward(const Tensor& grad, const Tensor& self, const Tensor& other, double alpha);
 Grads gelu_backward_of(const Tensor& grad, const Tensor& self);
+Grads silu_backward_of(const Tensor& grad, const Tensor& self);
 Grads sum_backward(const Tensor& grad, const Tensor& self);
 Grads mul_backward(const Tensor& grad, const Tensor& self, const Tensor& other);
 Grads mul_scalar_backward(const Tensor& grad, const Tensor& self, double other);

@@ -1,0 +1,110 @@
+// Note [Pointwise math written once]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The scalar math of the unary pointwise ops, written once for both backends, as ATen's cpu_kernel and
+// gpu_kernel take one functor: the CPU loop (layers/kernels/cpu/pointwise.cpp: `unary<Fn>`, over f32 or
+// f64, half types widened to f32) and the CUDA kernel (layers/kernels/cuda/pointwise.cu: `launch_unary<Fn>`,
+// a grid-stride loop that loads half types as f32) instantiate every functor in UnaryMath and
+// UnaryGradientMath below. Each functor gives
+//   kName            the operator's name (zone names: "gelu (cpu loop)", "gelu_kernel<<<>>>")
+//   forward(x)       y = f(x), in T = float or double
+//   gradient(g, s)   (optional) the gradient op's value: g * f'(x), from the saved tensor s, which is x or,
+//                    for ops that save their result (tanh), y; kGradientName names that operator
+// A new unary op is a functor here, one entry in each list, and its declaration in layers/ops; the
+// float64 reference stays apart (layers/kernels/reference shares no code with any backend).
+//
+// The functors use arithmetic, the *_of calls below and nothing else, so that the compiled path can also
+// evaluate them on source text (layers/compiler/fusion.cpp) and fuse an op with no lowering of its own.
+// The libm calls go through the overloads below, so that float calls the float function (erff, expf,
+// tanhf) on the host as std::erf(float) does and on the device as CUDA's erf(float) does: the results
+// are those of the per-op loops these functors replaced, bit for bit.
+#pragma once
+
+#include <cmath>
+
+#if defined(__CUDACC__)
+#define STRATA_HOST_DEVICE __host__ __device__
+#else
+#define STRATA_HOST_DEVICE
+#endif
+
+namespace strata::kernels::math {
+
+STRATA_HOST_DEVICE inline float erf_of(float x) { return ::erff(x); }
+STRATA_HOST_DEVICE inline double erf_of(double x) { return ::erf(x); }
+STRATA_HOST_DEVICE inline float exp_of(float x) { return ::expf(x); }
+STRATA_HOST_DEVICE inline double exp_of(double x) { return ::exp(x); }
+STRATA_HOST_DEVICE inline float tanh_of(float x) { return ::tanhf(x); }
+STRATA_HOST_DEVICE inline double tanh_of(double x) { return ::tanh(x); }
+// `condition ? a : b`, as a call so that the compiled path's lowering can write it too (fusion.cpp).
+template <typename T>
+STRATA_HOST_DEVICE T select_of(bool condition, T a, T b) {
+  return condition ? a : b;
+}
+
+struct Relu {
+  static constexpr const char* kName = "relu";
+  // `x < 0 ? 0 : x`, PyTorch's relu, rather than max(x, 0): NaN stays NaN (a diverging model must show),
+  // -0.0 stays -0.0. Its gradient is threshold_backward, an op with a threshold argument of its own.
+  template <typename T>
+  STRATA_HOST_DEVICE static T forward(T x) {
+    return select_of(x < T(0), T(0), x);
+  }
+};
+
+struct Gelu {
+  static constexpr const char* kName = "gelu";
+  static constexpr const char* kGradientName = "gelu_backward";
+  // The exact form, as PyTorch's default (approximate='none'): x * Phi(x) = x/2 * (1 + erf(x / sqrt 2)).
+  template <typename T>
+  STRATA_HOST_DEVICE static T forward(T x) {
+    const T inv_sqrt2 = T(0.70710678118654752440);
+    return T(0.5) * x * (T(1) + erf_of(x * inv_sqrt2));
+  }
+  // d/dx x * Phi(x) = Phi(x) + x * phi(x), from the saved input.
+  template <typename T>
+  STRATA_HOST_DEVICE static T gradient(T grad, T x) {
+    const T inv_sqrt2 = T(0.70710678118654752440), inv_sqrt_2pi = T(0.39894228040143267794);
+    const T cdf = T(0.5) * (T(1) + erf_of(x * inv_sqrt2));
+    const T pdf = inv_sqrt_2pi * exp_of(T(-0.5) * x * x);
+    return grad * (cdf + x * pdf);
+  }
+};
+
+struct Tanh {
+  static constexpr const char* kName = "tanh";
+  static constexpr const char* kGradientName = "tanh_backward";
+  template <typename T>
+  STRATA_HOST_DEVICE static T forward(T x) {
+    return tanh_of(x);
+  }
+  // d/dx tanh(x) = 1 - tanh(x)^2, from the saved output y (PyTorch's tanh_backward(grad, output)).
+  template <typename T>
+  STRATA_HOST_DEVICE static T gradient(T grad, T y) {
+    return grad * (T(1) - y * y);
+  }
+};
+
+struct Silu {
+  static constexpr const char* kName = "silu";
+  static constexpr const char* kGradientName = "silu_backward";
+  // x * sigmoid(x) as PyTorch computes it, x / (1 + exp(-x)): -0.0 stays -0.0, -inf gives NaN (-inf / inf)
+  // as in PyTorch, and a large negative x gives -0.0 once exp(-x) overflows.
+  template <typename T>
+  STRATA_HOST_DEVICE static T forward(T x) {
+    return x / (T(1) + exp_of(-x));
+  }
+  // PyTorch's silu_backward: s = sigmoid(x), grad * s * (1 + x * (1 - s)), from the saved input.
+  template <typename T>
+  STRATA_HOST_DEVICE static T gradient(T grad, T x) {
+    const T sigmoid = T(1) / (T(1) + exp_of(-x));
+    return grad * sigmoid * (T(1) + x * (T(1) - sigmoid));
+  }
+};
+
+// The functors each backend instantiates: every forward, and every gradient.
+template <typename... Fns>
+struct MathList {};
+using UnaryMath = MathList<Relu, Gelu, Tanh, Silu>;
+using UnaryGradientMath = MathList<Gelu, Tanh, Silu>;
+
+}  // namespace strata::kernels::math

@@ -1,0 +1,97 @@
+// The in-place operators (Note [In-place operators]): relu_, add_, mul_, mul_.Scalar.
+// Part of layers/ops/operators.h (Note [One declaration per operator]): included there, after the
+// declaration machinery and in the order the list there gives; not a header to include on its own.
+#pragma once
+
+namespace strata::ops {
+
+// ---- In-place ops ------------------------------------------------------------------------------------
+// Note [In-place operators]
+// relu_, add_, mul_ and mul_.Scalar write self and return it (schema `Tensor(a!) self ... -> Tensor(a!)`, PyTorch's
+// alias annotation: the binding layer reads the '!'). kInPlace makes the registration
+//   - on the CPU key: cast `other` to self's dtype and make it contiguous (to_copy / contiguous calls of
+//     their own), pass self as it is (its kernel writes through its strides), then bump self's storage's
+//     version (Note [Version counter] in lib/storage.h), so it is bumped under no_grad too;
+//   - on the Autograd key: record nothing and refuse what strata cannot differentiate: a leaf that
+//     requires grad (PyTorch's own error), and a non-leaf that requires grad or an operand that does
+//     (PyTorch would rebase the tensor's history onto a new node; strata refuses, docs/autograd.md).
+// No CUDA kernels yet (NoKernel): the dispatcher refuses a CUDA call with the keys that have kernels.
+// The reference is the out-of-place op's: the values self holds after the call.
+struct ReluInPlace {
+  static constexpr const char* kName = "relu_";
+  static constexpr std::string_view kAlias = "";
+  static constexpr const char* kSchema = "relu_(Tensor(a!) self) -> Tensor(a!)";
+  static constexpr const char* kTorchName = "torch.Tensor.relu_";  // the --peer torch counterpart
+  using Signature = Tensor(const Tensor& self);
+  static constexpr KernelDecl kCpu{&kernels::cpu::relu_inplace, "layers/kernels/cpu/inplace.cpp (relu loop, written into self)"};
+  static constexpr NoKernel kCuda{"none (in-place ops are CPU only for now)"};
+  static constexpr auto kReference = &reference::relu;
+  static constexpr bool kInPlace = true;
+  static constexpr BackwardDecl kBackward{"(none: in-place, refused when grad is needed)", 0};
+  static constexpr const char* kSpecHelp = "  relu_ N | shape          relu in place on self                     e.g. relu_ 1048576\n";
+
+  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
+    return pointwise_spec(d, 1, "");
+  }
+};
+inline constexpr EntryPoint<ReluInPlace> relu_{};  // NOLINT(readability-identifier-naming): called like a function
+
+struct AddInPlace {
+  static constexpr const char* kName = "add_";
+  static constexpr std::string_view kAlias = "";
+  static constexpr const char* kSchema = "add_(Tensor(a!) self, Tensor other, *, float alpha=1) -> Tensor(a!)";  // aten::add_.Tensor
+  static constexpr const char* kTorchName = "torch.Tensor.add_";  // the --peer torch counterpart
+  using Signature = Tensor(const Tensor& self, const Tensor& other, double alpha);
+  static constexpr KernelDecl kCpu{&kernels::cpu::add_inplace, "layers/kernels/cpu/inplace.cpp (add loop, written into self)"};
+  static constexpr NoKernel kCuda{"none (in-place ops are CPU only for now)"};
+  static constexpr auto kReference = &reference::add;
+  static constexpr bool kInPlace = true;
+  static constexpr BackwardDecl kBackward{"(none: in-place, refused when grad is needed)", 0};
+  static constexpr const char* kSpecHelp = "  add_ N | shape           self += other, same shapes                e.g. add_ 1048576\n";
+
+  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
+    return pointwise_spec(d, 2, " += ");
+  }
+};
+inline constexpr EntryPoint<AddInPlace> add_{};  // NOLINT(readability-identifier-naming): called like a function
+
+struct MulInPlace {
+  static constexpr const char* kName = "mul_";
+  static constexpr std::string_view kAlias = "";
+  static constexpr const char* kSchema = "mul_(Tensor(a!) self, Tensor other) -> Tensor(a!)";  // aten::mul_.Tensor
+  static constexpr const char* kTorchName = "torch.Tensor.mul_";  // the --peer torch counterpart
+  using Signature = Tensor(const Tensor& self, const Tensor& other);
+  static constexpr KernelDecl kCpu{&kernels::cpu::mul_inplace, "layers/kernels/cpu/inplace.cpp (mul loop, written into self)"};
+  static constexpr NoKernel kCuda{"none (in-place ops are CPU only for now)"};
+  static constexpr auto kReference = &reference::mul;
+  static constexpr bool kInPlace = true;
+  static constexpr BackwardDecl kBackward{"(none: in-place, refused when grad is needed)", 0};
+  static constexpr const char* kSpecHelp = "  mul_ N | shape           self *= other, same shapes                e.g. mul_ 1048576\n";
+
+  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
+    return pointwise_spec(d, 2, " *= ");
+  }
+};
+
+struct MulScalarInPlace {
+  static constexpr const char* kName = "mul_.Scalar";
+  static constexpr std::string_view kAlias = "";
+  static constexpr const char* kSchema = "mul_.Scalar(Tensor(a!) self, float other=1) -> Tensor(a!)";  // aten::mul_.Scalar
+  static constexpr const char* kTorchName = "torch.Tensor.mul_";  // the --peer torch counterpart
+  using Signature = Tensor(const Tensor& self, double other);
+  static constexpr KernelDecl kCpu{&kernels::cpu::mul_scalar_inplace, "layers/kernels/cpu/inplace.cpp (mul.Scalar loop, written into self)"};
+  static constexpr NoKernel kCuda{"none (in-place ops are CPU only for now)"};
+  static constexpr auto kReference = &reference::mul_scalar;
+  static constexpr bool kInPlace = true;
+  static constexpr BackwardDecl kBackward{"(none: in-place, refused when grad is needed)", 0};
+  // -1: every timed call flips the signs, so thousands of calls neither overflow nor drift to zero.
+  static constexpr const char* kSpecHelp = "  mul_.Scalar N | shape    self *= other, a number (-1 here)         e.g. mul_.Scalar 1048576\n";
+
+  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
+    return scalar_spec(d, " *= ", -1);
+  }
+};
+// x.mul_(y) and x.mul_(2.0): one C++ name, two operators (Note [Overloads]).
+inline constexpr Overloads<EntryPoint<MulInPlace>, EntryPoint<MulScalarInPlace>> mul_{};  // NOLINT(readability-identifier-naming)
+
+}  // namespace strata::ops
