@@ -126,7 +126,8 @@ class BoundOperator {
   std::vector<double> reference(std::span<const IValue> args, std::span<const Kwarg> kwargs = {}) const;
 
  private:
-  std::array<const IValue*, kMaxArgs> bind(std::span<const IValue> args, std::span<const Kwarg> kwargs) const;
+  std::array<const IValue*, kMaxArgs> bind(std::span<const IValue> args, std::span<const Kwarg> kwargs,
+                                           std::array<IValue, kMaxArgs>& widened) const;
 
   Schema schema_;
   Invoke invoke_;

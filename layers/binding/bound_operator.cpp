@@ -49,7 +49,6 @@ std::string IValue::repr() const {
 
 namespace {
 
-
 // An int given for an `int[N]` argument stands for N copies of it (PyTorch's IntArrayRef[N] rule).
 bool widens_to_list(const Argument& a, const IValue& v) { return a.type == ArgType::kIntList && a.list_size > 0 && v.is_int(); }
 
@@ -85,20 +84,24 @@ BoundOperator::BoundOperator(Schema schema, Invoke invoke, Reference reference)
 
 IValue BoundOperator::call(std::span<const IValue> args, std::span<const Kwarg> kwargs) const {
   STRATA_ZONE(zone, Layer::kBinding, schema_.name.c_str());
-  return invoke_(bind(args, kwargs).data());
+  std::array<IValue, kMaxArgs> widened;
+  return invoke_(bind(args, kwargs, widened).data());
 }
 
 std::vector<double> BoundOperator::reference(std::span<const IValue> args, std::span<const Kwarg> kwargs) const {
   if (reference_ == nullptr) throw Error("binding: " + schema_.name + " was bound without its float64 reference");
-  return reference_(bind(args, kwargs).data());
+  std::array<IValue, kMaxArgs> widened;
+  return reference_(bind(args, kwargs, widened).data());
 }
 
-// Each parameter's value: the positional or keyword argument given for it, else its default.
+// Each parameter's value: the positional or keyword argument given for it, else its default. The lists that
+// ints given for int[N] arguments stand for are made in `widened`, the caller's: the pointers returned point
+// into it, so it must outlive the call they are passed to.
 std::array<const IValue*, BoundOperator::kMaxArgs> BoundOperator::bind(std::span<const IValue> args,
-                                                        std::span<const Kwarg> kwargs) const {
+                                                                       std::span<const Kwarg> kwargs,
+                                                                       std::array<IValue, kMaxArgs>& widened) const {
   const auto& params = schema_.arguments;
   std::array<const IValue*, kMaxArgs> bound{};
-  std::array<IValue, kMaxArgs> widened;  // the lists that ints given for int[N] arguments stand for
   size_t positional = 0;
   for (const Argument& a : params) positional += a.keyword_only ? 0 : 1;
   if (args.size() > positional) {
