@@ -11,8 +11,8 @@
 
 #include "layers/frontend/frontend.h"
 #include "lib/timeline.h"
-#include "reports/chrome_trace.h"
-#include "reports/report.h"
+#include "reports/formats/chrome_trace.h"
+#include "reports/model/report.h"
 
 namespace strata::app {
 

@@ -17,7 +17,7 @@
 #include <string>
 
 #include "lib/timeline.h"
-#include "reports/report.h"
+#include "reports/model/report.h"
 
 namespace strata::measure {
 

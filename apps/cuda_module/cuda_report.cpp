@@ -4,8 +4,8 @@
 #include "layers/kernels/cuda/cuda_kernels.h"
 #include "layers/runtime/cuda/cuda_runtime_layer.h"
 #include "lib/error.h"
-#include "reports/notes.h"
-#include "reports/peak_table.h"
+#include "reports/formats/notes.h"
+#include "reports/model/peak_table.h"
 
 namespace strata::app {
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "lib/device.h"
-#include "reports/figures.h"
-#include "reports/report.h"
+#include "reports/model/figures.h"
+#include "reports/model/report.h"
 
 namespace strata::app {
 

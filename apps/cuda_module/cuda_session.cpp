@@ -17,7 +17,7 @@
 #include "lib/error.h"
 #include "lib/host_clock.h"
 #include "measure/device_session.h"
-#include "reports/notes.h"
+#include "reports/formats/notes.h"
 
 namespace strata::app {
 namespace {

@@ -3,7 +3,7 @@
 #pragma once
 
 #include "lib/dtype.h"
-#include "reports/sweep.h"
+#include "reports/model/sweep.h"
 
 namespace strata::app {
 

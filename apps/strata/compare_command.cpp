@@ -17,10 +17,11 @@
 #include "measure/device_session.h"
 #include "measure/harness.h"
 #include "measure/report_builder.h"
-#include "reports/comparison.h"
-#include "reports/json_report.h"
-#include "reports/notes.h"
-#include "reports/table.h"
+#include "reports/model/units.h"
+#include "reports/model/comparison.h"
+#include "reports/formats/json_report.h"
+#include "reports/formats/notes.h"
+#include "reports/formats/table.h"
 
 namespace strata::app {
 namespace {

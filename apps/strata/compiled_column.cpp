@@ -10,6 +10,7 @@
 #include "lib/host_clock.h"
 #include "lib/zone.h"
 #include "measure/harness.h"
+#include "reports/model/units.h"
 
 namespace strata::app {
 namespace {

@@ -13,8 +13,8 @@
 #include "layers/compiler/compiler_cuda.h"
 #include "layers/compiler/sass.h"
 #include "layers/frontend/sequence.h"
-#include "reports/comparison.h"
-#include "reports/report.h"
+#include "reports/model/comparison.h"
+#include "reports/model/report.h"
 
 namespace strata::app {
 

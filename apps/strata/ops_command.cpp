@@ -19,8 +19,8 @@
 #include "layers/ops/operators.h"
 #include "lib/error.h"
 #include "measure/harness.h"
-#include "reports/chrome_trace.h"
-#include "reports/chrome_trace_check.h"
+#include "reports/formats/chrome_trace.h"
+#include "reports/checker/chrome_trace_check.h"
 #if STRATA_WITH_CUDA
 #include "apps/strata/cuda_module.h"
 #endif

@@ -8,8 +8,8 @@
 #include <string>
 
 #include "apps/strata/trace_request.h"
-#include "reports/chrome_trace.h"
-#include "reports/report.h"
+#include "reports/formats/chrome_trace.h"
+#include "reports/model/report.h"
 
 namespace strata::app {
 

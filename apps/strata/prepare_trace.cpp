@@ -17,7 +17,8 @@
 #include "lib/output_file.h"
 #include "lib/zone.h"
 #include "measure/report_builder.h"
-#include "reports/figures.h"
+#include "reports/model/units.h"
+#include "reports/model/figures.h"
 
 namespace strata::app {
 namespace {

@@ -15,7 +15,7 @@
 #include "layers/frontend/sequence.h"
 #include "measure/device_session.h"
 #include "measure/harness.h"
-#include "reports/report.h"
+#include "reports/model/report.h"
 
 namespace strata::app {
 

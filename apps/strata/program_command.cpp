@@ -14,9 +14,10 @@
 #include "lib/zone.h"
 #include "measure/harness.h"
 #include "measure/report_builder.h"
-#include "reports/json_report.h"
-#include "reports/sequence.h"
-#include "reports/table.h"
+#include "reports/formats/json_report.h"
+#include "reports/model/units.h"
+#include "reports/model/sequence.h"
+#include "reports/formats/table.h"
 
 namespace strata::app {
 

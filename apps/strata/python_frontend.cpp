@@ -7,7 +7,7 @@
 #include "lib/error.h"
 #include "lib/host_clock.h"
 #include "measure/harness.h"
-#include "reports/table.h"
+#include "reports/formats/table.h"
 
 namespace strata::app {
 namespace {

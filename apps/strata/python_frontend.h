@@ -10,7 +10,7 @@
 
 #include "apps/strata/prepared_trace.h"
 #include "lib/timeline.h"
-#include "reports/report.h"
+#include "reports/model/report.h"
 
 namespace strata::app {
 

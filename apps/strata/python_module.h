@@ -38,7 +38,7 @@
 
 #include "layers/binding/binding.h"
 #include "layers/frontend/frontend.h"
-#include "reports/report.h"
+#include "reports/model/report.h"
 
 inline constexpr int kStrataPythonModuleVersion = 3;
 

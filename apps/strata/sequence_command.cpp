@@ -1,7 +1,7 @@
 // `strata trace mlp BxIN[xHIDDEN...]xOUT`: a small model, every step a real call with its own op id
 // (Note [Sequences are not operators], frontend/sequence.h), measured by the same harness as one op
 // (Note [What the harness runs]). The report is the whole forward as one breakdown, then the op log,
-// each step's rows, host tax against compute and the verdict (reports/sequence.h). docs/sequences.md.
+// each step's rows, host tax against compute and the verdict (reports/model/sequence.h). docs/sequences.md.
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -13,10 +13,11 @@
 #include "measure/device_session.h"
 #include "measure/harness.h"
 #include "measure/report_builder.h"
-#include "reports/figures.h"
-#include "reports/json_report.h"
-#include "reports/sequence.h"
-#include "reports/table.h"
+#include "reports/formats/sequence_table.h"
+#include "reports/model/figures.h"
+#include "reports/formats/json_report.h"
+#include "reports/model/sequence.h"
+#include "reports/formats/table.h"
 
 namespace strata::app {
 namespace {

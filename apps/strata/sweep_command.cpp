@@ -23,8 +23,9 @@
 #include "lib/zone.h"
 #include "measure/device_session.h"
 #include "measure/harness.h"
-#include "reports/sweep.h"
-#include "reports/sweep_plot.h"
+#include "reports/formats/sweep_formats.h"
+#include "reports/model/sweep.h"
+#include "reports/formats/sweep_plot.h"
 
 namespace strata::app {
 namespace {

@@ -21,9 +21,9 @@
 #include "measure/device_session.h"
 #include "measure/harness.h"
 #include "measure/report_builder.h"
-#include "reports/figures.h"
-#include "reports/json_report.h"
-#include "reports/table.h"
+#include "reports/model/figures.h"
+#include "reports/formats/json_report.h"
+#include "reports/formats/table.h"
 
 namespace strata::app {
 namespace {

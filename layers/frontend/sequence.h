@@ -6,7 +6,7 @@
 // Note [Sequences are not operators]: `mlp` is not in ops::AllOps. An operator is one schema, one kernel
 // table and one backward node; a sequence is what a user's model does with several of them, so every
 // step goes through find_operator(...).call() exactly as a single traced op does, with its own op id in
-// the timeline (measure/harness.cpp), and the reports add the steps up (reports/sequence.h).
+// the timeline (measure/harness.cpp), and the reports add the steps up (reports/model/sequence.h).
 #pragma once
 
 #include <cstdint>

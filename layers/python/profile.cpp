@@ -18,9 +18,9 @@
 #include "lib/output_file.h"
 #include "lib/zone.h"
 #include "measure/report_builder.h"
-#include "reports/chrome_trace.h"
-#include "reports/json_report.h"
-#include "reports/table.h"
+#include "reports/formats/chrome_trace.h"
+#include "reports/formats/json_report.h"
+#include "reports/formats/table.h"
 
 namespace py = pybind11;
 

@@ -88,14 +88,14 @@ def short(name, n=70):
 
 def figure(doc, name):
     """A named figure of the report (its "figures" object, see Note [Figures, not prose] in
-    reports/figures.h); None when the run did not measure it."""
+    reports/model/figures.h); None when the run did not measure it."""
     f = doc.get("figures", {}).get(name)
     return None if f is None else f.get("value")
 
 
 def bad_notes(doc):
     """What went wrong with the device records, from the figures, in the words of the notes strata printed
-    about it (reports/figures.h names the figures; the note texts are reports::device_trace_notes')."""
+    about it (reports/model/figures.h names the figures; the note texts are reports::device_trace_notes')."""
     out = []
     # Only a CUDA session says anything about GPU timing (its environment names it); the CPU has none to lose.
     timing = doc.get("environment", {}).get("device", {}).get("GPU timing")

@@ -7,8 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "reports/chrome_trace.h"
-#include "reports/chrome_trace_check.h"
+#include "reports/formats/chrome_trace.h"
+#include "reports/checker/chrome_trace_check.h"
+#include "reports/model/units.h"
 #include "tests/apps/e2e.h"
 
 using namespace strata::test;

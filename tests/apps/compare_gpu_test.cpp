@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "reports/chrome_trace.h"
-#include "reports/chrome_trace_check.h"
+#include "reports/formats/chrome_trace.h"
+#include "reports/checker/chrome_trace_check.h"
 #include "tests/support/subprocess.h"
 
 using namespace strata;

@@ -10,7 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "reports/report.h"  // format_ns and friends: the tables print the JSON's figures through them
+#include "reports/model/units.h"
+#include "reports/model/report.h"  // format_ns and friends: the tables print the JSON's figures through them
 #include "tests/support/subprocess.h"
 
 namespace strata::test {

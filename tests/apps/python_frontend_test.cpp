@@ -9,8 +9,9 @@
 #include <sstream>
 #include <string>
 
-#include "reports/chrome_trace.h"
-#include "reports/chrome_trace_check.h"
+#include "reports/formats/chrome_trace.h"
+#include "reports/checker/chrome_trace_check.h"
+#include "reports/model/units.h"
 #include "tests/apps/e2e.h"
 
 using namespace strata::test;

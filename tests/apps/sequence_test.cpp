@@ -14,8 +14,9 @@
 #include "layers/kernels/reference/reference.h"
 #include "measure/device_session.h"
 #include "measure/harness.h"
-#include "reports/chrome_trace.h"
-#include "reports/chrome_trace_check.h"
+#include "reports/formats/chrome_trace.h"
+#include "reports/checker/chrome_trace_check.h"
+#include "reports/model/units.h"
 #include "tests/apps/e2e.h"
 
 using namespace strata;

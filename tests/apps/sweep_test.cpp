@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "reports/model/units.h"
 #include "tests/apps/e2e.h"
 
 using namespace strata::test;

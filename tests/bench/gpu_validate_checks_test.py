@@ -328,7 +328,7 @@ def trace_doc(dropped=0, untimed=0):
 
 class FiguresNotProse(unittest.TestCase):
     """Graph attribution and CUPTI problems are read from the JSON's figures (Note [Figures, not prose] in
-    reports/figures.h), never from the notes' wording."""
+    reports/model/figures.h), never from the notes' wording."""
     def run_case(self, command, case, doc):
         work = WorkFolder()
         try:

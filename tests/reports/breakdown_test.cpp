@@ -1,7 +1,7 @@
-// Breakdown arithmetic (reports/breakdown.cpp) on hand-built timelines with known times: self time is a
+// Breakdown arithmetic (reports/model/breakdown.cpp) on hand-built timelines with known times: self time is a
 // span minus its children, one dispatch row per key, wall from the first span to the last span or kernel,
 // percentiles by nearest rank, and the device rows from synthetic CUPTI-like records.
-#include "reports/breakdown.h"
+#include "reports/model/breakdown.h"
 
 #include <doctest/doctest.h>
 
@@ -10,7 +10,7 @@
 
 #include "layers/binding/binding.h"
 #include "layers/frontend/frontend.h"
-#include "reports/report.h"
+#include "reports/model/report.h"
 #include "tests/reports/steady_clock.h"
 
 using namespace strata;

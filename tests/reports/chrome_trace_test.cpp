@@ -1,8 +1,8 @@
-// The Chrome trace writer and its validator (reports/chrome_trace.cpp). The writer's output must pass
+// The Chrome trace writer and its validator (reports/formats/chrome_trace.cpp). The writer's output must pass
 // check_chrome_trace for every kind of timeline; the validator must reject each violation of
 // The invariants of docs/design.md ("Chrome trace invariants") on crafted traces, and never throw on malformed input.
-#include "reports/chrome_trace.h"
-#include "reports/chrome_trace_check.h"
+#include "reports/formats/chrome_trace.h"
+#include "reports/checker/chrome_trace_check.h"
 
 #include <doctest/doctest.h>
 

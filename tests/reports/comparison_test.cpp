@@ -3,8 +3,8 @@
 
 #include <sstream>
 
-#include "reports/comparison.h"
-#include "reports/table.h"
+#include "reports/model/comparison.h"
+#include "reports/formats/table.h"
 #include "tests/reports/steady_clock.h"
 
 using namespace strata;

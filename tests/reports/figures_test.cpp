@@ -1,14 +1,14 @@
 // Named figures (reports/figures.*) and the notes rendered from them (reports/notes.*): the cold-call
 // figures come from zone kinds, not zone names, and every note reads only figures.
-#include "reports/figures.h"
+#include "reports/model/figures.h"
 
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
 
-#include "reports/json_report.h"
-#include "reports/notes.h"
-#include "reports/report.h"
+#include "reports/formats/json_report.h"
+#include "reports/formats/notes.h"
+#include "reports/model/report.h"
 #include "tests/reports/steady_clock.h"
 
 using namespace strata;

@@ -1,5 +1,5 @@
-// The --json report (reports/json_report.cpp): every figure, parseable, with the samples.
-#include "reports/json_report.h"
+// The --json report (reports/formats/json_report.cpp): every figure, parseable, with the samples.
+#include "reports/formats/json_report.h"
 
 #include <doctest/doctest.h>
 

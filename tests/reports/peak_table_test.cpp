@@ -1,5 +1,5 @@
-// The datasheet peak table (reports/peak_table.cpp): known GPUs, MIG slices, and a reason for the rest.
-#include "reports/peak_table.h"
+// The datasheet peak table (reports/model/peak_table.cpp): known GPUs, MIG slices, and a reason for the rest.
+#include "reports/model/peak_table.h"
 
 #include <doctest/doctest.h>
 

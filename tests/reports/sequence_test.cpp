@@ -1,7 +1,8 @@
-// Sequence figures (reports/sequence.cpp) on hand-built timelines with known times: the op log from the
+// Sequence figures (reports/model/sequence.cpp) on hand-built timelines with known times: the op log from the
 // spans, each step's breakdown, the forward as rows summed over its steps, host tax against compute, and
 // on a GPU (synthetic CUPTI-like records) the idle time between kernels, the launch share and the verdict.
-#include "reports/sequence.h"
+#include "reports/formats/sequence_table.h"
+#include "reports/model/sequence.h"
 
 #include <doctest/doctest.h>
 
@@ -9,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "reports/report.h"
+#include "reports/model/report.h"
 #include "tests/reports/steady_clock.h"
 
 using namespace strata;

@@ -6,8 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "reports/sweep.h"
-#include "reports/sweep_plot.h"
+#include "reports/formats/sweep_formats.h"
+#include "reports/model/sweep.h"
+#include "reports/formats/sweep_plot.h"
 
 using namespace strata::reports;
 

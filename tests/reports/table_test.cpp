@@ -1,5 +1,6 @@
-// The breakdown table (reports/table.cpp): rows, units and the summary lines.
-#include "reports/table.h"
+// The breakdown table (reports/formats/table.cpp): rows, units and the summary lines.
+#include "reports/formats/table.h"
+#include "reports/model/units.h"
 
 #include <doctest/doctest.h>
 

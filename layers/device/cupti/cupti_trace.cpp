@@ -3,7 +3,7 @@
 // by feeding it those structs, and a change of CUPTI's structs (one per CUDA release) touches one file.
 // That is also why this file is longer than strata's ~500 lines: the session, its callbacks and the record
 // conversion all need cupti.h. What needs only the converted structs is in launch_resolution.cpp and
-// graph_node_origins.cpp; what the reader is told about drops is the report's (reports/notes.h).
+// graph_node_origins.cpp; what the reader is told about drops is the report's (reports/formats/notes.h).
 //
 // Note [One CUPTI session]
 // ~~~~~~~~~~~~~~~~~~~~~~~~
@@ -147,7 +147,7 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream_id, uint8_t* b
 // Graph nodes (resource callbacks): which op created each node. A node created while an op is being
 // captured belongs to that op; the executable graph's nodes are clones of those (new ids), and replayed
 // kernel records may carry either id, so a clone inherits its original's op. This is what lets strata
-// attribute every replayed kernel to the op and layer that created it (reports/comparison.h).
+// attribute every replayed kernel to the op and layer that created it (reports/model/comparison.h).
 void on_graph_node(CUpti_CallbackId cbid, const CUpti_ResourceData* resource) {
   const auto* graph = static_cast<const CUpti_GraphData*>(resource->resourceDescriptor);
   if (graph == nullptr || graph->node == nullptr) return;

@@ -49,7 +49,7 @@ std::string api_name(ApiDomain domain, uint32_t cbid);
 
 // Launch resolution (launch_resolution.h) and graph-node origins (graph_node_origins.h) need no cupti.h and
 // live in their own files; what a reader is told about dropped or untimed records is rendered by the report
-// from the counts in DeviceTrace (reports/notes.h, device_trace_notes).
+// from the counts in DeviceTrace (reports/formats/notes.h, device_trace_notes).
 
 // ---- The profiling session -------------------------------------------------------------------------------
 

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "layers/device/cupti/cupti_trace.h"
-#include "reports/breakdown.h"
-#include "reports/chrome_trace.h"
-#include "reports/chrome_trace_check.h"
+#include "reports/model/breakdown.h"
+#include "reports/formats/chrome_trace.h"
+#include "reports/checker/chrome_trace_check.h"
 #include "tests/device/cupti/cupti_records.h"
 #include "tests/reports/steady_clock.h"
 

@@ -13,7 +13,7 @@
 #include "layers/kernels/cuda/cuda_kernels.h"
 #include "layers/runtime/cuda/cuda_runtime_layer.h"
 #include "lib/zone.h"
-#include "reports/breakdown.h"
+#include "reports/model/breakdown.h"
 
 using namespace strata;
 namespace rt = strata::runtime::cuda;

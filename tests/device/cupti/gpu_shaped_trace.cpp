@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "layers/device/cupti/cupti_trace.h"
-#include "reports/chrome_trace.h"
+#include "reports/formats/chrome_trace.h"
 #include "tests/device/cupti/cupti_records.h"
 #include "tests/reports/steady_clock.h"
 

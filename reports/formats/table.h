@@ -5,8 +5,8 @@
 
 #include <ostream>
 
-#include "reports/comparison.h"
-#include "reports/report.h"
+#include "reports/model/comparison.h"
+#include "reports/model/report.h"
 
 namespace strata::reports {
 

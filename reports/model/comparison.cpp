@@ -1,11 +1,12 @@
-#include "reports/comparison.h"
+#include "reports/model/comparison.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <unordered_map>
 
-#include "reports/figures.h"
-#include "reports/report.h"
+#include "reports/model/units.h"
+#include "reports/model/figures.h"
+#include "reports/model/report.h"
 
 namespace strata::reports {
 namespace {
@@ -107,7 +108,7 @@ GraphAttribution attribute_graph_kernels(const DeviceTrace& device) {
   return a;
 }
 
-// One rule on both devices, as for a sequence (reports/sequence.cpp): compute-bound when the compute (the
+// One rule on both devices, as for a sequence (reports/model/sequence.cpp): compute-bound when the compute (the
 // GPU's kernels, or on the CPU the library row) fills at least half of the eager wall. Everything else is
 // overhead: the host rows AND the time that falls in no row (the interpreter between zones under
 // --frontend python). Comparing the host rows alone with the wall called a call compute-bound whose

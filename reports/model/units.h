@@ -1,6 +1,7 @@
-// Role: format (shared). How a figure is written: durations, rates, bandwidths, percentages, numbers, and
+// Role: model (the vocabulary of figures). How a figure is written: durations, rates, bandwidths, percentages, numbers, and
 // table cells padded to a width. Every view uses these, and so do the words the model attaches to its
-// figures (verdicts, crossovers), so that one figure reads the same everywhere.
+// figures (verdicts, crossovers), so that one figure reads the same everywhere: it sits with the model so
+// that the model's words need no format.
 #pragma once
 
 #include <cstddef>

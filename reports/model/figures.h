@@ -8,13 +8,13 @@
 #include <vector>
 
 #include "lib/timeline.h"
-#include "reports/breakdown.h"
+#include "reports/model/breakdown.h"
 
 namespace strata::reports {
 
 // Note [Figures, not prose]
 // A figure is measured once, stored under a name that never changes ("cupti.dropped_records"), and read by
-// whoever needs it: the notes the table prints are rendered from figures (reports/notes.h), the JSON
+// whoever needs it: the notes the table prints are rendered from figures (reports/formats/notes.h), the JSON
 // carries them in its "figures" object, and scripts (scripts/gpu_validate/checks.py) read them there.
 // Nothing parses a note back into a number; a note's wording can change without breaking a script.
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "lib/timeline.h"
-#include "reports/breakdown.h"
+#include "reports/model/breakdown.h"
 
 namespace strata::reports {
 
@@ -66,5 +66,4 @@ SequenceFigures compute_sequence(const Timeline& timeline, std::span<const uint3
 }  // namespace strata::reports
 
 // Its table (print_sequence_table) for the callers that include this header for it (apps/strata); new
-// code includes reports/sequence_table.h itself.
-#include "reports/sequence_table.h"  // IWYU pragma: export
+// code includes reports/formats/sequence_table.h itself.

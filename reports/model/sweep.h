@@ -1,7 +1,7 @@
 // Role: model.
 // `strata sweep`: one op measured at many sizes, as named figures (SweepPoint per size), and
-// the crossovers computed from them. Its views are reports/sweep_formats.h (table, JSON, CSV) and
-// reports/sweep_plot.h (SVG). Measuring is separate from printing: apps/strata/sweep_command.cpp fills
+// the crossovers computed from them. Its views are reports/formats/sweep_formats.h (table, JSON, CSV) and
+// reports/formats/sweep_plot.h (SVG). Measuring is separate from printing: apps/strata/sweep_command.cpp fills
 // SweepReport, nothing here runs an op.
 #pragma once
 
@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "reports/breakdown.h"
-#include "reports/comparison.h"
-#include "reports/figures.h"
+#include "reports/model/breakdown.h"
+#include "reports/model/comparison.h"
+#include "reports/model/figures.h"
 
 namespace strata::reports {
 
@@ -108,5 +108,4 @@ struct SweepReport {
 }  // namespace strata::reports
 
 // The formats (print_sweep_table, sweep_json, sweep_csv) for the callers that include this header for them
-// (apps/strata/sweep_command.cpp); new code includes reports/sweep_formats.h itself.
-#include "reports/sweep_formats.h"  // IWYU pragma: export
+// (apps/strata/sweep_command.cpp); new code includes reports/formats/sweep_formats.h itself.

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "lib/timeline.h"
-#include "reports/breakdown.h"
+#include "reports/model/breakdown.h"
 
 namespace strata::reports {
 

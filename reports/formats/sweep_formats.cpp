@@ -1,6 +1,6 @@
-// The sweep's formats: the table, the JSON and the CSV of a SweepReport (reports/sweep.h). They compute
+// The sweep's formats: the table, the JSON and the CSV of a SweepReport (reports/model/sweep.h). They compute
 // nothing the model does not give them; the SVG plot is sweep_plot.cpp.
-#include "reports/sweep_formats.h"
+#include "reports/formats/sweep_formats.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -8,8 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "reports/figures_json.h"
-#include "reports/report.h"
+#include "reports/formats/figures_json.h"
+#include "reports/model/units.h"
+#include "reports/model/report.h"
 
 namespace strata::reports {
 namespace {

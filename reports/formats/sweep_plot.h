@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "reports/sweep.h"
+#include "reports/model/sweep.h"
 
 namespace strata::reports {
 

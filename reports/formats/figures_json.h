@@ -5,7 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "reports/figures.h"
+#include "reports/model/figures.h"
 
 namespace strata::reports {
 

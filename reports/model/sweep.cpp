@@ -1,12 +1,13 @@
 // The sweep's model: each size's figures (sweep_point), the crossovers between sizes and their words.
 // Its formats (table, JSON, CSV) are in sweep_formats.cpp.
-#include "reports/sweep.h"
+#include "reports/model/sweep.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
-#include "reports/report.h"
+#include "reports/model/units.h"
+#include "reports/model/report.h"
 
 namespace strata::reports {
 namespace {

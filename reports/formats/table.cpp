@@ -1,4 +1,5 @@
-#include "reports/table.h"
+#include "reports/formats/table.h"
+#include "reports/model/units.h"
 
 #include <cmath>
 #include <cstdio>

@@ -1,11 +1,12 @@
 // The sequence's section of `strata trace`: op log, per-step table, totals and verdict, from
-// SequenceFigures (reports/sequence.h). It formats; it computes nothing beyond per-step row medians.
-#include "reports/sequence_table.h"
+// SequenceFigures (reports/model/sequence.h). It formats; it computes nothing beyond per-step row medians.
+#include "reports/formats/sequence_table.h"
 
 #include <algorithm>
 #include <cstdio>
 
-#include "reports/report.h"
+#include "reports/model/units.h"
+#include "reports/model/report.h"
 
 namespace strata::reports {
 

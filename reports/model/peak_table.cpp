@@ -6,7 +6,7 @@
 // device's datasheet promises.
 #include <cstdio>
 
-#include "reports/peak_table.h"
+#include "reports/model/peak_table.h"
 
 namespace strata::reports {
 namespace {

@@ -1,4 +1,4 @@
-#include "reports/figures.h"
+#include "reports/model/figures.h"
 
 #include <algorithm>
 #include <cstdint>

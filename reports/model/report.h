@@ -10,9 +10,8 @@
 #include <vector>
 
 #include "lib/dtype.h"
-#include "reports/breakdown.h"
-#include "reports/figures.h"
-#include "reports/units.h"  // format_ns, pad, ...: every caller of this header writes figures
+#include "reports/model/breakdown.h"
+#include "reports/model/figures.h"
 
 namespace strata::reports {
 

@@ -1,8 +1,9 @@
-// The Chrome-trace checker: every invariant strata's traces keep (reports/chrome_trace_check.h), checked
+// The Chrome-trace checker: every invariant strata's traces keep (reports/checker/chrome_trace_check.h), checked
 // on any trace text. A program of its own beside the writer (chrome_trace.cpp): `strata check-trace`, the
 // tests and the fuzzer run it on traces strata did not write.
-#include "reports/chrome_trace_check.h"
-#include "reports/report.h"
+#include "reports/checker/chrome_trace_check.h"
+#include "reports/model/units.h"
+#include "reports/model/report.h"
 
 #include <algorithm>
 #include <cinttypes>

@@ -1,6 +1,6 @@
 // The sequence model: the op log, per-step breakdowns, per-forward distributions and the verdict. Its
 // table is sequence_table.cpp.
-#include "reports/sequence.h"
+#include "reports/model/sequence.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -8,8 +8,9 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "reports/figures.h"
-#include "reports/report.h"
+#include "reports/model/units.h"
+#include "reports/model/figures.h"
+#include "reports/model/report.h"
 
 namespace strata::reports {
 namespace {

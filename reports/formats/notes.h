@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "reports/figures.h"
+#include "reports/model/figures.h"
 
 namespace strata::reports {
 

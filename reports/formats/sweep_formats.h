@@ -1,12 +1,12 @@
 // Role: format.
-// The views of a sweep (reports/sweep.h): the table `strata sweep` prints, its JSON and its
-// CSV. The SVG plot is reports/sweep_plot.h.
+// The views of a sweep (reports/model/sweep.h): the table `strata sweep` prints, its JSON and its
+// CSV. The SVG plot is reports/formats/sweep_plot.h.
 #pragma once
 
 #include <ostream>
 #include <string>
 
-#include "reports/sweep.h"
+#include "reports/model/sweep.h"
 
 namespace strata::reports {
 

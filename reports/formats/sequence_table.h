@@ -5,7 +5,7 @@
 #include <ostream>
 #include <string>
 
-#include "reports/sequence.h"
+#include "reports/model/sequence.h"
 
 namespace strata::reports {
 

@@ -5,9 +5,9 @@
 
 #include <string>
 
-#include "reports/comparison.h"
-#include "reports/report.h"
-#include "reports/sequence.h"
+#include "reports/model/comparison.h"
+#include "reports/model/report.h"
+#include "reports/model/sequence.h"
 
 namespace strata::reports {
 

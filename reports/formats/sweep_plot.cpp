@@ -1,11 +1,11 @@
-#include "reports/sweep_plot.h"
+#include "reports/formats/sweep_plot.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
 
-#include "reports/report.h"
+#include "reports/model/report.h"
 
 namespace strata::reports {
 namespace {

@@ -1,10 +1,11 @@
-#include "reports/notes.h"
+#include "reports/formats/notes.h"
 
 #include <algorithm>
 #include <cstdio>
 
 #include "lib/error.h"
-#include "reports/report.h"
+#include "reports/model/units.h"
+#include "reports/model/report.h"
 
 namespace strata::reports {
 namespace {

@@ -1,5 +1,6 @@
-#include "reports/chrome_trace.h"
-#include "reports/report.h"
+#include "reports/formats/chrome_trace.h"
+#include "reports/model/units.h"
+#include "reports/model/report.h"
 
 #include <sys/syscall.h>
 #include <unistd.h>

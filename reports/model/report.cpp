@@ -1,4 +1,4 @@
-#include "reports/report.h"
+#include "reports/model/report.h"
 
 namespace strata::reports {
 

@@ -1,4 +1,4 @@
-#include "reports/breakdown.h"
+#include "reports/model/breakdown.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,8 @@
 #include <map>
 #include <unordered_map>
 
-#include "reports/report.h"
+#include "reports/model/units.h"
+#include "reports/model/report.h"
 
 namespace strata::reports {
 

@@ -1,8 +1,8 @@
-#include "reports/json_report.h"
+#include "reports/formats/json_report.h"
 
 #include <nlohmann/json.hpp>
 
-#include "reports/figures_json.h"
+#include "reports/formats/figures_json.h"
 
 namespace strata::reports {
 namespace {

@@ -1,4 +1,4 @@
-#include "reports/units.h"
+#include "reports/model/units.h"
 
 #include <cmath>
 #include <cstdio>
