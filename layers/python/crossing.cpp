@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "layers/binding/binding.h"
+#include "layers/ops/operators.h"
 #include "layers/python/probes.h"
 #include "layers/python/profile.h"
 #include "lib/error.h"
@@ -255,7 +256,20 @@ py::list reference(const std::string& name, const py::tuple& args) {
   return out;
 }
 
+// Each declaration's kTorchName (its PyTorch function, what --peer torch calls), by operator name. Read
+// from the declarations, so that the tests can pair every op with torch's (tests/python/
+// torch_agreement_test.py) with no list of their own.
+py::dict torch_names() {
+  py::dict out;
+  ops::AllOps::for_each([&](auto decl) {
+    using Op = decltype(decl);
+    if constexpr (ops::kHasTorchName<Op>) out[py::str(Op::kName)] = Op::kTorchName;
+  });
+  return out;
+}
+
 py::list operators() {
+  const py::dict torch_name = torch_names();
   py::list out;
   int index = 0;  // the operator's index for the _enter probe (Note [The python and pybind11 rows])
   for (const binding::BoundOperator* op : binding::all_operators()) {
@@ -277,6 +291,9 @@ py::list operators() {
     d["returns"] = s.returns;
     d["arguments"] = arguments;
     d["index"] = index++;
+    py::object torch_function = py::none();  // an op without a kTorchName has no torch counterpart
+    if (torch_name.contains(s.name)) torch_function = torch_name[py::str(s.name)];
+    d["torch_name"] = torch_function;
     out.append(d);
   }
   return out;
@@ -372,7 +389,8 @@ std::string python_dtype_name(DType d) {
 
 void bind_crossing(py::module_& m, PyTypeObject* tensor_type) {
   g_tensor_type = tensor_type;
-  m.def("operators", &operators, "every operator's schema, from ops::AllOps through the binding layer");
+  m.def("operators", &operators,
+        "every operator's schema and its kTorchName (torch_name), from ops::AllOps through the binding layer");
   m.def("reference", &reference, py::arg("name"), py::arg("args"),
         "the declaration's float64 reference of name(*args), as a flat list (the tests' reference of last resort)");
   m.def("call", &call, py::arg("name"), py::arg("args"), py::arg("kwargs"),

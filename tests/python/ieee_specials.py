@@ -3,8 +3,9 @@
 import math
 
 
-def same(test, got, want, rtol, what):
-    """Elementwise: NaN where want has NaN, infinities and the sign of zeros exact, the rest within rtol."""
+def same(test, got, want, rtol, what, atol=0.0):
+    """Elementwise: NaN where want has NaN, infinities and the sign of zeros exact, the rest within
+    rtol * |want| + atol (atol for values whose error is absolute, not relative: a cancellation)."""
     test.assertEqual(got.shape, want.shape, what)
     for g, w in zip(got.ravel().tolist(), want.ravel().tolist()):
         if math.isnan(w):
@@ -13,4 +14,4 @@ def same(test, got, want, rtol, what):
             test.assertEqual(g, w, what)
             test.assertEqual(math.copysign(1, g), math.copysign(1, w), f"{what}: the sign of {w}")
         else:
-            test.assertLessEqual(abs(g - w), rtol * abs(w) + 1e-300, f"{what}: {g} vs {w}")
+            test.assertLessEqual(abs(g - w), rtol * abs(w) + max(atol, 1e-300), f"{what}: {g} vs {w}")
