@@ -121,8 +121,6 @@ class TorchAgreementTest(unittest.TestCase):
         self.assertEqual(disagreements, [], "strata and torch disagree on which ops are elementwise")
         self.assertEqual(len({c[0] for c in cases} & {c[0] for c in CASES}), 0, "a hand case repeats a derived one")
 
-
-
     def run_case(self, name, ours, theirs, n_tensors, values_of):
         for dtype, (np_dtype, torch_dtype, rtol) in DTYPES.items():
             with self.subTest(op=name, dtype=dtype):
@@ -131,7 +129,13 @@ class TorchAgreementTest(unittest.TestCase):
                 want = theirs(*[torch.from_numpy(a.copy()) for a in arrays]).numpy()
                 for value, ours_there in DELIBERATE.get((name, dtype), {}).items():
                     want = np.where(arrays[0] == value, np.array(ours_there, dtype=np_dtype), want)
-                same(self, got, want, rtol, f"{name} {dtype}", ABSOLUTE.get((name, dtype), 0.0))
+                atol = ABSOLUTE.get((name, dtype), 0.0)
+                if name.endswith("_backward"):
+                    # A derivative formula crosses zero (silu's near x = -1.28) as a difference of terms the
+                    # size of the largest: near the crossing its error is relative to the tensor's scale.
+                    finite = np.abs(want[np.isfinite(want)])
+                    atol = max(atol, rtol * float(finite.max()) if finite.size else 0.0)
+                same(self, got, want, rtol, f"{name} {dtype}", atol)
 
     def test_random_values(self):
         seed = random.SystemRandom().randrange(2**32)
@@ -190,7 +194,13 @@ class TorchAgreementTest(unittest.TestCase):
                     checked.add(name)
                     theirs(*ts).backward(torch.from_numpy(upstream.copy()))
                     for i, (x, t) in enumerate(zip(xs, ts)):
-                        same(self, x.grad.numpy(), t.grad.numpy(), 4 * rtol, f"{name} {dtype} d/d input {i}")
+                        # A derivative that crosses zero (silu's near x = -1.28) is a difference of terms the
+                        # size of the largest: its error is relative to the tensor's scale there, not to the
+                        # element, so the bound has an absolute part scaled by the largest gradient.
+                        want = t.grad.numpy()
+                        scale = float(np.abs(want).max()) if want.size else 0.0
+                        same(self, x.grad.numpy(), want, 4 * rtol, f"{name} {dtype} d/d input {i}",
+                             atol=4 * rtol * scale)
         print(f"gradients checked: {', '.join(sorted(checked))}; refused on a leaf by both (in-place): "
               f"{', '.join(sorted(refused)) or '-'}; no backward node in strata: {', '.join(sorted(no_node)) or '-'}; "
               f"no derivative in strata (higher order): {', '.join(sorted(no_derivative)) or '-'}",
