@@ -41,6 +41,9 @@ KERNEL_PATHS = [
     # The tanh GELU's ops (strata's own kernels, docs/compiled.md) and their gradients.
     ("mul 1048577", "f32"), ("sub 1048577 --requires-grad --backward", "f32"), ("tanh 1048577", "bf16"),
     ("pow 1048577 --requires-grad --backward", "f64"), ("add.Scalar 1048577", "f16"),
+    # The generic unary kernel every pointwise functor instantiates (layers/kernels/pointwise_math.h), through
+    # the op added last that way, silu, and its gradient's kernel.
+    ("silu 1048577 --requires-grad --backward", "f32"), ("silu 1048577", "bf16"),
     # Views (docs/views.md): a transposed GEMM operand read through cuBLAS's op flags (no copy), and a
     # stepped view that the pointwise kernel gets through contiguous() (strata's strided copy kernel).
     ("matmul 1024 --view other=t", "f32"), ("linear 32x768x3072 --view input=t", "f32"),
