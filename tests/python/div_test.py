@@ -210,7 +210,17 @@ class AgainstTorchTest(unittest.TestCase):
                     y.backward(strata.from_numpy(up.copy()))
                     ty.backward(torch.from_numpy(up.copy()))
                     same(self, a.grad.numpy(), ta.grad.numpy(), 4 * rtol, "d/d self")
-                    same(self, b.grad.numpy(), tb.grad.numpy(), 8 * rtol, "d/d other")
+                    # Broadcast: d/d other sums -up * a / b^2 over the broadcast dims, terms of both signs, so
+                    # its rounding error is relative to the sum of their magnitudes, not to the (cancelled) sum.
+                    terms = np.abs(up * av / bv.astype(np.float64) ** 2)
+                    lead = terms.ndim - bv.ndim
+                    terms = terms.sum(axis=tuple(range(lead)))  # the dims other lacks, then its size-1 dims
+                    terms = terms.sum(axis=tuple(i for i, n in enumerate(bv.shape) if n == 1), keepdims=True)
+                    got, want = b.grad.numpy(), tb.grad.numpy()
+                    self.assertEqual(got.shape, want.shape, "d/d other")
+                    for g, w, t in zip(got.ravel(), want.ravel(), terms.ravel()):
+                        self.assertLessEqual(abs(float(g) - float(w)), 8 * rtol * (abs(float(w)) + float(t)),
+                                             f"d/d other: {g} vs {w}")
                     # 2.0 / x: reciprocal's gradient through pow(x, -1) then mul.Scalar.
                     x = strata.from_numpy(bv.copy())
                     x.requires_grad = True
