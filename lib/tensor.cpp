@@ -87,6 +87,9 @@ Tensor Tensor::as_strided(const Shape& sizes, const Shape& strides, int64_t stor
 }
 
 bool Tensor::is_contiguous() const {
+  // PyTorch's rule: a tensor with no elements is contiguous whatever its strides (there is nothing to lay
+  // out), so contiguous() returns it and x[:, ::2] of an empty x reads as torch's does.
+  if (numel() == 0) return true;
   int64_t stride = 1;
   for (int i = sizes_.ndim - 1; i >= 0; --i) {
     if (sizes_[i] != 1 && strides_[i] != stride) return false;

@@ -77,6 +77,11 @@ TEST_CASE("Tensor::empty refuses sizes whose product overflows 64 bits, even wit
   const Tensor empty = Tensor::empty(Shape{0, int64_t{1} << 40}, DType::kF32, kCPU);  // fits: allowed
   CHECK(empty.numel() == 0);
   CHECK(empty.is_contiguous());
+  // Strides that would not be row-major for any other sizes: still contiguous with no element (torch's rule).
+  const Tensor strided = Tensor::empty(Shape{4, 6}, DType::kF32, kCPU).as_strided(Shape{0, 3}, Shape{6, 2}, 0);
+  CHECK(strided.numel() == 0);
+  CHECK(strided.is_contiguous());
+  CHECK_FALSE(Tensor::empty(Shape{4, 6}, DType::kF32, kCPU).as_strided(Shape{1, 3}, Shape{6, 2}, 0).is_contiguous());
 }
 
 namespace {
