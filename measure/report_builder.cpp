@@ -153,11 +153,12 @@ void mark_rows_below_resolution(TraceReport& report, const ProbeCost& cost) {
 }
 
 void describe_backward_breakdown(reports::LayerBreakdown& breakdown, double zone_ns) {
-  // The binding row's median is read before it is marked n/a: an empty row is not below resolution.
   mark_below_resolution(breakdown, {.zone_ns = zone_ns});
   for (BreakdownRow& row : breakdown.rows) {
     if (row.kind == RowKind::kBinding && row.ns.median <= 0) {
+      // An empty row does not apply; it is not a measurement below resolution (the mark above saw a 0 median).
       row.applicable = false;
+      row.below_resolution = false;
       row.na_reason = "n/a: the engine calls each operator's typed entry point (as PyTorch's calls at::mm), no boxing";
     }
     if (row.kind == RowKind::kDispatch && row.key == "Autograd") row.what = "Autograd: record SumBackward, redispatch";

@@ -109,6 +109,7 @@ TEST_CASE("a backward breakdown: an empty binding row is n/a, not below resoluti
                     row(RowKind::kDispatch, "engine", 10)};
   describe_backward_breakdown(breakdown, 20);
   CHECK_FALSE(breakdown.rows[0].applicable);
+  CHECK_FALSE(breakdown.rows[0].below_resolution);  // n/a, not a measurement under the probe's cost
   CHECK(breakdown.rows[0].na_reason.rfind("n/a: the engine calls each operator's typed entry point", 0) == 0);
   CHECK(breakdown.rows[1].what == "Autograd: record SumBackward, redispatch");
   CHECK_FALSE(breakdown.rows[1].below_resolution);
