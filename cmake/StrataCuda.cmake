@@ -58,11 +58,13 @@ else()
   endif()
 endif()
 
-# strata_export_to_cuda_module(TARGET): TARGET, an executable, may load libstrata_cuda.so, whose references to
-# lib, the CPU-side layers, reports, measure and apps/strata resolve against it (Note [The CUDA module] in
-# apps/strata/cuda_module.h). So it exports its symbols (-rdynamic), and it holds every object of those
-# libraries, not only the ones it calls itself. Also for the test and benchmark programs: they load the
-# module too. Nothing to do in a build without the CUDA layers.
+# strata_export_to_cuda_module(TARGET): TARGET, an executable or the Python extension, may load
+# libstrata_cuda.so, whose references to lib, the CPU-side layers, reports and measure resolve against it
+# (Note [The CUDA module] in measure/devices/cuda_module.h). So it exports its symbols (-rdynamic), and it
+# holds every object of those libraries, not only the ones it calls itself. Also for the test and benchmark
+# programs: they load the module too. No program's own code is in the list (apps/strata's strata_app):
+# nothing loaded refers to it, and the extension does not link it. Nothing to do in a build without the
+# CUDA layers or the program's Python module.
 function(strata_export_to_cuda_module target)
   # The Python module (libstrata_python.so, Note [The Python module]) resolves strata's symbols against
   # the executable in the same way.
@@ -72,7 +74,7 @@ function(strata_export_to_cuda_module target)
   set_target_properties(${target} PROPERTIES ENABLE_EXPORTS ON)
   set(archives "")
   foreach(lib strata_lib strata_dispatch strata_ops strata_kernels_cpu strata_reference strata_binding strata_frontend
-              strata_reports strata_measure strata_compiler strata_app)
+              strata_reports strata_measure strata_compiler)
     string(APPEND archives ",$<TARGET_FILE:${lib}>")
   endforeach()
   target_link_options(${target} PRIVATE "LINKER:--whole-archive${archives},--no-whole-archive")

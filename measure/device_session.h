@@ -1,10 +1,14 @@
-// What the measurement harness needs from the device a call runs on. The CPU needs nothing; the CUDA
-// session (cuda_session.cpp) synchronises after each call, tags CUDA work with the op id
-// (CUPTI external correlation) and flushes the device records into the timeline at the end.
+// What the measurement harness needs from the device a call runs on, and how a device is chosen. The CPU
+// needs nothing; the CUDA session (apps/cuda_module/cuda_session.cpp, in libstrata_cuda.so) synchronises
+// after each call, tags CUDA work with the op id (CUPTI external correlation) and flushes the device
+// records into the timeline at the end. choose_device, available_bytes, open_device_session and
+// list_devices are defined in measure/devices: cpu_only.cpp in a build without the CUDA layers,
+// cuda_module.cpp (which loads libstrata_cuda.so for CUDA requests, Note [The CUDA module]) in one with.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <iosfwd>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +31,10 @@ DeviceChoice choose_device(const frontend::DeviceRequest& request, bool device_t
 
 // Bytes a call may use on `device` (host MemAvailable, or free device memory).
 size_t available_bytes(Device device);
+
+// The devices this build can use, one line each (`strata devices`): the host's memory, then each CUDA
+// device with its properties, or "cuda: none: " and why there is none.
+void list_devices(std::ostream& out);
 
 struct SessionOptions {
   bool tf32 = false;

@@ -7,7 +7,7 @@
 #include "reports/formats/notes.h"
 #include "reports/model/peak_table.h"
 
-namespace strata::app {
+namespace strata::cuda_module {
 
 namespace rt = runtime::cuda;
 
@@ -71,4 +71,4 @@ void describe_cuda_run(reports::TraceReport& report, const CudaRunSummary& run) 
   if (!report.peak_source.empty() && report.peak_flops == 0) report.notes.push_back("peak: " + report.peak_source);
 }
 
-}  // namespace strata::app
+}  // namespace strata::cuda_module

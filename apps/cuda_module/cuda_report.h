@@ -10,7 +10,7 @@
 #include "reports/model/figures.h"
 #include "reports/model/report.h"
 
-namespace strata::app {
+namespace strata::cuda_module {
 
 struct CudaRunSummary {
   Device device;
@@ -25,4 +25,4 @@ void describe_cuda_run(reports::TraceReport& report, const CudaRunSummary& run);
 
 std::string mhz(int khz);  // "1980 MHz"
 
-}  // namespace strata::app
+}  // namespace strata::cuda_module

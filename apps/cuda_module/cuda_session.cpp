@@ -1,4 +1,5 @@
-// The CUDA session (a build with the CUDA layers; the no-CUDA build compiles device_session_cpu.cpp). It
+// The CUDA session behind measure/device_session.h (a build with the CUDA layers; one without has only the
+// CPU's, measure/devices/cpu_only.cpp). It
 // owns the order of start-up, which matters:
 //   0. ask CUPTI for latency timestamps (it wants that before CUDA initialises: choose_device, in
 //      device_choice_cuda.cpp);
@@ -19,14 +20,14 @@
 #include "measure/device_session.h"
 #include "reports/formats/notes.h"
 
-namespace strata::app {
+namespace strata::cuda_module {
 namespace {
 
 namespace rt = runtime::cuda;
 
 // K calls captured into a CUDA Graph through the full stack; the outputs of the captured calls are kept:
 // the graph writes into their memory at every replay, and the last one is what --check reads.
-class GraphReplay final : public Replay {
+class GraphReplay final : public app::Replay {
  public:
   GraphReplay(std::unique_ptr<rt::CapturedGraph> graph, std::vector<binding::IValue> outputs)
       : graph_(std::move(graph)), outputs_(std::move(outputs)) {}
@@ -48,9 +49,9 @@ std::string last_library_call(const Timeline& scratch) {
   return "an unknown call";
 }
 
-class CudaSession final : public DeviceSession {
+class CudaSession final : public app::DeviceSession {
  public:
-  CudaSession(Device device, const SessionOptions& options) : device_(device), options_(options) {
+  CudaSession(Device device, const app::SessionOptions& options) : device_(device), options_(options) {
     if (options.device_timing) {
       cupti_reason_ = cupti::start_session();
     } else {
@@ -84,8 +85,8 @@ class CudaSession final : public DeviceSession {
     rt::synchronize(device_.index);
   }
 
-  std::unique_ptr<Replay> capture(const std::function<binding::IValue()>& call_once, const std::vector<uint32_t>& op_ids,
-                                  CaptureCost& cost) override {
+  std::unique_ptr<app::Replay> capture(const std::function<binding::IValue()>& call_once, const std::vector<uint32_t>& op_ids,
+                                  app::CaptureCost& cost) override {
     std::vector<binding::IValue> outputs;
     Timeline scratch(4096);
     std::unordered_set<cudaGraphNode_t> seen;
@@ -93,7 +94,7 @@ class CudaSession final : public DeviceSession {
       tracing::ActiveScope scope(&scratch);
       for (size_t i = 0; i < op_ids.size(); ++i) {
         {
-          OpCall tag(*this, op_ids[i]);
+          app::OpCall tag(*this, op_ids[i]);
           outputs.push_back(call_once());
         }
         if (!rt::capture_valid(device_.index)) {
@@ -163,7 +164,7 @@ class CudaSession final : public DeviceSession {
   }
  private:
   Device device_;
-  SessionOptions options_;
+  app::SessionOptions options_;
   std::string cupti_reason_;  // why CUPTI is off; "" when it runs
   bool pushed_ = false;
   bool ran_untraced_ = false;
@@ -177,13 +178,10 @@ class CudaSession final : public DeviceSession {
 
 }  // namespace
 
-namespace cuda_module {
-
-std::unique_ptr<DeviceSession> open_device_session(Device device, const SessionOptions& options) {
+std::unique_ptr<app::DeviceSession> open_device_session(Device device, const app::SessionOptions& options) {
   if (device.is_cuda()) return std::make_unique<CudaSession>(device, options);
   if (options.tf32) throw UsageError("--tf32 selects TF32 tensor-core math and needs a CUDA device");
-  return std::make_unique<DeviceSession>();
+  return std::make_unique<app::DeviceSession>();
 }
 
-}  // namespace cuda_module
-}  // namespace strata::app
+}  // namespace strata::cuda_module

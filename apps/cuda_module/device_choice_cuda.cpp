@@ -5,7 +5,7 @@
 #include "lib/error.h"
 #include "measure/device_session.h"
 
-namespace strata::app {
+namespace strata::cuda_module {
 namespace {
 
 namespace rt = runtime::cuda;
@@ -16,9 +16,7 @@ std::string request_text(const frontend::DeviceRequest& request) {
 
 }  // namespace
 
-namespace cuda_module {
-
-DeviceChoice choose_device(const frontend::DeviceRequest& request, bool device_timing) {
+app::DeviceChoice choose_device(const frontend::DeviceRequest& request, bool device_timing) {
   // The probe below initialises CUDA; CUPTI's latency timestamps must be requested before that. Not
   // under --no-device-timing, which promises a run without CUPTI (and so leaves another profiler's
   // CUPTI session alone).
@@ -66,5 +64,4 @@ size_t available_bytes(Device device) {
   return frontend::available_host_bytes();
 }
 
-}  // namespace cuda_module
-}  // namespace strata::app
+}  // namespace strata::cuda_module

@@ -19,6 +19,5 @@ int run_check_trace(const std::string& path);  // exit 0 when valid, 1 with one 
 // `strata sass [--module PATH]` (sass_command.cpp): the SASS and PTX libstrata_cuda.so (or PATH) embeds and
 // each kernel's instruction mix, by the toolkit's cuobjdump; UnavailableError (exit 4) without cuobjdump.
 int run_sass(const std::string& module);
-int run_devices();  // device_session_cpu.cpp, or cuda_module.cpp (through libstrata_cuda.so) with CUDA
 
 }  // namespace strata::app

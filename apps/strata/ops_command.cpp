@@ -22,7 +22,7 @@
 #include "reports/formats/chrome_trace.h"
 #include "reports/checker/chrome_trace_check.h"
 #if STRATA_WITH_CUDA
-#include "apps/strata/cuda_module.h"
+#include "measure/devices/cuda_module.h"
 #endif
 
 namespace strata::app {

@@ -9,7 +9,7 @@
 
 #include "apps/strata/prepared_trace.h"
 #if STRATA_WITH_CUDA
-#include "apps/strata/cuda_module.h"
+#include "measure/devices/cuda_module.h"
 #endif
 #include "apps/strata/python_frontend.h"
 #include "layers/dispatch/dispatch.h"

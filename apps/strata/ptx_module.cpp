@@ -5,8 +5,8 @@
 
 #include <string>
 
-#include "apps/strata/module_file.h"
 #include "lib/error.h"
+#include "measure/devices/module_file.h"
 
 namespace strata::app {
 namespace {

@@ -1,7 +1,7 @@
 // Note [The PTX module]
 // ~~~~~~~~~~~~~~~~~~~~~
 // `--emit ptx` writes the compiled graph's kernels as CUDA C and compiles them with NVRTC, whose library
-// alone maps some 100 MB. Like the CUDA layers (Note [The CUDA module] in cuda_module.h), it is not a
+// alone maps some 100 MB. Like the CUDA layers (Note [The CUDA module] in measure/devices/cuda_module.h), it is not a
 // NEEDED library of the strata executable: layers/compiler's CUDA half (strata_compiler_cuda, which
 // links libnvrtc) is libstrata_ptx.so, dlopened by ptx_module.cpp only when --emit ptx asks for it.
 // Not part of libstrata_cuda.so: that module is loaded only where the driver is (Note [No driver, no

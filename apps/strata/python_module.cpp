@@ -1,7 +1,6 @@
 // The loader of libstrata_python.so and the search for the strata package, on the executable's side
 // (Note [The Python module] in python_module.h).
 #include "apps/strata/python_module.h"
-#include "apps/strata/module_file.h"
 
 #include <dlfcn.h>
 #include <unistd.h>
@@ -11,6 +10,7 @@
 
 #include "lib/error.h"
 #include "lib/host_clock.h"
+#include "measure/devices/module_file.h"
 
 namespace strata::app {
 namespace {

@@ -10,9 +10,9 @@
 #include <string>
 
 #include "apps/strata/commands.h"
-#include "apps/strata/module_file.h"
 #include "layers/compiler/sass.h"
 #include "lib/error.h"
+#include "measure/devices/module_file.h"
 
 namespace strata::app {
 namespace {

@@ -4,7 +4,7 @@
 // spills, stack) is parsed into figures. None of it needs a GPU or a driver: only the toolkit.
 //
 // Built only where the CUDA toolkit is (STRATA_WITH_CUDA), as strata_compiler_cuda; libnvrtc is some
-// 100 MB, so nothing a CPU run maps links it (Note [The CUDA module] in apps/strata/cuda_module.h).
+// 100 MB, so nothing a CPU run maps links it (Note [The CUDA module] in measure/devices/cuda_module.h).
 #pragma once
 
 #include <cstdint>

@@ -3,7 +3,7 @@
 // per operator]), instead of through static initialisers scattered across files that the linker may drop.
 // CUDA kernels are registered by register_kernels_cuda.cpp, compiled only where the CUDA layers are, into
 // libstrata_cuda.so: the loader calls it when that module is loaded, on the first CUDA use (Note [The CUDA
-// module] in apps/strata/cuda_module.h). Until then the CUDA key of every operator has no kernel.
+// module] in measure/devices/cuda_module.h). Until then the CUDA key of every operator has no kernel.
 #include "layers/ops/operators.h"
 #include "layers/ops/register_kernels.h"
 

@@ -2,7 +2,7 @@
 
 #include <dlfcn.h>
 
-#include "apps/strata/cuda_module.h"
+#include "measure/devices/cuda_module.h"
 #include "lib/error.h"
 
 namespace strata::python {
@@ -10,7 +10,7 @@ namespace {
 
 // Note [The extension and the CUDA module]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// libstrata_cuda.so leaves strata's own symbols (lib, dispatch, ops, reports, apps/strata) undefined, to
+// libstrata_cuda.so leaves strata's own symbols (lib, dispatch, ops, reports, measure) undefined, to
 // be resolved against whatever loaded it, so that a process has one Dispatcher and one allocator registry
 // (Note [The CUDA module]). The strata executable exports them. Python opens an extension with
 // RTLD_LOCAL, which keeps its symbols out of the global scope that a later dlopen resolves against, so

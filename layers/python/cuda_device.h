@@ -1,7 +1,7 @@
 // The extension's way to the GPU (STRATA_WITH_CUDA, not the strata program's embedded module): the CUDA
-// module the strata program loads, libstrata_cuda.so, found and loaded by the same code
-// (apps/strata/cuda_module.cpp) on the first CUDA use, which registers its CUDA kernels with the
-// dispatcher. See Note [The extension and the CUDA module] in cuda_device.cpp.
+// module the strata program loads, libstrata_cuda.so, found and loaded by the same code, the measuring
+// core's (measure/devices/cuda_module.cpp), on the first CUDA use, which registers its CUDA kernels with
+// the dispatcher. See Note [The extension and the CUDA module] in cuda_device.cpp.
 #pragma once
 
 #include <cstddef>

@@ -7,7 +7,7 @@
 
 #include <cstdio>
 
-#include "apps/strata/cuda_module.h"
+#include "measure/devices/cuda_module.h"
 #include "layers/device/cupti/cupti_trace.h"
 #include "layers/runtime/cuda/cuda_runtime_layer.h"
 

@@ -1,7 +1,8 @@
-// Device selection and sessions for a build without the CUDA layers (STRATA_CUDA=OFF, or no toolkit).
-#include <iostream>
+// Device selection and sessions for a build without the CUDA layers (STRATA_CUDA=OFF, or no toolkit): every
+// device is the CPU, and a CUDA request says that this build cannot serve it. A build with the CUDA layers
+// compiles cuda_module.cpp instead.
+#include <ostream>
 
-#include "apps/strata/commands.h"
 #include "lib/error.h"
 #include "measure/device_session.h"
 
@@ -27,10 +28,9 @@ std::unique_ptr<DeviceSession> open_device_session(Device device, const SessionO
   return std::make_unique<DeviceSession>();
 }
 
-int run_devices() {
-  std::cout << "cpu: " << frontend::host_memory().str() << "\n"
-            << "cuda: none: this strata was built without CUDA support (STRATA_CUDA=OFF or no toolkit)\n";
-  return 0;
+void list_devices(std::ostream& out) {
+  out << "cpu: " << frontend::host_memory().str() << "\n"
+      << "cuda: none: this strata was built without CUDA support (STRATA_CUDA=OFF or no toolkit)\n";
 }
 
 }  // namespace strata::app

@@ -6,17 +6,19 @@
 // So a build with the CUDA layers puts them, and everything that calls them, into one shared module,
 // libstrata_cuda.so: layers/runtime/cuda, layers/kernels/cuda, layers/device/cupti, the CUDA half of the
 // kernel list (layers/ops/register_kernels_cuda.cpp) and the CUDA device session
-// (apps/cuda_module/cuda_session.cpp). The strata executable does not link it; cuda_module.cpp dlopens
-// it on the first CUDA use: device selection for --device auto or cuda, `strata devices`.
+// (apps/cuda_module/cuda_session.cpp). Neither the strata executable nor the Python extension links it:
+// the measuring core's loader (measure/devices/cuda_module.cpp), which both link, dlopens it on the first
+// CUDA use: device selection for --device auto or cuda, `strata devices`, a tensor on device='cuda'.
 //
 //  - One module, not one dlopen per library: strata's own nvcc-compiled kernels register with cudart when
 //    their code is loaded, and the layers call each other directly.
 //  - One copy of strata's state: the module carries none of lib, dispatch, binding, frontend, reports or
-//    apps/strata; those symbols stay undefined in it and resolve against the executable, which exports
-//    its symbols and contains every object of those libraries (strata_export_to_cuda_module in
+//    measure; those symbols stay undefined in it and resolve against the program that loaded it (the
+//    executable, or the Python extension: Note [The extension and the CUDA module]), which exports its
+//    symbols and contains every object of those libraries (strata_export_to_cuda_module in
 //    cmake/StrataCuda.cmake). So there is one Dispatcher, one allocator registry, one active timeline.
-//  - One entry point, strata_cuda_backend_v1(), returning the table below: the app calls CUDA code only
-//    through it. The types in it are C++ (the module is built with the same compiler, in the same build,
+//  - One entry point, strata_cuda_backend_v1(), returning the table below: the measuring core calls CUDA
+//    code only through it. The types in it are C++ (the module is built with the same compiler, in the same build,
 //    as the program that loads it); the version in the name and in the table guards against a stale file.
 //  - Loading registers the CUDA kernels with the dispatcher (the one kernel list, completed). `strata ops`
 //    does not load the module: it lists the CUDA kernels from their declarations and says where they live.
@@ -28,25 +30,26 @@
 #pragma once
 
 #include <cstddef>
+#include <iosfwd>
 #include <memory>
 #include <string>
 
 #include "layers/dispatch/dispatch.h"
 #include "measure/device_session.h"
 
-inline constexpr int kStrataCudaBackendVersion = 2;
+inline constexpr int kStrataCudaBackendVersion = 3;
 
 struct StrataCudaBackend {
   int version = kStrataCudaBackendVersion;
   // Adds every operator's CUDA kernel to the dispatcher; the loader calls it once, right after loading.
   void (*register_kernels)(strata::Dispatcher& dispatcher);
-  // What choose_device / available_bytes / open_device_session / run_devices (device_session.h,
-  // commands.h) do for CUDA requests in a build with the CUDA layers.
+  // What choose_device / available_bytes / open_device_session / list_devices (measure/device_session.h)
+  // do for CUDA requests in a build with the CUDA layers.
   strata::app::DeviceChoice (*choose_device)(const strata::frontend::DeviceRequest& request, bool device_timing);
   size_t (*available_bytes)(strata::Device device);
   std::unique_ptr<strata::app::DeviceSession> (*open_session)(strata::Device device,
                                                               const strata::app::SessionOptions& options);
-  int (*run_devices)();
+  void (*list_devices)(std::ostream& out);
   // For the Python package (layers/python/cuda_device.cpp), which has no session: makes `device` ready for
   // tensors (its stream, the caching allocator), or throws UnavailableError with the reason alone (no
   // driver, no such device, a device strata cannot use), for the caller to put in its own words.

@@ -1,22 +1,22 @@
 // The loader of libstrata_cuda.so, and device selection and sessions for a build with the CUDA layers on
-// the executable's side: CPU requests are answered here without loading anything, CUDA requests load the
-// module and go through its table (Note [The CUDA module]).
-#include "apps/strata/cuda_module.h"
+// the side of the program that loads it (the strata executable or the Python extension): CPU requests are
+// answered here without loading anything, CUDA requests load the module and go through its table (Note
+// [The CUDA module]).
+#include "measure/devices/cuda_module.h"
 
 #include <dlfcn.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
-#include <iostream>
+#include <ostream>
 #include <string>
 
-#include "apps/strata/commands.h"
-#include "apps/strata/module_file.h"
 #include "lib/error.h"
 #include "lib/host_clock.h"
 #include "lib/zone.h"
 #include "measure/device_session.h"
+#include "measure/devices/module_file.h"
 
 namespace strata::app {
 namespace {
@@ -124,7 +124,7 @@ bool cuda_backend_loaded() { return g_loaded.load(std::memory_order_acquire); }
 
 double cuda_backend_load_ns() { return g_loaded.load(std::memory_order_acquire) ? loaded().load_ns : 0.0; }
 
-// ---- What device_session.h and commands.h promise, for a build with the CUDA layers -------------------
+// ---- What device_session.h promises, for a build with the CUDA layers ---------------------------------
 
 DeviceChoice choose_device(const frontend::DeviceRequest& request, bool device_timing) {
   if (!request.automatic && !request.device.is_cuda()) return {kCPU, ""};
@@ -152,13 +152,15 @@ std::unique_ptr<DeviceSession> open_device_session(Device device, const SessionO
   return std::make_unique<DeviceSession>();
 }
 
-int run_devices() {
+void list_devices(std::ostream& out) {
   std::string why;
   const StrataCudaBackend* backend = cuda_backend(why);
-  if (backend != nullptr) return backend->run_devices();
-  std::cout << "cpu: " << frontend::host_memory().str() << "\n"
-            << "cuda: none: " << why << "\n";
-  return 0;
+  if (backend != nullptr) {
+    backend->list_devices(out);
+    return;
+  }
+  out << "cpu: " << frontend::host_memory().str() << "\n"
+      << "cuda: none: " << why << "\n";
 }
 
 }  // namespace strata::app

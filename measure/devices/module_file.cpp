@@ -1,4 +1,4 @@
-#include "apps/strata/module_file.h"
+#include "measure/devices/module_file.h"
 
 #include <unistd.h>
 

@@ -1,5 +1,6 @@
-// Finding the modules the program loads on demand (libstrata_cuda.so, Note [The CUDA module];
-// libstrata_python.so, Note [The Python module]): one rule for both.
+// Finding the modules strata loads on demand (libstrata_cuda.so, Note [The CUDA module], loaded by the
+// measuring core; libstrata_python.so, Note [The Python module], and libstrata_ptx.so, Note [The PTX
+// module], loaded by the strata program): one rule for all.
 #pragma once
 
 #include <string>
