@@ -18,7 +18,7 @@
 #include "reports/formats/chrome_trace.h"
 #include "reports/model/report.h"
 
-namespace strata::app {
+namespace strata::measure {
 
 struct DeviceChoice {
   Device device;
@@ -92,4 +92,4 @@ std::unique_ptr<Replay> capture_plan(DeviceSession& session, const std::function
 
 std::unique_ptr<DeviceSession> open_device_session(Device device, const SessionOptions& options);
 
-}  // namespace strata::app
+}  // namespace strata::measure

@@ -12,7 +12,7 @@
 #include "lib/error.h"
 #include "lib/zone.h"
 
-namespace strata::app {
+namespace strata::measure {
 
 std::atomic<bool> g_interrupted{false};
 
@@ -264,4 +264,4 @@ HarnessResult run_harness(frontend::Sequence& sequence, const HarnessOptions& op
   return run_work(SequenceCall{sequence}, options, timeline, session);
 }
 
-}  // namespace strata::app
+}  // namespace strata::measure

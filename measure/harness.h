@@ -14,7 +14,7 @@
 #include "lib/timeline.h"
 #include "measure/device_session.h"
 
-namespace strata::app {
+namespace strata::measure {
 
 // Set by the SIGINT/SIGTERM handler; the harness stops at the next call boundary.
 extern std::atomic<bool> g_interrupted;
@@ -121,4 +121,4 @@ HarnessResult run_harness(const std::function<binding::IValue()>& call, const Ha
 HarnessResult run_harness(frontend::Sequence& sequence, const HarnessOptions& options, Timeline& timeline,
                           DeviceSession& session);
 
-}  // namespace strata::app
+}  // namespace strata::measure

@@ -10,7 +10,7 @@
 #include "measure/device_session.h"
 #include "measure/harness.h"
 
-namespace strata::app {
+namespace strata::measure {
 namespace {
 
 class PlanReplay final : public Replay {
@@ -92,4 +92,4 @@ std::unique_ptr<Replay> DeviceSession::capture(const std::function<binding::IVal
   return capture_plan(*this, call_once, op_ids, cost);
 }
 
-}  // namespace strata::app
+}  // namespace strata::measure

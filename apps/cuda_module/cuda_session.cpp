@@ -27,7 +27,7 @@ namespace rt = runtime::cuda;
 
 // K calls captured into a CUDA Graph through the full stack; the outputs of the captured calls are kept:
 // the graph writes into their memory at every replay, and the last one is what --check reads.
-class GraphReplay final : public app::Replay {
+class GraphReplay final : public measure::Replay {
  public:
   GraphReplay(std::unique_ptr<rt::CapturedGraph> graph, std::vector<binding::IValue> outputs)
       : graph_(std::move(graph)), outputs_(std::move(outputs)) {}
@@ -49,9 +49,9 @@ std::string last_library_call(const Timeline& scratch) {
   return "an unknown call";
 }
 
-class CudaSession final : public app::DeviceSession {
+class CudaSession final : public measure::DeviceSession {
  public:
-  CudaSession(Device device, const app::SessionOptions& options) : device_(device), options_(options) {
+  CudaSession(Device device, const measure::SessionOptions& options) : device_(device), options_(options) {
     if (options.device_timing) {
       cupti_reason_ = cupti::start_session();
     } else {
@@ -85,8 +85,8 @@ class CudaSession final : public app::DeviceSession {
     rt::synchronize(device_.index);
   }
 
-  std::unique_ptr<app::Replay> capture(const std::function<binding::IValue()>& call_once, const std::vector<uint32_t>& op_ids,
-                                  app::CaptureCost& cost) override {
+  std::unique_ptr<measure::Replay> capture(const std::function<binding::IValue()>& call_once, const std::vector<uint32_t>& op_ids,
+                                  measure::CaptureCost& cost) override {
     std::vector<binding::IValue> outputs;
     Timeline scratch(4096);
     std::unordered_set<cudaGraphNode_t> seen;
@@ -94,7 +94,7 @@ class CudaSession final : public app::DeviceSession {
       tracing::ActiveScope scope(&scratch);
       for (size_t i = 0; i < op_ids.size(); ++i) {
         {
-          app::OpCall tag(*this, op_ids[i]);
+          measure::OpCall tag(*this, op_ids[i]);
           outputs.push_back(call_once());
         }
         if (!rt::capture_valid(device_.index)) {
@@ -164,7 +164,7 @@ class CudaSession final : public app::DeviceSession {
   }
  private:
   Device device_;
-  app::SessionOptions options_;
+  measure::SessionOptions options_;
   std::string cupti_reason_;  // why CUPTI is off; "" when it runs
   bool pushed_ = false;
   bool ran_untraced_ = false;
@@ -178,10 +178,10 @@ class CudaSession final : public app::DeviceSession {
 
 }  // namespace
 
-std::unique_ptr<app::DeviceSession> open_device_session(Device device, const app::SessionOptions& options) {
+std::unique_ptr<measure::DeviceSession> open_device_session(Device device, const measure::SessionOptions& options) {
   if (device.is_cuda()) return std::make_unique<CudaSession>(device, options);
   if (options.tf32) throw UsageError("--tf32 selects TF32 tensor-core math and needs a CUDA device");
-  return std::make_unique<app::DeviceSession>();
+  return std::make_unique<measure::DeviceSession>();
 }
 
 }  // namespace strata::cuda_module

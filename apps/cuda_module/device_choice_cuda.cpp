@@ -16,7 +16,7 @@ std::string request_text(const frontend::DeviceRequest& request) {
 
 }  // namespace
 
-app::DeviceChoice choose_device(const frontend::DeviceRequest& request, bool device_timing) {
+measure::DeviceChoice choose_device(const frontend::DeviceRequest& request, bool device_timing) {
   // The probe below initialises CUDA; CUPTI's latency timestamps must be requested before that. Not
   // under --no-device-timing, which promises a run without CUPTI (and so leaves another profiler's
   // CUPTI session alone).

@@ -56,7 +56,7 @@ size_t captured_bytes(const Prepared& prepared, int64_t k) {
 template <typename Work>
 struct EagerRounds {
   const Work& work;
-  DeviceSession& session;
+  measure::DeviceSession& session;
   Timeline& timeline;
   uint32_t& next_id;
   int64_t k;
@@ -64,14 +64,14 @@ struct EagerRounds {
   binding::IValue round(bool traced, std::vector<uint32_t>* ids) const {
     binding::IValue out;
     for (int64_t i = 0; i < k; ++i) {
-      stop_if_interrupted();   // a round of K forwards of a large model takes seconds
+      measure::stop_if_interrupted();   // a round of K forwards of a large model takes seconds
       out = binding::IValue();  // one output alive at a time: see Note [One output at a time] (harness.cpp)
       if (traced) {
         tracing::ActiveScope scope(&timeline);
         for (size_t j = 0; j < work.steps(); ++j) {
           timeline.set_op(next_id);
           {
-            OpCall tag(session, next_id);
+            measure::OpCall tag(session, next_id);
             out = work.run(j, std::move(out));
           }
           ids->push_back(next_id++);
@@ -91,7 +91,7 @@ struct EagerRounds {
 // so all K outputs (and, under autocast, the casts each call made) exist at once while it records.
 // Refused here, before the first round, when it would not fit (the inputs are already allocated).
 void check_capture_fits(const Prepared& prepared, int64_t k) {
-  frontend::check_fits(captured_bytes(prepared, k), available_bytes(prepared.choice.device), prepared.choice.device,
+  frontend::check_fits(captured_bytes(prepared, k), measure::available_bytes(prepared.choice.device), prepared.choice.device,
                        "--ops-per-graph " + std::to_string(k) + " (capturing keeps what each of the " +
                            std::to_string(k) + (prepared.sequence ? " forwards" : " calls") +
                            " made alive; lower --ops-per-graph)");
@@ -123,7 +123,7 @@ int64_t plan_rounds(const EagerRounds<Work>& eager, const CompareOptions& option
   }
   // An eager round's spans as the first round wrote them, and as many again for a replay (its kernels'
   // zones, fewer than eager's).
-  reserve_spans(eager.timeline, static_cast<size_t>(rounds), 2 * round_spans + 8,
+  measure::reserve_spans(eager.timeline, static_cast<size_t>(rounds), 2 * round_spans + 8,
                 "--repeat " + std::to_string(rounds) + " rounds of " + std::to_string(eager.k) +
                     (eager.work.steps() > 1 ? " forwards" : " calls"),
                 "lower --repeat or --ops-per-graph");
@@ -135,7 +135,7 @@ void time_eager_rounds(const EagerRounds<Work>& eager, int64_t rounds, binding::
   out.eager_ids.resize(static_cast<size_t>(rounds));
   out.eager_begin = host_clock::now_ns();
   for (int64_t r = 0; r < rounds; ++r) {
-    stop_if_interrupted();
+    measure::stop_if_interrupted();
     const uint64_t t0 = host_clock::ticks();
     eager_out = eager.round(true, &out.eager_ids[static_cast<size_t>(r)]);
     out.eager_wall.push_back(host_clock::elapsed_ns(t0));
@@ -149,7 +149,7 @@ void time_eager_rounds(const EagerRounds<Work>& eager, int64_t rounds, binding::
 // replayed kernel.
 template <typename Work>
 void time_replay_rounds(const EagerRounds<Work>& eager, int64_t rounds, int64_t warmup, CompareRounds& out) {
-  DeviceSession& session = eager.session;
+  measure::DeviceSession& session = eager.session;
   Timeline& timeline = eager.timeline;
   uint32_t& next_id = eager.next_id;
   std::vector<uint32_t> capture_ids;
@@ -171,13 +171,13 @@ void time_replay_rounds(const EagerRounds<Work>& eager, int64_t rounds, int64_t 
   }
   out.replay_begin = host_clock::now_ns();
   for (int64_t r = 0; r < rounds; ++r) {
-    stop_if_interrupted();
+    measure::stop_if_interrupted();
     const uint64_t t0 = host_clock::ticks();
     {
       tracing::ActiveScope scope(&timeline);
       timeline.set_op(next_id);
       {
-        OpCall tag(session, next_id);
+        measure::OpCall tag(session, next_id);
         out.replay->replay();
       }
       timeline.set_op(0);
@@ -225,9 +225,9 @@ reports::PeerComparison compare_peer(const Prepared& prepared, const CompareOpti
 }  // namespace
 
 CompareRounds run_compare_rounds(const Prepared& prepared, const CompareOptions& options, Timeline& timeline, uint32_t& next_id) {
-  if (prepared.sequence) return compare_rounds(SequenceCall{*prepared.sequence}, prepared, options, timeline, next_id);
+  if (prepared.sequence) return compare_rounds(measure::SequenceCall{*prepared.sequence}, prepared, options, timeline, next_id);
   // --frontend python: the eager calls and the capture go through Python; replays never do.
-  return compare_rounds(SingleCall{prepared.call, prepared.invoke ? &prepared.invoke : nullptr}, prepared, options, timeline, next_id);
+  return compare_rounds(measure::SingleCall{prepared.call, prepared.invoke ? &prepared.invoke : nullptr}, prepared, options, timeline, next_id);
 }
 
 void check_ops_per_graph(int64_t ops_per_graph) {
@@ -364,7 +364,7 @@ int run_compare(const CompareOptions& options) {
   Prepared prepared = prepare_trace(options.trace);
   // Figures are per op: a round of K iterations is K ops, or K forwards of S ops each for a sequence.
   const int64_t k = iterations_per_round(prepared, options) * static_cast<int64_t>(prepared.sequence ? prepared.sequence->steps.size() : 1);
-  DeviceSession& session = *prepared.session;
+  measure::DeviceSession& session = *prepared.session;
   Timeline timeline;
   uint32_t next_id = 1;
   CompareRounds rounds = run_compare_rounds(prepared, options, timeline, next_id);

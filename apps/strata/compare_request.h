@@ -28,8 +28,8 @@ struct CompareRounds {
   std::vector<std::vector<uint32_t>> eager_ids, replay_ids;
   std::vector<double> eager_wall, replay_wall;  // per round, ns
   binding::IValue eager_out;
-  std::unique_ptr<Replay> replay;
-  CaptureCost cost;
+  std::unique_ptr<measure::Replay> replay;
+  measure::CaptureCost cost;
   double first_replay_ns = 0;
   int64_t eager_begin = 0, eager_end = 0, replay_begin = 0, replay_end = 0;
 };

@@ -89,7 +89,7 @@ CompiledColumn run_compiled_column(const Prepared& prepared, int64_t k, size_t r
   for (int64_t i = 0; i < warmup * k; ++i) col.out = binding::IValue(g.run(inputs)[0]);
   std::vector<double> walls;
   for (size_t r = 0; r < rounds; ++r) {
-    stop_if_interrupted();
+    measure::stop_if_interrupted();
     std::vector<uint32_t> ids;
     const uint64_t t0 = host_clock::ticks();
     {

@@ -31,7 +31,7 @@ void on_signal(int) {
   // First signal: stop at the next call boundary. Second: the run is stuck inside a call; leave now,
   // without a partial output file. SIGINT and SIGTERM both end with exit code 130 either way, so a
   // script sees one code for "interrupted, no report" (docs/errors.md).
-  if (strata::app::g_interrupted.exchange(true)) {
+  if (strata::measure::g_interrupted.exchange(true)) {
     strata::remove_pending_output();
     const char msg[] = "\nstrata: error: interrupted: a second signal while inside one call; no report written\n";
     ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
@@ -398,7 +398,7 @@ int run_command(const Commands& commands) {
   if (*commands.check_trace) return strata::app::run_check_trace(commands.trace_file);
   if (*commands.sass) return strata::app::run_sass(commands.sass_module);
   if (*commands.devices) {
-    strata::app::list_devices(std::cout);
+    strata::measure::list_devices(std::cout);
     // Whether the GPU path has run on hardware, from docs/validation/ at build time: a GPU user must not
     // have to find that out by reading the validation reports.
     std::cout << "gpu path: " << kGpuValidationStatus << "\n";

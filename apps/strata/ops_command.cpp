@@ -58,7 +58,7 @@ int run_ops() {
   // dispatcher; they are listed from their declarations, marked as such.
   bool cuda_unloaded = false;
 #if STRATA_WITH_CUDA
-  cuda_unloaded = !cuda_backend_loaded();
+  cuda_unloaded = !measure::cuda_backend_loaded();
 #endif
   const std::vector<std::string> declared_cuda = declared_cuda_kernels();
   const std::vector<std::string> in_place = in_place_notes();
@@ -156,7 +156,7 @@ std::string read_trace_file(const std::string& path) {
   text.reserve(static_cast<size_t>(st.st_size));
   char buf[1 << 16];
   while (true) {
-    stop_if_interrupted();
+    measure::stop_if_interrupted();
     const ssize_t n = read(fd, buf, sizeof buf);
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -216,7 +216,7 @@ int run_check_trace(const std::string& path) {
     throw Error("out of memory while checking '" + path +
                 "': the parsed trace needs more memory than this process may use (see ulimit -v)");
   }
-  stop_if_interrupted();
+  measure::stop_if_interrupted();
   // Violations are errors: on stderr, each with strata's prefix; stdout says only "valid".
   for (const std::string& e : errors) std::cerr << "strata: error: " << path << ": " << e << "\n";
   if (errors.empty()) std::cout << path << ": valid (every invariant of docs/design.md holds)\n";

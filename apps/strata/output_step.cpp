@@ -7,16 +7,16 @@
 namespace strata::app {
 
 int write_command_output(const TraceOptions& o, const CommandOutput& output, std::ostream& out, std::ostream& err) {
-  stop_if_interrupted();
+  measure::stop_if_interrupted();
   output.print_table(out);
   out.flush();
   if (!o.json_path.empty()) {
-    stop_if_interrupted();
+    measure::stop_if_interrupted();
     write_file_atomically(o.json_path, output.json());
     out << "wrote " << o.json_path << "\n";
   }
   if (!o.chrome_trace_path.empty()) {
-    stop_if_interrupted();
+    measure::stop_if_interrupted();
     reports::ChromeTraceWriter writer;
     writer.add_metadata("strata version", STRATA_VERSION);
     output.chrome_trace(writer);

@@ -145,9 +145,9 @@ std::optional<frontend::SequenceSpec> check_trace_options(const TraceOptions& op
 // --device: the compiled path generates C++ for the CPU, so --device auto means the CPU there
 // (check_mode_options refuses a CUDA device). --tf32 is refused on the CPU here, for every build, rather
 // than left to the device session of whichever build this is.
-DeviceChoice choose_trace_device(const TraceOptions& options) {
+measure::DeviceChoice choose_trace_device(const TraceOptions& options) {
   const bool compiled_auto = options.mode == "compiled" && options.device == "auto";
-  DeviceChoice choice = choose_device(frontend::parse_device(compiled_auto ? "cpu" : options.device),
+  measure::DeviceChoice choice = measure::choose_device(frontend::parse_device(compiled_auto ? "cpu" : options.device),
                                       !options.no_device_timing);
   if (compiled_auto) choice.reason = "auto: the compiled path runs on the CPU";
   const auto clock = host_clock::info();
@@ -181,7 +181,7 @@ void check_memory_budget(const TraceOptions& options, const Prepared& prepared,
     const Device device = prepared.choice.device;
     const size_t forward_bytes = sequence ? frontend::peak_bytes(*sequence, prepared.dtype, in, device)
                                           : frontend::peak_bytes(prepared.spec, prepared.dtype, in, device);
-    frontend::check_fits(2 * forward_bytes, available_bytes(device), device,
+    frontend::check_fits(2 * forward_bytes, measure::available_bytes(device), device,
                          prepared.spec.text + " with --backward (leave out --backward, or choose smaller sizes)");
   }
 }
@@ -194,19 +194,19 @@ void make_inputs(const TraceOptions& options, Prepared& prepared, const std::opt
   const Device device = prepared.choice.device;
   if (sequence) {
     prepared.sequence = std::make_unique<frontend::Sequence>(frontend::prepare_sequence(
-        *sequence, prepared.dtype, device, options.seed, options.requires_grad, available_bytes(device), computed));
+        *sequence, prepared.dtype, device, options.seed, options.requires_grad, measure::available_bytes(device), computed));
     prepared.call.description = prepared.sequence->description;
     prepared.call.flops = prepared.sequence->flops;
     prepared.call.bytes = prepared.sequence->bytes;
     return;
   }
   prepared.call = frontend::prepare_call(prepared.spec, prepared.dtype, device, options.seed, options.requires_grad,
-                                         available_bytes(device), computed);
+                                         measure::available_bytes(device), computed);
   if (!options.views.empty() && (options.frontend != "cli" || !options.peer.empty())) {
     throw UsageError("--view applies to the C++ frontend for now: leave out " + python_option(options) +
                      " (from Python, make the view yourself: x.t(), x[:, ::2]; docs/views.md)");
   }
-  frontend::apply_input_views(prepared.call, options.views, options.seed, available_bytes(device));
+  frontend::apply_input_views(prepared.call, options.views, options.seed, measure::available_bytes(device));
   prepare_python(prepared, options);  // --frontend python, --peer torch: the same tensors, handed to Python
 }
 
@@ -216,10 +216,10 @@ Prepared prepare_trace(const TraceOptions& options) {
   Prepared prepared;
   const std::optional<frontend::SequenceSpec> sequence = check_trace_options(options, prepared);
   prepared.choice = choose_trace_device(options);
-  SessionOptions session_options;
+  measure::SessionOptions session_options;
   session_options.tf32 = options.tf32;
   session_options.device_timing = !options.no_device_timing;
-  prepared.session = open_device_session(prepared.choice.device, session_options);
+  prepared.session = measure::open_device_session(prepared.choice.device, session_options);
   check_memory_budget(options, prepared, sequence);
   make_inputs(options, prepared, sequence);
   // Last, once nothing else can refuse the run: every call from here on, on this thread, sees the key.
@@ -263,8 +263,8 @@ reports::TraceReport describe_context(const Prepared& prepared, const TraceOptio
 #if STRATA_WITH_CUDA
   // One-time work like context creation, but before it: the CUDA libraries are loaded on the first CUDA use
   // (Note [The CUDA module]), at device selection, so no call pays it.
-  if (prepared.choice.device.is_cuda() && cuda_backend_load_ns() > 0) {
-    report.notes.push_back("CUDA libraries loaded in " + reports::format_ns(cuda_backend_load_ns()) +
+  if (prepared.choice.device.is_cuda() && measure::cuda_backend_load_ns() > 0) {
+    report.notes.push_back("CUDA libraries loaded in " + reports::format_ns(measure::cuda_backend_load_ns()) +
                            " at device selection (libstrata_cuda.so with cudart, cuBLAS, cuBLASLt, cuDNN, CUPTI); "
                            "not part of the cold call");
   }
@@ -272,7 +272,7 @@ reports::TraceReport describe_context(const Prepared& prepared, const TraceOptio
   return report;
 }
 
-void describe_harness_run(reports::TraceReport& report, const HarnessResult& run) {
+void describe_harness_run(reports::TraceReport& report, const measure::HarnessResult& run) {
   report.warmup = static_cast<size_t>(run.warmup);
   report.repeat = static_cast<size_t>(run.repeat);
   report.repeat_auto = run.repeat_auto;
@@ -280,8 +280,8 @@ void describe_harness_run(reports::TraceReport& report, const HarnessResult& run
   report.untraced_call_ns = reports::Distribution::of(run.untraced_ns).median;
 }
 
-HarnessOptions harness_options(const TraceOptions& options, const Prepared& prepared) {
-  HarnessOptions harness;
+measure::HarnessOptions harness_options(const TraceOptions& options, const Prepared& prepared) {
+  measure::HarnessOptions harness;
   harness.warmup = options.warmup;
   harness.repeat = options.repeat.value_or(0);
   harness.budget_s = options.budget_s;

@@ -23,8 +23,8 @@ namespace strata::app {
 struct Prepared {
   frontend::OpSpec spec;
   DType dtype = DType::kF32;
-  DeviceChoice choice;
-  std::unique_ptr<DeviceSession> session;
+  measure::DeviceChoice choice;
+  std::unique_ptr<measure::DeviceSession> session;
   frontend::PreparedCall call;  // for a sequence: only description, flops and bytes (op is null)
   std::unique_ptr<frontend::Sequence> sequence;  // set for `mlp ...` (frontend/sequence.h)
   // --autocast: on for this thread while the Prepared lives (every call trace, compare or sweep makes),
@@ -44,10 +44,10 @@ Prepared prepare_trace(const TraceOptions& options);
 // The op, device and environment part of a report (no figures).
 reports::TraceReport describe_context(const Prepared& prepared, const TraceOptions& options);
 // What trace asks of the harness: --warmup, --repeat, --budget, --backward and how each call is made.
-HarnessOptions harness_options(const TraceOptions& options, const Prepared& prepared);
+measure::HarnessOptions harness_options(const TraceOptions& options, const Prepared& prepared);
 // What the harness ran, into the report: warm-ups, timed calls (and whether sized automatically), and the
 // untraced calls' median wall.
-void describe_harness_run(reports::TraceReport& report, const HarnessResult& run);
+void describe_harness_run(reports::TraceReport& report, const measure::HarnessResult& run);
 // Under --autocast, for an op autocast does not cast: the key path gains "Autocast (fallthrough) > " (the
 // fallthrough leaves no span of its own) and the notes say why. trace and sweep both print key paths.
 void describe_autocast_fallthrough(const Prepared& prepared, std::string& keys, std::vector<std::string>& notes);
@@ -61,7 +61,7 @@ int run_program_trace(const TraceOptions& options, Prepared& prepared);
 int run_sequence_trace(const TraceOptions& options, Prepared& prepared);
 // The walk and per-node rows of a --backward run into report.backward (trace_command.cpp), without the
 // gradient check: a sequence checks its parameters' gradients itself. report.probe_ns must be set.
-void describe_backward_rows(reports::TraceReport& report, const Timeline& timeline, const HarnessResult& run,
+void describe_backward_rows(reports::TraceReport& report, const Timeline& timeline, const measure::HarnessResult& run,
                             const Prepared& prepared);
 
 }  // namespace strata::app

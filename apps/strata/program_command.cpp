@@ -123,7 +123,7 @@ std::vector<ColdRow> compiled_cold_rows(const compiler::CompiledGraph& g, size_t
 
 // What both modes report the same way: the breakdown of a whole-graph call, its words, figures and check.
 reports::TraceReport graph_call_report(const TraceOptions& options, Prepared& prepared, const Timeline& timeline,
-                                       const HarnessResult& run, reports::SequenceFigures& fig) {
+                                       const measure::HarnessResult& run, reports::SequenceFigures& fig) {
   reports::TraceReport report = describe_context(prepared, options);
   report.steady = fig.total;
   report.cold = reports::compute_sequence(timeline, run.cold_ids, 1).total;
@@ -165,8 +165,8 @@ nlohmann::json cold_json(const std::vector<ColdRow>& rows) {
 // capture and instantiation.
 struct OneTime {
   std::optional<CompiledProgram> compiled;
-  std::unique_ptr<Replay> replay;
-  CaptureCost cost;
+  std::unique_ptr<measure::Replay> replay;
+  measure::CaptureCost cost;
   std::vector<ColdRow> cold;
   std::function<binding::IValue()> call;  // one whole forward, as each timed call runs it
 };
@@ -196,7 +196,7 @@ OneTime prepare_one_time(const TraceOptions& options, Prepared& prepared, Timeli
               {"instantiate", "the recording made replayable", t.cost.instantiate_ns},
               {"other", "the rest of the setup (the plan's links, the session)",
                std::max(0.0, setup - t.cost.capture_ns - t.cost.instantiate_ns)}};
-    Replay* r = t.replay.get();
+    measure::Replay* r = t.replay.get();
     t.call = [r] {
       r->replay();
       return r->last_result();
@@ -213,12 +213,12 @@ int run_program_trace(const TraceOptions& options, Prepared& prepared) {
   OneTime one = prepare_one_time(options, prepared, timeline);
   const std::optional<CompiledProgram>& compiled = one.compiled;
   const std::vector<ColdRow>& cold = one.cold;
-  HarnessOptions h;
+  measure::HarnessOptions h;
   h.warmup = options.warmup;
   h.repeat = options.repeat.value_or(0);
   h.budget_s = options.budget_s;
   h.first_op_id = 2;
-  HarnessResult run = run_harness(one.call, h, timeline, *prepared.session);
+  measure::HarnessResult run = measure::run_harness(one.call, h, timeline, *prepared.session);
   prepared.session->finish(timeline);
 
   const std::string label = compiled ? "compiled graph" : one.replay->kind();

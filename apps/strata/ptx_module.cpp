@@ -19,7 +19,7 @@ struct Loaded {
 Loaded load() {
   Loaded r;
   const std::string path =
-      find_module_file("libstrata_ptx.so", "STRATA_PTX_MODULE", STRATA_PTX_MODULE_BUILD_PATH, r.why);
+      measure::find_module_file("libstrata_ptx.so", "STRATA_PTX_MODULE", STRATA_PTX_MODULE_BUILD_PATH, r.why);
   if (path.empty()) return r;
   void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {

@@ -113,7 +113,7 @@ reports::PeerReport run_peer(Prepared& p, int64_t warmup, int64_t repeat, const 
   peer.call();
   rep.cold_ns = host_clock::elapsed_ns(c0);
   for (int64_t i = 0; i < warmup; ++i) {
-    stop_if_interrupted();
+    measure::stop_if_interrupted();
     peer.call();
   }
   std::vector<double> wall;
@@ -121,7 +121,7 @@ reports::PeerReport run_peer(Prepared& p, int64_t warmup, int64_t repeat, const 
   timeline.reserve_more(static_cast<size_t>(repeat) + 8);
   static const std::string kSpanName = "torch peer call";  // spans keep a pointer to their name
   for (int64_t i = 0; i < repeat; ++i) {
-    stop_if_interrupted();
+    measure::stop_if_interrupted();
     const uint64_t t0 = host_clock::ticks();
     peer.call();
     const uint64_t t1 = host_clock::ticks();

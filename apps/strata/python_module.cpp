@@ -27,7 +27,7 @@ Loaded load() {
   Loaded r;
   const int64_t t0 = host_clock::now_ns();
   const std::string path =
-      find_module_file(kModuleName, "STRATA_PYTHON_MODULE", STRATA_PYTHON_MODULE_BUILD_PATH, r.why);
+      measure::find_module_file(kModuleName, "STRATA_PYTHON_MODULE", STRATA_PYTHON_MODULE_BUILD_PATH, r.why);
   if (path.empty()) return r;
   // RTLD_GLOBAL: numpy's and torch's extension modules look libpython's symbols up in the global scope.
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
@@ -79,7 +79,7 @@ std::string python_package_dir() {
     }
     return env;
   }
-  const std::string exe = executable_dir();
+  const std::string exe = measure::executable_dir();
   const std::string beside_build = exe.substr(0, exe.rfind('/'));  // build/apps/strata -> build/apps
   const std::string candidates[] = {beside_build.substr(0, beside_build.rfind('/')) + "/python",
                                     std::string(STRATA_PYTHON_PACKAGE_BUILD_PATH)};

@@ -59,7 +59,7 @@ int run_sass(const std::string& module_option) {
   std::string module = module_option;
   if (module.empty()) {
 #ifdef STRATA_CUDA_MODULE_BUILD_PATH
-    module = find_module_file("libstrata_cuda.so", "STRATA_CUDA_MODULE", STRATA_CUDA_MODULE_BUILD_PATH, why);
+    module = measure::find_module_file("libstrata_cuda.so", "STRATA_CUDA_MODULE", STRATA_CUDA_MODULE_BUILD_PATH, why);
 #else
     why = "this build has no CUDA layers, so no libstrata_cuda.so; name a module with --module";
 #endif

@@ -24,7 +24,7 @@ namespace {
 
 // The backward as a sequence of its own: the seed's sum, then every node in the engine's order, timed
 // call by timed call (the same layout as the forward's steps).
-reports::SequenceFigures backward_sequence(const Timeline& timeline, const HarnessResult& run) {
+reports::SequenceFigures backward_sequence(const Timeline& timeline, const measure::HarnessResult& run) {
   std::vector<uint32_t> ids;
   std::vector<std::string> names{"sum (seed)"};
   for (const char* node : run.backward.walk) names.emplace_back(node);
@@ -37,7 +37,7 @@ reports::SequenceFigures backward_sequence(const Timeline& timeline, const Harne
 
 // The whole forward as one breakdown, what the harness ran, and what the probes cost.
 void describe_forwards(reports::TraceReport& report, const reports::SequenceFigures& forwards,
-                       const reports::SequenceFigures& cold, const Timeline& timeline, const HarnessResult& run) {
+                       const reports::SequenceFigures& cold, const Timeline& timeline, const measure::HarnessResult& run) {
   report.steady = forwards.total;
   report.cold = cold.total;
   report.keys = std::to_string(forwards.steps) + " ops per forward (see the op log)";
@@ -53,7 +53,7 @@ void describe_forwards(reports::TraceReport& report, const reports::SequenceFigu
 }
 
 // Words for each row of the whole forward (Note [One report builder]).
-void describe_sequence_rows(reports::TraceReport& report, const HarnessResult& run, size_t steps, bool on_cpu) {
+void describe_sequence_rows(reports::TraceReport& report, const measure::HarnessResult& run, size_t steps, bool on_cpu) {
   using reports::RowKind;
   report.describe(RowKind::kBinding, "", "schema match + unboxing, " + std::to_string(steps) + " calls");
   for (const reports::BreakdownRow& row : report.steady.rows) {
@@ -122,7 +122,7 @@ void check_parameter_gradients(reports::TraceReport& report, const Prepared& pre
 }
 
 // --check: the model's output against a float64 forward of the same input and parameters.
-void check_sequence(reports::TraceReport& report, const HarnessResult& run, const Prepared& prepared,
+void check_sequence(reports::TraceReport& report, const measure::HarnessResult& run, const Prepared& prepared,
                     const TraceOptions& options) {
   const frontend::Sequence& sequence = *prepared.sequence;
   report.check.ran = true;
@@ -138,7 +138,7 @@ void check_sequence(reports::TraceReport& report, const HarnessResult& run, cons
 
 // One ProfilerStep per forward (all its ops), as a training loop's step annotation would show it. With
 // --backward the step holds the backward's seed and nodes too: one training step.
-std::vector<std::vector<uint32_t>> profiler_steps(const HarnessResult& run, bool backward) {
+std::vector<std::vector<uint32_t>> profiler_steps(const measure::HarnessResult& run, bool backward) {
   std::vector<std::vector<uint32_t>> steps;
   for (size_t i = 0; i < run.timed_ids.size(); i += run.steps) {
     std::vector<uint32_t> step(run.timed_ids.begin() + static_cast<std::ptrdiff_t>(i),
@@ -156,10 +156,10 @@ std::vector<std::vector<uint32_t>> profiler_steps(const HarnessResult& run, bool
 
 int run_sequence_trace(const TraceOptions& options, Prepared& prepared) {
   frontend::Sequence& sequence = *prepared.sequence;
-  DeviceSession& session = *prepared.session;
+  measure::DeviceSession& session = *prepared.session;
   // sum(output).backward() after every forward with --backward (Note [Backward in the harness])
   Timeline timeline;
-  const HarnessResult run = run_harness(sequence, harness_options(options, prepared), timeline, session);
+  const measure::HarnessResult run = measure::run_harness(sequence, harness_options(options, prepared), timeline, session);
   session.finish(timeline);
 
   std::vector<std::string> descriptions;

@@ -130,7 +130,7 @@ std::vector<frontend::OpSpec> check_sweep_options(const SweepOptions& options, c
 // Sizes that would not fit are refused now, not after minutes of measuring the ones that do.
 void check_sizes_fit(const SweepOptions& options, const SweepSizes& sizes, const std::vector<frontend::OpSpec>& specs,
                      const Prepared& prepared) {
-  const size_t available = available_bytes(prepared.choice.device);
+  const size_t available = measure::available_bytes(prepared.choice.device);
   // Each size's peak as prepare_call will check it (Note [Peak bytes of a call]).
   auto peak = [&](size_t i) { return frontend::peak_bytes(specs[i], prepared.dtype, prepared.compute_dtype(), prepared.choice.device); };
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -178,14 +178,14 @@ struct SweepRun {
 // One size: the harness as trace runs it, then with --compare the eager and replayed rounds.
 void measure_size(const SweepOptions& options, Prepared& prepared, double budget, uint32_t& next_id, Measured& m,
                   std::string& replay_kind) {
-  HarnessOptions h;
+  measure::HarnessOptions h;
   h.warmup = options.trace.warmup;
   h.repeat = options.trace.repeat.value_or(0);
   h.budget_s = options.compare ? budget / 2 : budget;
   if (!options.trace.repeat) h.stop_after_s = 2 * h.budget_s;  // an explicit --repeat is run in full
   h.first_op_id = next_id;
   m.first_id = next_id;
-  HarnessResult run = run_harness(prepared.call, h, m.timeline, *prepared.session);
+  measure::HarnessResult run = measure::run_harness(prepared.call, h, m.timeline, *prepared.session);
   next_id = run.timed_ids.back() + 1;
   m.timed_ids = std::move(run.timed_ids);
   run.last_result = binding::IValue();
@@ -211,7 +211,7 @@ SweepRun measure_sizes(const SweepOptions& options, const SweepSizes& sizes, con
   run.start = host_clock::ticks();
   double last_size_s = 0;
   for (size_t i = 0; i < sizes.values.size(); ++i) {
-    stop_if_interrupted();
+    measure::stop_if_interrupted();
     const double elapsed_s = host_clock::elapsed_ns(run.start) * 1e-9;
     const size_t left = sizes.values.size() - i;
     // Per size: --budget, or the share of what is left of --sweep-budget if that is smaller. Each size
@@ -225,7 +225,7 @@ SweepRun measure_sizes(const SweepOptions& options, const SweepSizes& sizes, con
       prepared.call = frontend::PreparedCall();  // the previous size's tensors go before the next ones are made
       prepared.spec = specs[i];
       prepared.call = frontend::prepare_call(prepared.spec, prepared.dtype, prepared.choice.device, options.trace.seed, options.trace.requires_grad,
-                                      available_bytes(prepared.choice.device), prepared.compute_dtype());
+                                      measure::available_bytes(prepared.choice.device), prepared.compute_dtype());
     }
     run.descriptions.push_back(prepared.call.description);
     run.work.push_back({prepared.call.flops, prepared.call.bytes_moved});
@@ -325,14 +325,14 @@ void add_ceiling_notes(reports::SweepReport& report, bool memory_bound) {
 
 // As in trace: a signal that arrived after the last size still means "no report".
 int write_sweep_outputs(const reports::SweepReport& report, const SweepOptions& options) {
-  stop_if_interrupted();
+  measure::stop_if_interrupted();
   reports::print_sweep_table(report, std::cout);
   std::cout.flush();
   const std::pair<const std::string*, std::string (*)(const reports::SweepReport&)> files[] = {
       {&options.trace.json_path, &reports::sweep_json}, {&options.csv_path, &reports::sweep_csv}, {&options.plot_path, &reports::sweep_svg}};
   for (const auto& [path, render] : files) {
     if (path->empty()) continue;
-    stop_if_interrupted();
+    measure::stop_if_interrupted();
     write_file_atomically(*path, render(report));
     std::cout << "wrote " << *path << "\n";
   }

@@ -48,7 +48,7 @@ std::string load_context(double one_minute) {
 
 // The backward's figures: the seed's and each node's breakdowns, the wall of each timed call's whole
 // backward, and the cold call's.
-void describe_backward_figures(reports::BackwardReport& backward, const Timeline& timeline, const HarnessResult& run) {
+void describe_backward_figures(reports::BackwardReport& backward, const Timeline& timeline, const measure::HarnessResult& run) {
   backward.ran = true;
   backward.walk = autograd::BackwardRecord{run.backward.walk}.path();
   backward.seed = reports::compute_breakdown(timeline, run.backward.seed);
@@ -68,7 +68,7 @@ void describe_backward_figures(reports::BackwardReport& backward, const Timeline
 
 // --check with --backward: every leaf's gradient against the float64 reference (the gradient of sum(y) is
 // ones); the run's one verdict (exit code 3) covers the gradients too, the worst of them if it failed.
-void check_gradients(reports::TraceReport& report, const HarnessResult& run, const Prepared& prepared, bool tf32) {
+void check_gradients(reports::TraceReport& report, const measure::HarnessResult& run, const Prepared& prepared, bool tf32) {
   const Tensor& y = run.last_result.tensor();
   Tensor ones = Tensor::empty(y.sizes(), DType::kF64, kCPU);
   for (int64_t i = 0; i < ones.numel(); ++i) ones.data<double>()[i] = 1.0;
@@ -92,7 +92,7 @@ void check_gradients(reports::TraceReport& report, const HarnessResult& run, con
 
 // The backward half of the report: the walk, the seed's and each node's rows in the builder's words
 // (Note [One report builder]), and with --check every leaf's gradient.
-void describe_backward(reports::TraceReport& report, const Timeline& timeline, const HarnessResult& run,
+void describe_backward(reports::TraceReport& report, const Timeline& timeline, const measure::HarnessResult& run,
                        const Prepared& prepared, const TraceOptions& options) {
   describe_backward_figures(report.backward, timeline, run);
   measure::describe_backward_breakdown(report.backward.seed, report.probe_ns);
@@ -130,7 +130,7 @@ std::string autocast_row_text(const frontend::PreparedCall& call, DType to) {
 
 }  // namespace
 
-void describe_backward_rows(reports::TraceReport& report, const Timeline& timeline, const HarnessResult& run,
+void describe_backward_rows(reports::TraceReport& report, const Timeline& timeline, const measure::HarnessResult& run,
                             const Prepared& prepared) {
   TraceOptions rows_only;  // no --check: the caller checks its own gradients (a sequence's parameters)
   describe_backward(report, timeline, run, prepared, rows_only);
@@ -139,7 +139,7 @@ void describe_backward_rows(reports::TraceReport& report, const Timeline& timeli
 namespace {
 
 // The figures of the timed and cold calls, their key path and what the probes cost.
-void describe_measured_calls(reports::TraceReport& report, const Timeline& timeline, const HarnessResult& run,
+void describe_measured_calls(reports::TraceReport& report, const Timeline& timeline, const measure::HarnessResult& run,
                              const Prepared& prepared) {
   report.steady = reports::compute_breakdown(timeline, run.timed_ids);
   report.cold = reports::compute_breakdown(timeline, run.cold_ids);
@@ -155,7 +155,7 @@ void describe_measured_calls(reports::TraceReport& report, const Timeline& timel
 }
 
 // The dispatch rows' words, from what this call actually did.
-void describe_dispatch_rows(reports::TraceReport& report, const HarnessResult& run, const Prepared& prepared,
+void describe_dispatch_rows(reports::TraceReport& report, const measure::HarnessResult& run, const Prepared& prepared,
                             bool backward) {
   using reports::RowKind;
   for (const reports::BreakdownRow& row : report.steady.rows) {
@@ -204,7 +204,7 @@ void describe_cpu_library_row(reports::TraceReport& report, const Prepared& prep
 }
 
 // Words for each row (Note [One report builder]).
-void describe_op_rows(reports::TraceReport& report, const HarnessResult& run, const Prepared& prepared,
+void describe_op_rows(reports::TraceReport& report, const measure::HarnessResult& run, const Prepared& prepared,
                       bool backward) {
   const measure::Caller caller = report.frontend == "python" ? measure::Caller::kPython : measure::Caller::kCpp;
   measure::describe_binding_row(report);
@@ -223,7 +223,7 @@ void describe_op_rows(reports::TraceReport& report, const HarnessResult& run, co
 }
 
 // The figures read from the rows and the device, and the notes on how far to trust them.
-void add_run_figures(reports::TraceReport& report, DeviceSession& session) {
+void add_run_figures(reports::TraceReport& report, measure::DeviceSession& session) {
   reports::add_steady_join_figures(report.figures, report.steady);
   session.describe(report);
   reports::add_rate_figures(report);
@@ -234,7 +234,7 @@ void add_run_figures(reports::TraceReport& report, DeviceSession& session) {
 }
 
 // --check: the last result against the float64 reference.
-void check_result(reports::TraceReport& report, const HarnessResult& run, const Prepared& prepared, bool tf32) {
+void check_result(reports::TraceReport& report, const measure::HarnessResult& run, const Prepared& prepared, bool tf32) {
   const frontend::PreparedCall& call = prepared.call;
   report.check.ran = true;
   if (!call.op->schema().arguments.empty() && call.op->schema().arguments.front().writes) {
@@ -253,7 +253,7 @@ void check_result(reports::TraceReport& report, const HarnessResult& run, const 
 
 // The table, the JSON and the Chrome trace of one op's run.
 CommandOutput trace_output(const reports::TraceReport& report, const Timeline& timeline, const Timeline& peer_timeline,
-                           const HarnessResult& run, DeviceSession& session) {
+                           const measure::HarnessResult& run, measure::DeviceSession& session) {
   CommandOutput output;
   output.print_table = [&](std::ostream& out) { reports::print_trace_table(report, out); };
   output.json = [&] { return reports::trace_report_json(report); };
@@ -280,10 +280,10 @@ int run_trace(const TraceOptions& options) {
   Prepared prepared = prepare_trace(options);
   if (prepared.sequence && options.mode != "eager") return run_program_trace(options, prepared);
   if (prepared.sequence) return run_sequence_trace(options, prepared);
-  DeviceSession& session = *prepared.session;
+  measure::DeviceSession& session = *prepared.session;
 
   Timeline timeline;
-  const HarnessResult run = run_harness(prepared.call, harness_options(options, prepared), timeline, session);
+  const measure::HarnessResult run = measure::run_harness(prepared.call, harness_options(options, prepared), timeline, session);
   session.finish(timeline);
   // --peer: after strata's calls and the device session's flush, so neither run sees the other's work.
   Timeline peer_timeline(16);

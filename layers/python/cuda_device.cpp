@@ -44,7 +44,7 @@ Device module_cuda_device(const frontend::DeviceRequest& request, const std::str
   const StrataCudaBackend* backend = nullptr;
   try {
     expose_own_symbols();
-    backend = app::cuda_backend(why);
+    backend = measure::cuda_backend(why);
   } catch (const UnavailableError& e) {
     why = e.what();
   }
@@ -57,6 +57,6 @@ Device module_cuda_device(const frontend::DeviceRequest& request, const std::str
   return request.device;
 }
 
-size_t module_available_bytes(Device device) { return app::require_cuda_backend().available_bytes(device); }
+size_t module_available_bytes(Device device) { return measure::require_cuda_backend().available_bytes(device); }
 
 }  // namespace strata::python

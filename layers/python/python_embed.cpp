@@ -26,13 +26,13 @@ namespace strata::python {
 
 Device embedded_cuda_device(const frontend::DeviceRequest& request, const std::string& text) {
   try {
-    return app::choose_device(request, false).device;
+    return measure::choose_device(request, false).device;
   } catch (const UnavailableError& e) {
     throw UnavailableError("device '" + text + "': " + e.what());
   }
 }
 
-size_t embedded_available_bytes(Device device) { return app::available_bytes(device); }
+size_t embedded_available_bytes(Device device) { return measure::available_bytes(device); }
 
 }  // namespace strata::python
 

@@ -6,7 +6,7 @@
 #include "lib/error.h"
 #include "measure/device_session.h"
 
-namespace strata::app {
+namespace strata::measure {
 
 DeviceChoice choose_device(const frontend::DeviceRequest& request, bool /*device_timing*/) {
   if (request.automatic) {
@@ -33,4 +33,4 @@ void list_devices(std::ostream& out) {
       << "cuda: none: this strata was built without CUDA support (STRATA_CUDA=OFF or no toolkit)\n";
 }
 
-}  // namespace strata::app
+}  // namespace strata::measure

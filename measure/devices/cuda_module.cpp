@@ -18,7 +18,7 @@
 #include "measure/device_session.h"
 #include "measure/devices/module_file.h"
 
-namespace strata::app {
+namespace strata::measure {
 namespace {
 
 constexpr const char* kModuleName = "libstrata_cuda.so";
@@ -163,4 +163,4 @@ void list_devices(std::ostream& out) {
       << "cuda: none: " << why << "\n";
 }
 
-}  // namespace strata::app
+}  // namespace strata::measure

@@ -45,10 +45,10 @@ struct StrataCudaBackend {
   void (*register_kernels)(strata::Dispatcher& dispatcher);
   // What choose_device / available_bytes / open_device_session / list_devices (measure/device_session.h)
   // do for CUDA requests in a build with the CUDA layers.
-  strata::app::DeviceChoice (*choose_device)(const strata::frontend::DeviceRequest& request, bool device_timing);
+  strata::measure::DeviceChoice (*choose_device)(const strata::frontend::DeviceRequest& request, bool device_timing);
   size_t (*available_bytes)(strata::Device device);
-  std::unique_ptr<strata::app::DeviceSession> (*open_session)(strata::Device device,
-                                                              const strata::app::SessionOptions& options);
+  std::unique_ptr<strata::measure::DeviceSession> (*open_session)(strata::Device device,
+                                                              const strata::measure::SessionOptions& options);
   void (*list_devices)(std::ostream& out);
   // For the Python package (layers/python/cuda_device.cpp), which has no session: makes `device` ready for
   // tensors (its stream, the caching allocator), or throws UnavailableError with the reason alone (no
@@ -59,7 +59,7 @@ struct StrataCudaBackend {
 // The module's one exported name (cuda_module_entry.cpp).
 extern "C" const StrataCudaBackend* strata_cuda_backend_v1();
 
-namespace strata::app {
+namespace strata::measure {
 
 // The CUDA backend, loading libstrata_cuda.so on the first call. nullptr when it cannot be loaded, with
 // `why` set to one line ("the CUDA module libstrata_cuda.so could not be loaded: <dlerror>"). Later calls
@@ -76,4 +76,4 @@ bool cuda_backend_loaded();
 // registration); 0 while not loaded. Measured once: it is setup, before any traced call.
 double cuda_backend_load_ns();
 
-}  // namespace strata::app
+}  // namespace strata::measure

@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-namespace strata::app {
+namespace strata::measure {
 
 std::string executable_dir() {
   char buf[4096];
@@ -25,4 +25,4 @@ std::string find_module_file(const char* file_name, const char* env_var, const c
   return "";
 }
 
-}  // namespace strata::app
+}  // namespace strata::measure

@@ -5,7 +5,7 @@
 
 #include <string>
 
-namespace strata::app {
+namespace strata::measure {
 
 // The directory of the running executable (/proc/self/exe), or "" when unreadable.
 std::string executable_dir();
@@ -15,4 +15,4 @@ std::string executable_dir();
 // it). "" with `why` set when there is none.
 std::string find_module_file(const char* file_name, const char* env_var, const char* build_path, std::string& why);
 
-}  // namespace strata::app
+}  // namespace strata::measure

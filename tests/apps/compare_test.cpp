@@ -22,9 +22,9 @@ TEST_CASE("plan replay runs the recorded kernels and computes the same results a
     auto spec = frontend::parse_op_spec(op, dims);
     auto call = frontend::prepare_call(spec, DType::kF64, kCPU, 7, false, SIZE_MAX);
     binding::IValue eager = call.op->call(call.args);
-    app::CaptureCost cost;
-    app::DeviceSession cpu;
-    auto replay = app::capture_plan(cpu, [&] { return call.op->call(call.args); }, {1, 2}, cost);
+    measure::CaptureCost cost;
+    measure::DeviceSession cpu;
+    auto replay = measure::capture_plan(cpu, [&] { return call.op->call(call.args); }, {1, 2}, cost);
     CHECK(replay->kind() == "plan replay");
     replay->replay();
     const auto ref = frontend::reference_result(spec, call);
@@ -37,9 +37,9 @@ TEST_CASE("plan replay runs the recorded kernels and computes the same results a
 TEST_CASE("a plan records only backend kernels: Autograd runs at capture, not at replay") {
   auto spec = frontend::parse_op_spec("matmul", "8");
   auto call = frontend::prepare_call(spec, DType::kF32, kCPU, 1, /*requires_grad=*/true, SIZE_MAX);
-  app::CaptureCost cost;
-  app::DeviceSession cpu;
-  auto replay = app::capture_plan(cpu, [&] { return call.op->call(call.args); }, {1}, cost);
+  measure::CaptureCost cost;
+  measure::DeviceSession cpu;
+  auto replay = measure::capture_plan(cpu, [&] { return call.op->call(call.args); }, {1}, cost);
   replay->replay();
   // The replayed output comes straight from the CPU kernel: no backward node was recorded for it.
   CHECK_FALSE(replay->last_result().tensor().grad_fn());

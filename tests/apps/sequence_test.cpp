@@ -46,13 +46,13 @@ void check_profile_line(const std::string& out, const std::string& label, const 
 TEST_CASE("the harness runs a sequence as one call per step, each with its own op id, forward by forward") {
   const auto spec = frontend::parse_sequence_spec("mlp", "4x8x6x5x3");
   frontend::Sequence seq = frontend::prepare_sequence(spec, DType::kF32, kCPU, 3, true, SIZE_MAX);
-  app::DeviceSession cpu;
-  app::HarnessOptions h;
+  measure::DeviceSession cpu;
+  measure::HarnessOptions h;
   h.warmup = 1;
   h.repeat = 4;
   h.first_op_id = 10;
   Timeline timeline;
-  app::HarnessResult r = app::run_harness(seq, h, timeline, cpu);
+  measure::HarnessResult r = measure::run_harness(seq, h, timeline, cpu);
   REQUIRE(r.steps == 5);
   CHECK(r.cold_ids == std::vector<uint32_t>{10, 11, 12, 13, 14});
   REQUIRE(r.timed_ids.size() == 20);
@@ -77,9 +77,9 @@ TEST_CASE("the harness runs a sequence as one call per step, each with its own o
 TEST_CASE("a plan replay of a sequence feeds each step's fresh output into the next step") {
   const auto spec = frontend::parse_sequence_spec("mlp", "3x7x5x4");
   frontend::Sequence seq = frontend::prepare_sequence(spec, DType::kF64, kCPU, 9, false, SIZE_MAX);
-  app::CaptureCost cost;
-  app::DeviceSession cpu;
-  auto replay = app::capture_plan(cpu, [&] { return seq.forward(); }, {1}, cost);
+  measure::CaptureCost cost;
+  measure::DeviceSession cpu;
+  auto replay = measure::capture_plan(cpu, [&] { return seq.forward(); }, {1}, cost);
   replay->replay();
   CHECK(reference::relative_error(replay->last_result().tensor(), frontend::reference_result(seq)) <=
         frontend::sequence_tolerance(spec, DType::kF64, false));

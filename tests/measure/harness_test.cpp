@@ -17,7 +17,7 @@
 #include "measure/device_session.h"
 
 using namespace strata;
-using namespace strata::app;
+using namespace strata::measure;
 
 namespace {
 

@@ -36,7 +36,7 @@ std::string auto_cpu_reason(const rt::Probe& p) {
 
 TEST_CASE("--device auto: cuda:0 when the runtime finds a usable GPU, else the CPU with the reason") {
   const rt::Probe p = rt::probe();
-  const app::DeviceChoice choice = app::choose_device(request("auto"));
+  const measure::DeviceChoice choice = measure::choose_device(request("auto"));
   if (p.usable && rt::unsupported_reason(0).empty()) {
     CHECK(choice.device == Device{DeviceType::kCUDA, 0});
     CHECK(contains(choice.reason, "auto chose cuda:0"));
@@ -49,7 +49,7 @@ TEST_CASE("--device auto: cuda:0 when the runtime finds a usable GPU, else the C
 }
 
 TEST_CASE("--device cpu is always the CPU, with no reason needed") {
-  const app::DeviceChoice choice = app::choose_device(request("cpu"));
+  const measure::DeviceChoice choice = measure::choose_device(request("cpu"));
   CHECK(choice.device == kCPU);
   CHECK(choice.reason.empty());
 }
@@ -61,7 +61,7 @@ TEST_CASE("an explicit CUDA device that cannot be served is UnavailableError, wi
     const bool servable = p.usable && request(text).device.index < p.device_count;
     if (servable) continue;
     try {
-      app::choose_device(request(text));
+      measure::choose_device(request(text));
       FAIL("no throw");
     } catch (const UnavailableError& e) {
       CHECK(e.code() == ExitCode::kUnavailable);

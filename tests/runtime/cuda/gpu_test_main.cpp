@@ -24,7 +24,7 @@ int main(int argc, char** argv) {
   }
   // The program links libstrata_cuda.so; this registers its CUDA kernels with the dispatcher, as strata's
   // loader does on the first CUDA use (Note [The CUDA module]).
-  strata::app::require_cuda_backend();
+  strata::measure::require_cuda_backend();
   doctest::Context context(argc, argv);
   return context.run();
 }
