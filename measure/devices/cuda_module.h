@@ -18,8 +18,9 @@
 //    symbols and contains every object of those libraries (strata_export_to_cuda_module in
 //    cmake/StrataCuda.cmake). So there is one Dispatcher, one allocator registry, one active timeline.
 //  - One entry point, strata_cuda_backend_v1(), returning the table below: the measuring core calls CUDA
-//    code only through it. The types in it are C++ (the module is built with the same compiler, in the same build,
-//    as the program that loads it); the version in the name and in the table guards against a stale file.
+//    code only through it. The types in it are C++ (the module is built with the same compiler, in the
+//    same build, as the program that loads it); the version in the name and in the table guards against a
+//    stale file.
 //  - Loading registers the CUDA kernels with the dispatcher (the one kernel list, completed). `strata ops`
 //    does not load the module: it lists the CUDA kernels from their declarations and says where they live.
 //  - Where it is looked for: $STRATA_CUDA_MODULE if set (only there), else a copy already in the process

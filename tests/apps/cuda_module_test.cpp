@@ -1,6 +1,6 @@
 // The CUDA libraries are loaded on the first CUDA use, not at start-up (Note [The CUDA module] in
-// measure/devices/cuda_module.h; docs/errors.md): end to end against the real binary of a build with the CUDA
-// layers. A CPU run must work under an address-space limit the CUDA libraries alone exceed, and a module
+// measure/devices/cuda_module.h; docs/errors.md): end to end against the real binary of a build with the
+// CUDA layers. A CPU run must work under an address-space limit the CUDA libraries alone exceed, and a module
 // that cannot be loaded is one line with dlopen's reason, never a loader error before main.
 #include <dlfcn.h>
 #include <unistd.h>

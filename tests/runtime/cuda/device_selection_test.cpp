@@ -24,7 +24,7 @@ bool contains(const std::string& text, const std::string& part) { return text.fi
 frontend::DeviceRequest request(const char* text) { return frontend::parse_device(text); }
 
 // Why `--device auto` chose the CPU: without the driver's libcuda.so.1 it does not load the CUDA module
-// (Note [No driver, no module] in apps/strata/cuda_module.cpp), otherwise the runtime's probe says why.
+// (Note [No driver, no module] in measure/devices/cuda_module.cpp), otherwise the runtime's probe says why.
 std::string auto_cpu_reason(const rt::Probe& p) {
   void* driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
   if (driver == nullptr) return "no CUDA driver (libcuda.so.1, which the NVIDIA driver installs, is not on the loader's path";
