@@ -61,6 +61,9 @@ ReducePlan plan_reduction(const Shape& sizes, const std::array<bool, Shape::kMax
   // element, one thread's work (kColumns).
   plan.layout = plan.reduced.count == 0 || !last_reduced ? ReduceLayout::kColumns : ReduceLayout::kRows;
   if (plan.outputs == 0) return plan;
+  // kRows needs a block per output; past CUDA's grid limit the columns layout (a thread per output) is
+  // still correct, only its reads are not coalesced.
+  if (plan.outputs > kMaxGridX) plan.layout = ReduceLayout::kColumns;
   const int64_t wanted = ceil_div(plan.count, int64_t{kReduceThreads} * kElementsPerThread);
   if (plan.layout == ReduceLayout::kRows) {
     const int64_t grid_cap = std::max<int64_t>(1, kMaxGridX / plan.outputs);

@@ -120,6 +120,10 @@ TEST_CASE("plan_reduction: long rows split into parts of 4096 elements, at most 
   const ReducePlan many = plan_reduction(Shape{int64_t{1} << 29, 1 << 13}, last);
   CHECK(many.grid_x < (int64_t{1} << 31));
   CHECK(many.parts >= 1);
+  // More outputs than CUDA's grid takes blocks: one thread per output instead.
+  const ReducePlan huge = plan_reduction(Shape{int64_t{1} << 31, 2}, last);
+  CHECK(huge.layout == ReduceLayout::kColumns);
+  CHECK(huge.grid_x < (int64_t{1} << 31));
 }
 
 TEST_CASE("plan_in_place: contiguous pairs need no division; views and broadcasts keep their strides") {
