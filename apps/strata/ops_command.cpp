@@ -44,7 +44,7 @@ std::vector<std::string> in_place_notes() {
   std::vector<std::string> notes;
   ops::AllOps::for_each([&](auto op) {
     using Op = decltype(op);
-    notes.emplace_back(ops::kInPlace<Op> ? "writes self and bumps its version; CPU only (no CUDA kernel yet)" : "");
+    notes.emplace_back(ops::kInPlace<Op> ? "writes self through its strides and bumps its version" : "");
   });
   return notes;
 }

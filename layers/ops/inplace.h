@@ -9,13 +9,14 @@ namespace strata::ops {
 // Note [In-place operators]
 // relu_, add_, mul_ and mul_.Scalar write self and return it (schema `Tensor(a!) self ... -> Tensor(a!)`, PyTorch's
 // alias annotation: the binding layer reads the '!'). kInPlace makes the registration
-//   - on the CPU key: cast `other` to self's dtype and make it contiguous (to_copy / contiguous calls of
+//   - on the CPU and CUDA keys: cast `other` to self's dtype and make it contiguous (to_copy / contiguous calls of
 //     their own), pass self as it is (its kernel writes through its strides), then bump self's storage's
 //     version (Note [Version counter] in lib/storage.h), so it is bumped under no_grad too;
 //   - on the Autograd key: record nothing and refuse what strata cannot differentiate: a leaf that
 //     requires grad (PyTorch's own error), and a non-leaf that requires grad or an operand that does
 //     (PyTorch would rebase the tensor's history onto a new node; strata refuses, docs/autograd.md).
-// No CUDA kernels yet (NoKernel): the dispatcher refuses a CUDA call with the keys that have kernels.
+// The CUDA kernels (layers/kernels/cuda/inplace_reduce.cu) get the same registration: operands cast and
+// made contiguous, self written through its strides, the same version bump.
 // The reference is the out-of-place op's: the values self holds after the call.
 struct ReluInPlace {
   static constexpr const char* kName = "relu_";
@@ -24,7 +25,7 @@ struct ReluInPlace {
   static constexpr const char* kTorchName = "torch.Tensor.relu_";  // the --peer torch counterpart
   using Signature = Tensor(const Tensor& self);
   static constexpr KernelDecl kCpu{&kernels::cpu::relu_inplace, "layers/kernels/cpu/inplace.cpp (relu loop, written into self)"};
-  static constexpr NoKernel kCuda{"none (in-place ops are CPU only for now)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::relu_inplace, "layers/kernels/cuda/inplace_reduce.cu (strata's own kernel, written into self)"};
   static constexpr auto kReference = &reference::relu;
   static constexpr bool kInPlace = true;
   static constexpr BackwardDecl kBackward{"(none: in-place, refused when grad is needed)", 0};
@@ -43,7 +44,7 @@ struct AddInPlace {
   static constexpr const char* kTorchName = "torch.Tensor.add_";  // the --peer torch counterpart
   using Signature = Tensor(const Tensor& self, const Tensor& other, double alpha);
   static constexpr KernelDecl kCpu{&kernels::cpu::add_inplace, "layers/kernels/cpu/inplace.cpp (add loop, written into self)"};
-  static constexpr NoKernel kCuda{"none (in-place ops are CPU only for now)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::add_inplace, "layers/kernels/cuda/inplace_reduce.cu (strata's own kernel, written into self)"};
   static constexpr auto kReference = &reference::add;
   static constexpr bool kInPlace = true;
   static constexpr BackwardDecl kBackward{"(none: in-place, refused when grad is needed)", 0};
@@ -62,7 +63,7 @@ struct MulInPlace {
   static constexpr const char* kTorchName = "torch.Tensor.mul_";  // the --peer torch counterpart
   using Signature = Tensor(const Tensor& self, const Tensor& other);
   static constexpr KernelDecl kCpu{&kernels::cpu::mul_inplace, "layers/kernels/cpu/inplace.cpp (mul loop, written into self)"};
-  static constexpr NoKernel kCuda{"none (in-place ops are CPU only for now)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::mul_inplace, "layers/kernels/cuda/inplace_reduce.cu (strata's own kernel, written into self)"};
   static constexpr auto kReference = &reference::mul;
   static constexpr bool kInPlace = true;
   static constexpr BackwardDecl kBackward{"(none: in-place, refused when grad is needed)", 0};
@@ -80,7 +81,7 @@ struct MulScalarInPlace {
   static constexpr const char* kTorchName = "torch.Tensor.mul_";  // the --peer torch counterpart
   using Signature = Tensor(const Tensor& self, double other);
   static constexpr KernelDecl kCpu{&kernels::cpu::mul_scalar_inplace, "layers/kernels/cpu/inplace.cpp (mul.Scalar loop, written into self)"};
-  static constexpr NoKernel kCuda{"none (in-place ops are CPU only for now)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::mul_scalar_inplace, "layers/kernels/cuda/inplace_reduce.cu (strata's own kernel, written into self)"};
   static constexpr auto kReference = &reference::mul_scalar;
   static constexpr bool kInPlace = true;
   static constexpr BackwardDecl kBackward{"(none: in-place, refused when grad is needed)", 0};

@@ -15,7 +15,8 @@ namespace strata::ops {
 // the Python frontend sends x.sum(dim=None) to `sum`, x.mean(dim=None) to `mean`). The gradient is the
 // output's gradient reshaped to the keepdim shape and expanded back over the reduced dims (divided by the
 // count for mean): reshape, expand and contiguous/mul, dispatcher calls with their rows, as PyTorch's
-// sum_backward/mean_backward. CPU only: `strata ops` shows the CUDA key empty.
+// sum_backward/mean_backward. On the GPU, strata's own kernels (Note [CUDA reductions over dims] in
+// layers/kernels/cuda/reduce_plan.h).
 //
 // The spec of `strata trace` reduces the last dim (dim=[-1], keepdim=False): `sum.dim_IntList 64x128`
 // is [64,128] -> [64]. The CLI has no option for other dims yet.
@@ -41,7 +42,7 @@ struct SumDim {
       "sum.dim_IntList(Tensor self, int[] dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor";
   using Signature = Tensor(const Tensor& self, const Shape& dim, bool keepdim, std::optional<DType> dtype);
   static constexpr KernelDecl kCpu{&kernels::cpu::sum_dim, "layers/kernels/cpu/reduce.cpp (loop, f64 accumulator)"};
-  static constexpr NoKernel kCuda{};
+  static constexpr KernelDecl kCuda{&kernels::cuda::sum_dim, "layers/kernels/cuda/inplace_reduce.cu (strata's own kernel, f64 accumulator)"};
   static constexpr auto kReference = &reference::sum_dim;
   static constexpr auto kReferenceBackward = &reference::sum_dim_backward;
   static constexpr BackwardDecl kBackward{"SumBackward1", 0};  // the input's sizes and dtype are kept anyway
@@ -62,7 +63,7 @@ struct MeanDim {
       "mean.dim(Tensor self, int[] dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor";
   using Signature = Tensor(const Tensor& self, const Shape& dim, bool keepdim, std::optional<DType> dtype);
   static constexpr KernelDecl kCpu{&kernels::cpu::mean_dim, "layers/kernels/cpu/reduce.cpp (loop, f64 accumulator)"};
-  static constexpr NoKernel kCuda{};
+  static constexpr KernelDecl kCuda{&kernels::cuda::mean_dim, "layers/kernels/cuda/inplace_reduce.cu (strata's own kernel, f64 accumulator)"};
   static constexpr auto kReference = &reference::mean_dim;
   static constexpr auto kReferenceBackward = &reference::mean_dim_backward;
   static constexpr BackwardDecl kBackward{"MeanBackward1", 0};
@@ -81,7 +82,7 @@ struct Mean {
   static constexpr const char* kSchema = "mean(Tensor self, *, ScalarType? dtype=None) -> Tensor";
   using Signature = Tensor(const Tensor& self, std::optional<DType> dtype);
   static constexpr KernelDecl kCpu{&kernels::cpu::mean, "layers/kernels/cpu/reduce.cpp (loop, f64 accumulator)"};
-  static constexpr NoKernel kCuda{};
+  static constexpr KernelDecl kCuda{&kernels::cuda::mean, "layers/kernels/cuda/inplace_reduce.cu (strata's own kernel, f64 accumulator)"};
   static constexpr auto kReference = &reference::mean;
   static constexpr auto kReferenceBackward = &reference::mean_backward;
   static constexpr BackwardDecl kBackward{"MeanBackward0", 0};

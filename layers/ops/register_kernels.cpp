@@ -65,28 +65,6 @@ struct InPlaceAutogradKernel<Op, Tensor(const Tensor&, Rest...)> {
   }
 };
 
-// The CPU kernel of an in-place op as the table holds it (Note [In-place operators]): the other tensors
-// cast to self's dtype and made contiguous (calls of their own), self passed as it lies, and the version
-// of self's storage bumped once the write is done.
-template <typename T>
-T operand_for(const Tensor& self, const T& v) {
-  if constexpr (std::is_same_v<T, Tensor>) {
-    return contiguous_for_kernel(promoted_for_kernel(v, self.dtype()));
-  } else {
-    return v;
-  }
-}
-template <typename Op, typename Signature = typename Op::Signature>
-struct InPlaceCpuKernel;
-template <typename Op, typename... Rest>
-struct InPlaceCpuKernel<Op, Tensor(const Tensor&, Rest...)> {
-  static Tensor fn(DispatchKeySet, const Tensor& self, Rest... rest) {
-    Tensor out = Op::kCpu.fn(self, operand_for(self, rest)...);
-    self.storage()->bump_version();
-    return out;
-  }
-};
-
 // What Autocast casts with: the cast operator's entry point, so that every cast is a call through the
 // dispatcher like any other (its own key set, Autograd recording ToCopyBackward, the backend kernel).
 Tensor autocast_cast(const Tensor& t, DType to) { return to_copy(t, to); }
@@ -137,7 +115,7 @@ struct WithPromotion<Inner, Tensor(const Tensor&, const Tensor&, Rest...)> {
 template <typename Op>
 void* cpu_kernel() {
   if constexpr (kInPlace<Op>) {
-    return reinterpret_cast<void*>(&InPlaceCpuKernel<Op>::fn);
+    return reinterpret_cast<void*>(&InPlaceKernel<Op::kCpu.fn>::fn);
   } else if constexpr (requires { Op::kPromotesTypes; }) {
     using Contiguous = WithInputs<Op::kCpu.fn, &contiguous_or_absent, &contiguous_for_kernel>;
     return reinterpret_cast<void*>(&WithPromotion<Contiguous, typename Op::Signature>::fn);

@@ -4,6 +4,7 @@
 #include <type_traits>
 
 #include "layers/dispatch/dispatch.h"
+#include "layers/ops/operators.h"
 #include "lib/tensor.h"
 
 namespace strata::ops {
@@ -45,6 +46,29 @@ struct WithInputs<Kernel, Accepts, Fix> {
     if ((accepted<Accepts>(args) && ...)) [[likely]]
       return Kernel(args...);
     return Kernel(prepared<Accepts, Fix>(args)...);
+  }
+};
+
+// The backend kernel of an in-place op as the table holds it, on every backend (Note [In-place operators]):
+// the other tensors cast to self's dtype and made contiguous (calls of their own), self passed as it lies
+// (the kernel writes through its strides), and the version of self's storage bumped once the write is
+// queued, so the CPU and the GPU count writes alike, under no_grad too.
+template <typename T>
+T in_place_operand(const Tensor& self, const T& v) {
+  if constexpr (std::is_same_v<T, Tensor>) {
+    return contiguous_for_kernel(promoted_for_kernel(v, self.dtype()));
+  } else {
+    return v;
+  }
+}
+template <auto Kernel>
+struct InPlaceKernel;
+template <typename... Rest, Tensor (*Kernel)(const Tensor&, Rest...)>
+struct InPlaceKernel<Kernel> {
+  static Tensor fn(DispatchKeySet, const Tensor& self, Rest... rest) {
+    Tensor out = Kernel(self, in_place_operand(self, rest)...);
+    self.storage()->bump_version();
+    return out;
   }
 };
 

@@ -24,9 +24,13 @@ bool gemm_reads_as_is(const Tensor& t) {
 
 // Note [Contiguous inputs]: every CUDA kernel but the views' and matmul's/gemm's reads its inputs as
 // contiguous memory (linear's cuBLASLt plan included: its layouts are fixed, so a view is copied first).
+// The in-place ops write self through its strides (InPlaceKernel, shared with the CPU: the same operand
+// casts and the same version bump).
 template <typename Op>
 void* cuda_kernel() {
-  if constexpr (requires { Op::kStridedInputs; }) {
+  if constexpr (kInPlace<Op>) {
+    return reinterpret_cast<void*>(&InPlaceKernel<Op::kCuda.fn>::fn);
+  } else if constexpr (requires { Op::kStridedInputs; }) {
     return reinterpret_cast<void*>(&DropKeySet<Op::kCuda.fn>::fn);
   } else if constexpr (requires { Op::kCudaGemmOperands; }) {
     return reinterpret_cast<void*>(&WithInputs<Op::kCuda.fn, &gemm_reads_as_is, &contiguous_for_kernel>::fn);

@@ -48,6 +48,13 @@ KERNEL_PATHS = [
     # stepped view that the pointwise kernel gets through contiguous() (strata's strided copy kernel).
     ("matmul 1024 --view other=t", "f32"), ("linear 32x768x3072 --view input=t", "f32"),
     ("relu 1048576 --view self=slice2", "f32"),
+    # The in-place ops (strata's own kernels, written into self; the version bump is the registration's), a
+    # stepped self written where it lies, and the reductions over dims: rows (the spec reduces the last dim)
+    # with one part per output and with several, and mean over every element across many blocks.
+    ("relu_ 1048577", "f32"), ("add_ 1048577", "bf16"), ("mul_ 1048577", "f16"), ("mul_.Scalar 1048577", "f64"),
+    ("add_ 1024x1024 --view self=slice2", "f32"),
+    ("sum.dim_IntList 257x4099", "f32"), ("sum.dim_IntList 8x70001", "bf16"), ("mean.dim 4099x257", "f16"),
+    ("mean 1048577", "f64"),
 ]
 GPU_SWEEPS = [("sweep_matmul_16_4096", "matmul 16:4096 --sweep-budget 20", 60),
               ("sweep_relu_1k_16M_compare", "relu 1k:16M --compare --sweep-budget 30", 75)]
@@ -470,8 +477,8 @@ def kernel_paths(r, st):
     r.section("Kernel paths through the CLI (strata trace --check)")
     r.record.say("test_kernels_cuda_gpu checks every op x dtype (and TF32) against float64 in-process, and "
                  "test_trace_cuda_gpu runs strata trace --check for ten op/dtype cases; these add odd shapes and the "
-                 "remaining dtypes through the CLI, gelu, and backward passes (--requires-grad --backward --check: "
-                 "every gradient op's CUDA kernel against float64).")
+                 "remaining dtypes through the CLI, gelu, the in-place ops and the reductions over dims, and backward "
+                 "passes (--requires-grad --backward --check: every gradient op's CUDA kernel against float64).")
     check = "kernel paths through the CLI (--check)"
     if not st.gpu_step_runs() or st.device == "cpu":
         r.record.say(f"Skipped: no GPU ({st.no_gpu_reason}).")

@@ -322,7 +322,7 @@ TEST_CASE("strata ops lists every operator, its schema, and the keys with kernel
   CHECK(records > 40);  // the forward ops, the gradient ops, the views, the reductions
   CHECK(count_of(r.out, "  Autograd  layers/dispatch/autograd.cpp") == records);
   CHECK(count_of(r.out, "  Autograd  layers/ops/register_kernels.cpp (in place") == in_place);
-  CHECK(count_of(r.out, "  in place  writes self and bumps its version; CPU only (no CUDA kernel yet)") == in_place);
+  CHECK(count_of(r.out, "  in place  writes self through its strides and bumps its version") == in_place);
   CHECK(in_place == 4);  // relu_, add_, mul_, mul_.Scalar
   CHECK(count_of(r.out, "  CPU       layers/kernels/cpu/") == cpu_loops);
   CHECK(contains(r.out, "relu_(Tensor(a!) self) -> Tensor(a!)\n"));

@@ -2,9 +2,16 @@
 // (written into zeros through the same view), and the sum that undoes expand. Copies move bytes, so they
 // serve every dtype as it is stored (f16/bf16 included) without widening; only sum_to computes.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <string>
 #include <vector>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#include <xmmintrin.h>
+#endif
 
 #include "layers/kernels/cpu/cpu_common.h"
 #include "layers/kernels/cpu/cpu_kernels.h"
@@ -15,69 +22,164 @@
 namespace strata::kernels::cpu {
 namespace {
 
-// A shape and two stride lists padded in front to 4 dims (size 1), so one loop nest serves every rank.
-struct Geometry4 {
+// Note [The strided copy]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// The copy behind contiguous() should run at memory speed (issue 31: within 1.5x of memcpy of the same
+// bytes; docs/performance.md has the figures). The index space is first simplified: size-1 dims are
+// dropped and a dim merged into its outer neighbour where, on both sides, one step of the outer dim is a
+// whole run of the inner one (a contiguous block of a view becomes one long dim). Then the innermost dim
+// decides the loop:
+//   - unit stride on both sides: memcpy per run (one memcpy for a contiguous block);
+//   - a transposed pair (the innermost dim strided in the source, the one outside it unit-stride): square
+//     tiles, 4x4 (f32) or 2x2 (f64) SSE transposes inside 16x16 tiles, so that the tile's source lines stay
+//     in L1 while they are read across. Larger tiles alias in the cache at power-of-two row strides;
+//   - a stepped source (unit stride in the destination): a tight loop, with an SSE shuffle for step 2;
+//   - anything else: the plain loop.
+// Elements are moved as their bits (uint16/32/64), so one loop serves every dtype, NaN payloads included.
+struct CopyDims {
+  int count = 0;  // dims after simplifying, outermost first; 0 means one element
   int64_t size[4] = {1, 1, 1, 1};
   int64_t dst[4] = {0, 0, 0, 0};
   int64_t src[4] = {0, 0, 0, 0};
 };
 
-Geometry4 geometry(const Shape& sizes, const Shape& dst_strides, const Shape& src_strides) {
-  Geometry4 g;
-  const int pad = 4 - sizes.ndim;
+CopyDims simplified(const Shape& sizes, const Shape& dst_strides, const Shape& src_strides) {
+  CopyDims g;
   for (int i = 0; i < sizes.ndim; ++i) {
-    g.size[pad + i] = sizes[i];
-    g.dst[pad + i] = dst_strides[i];
-    g.src[pad + i] = src_strides[i];
+    if (sizes[i] == 1) continue;
+    const int last = g.count - 1;
+    if (last >= 0 && g.dst[last] == dst_strides[i] * sizes[i] && g.src[last] == src_strides[i] * sizes[i]) {
+      g.size[last] *= sizes[i];
+      g.dst[last] = dst_strides[i];
+      g.src[last] = src_strides[i];
+      continue;
+    }
+    g.size[g.count] = sizes[i];
+    g.dst[g.count] = dst_strides[i];
+    g.src[g.count] = src_strides[i];
+    ++g.count;
   }
   return g;
 }
 
-// The two innermost dims of a transposed source (unit stride on the second-to-last, not on the last):
-// copied in square tiles, so that a tile's source lines stay in cache while it is read column by column.
-// Without tiles the copy reads one cache line per element, and a power-of-two row stride maps every line
-// to the same few cache sets. 8x8 measured fastest on the development VM (512^2 and 1024^2 f32; 32x32
-// tiles alias again at those strides): docs/performance.md.
-constexpr int64_t kTile = 8;
+constexpr int64_t kTile = 16;
+
+// A full 4x4 (f32-sized) or 2x2 (f64-sized) block: d[c * dst_row + i] = s[c + i * src_row].
+#if defined(__SSE2__)
+inline void transpose_block(uint32_t* d, int64_t dst_row, const uint32_t* s, int64_t src_row) {
+  __m128 r0 = _mm_loadu_ps(reinterpret_cast<const float*>(s));
+  __m128 r1 = _mm_loadu_ps(reinterpret_cast<const float*>(s + src_row));
+  __m128 r2 = _mm_loadu_ps(reinterpret_cast<const float*>(s + 2 * src_row));
+  __m128 r3 = _mm_loadu_ps(reinterpret_cast<const float*>(s + 3 * src_row));
+  _MM_TRANSPOSE4_PS(r0, r1, r2, r3);  // shuffles only: the bits move unchanged
+  _mm_storeu_ps(reinterpret_cast<float*>(d), r0);
+  _mm_storeu_ps(reinterpret_cast<float*>(d + dst_row), r1);
+  _mm_storeu_ps(reinterpret_cast<float*>(d + 2 * dst_row), r2);
+  _mm_storeu_ps(reinterpret_cast<float*>(d + 3 * dst_row), r3);
+}
+inline void transpose_block(uint64_t* d, int64_t dst_row, const uint64_t* s, int64_t src_row) {
+  const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+  const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + src_row));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(d), _mm_unpacklo_epi64(r0, r1));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(d + dst_row), _mm_unpackhi_epi64(r0, r1));
+}
 template <typename T>
-void transposed_tiles(const Geometry4& g, T* d, const T* s) {
-  for (int64_t c0 = 0; c0 < g.size[2]; c0 += kTile)
-    for (int64_t i0 = 0; i0 < g.size[3]; i0 += kTile) {
-      const int64_t c1 = std::min(c0 + kTile, g.size[2]), i1 = std::min(i0 + kTile, g.size[3]);
-      for (int64_t c = c0; c < c1; ++c)
-        for (int64_t i = i0; i < i1; ++i) d[c * g.dst[2] + i * g.dst[3]] = s[c * g.src[2] + i * g.src[3]];
+constexpr int64_t kBlock = std::is_same_v<T, uint32_t> ? 4 : std::is_same_v<T, uint64_t> ? 2 : 0;
+#else
+template <typename T>
+constexpr int64_t kBlock = 0;
+#endif
+
+// d[c * dst_row + i * dst_col] = s[c * src_row + i * src_col] over [rows, cols]: the source's unit
+// stride is along c (src_row == 1), the destination's along i (dst_col == 1) for the SSE blocks.
+template <typename T>
+void transposed_tiles(int64_t rows, int64_t cols, int64_t dst_row, int64_t dst_col, int64_t src_row,
+                      int64_t src_col, T* d, const T* s) {
+  constexpr int64_t kB = kBlock<T>;
+  const bool blocks = kB > 0 && dst_col == 1 && src_row == 1;
+  for (int64_t c0 = 0; c0 < rows; c0 += kTile)
+    for (int64_t i0 = 0; i0 < cols; i0 += kTile) {
+      const int64_t c1 = std::min(c0 + kTile, rows), i1 = std::min(i0 + kTile, cols);
+      int64_t c = c0;
+      if constexpr (kB > 0) {
+        if (blocks) {
+          for (; c + kB <= c1; c += kB) {
+            int64_t i = i0;
+            for (; i + kB <= i1; i += kB) transpose_block(d + c * dst_row + i, dst_row, s + c + i * src_col, src_col);
+            for (; i < i1; ++i)
+              for (int64_t k = 0; k < kB; ++k) d[(c + k) * dst_row + i] = s[c + k + i * src_col];
+          }
+        }
+      }
+      for (; c < c1; ++c)
+        for (int64_t i = i0; i < i1; ++i) d[c * dst_row + i * dst_col] = s[c * src_row + i * src_col];
     }
 }
 
-// dst[i] = src[i] over the index space of `sizes`, each side through its own strides (in elements). The
-// innermost dim is the loop the compiler vectorises when both of its strides are 1.
+// d[i] = s[i * step]: a stepped source into a contiguous run.
 template <typename T>
-void strided_copy_loop(const Geometry4& g, T* dst, const T* src) {
-  const bool transposed_inner = g.src[3] != 1 && g.src[2] == 1 && g.size[2] > 1 && g.size[3] > 1;
-  for (int64_t a = 0; a < g.size[0]; ++a)
-    for (int64_t b = 0; b < g.size[1]; ++b) {
-      T* db = dst + a * g.dst[0] + b * g.dst[1];
-      const T* sb = src + a * g.src[0] + b * g.src[1];
-      if (transposed_inner) {
-        transposed_tiles(g, db, sb);
-        continue;
-      }
-      for (int64_t c = 0; c < g.size[2]; ++c) {
-        T* d = db + c * g.dst[2];
-        const T* s = sb + c * g.src[2];
-        if (g.dst[3] == 1 && g.src[3] == 1) {
-          for (int64_t i = 0; i < g.size[3]; ++i) d[i] = s[i];
-        } else {
-          for (int64_t i = 0; i < g.size[3]; ++i) d[i * g.dst[3]] = s[i * g.src[3]];
-        }
+void stepped_run(int64_t n, int64_t step, T* __restrict d, const T* __restrict s) {
+  int64_t i = 0;
+#if defined(__SSE2__)
+  if constexpr (std::is_same_v<T, uint32_t>) {
+    if (step == 2) {
+      for (; i + 4 <= n; i += 4) {
+        const __m128 a = _mm_loadu_ps(reinterpret_cast<const float*>(s + 2 * i));
+        const __m128 b = _mm_loadu_ps(reinterpret_cast<const float*>(s + 2 * i + 4));
+        _mm_storeu_ps(reinterpret_cast<float*>(d + i), _mm_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)));
       }
     }
+  }
+#endif
+  for (; i < n; ++i) d[i] = s[i * step];
+}
+
+// The innermost dim's run, as Note [The strided copy] picks its loop.
+template <typename T>
+void copy_run(int64_t n, int64_t dst_step, int64_t src_step, T* __restrict d, const T* __restrict s) {
+  if (dst_step == 1 && src_step == 1) {
+    std::memcpy(d, s, static_cast<size_t>(n) * sizeof(T));
+  } else if (dst_step == 1) {
+    stepped_run(n, src_step, d, s);
+  } else {
+    for (int64_t i = 0; i < n; ++i) d[i * dst_step] = s[i * src_step];
+  }
+}
+
+// dst[i] = src[i] over the index space, each side through its own strides (in elements).
+template <typename T>
+void strided_copy_loop(const CopyDims& g, T* dst, const T* src) {
+  if (g.count == 0) {
+    *dst = *src;
+    return;
+  }
+  const int inner = g.count - 1;
+  // A transposed pair takes the two innermost dims; the rest are outer loops.
+  const bool transposed = g.count >= 2 && g.src[inner] != 1 && g.src[inner - 1] == 1;
+  const int outer = transposed ? g.count - 2 : g.count - 1;
+  int64_t index[4] = {0, 0, 0, 0};
+  for (;;) {
+    int64_t d_at = 0, s_at = 0;
+    for (int k = 0; k < outer; ++k) {
+      d_at += index[k] * g.dst[k];
+      s_at += index[k] * g.src[k];
+    }
+    if (transposed) {
+      transposed_tiles(g.size[inner - 1], g.size[inner], g.dst[inner - 1], g.dst[inner], g.src[inner - 1],
+                       g.src[inner], dst + d_at, src + s_at);
+    } else {
+      copy_run(g.size[inner], g.dst[inner], g.src[inner], dst + d_at, src + s_at);
+    }
+    int k = outer - 1;
+    for (; k >= 0 && ++index[k] == g.size[k]; --k) index[k] = 0;  // the next outer index, row-major
+    if (k < 0) return;
+  }
 }
 
 // Copies src's elements into dst (same sizes, same dtype, both on the CPU, any strides).
-void strided_copy(const Tensor& dst, const Tensor& src) {
+void copy_elements(const Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;
-  const Geometry4 g = geometry(src.sizes(), dst.strides(), src.strides());
+  const CopyDims g = simplified(src.sizes(), dst.strides(), src.strides());
   switch (element_size(src.dtype())) {
     case 2:
       strided_copy_loop(g, dst.data<uint16_t>(), src.data<uint16_t>());
@@ -99,12 +201,21 @@ void check_device(const char* op, const Tensor& t) {
 
 }  // namespace
 
+void strided_copy(const Tensor& dst, const Tensor& src) {
+  check_device("strided_copy", dst);
+  check_device("strided_copy", src);
+  if (!(dst.sizes() == src.sizes()) || dst.dtype() != src.dtype()) {
+    throw UsageError("strided_copy: dst " + dst.str() + " and src " + src.str() + " must have one shape and one dtype");
+  }
+  copy_elements(dst, src);
+}
+
 Tensor contiguous(const Tensor& self) {
   check_device("contiguous", self);
   if (self.is_contiguous()) return self;  // nothing to copy, nothing allocated (PyTorch's contiguous)
   STRATA_ZONE(zone, Layer::kLibrary, "strided copy (to contiguous)");
   Tensor out = Tensor::empty(self.sizes(), self.dtype(), self.device());
-  strided_copy(out, self);
+  copy_elements(out, self);
   return out;
 }
 
@@ -127,7 +238,7 @@ Tensor slice_backward(const Tensor& grad_output, const Tensor& self, int64_t dim
                      "] does not fit slice(dim " + std::to_string(dim) + ", start " + std::to_string(start) +
                      ", step " + std::to_string(step) + ") of self [" + self.sizes().str() + "]");
   }
-  strided_copy(target, grad_output);
+  copy_elements(target, grad_output);
   return out;
 }
 

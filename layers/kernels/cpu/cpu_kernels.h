@@ -71,6 +71,9 @@ Tensor conv2d_weight_backward(const Tensor& grad_output, const Tensor& input, co
 // What the environment report prints: OpenBLAS's own config string and thread count.
 // Views (docs/views.md): the copy behind contiguous() and reshape, and the two gradient ops views need.
 Tensor contiguous(const Tensor& self);  // self itself when contiguous (nothing allocated), else a strided copy
+// dst's elements = src's (one shape, one dtype, any strides on either side): the loop behind contiguous(),
+// callable into an existing destination (the benchmark times it apart from the allocation).
+void strided_copy(const Tensor& dst, const Tensor& src);
 // Zeros of self's shape with grad written into slice(dim, start, start + len * step, step) of it: the
 // gradient of slice, narrow and select (start already wrapped into [0, size]).
 Tensor slice_backward(const Tensor& grad_output, const Tensor& self, int64_t dim, int64_t start, int64_t step);

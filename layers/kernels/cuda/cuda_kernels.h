@@ -1,6 +1,6 @@
 // The CUDA backend: cuBLAS for matmul (cublasGemmEx) and linear (cuBLASLt with a bias epilogue), cuDNN for
 // conv2d (algorithm picked by cuDNN's own timed search, once per shape), strata's own CUDA kernels for
-// relu, add and the conv bias. f32, f64, f16 and bf16; f16/bf16 GEMMs and convs run on tensor cores with
+// relu, add, the conv bias, the in-place ops and the reductions. f32, f64, f16 and bf16; f16/bf16 GEMMs and convs run on tensor cores with
 // f32 accumulation. Same signatures as layers/kernels/cpu/cpu_kernels.h. Every kernel validates its
 // arguments (lib/op_shapes.h), allocates its output from the caching allocator, and queues its work on
 // strata's stream of the tensors' device; host work sits in Library-layer zones named after the call.
@@ -43,6 +43,19 @@ Tensor sub(const Tensor& self, const Tensor& other, double alpha);   // self - a
 Tensor sub_scalar(const Tensor& self, double other, double alpha);
 Tensor tanh(const Tensor& self);
 Tensor pow(const Tensor& self, double exponent);
+// The in-place ops (Note [In-place operators] in layers/ops/inplace.h): self written through its strides
+// and returned; other is broadcast to self's shape (never growing it) and read through its strides. A self
+// that names one location twice (an expanded view) is refused: the GPU's writes would race. The version
+// bump is the registration's. strata's own kernels (inplace_reduce.cu).
+Tensor relu_inplace(const Tensor& self);
+Tensor add_inplace(const Tensor& self, const Tensor& other, double alpha);  // self += alpha * other
+Tensor mul_inplace(const Tensor& self, const Tensor& other);
+Tensor mul_scalar_inplace(const Tensor& self, double other);
+// The reductions over dims (Note [Reductions over dims] in layers/ops/reductions.h) of a contiguous self,
+// accumulated in double across many blocks (Note [CUDA reductions over dims] in reduce_plan.h).
+Tensor sum_dim(const Tensor& self, const Shape& dim, bool keepdim, std::optional<DType> dtype);
+Tensor mean_dim(const Tensor& self, const Shape& dim, bool keepdim, std::optional<DType> dtype);
+Tensor mean(const Tensor& self, std::optional<DType> dtype);
 // A copy converted to `dtype` (the input's own when empty): the cast Autocast calls; strata's own kernel.
 Tensor to_copy(const Tensor& self, std::optional<DType> dtype);
 

@@ -8,41 +8,13 @@
 #include <array>
 #include <type_traits>
 
+#include "layers/kernels/cuda/device_common.cuh"
 #include "layers/kernels/cuda/pointwise_launch.h"
 #include "layers/kernels/pointwise_math.h"
 #include "layers/runtime/cuda/cuda_runtime_layer.h"
 
 namespace strata::kernels::cuda {
 namespace {
-
-template <typename T>
-struct Math {
-  using Acc = T;
-  static __device__ Acc load(T v) { return v; }
-  static __device__ T store(Acc v) { return v; }
-};
-template <>
-struct Math<__half> {
-  using Acc = float;
-  static __device__ Acc load(__half v) { return __half2float(v); }
-  static __device__ __half store(Acc v) { return __float2half_rn(v); }
-};
-template <>
-struct Math<__nv_bfloat16> {
-  using Acc = float;
-  static __device__ Acc load(__nv_bfloat16 v) { return __bfloat162float(v); }
-  static __device__ __nv_bfloat16 store(Acc v) { return __float2bfloat16_rn(v); }
-};
-
-constexpr int kThreads = 256;
-
-// Enough blocks to fill any GPU strata supports many times over; the loops stride past the rest.
-unsigned int blocks_for(int64_t n) {
-  return static_cast<unsigned int>(std::min<int64_t>((n + kThreads - 1) / kThreads, int64_t{1} << 20));
-}
-
-__device__ int64_t first_index() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
-__device__ int64_t grid_stride() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
 template <typename T>
 __global__ void mul_kernel(const T* __restrict__ x, typename Math<T>::Acc other, T* __restrict__ y, int64_t n) {
@@ -171,15 +143,6 @@ __device__ ReduceAcc channel_element(const T* __restrict__ x, int64_t c, int64_t
   return ReduceAcc(M::load(x[(o * channels + c) * inner + j]));
 }
 
-// The block's threads' values summed into partial[0] (a tree over shared memory).
-__device__ void block_tree_sum(ReduceAcc* partial) {
-  __syncthreads();
-  for (int stride = kThreads / 2; stride > 0; stride /= 2) {
-    if (static_cast<int>(threadIdx.x) < stride) partial[threadIdx.x] += partial[threadIdx.x + stride];
-    __syncthreads();
-  }
-}
-
 // Pass 1: block b sums slice (b % parts) of channel (b / parts). With parts == 1 it writes y[c] directly;
 // otherwise partials[c * parts + part].
 template <typename T>
@@ -227,17 +190,6 @@ __global__ void unary_gradient_kernel(const T* __restrict__ g, const T* __restri
   using M = Math<T>;
   for (int64_t i = first_index(); i < n; i += grid_stride())
     y[i] = M::store(Fn::gradient(M::load(g[i]), M::load(saved[i])));
-}
-
-// Calls f with a null pointer of the element type of `dtype`, so one switch serves every launcher.
-template <typename F>
-void with_type(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::kF32: f(static_cast<float*>(nullptr)); break;
-    case DType::kF64: f(static_cast<double*>(nullptr)); break;
-    case DType::kF16: f(static_cast<__half*>(nullptr)); break;
-    case DType::kBF16: f(static_cast<__nv_bfloat16*>(nullptr)); break;
-  }
 }
 
 }  // namespace
