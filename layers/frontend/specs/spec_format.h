@@ -94,30 +94,30 @@ inline void view_spec_dims(const char* op, const std::vector<int64_t>& d, size_t
 }
 
 // The name of the op a functor of pointwise_math.h computes: its forward's, or its gradient op's.
-template <bool kGradient, typename Fn>
+template <bool IsGradient, typename Fn>
 constexpr std::string_view functor_op_name() {
-  if constexpr (kGradient) {
+  if constexpr (IsGradient) {
     return Fn::kGradientName;
   } else {
     return Fn::kName;
   }
 }
-// The functor among Fns that computes Op (its forward when !kGradient, its gradient op when kGradient),
+// The functor among Fns that computes Op (its forward when !IsGradient, its gradient op when IsGradient),
 // or void.
-template <typename Op, bool kGradient, typename... Fns>
+template <typename Op, bool IsGradient, typename... Fns>
 struct FunctorFor {
   using type = void;
 };
-template <typename Op, bool kGradient, typename Fn, typename... Rest>
-struct FunctorFor<Op, kGradient, Fn, Rest...> {
-  using type = std::conditional_t<functor_op_name<kGradient, Fn>() == std::string_view(Op::kName), Fn,
-                                  typename FunctorFor<Op, kGradient, Rest...>::type>;
+template <typename Op, bool IsGradient, typename Fn, typename... Rest>
+struct FunctorFor<Op, IsGradient, Fn, Rest...> {
+  using type = std::conditional_t<functor_op_name<IsGradient, Fn>() == std::string_view(Op::kName), Fn,
+                                  typename FunctorFor<Op, IsGradient, Rest...>::type>;
 };
-template <typename Op, bool kGradient, typename List>
+template <typename Op, bool IsGradient, typename List>
 struct FunctorIn;
-template <typename Op, bool kGradient, typename... Fns>
-struct FunctorIn<Op, kGradient, kernels::math::MathList<Fns...>> {
-  using type = typename FunctorFor<Op, kGradient, Fns...>::type;
+template <typename Op, bool IsGradient, typename... Fns>
+struct FunctorIn<Op, IsGradient, kernels::math::MathList<Fns...>> {
+  using type = typename FunctorFor<Op, IsGradient, Fns...>::type;
 };
 template <typename Op>
 using ForwardFunctor = typename FunctorIn<Op, false, kernels::math::UnaryMath>::type;
