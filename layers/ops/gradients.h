@@ -9,8 +9,8 @@ namespace strata::ops {
 
 // ---- Gradient ops ---------------------------------------------------------------------------------------
 // What the backward formulas call (Note [The autograd graph], layers/autograd). Each is an operator like
-// any other: a schema, kernels on both backends, a float64 reference, and a spec so that `strata trace`
-// can trace it alone (layers/frontend/specs/gradients.h). Their own Autograd nodes have no formula: strata computes first derivatives only.
+// any other: schema, kernels on both backends, float64 reference, a spec (layers/frontend/specs) to trace
+// it alone. Their own Autograd nodes have no formula: strata computes first derivatives only.
 
 struct Gemm {
   static constexpr const char* kName = "gemm";

@@ -12,7 +12,9 @@
 //                       by a memory-bound op and any workspace the frontend must budget for
 //   kReadsConvOptions   (optional) the spec reads --out-channels/--kernel/...; refused for other ops
 // Each family's specialisations live in a header of their own here (gemm.h, conv.h, pointwise.h, views.h,
-// gradients.h, reductions.h, copy.h, inplace.h), gathered by specs.h, which only the frontend reads.
+// gradients.h, reductions.h, copy.h, inplace.h), gathered by specs.h: code that reads an op's format
+// includes specs.h, never this header alone, so that it always sees every specialisation (op_spec.cpp, and
+// the tests that compare an op's help line or conv options with the frontend's).
 //
 // A functor op (one whose math is a functor of layers/kernels/pointwise_math.h, named by the functor's
 // kName or kGradientName) needs no specialisation: the primary template below is its spec, made from its
