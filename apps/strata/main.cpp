@@ -21,6 +21,7 @@
 #include "apps/strata/python_frontend.h"
 #include "gpu_validation_status.h"
 #include "lib/error.h"
+#include "lib/nearest_name.h"
 #include "lib/output_file.h"
 #include "measure/device_session.h"
 #include "measure/harness.h"
@@ -238,21 +239,6 @@ examples:
   strata sweep add 1k,1M,16M --budget 0.2 --sweep-budget 10
 )";
 
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t up = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = up;
-    }
-  }
-  return row[b.size()];
-}
-
 const char* kExamples = R"(
 examples:
   strata trace matmul 1024                      # where one 1024^3 matmul spends its time
@@ -357,14 +343,15 @@ void add_commands(CLI::App& app, Commands& commands) {
 bool check_command_name(const CLI::App& app, int argc, char** argv) {
   if (argc <= 1 || argv[1][0] == '-') return true;
   const std::string typed = argv[1];
-  std::string known, nearest;
-  size_t best = 3;  // suggest only within two edits
+  std::string known;
+  std::vector<std::string> names;
   for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
     const std::string& name = sub->get_name();
     if (name == typed) return true;
     known += (known.empty() ? "" : ", ") + name;
-    if (size_t d = edit_distance(typed, name); d < best) best = d, nearest = name;
+    names.push_back(name);
   }
+  const std::string nearest = strata::nearest_name(typed, names);
   std::cerr << "strata: usage error: unknown command '" << typed << "'"
             << (nearest.empty() ? "" : "; did you mean '" + nearest + "'?") << "\n  commands: " << known
             << " (see strata --help)\n";

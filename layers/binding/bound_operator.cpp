@@ -1,10 +1,12 @@
 #include <array>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "layers/binding/binding.h"
 #include "layers/ops/operators.h"
 #include "lib/error.h"
+#include "lib/nearest_name.h"
 #include "lib/zone.h"
 
 namespace strata::binding {
@@ -199,8 +201,14 @@ const BoundOperator& find_operator(std::string_view name) {
   for (const BoundOperator& op : registry())
     if (op.schema().name == name) return op;
   std::string known;
-  for (const BoundOperator& op : registry()) known += (known.empty() ? "" : ", ") + op.schema().name;
-  throw UsageError("unknown operator '" + std::string(name) + "'; known operators: " + known);
+  std::vector<std::string> names;
+  for (const BoundOperator& op : registry()) {
+    known += (known.empty() ? "" : ", ") + op.schema().name;
+    names.push_back(op.schema().name);
+  }
+  const std::string nearest = nearest_name(name, names);
+  throw UsageError("unknown operator '" + std::string(name) + "'" +
+                   (nearest.empty() ? "; " : ": did you mean '" + nearest + "'? ") + "known operators: " + known);
 }
 
 std::vector<const BoundOperator*> all_operators() {

@@ -11,14 +11,12 @@
 #include <vector>
 
 #include "layers/binding/binding.h"
+#include "layers/frontend/spec_call.h"
 #include "layers/kernels/reference/reference.h"
-#include "layers/ops/op_declaration.h"
 #include "lib/device.h"
 #include "lib/dtype.h"
 
 namespace strata::frontend {
-
-using ConvOptions = ops::ConvOptions;
 
 struct OpSpec {
   size_t op_index = 0;  // the operator's position in ops::AllOps
@@ -28,7 +26,7 @@ struct OpSpec {
   // W; relu/add the tensor's shape.
   std::vector<int64_t> dims;
   ConvOptions conv;     // as given; conv2d's spec fills in the defaults it used
-  ops::SpecCall call;   // the call this spec means, from the op's declaration
+  SpecCall call;        // the call this spec means (its OpSpecFormat: layers/frontend/specs)
 };
 
 // The ops `strata trace` accepts and their spec formats, for --help and error messages.

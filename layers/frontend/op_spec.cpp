@@ -2,11 +2,14 @@
 #include <cstdio>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "layers/frontend/frontend.h"
 #include "layers/frontend/sequence.h"
+#include "layers/frontend/specs/specs.h"
 #include "layers/ops/operators.h"
 #include "lib/error.h"
+#include "lib/nearest_name.h"
 
 namespace strata::frontend {
 namespace {
@@ -15,11 +18,21 @@ constexpr int64_t kMaxDim = std::numeric_limits<int32_t>::max();  // BLAS and CU
 
 std::string quote(std::string_view s) { return quote_typed(s); }
 
+// What an unknown op is compared with for a suggestion: every name and alias the CLI accepts.
+std::vector<std::string> op_names_and_aliases() {
+  std::vector<std::string> names;
+  ops::AllOps::for_each([&](auto op) {
+    names.emplace_back(decltype(op)::kName);
+    if (!decltype(op)::kAlias.empty()) names.emplace_back(decltype(op)::kAlias);
+  });
+  return names;
+}
+
 }  // namespace
 
 std::string spec_help() {
   std::string help;
-  ops::AllOps::for_each([&](auto op) { help += decltype(op)::kSpecHelp; });
+  ops::AllOps::for_each([&](auto op) { help += help_line<decltype(op)>(); });
   return help;
 }
 
@@ -94,7 +107,7 @@ OpSpec parse_op_spec(std::string_view op, std::string_view dims_text, const Conv
       found = true;
       spec.op_index = index;
       spec.op = Op::kName;
-      reads_conv_options = ops::kReadsConvOptions<Op>;
+      reads_conv_options = kReadsConvOptions<Op>;
     }
     ++index;
   });
@@ -102,7 +115,11 @@ OpSpec parse_op_spec(std::string_view op, std::string_view dims_text, const Conv
     throw UsageError(quote(op) + " is a sequence of ops, not one operator: strata trace and strata compare take it "
                      "(docs/sequences.md); this takes one operator:\n" + spec_help());
   }
-  if (!found) throw UsageError("unknown op " + quote(op) + "; strata traces:\n" + spec_help() + sequence_help());
+  if (!found) {
+    const std::string nearest = nearest_name(op, op_names_and_aliases());
+    throw UsageError("unknown operator " + quote(op) + (nearest.empty() ? "; " : ": did you mean '" + nearest + "'? ") +
+                     "strata traces:\n" + spec_help() + sequence_help());
+  }
   // An option the op does not read would be silently ignored: refuse it instead.
   if (!reads_conv_options && !conv.given.empty()) {
     throw UsageError(conv.given + (conv.given.find(',') == std::string::npos ? " applies" : " apply") +
@@ -111,7 +128,7 @@ OpSpec parse_op_spec(std::string_view op, std::string_view dims_text, const Conv
   spec.dims = parse_dims(dims_text);
   spec.conv = conv;
   spec.call = ops::AllOps::visit(spec.op_index, [&](auto decl) {
-    return decltype(decl)::spec(spec.dims, spec.conv, dims_text);
+    return OpSpecFormat<decltype(decl)>::call(spec.dims, spec.conv, dims_text);
   });
   if (reads_conv_options && !spec.conv.out_channels) spec.conv.out_channels = spec.dims[1];
   return spec;

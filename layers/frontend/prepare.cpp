@@ -88,7 +88,7 @@ size_t required_bytes(const OpSpec& spec, DType dtype) {
   const size_t e = element_size(dtype);
   ByteCount bytes;
   auto add = [&](const Shape& s) { bytes.add_tensor(std::span<const int64_t>(s.dims.data(), size_t(s.ndim)), e); };
-  for (const ops::SpecArg& a : spec.call.args)
+  for (const SpecArg& a : spec.call.args)
     if (a.is_tensor) add(a.shape);
   for (const Shape& s : spec.call.outputs) add(s);
   if (!spec.call.workspace_dims.empty()) bytes.add_tensor(spec.call.workspace_dims, e);
@@ -101,7 +101,7 @@ size_t peak_bytes(const OpSpec& spec, DType given, DType computed, const Device&
   const bool widened = device.is_cpu() && (computed == DType::kBF16 || computed == DType::kF16);
   ByteCount bytes;
   auto add_tensors = [&](DType dtype, bool outputs) {
-    for (const ops::SpecArg& a : spec.call.args)
+    for (const SpecArg& a : spec.call.args)
       if (a.is_tensor) bytes.add_tensor(std::span<const int64_t>(a.shape.dims.data(), size_t(a.shape.ndim)), element_size(dtype));
     if (outputs)
       for (const Shape& o : spec.call.outputs) bytes.add_tensor(std::span<const int64_t>(o.dims.data(), size_t(o.ndim)), element_size(dtype));
@@ -228,7 +228,7 @@ PreparedCall prepare_call(const OpSpec& spec, DType dtype, Device device, uint64
   // Each tensor gets its own stream of the seed (its position among the tensors, from 1) so that
   // changing one shape does not change the others.
   uint64_t stream = 0;
-  for (const ops::SpecArg& a : spec.call.args) {
+  for (const SpecArg& a : spec.call.args) {
     if (a.is_tensor) {
       Tensor t = random_tensor(a.shape, dtype, device, seed * 1000003 + ++stream);
       t.set_requires_grad(requires_grad);

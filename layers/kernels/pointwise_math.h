@@ -9,8 +9,11 @@
 //   forward(x)       y = f(x), in T = float or double
 //   gradient(g, s)   (optional) the gradient op's value: g * f'(x), from the saved tensor s, which is x or,
 //                    for ops that save their result (tanh), y; kGradientName names that operator
-// A new unary op is a functor here, one entry in each list, and its declaration in layers/ops; the
-// float64 reference stays apart (layers/kernels/reference shares no code with any backend).
+//   kFormula, kGradientFormula
+//                    f(x) and the gradient as a reader writes them, for the op's line of `strata trace
+//                    --help` (Note [An op's spec beside the frontend] in layers/frontend/specs/spec_format.h)
+// A new unary op is a functor here, one entry in each list, and its declaration in layers/ops (its CLI
+// spec is the frontend's default for a functor op); the float64 reference stays apart (layers/kernels/reference shares no code with any backend).
 //
 // The functors use arithmetic, the *_of calls below and nothing else, so that the compiled path can also
 // evaluate them on source text (layers/compiler/fusion.cpp) and fuse an op with no lowering of its own.
@@ -54,6 +57,8 @@ struct Relu {
 struct Gelu {
   static constexpr const char* kName = "gelu";
   static constexpr const char* kGradientName = "gelu_backward";
+  static constexpr const char* kFormula = "x * Phi(x) (exact, erf)";
+  static constexpr const char* kGradientFormula = "grad * (Phi(x) + x phi(x))";
   // The exact form, as PyTorch's default (approximate='none'): x * Phi(x) = x/2 * (1 + erf(x / sqrt 2)).
   template <typename T>
   STRATA_HOST_DEVICE static T forward(T x) {
@@ -73,6 +78,7 @@ struct Gelu {
 struct Tanh {
   static constexpr const char* kName = "tanh";
   static constexpr const char* kGradientName = "tanh_backward";
+  static constexpr const char* kGradientFormula = "grad * (1 - y^2)";  // tanh's own line is written by hand
   template <typename T>
   STRATA_HOST_DEVICE static T forward(T x) {
     return tanh_of(x);
@@ -87,6 +93,8 @@ struct Tanh {
 struct Silu {
   static constexpr const char* kName = "silu";
   static constexpr const char* kGradientName = "silu_backward";
+  static constexpr const char* kFormula = "x * sigmoid(x)";
+  static constexpr const char* kGradientFormula = "grad * s (1 + x (1 - s)), s = sigmoid(x)";
   // x * sigmoid(x) as PyTorch computes it, x / (1 + exp(-x)): -0.0 stays -0.0, -inf gives NaN (-inf / inf)
   // as in PyTorch, and a large negative x gives -0.0 once exp(-x) overflows.
   template <typename T>

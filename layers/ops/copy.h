@@ -24,11 +24,6 @@ struct ToCopy {
   // output).
   static constexpr BackwardDecl kBackward{"ToCopyBackward", 0b1};
   static GradList backward(const RecordedNode& node, const Tensor& grad);
-  static constexpr const char* kSpecHelp = "  to_copy N | shape        a copy (the cast Autocast calls; --dtype sets both sides)  e.g. to_copy 1048576\n";
-
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
-    return pointwise_spec(d, 1, "");  // dtype keeps its default: a same-dtype copy
-  }
 };
 inline constexpr EntryPoint<ToCopy> to_copy{};  // NOLINT(readability-identifier-naming): called like a function
 

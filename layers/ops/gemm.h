@@ -22,20 +22,6 @@ struct Matmul {
   // MmBackward: grad @ other^T, self^T @ grad (defined below AllOps: it calls other operators).
   static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr AutocastPolicy kAutocast = AutocastPolicy::kLowerPrecision;
-  static constexpr const char* kSpecHelp = "  matmul N | MxKxN         [M,K] @ [K,N]            e.g. matmul 1024, matmul 512x1024x256\n";
-
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view typed) {
-    if (d.size() == 1) d = {d[0], d[0], d[0]};
-    else if (d.size() != 3) throw UsageError("matmul takes N (square) or MxKxN, got '" + std::string(typed) + "'");
-    SpecCall c;
-    const Shape a{d[0], d[1]}, b{d[1], d[2]};
-    c.args = {SpecArg::tensor(a), SpecArg::tensor(b)};
-    c.outputs = {op_shapes::matmul(a, b)};
-    c.description = spec_text::bracket(a) + " @ " + spec_text::bracket(b);
-    c.gemm_shape = spec_text::dims(d, 0, 3);
-    c.flops = 2.0 * spec_text::elements(d);
-    return c;
-  }
 };
 inline constexpr EntryPoint<Matmul> matmul{};  // NOLINT(readability-identifier-naming): called like a function
 
@@ -54,21 +40,6 @@ struct Linear {
   // AddmmBackward: grad @ weight, grad^T @ input, bias_backward(grad) (defined below AllOps: it calls other operators).
   static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr AutocastPolicy kAutocast = AutocastPolicy::kLowerPrecision;
-  static constexpr const char* kSpecHelp = "  linear BxINxOUT          input [B,IN], weight [OUT,IN], bias [OUT]   e.g. linear 32x768x3072\n";
-
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view typed) {
-    if (d.size() != 3)
-      throw UsageError("linear takes BxINxOUT (batch, in features, out features), got '" + std::string(typed) + "'");
-    SpecCall c;
-    const Shape input{d[0], d[1]}, weight{d[2], d[1]}, bias{d[2]};
-    c.args = {SpecArg::tensor(input), SpecArg::tensor(weight), SpecArg::tensor(bias)};
-    c.outputs = {op_shapes::linear(input, weight, &bias)};
-    c.description = "input " + spec_text::bracket(input) + " weight " + spec_text::bracket(weight) + " bias " +
-                    spec_text::bracket(bias);
-    c.gemm_shape = spec_text::dims(d, 0, 3);
-    c.flops = 2.0 * spec_text::elements(d) + double(d[0]) * double(d[2]);
-    return c;
-  }
 };
 inline constexpr EntryPoint<Linear> linear{};  // NOLINT(readability-identifier-naming): called like a function
 

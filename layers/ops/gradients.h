@@ -9,7 +9,7 @@ namespace strata::ops {
 
 // ---- Gradient ops ---------------------------------------------------------------------------------------
 // What the backward formulas call (Note [The autograd graph], layers/autograd). Each is an operator like
-// any other: a schema, kernels on both backends, a float64 reference, a spec so `strata trace` can trace
+// any other: schema, kernels on both backends, float64 reference, a spec (layers/frontend/specs) to trace
 // it alone. Their own Autograd nodes have no formula: strata computes first derivatives only.
 
 struct Gemm {
@@ -24,21 +24,6 @@ struct Gemm {
   static constexpr bool kCudaGemmOperands = true;  // cublasGemmEx reads a transposed view with an op flag
   static constexpr auto kReference = &reference::gemm;
   static constexpr BackwardDecl kBackward{"GemmBackward", 0};
-  static constexpr const char* kSpecHelp =
-      "gradient ops (what --backward calls; each traces alone too):\n"
-      "  gemm MxKxN               op(A) @ op(B), transposes as flags (0 here)   e.g. gemm 3072x32x768\n";
-
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view typed) {
-    if (d.size() != 3) throw UsageError("gemm takes MxKxN, got '" + std::string(typed) + "'");
-    SpecCall c;
-    const Shape a{d[0], d[1]}, b{d[1], d[2]};
-    c.args = {SpecArg::tensor(a), SpecArg::tensor(b), SpecArg::integer(0), SpecArg::integer(0)};
-    c.outputs = {op_shapes::gemm(a, b, 0, 0)};
-    c.description = spec_text::bracket(a) + " @ " + spec_text::bracket(b);
-    c.gemm_shape = spec_text::dims(d, 0, 3);
-    c.flops = 2.0 * spec_text::elements(d);
-    return c;
-  }
 };
 inline constexpr EntryPoint<Gemm> gemm{};  // NOLINT(readability-identifier-naming): called like a function
 
@@ -55,14 +40,6 @@ struct Sum {
   static constexpr BackwardDecl kBackward{"SumBackward", 0b1};
   // SumBackward: expand_as(grad, self).
   static GradList backward(const RecordedNode& node, const Tensor& grad);
-  static constexpr const char* kSpecHelp = "  sum N | shape            all elements -> one (the seed of y.sum().backward())\n";
-
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
-    SpecCall c = pointwise_spec(d, 1, "");
-    c.outputs = {Shape{}};
-    c.elements_moved = spec_text::elements(d) + 1;
-    return c;
-  }
 };
 inline constexpr EntryPoint<Sum> sum{};  // NOLINT(readability-identifier-naming): called like a function
 
@@ -75,14 +52,6 @@ struct OnesLike {
   static constexpr KernelDecl kCuda{&kernels::cuda::ones_like, "layers/kernels/cuda/pointwise.cu (strata's own fill kernel)"};
   static constexpr auto kReference = &reference::ones_like;
   static constexpr BackwardDecl kBackward{"OnesLikeBackward", 0};
-  static constexpr const char* kSpecHelp = "  ones_like N | shape      ones of self's shape (the gradient a backward pass starts from)\n";
-
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
-    SpecCall c = pointwise_spec(d, 1, "");
-    c.flops = 0;
-    c.elements_moved = spec_text::elements(d);  // written only
-    return c;
-  }
 };
 inline constexpr EntryPoint<OnesLike> ones_like{};  // NOLINT(readability-identifier-naming): called like a function
 
@@ -95,17 +64,6 @@ struct ExpandAs {
   static constexpr KernelDecl kCuda{&kernels::cuda::expand_as, "layers/kernels/cuda/pointwise.cu (strata's own fill kernel)"};
   static constexpr auto kReference = &reference::expand_as;
   static constexpr BackwardDecl kBackward{"ExpandBackward", 0};
-  static constexpr const char* kSpecHelp = "  expand_as N | shape      one element broadcast to the shape (SumBackward's call)\n";
-
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
-    SpecCall c;
-    const Shape one{1}, s = spec_text::shape(d);
-    c.args = {SpecArg::tensor(one), SpecArg::tensor(s)};
-    c.outputs = {s};
-    c.description = spec_text::bracket(one) + " -> " + spec_text::bracket(s);
-    c.elements_moved = spec_text::elements(d) + 1;
-    return c;
-  }
 };
 inline constexpr EntryPoint<ExpandAs> expand_as{};  // NOLINT(readability-identifier-naming): called like a function
 
@@ -121,22 +79,6 @@ struct SliceBackward {
   static constexpr NoKernel kCuda{};
   static constexpr auto kReference = &reference::slice_backward;
   static constexpr BackwardDecl kBackward{"SliceBackwardBackward", 0};
-  static constexpr const char* kSpecHelp =
-      "  slice_backward shape     grad of `slice shape` written into zeros (SliceBackward's call)\n";
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view typed) {
-    view_spec_dims("slice_backward", d, 1, 4, typed);
-    if (d.back() < 2) throw UsageError("slice_backward: the last size must be at least 2, got '" + std::string(typed) + "'");
-    const auto last = static_cast<int64_t>(d.size() - 1);
-    SpecCall c;
-    Shape grad = spec_text::shape(d);
-    grad[static_cast<int>(last)] = d.back() / 2;
-    c.args = {SpecArg::tensor(grad), SpecArg::tensor(spec_text::shape(d)), SpecArg::integer(last), SpecArg::integer(1),
-              SpecArg::integer(2)};
-    c.outputs = {spec_text::shape(d)};
-    c.description = spec_text::bracket(grad) + " into zeros " + spec_text::bracket(spec_text::shape(d));
-    c.elements_moved = spec_text::elements(d) + double(grad.numel());
-    return c;
-  }
 };
 inline constexpr EntryPoint<SliceBackward> slice_backward{};  // NOLINT(readability-identifier-naming)
 
@@ -149,20 +91,6 @@ struct SumTo {
   static constexpr NoKernel kCuda{};
   static constexpr auto kReference = &reference::sum_to;
   static constexpr BackwardDecl kBackward{"SumToBackward", 0};
-  static constexpr const char* kSpecHelp =
-      "  sum_to shape             summed over dim 0 to [1,...] (ExpandBackward's call)\n";
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view typed) {
-    view_spec_dims("sum_to", d, 1, 4, typed);
-    std::vector<int64_t> small = d;
-    small[0] = 1;
-    SpecCall c;
-    c.args = {SpecArg::tensor(spec_text::shape(d)), SpecArg::tensor(spec_text::shape(small))};
-    c.outputs = {spec_text::shape(small)};
-    c.description = spec_text::bracket(spec_text::shape(d)) + " -> " + spec_text::bracket(spec_text::shape(small));
-    c.flops = spec_text::elements(d);
-    c.elements_moved = spec_text::elements(d) + spec_text::elements(small);
-    return c;
-  }
 };
 inline constexpr EntryPoint<SumTo> sum_to{};  // NOLINT(readability-identifier-naming)
 
@@ -176,11 +104,6 @@ struct ThresholdBackward {
   static constexpr KernelDecl kCuda{&kernels::cuda::threshold_backward, "layers/kernels/cuda/pointwise.cu (strata's own kernel)"};
   static constexpr auto kReference = &reference::threshold_backward;
   static constexpr BackwardDecl kBackward{"ThresholdBackwardBackward", 0};
-  static constexpr const char* kSpecHelp = "  threshold_backward N     grad where self > 0, else 0 (ReluBackward's call)\n";
-
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
-    return pointwise_spec(d, 2, ", ");  // threshold keeps its default, 0
-  }
 };
 inline constexpr EntryPoint<ThresholdBackward> threshold_backward{};  // NOLINT(readability-identifier-naming)
 
@@ -193,11 +116,6 @@ struct GeluBackward {
   static constexpr KernelDecl kCuda{&kernels::cuda::gelu_backward, "layers/kernels/cuda/pointwise.cu (unary_gradient_kernel<math::Gelu>)"};
   static constexpr auto kReference = &reference::gelu_backward;
   static constexpr BackwardDecl kBackward{"GeluBackwardBackward", 0};
-  static constexpr const char* kSpecHelp = "  gelu_backward N          grad * (Phi(x) + x phi(x)) (GeluBackward's call)\n";
-
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
-    return pointwise_spec(d, 2, ", ");
-  }
 };
 inline constexpr EntryPoint<GeluBackward> gelu_backward{};  // NOLINT(readability-identifier-naming)
 
@@ -210,11 +128,6 @@ struct TanhBackward {
   static constexpr KernelDecl kCuda{&kernels::cuda::tanh_backward, "layers/kernels/cuda/pointwise.cu (unary_gradient_kernel<math::Tanh>)"};
   static constexpr auto kReference = &reference::tanh_backward;
   static constexpr BackwardDecl kBackward{"TanhBackwardBackward", 0};
-  static constexpr const char* kSpecHelp = "  tanh_backward N          grad * (1 - y^2) (TanhBackward's call)\n";
-
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
-    return pointwise_spec(d, 2, ", ");
-  }
 };
 inline constexpr EntryPoint<TanhBackward> tanh_backward{};  // NOLINT(readability-identifier-naming)
 
@@ -227,36 +140,8 @@ struct BiasBackward {
   static constexpr KernelDecl kCuda{&kernels::cuda::bias_backward, "layers/kernels/cuda/pointwise.cu (strata's own reduction)"};
   static constexpr auto kReference = &reference::bias_backward;
   static constexpr BackwardDecl kBackward{"BiasBackwardBackward", 0};
-  static constexpr const char* kSpecHelp =
-      "  bias_backward BxC | NxCxHxW   sum over all dims but C (linear's and conv's bias gradient)\n";
-
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view typed) {
-    if (d.size() != 2 && d.size() != 4)
-      throw UsageError("bias_backward takes BxC or NxCxHxW, got '" + std::string(typed) + "'");
-    SpecCall c = pointwise_spec(d, 1, "");
-    c.outputs = {op_shapes::bias_backward(spec_text::shape(d))};
-    c.elements_moved = spec_text::elements(d) + double(d[1]);
-    return c;
-  }
 };
 inline constexpr EntryPoint<BiasBackward> bias_backward{};  // NOLINT(readability-identifier-naming)
-
-// The spec of a conv2d gradient: the conv's own spec, with the gradient of its output in front.
-inline SpecCall conv_backward_spec(std::vector<int64_t>& d, const ConvOptions& options, std::string_view typed,
-                                   const char* what) {
-  SpecCall conv = conv_spec(d, options, typed);
-  SpecCall c;
-  c.args = {SpecArg::tensor(conv.outputs.front()), conv.args[0], conv.args[1], conv.args[3], conv.args[4],
-            conv.args[5], conv.args[6]};
-  c.outputs = {what[0] == 'i' ? conv.args[0].shape : conv.args[1].shape};
-  c.description = std::string(what) + " of conv2d " + conv.description;
-  c.gemm_shape = conv.gemm_shape;
-  // Each gradient is one GEMM of the forward's size, with no bias add.
-  const Shape& out = conv.outputs.front();
-  c.flops = conv.flops - double(out.dims[0]) * double(out.dims[1]) * double(out.dims[2]) * double(out.dims[3]);
-  c.workspace_dims = conv.workspace_dims;
-  return c;
-}
 
 struct Conv2dInputBackward {
   static constexpr const char* kName = "conv2d_input_backward";
@@ -270,12 +155,6 @@ struct Conv2dInputBackward {
   static constexpr KernelDecl kCuda{&kernels::cuda::conv2d_input_backward, "layers/kernels/cuda/cudnn_conv.cpp (cuDNN backward data)"};
   static constexpr auto kReference = &reference::conv2d_input_backward;
   static constexpr BackwardDecl kBackward{"ConvolutionBackwardBackward", 0};
-  static constexpr const char* kSpecHelp =
-      "  conv2d_input_backward NxCxHxW    the input gradient of `conv NxCxHxW` (same options)\n";
-  static constexpr bool kReadsConvOptions = true;
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions& conv, std::string_view typed) {
-    return conv_backward_spec(d, conv, typed, "input gradient");
-  }
 };
 inline constexpr EntryPoint<Conv2dInputBackward> conv2d_input_backward{};  // NOLINT(readability-identifier-naming)
 
@@ -291,12 +170,6 @@ struct Conv2dWeightBackward {
   static constexpr KernelDecl kCuda{&kernels::cuda::conv2d_weight_backward, "layers/kernels/cuda/cudnn_conv.cpp (cuDNN backward filter)"};
   static constexpr auto kReference = &reference::conv2d_weight_backward;
   static constexpr BackwardDecl kBackward{"ConvolutionBackwardBackward", 0};
-  static constexpr const char* kSpecHelp =
-      "  conv2d_weight_backward NxCxHxW   the weight gradient of `conv NxCxHxW` (same options)\n";
-  static constexpr bool kReadsConvOptions = true;
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions& conv, std::string_view typed) {
-    return conv_backward_spec(d, conv, typed, "weight gradient");
-  }
 };
 inline constexpr EntryPoint<Conv2dWeightBackward> conv2d_weight_backward{};  // NOLINT(readability-identifier-naming)
 

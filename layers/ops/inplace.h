@@ -29,11 +29,6 @@ struct ReluInPlace {
   static constexpr auto kReference = &reference::relu;
   static constexpr bool kInPlace = true;
   static constexpr BackwardDecl kBackward{"(none: in-place, refused when grad is needed)", 0};
-  static constexpr const char* kSpecHelp = "  relu_ N | shape          relu in place on self                     e.g. relu_ 1048576\n";
-
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
-    return pointwise_spec(d, 1, "");
-  }
 };
 inline constexpr EntryPoint<ReluInPlace> relu_{};  // NOLINT(readability-identifier-naming): called like a function
 
@@ -48,11 +43,6 @@ struct AddInPlace {
   static constexpr auto kReference = &reference::add;
   static constexpr bool kInPlace = true;
   static constexpr BackwardDecl kBackward{"(none: in-place, refused when grad is needed)", 0};
-  static constexpr const char* kSpecHelp = "  add_ N | shape           self += other, same shapes                e.g. add_ 1048576\n";
-
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
-    return pointwise_spec(d, 2, " += ");
-  }
 };
 inline constexpr EntryPoint<AddInPlace> add_{};  // NOLINT(readability-identifier-naming): called like a function
 
@@ -67,11 +57,6 @@ struct MulInPlace {
   static constexpr auto kReference = &reference::mul;
   static constexpr bool kInPlace = true;
   static constexpr BackwardDecl kBackward{"(none: in-place, refused when grad is needed)", 0};
-  static constexpr const char* kSpecHelp = "  mul_ N | shape           self *= other, same shapes                e.g. mul_ 1048576\n";
-
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
-    return pointwise_spec(d, 2, " *= ");
-  }
 };
 
 struct MulScalarInPlace {
@@ -85,12 +70,6 @@ struct MulScalarInPlace {
   static constexpr auto kReference = &reference::mul_scalar;
   static constexpr bool kInPlace = true;
   static constexpr BackwardDecl kBackward{"(none: in-place, refused when grad is needed)", 0};
-  // -1: every timed call flips the signs, so thousands of calls neither overflow nor drift to zero.
-  static constexpr const char* kSpecHelp = "  mul_.Scalar N | shape    self *= other, a number (-1 here)         e.g. mul_.Scalar 1048576\n";
-
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
-    return scalar_spec(d, " *= ", -1);
-  }
 };
 // x.mul_(y) and x.mul_(2.0): one C++ name, two operators (Note [Overloads]).
 inline constexpr Overloads<EntryPoint<MulInPlace>, EntryPoint<MulScalarInPlace>> mul_{};  // NOLINT(readability-identifier-naming)

@@ -15,8 +15,9 @@
 //   kReferenceBackward its float64 gradients (the tests and --backward --check)
 //   kAutocast         what the Autocast key does for the op (layers/dispatch/autocast.h); an op without
 //                     one falls through: the key is skipped for it
-//   kSpecHelp, spec   the CLI's spec ("matmul 1024"): its help line, and the call it builds, checked with
-//                     the op's shape rule (lib/op_shapes.h), with the figures the report needs
+// The CLI's spec of an op ("matmul 1024": its help line, the call it builds, the figures the report needs)
+// is not part of the op's contract: it lives beside the frontend (Note [An op's spec beside the frontend]
+// in layers/frontend/specs/spec_format.h), and a functor op needs none of its own.
 // Code that needs a list of operators reads AllOps: the dispatcher's tables and registration
 // (register_kernels*.cpp), the binding layer's typed calls, the frontend's spec parser, `strata ops`.
 // Kernel bodies stay in their layers (layers/kernels/{cpu,cuda,reference}); the shape rules in
@@ -34,13 +35,14 @@
 #include <vector>
 
 #include "layers/dispatch/autocast.h"
+#include "layers/dispatch/autograd.h"  // BackwardDecl, GradList, RecordedNode
 #include "layers/dispatch/dispatch.h"
 #include "layers/kernels/cpu/cpu_kernels.h"
 #include "layers/kernels/cuda/cuda_kernels.h"  // declarations only: a build without CUDA never uses kCuda
 #include "layers/kernels/reference/reference.h"
-#include "layers/ops/op_declaration.h"
 #include "lib/error.h"
 #include "lib/op_shapes.h"
+#include "lib/tensor.h"
 #include "lib/views.h"
 
 namespace strata::ops {
@@ -62,45 +64,6 @@ struct NoKernel {
 };
 template <typename Decl>
 inline constexpr bool kHasKernel = !std::is_same_v<std::remove_cv_t<Decl>, NoKernel>;
-
-namespace spec_text {
-inline std::string dims(const std::vector<int64_t>& d, size_t from, size_t to) {
-  std::string s;
-  for (size_t i = from; i < to; ++i) s += (i > from ? "x" : "") + std::to_string(d[i]);
-  return s;
-}
-inline std::string bracket(const Shape& s) { return "[" + s.str() + "]"; }
-// Elements as a double: a spec's product of sizes may not fit in int64 (the frontend refuses those,
-// and computes bytes in 128 bits, before anything is allocated).
-inline double elements(const std::vector<int64_t>& d) {
-  double n = 1;
-  for (int64_t x : d) n *= double(x);
-  return n;
-}
-inline Shape shape(const std::vector<int64_t>& d) {
-  Shape s;
-  for (int64_t x : d) s[s.ndim++] = x;
-  return s;
-}
-}  // namespace spec_text
-
-// The spec of an op that reads the conv options, as conv2d's (defined with Conv2d below).
-inline SpecCall conv_spec(std::vector<int64_t>& d, const ConvOptions& options, std::string_view typed);
-
-// The spec of a pointwise op over `tensors` inputs of the shape typed ("relu 1024", "add 32x32"): one
-// operation per element, and memory-bound (each input read once, the output written once).
-inline SpecCall pointwise_spec(const std::vector<int64_t>& d, int tensors, const char* joiner) {
-  SpecCall c;
-  const Shape s = spec_text::shape(d);
-  for (int i = 0; i < tensors; ++i) {
-    c.args.push_back(SpecArg::tensor(s));
-    c.description += (i > 0 ? joiner : "") + spec_text::bracket(s);
-  }
-  c.outputs = {s};
-  c.flops = spec_text::elements(d);
-  c.elements_moved = double(tensors + 1) * spec_text::elements(d);
-  return c;
-}
 
 // The table's kernel type of an operator (its Signature with the key set first).
 template <typename Op>
@@ -150,10 +113,6 @@ inline constexpr bool kInPlace = requires { Op::kInPlace; };
 template <typename Op>
 inline constexpr bool kHasTorchName = requires { Op::kTorchName; };
 
-// Whether an op's spec reads the conv options; an op declares kReadsConvOptions only if it does, and the
-// frontend refuses those options for every other op.
-template <typename Op>
-inline constexpr bool kReadsConvOptions = requires { Op::kReadsConvOptions; };
 // Whether an op declares an autocast policy; the Autocast key falls through for the others.
 template <typename Op>
 inline constexpr bool kHasAutocastPolicy = requires { Op::kAutocast; };

@@ -19,12 +19,6 @@ struct Relu {
   static constexpr BackwardDecl kBackward{"ReluBackward", 0, /*saves_result=*/true};
   // ReluBackward: threshold_backward(grad, result, 0) (defined below AllOps: it calls other operators).
   static GradList backward(const RecordedNode& node, const Tensor& grad);
-  static constexpr const char* kSpecHelp = "  relu N | shape           N elements (or a shape like 1024x1024)   e.g. relu 1048576\n";
-
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
-    return pointwise_spec(d, 1, "");
-  }
-
 };
 inline constexpr EntryPoint<Relu> relu{};  // NOLINT(readability-identifier-naming): called like a function
 
@@ -42,12 +36,6 @@ struct Add {
   static constexpr bool kPromotesTypes = true;  // f32 + f64 -> f64 with a to_copy first (Note [Type promotion])
   // AddBackward: grad, alpha * grad (defined below AllOps: it calls other operators).
   static GradList backward(const RecordedNode& node, const Tensor& grad);
-  static constexpr const char* kSpecHelp = "  add N | shape            a + b, same shapes                         e.g. add 1048576\n";
-
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
-    return pointwise_spec(d, 2, " + ");  // alpha keeps its default, 1
-  }
-
 };
 // ops::add is declared with add.Scalar below (one C++ name, two operators).
 
@@ -64,12 +52,6 @@ struct Gelu {
   static constexpr BackwardDecl kBackward{"GeluBackward", 0b1};  // dx needs x: Phi(x) + x * phi(x)
   // GeluBackward: gelu_backward(grad, self) (defined below AllOps: it calls other operators).
   static GradList backward(const RecordedNode& node, const Tensor& grad);
-  static constexpr const char* kSpecHelp = "  gelu N | shape           N elements, x * Phi(x) (exact, erf)         e.g. gelu 1048576\n";
-
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
-    return pointwise_spec(d, 1, "");  // flops: one per element, as relu (erf is a library call, not counted)
-  }
-
 };
 inline constexpr EntryPoint<Gelu> gelu{};  // NOLINT(readability-identifier-naming): called like a function
 
@@ -90,11 +72,6 @@ struct Silu {
   static constexpr BackwardDecl kBackward{"SiluBackward", 0b1};  // dx needs x: s(x) * (1 + x * (1 - s(x)))
   // SiluBackward: silu_backward(grad, self) (defined below SiluBackward, whose entry point it calls).
   static GradList backward(const RecordedNode& node, const Tensor& grad);
-  static constexpr const char* kSpecHelp = "  silu N | shape           N elements, x * sigmoid(x)                  e.g. silu 1048576\n";
-
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
-    return pointwise_spec(d, 1, "");  // flops: one per element, as gelu (exp is a library call)
-  }
 };
 inline constexpr EntryPoint<Silu> silu{};  // NOLINT(readability-identifier-naming): called like a function
 
@@ -111,11 +88,6 @@ struct SiluBackward {
                                     "layers/kernels/cuda/pointwise.cu (unary_gradient_kernel<math::Silu>)"};
   static constexpr auto kReference = &reference::silu_backward;
   static constexpr BackwardDecl kBackward{"SiluBackwardBackward", 0};
-  static constexpr const char* kSpecHelp = "  silu_backward N          grad * s (1 + x (1 - s)), s = sigmoid(x) (SiluBackward's call)\n";
-
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
-    return pointwise_spec(d, 2, ", ");
-  }
 };
 inline constexpr EntryPoint<SiluBackward> silu_backward{};  // NOLINT(readability-identifier-naming)
 
@@ -149,16 +121,6 @@ struct Overloads : Entries... {
   using Entries::operator()...;
 };
 
-// The spec of a pointwise op over one tensor and a Python float given as `value` (an int in the spec:
-// SpecArg carries ints, and the binding layer takes an int for a float), with the op's other arguments
-// at their defaults.
-inline SpecCall scalar_spec(const std::vector<int64_t>& d, const char* joiner, int64_t value) {
-  SpecCall c = pointwise_spec(d, 1, "");
-  c.args.push_back(SpecArg::integer(value));
-  c.description += joiner + std::to_string(value);
-  return c;
-}
-
 struct Mul {
   static constexpr const char* kName = "mul";
   static constexpr std::string_view kAlias = "";
@@ -172,11 +134,6 @@ struct Mul {
   static constexpr BackwardDecl kBackward{"MulBackward", 0b11};  // d self = grad * other, d other = grad * self
   static constexpr bool kPromotesTypes = true;  // f32 + f64 -> f64 with a to_copy first (Note [Type promotion])
   static GradList backward(const RecordedNode& node, const Tensor& grad);
-  static constexpr const char* kSpecHelp = "  mul N | shape            a * b, same shapes                         e.g. mul 1048576\n";
-
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
-    return pointwise_spec(d, 2, " * ");
-  }
 };
 
 struct MulScalar {
@@ -193,11 +150,6 @@ struct MulScalar {
   static constexpr auto kReferenceBackward = &reference::mul_scalar_backward;  // float64 gradients
   static constexpr BackwardDecl kBackward{"MulBackward", 0};  // grad * other: saves nothing
   static GradList backward(const RecordedNode& node, const Tensor& grad);
-  static constexpr const char* kSpecHelp = "  mul.Scalar N | shape     self * other, a number (2 here)           e.g. mul.Scalar 1048576\n";
-
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
-    return scalar_spec(d, " * ", 2);
-  }
 };
 inline constexpr Overloads<EntryPoint<Mul>, EntryPoint<MulScalar>> mul{};  // NOLINT(readability-identifier-naming)
 
@@ -218,11 +170,6 @@ struct Div {
   static constexpr BackwardDecl kBackward{"DivBackward", 0b11};
   static constexpr bool kPromotesTypes = true;  // f32 / f64 -> f64 with a to_copy first (Note [Type promotion])
   static GradList backward(const RecordedNode& node, const Tensor& grad);
-  static constexpr const char* kSpecHelp = "  div N | shape            a / b, same shapes                         e.g. div 1048576\n";
-
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
-    return pointwise_spec(d, 2, " / ");
-  }
 };
 
 struct DivScalar {
@@ -238,11 +185,6 @@ struct DivScalar {
   static constexpr auto kReferenceBackward = &reference::div_scalar_backward;  // float64 gradients
   static constexpr BackwardDecl kBackward{"DivBackward", 0};  // grad / other: saves nothing
   static GradList backward(const RecordedNode& node, const Tensor& grad);
-  static constexpr const char* kSpecHelp = "  div.Scalar N | shape     self / other, a number (2 here)           e.g. div.Scalar 1048576\n";
-
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
-    return scalar_spec(d, " / ", 2);
-  }
 };
 inline constexpr Overloads<EntryPoint<Div>, EntryPoint<DivScalar>> div{};  // NOLINT(readability-identifier-naming)
 
@@ -258,11 +200,6 @@ struct AddScalar {
   static constexpr auto kReferenceBackward = &reference::add_scalar_backward;  // float64 gradients
   static constexpr BackwardDecl kBackward{"AddBackward", 0};
   static GradList backward(const RecordedNode& node, const Tensor& grad);
-  static constexpr const char* kSpecHelp = "  add.Scalar N | shape     self + other, a number (1 here)           e.g. add.Scalar 1048576\n";
-
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
-    return scalar_spec(d, " + ", 1);
-  }
 };
 inline constexpr Overloads<EntryPoint<Add>, EntryPoint<AddScalar>> add{};  // NOLINT(readability-identifier-naming)
 
@@ -279,11 +216,6 @@ struct Sub {
   static constexpr BackwardDecl kBackward{"SubBackward", 0};  // grad, -alpha * grad: saves nothing
   static constexpr bool kPromotesTypes = true;  // f32 + f64 -> f64 with a to_copy first (Note [Type promotion])
   static GradList backward(const RecordedNode& node, const Tensor& grad);
-  static constexpr const char* kSpecHelp = "  sub N | shape            a - b, same shapes                         e.g. sub 1048576\n";
-
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
-    return pointwise_spec(d, 2, " - ");  // alpha keeps its default, 1
-  }
 };
 
 struct SubScalar {
@@ -298,11 +230,6 @@ struct SubScalar {
   static constexpr auto kReferenceBackward = &reference::sub_scalar_backward;  // float64 gradients
   static constexpr BackwardDecl kBackward{"SubBackward", 0};
   static GradList backward(const RecordedNode& node, const Tensor& grad);
-  static constexpr const char* kSpecHelp = "  sub.Scalar N | shape     self - other, a number (1 here)           e.g. sub.Scalar 1048576\n";
-
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
-    return scalar_spec(d, " - ", 1);
-  }
 };
 inline constexpr Overloads<EntryPoint<Sub>, EntryPoint<SubScalar>> sub{};  // NOLINT(readability-identifier-naming)
 
@@ -318,11 +245,6 @@ struct Tanh {
   static constexpr auto kReferenceBackward = &reference::tanh_backward_of;  // float64 gradients
   static constexpr BackwardDecl kBackward{"TanhBackward", 0, /*saves_result=*/true};  // 1 - y^2 needs y
   static GradList backward(const RecordedNode& node, const Tensor& grad);
-  static constexpr const char* kSpecHelp = "  tanh N | shape           N elements, tanh(x)                        e.g. tanh 1048576\n";
-
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
-    return pointwise_spec(d, 1, "");  // flops: one per element, as gelu (tanh is a library call)
-  }
 };
 inline constexpr EntryPoint<Tanh> tanh{};  // NOLINT(readability-identifier-naming): called like a function
 
@@ -339,11 +261,6 @@ struct Pow {
   static constexpr auto kReferenceBackward = &reference::pow_backward;  // float64 gradients
   static constexpr BackwardDecl kBackward{"PowBackward", 0b1};  // exponent * x^(exponent - 1) needs x
   static GradList backward(const RecordedNode& node, const Tensor& grad);
-  static constexpr const char* kSpecHelp = "  pow N | shape            x ^ exponent (3 here, the tanh GELU's cube) e.g. pow 1048576\n";
-
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
-    return scalar_spec(d, " ^ ", 3);
-  }
 };
 inline constexpr EntryPoint<Pow> pow{};  // NOLINT(readability-identifier-naming): called like a function
 

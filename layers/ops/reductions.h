@@ -17,23 +17,6 @@ namespace strata::ops {
 // count for mean): reshape, expand and contiguous/mul, dispatcher calls with their rows, as PyTorch's
 // sum_backward/mean_backward. On the GPU, strata's own kernels (Note [CUDA reductions over dims] in
 // layers/kernels/cuda/reduce_plan.h).
-//
-// The spec of `strata trace` reduces the last dim (dim=[-1], keepdim=False): `sum.dim_IntList 64x128`
-// is [64,128] -> [64]. The CLI has no option for other dims yet.
-inline SpecCall reduction_spec(const char* op, std::vector<int64_t>& d, std::string_view typed, bool last_dim) {
-  view_spec_dims(op, d, 1, 4, typed);
-  SpecCall c;
-  const Shape s = spec_text::shape(d);
-  const Shape dim = last_dim ? Shape{-1} : Shape{};
-  const Shape out = op_shapes::reduce_dims(op, s, dim, false).out;
-  c.args = {SpecArg::tensor(s)};
-  if (last_dim) c.args.push_back(SpecArg::int_list(dim));
-  c.outputs = {out};
-  c.description = spec_text::bracket(s) + (last_dim ? " over dim -1 -> " : " -> ") + spec_text::bracket(out);
-  c.flops = spec_text::elements(d);
-  c.elements_moved = spec_text::elements(d) + double(out.numel());
-  return c;
-}
 
 struct SumDim {
   static constexpr const char* kName = "sum.dim_IntList";
@@ -47,12 +30,6 @@ struct SumDim {
   static constexpr auto kReferenceBackward = &reference::sum_dim_backward;
   static constexpr BackwardDecl kBackward{"SumBackward1", 0};  // the input's sizes and dtype are kept anyway
   static GradList backward(const RecordedNode& node, const Tensor& grad);
-  static constexpr const char* kSpecHelp =
-      "reductions (CPU only; docs/python.md):\n"
-      "  sum.dim_IntList shape    summed over the last dim (dim=[-1])          e.g. sum.dim_IntList 64x128\n";
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view typed) {
-    return reduction_spec("sum.dim_IntList", d, typed, true);
-  }
 };
 inline constexpr EntryPoint<SumDim> sum_dim{};  // NOLINT(readability-identifier-naming): called like a function
 
@@ -68,11 +45,6 @@ struct MeanDim {
   static constexpr auto kReferenceBackward = &reference::mean_dim_backward;
   static constexpr BackwardDecl kBackward{"MeanBackward1", 0};
   static GradList backward(const RecordedNode& node, const Tensor& grad);
-  static constexpr const char* kSpecHelp =
-      "  mean.dim shape           the mean over the last dim (dim=[-1])        e.g. mean.dim 64x128\n";
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view typed) {
-    return reduction_spec("mean.dim", d, typed, true);
-  }
 };
 inline constexpr EntryPoint<MeanDim> mean_dim{};  // NOLINT(readability-identifier-naming): called like a function
 
@@ -87,11 +59,6 @@ struct Mean {
   static constexpr auto kReferenceBackward = &reference::mean_backward;
   static constexpr BackwardDecl kBackward{"MeanBackward0", 0};
   static GradList backward(const RecordedNode& node, const Tensor& grad);
-  static constexpr const char* kSpecHelp =
-      "  mean N | shape           the mean of all elements -> one              e.g. mean 1048576\n";
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view typed) {
-    return reduction_spec("mean", d, typed, false);
-  }
 };
 inline constexpr EntryPoint<Mean> mean{};  // NOLINT(readability-identifier-naming): called like a function
 

@@ -19,30 +19,6 @@ namespace strata::ops {
 // zeros of the input's shape (slice_backward). Each node saves its input, which costs nothing (the view
 // holds the same Storage) and gives the formula the input's sizes (docs/autograd.md).
 
-// The spec of a view op ("transpose 5x7x3"): the tensor typed, the ints or int[] the op takes; a view
-// moves no data, so no flops and no elements moved.
-inline SpecCall view_spec(const std::vector<int64_t>& d, std::vector<SpecArg> extra, const Shape& out,
-                          const std::string& what) {
-  SpecCall c;
-  const Shape s = spec_text::shape(d);
-  c.args = {SpecArg::tensor(s)};
-  for (SpecArg& a : extra) c.args.push_back(a);
-  c.outputs = {out};
-  c.description = spec_text::bracket(s) + " " + what + " -> " + spec_text::bracket(out);
-  return c;
-}
-inline void view_spec_dims(const char* op, const std::vector<int64_t>& d, size_t low, size_t high, std::string_view typed) {
-  if (d.size() < low || d.size() > high) {
-    throw UsageError(std::string(op) + " takes a shape of " + std::to_string(low) + " to " + std::to_string(high) +
-                     " sizes, got '" + std::string(typed) + "'");
-  }
-}
-inline std::string int_list_text(const Shape& s) {
-  std::string out = "(";
-  for (int i = 0; i < s.ndim; ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + ")";
-}
-
 struct Transpose {
   static constexpr const char* kName = "transpose";
   static constexpr std::string_view kAlias = "";
@@ -55,16 +31,6 @@ struct Transpose {
   static constexpr BackwardDecl kBackward{"TransposeBackward", 0b1};
   static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr bool kStridedInputs = true;
-  static constexpr const char* kSpecHelp =
-      "views (no data moved; docs/views.md):\n"
-      "  transpose shape          dims 0 and last swapped                    e.g. transpose 1024x1024\n";
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view typed) {
-    view_spec_dims("transpose", d, 2, 4, typed);
-    const auto last = static_cast<int64_t>(d.size() - 1);
-    Shape out = spec_text::shape(d);
-    std::swap(out[0], out[static_cast<int>(last)]);
-    return view_spec(d, {SpecArg::integer(0), SpecArg::integer(last)}, out, "transpose(0, " + std::to_string(last) + ")");
-  }
 };
 inline constexpr EntryPoint<Transpose> transpose{};  // NOLINT(readability-identifier-naming): called like a function
 
@@ -80,12 +46,6 @@ struct TransposeMatrix {
   static constexpr BackwardDecl kBackward{"TBackward", 0b1};
   static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr bool kStridedInputs = true;
-  static constexpr const char* kSpecHelp = "  t N | MxN                the matrix transposed ([N,N] for N)         e.g. t 1024\n";
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view typed) {
-    if (d.size() == 1) d = {d[0], d[0]};
-    view_spec_dims("t", d, 2, 2, typed);
-    return view_spec(d, {}, Shape{d[1], d[0]}, "t()");
-  }
 };
 inline constexpr EntryPoint<TransposeMatrix> t{};  // NOLINT(readability-identifier-naming): called like a function
 
@@ -101,34 +61,8 @@ struct Permute {
   static constexpr BackwardDecl kBackward{"PermuteBackward", 0b1};
   static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr bool kStridedInputs = true;
-  static constexpr const char* kSpecHelp = "  permute shape            dims reversed                              e.g. permute 32x64x56x56\n";
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view typed) {
-    view_spec_dims("permute", d, 1, 4, typed);
-    Shape dims, out;
-    for (size_t i = d.size(); i-- > 0;) {
-      dims[dims.ndim++] = static_cast<int64_t>(i);
-      out[out.ndim++] = d[i];
-    }
-    return view_spec(d, {SpecArg::int_list(dims)}, out, "permute" + int_list_text(dims));
-  }
 };
 inline constexpr EntryPoint<Permute> permute{};  // NOLINT(readability-identifier-naming): called like a function
-
-// The spec of view and reshape: the last two sizes merged, given as -1 (inferred).
-inline SpecCall merge_spec(const char* op, std::vector<int64_t>& d, std::string_view typed) {
-  view_spec_dims(op, d, 1, 4, typed);
-  Shape size, out;
-  if (d.size() == 1) {
-    size = Shape{1, -1};
-    out = Shape{1, d[0]};
-  } else {
-    for (size_t i = 0; i + 2 < d.size(); ++i) size[size.ndim++] = d[i];
-    out = size;
-    size[size.ndim++] = -1;
-    out[out.ndim++] = d[d.size() - 2] * d[d.size() - 1];
-  }
-  return view_spec(d, {SpecArg::int_list(size)}, out, std::string(op) + int_list_text(size));
-}
 
 struct View {
   static constexpr const char* kName = "view";
@@ -142,8 +76,6 @@ struct View {
   static constexpr BackwardDecl kBackward{"ViewBackward", 0b1};
   static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr bool kStridedInputs = true;
-  static constexpr const char* kSpecHelp = "  view shape               the last two dims merged (-1)              e.g. view 64x1024x1024\n";
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view typed) { return merge_spec("view", d, typed); }
 };
 inline constexpr EntryPoint<View> view{};  // NOLINT(readability-identifier-naming): called like a function
 
@@ -163,8 +95,6 @@ struct Reshape {
   static constexpr BackwardDecl kBackward{"ReshapeBackward", 0b1};
   static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr bool kStridedInputs = true;
-  static constexpr const char* kSpecHelp = "  reshape shape            as view; copies when the strides need it   e.g. reshape 64x1024x1024\n";
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view typed) { return merge_spec("reshape", d, typed); }
 };
 inline constexpr EntryPoint<Reshape> reshape{};  // NOLINT(readability-identifier-naming): called like a function
 
@@ -180,15 +110,6 @@ struct Expand {
   static constexpr BackwardDecl kBackward{"ExpandBackward", 0b1};
   static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr bool kStridedInputs = true;
-  static constexpr const char* kSpecHelp = "  expand shape             [1,...] expanded to the shape (last as -1)  e.g. expand 1024x1024\n";
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view typed) {
-    view_spec_dims("expand", d, 1, 4, typed);
-    std::vector<int64_t> in = d;
-    in[0] = 1;
-    Shape size = spec_text::shape(d);
-    if (d.size() > 1) size[size.ndim - 1] = -1;
-    return view_spec(in, {SpecArg::int_list(size)}, spec_text::shape(d), "expand" + int_list_text(size));
-  }
 };
 inline constexpr EntryPoint<Expand> expand{};  // NOLINT(readability-identifier-naming): called like a function
 
@@ -204,16 +125,6 @@ struct Narrow {
   static constexpr BackwardDecl kBackward{"NarrowBackward", 0b1};
   static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr bool kStridedInputs = true;
-  static constexpr const char* kSpecHelp = "  narrow shape             the last dim from 1, two fewer             e.g. narrow 1024x1024\n";
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view typed) {
-    view_spec_dims("narrow", d, 1, 4, typed);
-    if (d.back() < 3) throw UsageError("narrow: the last size must be at least 3, got '" + std::string(typed) + "'");
-    const auto last = static_cast<int64_t>(d.size() - 1);
-    Shape out = spec_text::shape(d);
-    out[static_cast<int>(last)] -= 2;
-    return view_spec(d, {SpecArg::integer(last), SpecArg::integer(1), SpecArg::integer(d.back() - 2)}, out,
-                     "narrow(" + std::to_string(last) + ", 1, " + std::to_string(d.back() - 2) + ")");
-  }
 };
 inline constexpr EntryPoint<Narrow> narrow{};  // NOLINT(readability-identifier-naming): called like a function
 
@@ -229,14 +140,6 @@ struct Select {
   static constexpr BackwardDecl kBackward{"SelectBackward", 0b1};
   static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr bool kStridedInputs = true;
-  static constexpr const char* kSpecHelp = "  select shape             index -1 of the last dim                   e.g. select 1024x1024\n";
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view typed) {
-    view_spec_dims("select", d, 1, 4, typed);
-    const auto last = static_cast<int64_t>(d.size() - 1);
-    Shape out;
-    for (size_t i = 0; i + 1 < d.size(); ++i) out[out.ndim++] = d[i];
-    return view_spec(d, {SpecArg::integer(last), SpecArg::integer(-1)}, out, "select(" + std::to_string(last) + ", -1)");
-  }
 };
 inline constexpr EntryPoint<Select> select{};  // NOLINT(readability-identifier-naming): called like a function
 
@@ -254,16 +157,6 @@ struct Slice {
   static constexpr BackwardDecl kBackward{"SliceBackward", 0b1};
   static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr bool kStridedInputs = true;
-  static constexpr const char* kSpecHelp = "  slice shape              the last dim [1::2] (every second, from 1)  e.g. slice 1024x1024\n";
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view typed) {
-    view_spec_dims("slice", d, 1, 4, typed);
-    if (d.back() < 2) throw UsageError("slice: the last size must be at least 2, got '" + std::string(typed) + "'");
-    const auto last = static_cast<int64_t>(d.size() - 1);
-    Shape out = spec_text::shape(d);
-    out[static_cast<int>(last)] = d.back() / 2;
-    return view_spec(d, {SpecArg::integer(last), SpecArg::integer(1), SpecArg::integer(d.back()), SpecArg::integer(2)},
-                     out, "slice(" + std::to_string(last) + ", 1, " + std::to_string(d.back()) + ", 2)");
-  }
 };
 inline constexpr EntryPoint<Slice> slice{};  // NOLINT(readability-identifier-naming): called like a function
 
@@ -279,13 +172,6 @@ struct Unsqueeze {
   static constexpr BackwardDecl kBackward{"UnsqueezeBackward", 0b1};
   static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr bool kStridedInputs = true;
-  static constexpr const char* kSpecHelp = "  unsqueeze shape          a dim of size 1 at 1 (at most 3 sizes)     e.g. unsqueeze 1024x1024\n";
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view typed) {
-    view_spec_dims("unsqueeze", d, 1, 3, typed);
-    std::vector<int64_t> out = d;
-    out.insert(out.begin() + 1, 1);
-    return view_spec(d, {SpecArg::integer(1)}, spec_text::shape(out), "unsqueeze(1)");
-  }
 };
 inline constexpr EntryPoint<Unsqueeze> unsqueeze{};  // NOLINT(readability-identifier-naming): called like a function
 
@@ -301,13 +187,6 @@ struct Squeeze {
   static constexpr BackwardDecl kBackward{"SqueezeBackward", 0b1};
   static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr bool kStridedInputs = true;
-  static constexpr const char* kSpecHelp = "  squeeze shape            [a,1,b...] squeezed at 1 (at most 3 sizes)  e.g. squeeze 1024x1024\n";
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view typed) {
-    view_spec_dims("squeeze", d, 1, 3, typed);
-    std::vector<int64_t> in = d;
-    in.insert(in.begin() + 1, 1);
-    return view_spec(in, {SpecArg::integer(1)}, spec_text::shape(d), "squeeze(1)");
-  }
 };
 inline constexpr EntryPoint<Squeeze> squeeze{};  // NOLINT(readability-identifier-naming): called like a function
 
@@ -326,13 +205,6 @@ struct Contiguous {
   static constexpr BackwardDecl kBackward{"ContiguousBackward", 0};
   static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr bool kStridedInputs = true;
-  static constexpr const char* kSpecHelp = "  contiguous N | shape     the tensor itself: the spec's input is contiguous (copies: docs/views.md)\n";
-  static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
-    SpecCall c = pointwise_spec(d, 1, "");
-    c.flops = 0;
-    c.elements_moved = 0;  // a contiguous input: nothing is copied
-    return c;
-  }
 };
 inline constexpr EntryPoint<Contiguous> contiguous{};  // NOLINT(readability-identifier-naming): called like a function
 

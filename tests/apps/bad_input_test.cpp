@@ -86,9 +86,13 @@ TEST_CASE("conv's --dilation and --groups reach the kernel: a checked run, the w
 }
 
 TEST_CASE("unknown ops, options and values are usage errors") {
-  const RunResult unknown = run_strata(cpu({"trace", "gemv", "1024"}));
-  check_refused(unknown, 2, "unknown op 'gemv'");
+  const RunResult unknown = run_strata(cpu({"trace", "frobnicate", "1024"}));
+  check_refused(unknown, 2, "unknown operator 'frobnicate'; strata traces:");
   CHECK(contains(unknown.err, "matmul N | MxKxN"));  // it lists what is accepted
+  // A typo of an op's name is answered with the nearest name, and the same list.
+  const RunResult typo_op = run_strata(cpu({"trace", "sliu", "1024"}));
+  check_refused(typo_op, 2, "unknown operator 'sliu': did you mean 'silu'?");
+  CHECK(contains(typo_op.err, "silu N | shape"));
 
   // Option parsing errors come from CLI11: its message, exit 2, nothing on stdout.
   for (const std::vector<std::string>& args : {std::vector<std::string>{"trace", "matmul", "64", "--bogus"},

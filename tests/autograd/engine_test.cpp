@@ -11,6 +11,7 @@
 #include "layers/autograd/engine.h"
 #include "layers/dispatch/autograd.h"
 #include "layers/frontend/frontend.h"
+#include "layers/frontend/specs/specs.h"
 #include "layers/kernels/reference/reference.h"
 #include "layers/ops/operators.h"
 #include "lib/error.h"
@@ -86,7 +87,7 @@ TEST_CASE("the float64 reference gradients agree with central finite differences
       CAPTURE(Op::kName);
       // conv2d with a stride, padding, dilation and groups, so all four show up in its gradients.
       frontend::ConvOptions conv;
-      if (ops::kReadsConvOptions<Op>) {
+      if (frontend::kReadsConvOptions<Op>) {
         conv.out_channels = 4;
         conv.stride = 2;
         conv.pad = 1;

@@ -53,8 +53,11 @@ TEST_CASE("find_operator knows every operator and lists them when asked for anot
   CHECK(count >= 24);  // at least the operators there were when this test was written
   CHECK(all_operators().size() == count);
   CHECK(find_operator("mul.Scalar").schema().text == "mul.Scalar(Tensor self, float other=1) -> Tensor");
-  CHECK_THROWS_WITH_AS(find_operator("gemv"), ("unknown operator 'gemv'; known operators: " + known).c_str(),
+  CHECK_THROWS_WITH_AS(find_operator("frobnicate"), ("unknown operator 'frobnicate'; known operators: " + known).c_str(),
                        UsageError);
+  // A typo (strata._strata.call("sliu", ...) from Python) is answered with the nearest name.
+  CHECK_THROWS_WITH_AS(find_operator("sliu"),
+                       ("unknown operator 'sliu': did you mean 'silu'? known operators: " + known).c_str(), UsageError);
 }
 
 TEST_CASE("type mismatches name the argument, its position and the schema") {

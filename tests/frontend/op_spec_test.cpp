@@ -104,11 +104,16 @@ TEST_CASE("parse_op_spec: ops, aliases and the dims each takes") {
   CHECK(contains(spec_error("matmul", "1x2x3x4"), "matmul takes"));
   CHECK(contains(spec_error("linear", "32"), "linear takes BxINxOUT"));
   CHECK(contains(spec_error("conv", "1x3x8"), "conv takes NxCxHxW"));
-  const std::string unknown = spec_error("gemv", "1024");
-  CHECK(contains(unknown, "unknown op 'gemv'"));
+  const std::string unknown = spec_error("frobnicate", "1024");
+  CHECK(contains(unknown, "unknown operator 'frobnicate'; strata traces:"));  // nothing near it to suggest
   CHECK(contains(unknown, "matmul N | MxKxN"));  // the refusal lists what is accepted
-  CHECK(contains(spec_error("", "1024"), "unknown op ''"));
-  CHECK(contains(spec_error("Matmul", "1024"), "unknown op"));
+  // A typo gets the nearest name (within two edits), then the same list.
+  const std::string typo = spec_error("sliu", "1024");
+  CHECK(contains(typo, "unknown operator 'sliu': did you mean 'silu'? strata traces:"));
+  CHECK(contains(typo, "matmul N | MxKxN"));
+  CHECK(contains(spec_error("Matmul", "1024"), "did you mean 'matmul'?"));
+  CHECK(contains(spec_error("mmm", "1024"), "did you mean 'mm'?"));  // aliases are names too
+  CHECK(contains(spec_error("", "1024"), "unknown operator ''; strata traces:"));
 }
 
 TEST_CASE("conv options: defaults and refusals") {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "layers/frontend/frontend.h"
+#include "layers/frontend/specs/specs.h"
 #include "layers/kernels/reference/reference.h"
 #include "layers/ops/operators.h"
 #include "lib/error.h"
@@ -38,7 +39,7 @@ TEST_CASE("every declared operator: spec, binding, CPU kernel against the refere
     const frontend::OpSpec spec = small_spec(Op::kName);
     CHECK(spec.op == Op::kName);
     CHECK(spec.op_index == ops::op_index<Op>());
-    CHECK(frontend::spec_help().find(Op::kSpecHelp) != std::string::npos);
+    CHECK(frontend::spec_help().find(frontend::help_line<Op>()) != std::string::npos);
     // Every dtype on the CPU: f16/bf16 are widened to f32 (Note [Half types on the CPU]) and checked at
     // their own tolerance.
     for (DType dtype : kAllDTypes) {

@@ -616,6 +616,12 @@ class OperatorsTest(unittest.TestCase):
             strata.autocast("float64").__enter__()  # autocast casts to bf16 or f16
         self.assertEqual(self.matmul_dtype(), "float32")  # a refused enter changed nothing
 
+    def test_an_operator_name_with_a_typo_is_answered_with_the_nearest(self):
+        x = strata.randn(4, seed=1)
+        with self.assertRaises(strata.UsageError) as cm:
+            strata._strata.call("sliu", (x,), {})  # the lookup by name, as the general entry makes it
+        self.assertIn("unknown operator 'sliu': did you mean 'silu'?", str(cm.exception))
+
     def test_keywords_and_defaults_reach_the_binding_layer(self):
         x, w = strata.randn(1, 2, 5, 5, seed=3), strata.randn(3, 2, 3, 3, seed=4)
         self.assertEqual(strata.conv2d(x, w).shape, (1, 3, 3, 3))

@@ -1,20 +1,19 @@
-// The vocabulary of an operator declaration (layers/ops/operators.h holds the declarations themselves).
-// See Note [One declaration per operator] there. Nothing here knows any particular operator.
+// The vocabulary of a spec's call (Note [An op's spec beside the frontend] in
+// layers/frontend/specs/spec_format.h): what one call of an op built from "matmul 1024" is, and the conv
+// options only some specs read. Nothing here knows any particular operator.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
-#include "layers/dispatch/autograd.h"  // BackwardDecl
 #include "lib/tensor.h"
 
-namespace strata::ops {
+namespace strata::frontend {
 
-// The options of a spec that only conv2d reads (`--out-channels K --kernel R --stride S --pad P --dilation D
-// --groups G`).
+// The options of a spec that only conv2d and its gradients read (`--out-channels K --kernel R --stride S
+// --pad P --dilation D --groups G`).
 struct ConvOptions {
   std::optional<int64_t> out_channels;  // default: the input's channel count
   int64_t kernel = 3;
@@ -52,4 +51,4 @@ struct SpecCall {
   std::vector<int64_t> workspace_dims;
 };
 
-}  // namespace strata::ops
+}  // namespace strata::frontend
