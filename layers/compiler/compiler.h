@@ -112,6 +112,25 @@ FusionPlan plan_fusion(const Graph& graph);
 // CPU", "a GEMM with nothing to fuse after it"), for explain views; "" for a generated kernel.
 std::string extern_reason(const Graph& graph, const FusedKernel& kernel);
 
+// ---- GEMM epilogues on the GPU (gemm_epilogue.cpp, Note [Which cuBLASLt epilogue]) ----------------------
+
+// cuBLASLt's epilogues that a GEMM-epilogue kernel can become, in strata's own words (this header includes
+// no CUDA header: the CUDA module maps each onto its cublasLtEpilogue_t, lt_epilogue_name() names it).
+enum class LtEpilogue { kNone, kRelu, kBias, kReluBias, kGelu, kGeluBias };
+// "CUBLASLT_EPILOGUE_RELU_BIAS"; "none" for kNone.
+const char* lt_epilogue_name(LtEpilogue epilogue);
+
+struct EpilogueChoice {
+  LtEpilogue epilogue = LtEpilogue::kNone;
+  // Why this one, or why none: "linear's bias then relu: cuBLASLt's RELU_BIAS adds the bias, then relu".
+  std::string why;
+  size_t gemm = 0;          // the GEMM node
+  bool has_bias = false;    // linear with a bias (the epilogue's bias vector, one per output column)
+};
+// Which cuBLASLt epilogue computes `kernel`'s fused ops after its GEMM exactly, or none and why. Pure:
+// reads only the graph. A kernel that is not a GEMM epilogue is kNone with the reason.
+EpilogueChoice choose_lt_epilogue(const Graph& graph, const FusedKernel& kernel);
+
 // ---- Code generation, JIT, the kernel cache ----------------------------------------------------------------
 
 struct CompileOptions {
