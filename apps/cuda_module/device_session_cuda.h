@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <memory>
 
+#include "apps/strata/cuda_module.h"
 #include "measure/device_session.h"
 
 namespace strata::app::cuda_module {
@@ -17,5 +18,6 @@ size_t available_bytes(Device device);
 std::unique_ptr<DeviceSession> open_device_session(Device device, const SessionOptions& options);
 int run_devices();
 void init_device_for_python(Device device);
+compiler::DeviceKernel compiled_kernel(const StrataCompiledKernelRequest& request);
 
 }  // namespace strata::app::cuda_module
