@@ -189,9 +189,15 @@ compiler::DeviceKernel gemm_kernel(const StrataCompiledKernelRequest& r) {
   if (choice.epilogue != compiler::LtEpilogue::kNone) {
     const std::vector<size_t>& in = r.kernel->inputs;
     const int64_t t0 = host_clock::now_ns();
-    const bool available = kernels::cuda::lt_epilogue_available(
-        placeholder(*r.graph, in, ops.a, r.device), placeholder(*r.graph, in, ops.b, r.device), ops.linear,
-        ops.has_bias ? placeholder(*r.graph, in, ops.bias, r.device) : Tensor(), int(lt_value(choice.epilogue)));
+    bool available = false;
+    std::string refused;
+    try {
+      available = kernels::cuda::lt_epilogue_available(
+          placeholder(*r.graph, in, ops.a, r.device), placeholder(*r.graph, in, ops.b, r.device), ops.linear,
+          ops.has_bias ? placeholder(*r.graph, in, ops.bias, r.device) : Tensor(), int(lt_value(choice.epilogue)));
+    } catch (const Error& e) {  // cuBLASLt refusing a combination is a fallback, said so, not a failed run
+      refused = e.what();
+    }
     info.jit_ns += double(host_clock::now_ns() - t0);
     if (available) {
       info.epilogue = compiler::lt_epilogue_name(choice.epilogue);
@@ -207,8 +213,10 @@ compiler::DeviceKernel gemm_kernel(const StrataCompiledKernelRequest& r) {
       };
       return dk;
     }
-    info.epilogue_why += "; but cuBLASLt's heuristic has no " + std::string(compiler::lt_epilogue_name(choice.epilogue)) +
-                         " kernel at this shape and dtype";
+    info.epilogue_why += refused.empty() ? "; but cuBLASLt's heuristic has no " +
+                                               std::string(compiler::lt_epilogue_name(choice.epilogue)) +
+                                               " kernel at this shape and dtype"
+                                         : "; but cuBLASLt refused it: " + refused;
   }
   info.epilogue = "none";
   info.path = "cuBLAS GEMM + generated epilogue (PTX)";

@@ -119,11 +119,10 @@ void describe_compiled(reports::TraceReport& rep, const CompiledProgram& p, cons
                         (g.builds().empty() ? std::string("-") : g.builds().front().device->arch) + " (" +
                         p.gpu_arch_note + "), loaded by the driver");
   } else {
-  rep.notes.push_back("compiled: " + std::to_string(g.graph().calls()) + " ops in " +
-                      std::to_string(kernels) + " kernel" + (kernels == 1 ? "" : "s") + "; kernel cache " +
-                      t.cache_dir + " (" + std::to_string(t.cache_hits) + " hit" +
-                      (t.cache_hits == 1 ? "" : "s") + ", " + std::to_string(t.cache_misses) + " compiled)" +
-                      (t.cache_note.empty() ? "" : "; " + t.cache_note));
+    rep.notes.push_back("compiled: " + std::to_string(g.graph().calls()) + " ops in " + std::to_string(kernels) +
+                        " kernel" + (kernels == 1 ? "" : "s") + "; kernel cache " + t.cache_dir + " (" +
+                        std::to_string(t.cache_hits) + " hit" + (t.cache_hits == 1 ? "" : "s") + ", " +
+                        std::to_string(t.cache_misses) + " compiled)" + (t.cache_note.empty() ? "" : "; " + t.cache_note));
   }
   if (!o.check) return;
   // The compiled result must be eager's to rounding: against the eager output capture produced as well.
@@ -305,8 +304,6 @@ nlohmann::json ptx_json(const PtxListing& l) {
   return {{"arch", l.arch}, {"arch_note", l.arch_note}, {"kernels", kernels}};
 }
 
-}  // namespace
-
 // On a GPU, per generated kernel: how it ran, and for a loaded PTX what the driver made of it.
 void print_gpu_kernels(const compiler::CompiledGraph& g, std::ostream& out) {
   for (const compiler::KernelBuild& b : g.builds()) {
@@ -320,6 +317,8 @@ void print_gpu_kernels(const compiler::CompiledGraph& g, std::ostream& out) {
     }
   }
 }
+
+}  // namespace
 
 void print_compiled_listing(const CompiledProgram& p, bool emit, std::ostream& out) {
   out << "captured " << p.captured.graph.str() << p.graph->plan().str(p.graph->graph());
