@@ -68,3 +68,7 @@ target_link_libraries(test_compiler_cuda PRIVATE strata_compiler_cuda)
 # The generated kernels' PTX loaded by the driver and launched, against the CPU plan (label gpu).
 strata_add_gpu_test(test_compiler_cuda_gpu compiler/ptx_launch_gpu_test.cpp)
 target_link_libraries(test_compiler_cuda_gpu PRIVATE strata_compiler_cuda)
+
+# The compiled path on the GPU: programs compiled on CUDA tensors (cuBLASLt epilogues, NVRTC's PTX loaded by
+# the driver) against float64 and eager, and the CLI's --mode compiled --device cuda (label gpu).
+strata_add_gpu_test(test_apps_compiled_gpu apps/compiled_gpu_test.cpp)

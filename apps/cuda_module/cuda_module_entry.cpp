@@ -8,7 +8,7 @@ extern "C" __attribute__((visibility("default"))) const StrataCudaBackend* strat
   namespace m = strata::cuda_module;
   static const StrataCudaBackend kBackend{
       kStrataCudaBackendVersion, &strata::ops::register_cuda_kernels, &m::choose_device, &m::available_bytes,
-      &m::open_device_session,   &m::list_devices,   &m::init_device_for_python,
+      &m::open_device_session,   &m::list_devices,   &m::init_device_for_python, &m::compiled_kernel,
   };
   return &kBackend;
 }

@@ -8,6 +8,7 @@
 #include <iosfwd>
 #include <memory>
 
+#include "measure/devices/cuda_module.h"
 #include "measure/device_session.h"
 
 namespace strata::cuda_module {
@@ -17,5 +18,6 @@ size_t available_bytes(Device device);
 std::unique_ptr<measure::DeviceSession> open_device_session(Device device, const measure::SessionOptions& options);
 void list_devices(std::ostream& out);
 void init_device_for_python(Device device);
+compiler::DeviceKernel compiled_kernel(const StrataCompiledKernelRequest& request);
 
 }  // namespace strata::cuda_module

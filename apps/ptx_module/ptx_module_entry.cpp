@@ -32,9 +32,15 @@ std::string gpu_arch(std::string& why) {
   return "sm_" + std::to_string(major) + std::to_string(minor);
 }
 
+strata::compiler::cuda::Ptx kernel_ptx(const strata::compiler::Graph& graph, const strata::compiler::FusedKernel& kernel,
+                                       strata::DType dtype, const std::string& arch) {
+  return strata::compiler::cuda::compile_ptx(strata::compiler::cuda::generate_cuda(graph, kernel, dtype), arch);
+}
+
 }  // namespace
 
 extern "C" __attribute__((visibility("default"))) const StrataPtxModule* strata_ptx_module_v1() {
-  static const StrataPtxModule kModule{kStrataPtxModuleVersion, &strata::compiler::cuda::emit_ptx, &gpu_arch};
+  static const StrataPtxModule kModule{kStrataPtxModuleVersion, &strata::compiler::cuda::emit_ptx, &gpu_arch,
+                                      &kernel_ptx};
   return &kModule;
 }

@@ -5,17 +5,71 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "layers/kernels/reference/reference.h"
 #ifdef STRATA_WITH_CUDA
+#include "measure/devices/cuda_module.h"
 #include "apps/strata/ptx_module.h"
 #endif
+#include "lib/host_clock.h"
 #include "lib/zone.h"
 
 namespace strata::app {
+namespace {
+
+#ifdef STRATA_WITH_CUDA
+// The architecture NVRTC generates for on this GPU: its own when strata knows it, else the newest strata
+// knows below it (PTX is forward compatible: the driver's JIT compiles it for the GPU at load), and why.
+std::string ptx_arch_for_gpu(const std::string& gpu, std::string& note) {
+  const std::vector<std::string>& known = compiler::cuda::known_archs();
+  if (std::find(known.begin(), known.end(), gpu) != known.end()) {
+    note = "this machine's GPU";
+    return gpu;
+  }
+  std::string best = known.front();
+  const int cc = gpu.size() > 3 ? std::atoi(gpu.c_str() + 3) : 0;
+  for (const std::string& a : known)
+    if (std::atoi(a.c_str() + 3) <= cc) best = a;
+  note = "this GPU is " + (gpu.empty() ? std::string("unknown") : gpu) + ", which strata does not generate for: the "
+         "driver JIT-compiles " + best + "'s PTX for it";
+  return best;
+}
+#endif
+
+// Note [The compiled graph on a GPU] (layers/compiler/compiled_graph.cpp): each generated kernel's CUDA C
+// through NVRTC (the PTX module), then the CUDA module's device kernel for it.
+void set_gpu_kernels(compiler::CompileOptions& options, Device device, std::string& arch_note) {
+#ifdef STRATA_WITH_CUDA
+  const StrataPtxModule& ptx = require_ptx_module();
+  const StrataCudaBackend& cuda = measure::require_cuda_backend();
+  std::string why;
+  const std::string arch = ptx_arch_for_gpu(ptx.gpu_arch(why), arch_note);
+  options.device_kernel = [&ptx, &cuda, arch, device](const compiler::Graph& g, const compiler::FusedKernel& k,
+                                                      DType dtype) {
+    StrataCompiledKernelRequest request;
+    const uint64_t t0 = host_clock::ticks();
+    request.ptx = ptx.kernel_ptx(g, k, dtype, arch).ptx;
+    request.nvrtc_ns = host_clock::elapsed_ns(t0);
+    request.graph = &g;
+    request.kernel = &k;
+    request.dtype = dtype;
+    request.arch = arch;
+    request.device = device;
+    return cuda.compiled_kernel(request);
+  };
+#else
+  (void)options;
+  (void)arch_note;
+  throw UnavailableError("--mode compiled on " + device.str() + " needs the CUDA layers, and this strata was built "
+                         "without them (docs/build.md)");
+#endif
+}
+
+}  // namespace
 
 CompiledProgram compile_program(frontend::Sequence& sequence) {
   CompiledProgram p;
@@ -28,8 +82,10 @@ CompiledProgram compile_program(frontend::Sequence& sequence) {
     STRATA_ZONE(zone, Layer::kFrontend, "capture (one eager forward, recorded)");
     p.captured = compiler::capture(fn, p.inputs);
   }
+  compiler::CompileOptions options;
+  if (sequence.input.device().is_cuda()) set_gpu_kernels(options, sequence.input.device(), p.gpu_arch_note);
   STRATA_ZONE(zone, Layer::kFrontend, "compile (fusion, codegen, compiler, load)");
-  p.graph = compiler::compile(p.captured);
+  p.graph = compiler::compile(p.captured, options);
   return p;
 }
 
@@ -57,11 +113,17 @@ void describe_compiled(reports::TraceReport& rep, const CompiledProgram& p, cons
   rep.figures.set("compiled.eager_bytes_moved", compiler::eager_bytes_moved(g.graph()), "bytes");
   rep.figures.set("compiled.cache_hits", double(t.cache_hits), "count");
   rep.figures.set("compiled.cache_misses", double(t.cache_misses), "count");
-  rep.notes.push_back("compiled: " + std::to_string(g.graph().calls()) + " ops in " +
-                      std::to_string(kernels) + " kernel" + (kernels == 1 ? "" : "s") + "; kernel cache " +
-                      t.cache_dir + " (" + std::to_string(t.cache_hits) + " hit" +
-                      (t.cache_hits == 1 ? "" : "s") + ", " + std::to_string(t.cache_misses) + " compiled)" +
-                      (t.cache_note.empty() ? "" : "; " + t.cache_note));
+  if (!p.gpu_arch_note.empty()) {
+    rep.notes.push_back("compiled for the GPU: " + std::to_string(g.graph().calls()) + " ops in " +
+                        std::to_string(kernels) + " kernel" + (kernels == 1 ? "" : "s") + "; generated kernels as PTX for " +
+                        (g.builds().empty() ? std::string("-") : g.builds().front().device->arch) + " (" +
+                        p.gpu_arch_note + "), loaded by the driver");
+  } else {
+    rep.notes.push_back("compiled: " + std::to_string(g.graph().calls()) + " ops in " + std::to_string(kernels) +
+                        " kernel" + (kernels == 1 ? "" : "s") + "; kernel cache " + t.cache_dir + " (" +
+                        std::to_string(t.cache_hits) + " hit" + (t.cache_hits == 1 ? "" : "s") + ", " +
+                        std::to_string(t.cache_misses) + " compiled)" + (t.cache_note.empty() ? "" : "; " + t.cache_note));
+  }
   if (!o.check) return;
   // The compiled result must be eager's to rounding: against the eager output capture produced as well.
   const Tensor out = g.run(p.inputs)[0];
@@ -242,10 +304,25 @@ nlohmann::json ptx_json(const PtxListing& l) {
   return {{"arch", l.arch}, {"arch_note", l.arch_note}, {"kernels", kernels}};
 }
 
+// On a GPU, per generated kernel: how it ran, and for a loaded PTX what the driver made of it.
+void print_gpu_kernels(const compiler::CompiledGraph& g, std::ostream& out) {
+  for (const compiler::KernelBuild& b : g.builds()) {
+    if (!b.device) continue;
+    const compiler::DeviceKernelInfo& d = *b.device;
+    out << "gpu " << b.name << ": " << d.path << "; cuBLASLt epilogue: " << d.epilogue << " (" << d.epilogue_why
+        << ")\n";
+    if (d.ptx_loaded) {
+      out << "gpu " << b.name << " " << d.arch << " PTX, JIT-compiled by the driver: binary version "
+          << d.binary_version << ", PTX version " << d.ptx_version << "\n";
+    }
+  }
+}
+
 }  // namespace
 
 void print_compiled_listing(const CompiledProgram& p, bool emit, std::ostream& out) {
   out << "captured " << p.captured.graph.str() << p.graph->plan().str(p.graph->graph());
+  print_gpu_kernels(*p.graph, out);
   if (emit) out << "generated source (--emit cpp):\n" << p.graph->emit_cpp();
   if (p.ptx) print_ptx(*p.ptx, out);
 }
@@ -266,6 +343,14 @@ nlohmann::json compiled_json(const CompiledProgram& p, bool emit) {
       j["load_ns"] = b.load_ns;
       j["cache_key"] = b.key;
       j["library"] = b.library_path;
+      j["gpu"] = nullptr;
+      if (b.device) {
+        const compiler::DeviceKernelInfo& d = *b.device;
+        j["gpu"] = {{"path", d.path},           {"epilogue", d.epilogue},         {"epilogue_why", d.epilogue_why},
+                    {"arch", d.arch},           {"ptx_loaded", d.ptx_loaded},     {"binary_version", d.binary_version},
+                    {"ptx_version", d.ptx_version}, {"jit_log", d.jit_log},       {"nvrtc_ns", d.nvrtc_ns},
+                    {"jit_ns", d.jit_ns}};
+      }
     }
     kernels.push_back(j);
   }

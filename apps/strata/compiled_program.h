@@ -32,6 +32,7 @@ struct CompiledProgram {
   std::optional<compiler::CompiledGraph> graph;
   std::vector<Tensor> inputs;  // the program's input; its parameters are the graph's constants
   std::optional<PtxListing> ptx;
+  std::string gpu_arch_note;  // compiled for a GPU: how the PTX's architecture was chosen; "" on the CPU
 };
 
 // Captures one forward of `sequence` (its input the graph's input) and compiles it, each phase in a zone

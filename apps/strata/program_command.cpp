@@ -71,11 +71,9 @@ void check_mode_options(const TraceOptions& options, bool sequence) {
   }
   if (!options.autocast.empty())
     throw UsageError("--autocast with --mode compiled: the compiled path does not autocast; use --dtype");
-  if (options.device != "auto" && options.device != "cpu") {
-    throw UsageError("--mode compiled runs generated C++ on the CPU; --device " + options.device +
-                     " is not allowed (use "
-                     "--device cpu or leave it out)");
-  }
+  // --device cuda: the generated kernels as PTX loaded by the driver, GEMM epilogues on cuBLASLt (Note
+  // [Generated kernels on the GPU] in apps/cuda_module/compiled_kernels_cuda.cpp); without a usable GPU,
+  // device selection refuses it with exit 4 as for any op. --device auto stays the CPU (prepare_trace.cpp).
 }
 
 namespace {
@@ -101,6 +99,15 @@ std::vector<ColdRow> compiled_cold_rows(const compiler::CompiledGraph& g, size_t
   const compiler::CompileTimings& t = g.timings();
   const size_t built = g.builds().size();
   const std::string kernels = std::to_string(built) + " generated kernel" + (built == 1 ? "" : "s");
+  const bool gpu = built > 0 && g.builds().front().device.has_value();
+  if (gpu) {  // NVRTC, then the driver's JIT and cuBLASLt's heuristic (Note [Generated kernels on the GPU])
+    return {{"capture", "one eager forward on the GPU, " + std::to_string(calls) + " calls recorded", t.capture_ns},
+            {"fusion", "plan: " + std::to_string(calls) + " ops into " + std::to_string(g.plan().kernels.size()) + " kernels",
+             t.fusion_ns},
+            {"codegen", "C++ and CUDA C source of " + kernels, t.codegen_ns},
+            {"compile", "NVRTC, CUDA C -> PTX for " + g.builds().front().device->arch, t.compile_ns},
+            {"load", "driver JIT PTX -> SASS (cuModuleLoadDataEx), cuBLASLt heuristic", t.load_ns}};
+  }
   return {
       {"capture", "one eager forward, " + std::to_string(calls) + " calls recorded at the Capture key",
        t.capture_ns},

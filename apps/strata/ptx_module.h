@@ -15,7 +15,7 @@
 
 #include "layers/compiler/compiler_cuda.h"
 
-inline constexpr int kStrataPtxModuleVersion = 2;
+inline constexpr int kStrataPtxModuleVersion = 3;
 
 struct StrataPtxModule {
   int version = kStrataPtxModuleVersion;
@@ -25,6 +25,11 @@ struct StrataPtxModule {
                                                              const std::string& arch, bool keep_cubin);
   // Device 0's architecture ("sm_90"), or "" with `why` set (no driver, no device).
   std::string (*gpu_arch)(std::string& why);
+  // One generated kernel as CUDA C (compiler::cuda::generate_cuda) through NVRTC for `arch`: what
+  // --mode compiled on a GPU loads (Note [The compiled graph on a GPU] in layers/compiler/compiled_graph.cpp).
+  strata::compiler::cuda::Ptx (*kernel_ptx)(const strata::compiler::Graph& graph,
+                                            const strata::compiler::FusedKernel& kernel, strata::DType dtype,
+                                            const std::string& arch);
 };
 
 // The module's one exported name (ptx_module_entry.cpp).

@@ -14,6 +14,17 @@
 // comparable, and says so. A key with no kernel (Autograd, when an input requires grad: the compiled
 // path runs forward only) is the dispatcher's usual error, naming the keys that have kernels. Extern
 // kernels are full operator calls through binding and dispatch, as Inductor's extern kernels are ATen calls.
+//
+// Note [The compiled graph on a GPU]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A graph captured on CUDA tensors and compiled with CompileOptions::device_kernel fuses as on the CPU
+// (plan_fusion's cuda_kernels), and each generated kernel's table gets the device kernel the callback
+// returned as its CUDA kernel instead of a C++ build: the same dispatch per fused kernel, the key set now
+// CUDA, then the device kernel in a Library zone named for what it runs (the CUDA module's cuBLASLt call
+// or PTX launch). Extern kernels are operator calls as ever, reaching the ops' CUDA kernels. The layer
+// includes no CUDA header: the callback is the CUDA module's (apps/cuda_module/compiled_kernels_cuda.cpp),
+// the only code that talks to the driver. The C++ source is still generated (--emit cpp shows it), never
+// compiled; the callback's NVRTC and JIT times are the compile and load phases.
 #include <cblas.h>
 
 #include <algorithm>
@@ -32,6 +43,7 @@ struct Step {
   const FusedKernel* kernel = nullptr;
   const binding::BoundOperator* op = nullptr;  // extern: the operator it calls
   detail::KernelEntry entry = nullptr;          // generated: the loaded kernel
+  DeviceKernel device;                          // generated for a GPU: the device's kernel
   size_t gemm = 0;                              // GEMM epilogue: the GEMM node
   std::string name, schema, zone;               // what the table and the library zone are called
   OperatorEntry table;
@@ -102,6 +114,15 @@ Tensor run_generated_cpu(DispatchKeySet, const StepCall& call) {
     call.step.entry(inputs.data(), out.data_ptr(), 0, 1, out.numel());
   }
   return out;
+}
+
+// The CUDA kernel of a generated fused kernel (Note [The compiled graph on a GPU]).
+Tensor run_generated_device(DispatchKeySet, const StepCall& call) {
+  STRATA_ZONE(zone, Layer::kLibrary, call.step.zone.c_str());
+  std::vector<Tensor> inputs;
+  inputs.reserve(call.step.kernel->inputs.size());
+  for (size_t in : call.step.kernel->inputs) inputs.push_back(call.env[in]);
+  return call.step.device.run(inputs);
 }
 
 // Note [One dispatch per fused kernel]: Dispatcher::call's steps, over this kernel's own table.
@@ -181,14 +202,14 @@ CompiledGraph compile(const Captured& captured, const CompileOptions& options) {
   int64_t t0 = host_clock::now_ns();
   {
     STRATA_ZONE(zone, Layer::kFrontend, "fusion");  // each phase a zone: the CLI's Chrome trace shows them
-    impl->plan = plan_fusion(impl->graph);
+    impl->plan = plan_fusion(impl->graph, bool(options.device_kernel));
   }
   t.fusion_ns = double(host_clock::now_ns() - t0);
   const bool generates = std::any_of(impl->plan.kernels.begin(), impl->plan.kernels.end(),
                                      [](const FusedKernel& k) { return k.kind != KernelKind::kExtern; });
   detail::Toolchain tc;
   detail::CacheDir cache;
-  if (generates) {  // a graph of extern kernels only needs no compiler
+  if (generates && !options.device_kernel) {  // a graph of extern kernels, or a GPU's, needs no C++ compiler
     tc = detail::resolve_compiler(options.cxx);
     cache = detail::resolve_cache_dir(options.cache_dir);
     t.compiler = tc.path;
@@ -207,13 +228,24 @@ CompiledGraph compile(const Captured& captured, const CompileOptions& options) {
         b.source = detail::generate_source(impl->graph, k, b.dtype);
       }
       b.codegen_ns = double(host_clock::now_ns() - t0);
-      s->entry = detail::build_kernel(b, tc, cache);
-      s->table.set_kernel(DispatchKey::kCPU, reinterpret_cast<void*>(&run_generated_cpu),
-                          "layers/compiler (generated, " + b.library_path + ")");
+      if (options.device_kernel) {
+        s->device = options.device_kernel(impl->graph, k, b.dtype);
+        s->zone = s->device.zone;
+        b.device = s->device.info;
+        b.compile_ns = s->device.info.nvrtc_ns;
+        b.load_ns = s->device.info.jit_ns;
+        s->table.set_kernel(DispatchKey::kCUDA, reinterpret_cast<void*>(&run_generated_device),
+                            "layers/compiler (generated for the GPU: " + s->device.info.path + ")");
+        t.compiler = "NVRTC";
+      } else {
+        s->entry = detail::build_kernel(b, tc, cache);
+        s->table.set_kernel(DispatchKey::kCPU, reinterpret_cast<void*>(&run_generated_cpu),
+                            "layers/compiler (generated, " + b.library_path + ")");
+        (b.cache_hit ? t.cache_hits : t.cache_misses) += 1;
+      }
       t.codegen_ns += b.codegen_ns;
       t.compile_ns += b.compile_ns;
       t.load_ns += b.load_ns;
-      (b.cache_hit ? t.cache_hits : t.cache_misses) += 1;
       impl->builds.push_back(std::move(b));
     }
     impl->steps.push_back(std::move(s));
@@ -221,6 +253,7 @@ CompiledGraph compile(const Captured& captured, const CompileOptions& options) {
   for (size_t id = 0; id < impl->graph.nodes.size(); ++id) {
     if (impl->graph.nodes[id].kind == NodeKind::kConstant) impl->constants.push_back(id);
   }
+  impl->options.device_kernel = nullptr;  // used up: it may hold references to its caller's locals
   return CompiledGraph(std::move(impl));
 }
 

@@ -105,14 +105,57 @@ struct FusionPlan {
   std::string str(const Graph& graph) const;
 };
 
-// The fusion decisions (Note [What fuses] in fusion.cpp). Pure: reads only the graph.
-FusionPlan plan_fusion(const Graph& graph);
+// The fusion decisions (Note [What fuses] in fusion.cpp). Pure: reads only the graph. `cuda_kernels`:
+// CUDA tensors' ops lower too (a compile with CompileOptions::device_kernel); otherwise they are extern.
+FusionPlan plan_fusion(const Graph& graph, bool cuda_kernels = false);
 
 // Why an extern kernel is one ("no lowering for to_copy", "bf16: generated kernels are f32/f64 on the
 // CPU", "a GEMM with nothing to fuse after it"), for explain views; "" for a generated kernel.
 std::string extern_reason(const Graph& graph, const FusedKernel& kernel);
 
+// ---- GEMM epilogues on the GPU (gemm_epilogue.cpp, Note [Which cuBLASLt epilogue]) ----------------------
+
+// cuBLASLt's epilogues that a GEMM-epilogue kernel can become, in strata's own words (this header includes
+// no CUDA header: the CUDA module maps each onto its cublasLtEpilogue_t, lt_epilogue_name() names it).
+enum class LtEpilogue { kNone, kRelu, kBias, kReluBias, kGelu, kGeluBias };
+// "CUBLASLT_EPILOGUE_RELU_BIAS"; "none" for kNone.
+const char* lt_epilogue_name(LtEpilogue epilogue);
+
+struct EpilogueChoice {
+  LtEpilogue epilogue = LtEpilogue::kNone;
+  // Why this one, or why none: "linear's bias then relu: cuBLASLt's RELU_BIAS adds the bias, then relu".
+  std::string why;
+  size_t gemm = 0;          // the GEMM node
+  bool has_bias = false;    // linear with a bias (the epilogue's bias vector, one per output column)
+};
+// Which cuBLASLt epilogue computes `kernel`'s fused ops after its GEMM exactly, or none and why. Pure:
+// reads only the graph. A kernel that is not a GEMM epilogue is kNone with the reason.
+EpilogueChoice choose_lt_epilogue(const Graph& graph, const FusedKernel& kernel);
+
 // ---- Code generation, JIT, the kernel cache ----------------------------------------------------------------
+
+// A generated kernel on a GPU: how it runs there and what the driver made of it (the CUDA module fills it).
+struct DeviceKernelInfo {
+  std::string path;        // "cublasLtMatmul + CUBLASLT_EPILOGUE_RELU", "cuBLAS GEMM + generated epilogue (PTX)"
+  std::string epilogue;    // lt_epilogue_name() of the cuBLASLt epilogue that ran, "none" otherwise
+  std::string epilogue_why;  // choose_lt_epilogue's reason, or why cuBLASLt's heuristic had no kernel
+  std::string arch;        // the PTX's target ("sm_90")
+  bool ptx_loaded = false; // the PTX went through the driver's JIT (cuModuleLoadDataEx)
+  int binary_version = 0;  // CU_FUNC_ATTRIBUTE_BINARY_VERSION of the loaded function (90 = sm_90), 0 if none
+  int ptx_version = 0;     // CU_FUNC_ATTRIBUTE_PTX_VERSION (its PTX's virtual architecture), 0 if none
+  std::string jit_log;     // the driver JIT's info log (verbose), "" when it said nothing
+  double nvrtc_ns = 0;     // NVRTC, CUDA C to PTX
+  double jit_ns = 0;       // cuModuleLoadDataEx: the driver's PTX -> SASS JIT, and the cuBLASLt plan
+};
+
+// The implementation of one generated kernel on a CUDA device: `run` takes the kernel's inputs
+// (FusedKernel::inputs, on the device, in order) and returns its output there, its launches on strata's
+// stream; `zone` names the Library zone it runs in.
+struct DeviceKernel {
+  std::function<Tensor(const std::vector<Tensor>& inputs)> run;
+  std::string zone;
+  DeviceKernelInfo info;
+};
 
 struct CompileOptions {
   // "" = $STRATA_CACHE_DIR, else ~/.cache/strata/kernels.
@@ -123,6 +166,10 @@ struct CompileOptions {
   // is in cache; 0 = one GEMM call over all rows, then one fused pass. bench/compiled_bench measures both
   // (docs/performance.md); 0 is the default because it measured faster here.
   int64_t gemm_row_block = 0;
+  // Generated kernels for a CUDA device (Note [The compiled graph on a GPU] in compiled_graph.cpp): called
+  // once per generated kernel, it returns the device's implementation (the CUDA module's: NVRTC's PTX
+  // loaded by the driver, cuBLASLt for a GEMM). Set: CUDA tensors' ops fuse, and no C++ is compiled.
+  std::function<DeviceKernel(const Graph& graph, const FusedKernel& kernel, DType dtype)> device_kernel;
 };
 
 // No C++ compiler on this machine (or CXX names none): the compiled path cannot run, eager and graph
@@ -155,6 +202,7 @@ struct KernelBuild {
   double load_ns = 0;     // dlopen + dlsym + the ABI check
   std::string library_path;
   std::string source;     // the generated C++ (what --emit cpp prints)
+  std::optional<DeviceKernelInfo> device;  // compiled for a GPU (CompileOptions::device_kernel)
 };
 
 // The cold phases of one compile, in strata's host clock (Note [One host clock]).

@@ -176,7 +176,7 @@ namespace {
 
 class Planner {
  public:
-  explicit Planner(const Graph& g) : g_(g), kernel_of_(g.nodes.size(), kNone), is_output_(g.nodes.size(), false) {
+  Planner(const Graph& g, bool cuda) : g_(g), cuda_(cuda), kernel_of_(g.nodes.size(), kNone), is_output_(g.nodes.size(), false) {
     for (size_t o : g.outputs) is_output_[o] = true;
   }
 
@@ -192,9 +192,9 @@ class Planner {
     for (size_t id = 0; id < g_.nodes.size(); ++id) {
       const Node& n = g_.nodes[id];
       if (n.kind != NodeKind::kCall) continue;
-      if (lowering::lowerable(n.meta) && lowering::is_gemm(n.op) && two_d_operands(n)) {
+      if (lowering::lowerable(n.meta, cuda_) && lowering::is_gemm(n.op) && two_d_operands(n)) {
         start(id, KernelKind::kGemmEpilogue);
-      } else if (lowering::lowerable(n.meta) && lowering::find_pointwise(n.op) != nullptr) {
+      } else if (lowering::lowerable(n.meta, cuda_) && lowering::find_pointwise(n.op) != nullptr) {
         join(id);
       } else {
         start(id, KernelKind::kExtern);
@@ -274,6 +274,7 @@ class Planner {
   }
 
   const Graph& g_;
+  bool cuda_;  // generated kernels for CUDA tensors too (plan_fusion's cuda_kernels)
   std::vector<FusedKernel> kernels_;
   std::vector<size_t> kernel_of_;
   std::vector<bool> is_output_;
@@ -281,7 +282,7 @@ class Planner {
 
 }  // namespace
 
-FusionPlan plan_fusion(const Graph& graph) { return Planner(graph).run(); }
+FusionPlan plan_fusion(const Graph& graph, bool cuda_kernels) { return Planner(graph, cuda_kernels).run(); }
 
 // The same tests, in the same order, as Planner::run's, so the reason is the one that decided.
 std::string extern_reason(const Graph& graph, const FusedKernel& kernel) {

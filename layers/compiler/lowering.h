@@ -23,9 +23,10 @@ PointwiseExpr find_pointwise(const std::string& op);
 // matmul and linear: a GEMM whose output tile can carry an epilogue.
 bool is_gemm(const std::string& op);
 
-// Generated kernels are for contiguous f32 and f64 tensors on the CPU; anything else stays extern.
-inline bool lowerable(const ValueMeta& m) {
-  return m.device.is_cpu() && (m.dtype == DType::kF32 || m.dtype == DType::kF64);
+// Generated kernels are for contiguous f32 and f64 tensors on the CPU, or on a CUDA device when the
+// compile has device kernels (CompileOptions::device_kernel); anything else stays extern.
+inline bool lowerable(const ValueMeta& m, bool cuda = false) {
+  return (m.device.is_cpu() || (cuda && m.device.is_cuda())) && (m.dtype == DType::kF32 || m.dtype == DType::kF64);
 }
 
 }  // namespace strata::compiler::lowering

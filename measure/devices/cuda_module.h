@@ -35,10 +35,23 @@
 #include <memory>
 #include <string>
 
+#include "layers/compiler/compiler.h"
 #include "layers/dispatch/dispatch.h"
 #include "measure/device_session.h"
 
-inline constexpr int kStrataCudaBackendVersion = 3;
+inline constexpr int kStrataCudaBackendVersion = 4;
+
+// One generated kernel of a graph compiled for a GPU (Note [The compiled graph on a GPU] in
+// layers/compiler/compiled_graph.cpp): the kernel, and its PTX from NVRTC (the PTX module) for `arch`.
+struct StrataCompiledKernelRequest {
+  const strata::compiler::Graph* graph = nullptr;
+  const strata::compiler::FusedKernel* kernel = nullptr;
+  strata::DType dtype = strata::DType::kF32;
+  std::string ptx;   // NVRTC's PTX of the kernel's CUDA C (its entry is kernel->name)
+  std::string arch;  // "sm_90"
+  double nvrtc_ns = 0;
+  strata::Device device;
+};
 
 struct StrataCudaBackend {
   int version = kStrataCudaBackendVersion;
@@ -55,6 +68,9 @@ struct StrataCudaBackend {
   // tensors (its stream, the caching allocator), or throws UnavailableError with the reason alone (no
   // driver, no such device, a device strata cannot use), for the caller to put in its own words.
   void (*init_device_for_python)(strata::Device device);
+  // --mode compiled on a GPU: the device kernel of one generated kernel (apps/cuda_module/
+  // compiled_kernels_cuda.cpp): its cuBLASLt epilogue GEMM, or its PTX loaded by the driver and launched.
+  strata::compiler::DeviceKernel (*compiled_kernel)(const StrataCompiledKernelRequest& request);
 };
 
 // The module's one exported name (cuda_module_entry.cpp).

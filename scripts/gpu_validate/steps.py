@@ -56,6 +56,11 @@ KERNEL_PATHS = [
     ("sum.dim_IntList 257x4099", "f32"), ("sum.dim_IntList 8x70001", "bf16"), ("mean.dim 4099x257", "f16"),
     ("mean 1048577", "f64"),
 ]
+# The compiled path on the GPU (docs/compiled.md): relu_matmul's GEMM + relu as one cublasLtMatmul with the
+# RELU epilogue, linear_gelu's erf gelu as cuBLAS + the generated epilogue's PTX, gelu_tanh's eight calls as
+# one generated kernel, in f32 and f64; each with --check against float64 and eager.
+COMPILED_PROGRAMS = [("relu_matmul 1024", "f32"), ("relu_matmul 257x129x63", "f64"),
+                     ("linear_gelu 32x768x3072", "f32"), ("gelu_tanh 1048577", "f32"), ("gelu_tanh 1048577", "f64")]
 GPU_SWEEPS = [("sweep_matmul_16_4096", "matmul 16:4096 --sweep-budget 20", 60),
               ("sweep_relu_1k_16M_compare", "relu 1k:16M --compare --sweep-budget 30", 75)]
 CPU_SWEEPS = [("sweep_matmul_16_256", "matmul 16:256 --repeat 3 --warmup 0", 20),
@@ -505,6 +510,44 @@ def kernel_paths(r, st):
     analyze(r, "accounting of the backward and autocast runs", checks.accounting, wrapped)
 
 
+def compiled_gpu_lines(log):
+    """The `gpu ...` lines strata prints for each generated kernel on the GPU (its path, and for loaded PTX the
+    driver's binary and PTX versions)."""
+    return [l for l in log.splitlines() if l.startswith("gpu ")]
+
+
+def compiled_programs(r, st):
+    """Part of step 8: the compiled path on the GPU, checked against float64 and eager."""
+    r.record.say("\n### Compiled programs on the GPU (strata trace PROGRAM --mode compiled --device cuda --check)")
+    r.record.say("Each generated kernel as cuBLASLt's epilogue or NVRTC's PTX loaded by the driver "
+                 "(docs/compiled.md); the `gpu` lines say which, and what the driver's JIT made of the PTX.")
+    check = "compiled programs on the GPU (--check)"
+    if not st.gpu_step_runs() or st.device == "cpu":
+        r.record.say(f"Skipped: no GPU ({st.no_gpu_reason}).")
+        r.verdict("skip", check, "skipped: no GPU")
+        return
+    failed, ran = [], 0
+    for spec, dtype in COMPILED_PROGRAMS:
+        name = "compiled_" + re.sub(r"[^a-zA-Z0-9]", "_", f"{spec} {dtype}")
+        if not r.have_time(15):
+            r.log(f"SKIP compiled {spec} {dtype}: time budget")
+            continue
+        ran += 1
+        rc = r.run(name, 90, [st.strata, "trace"] + words(spec) + ["--mode", "compiled", "--device", "cuda", "--dtype",
+                                                                   dtype, "--check", "--repeat", "5", "--warmup", "1"])
+        log = r.log_text(name)
+        r.record.say(f"- `{spec}` {dtype}: exit {rc}; " + "; ".join(compiled_gpu_lines(log) or ["no gpu lines"]))
+        if rc != 0 or (not r.dry_run and not compiled_gpu_lines(log)):
+            failed.append(f"{spec} {dtype} (exit {rc})")
+    if r.dry_run:
+        r.verdict("skip", check, f"dry run: {ran} CLI runs recorded")
+    elif failed:
+        r.verdict("fail", check, "failed: " + ", ".join(failed) + " (logs/compiled_*.log)")
+    else:
+        r.verdict("pass", check, f"{ran} programs compiled for the GPU, --check passing")
+    r.write_report()
+
+
 # ---- 9. The CUDA module ----
 
 def cuda_module(r, st):
@@ -626,7 +669,7 @@ def run_all(r, st):
     compares(r, st)
     r.pack_artifacts()
     r.record.rehearsal = False
-    for step in (gpu_tests, kernel_paths, cuda_module, sweeps):
+    for step in (gpu_tests, kernel_paths, compiled_programs, cuda_module, sweeps):
         step(r, st)
     r.pack_artifacts()
     python_package(r, st)

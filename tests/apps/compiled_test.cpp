@@ -208,7 +208,6 @@ TEST_CASE("programs: what is refused, with exit 2 and what is allowed") {
       {{"trace", "matmul", "16", "--mode", "compiled"},
        "runs a program: mlp, relu_matmul, linear_gelu, gelu_tanh"},
       {{"trace", "relu_matmul", "16", "--mode", "compiled", "--requires-grad"}, "forward only"},
-      {{"trace", "relu_matmul", "16", "--mode", "compiled", "--device", "cuda"}, "--device cpu"},
       {{"trace", "mlp", "4x8x4", "--mode", "graph", "--requires-grad", "--backward"}, "--mode eager"},
       {{"trace", "linear_gelu", "4x8x4", "--autocast", "bf16"}, "leave --autocast out"},
       {{"trace", "gelu_tanh", "64", "--requires-grad"}, "gelu_tanh has none"},
@@ -223,6 +222,25 @@ TEST_CASE("programs: what is refused, with exit 2 and what is allowed") {
   const auto c = test::run_strata({"compare", "relu_matmul", "16", "--mode", "compiled"}, options);
   test::check_no_crash(c);
   CHECK(c.exit_code == 2);
+}
+
+TEST_CASE("--mode compiled --device cuda: exit 4 with the reason where there is no GPU, a GPU run where there is") {
+  test::TempDir dir;
+  const std::string path = dir.file("report.json");
+  const auto r = test::run_strata(
+      {"trace", "relu_matmul", "16", "--mode", "compiled", "--device", "cuda", "--json", path}, with_cache(dir));
+  test::check_no_crash(r);
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  if (r.exit_code == 4) {  // no driver, no device, or a build without the CUDA layers: said, not crashed
+    CHECK(test::contains(r.err, "CUDA"));
+    CHECK(r.out.empty());  // refused before any output
+    return;
+  }
+  // A GPU (the gpu-labelled tests check the results): the run is compiled, on the device.
+  REQUIRE(r.exit_code == 0);
+  const auto j = nlohmann::json::parse(test::read_file(path));
+  CHECK(j["mode"] == "compiled");
+  CHECK(j["compiled"]["kernels"][0]["gpu"]["path"] == "cublasLtMatmul + CUBLASLT_EPILOGUE_RELU");
 }
 
 TEST_CASE("strata ops lists the programs") {

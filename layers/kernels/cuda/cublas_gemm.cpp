@@ -1,4 +1,5 @@
-// matmul and linear on cuBLAS.
+// matmul and linear on cuBLAS, and the compiled path's GEMM with a cuBLASLt epilogue (one file: they share the
+// handles, the workspace and the cuBLASLt plan machinery, which is why it passes 400 lines).
 //
 // Note [Row-major GEMM on column-major cuBLAS]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -113,6 +114,30 @@ std::map<LtKey, std::unique_ptr<LtPlan>>& lt_plans() {
   return *cache;
 }
 
+// cuBLASLt's heuristic's first algorithm for a plan's descriptors, within strata's workspace; none leaves
+// the plan unusable (its caller falls back), any other failure throws.
+void pick_algorithm(const CublasHandles& h, LtPlan& plan) {
+  cublasLtMatmulPreference_t raw_pref = nullptr;
+  STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw_pref));
+  const std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, decltype(&cublasLtMatmulPreferenceDestroy)> pref(
+      raw_pref, &cublasLtMatmulPreferenceDestroy);
+  const uint64_t max_workspace = kWorkspaceBytes;
+  STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                           &max_workspace, sizeof max_workspace));
+  cublasLtMatmulHeuristicResult_t result{};
+  int returned = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(h.lt, plan.desc, plan.a, plan.b, plan.c, plan.c,
+                                                               pref.get(), 1, &result, &returned);
+  // NOT_SUPPORTED / no result: this combination has no epilogue kernel; fall back rather than fail.
+  if (status == CUBLAS_STATUS_SUCCESS && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
+    plan.algo = result.algo;
+    plan.workspace_bytes = result.workspaceSize;
+    plan.usable = true;
+  } else if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED) {
+    STRATA_CUBLAS_CHECK(status);
+  }
+}
+
 LtPlan& lt_plan(const CublasHandles& h, const Tensor& input, const Tensor& bias, int rows, int in, int out,
                 const GemmTypes& t) {
   const LtKey key{input.device().index, input.dtype(), g_tf32.load(), rows, in, out};
@@ -135,25 +160,7 @@ LtPlan& lt_plan(const CublasHandles& h, const Tensor& input, const Tensor& bias,
   STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, t.data, static_cast<uint64_t>(in), static_cast<uint64_t>(out), in));
   STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, t.data, static_cast<uint64_t>(in), static_cast<uint64_t>(rows), in));
   STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, t.data, static_cast<uint64_t>(out), static_cast<uint64_t>(rows), out));
-  cublasLtMatmulPreference_t raw_pref = nullptr;
-  STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw_pref));
-  const std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, decltype(&cublasLtMatmulPreferenceDestroy)> pref(
-      raw_pref, &cublasLtMatmulPreferenceDestroy);
-  const uint64_t max_workspace = kWorkspaceBytes;
-  STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                           &max_workspace, sizeof max_workspace));
-  cublasLtMatmulHeuristicResult_t result{};
-  int returned = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(h.lt, plan->desc, plan->a, plan->b, plan->c, plan->c,
-                                                               pref.get(), 1, &result, &returned);
-  // NOT_SUPPORTED / no result: this combination has no epilogue kernel; fall back rather than fail.
-  if (status == CUBLAS_STATUS_SUCCESS && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
-    plan->algo = result.algo;
-    plan->workspace_bytes = result.workspaceSize;
-    plan->usable = true;
-  } else if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED) {
-    STRATA_CUBLAS_CHECK(status);
-  }
+  pick_algorithm(h, *plan);
   const std::string shape = std::to_string(rows) + "x" + std::to_string(in) + "x" + std::to_string(out) + " " +
                             std::string(dtype_name(input.dtype())) + (g_tf32.load() ? " (tf32)" : "");
   tracing::annotate(
@@ -356,6 +363,91 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
                                    bias.defined() ? t.one() : t.zero(), out.data_ptr(), t.data, out_features, t.compute,
                                    CUBLAS_GEMM_DEFAULT));
   return out;
+}
+
+// ---- A GEMM with a cuBLASLt epilogue, for the compiled path's GEMM-epilogue kernels (cuda_kernels.h) ----
+
+namespace {
+
+struct EpilogueGemm {
+  int m, k, n;
+};
+EpilogueGemm epilogue_dims(const Tensor& a, const Tensor& b, bool b_transposed) {
+  if (a.dim() != 2 || b.dim() != 2) throw UsageError("cublasLt epilogue GEMM: operands must be 2-D");
+  return {checked_int("gemm epilogue", a.size(0)), checked_int("gemm epilogue", a.size(1)),
+          checked_int("gemm epilogue", b_transposed ? b.size(0) : b.size(1))};
+}
+
+using LtEpilogueKey = std::tuple<int, DType, bool, int, int, int, bool, int, bool>;  // + transposed, epilogue, bias
+
+// Never destroyed, as lt_plans().
+std::map<LtEpilogueKey, std::unique_ptr<LtPlan>>& lt_epilogue_plans() {
+  static auto* cache = new std::map<LtEpilogueKey, std::unique_ptr<LtPlan>>();
+  return *cache;
+}
+
+// D = epilogue(A @ op(B) + bias) with strata's row-major tensors read column-major (Note [Row-major GEMM
+// on column-major cuBLAS]): cuBLASLt's A is strata's b ([K, N], or linear's weight [N, K] taken with
+// OP_T), its B strata's a ([M, K]), D [N, M] column-major is the row-major [M, N] result, and the bias
+// vector runs along D's rows: one value per output column, linear's bias.
+LtPlan& lt_epilogue_plan(const CublasHandles& h, const Tensor& a, const Tensor& b, bool b_transposed,
+                         const Tensor& bias, cublasLtEpilogue_t epilogue, const GemmTypes& t) {
+  const EpilogueGemm d = epilogue_dims(a, b, b_transposed);
+  const LtEpilogueKey key{a.device().index, a.dtype(), g_tf32.load(), d.m, d.k, d.n, b_transposed, int(epilogue),
+                          bias.defined()};
+  std::lock_guard lock(g_lt_mutex);
+  if (auto it = lt_epilogue_plans().find(key); it != lt_epilogue_plans().end()) return *it->second;
+  STRATA_ZONE_KIND(zone, Layer::kLibrary, "cublasLtMatmulAlgoGetHeuristic", ZoneKind::kAlgorithmSearch);
+  auto plan = std::make_unique<LtPlan>();
+  STRATA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, t.compute, t.scale));
+  const cublasOperation_t transa = b_transposed ? CUBLAS_OP_T : CUBLAS_OP_N, transb = CUBLAS_OP_N;
+  STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof transa));
+  STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof transb));
+  STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+  if (bias.defined()) {  // the heuristic reads the pointer's alignment (the caching allocator's: 512 bytes)
+    const void* bias_ptr = bias.data_ptr();
+    STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr));
+  }
+  // Layouts as stored, before op: b is column-major N x K (ld N), or K x N (ld K) when transposed.
+  const auto u = [](int v) { return static_cast<uint64_t>(v); };
+  STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, t.data, u(b_transposed ? d.k : d.n), u(b_transposed ? d.n : d.k),
+                                                 b_transposed ? d.k : d.n));
+  STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, t.data, u(d.k), u(d.m), d.k));
+  STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, t.data, u(d.n), u(d.m), d.n));
+  pick_algorithm(h, *plan);
+  tracing::annotate(AnnotationKind::kPlan,
+                    "gemm epilogue " + std::to_string(d.m) + "x" + std::to_string(d.k) + "x" + std::to_string(d.n) +
+                        " " + std::string(dtype_name(a.dtype())) + ": cuBLASLt's heuristic " +
+                        (plan->usable ? "gave a kernel (workspace " + format_bytes(double(plan->workspace_bytes)) + ")"
+                                      : "has no kernel for this epilogue"));
+  return *lt_epilogue_plans().emplace(key, std::move(plan)).first->second;
+}
+
+}  // namespace
+
+bool lt_epilogue_available(const Tensor& a, const Tensor& b, bool b_transposed, const Tensor& bias, int epilogue) {
+  const cudaStream_t stream = device_stream(a);
+  const CublasHandles& h = handles_for(a, stream);
+  if (a.numel() == 0 || b.numel() == 0) return false;  // Note [Empty reductions]: the caller's GEMM handles them
+  return lt_epilogue_plan(h, a, b, b_transposed, bias, static_cast<cublasLtEpilogue_t>(epilogue),
+                          gemm_types(a.dtype())).usable;
+}
+
+void lt_matmul_epilogue(const Tensor& a, const Tensor& b, bool b_transposed, const Tensor& bias, int epilogue,
+                        Tensor& out) {
+  const cudaStream_t stream = device_stream(a);
+  const CublasHandles& h = handles_for(a, stream);
+  const GemmTypes t = gemm_types(a.dtype());
+  LtPlan& plan = lt_epilogue_plan(h, a, b, b_transposed, bias, static_cast<cublasLtEpilogue_t>(epilogue), t);
+  if (!plan.usable) throw Error("cublasLt epilogue GEMM: no algorithm for this shape (lt_epilogue_available said so)");
+  if (bias.defined()) {  // the plan is shared by every call of this shape: its bias pointer is this call's
+    const void* bias_ptr = bias.data_ptr();
+    STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr));
+  }
+  STRATA_ZONE(call, Layer::kLibrary, "cublasLtMatmul");
+  STRATA_CUBLAS_CHECK(cublasLtMatmul(h.lt, plan.desc, t.one(), b.data_ptr(), plan.a, a.data_ptr(), plan.b, t.zero(),
+                                     out.data_ptr(), plan.c, out.data_ptr(), plan.c, &plan.algo, h.workspace->data(),
+                                     plan.workspace_bytes, stream));
 }
 
 }  // namespace strata::kernels::cuda

@@ -77,6 +77,15 @@ Tensor conv2d_weight_backward(const Tensor& grad_output, const Tensor& input, co
                              const Shape& stride, const Shape& padding, const Shape& dilation, int64_t groups);  // weight: only its shape is read
 
 // f32 matmul / linear / conv2d on TF32 tensor cores (--tf32). Off by default: f32 means f32 math.
+// The compiled path's GEMM with a cuBLASLt epilogue (Note [Which cuBLASLt epilogue] in
+// layers/compiler/gemm_epilogue.cpp): out [M, N] = epilogue(a @ op(b) + bias), one cublasLtMatmul. a is
+// [M, K]; b is [K, N], or [N, K] with b_transposed (linear's weight); bias is [N] or undefined; `epilogue`
+// is a cublasLtEpilogue_t. lt_epilogue_available builds the shape's plan (the heuristic's pick, cached: the
+// cold cost) and says whether cuBLASLt has a kernel; lt_matmul_epilogue runs it (throws when it has none).
+bool lt_epilogue_available(const Tensor& a, const Tensor& b, bool b_transposed, const Tensor& bias, int epilogue);
+void lt_matmul_epilogue(const Tensor& a, const Tensor& b, bool b_transposed, const Tensor& bias, int epilogue,
+                        Tensor& out);
+
 void set_tf32(bool enabled);
 bool tf32_enabled();
 
