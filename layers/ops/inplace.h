@@ -12,9 +12,13 @@ namespace strata::ops {
 //   - on the CPU key: cast `other` to self's dtype and make it contiguous (to_copy / contiguous calls of
 //     their own), pass self as it is (its kernel writes through its strides), then bump self's storage's
 //     version (Note [Version counter] in lib/storage.h), so it is bumped under no_grad too;
-//   - on the Autograd key: record nothing and refuse what strata cannot differentiate: a leaf that
-//     requires grad (PyTorch's own error), and a non-leaf that requires grad or an operand that does
-//     (PyTorch would rebase the tensor's history onto a new node; strata refuses, docs/autograd.md).
+//   - on the Autograd key: refuse a leaf that requires grad (PyTorch's own error) and a view that would
+//     need a history (PyTorch's CopySlices, not modelled), and otherwise record the out-of-place op's
+//     node (ReluBackward, AddBackward, MulBackward) and rebase self's history onto it, as PyTorch does:
+//     its edge 0 is self's old grad_fn, and every handle of self sees the new one (Note [Autograd
+//     identity] in lib/tensor.h). What the node saves is taken as PyTorch's VariableType takes it: relu_'s
+//     result after the write; mul_'s `other` only when self needs a gradient, and self's value before the
+//     write (a to_copy, below Autograd) only when `other` needs one (docs/autograd.md).
 // No CUDA kernels yet (NoKernel): the dispatcher refuses a CUDA call with the keys that have kernels.
 // The reference is the out-of-place op's: the values self holds after the call.
 struct ReluInPlace {
@@ -27,7 +31,9 @@ struct ReluInPlace {
   static constexpr NoKernel kCuda{"none (in-place ops are CPU only for now)"};
   static constexpr auto kReference = &reference::relu;
   static constexpr bool kInPlace = true;
-  static constexpr BackwardDecl kBackward{"(none: in-place, refused when grad is needed)", 0};
+  // The out-of-place op's node and formula, recorded by the in-place Autograd kernel (Note [In-place operators]).
+  static constexpr BackwardDecl kBackward = Relu::kBackward;
+  static GradList backward(const RecordedNode& node, const Tensor& grad) { return Relu::backward(node, grad); }
   static constexpr const char* kSpecHelp = "  relu_ N | shape          relu in place on self                     e.g. relu_ 1048576\n";
 
   static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
@@ -46,7 +52,8 @@ struct AddInPlace {
   static constexpr NoKernel kCuda{"none (in-place ops are CPU only for now)"};
   static constexpr auto kReference = &reference::add;
   static constexpr bool kInPlace = true;
-  static constexpr BackwardDecl kBackward{"(none: in-place, refused when grad is needed)", 0};
+  static constexpr BackwardDecl kBackward = Add::kBackward;
+  static GradList backward(const RecordedNode& node, const Tensor& grad) { return Add::backward(node, grad); }
   static constexpr const char* kSpecHelp = "  add_ N | shape           self += other, same shapes                e.g. add_ 1048576\n";
 
   static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
@@ -65,7 +72,8 @@ struct MulInPlace {
   static constexpr NoKernel kCuda{"none (in-place ops are CPU only for now)"};
   static constexpr auto kReference = &reference::mul;
   static constexpr bool kInPlace = true;
-  static constexpr BackwardDecl kBackward{"(none: in-place, refused when grad is needed)", 0};
+  static constexpr BackwardDecl kBackward = Mul::kBackward;
+  static GradList backward(const RecordedNode& node, const Tensor& grad) { return Mul::backward(node, grad); }
   static constexpr const char* kSpecHelp = "  mul_ N | shape           self *= other, same shapes                e.g. mul_ 1048576\n";
 
   static SpecCall spec(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
@@ -83,7 +91,8 @@ struct MulScalarInPlace {
   static constexpr NoKernel kCuda{"none (in-place ops are CPU only for now)"};
   static constexpr auto kReference = &reference::mul_scalar;
   static constexpr bool kInPlace = true;
-  static constexpr BackwardDecl kBackward{"(none: in-place, refused when grad is needed)", 0};
+  static constexpr BackwardDecl kBackward = MulScalar::kBackward;
+  static GradList backward(const RecordedNode& node, const Tensor& grad) { return MulScalar::backward(node, grad); }
   // -1: every timed call flips the signs, so thousands of calls neither overflow nor drift to zero.
   static constexpr const char* kSpecHelp = "  mul_.Scalar N | shape    self *= other, a number (-1 here)         e.g. mul_.Scalar 1048576\n";
 
