@@ -39,9 +39,16 @@ class Storage {
   // run by one thread (Note [The autograd graph]).
   uint32_t version() const { return version_; }
   void bump_version() { ++version_; }
+  // How many times an in-place op rebased the history of a tensor over this memory (Note [Autograd
+  // identity] in lib/tensor.h). A view's backward node records it when the view is taken: a view taken
+  // before its base was rebased still points at the old history (PyTorch regenerates it, strata does not),
+  // so its backward refuses instead of computing the gradient of the old history.
+  uint32_t rebases() const { return rebases_; }
+  void bump_rebases() { ++rebases_; }
 
  private:
   uint32_t version_ = 0;
+  uint32_t rebases_ = 0;
   void* data_;
   size_t nbytes_;
   Device device_;

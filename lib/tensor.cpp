@@ -61,6 +61,7 @@ Tensor Tensor::empty(const Shape& sizes, DType dtype, Device device) {
   t.dtype_ = dtype;
   t.device_ = device;
   t.storage_ = allocator_for(device).allocate(t.nbytes(), device);
+  t.meta_ = std::make_shared<AutogradMeta>();  // Note [Autograd identity]
   return t;
 }
 
@@ -72,6 +73,18 @@ Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, const Shape& sizes
   t.device_ = storage->device();
   if (storage->nbytes() < t.nbytes()) throw Error("Tensor::from_storage: the storage is smaller than the shape");
   t.storage_ = std::move(storage);
+  t.meta_ = std::make_shared<AutogradMeta>();  // Note [Autograd identity]
+  return t;
+}
+
+Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, const Shape& sizes, const Shape& strides, DType dtype) {
+  Tensor t;
+  t.storage_ = std::move(storage);
+  t.sizes_ = sizes;
+  t.strides_ = strides;
+  t.dtype_ = dtype;
+  t.device_ = t.storage_->device();
+  t.meta_ = std::make_shared<AutogradMeta>();
   return t;
 }
 
@@ -83,6 +96,7 @@ Tensor Tensor::as_strided(const Shape& sizes, const Shape& strides, int64_t stor
   t.offset_ = storage_offset;
   t.dtype_ = dtype_;
   t.device_ = device_;
+  t.is_view_ = true;
   return t;
 }
 
@@ -125,20 +139,47 @@ Tensor Tensor::to(Device device) const {
   } else {
     allocator_for(device_).copy_to_host(out.data_ptr(), data_ptr(), bytes, device_);
   }
-  out = is_contiguous() ? out.as_strided(sizes_, contiguous_strides(sizes_), 0) : out.as_strided(sizes_, strides_, 0);
-  out.requires_grad_ = requires_grad_;
+  // The copy is a tensor of its own (not a view of the one-dimensional span): it keeps empty()'s identity.
+  out.sizes_ = sizes_;
+  out.strides_ = is_contiguous() ? contiguous_strides(sizes_) : strides_;
+  out.meta_->requires_grad = requires_grad();
   return out;
 }
 
 void Tensor::set_requires_grad(bool value) {
-  requires_grad_ = value;
-  if (value && grad_fn_ == nullptr && meta_ == nullptr) meta_ = std::make_shared<AutogradMeta>();
+  if (meta_ == nullptr) {
+    if (!value) return;
+    meta_ = std::make_shared<AutogradMeta>();
+  }
+  meta_->requires_grad = value;
+}
+
+void Tensor::set_grad_fn(std::shared_ptr<GradNode> node) {
+  if (meta_ == nullptr) {
+    if (node == nullptr) return;
+    meta_ = std::make_shared<AutogradMeta>();
+  }
+  meta_->grad_fn = std::move(node);
+  meta_->output_nr = 0;
+}
+
+void Tensor::rebase_history(std::shared_ptr<GradNode> node) const {
+  if (meta_ == nullptr) throw Error("Tensor::rebase_history: " + str() + " has no autograd identity to rebase");
+  meta_->grad_fn = std::move(node);
+  meta_->output_nr = 0;
+  meta_->requires_grad = true;
+}
+
+Tensor Tensor::without_autograd() const {
+  Tensor t = *this;
+  t.meta_ = nullptr;
+  return t;
 }
 
 Tensor Tensor::grad() const { return meta_ ? meta_->grad : Tensor(); }
 
 void Tensor::set_grad(Tensor grad) const {
-  if (meta_ == nullptr) throw Error("Tensor::set_grad: only a leaf that requires grad has a .grad");
+  if (meta_ == nullptr) throw Error("Tensor::set_grad: " + str() + " has no autograd identity to keep a .grad on");
   meta_->grad = std::move(grad);
 }
 

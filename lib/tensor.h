@@ -41,6 +41,9 @@ class Tensor {
   // A contiguous tensor over memory someone else owns (the Python package's zero-copy from_numpy): the
   // storage's deleter releases it. The storage must hold at least sizes.numel() elements.
   static Tensor from_storage(std::shared_ptr<Storage> storage, const Shape& sizes, DType dtype);
+  // The same with the strides given (numpy's non-contiguous array): a tensor of its own, not a view; the
+  // caller has checked that every element it addresses lies inside the storage.
+  static Tensor from_storage(std::shared_ptr<Storage> storage, const Shape& sizes, const Shape& strides, DType dtype);
 
   bool defined() const { return storage_ != nullptr; }
   const Shape& sizes() const { return sizes_; }
@@ -64,17 +67,30 @@ class Tensor {
     return static_cast<T*>(data_ptr());
   }
 
-  bool requires_grad() const { return requires_grad_; }
-  // A leaf (no grad_fn) that requires grad gets its AutogradMeta here: copies made afterwards share it,
-  // so the gradient the engine accumulates is seen through every copy (PyTorch's AutogradMeta).
+  // Autograd state lives on the tensor's identity, shared by every handle (Note [Autograd identity]).
+  bool requires_grad() const;
+  // On the shared identity: a leaf (no grad_fn) that requires grad accumulates its gradient there, seen
+  // through every copy. A handle with no identity yet (a view) gets one.
   void set_requires_grad(bool value);
-  const std::shared_ptr<GradNode>& grad_fn() const { return grad_fn_; }
-  void set_grad_fn(std::shared_ptr<GradNode> node) { grad_fn_ = std::move(node); }
-  bool is_leaf() const { return grad_fn_ == nullptr; }
+  const std::shared_ptr<GradNode>& grad_fn() const;
+  // Which output of grad_fn this tensor is (always 0: every strata op has one output; kept because the
+  // identity is PyTorch's, and its error messages say "output 0 of").
+  uint32_t output_nr() const;
+  void set_grad_fn(std::shared_ptr<GradNode> node);
+  bool is_leaf() const { return grad_fn() == nullptr; }
+  // An in-place op's rebase (Note [Autograd identity]): the tensor's history becomes `node`, output 0,
+  // and it requires grad, seen through every handle. const like set_grad: the header does not change.
+  void rebase_history(std::shared_ptr<GradNode> node) const;
   // The gradient accumulated into this leaf by backward passes (undefined until the first one).
   Tensor grad() const;
   void set_grad(Tensor grad) const;  // on the shared AutogradMeta: const like the storage it stands beside
   const std::shared_ptr<AutogradMeta>& autograd_meta() const { return meta_; }
+  // The same header with no autograd identity: what a backward node saves (its values and version, not
+  // its history: a saved tensor that kept its identity would keep the node alive through its own grad_fn).
+  Tensor without_autograd() const;
+  // Whether this header was made by as_strided (a view op, detach), so that it shares its memory with
+  // another tensor and has an identity of its own only once autograd attaches one.
+  bool is_view() const { return is_view_; }
 
   // Note [Views share storage]
   // A view of this tensor's memory with its own sizes, strides (in elements) and storage offset: the same
@@ -95,17 +111,38 @@ class Tensor {
   int64_t offset_ = 0;
   DType dtype_ = DType::kF32;
   Device device_ = kCPU;
-  bool requires_grad_ = false;
-  std::shared_ptr<GradNode> grad_fn_;
-  std::shared_ptr<AutogradMeta> meta_;  // leaves that require grad only
+  bool is_view_ = false;
+  // The identity (Note [Autograd identity]): every tensor made by empty/from_storage has one from birth,
+  // a view gets its own when autograd attaches a node, a saved copy has none.
+  std::shared_ptr<AutogradMeta> meta_;
 };
 
-// What a leaf that requires grad shares among its copies: its .grad, and the AccumulateGrad node that
-// graphs recorded from it point to (weak: the graph owns the node, the leaf only finds it again, so two
-// uses of one leaf in a graph meet in one node).
+// Note [Autograd identity]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// A Tensor is a header (storage, sizes, strides, offset), copied freely: into a boxed argument, into the
+// Python object, into a container. What autograd knows about a tensor is not per header but per tensor,
+// as PyTorch keeps it on the TensorImpl every handle points to: whether it requires grad, the node that
+// made it (grad_fn) and which output it is, and for a leaf its .grad and its AccumulateGrad node. An
+// in-place op changes that history (y.relu_() makes y's grad_fn ReluBackward, whose edge is y's old node),
+// and the change must be seen through every handle of y, so it lives in this shared block. Every tensor a
+// kernel or a caller makes (empty, from_storage) gets one when it is made; a view (as_strided) is a new
+// tensor over the same memory and gets its own when the Autograd key attaches the view's node; the copy a
+// backward node saves has none (without_autograd). strata has no TensorImpl, so the block is allocated
+// beside the storage rather than inside one object with it: one small allocation per tensor made.
 struct AutogradMeta {
+  bool requires_grad = false;
+  std::shared_ptr<GradNode> grad_fn;
+  uint32_t output_nr = 0;
   Tensor grad;
+  // The AccumulateGrad node graphs recorded from this leaf point to (weak: the graph owns the node, the
+  // leaf only finds it again, so two uses of one leaf in a graph meet in one node).
   std::weak_ptr<GradNode> accumulator;
 };
+
+inline bool Tensor::requires_grad() const { return meta_ != nullptr && meta_->requires_grad; }
+// What grad_fn() returns for a header with no identity (constant-initialised: no guard on the hot path).
+inline const std::shared_ptr<GradNode> kNoGradFn;
+inline const std::shared_ptr<GradNode>& Tensor::grad_fn() const { return meta_ != nullptr ? meta_->grad_fn : kNoGradFn; }
+inline uint32_t Tensor::output_nr() const { return meta_ != nullptr ? meta_->output_nr : 0; }
 
 }  // namespace strata

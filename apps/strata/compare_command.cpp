@@ -247,10 +247,6 @@ void check_compare_options(const CompareOptions& options) {
                      "replays no backward (run strata trace " + options.trace.op + " " + options.trace.spec +
                      " --requires-grad --backward)");
   }
-  if (!options.trace.views.empty()) {
-    throw UsageError("--view applies to 'strata trace' (compare replays calls on contiguous inputs): run strata trace " +
-                     options.trace.op + " " + options.trace.spec + " --view " + options.trace.views.front());
-  }
 }
 
 // --check: both modes (and a program's compiled column) must compute the same thing, each result against

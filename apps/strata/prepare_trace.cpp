@@ -59,8 +59,13 @@ frontend::SequenceSpec parse_sequence(const TraceOptions& options, Prepared& pre
                      "linear, relu)");
   }
   if (!options.views.empty()) {
+    // Each of its linears has a `weight` and a bias, made by the sequence (frontend/sequence.h) and read as
+    // nn.Linear reads them (the weight transposed through the GEMM's op flag, no copy): a NAME would name
+    // several tensors, and the layout a user would change is the one it already reads as a view.
     throw UsageError("--view gives one operator's input as a view; " + options.op + " is a sequence of operators "
-                     "(trace one of its ops with --view)");
+                     "whose linears each have their own input, weight and bias, and already read the weight "
+                     "transposed as nn.Linear does (trace one of its ops with --view: strata trace linear ... "
+                     "--view weight=slice2)");
   }
   frontend::SequenceSpec sequence = frontend::parse_sequence_spec(options.op, options.spec);
   prepared.spec.op = options.op;
@@ -202,9 +207,12 @@ void make_inputs(const TraceOptions& options, Prepared& prepared, const std::opt
   }
   prepared.call = frontend::prepare_call(prepared.spec, prepared.dtype, device, options.seed, options.requires_grad,
                                          measure::available_bytes(device), computed);
-  if (!options.views.empty() && (options.frontend != "cli" || !options.peer.empty())) {
-    throw UsageError("--view applies to the C++ frontend for now: leave out " + python_option(options) +
-                     " (from Python, make the view yourself: x.t(), x[:, ::2]; docs/views.md)");
+  if (!options.views.empty() && !options.peer.empty()) {
+    // The peer's inputs are torch tensors made from the values (python_embed.cpp: convert), contiguous: it
+    // would time the contiguous op beside strata's view.
+    throw UsageError("--view with --peer " + options.peer + ": the peer's inputs are contiguous copies of the values, "
+                     "so it would not read the view strata reads; leave out --peer (--frontend python builds the "
+                     "view with the Python API: docs/views.md)");
   }
   frontend::apply_input_views(prepared.call, options.views, options.seed, measure::available_bytes(device));
   prepare_python(prepared, options);  // --frontend python, --peer torch: the same tensors, handed to Python

@@ -23,11 +23,15 @@ uint64_t next_sequence_nr() {
 AddFn g_add = nullptr;
 
 Tensor attach(Tensor out, const BackwardDecl& decl, std::shared_ptr<RecordedNode> node) {
-  // The saved copy is taken before the grad_fn is set: a node holding its own output with the node
-  // attached would be a reference cycle, and the graph would never be freed (PyTorch's SavedVariable
+  // The result is saved without its identity (without_autograd): a node holding its own output's
+  // grad_fn would be a reference cycle, and the graph would never be freed (PyTorch's SavedVariable
   // stores an output without its grad_fn for the same reason).
   if (decl.saves_result) node->save_result(out);
-  out.set_grad_fn(std::move(node));  // before requires_grad: a non-leaf gets no AutogradMeta
+  // A fresh output's identity is its alone and is used as it is; one shared with another tensor (an op
+  // that returned its input's header: contiguous() of a contiguous tensor) or absent (a view) is replaced
+  // by a new one, so that recording this node never changes another tensor's history.
+  if (out.autograd_meta() == nullptr || out.autograd_meta().use_count() != 1) out = out.without_autograd();
+  out.set_grad_fn(std::move(node));
   out.set_requires_grad(true);
   return out;
 }
@@ -70,13 +74,17 @@ int64_t RecordedNode::live_count() { return g_live_nodes.load(std::memory_order_
 void RecordedNode::save_input(size_t i, const Tensor& t) {
   // An absent optional input (a bias) is nothing to save.
   if (!t.defined()) return;
-  inputs_[i] = t;
+  // Its values and version, not its identity (Note [Autograd identity]): a saved input that kept its
+  // grad_fn could close a cycle once an in-place op rebases it onto a node that reaches this one. The
+  // name of the node that made it is kept for the version error.
+  inputs_[i] = t.without_autograd();
+  input_makers_[i] = t.grad_fn() != nullptr ? t.grad_fn()->name() : nullptr;
   input_versions_[i] = t.storage()->version();
   ++count_;
 }
 
 void RecordedNode::save_result(const Tensor& t) {
-  result_ = t;
+  result_ = t.without_autograd();
   result_version_ = t.storage()->version();
   ++count_;
 }
@@ -106,18 +114,24 @@ void RecordedNode::check_version(const Tensor& t, uint32_t saved, const char* ma
 const Tensor& RecordedNode::input(size_t i) const {
   if (released_) throw_released();
   const Tensor& t = inputs_[i];
-  if (t.defined()) check_version(t, input_versions_[i], t.grad_fn() != nullptr ? t.grad_fn()->name() : nullptr);
+  if (t.defined()) check_version(t, input_versions_[i], input_makers_[i]);
   return t;
 }
 
 const Tensor& RecordedNode::result() const {
   if (released_) throw_released();
-  check_version(result_, result_version_, name_);  // saved without its grad_fn: made by this very node
+  check_version(result_, result_version_, name_);  // saved without its identity: made by this very node
   return result_;
 }
 
 GradList RecordedNode::apply(const Tensor& grad) {
   if (released_) throw_released();
+  if (view_storage_ != nullptr && view_storage_->rebases() != view_rebases_) [[unlikely]] {
+    throw UsageError(std::string(name_) + " (recorded by " + op_ + ") belongs to a view taken before an in-place op "
+                     "rebased the history of the tensor it views (relu_, add_, mul_ under grad), so it still "
+                     "points at the history before that write; PyTorch regenerates a view's node then, strata "
+                     "does not. Take the view again after the in-place op.");
+  }
   if (formula_ == nullptr) {
     throw UnavailableError(std::string(name_) + ": strata has no derivative for " + op_ +
                            " (it is a gradient op itself; higher-order gradients are not supported)");
@@ -155,8 +169,7 @@ GradList AccumulateGrad::apply(const Tensor& grad) {
 std::shared_ptr<Node> gradient_edge(const Tensor& t) {
   if (!t.defined() || !t.requires_grad()) return nullptr;
   if (t.grad_fn() != nullptr) return std::static_pointer_cast<Node>(t.grad_fn());
-  const std::shared_ptr<AutogradMeta>& meta = t.autograd_meta();
-  if (meta == nullptr) return nullptr;  // requires_grad set on a non-leaf copy (Tensor::to): no leaf to feed
+  const std::shared_ptr<AutogradMeta>& meta = t.autograd_meta();  // requires_grad: there is one
   if (std::shared_ptr<GradNode> existing = meta->accumulator.lock()) return std::static_pointer_cast<Node>(existing);
   auto node = std::make_shared<AccumulateGrad>(meta);
   meta->accumulator = node;

@@ -120,6 +120,12 @@ class RecordedNode final : public Node {
   }
   const Shape& int_list(size_t i) const { return int_lists_[i]; }
   const Shape& int_list() const { return int_lists_[first_int_list_ < kMaxArgs ? first_int_list_ : 0]; }
+  // The node of a view (its output shares its input's storage): the storage, and its rebase count now
+  // (Storage::rebases); apply refuses once an in-place op has rebased a tensor over it since.
+  void set_view_of(std::shared_ptr<Storage> storage) {
+    view_rebases_ = storage->rebases();
+    view_storage_ = std::move(storage);
+  }
   // Whether argument i gets a gradient: only inputs with an edge do (formulas skip the others' ops).
   bool needs_grad(size_t i) const { return next(i) != nullptr; }
 
@@ -141,12 +147,15 @@ class RecordedNode final : public Node {
   std::array<Tensor, kMaxArgs> inputs_;
   Tensor result_;
   std::array<uint32_t, kMaxArgs> input_versions_{};  // each saved tensor's version at save time
+  std::array<const char*, kMaxArgs> input_makers_{};  // the name of each saved input's grad_fn then, or null
   uint32_t result_version_ = 0;
   std::array<double, kMaxArgs> scalars_{};
   std::array<Shape, kMaxArgs> input_sizes_{};
   std::array<DType, kMaxArgs> input_dtypes_{};
   std::array<Shape, kMaxArgs> int_lists_{};
   size_t first_int_list_ = kMaxArgs;
+  std::shared_ptr<Storage> view_storage_;
+  uint32_t view_rebases_ = 0;
   size_t count_ = 0;
   bool released_ = false;
 };
@@ -184,6 +193,13 @@ void record_arg(RecordedNode& node, const BackwardDecl&, size_t i, const T& v) {
   if constexpr (std::is_arithmetic_v<T>) node.save_scalar(i, static_cast<double>(v));
 }
 inline void record_arg(RecordedNode& node, const BackwardDecl&, size_t i, const Shape& list) { node.save_int_list(i, list); }
+// A view's node (Note [Autograd identity]): an output over the storage of tensor argument `t`.
+template <typename T>
+void note_view(RecordedNode& node, const Tensor& out, const T& t) {
+  if constexpr (std::is_same_v<T, Tensor>) {
+    if (t.defined() && out.storage() == t.storage()) node.set_view_of(t.storage());
+  }
+}
 inline void record_arg(RecordedNode& node, const BackwardDecl& decl, size_t i, const Tensor& t) {
   node.set_next(i, gradient_edge(t));
   node.save_input_sizes(i, t.sizes());
@@ -201,6 +217,7 @@ Tensor record_backward(size_t op, const char* op_name, const BackwardDecl& decl,
   size_t i = 0;
   (autograd_detail::record_arg(*node, decl, i++, args), ...);
   Tensor out = Dispatcher::instance().redispatch<Fn>(op, ks.remove(DispatchKey::kAutograd), args...);
+  (autograd_detail::note_view(*node, out, args), ...);
   return autograd_detail::attach(std::move(out), decl, std::move(node));
 }
 

@@ -29,6 +29,11 @@ struct PlanStep {
 
 namespace detail {
 inline thread_local std::vector<PlanStep>* t_plan_recorder = nullptr;
+// How many recorded kernels are running on this thread. A kernel called from inside another (the implicit
+// contiguous() copy of a strided input, a promoted operand's to_copy: Note [Contiguous inputs]) is part of
+// the outer kernel's step, which makes that call again when it is replayed; recording it as a step of its
+// own as well ran the copy twice and took its output for the op's.
+inline thread_local int t_plan_depth = 0;
 
 template <typename T>
 void collect_tensor(std::vector<Tensor*>&, T&) {}
@@ -38,14 +43,25 @@ inline void collect_tensor(std::vector<Tensor*>& into, Tensor& t) { into.push_ba
 // owns: a plan owns what its kernels read (tensors share their storage).
 template <typename Fn, typename... Args>
 Tensor record_plan_step(const char* op, DispatchKey key, Fn* kernel, DispatchKeySet ks, const Args&... args) {
+  if (t_plan_depth > 0) return kernel(ks, args...);  // inside a recorded kernel: part of its step
+  struct Depth {
+    Depth() { ++t_plan_depth; }
+    ~Depth() { --t_plan_depth; }
+    Depth(const Depth&) = delete;
+    Depth& operator=(const Depth&) = delete;
+  };
   auto stored = std::make_shared<std::tuple<Args...>>(args...);
   PlanStep step{op, key, [kernel, ks, stored] { return std::apply([&](const Args&... a) { return kernel(ks, a...); }, *stored); },
                 {}, {}};
   std::apply([&](Args&... a) { (collect_tensor(step.tensor_args, a), ...); }, *stored);
   std::vector<PlanStep>& plan = *t_plan_recorder;
-  plan.push_back(std::move(step));  // before the call: an enclosing kernel's step comes before its inner ones
+  plan.push_back(std::move(step));  // before the call: steps are in the order their calls began
   const size_t at = plan.size() - 1;
-  Tensor out = kernel(ks, args...);
+  Tensor out;
+  {
+    const Depth inside;
+    out = kernel(ks, args...);
+  }
   plan[at].output = out;
   return out;
 }

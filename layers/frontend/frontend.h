@@ -63,6 +63,15 @@ struct PreparedCall {
   double flops = 0;         // floating-point operations of one call
   double bytes_moved = 0;   // memory-bound ops (relu, add): bytes one call must read and write; else 0
   size_t bytes = 0;         // the most the call holds at once (peak_bytes): what was checked
+  // --view's inputs (apply_input_views): argument `arg` is a view of `base` of kind `kind` ("t",
+  // "slice2"), so that a front end that makes its own inputs (--frontend python) builds the same view
+  // over the same buffer with its own API.
+  struct InputView {
+    size_t arg = 0;
+    Tensor base;
+    std::string kind;
+  };
+  std::vector<InputView> views;
 };
 
 // Bytes a call would need on its device (inputs + output + workspace), overflow-checked. Throws

@@ -298,15 +298,15 @@ reference::Grads reference_gradients(const OpSpec& spec, const PreparedCall& cal
 
 namespace {
 
-// One --view: the argument it names, as a view of a fresh buffer.
+// One --view: the argument it names, as a view of a fresh buffer (returned in `base`).
 Tensor input_view(const Tensor& arg, const std::string& name, std::string_view kind, uint64_t seed,
-                  size_t available_bytes) {
+                  size_t available_bytes, Tensor& base) {
   if (kind == "t") {
     if (arg.dim() != 2) {
       throw UsageError("--view " + name + "=t: '" + name + "' is [" + arg.sizes().str() +
                        "]; a transposed view needs a 2-D argument");
     }
-    const Tensor base = random_tensor(Shape{arg.size(1), arg.size(0)}, arg.dtype(), arg.device(), seed);
+    base = random_tensor(Shape{arg.size(1), arg.size(0)}, arg.dtype(), arg.device(), seed);
     return views::transpose(base, 0, 1);
   }
   int64_t step = 0;
@@ -325,7 +325,7 @@ Tensor input_view(const Tensor& arg, const std::string& name, std::string_view k
   check_fits(static_cast<size_t>(wide.numel()) * element_size(arg.dtype()), available_bytes, arg.device(),
              "--view " + name + "=" + std::string(kind) + " (a buffer " + std::to_string(step) + "x the size of '" +
                  name + "')");
-  const Tensor base = random_tensor(wide, arg.dtype(), arg.device(), seed);
+  base = random_tensor(wide, arg.dtype(), arg.device(), seed);
   return views::slice(base, last, 0, wide[last], step);
 }
 
@@ -347,8 +347,10 @@ void apply_input_views(PreparedCall& call, const std::vector<std::string>& views
                        schema.name + " (" + tensors + ")");
     }
     const Tensor& arg = call.args[i].tensor();
+    Tensor base;
     Tensor view = input_view(arg, name, std::string_view(v).substr(eq + 1), seed * 1000003 + 1000 + ++stream,
-                             available_bytes);
+                             available_bytes, base);
+    call.views.push_back({i, base, v.substr(eq + 1)});
     view.set_requires_grad(arg.requires_grad());
     call.description += "  (" + name + ": " + v.substr(eq + 1) + " view, strides " + view.strides().str() + ")";
     call.args[i] = binding::IValue(std::move(view));

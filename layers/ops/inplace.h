@@ -12,9 +12,13 @@ namespace strata::ops {
 //   - on the CPU and CUDA keys: cast `other` to self's dtype and make it contiguous (to_copy / contiguous calls of
 //     their own), pass self as it is (its kernel writes through its strides), then bump self's storage's
 //     version (Note [Version counter] in lib/storage.h), so it is bumped under no_grad too;
-//   - on the Autograd key: record nothing and refuse what strata cannot differentiate: a leaf that
-//     requires grad (PyTorch's own error), and a non-leaf that requires grad or an operand that does
-//     (PyTorch would rebase the tensor's history onto a new node; strata refuses, docs/autograd.md).
+//   - on the Autograd key: refuse a leaf that requires grad (PyTorch's own error) and a view that would
+//     need a history (PyTorch's CopySlices, not modelled), and otherwise record the out-of-place op's
+//     node (ReluBackward, AddBackward, MulBackward) and rebase self's history onto it, as PyTorch does:
+//     its edge 0 is self's old grad_fn, and every handle of self sees the new one (Note [Autograd
+//     identity] in lib/tensor.h). What the node saves is taken as PyTorch's VariableType takes it: relu_'s
+//     result after the write; mul_'s `other` only when self needs a gradient, and self's value before the
+//     write (a to_copy, below Autograd) only when `other` needs one (docs/autograd.md).
 // The CUDA kernels (layers/kernels/cuda/inplace_reduce.cu) get the same registration: operands cast and
 // made contiguous, self written through its strides, the same version bump.
 // The reference is the out-of-place op's: the values self holds after the call.
@@ -28,7 +32,9 @@ struct ReluInPlace {
   static constexpr KernelDecl kCuda{&kernels::cuda::relu_inplace, "layers/kernels/cuda/inplace_reduce.cu (strata's own kernel, written into self)"};
   static constexpr auto kReference = &reference::relu;
   static constexpr bool kInPlace = true;
-  static constexpr BackwardDecl kBackward{"(none: in-place, refused when grad is needed)", 0};
+  // The out-of-place op's node and formula, recorded by the in-place Autograd kernel (Note [In-place operators]).
+  static constexpr BackwardDecl kBackward = Relu::kBackward;
+  static GradList backward(const RecordedNode& node, const Tensor& grad) { return Relu::backward(node, grad); }
 };
 inline constexpr EntryPoint<ReluInPlace> relu_{};  // NOLINT(readability-identifier-naming): called like a function
 
@@ -42,7 +48,8 @@ struct AddInPlace {
   static constexpr KernelDecl kCuda{&kernels::cuda::add_inplace, "layers/kernels/cuda/inplace_reduce.cu (strata's own kernel, written into self)"};
   static constexpr auto kReference = &reference::add;
   static constexpr bool kInPlace = true;
-  static constexpr BackwardDecl kBackward{"(none: in-place, refused when grad is needed)", 0};
+  static constexpr BackwardDecl kBackward = Add::kBackward;
+  static GradList backward(const RecordedNode& node, const Tensor& grad) { return Add::backward(node, grad); }
 };
 inline constexpr EntryPoint<AddInPlace> add_{};  // NOLINT(readability-identifier-naming): called like a function
 
@@ -56,7 +63,8 @@ struct MulInPlace {
   static constexpr KernelDecl kCuda{&kernels::cuda::mul_inplace, "layers/kernels/cuda/inplace_reduce.cu (strata's own kernel, written into self)"};
   static constexpr auto kReference = &reference::mul;
   static constexpr bool kInPlace = true;
-  static constexpr BackwardDecl kBackward{"(none: in-place, refused when grad is needed)", 0};
+  static constexpr BackwardDecl kBackward = Mul::kBackward;
+  static GradList backward(const RecordedNode& node, const Tensor& grad) { return Mul::backward(node, grad); }
 };
 
 struct MulScalarInPlace {
@@ -69,7 +77,8 @@ struct MulScalarInPlace {
   static constexpr KernelDecl kCuda{&kernels::cuda::mul_scalar_inplace, "layers/kernels/cuda/inplace_reduce.cu (strata's own kernel, written into self)"};
   static constexpr auto kReference = &reference::mul_scalar;
   static constexpr bool kInPlace = true;
-  static constexpr BackwardDecl kBackward{"(none: in-place, refused when grad is needed)", 0};
+  static constexpr BackwardDecl kBackward = MulScalar::kBackward;
+  static GradList backward(const RecordedNode& node, const Tensor& grad) { return MulScalar::backward(node, grad); }
 };
 // x.mul_(y) and x.mul_(2.0): one C++ name, two operators (Note [Overloads]).
 inline constexpr Overloads<EntryPoint<MulInPlace>, EntryPoint<MulScalarInPlace>> mul_{};  // NOLINT(readability-identifier-naming)

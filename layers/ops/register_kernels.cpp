@@ -20,48 +20,89 @@ struct AutogradKernel<Op, Tensor(Args...)> {
   }
 };
 
-// The Autograd kernel of an in-place op (Note [In-place operators]): nothing is recorded; what would need
-// a node is refused, so a gradient is never silently wrong. Reached only when some argument requires grad
-// and grad mode is on (the key set has no Autograd key otherwise, so no_grad() writes leaves freely, as
-// torch's optimizers do).
+// The Autograd kernel of an in-place op (Note [In-place operators]). Reached only when some argument
+// requires grad and grad mode is on (the key set has no Autograd key otherwise, so no_grad() writes
+// leaves freely, as torch's optimizers do).
 inline std::string described(const Tensor& t) {
   return "[" + std::string(dtype_name(t.dtype())) + " [" + t.sizes().str() + "] " + t.device().str() + "]";
 }
+// What PyTorch refuses, and the in-place op on a view that needs a history, which strata does not model
+// (PyTorch rebases the view's base onto a CopySlices node; docs/autograd.md).
+template <typename Op>
+void refuse_unrecordable(const Tensor& self) {
+  if (self.requires_grad() && self.is_leaf()) {
+    throw UsageError(std::string("a leaf Variable that requires grad is being used in an in-place operation. (") +
+                     Op::kName + " on " + described(self) +
+                     "; under no_grad() it is allowed, as an optimizer's update is)");
+  }
+  if (self.is_view()) {
+    const std::string why = self.requires_grad()
+                                ? std::string("it requires grad") +
+                                      (self.is_leaf() ? "" : std::string(" as output 0 of ") + self.grad_fn()->name())
+                                : std::string("an operand requires grad");
+    throw UsageError(std::string(Op::kName) + "(): self " + described(self) +
+                     " is a view of another tensor's memory and " + why +
+                     "; strata rebases the history of a tensor written in place but not of a view's base "
+                     "(PyTorch's CopySlices). Call " + Op::kName +
+                     " on the base tensor, use the out-of-place op (y = v." +
+                     std::string(Op::kName).substr(0, std::string_view(Op::kName).find('_')) +
+                     "(...)), or write into a copy (v.contiguous() of a strided view, strata.to_copy(v))");
+  }
+}
+// Saves what the node's formula reads, as PyTorch's VariableType does for the in-place op: an operand
+// only when another argument needs a gradient (Mul: d self reads other, d other reads self), and self,
+// which the write is about to change, as a copy of its value now (a to_copy call below Autograd: a row
+// of its own, and no node, since only its values are read).
+inline void save_in_place_input(RecordedNode& node, const BackwardDecl& decl, size_t i, const Tensor& t, size_t count) {
+  if (!((decl.saved_inputs >> i) & 1u)) return;
+  bool another_needs_grad = false;
+  for (size_t j = 0; j < count; ++j) another_needs_grad = another_needs_grad || (j != i && node.needs_grad(j));
+  if (!another_needs_grad) return;
+  if (i != 0) {
+    node.save_input(i, t);
+    return;
+  }
+  const ExcludeKeyGuard below_autograd(DispatchKey::kAutograd);
+  node.save_input(0, ops::to_copy(t, std::nullopt));
+}
+template <typename T>
+void record_in_place_arg(RecordedNode& node, size_t i, const T& v) {
+  if constexpr (std::is_same_v<T, Tensor>) {
+    node.set_next(i, gradient_edge(v));
+    node.save_input_sizes(i, v.sizes());
+    node.save_input_dtype(i, v.dtype());
+  } else if constexpr (std::is_arithmetic_v<T>) {
+    node.save_scalar(i, static_cast<double>(v));
+  }
+}
+template <typename T>
+void save_in_place_arg(RecordedNode& node, const BackwardDecl& decl, size_t i, const T& v, size_t count) {
+  if constexpr (std::is_same_v<T, Tensor>) save_in_place_input(node, decl, i, v, count);
+}
+
 template <typename Op, typename Signature = typename Op::Signature>
 struct InPlaceAutogradKernel;
 template <typename Op, typename... Rest>
 struct InPlaceAutogradKernel<Op, Tensor(const Tensor&, Rest...)> {
   static Tensor fn(DispatchKeySet ks, const Tensor& self, Rest... rest) {
-    if (self.requires_grad() && self.is_leaf()) {
-      throw UsageError(std::string("a leaf Variable that requires grad is being used in an in-place operation. (") +
-                       Op::kName + " on " + described(self) +
-                       "; under no_grad() it is allowed, as an optimizer's update is)");
+    refuse_unrecordable<Op>(self);
+    // The node: its edges are self's history before the write (edge 0) and the operands'.
+    auto node = std::make_shared<RecordedNode>(Op::kBackward.node, Op::kName, backward_formula<Op>());
+    constexpr size_t kCount = 1 + sizeof...(Rest);
+    {
+      size_t i = 0;
+      record_in_place_arg(*node, i++, self);
+      (record_in_place_arg(*node, i++, rest), ...);
+      i = 0;
+      save_in_place_arg(*node, Op::kBackward, i++, self, kCount);
+      (save_in_place_arg(*node, Op::kBackward, i++, rest, kCount), ...);
     }
-    if (self.requires_grad()) {
-      throw UsageError(std::string(Op::kName) + "(): self " + described(self) + " requires grad as output 0 of " +
-                       self.grad_fn()->name() +
-                       ", and strata does not record in-place ops in the autograd graph (torch would rebase its "
-                       "history onto a new node); use the out-of-place op, or run it under no_grad()");
-    }
-    bool operand_needs_grad = false;
-    ((operand_needs_grad = operand_needs_grad || requires_grad_of(rest)), ...);
-    if (operand_needs_grad) {
-      throw UsageError(std::string(Op::kName) + "(): an operand requires grad but self " + described(self) +
-                       " does not, and strata does not record in-place ops in the autograd graph (torch would "
-                       "make self require grad through a new node); use the out-of-place op");
-    }
-    return Dispatcher::instance().redispatch<KernelFn<Op>>(op_index<Op>(), ks.remove(DispatchKey::kAutograd), self,
-                                                           rest...);
-  }
-
- private:
-  template <typename T>
-  static bool requires_grad_of(const T& v) {
-    if constexpr (std::is_same_v<T, Tensor>) {
-      return v.defined() && v.requires_grad();
-    } else {
-      return false;
-    }
+    Tensor out = Dispatcher::instance().redispatch<KernelFn<Op>>(op_index<Op>(), ks.remove(DispatchKey::kAutograd),
+                                                                 self, rest...);
+    if (Op::kBackward.saves_result) node->save_result(self);  // after the write: its version counts it
+    self.rebase_history(std::move(node));
+    self.storage()->bump_rebases();  // views taken before now hold the old history (Storage::rebases)
+    return out;
   }
 };
 
@@ -150,7 +191,8 @@ Dispatcher& Dispatcher::instance() {
       OperatorEntry& e = d->entry(ops::op_index<Op>());
       if constexpr (ops::kInPlace<Op>) {
         e.set_kernel(DispatchKey::kAutograd, reinterpret_cast<void*>(&ops::InPlaceAutogradKernel<Op>::fn),
-                     "layers/ops/register_kernels.cpp (in place: records nothing, refuses when grad is needed)");
+                     std::string("layers/ops/register_kernels.cpp (in place: records ") + Op::kBackward.node +
+                         " and rebases self's history onto it)");
       } else {
         e.set_kernel(DispatchKey::kAutograd, reinterpret_cast<void*>(&ops::AutogradKernel<Op>::fn),
                      std::string("layers/dispatch/autograd.cpp (records ") + Op::kBackward.node + ")");

@@ -63,8 +63,7 @@ Tensor detached_alias(const Tensor& t) {
     throw UsageError("compiled backward: a tensor the graph reads (" + t.str() +
                      ") is not contiguous; the compiled function's backward replays contiguous tensors only");
   }
-  auto* keep = new Tensor(t);
-  keep->set_grad_fn(nullptr);
+  auto* keep = new Tensor(t.without_autograd());
   auto storage = std::make_shared<Storage>(
       t.data_ptr(), t.nbytes(), t.device(),
       [](void* context, void*, size_t) { delete static_cast<Tensor*>(context); }, keep);
@@ -219,6 +218,9 @@ std::vector<Tensor> run_with_grad(const compiler::CompiledGraph& cg, const std::
     for (size_t e = 0; e < sources.size(); ++e) node->set_next(e, gradient_edge(values[sources[e]]));
     Tensor& out = outputs[o];
     if (out.grad_fn() != nullptr || out.requires_grad()) out = detached_alias(out);  // one output twice
+    // An identity of its own (Note [Autograd identity]): the output may be a tensor the function returned
+    // as it was given, whose history this node must not become.
+    out = out.without_autograd();
     out.set_grad_fn(std::move(node));
     out.set_requires_grad(true);
   }

@@ -194,7 +194,7 @@ Tensor from_numpy(const py::array& array) {
         Py_DECREF(static_cast<PyObject*>(context));
       },
       owner);
-  return Tensor::from_storage(std::move(storage), Shape{span}, dtype).as_strided(shape, strides, 0);
+  return Tensor::from_storage(std::move(storage), shape, strides, dtype);  // a tensor of its own, strided
 }
 
 

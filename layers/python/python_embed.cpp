@@ -265,13 +265,16 @@ py::object python_tuple(const Shape& list) {
   return std::move(t);
 }
 
-// The positional and keyword arguments of `call` as Python objects (keyword-only arguments by name).
-void python_arguments(const frontend::PreparedCall& call, py::tuple& args, py::dict& kwargs) {
+// The positional and keyword arguments of `call` as Python objects (keyword-only arguments by name);
+// `replaced[i]`, where given and not null, stands for argument i (a --view made in Python).
+void python_arguments(const frontend::PreparedCall& call, py::tuple& args, py::dict& kwargs,
+                      const std::vector<py::object>& replaced = {}) {
   const binding::Schema& schema = call.op->schema();
   std::vector<py::object> positional;
   for (size_t i = 0; i < call.args.size() && i < schema.arguments.size(); ++i) {
     const binding::IValue& v = call.args[i];
-    py::object o = v.is_tensor() ? py::cast(v.tensor())
+    py::object o = i < replaced.size() && replaced[i] ? replaced[i]
+                   : v.is_tensor() ? py::cast(v.tensor())
                    : v.is_int()  ? py::object(py::int_(v.to_int()))
                    : v.is_double() ? py::object(py::float_(v.to_double()))
                    : v.is_bool()   ? py::object(py::bool_(v.to_bool()))
@@ -311,6 +314,31 @@ std::string argument_text(const frontend::PreparedCall& call) {
   return text;
 }
 
+// --view NAME=KIND through the Python API (docs/views.md): the same view of the same buffer the C++
+// frontend made (apply_input_views), written as a user would, once, before any call: base.t(), or
+// base[..., ::N]. Its strides are checked against the C++ view's, so both front ends time the same layout.
+py::object python_view(const frontend::PreparedCall::InputView& view, const Tensor& cpp_view, std::string& text) {
+  py::object base = py::cast(view.base);
+  py::object made;
+  if (view.kind == "t") {
+    made = base.attr("t")();
+    text = "base.t()";
+  } else {
+    const int64_t step = std::stoll(view.kind.substr(5));  // "sliceN", checked by apply_input_views
+    py::object every = py::module_::import("builtins").attr("slice")(py::none(), py::none(), step);
+    made = base.attr("__getitem__")(py::make_tuple(py::ellipsis(), every));
+    text = "base[..., ::" + std::to_string(step) + "]";
+  }
+  const Tensor& got = made.cast<const Tensor&>();
+  if (!(got.strides() == cpp_view.strides()) || !(got.sizes() == cpp_view.sizes()) ||
+      got.data_ptr() != cpp_view.data_ptr()) {
+    throw Error("--view " + view.kind + ": the Python view " + text + " has strides [" + got.strides().str() +
+                "], the C++ one [" + cpp_view.strides().str() + "]");
+  }
+  if (cpp_view.requires_grad()) made.attr("requires_grad") = true;  // a leaf, as the C++ view is
+  return made;
+}
+
 class StrataCall final : public PythonCall {
  public:
   StrataCall(const frontend::PreparedCall& call, const std::string& package_dir) {
@@ -323,8 +351,16 @@ class StrataCall final : public PythonCall {
     // The frontend's probes (Note [The python and pybind11 rows]) record into the active timeline, which
     // is the harness's: this module shares the program's strata (Note [The Python module]).
     strata.attr("_ops").attr("set_rows")(true);
-    python_arguments(call, args_, kwargs_);
-    expression_ = "strata." + name + "(" + argument_text(call) + ")";
+    std::vector<py::object> views(call.args.size());
+    std::string made;
+    for (const frontend::PreparedCall::InputView& view : call.views) {
+      std::string text;
+      views[view.arg] = python_view(view, call.args[view.arg].tensor(), text);
+      made += (made.empty() ? " with " : ", ") + call.op->schema().arguments[view.arg].name + " = " + text;
+    }
+    python_arguments(call, args_, kwargs_, views);
+    expression_ = "strata." + name + "(" + argument_text(call) + ")" +
+                  (made.empty() ? "" : made + " made once before the calls");
   }
   ~StrataCall() override = default;
 

@@ -2,8 +2,10 @@
 // one valid Chrome trace and one JSON report, and bad --ops-per-graph values are refused.
 #include <doctest/doctest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string>
 
 #include "layers/frontend/frontend.h"
 #include "layers/kernels/reference/reference.h"
@@ -88,6 +90,62 @@ TEST_CASE("strata compare on the CPU: table, verdict, JSON and one Chrome trace 
 }
 
 // Neither mode runs a backward: accepting --backward printed forward figures and checked nothing.
+namespace {
+// The Chrome trace's complete events counted per (process name, category, name).
+std::map<std::string, int> events_per_process(const std::string& path) {
+  const auto events = nlohmann::json::parse(test::read_file(path))["traceEvents"];
+  std::map<int64_t, std::string> process;
+  for (const auto& e : events)
+    if (e.value("ph", "") == "M" && e.value("name", "") == "process_name") process[e["pid"].get<int64_t>()] = e["args"]["name"];
+  std::map<std::string, int> counts;
+  for (const auto& e : events)
+    if (e.value("ph", "") == "X") ++counts[process[e["pid"].get<int64_t>()] + " / " + e.value("cat", "") + " / " + e.value("name", "")];
+  return counts;
+}
+}  // namespace
+
+TEST_CASE("strata compare --view: the view made once for both modes; the implicit copy is its own call in each") {
+  test::TempDir dir;
+  const std::string json = dir.file("c.json"), trace = dir.file("c.trace.json");
+  // relu reads contiguous memory: every call copies the stepped view first, eager and replayed alike.
+  auto r = test::run_strata({"compare", "relu", "64x64", "--view", "self=slice2", "--ops-per-graph", "2", "--repeat", "3",
+                             "--warmup", "1", "--check", "--device", "cpu", "--json", json, "--chrome-trace", trace});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  auto doc = nlohmann::json::parse(test::read_file(json));
+  CHECK(doc["check"]["passed"] == true);  // the replay computes relu of the view, not its copy
+  CHECK(test::contains(doc["description"].get<std::string>(), "self: slice2 view, strides 128x2"));
+  CHECK(reports::check_chrome_trace(test::read_file(trace)).empty());
+  std::map<std::string, int> n = events_per_process(trace);
+  for (const std::string mode : {"eager", "plan replay"}) {
+    CAPTURE(mode);
+    const std::string host = "strata host (" + mode + ") / ";
+    // 3 timed rounds of 2 calls: one copy per relu, never two (a replay once ran the copy twice).
+    CHECK(n[host + "library / relu (cpu loop)"] == 6);
+    CHECK(n[host + "library / strided copy (to contiguous)"] == 6);
+    // The copy is a call of its own in the replay too: the relu kernel makes it through the dispatcher.
+    CHECK(n[host + "dispatch / contiguous:CPU"] == 6);
+  }
+  CHECK(n["strata host (plan replay) / dispatch / CPU"] == 0);  // the op itself is replayed without dispatch
+
+  // A transposed GEMM operand is read through the op flag: no copy in either mode.
+  r = test::run_strata({"compare", "matmul", "32", "--view", "other=t", "--ops-per-graph", "2", "--repeat", "3",
+                        "--warmup", "1", "--check", "--device", "cpu", "--json", json, "--chrome-trace", trace});
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  doc = nlohmann::json::parse(test::read_file(json));
+  CHECK(doc["check"]["passed"] == true);
+  CHECK(test::contains(doc["description"].get<std::string>(), "other: t view, strides 1x32"));
+  n = events_per_process(trace);
+  for (const std::string mode : {"eager", "plan replay"}) {
+    CAPTURE(mode);
+    const std::string host = "strata host (" + mode + ") / ";
+    CHECK(n[host + "library / cblas_sgemm NT"] == 6);
+    CHECK(n[host + "dispatch / contiguous:CPU"] == 0);
+    CHECK(n[host + "library / strided copy (to contiguous)"] == 0);
+  }
+}
+
 TEST_CASE("strata compare refuses --backward with exit 2 and the reason") {
   test::TempDir dir;
   auto r = test::run_strata({"compare", "matmul", "16", "--requires-grad", "--backward", "--check", "--json",

@@ -133,6 +133,47 @@ TEST_CASE("trace --frontend python: python and pybind11 rows above binding, the 
   CHECK(cli["check"]["relative_error"] == doc["check"]["relative_error"]);
 }
 
+TEST_CASE("--view with --frontend python: the same view of the same buffer made with the Python API, once") {
+  TempDir dir;
+  const std::string json_path = dir.path() + "/r.json", cli_json = dir.path() + "/cli.json";
+  RunResult r = run_strata(cpu({"trace", "matmul", "24x40x8", "--view", "other=t", "--frontend", "python", "--check",
+                                "--json", json_path}));
+  check_no_crash(r);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  auto doc = nlohmann::json::parse(read_file(json_path));
+  CHECK(doc["frontend_call"].get<std::string>().rfind(
+            "strata.matmul(self, other) with other = base.t() made once before the calls in the embedded ", 0) == 0);
+  CHECK(report_row(doc, "dispatch", "contiguous:CPU").is_null());  // read through the op flag, as from C++
+  CHECK(contains(report_row(doc, "library")["what"].get<std::string>(), "cblas_sgemm NT"));
+  // The same buffer and the same kernel as the C++ frontend's view: the same error, to the last digit.
+  const RunResult c = run_strata(cpu({"trace", "matmul", "24x40x8", "--view", "other=t", "--check", "--json", cli_json}));
+  REQUIRE(c.exit_code == 0);
+  CHECK(nlohmann::json::parse(read_file(cli_json))["check"]["relative_error"] == doc["check"]["relative_error"]);
+
+  // A stepped view: relu copies it first, its own dispatch row under the python and pybind11 rows.
+  r = run_strata(cpu({"trace", "relu", "32x16", "--view", "self=slice3", "--frontend", "python", "--check", "--json",
+                      json_path}));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  doc = nlohmann::json::parse(read_file(json_path));
+  CHECK(contains(doc["frontend_call"].get<std::string>(), "strata.relu(self) with self = base[..., ::3] made once"));
+  CHECK_FALSE(report_row(doc, "dispatch", "contiguous:CPU").is_null());
+  CHECK(doc["check"]["passed"] == true);
+
+  // compare: the eager calls through Python on the view.
+  r = run_strata(cpu({"compare", "relu", "32x16", "--view", "self=slice2", "--frontend", "python", "--check", "--json",
+                      json_path}));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(nlohmann::json::parse(read_file(json_path))["check"]["passed"] == true);
+
+  // The peer's inputs are contiguous torch tensors: it would not read the view.
+  r = run_strata(cpu({"trace", "matmul", "8", "--view", "other=t", "--peer", "torch"}));
+  CHECK(r.exit_code == 2);
+  CHECK(contains(r.err, "--view with --peer torch: the peer's inputs are contiguous copies of the values"));
+}
+
 TEST_CASE("--frontend python passes the CLI's arguments the way the schema says") {
   // The CLI gives add no alpha (the binding layer fills the default, from Python as from C++); conv2d's
   // stride, padding and dilation are int[2] tuples after an optional bias, then groups.

@@ -81,18 +81,39 @@ class InPlaceTest(unittest.TestCase):
         self.assertIsInstance(caught.exception, RuntimeError)  # as torch's
         self.assertIsNone(x.grad)
 
-    def test_leaf_and_non_leaf_refusals(self):
+    def test_leaf_refusal_and_non_leaf_rebase(self):
         x = self.randn(2, 3, requires_grad=True)
         with self.assertRaisesRegex(strata.UsageError, "a leaf Variable that requires grad is being used in an "
                                     "in-place operation."):
             x.relu_()
         self.assertEqual(x._version, 0)
-        with self.assertRaisesRegex(strata.UsageError, "strata does not record in-place ops"):
-            strata.relu(x).add_(self.randn(2, 3))
+        y = strata.relu(x)
+        self.assertIs(y.add_(self.randn(2, 3)), y)
+        self.assertEqual(y.grad_fn, "AddBackward")  # y's history rebased onto the in-place op's node
         with strata.no_grad():  # an optimizer's step
             x.add_(self.randn(2, 3), alpha=-0.1)
         self.assertEqual(x._version, 1)
         self.assertTrue(x.is_leaf)
+
+    def test_view_refusal_names_the_view(self):
+        y = self.randn(3, 4, requires_grad=True) * 2
+        with self.assertRaisesRegex(strata.UsageError, r"relu_\(\): self \[f32 \[4x3\] cpu\] is a view of another "
+                                    "tensor's memory and it requires grad as output 0 of TBackward"):
+            y.t().relu_()
+        z = self.randn(3, 4)
+        with self.assertRaisesRegex(strata.UsageError, "is a view of another tensor's memory and an operand requires grad"):
+            z[0].add_(self.randn(4, requires_grad=True))
+        self.assertEqual((y._version, z._version), (0, 0))
+        self.assertFalse(z.requires_grad)
+
+    def test_rebase_seen_through_every_python_handle(self):
+        z = self.randn(5, dtype="float64")
+        same = z.contiguous()  # contiguous already: another handle of the same tensor
+        w = self.randn(5, dtype="float64", requires_grad=True)
+        z.mul_(w)
+        self.assertTrue(same.requires_grad)
+        self.assertEqual(same.grad_fn, "MulBackward")
+        self.assertFalse(same.is_leaf)
 
     @unittest.skipIf(torch is None, "PyTorch is not importable in this Python")
     def test_torch_raises_on_the_same_sequences(self):
@@ -100,7 +121,7 @@ class InPlaceTest(unittest.TestCase):
         y = torch.relu(x)
         with torch.no_grad():
             y.mul_(torch.randn(3, 4))
-        with self.assertRaisesRegex(RuntimeError, "modified by an inplace operation.*output 0 of ReluBackward0, "
+        with self.assertRaisesRegex(RuntimeError, "modified by an inplace operation.*output 0 of Relu(Backward0)?, "
                                     "is at version 1; expected version 0 instead"):
             y.sum().backward()
         with self.assertRaisesRegex(RuntimeError, "a leaf Variable that requires grad is being used in an "
@@ -109,6 +130,92 @@ class InPlaceTest(unittest.TestCase):
         a = torch.randn(3, 5, dtype=torch.float64)
         a[:, 1].add_(torch.randn(3, dtype=torch.float64), alpha=3.0)
         self.assertEqual(a._version, 1)  # the count strata's test_views expects too
+
+
+
+@unittest.skipIf(torch is None, "PyTorch is not importable in this Python")
+class InPlaceGradientsAgainstTorch(unittest.TestCase):
+    """The same in-place sequences through strata and torch on the same float64 values: the same grad_fn
+    chain and the same gradients (float64 throughout, so they agree to rounding)."""
+
+    def setUp(self):
+        self.seed = random.SystemRandom().randrange(2**32)
+        self.rng = random.Random(self.seed)
+
+    def pair(self, *shape, requires_grad=True):
+        s = strata.randn(*shape, dtype=strata.float64, seed=self.rng.randrange(2**63), requires_grad=requires_grad)
+        t = torch.from_numpy(s.numpy_float64()).requires_grad_(requires_grad)
+        return s, t
+
+    def same(self, strata_tensor, torch_tensor):
+        np.testing.assert_allclose(strata_tensor.numpy_float64(), torch_tensor.detach().numpy(), rtol=1e-13,
+                                   atol=1e-13, err_msg=f"seed {self.seed}")
+
+    def run_both(self, program, *shapes):
+        """program(lib, *inputs) -> y, run once with strata's inputs and once with torch's; both y.sum()
+        backward; the inputs' gradients compared."""
+        inputs = [self.pair(*shape) for shape in shapes]
+        ys = program(strata, *[s for s, _ in inputs]), program(torch, *[t for _, t in inputs])
+        self.same(ys[0], ys[1])
+        ys[0].sum().backward()
+        ys[1].sum().backward()
+        for s, t in inputs:
+            if t.grad is None:
+                self.assertIsNone(s.grad)
+            else:
+                self.same(s.grad, t.grad)
+        return ys
+
+    def test_relu_after_mul(self):
+        def program(lib, x):
+            y = x * 2
+            y.relu_()
+            return y
+        ys = self.run_both(program, (4, 6))
+        self.assertEqual(ys[0].grad_fn, "ReluBackward")
+        self.assertEqual(type(ys[1].grad_fn).__name__, "ReluBackward0")
+
+    def test_add_with_alpha_broadcast(self):
+        def program(lib, x, w):
+            y = x * 1.5
+            y.add_(w, alpha=-0.75)
+            return y
+        self.run_both(program, (3, 5), (5,))
+
+    def test_mul_by_a_tensor_that_requires_grad(self):
+        def program(lib, x, w):
+            y = x * 2
+            y.mul_(w)
+            return y
+        ys = self.run_both(program, (2, 7), (2, 7))
+        self.assertEqual(ys[0].grad_fn, "MulBackward")
+
+    def test_chain(self):
+        def program(lib, x, w, b):
+            y = x * 2
+            y.mul_(w)
+            y.add_(b, alpha=0.5)
+            y.mul_(-3.0)
+            y.add_(x)
+            y.relu_()  # last: a write after it would change the result ReluBackward saved
+            return y
+        self.run_both(program, (3, 4), (3, 4), (4,))
+
+    def test_self_without_grad_takes_the_operands_history(self):
+        def program(lib, z, w):
+            with (strata.no_grad() if lib is strata else torch.no_grad()):
+                z = z * 1.0  # a tensor that needs no gradient
+            z.mul_(w)
+            return z
+        self.run_both(program, (6,), (6,))
+
+    def test_saved_tensor_modified_afterwards_raises_in_both(self):
+        for x in self.pair(5):
+            y = x * 2
+            y.relu_()
+            y.mul_(3.0)
+            with self.assertRaisesRegex(RuntimeError, "output 0 of Relu.*is at version 2; expected version 1 instead"):
+                y.sum().backward()
 
 
 if __name__ == "__main__":
