@@ -48,6 +48,8 @@ CASES = [
     ("x[..., 2]", lambda x: x[..., 2], lambda a: a[..., 2]),
     ("x[1, None, 2:]", lambda x: x[1, None, 2:], lambda a: a[1, None, 2:]),
     ("x[10:20] (empty)", lambda x: x[10:20], lambda a: a[10:20]),
+    ("x[np.int64(2)]", lambda x: x[np.int64(2)], lambda a: a[np.int64(2)]),
+    ("x[1, np.int32(-1)]", lambda x: x[1, np.int32(-1)], lambda a: a[1, np.int32(-1)]),
 ]
 
 
@@ -136,6 +138,16 @@ class ViewsTest(unittest.TestCase):
             x.view(2.0, 3)
         with self.assertRaisesRegex(TypeError, "advanced indexing is not implemented"):
             x[True]
+        # A 0-d tensor takes no index, as torch's (the int fast path of __getitem__ falls back to say so).
+        with self.assertRaisesRegex(IndexError, "too many indices for tensor of dimension 0"):
+            x.sum()[0]
+        with self.assertRaisesRegex(IndexError, "too many indices for tensor of dimension 0"):
+            x.sum()[:]
+        with self.assertRaisesRegex(IndexError, r"index -3 is out of range for dim 0 of size 2"):
+            x[-3]
+        # An int past int64 (the extension's exact-int fast path hands it to the general branch's words).
+        with self.assertRaisesRegex(ValueError, r"must be an int in \[-2\*\*63, 2\*\*63\)"):
+            x.transpose(0, 2**70)
         self.assertTrue(issubclass(strata.IndexRangeError, strata.UsageError))
 
     def test_from_numpy_of_a_strided_array_is_a_strided_view(self):

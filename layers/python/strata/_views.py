@@ -6,6 +6,7 @@ library rows of a view are those of any operator, and a view shares its tensor's
 import numbers
 
 from . import _strata
+from ._errors import UsageError
 from ._ops import OPERATORS
 
 Tensor = _strata.Tensor
@@ -17,10 +18,6 @@ def _size_args(size):
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         return tuple(size[0])
     return tuple(size)
-
-
-def _transpose(self, dim0, dim1):
-    return OPERATORS["transpose"](self, dim0, dim1)
 
 
 def _T(self):
@@ -52,48 +49,76 @@ def _stride(self, dim=None):
 def _getitem(self, index):
     """x[i], x[a:b:s], x[None], x[..., i], and tuples of them: each int a select, each slice a slice (a
     full ':' is no call), each None an unsqueeze, as torch's basic indexing; every result is a view."""
-    items = index if isinstance(index, tuple) else (index,)
-    ellipses = sum(1 for it in items if it is Ellipsis)
+    # The commonest form first, without the general walk below and without asking for ndim (a
+    # property costs ~140 ns): measured by bench/python_views_bench.py. A 0-d tensor makes the operator
+    # refuse; the general walk then raises torch's IndexError.
+    if type(index) is int:
+        try:
+            return _select(self, 0, index)
+        except UsageError:
+            if self.ndim > 0:
+                raise  # the operator's own error (an index out of range names the dim and its size)
+    items = index if type(index) is tuple else (index,)
+    ellipses = consumed = 0
+    for it in items:
+        if it is Ellipsis:
+            ellipses += 1
+        elif it is not None:
+            consumed += 1
     if ellipses > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
-    consumed = sum(1 for it in items if it is not None and it is not Ellipsis)
-    if consumed > self.ndim:
-        raise IndexError(f"too many indices for tensor of dimension {self.ndim} (got {consumed})")
+    ndim = self.ndim  # once: a property costs ~140 ns
+    if consumed > ndim:
+        raise IndexError(f"too many indices for tensor of dimension {ndim} (got {consumed})")
     out, dim = self, 0
     for it in items:
         if it is Ellipsis:
-            dim += self.ndim - consumed
+            dim += ndim - consumed
         elif it is None:
-            out = OPERATORS["unsqueeze"](out, dim)
+            out = _unsqueeze(out, dim)
+            dim += 1
+        elif type(it) is int:
+            out = _select(out, dim, it)
+        elif type(it) is slice:
+            out = _slice_dim(out, dim, it)
             dim += 1
         elif isinstance(it, bool) or isinstance(it, Tensor):
             raise TypeError(f"strata indexes with ints, slices, None and ...; not {type(it).__name__} "
                             "(advanced indexing is not implemented)")
-        elif isinstance(it, numbers.Integral):
-            out = OPERATORS["select"](out, dim, int(it))
-        elif isinstance(it, slice):
-            start = 0 if it.start is None else it.start
-            stop = _INT64_MAX if it.stop is None else it.stop
-            step = 1 if it.step is None else it.step
-            if (start, stop, step) != (0, _INT64_MAX, 1):
-                out = OPERATORS["slice"](out, dim, start, stop, step)
-            dim += 1
+        elif isinstance(it, numbers.Integral):  # numpy's ints and other integral types
+            out = _select(out, dim, int(it))
         else:
             raise TypeError(f"strata indexes with ints, slices, None and ...; not {type(it).__name__}")
     return out
 
 
-Tensor.t = lambda self: OPERATORS["t"](self)
+def _slice_dim(tensor, dim, it):
+    """One slice of an index on `dim`: a full ':' is no call, as in torch."""
+    start = 0 if it.start is None else it.start
+    stop = _INT64_MAX if it.stop is None else it.stop
+    step = 1 if it.step is None else it.step
+    if start == 0 and stop == _INT64_MAX and step == 1:
+        return tensor
+    return _slice(tensor, dim, start, stop, step)
+
+
+# The operators' frontend functions are the methods themselves where their parameters are the method's
+# (self first): a lambda in between would add a Python frame to every view (~60 ns, bench/python_views_bench.py).
+_select = OPERATORS["select"]
+_slice = OPERATORS["slice"]
+_unsqueeze = OPERATORS["unsqueeze"]
+
+Tensor.t = OPERATORS["t"]
 Tensor.T = property(_T)
-Tensor.transpose = _transpose
+Tensor.transpose = OPERATORS["transpose"]
 Tensor.permute = lambda self, *dims: OPERATORS["permute"](self, _size_args(dims))
 Tensor.view = lambda self, *size: OPERATORS["view"](self, _size_args(size))
 Tensor.reshape = lambda self, *size: OPERATORS["reshape"](self, _size_args(size))
 Tensor.expand = lambda self, *size: OPERATORS["expand"](self, _size_args(size))
-Tensor.unsqueeze = lambda self, dim: OPERATORS["unsqueeze"](self, dim)
+Tensor.unsqueeze = _unsqueeze
 Tensor.squeeze = _squeeze
-Tensor.narrow = lambda self, dim, start, length: OPERATORS["narrow"](self, dim, start, length)
-Tensor.select = lambda self, dim, index: OPERATORS["select"](self, dim, index)
-Tensor.contiguous = lambda self: OPERATORS["contiguous"](self)
+Tensor.narrow = OPERATORS["narrow"]
+Tensor.select = _select
+Tensor.contiguous = OPERATORS["contiguous"]
 Tensor.stride = _stride
 Tensor.__getitem__ = _getitem
