@@ -9,10 +9,10 @@
 
 #include <vector>
 
+#include "apps/python/profile.h"
 #include "layers/binding/binding.h"
 #include "layers/kernels/cpu/cpu_kernels.h"
 #include "layers/ops/operators.h"
-#include "layers/python/profile.h"
 #include "lib/error.h"
 #include "lib/op_shapes.h"
 

@@ -19,21 +19,21 @@
 #include <string>
 #include <vector>
 
+#include "apps/python/crossing.h"
+#include "apps/python/profile.h"
 #include "layers/autograd/engine.h"
 #include "layers/binding/binding.h"
 #include "layers/dispatch/autocast.h"
 #include "layers/dispatch/dispatch.h"
 #include "layers/frontend/frontend.h"
 #include "layers/kernels/reference/reference.h"
-#include "layers/python/crossing.h"
-#include "layers/python/profile.h"
 #include "lib/error.h"
 #include "lib/storage.h"
 #include "lib/tensor.h"
 #if STRATA_PYTHON_EMBEDDED
-#include "layers/python/embedded.h"
+#include "apps/python/embedded.h"
 #elif STRATA_WITH_CUDA
-#include "layers/python/cuda_device.h"
+#include "apps/python/cuda_device.h"
 #endif
 
 namespace py = pybind11;

@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "apps/python/embedded.h"
 #include "apps/strata/python_module.h"
 #include "layers/kernels/reference/reference.h"
 #include "layers/ops/operators.h"
-#include "layers/python/embedded.h"
 #include "lib/error.h"
 #include "lib/host_clock.h"
 #include "measure/device_session.h"
