@@ -327,8 +327,8 @@ void bind_tensor(py::module_& m) {
 }  // namespace strata::python
 
 // The extension's body. Built as the extension module `_strata` it runs on import; built into the strata
-// program's Python module (STRATA_PYTHON_EMBEDDED, Note [The Python module] in apps/strata/python_module.h)
-// the program calls it to create `strata._strata` before importing the package.
+// program's Python module (STRATA_PYTHON_EMBEDDED, Note [The Python module] in python_module_abi.h) the
+// program calls it to create `strata._strata` before importing the package.
 #if STRATA_PYTHON_EMBEDDED
 void strata::python::define_module(py::module_& m) {
 #else
