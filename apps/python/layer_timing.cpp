@@ -1,5 +1,5 @@
 // The C++ half of the differential cross-check (Note [The differential cross-check] in
-// layers/python/strata/_profile.py): the same matmul entered at each C++ layer with the layers above it
+// apps/python/strata/_profile.py): the same matmul entered at each C++ layer with the layers above it
 // skipped, untraced, timed on the host clock. Python enters the two layers above (strata.matmul, then
 // _strata.call) itself.
 #include <cblas.h>

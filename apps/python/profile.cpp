@@ -1,4 +1,4 @@
-// strata._strata._Profile: the recording behind strata.profile() (layers/python/strata/_profile.py).
+// strata._strata._Profile: the recording behind strata.profile() (apps/python/strata/_profile.py).
 // The reports are the ones `strata trace` prints (reports/): one TraceReport per operator called.
 #include "apps/python/profile.h"
 
