@@ -17,7 +17,7 @@ namespace strata {
 enum class Layer : uint8_t {
   kFrontend,  // tensor creation, spec parsing (setup, not per call)
   // The two layers above the binding when an op is called from Python (Note [The python and pybind11
-  // rows] in layers/python/probes.h): the frontend function from its entry to the call into the
+  // rows] in apps/python/probes.h): the frontend function from its entry to the call into the
   // extension, then the pybind11 crossing (overload resolution, argument and result conversion).
   kPython,
   kPybind11,

@@ -1,7 +1,7 @@
 // The report builder: the one owner of a trace report's words. Every front end that measures calls
 // (the strata program's trace, mlp and program commands, and strata.profile() in the Python package) fills
 // its reports::TraceReport through these functions, so the same inputs give the same rows and notes in
-// the CLI table, its JSON and Python's table. No Python type here: layers/python calls it from C++.
+// the CLI table, its JSON and Python's table. No Python type here: apps/python calls it from C++.
 //
 // Note [One report builder]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -64,7 +64,7 @@ void describe_unrecorded_device_rows(reports::TraceReport& report);
 
 // Words for the python and pybind11 rows of a call made from Python (strata.profile(), --frontend
 // python): the pybind11 row is worded by the entry its spans name (Note [Two entries into the
-// extension] in layers/python/crossing.cpp), "_strata._op" or "_strata.call".
+// extension] in apps/python/crossing.cpp), "_strata._op" or "_strata.call".
 void describe_python_rows(reports::TraceReport& report);
 
 // The note for --frontend python: where its wall row and its 'tracing off' figure start and end.

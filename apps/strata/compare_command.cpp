@@ -206,9 +206,9 @@ CompareRounds compare_rounds(const Work& work, const Prepared& prepared, const C
 // compare --peer torch: the same rounds of K calls through torch, after strata's and its device flush,
 // eager and through torch's own replay (python_embed.cpp: compare_modes). Figures per op, medians.
 reports::PeerComparison compare_peer(const Prepared& prepared, const CompareOptions& options, int64_t rounds) {
-  PeerCall& peer = *prepared.peer_call;
+  python_module::PeerCall& peer = *prepared.peer_call;
   const int64_t k = iterations_per_round(prepared, options);
-  const PeerRounds r = peer.compare_rounds(k, options.trace.warmup, rounds);
+  const python_module::PeerRounds r = peer.compare_rounds(k, options.trace.warmup, rounds);
   reports::PeerComparison c;
   c.version = peer.version();
   c.expression = peer.expression();

@@ -35,9 +35,9 @@ struct Prepared {
   // The dtype the op computes and returns in: the autocast dtype for ops that autocast casts, else dtype.
   DType compute_dtype() const { return autocast_casts ? *autocast : dtype; }
   // --frontend python / --peer torch (python_frontend.h): how each call is made (empty: C++), and the peer.
-  std::unique_ptr<PythonCall> python_call;
+  std::unique_ptr<python_module::PythonCall> python_call;
   std::function<binding::IValue()> invoke;
-  std::unique_ptr<PeerCall> peer_call;
+  std::unique_ptr<python_module::PeerCall> peer_call;
   std::string frontend = "cli";
 };
 Prepared prepare_trace(const TraceOptions& options);

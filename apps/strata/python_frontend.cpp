@@ -51,8 +51,8 @@ std::string torch_dtype_name(DType d) {
 }
 
 // The same work on torch's side as on strata's: --backward and --autocast have torch counterparts.
-PeerOptions peer_options(const Prepared& p, const TraceOptions& o) {
-  PeerOptions options;
+python_module::PeerOptions peer_options(const Prepared& p, const TraceOptions& o) {
+  python_module::PeerOptions options;
   options.backward = o.backward;
   if (p.autocast) options.autocast = torch_dtype_name(*p.autocast);
   options.result_dtype = torch_dtype_name(p.compute_dtype());
@@ -72,7 +72,7 @@ void prepare_python(Prepared& p, const TraceOptions& o) {
     const uint64_t t0 = host_clock::ticks();
     p.python_call = module.bind_strata(p.call, package);
     g_strata_setup_ns = host_clock::elapsed_ns(t0);
-    PythonCall* call = p.python_call.get();
+    python_module::PythonCall* call = p.python_call.get();
     p.invoke = [call] { return call->call(); };
   }
   if (o.peer == "torch") {
@@ -101,7 +101,7 @@ std::string frontend_description(const Prepared& p) {
 
 reports::PeerReport run_peer(Prepared& p, int64_t warmup, int64_t repeat, const binding::IValue& strata_result,
                              const std::vector<double>& strata_untraced_ns, Timeline& timeline) {
-  PeerCall& peer = *p.peer_call;
+  python_module::PeerCall& peer = *p.peer_call;
   reports::PeerReport rep;
   rep.name = "torch";
   rep.version = peer.version();
@@ -157,7 +157,7 @@ void print_python_info(std::ostream& out) {
     out << "python: " << STRATA_PYTHON_EXECUTABLE << " (embedded); strata package: " << e.what() << "\n";
     return;
   }
-  const PythonInfo info = module->describe(package);
+  const python_module::PythonInfo info = module->describe(package);
   out << "python: " << info.executable << " " << info.version << " (embedded: " << info.library << ")\n";
   out << "  strata package: " << (info.package_error.empty() ? info.package_dir : info.package_error) << "\n";
   if (!info.torch_version.empty()) {

@@ -1,6 +1,6 @@
 // --frontend python and --peer torch for trace and compare, and the Python lines of `strata devices`
-// (Note [The Python module] in python_module.h). Compiled in every build: without the Python module
-// they say why there is none.
+// (Note [The Python module] in apps/python/python_module_abi.h). Compiled in every build: without the
+// Python module they say why there is none.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // The loader of libstrata_python.so and the search for the strata package, on the executable's side
-// (Note [The Python module] in python_module.h).
+// (Note [The Python module] in apps/python/python_module_abi.h).
 #include "apps/strata/python_module.h"
 
 #include <dlfcn.h>

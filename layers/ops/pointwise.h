@@ -113,7 +113,7 @@ using PointwiseFunctorOps = OpList<Silu, SiluBackward>;
 // mul.Scalar` use that name), and the unqualified name is the Tensor overload, as in PyTorch. Choosing
 // between them is the caller's language: in C++ an Overloads set (ops::mul(t, 2.0) picks mul.Scalar by
 // overload resolution, as at::mul does), in Python the frontend (strata.mul(x, 2.0) picks by the type of
-// the argument, as torch's python_arg_parser does: layers/python/strata/_ops.py).
+// the argument, as torch's python_arg_parser does: apps/python/strata/_ops.py).
 
 // The C++ entry point of a name with several operators: each call resolved by its argument types.
 template <typename... Entries>
@@ -155,7 +155,7 @@ inline constexpr Overloads<EntryPoint<Mul>, EntryPoint<MulScalar>> mul{};  // NO
 
 // True division (aten::div.Tensor / aten::div.Scalar with rounding_mode=None), IEEE as PyTorch's: x / 0 is
 // +-inf, 0 / 0 NaN, the sign of a zero quotient the XOR of the operands' signs. Python's `x / y` and
-// `x / 2.0`; `2.0 / x` is torch's reciprocal(x) * 2.0 (pow(x, -1) then mul.Scalar: layers/python/strata).
+// `x / 2.0`; `2.0 / x` is torch's reciprocal(x) * 2.0 (pow(x, -1) then mul.Scalar: apps/python/strata).
 struct Div {
   static constexpr const char* kName = "div";
   static constexpr std::string_view kAlias = "";

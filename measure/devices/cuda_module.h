@@ -64,7 +64,7 @@ struct StrataCudaBackend {
   std::unique_ptr<strata::measure::DeviceSession> (*open_session)(strata::Device device,
                                                               const strata::measure::SessionOptions& options);
   void (*list_devices)(std::ostream& out);
-  // For the Python package (layers/python/cuda_device.cpp), which has no session: makes `device` ready for
+  // For the Python package (apps/python/cuda_device.cpp), which has no session: makes `device` ready for
   // tensors (its stream, the caching allocator), or throws UnavailableError with the reason alone (no
   // driver, no such device, a device strata cannot use), for the caller to put in its own words.
   void (*init_device_for_python)(strata::Device device);

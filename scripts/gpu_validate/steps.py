@@ -428,7 +428,7 @@ def build_rest(r, st):
     elif rc in (124, 125, 137):
         r.verdict("skip", "build: tests", "time budget: the build was stopped (logs/build_rest.log); tests not built "
                   "fail or are not run below")
-    elif failed and all(re.search(r"layers/python|python/strata", f) for f in failed):
+    elif failed and all(re.search(r"apps/python|python/strata", f) for f in failed):
         r.verdict("pass", "build: tests", "every target built but the Python extension (section 11 reports it)")
     else:
         r.record.block("\n".join([l for l in r.log_text("build_rest").splitlines()
@@ -612,7 +612,7 @@ def sweeps(r, st):
 # ---- 11. The Python package on the GPU ----
 
 def python_package(r, st):
-    r.section("Python package on cuda (layers/python, tests/python/cuda_smoke.py)")
+    r.section("Python package on cuda (apps/python, tests/python/cuda_smoke.py)")
     r.record.say(f"The extension built for `{st.python_bin or 'no python3'}`; matmul, relu and gelu on device='cuda' "
                  "against numpy float64.")
     check = "Python package on cuda"

@@ -1,5 +1,6 @@
 // End-to-end: --frontend python (the op through `import strata` in the embedded interpreter), --peer torch
-// and the Python lines of `strata devices` (Note [The Python module] in apps/strata/python_module.h).
+// and the Python lines of `strata devices` (Note [The Python module] in
+// apps/python/python_module_abi.h).
 #include <doctest/doctest.h>
 #include <unistd.h>
 

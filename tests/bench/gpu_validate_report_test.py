@@ -315,7 +315,7 @@ class PythonSmoke(Work):
 
     def test_configure_failure_and_build_failure_fail(self):
         self.smoke(None, build_rc="1")
-        self.work.write("logs/build_python.log", "FAILED: layers/python/CMakeFiles/module.cpp.o\nmodule.cpp:3: error: x\n")
+        self.work.write("logs/build_python.log", "FAILED: apps/python/CMakeFiles/module.cpp.o\nmodule.cpp:3: error: x\n")
         text, status = tables.python_smoke(self.work.record, no_gpu=False)
         self.assertEqual(status, ("fail", "the extension did not build (exit 1, logs/build_python.log)"))
         self.assertIn("module.cpp:3: error: x", text)

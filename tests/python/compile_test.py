@@ -1,4 +1,4 @@
-"""tests/python: strata.compile (layers/python/strata/_compile.py over layers/compiler): compiled results
+"""tests/python: strata.compile (apps/python/strata/_compile.py over layers/compiler): compiled results
 against eager and a float64 numpy reference on fresh random inputs (the seed is in every failure message),
 guards and recompiles with their reasons, graph breaks with theirs, backward through a compiled function
 against eager's gradients, the cold phases and a cache hit, and the refusals. The JIT runs the system C++

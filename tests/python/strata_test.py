@@ -1,4 +1,4 @@
-"""tests/python: the Python package (layers/python) end to end, through the real extension.
+"""tests/python: the Python package (apps/python) end to end, through the real extension.
 
 Every operator strata declares is checked against a float64 numpy reference on fresh random inputs
 (the seed is printed with any failure) with a per-dtype tolerance; bad input must raise the right Python
@@ -456,7 +456,7 @@ class OperatorsTest(unittest.TestCase):
                         self.assertLessEqual(err, TOLERANCE[dtype], f"{name} {dtype}: relative error {err:.3g}")
 
     def test_both_entries_agree(self):
-        # Note [Two entries into the extension] (layers/python/crossing.cpp): the hot entry _op and the
+        # Note [Two entries into the extension] (apps/python/crossing.cpp): the hot entry _op and the
         # general entry call (pybind11's dispatcher) box alike and reach the same operator.
         seed = random.SystemRandom().randrange(2**32)
         rng = random.Random(seed)

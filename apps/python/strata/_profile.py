@@ -8,7 +8,7 @@
 
 Rows: python (the frontend function, entry -> the call into the extension), pybind11 (the crossing:
 overload resolution, argument and result conversion), then binding, dispatch (one per key), library:
-Note [The python and pybind11 rows] in layers/python/probes.h, docs/python.md.
+Note [The python and pybind11 rows] in apps/python/probes.h, docs/python.md.
 """
 import json as _json
 import threading as _threading

@@ -1,6 +1,7 @@
 // libstrata_python.so: the embedded interpreter behind --frontend python, --peer torch and the Python
-// lines of `strata devices` (Note [The Python module] in python_module.h). Its strata symbols resolve
-// against the executable; only this file and layers/python/module.cpp are compiled into it.
+// lines of `strata devices` (Note [The Python module] in python_module_abi.h). Its strata symbols resolve
+// against the executable; only this file and the extension's sources (module.cpp, crossing.cpp, ...) are
+// compiled into it.
 #include <dlfcn.h>
 
 #include <pybind11/embed.h>
@@ -12,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "apps/strata/python_module.h"
+#include "apps/python/embedded.h"
+#include "apps/python/python_module_abi.h"
 #include "layers/kernels/reference/reference.h"
 #include "layers/ops/operators.h"
-#include "layers/python/embedded.h"
 #include "lib/error.h"
 #include "lib/host_clock.h"
 #include "measure/device_session.h"
@@ -36,7 +37,7 @@ size_t embedded_available_bytes(Device device) { return measure::available_bytes
 
 }  // namespace strata::python
 
-namespace strata::app {
+namespace strata::python_module {
 namespace {
 
 // The Python side of --peer torch: which torch function is strata's operator (by schema name; arguments
@@ -598,10 +599,10 @@ std::unique_ptr<PeerCall> bind_torch(const frontend::PreparedCall& call, const s
 }
 
 }  // namespace
-}  // namespace strata::app
+}  // namespace strata::python_module
 
 extern "C" __attribute__((visibility("default"))) const StrataPythonModule* strata_python_module_v1() {
-  static const StrataPythonModule kModule{kStrataPythonModuleVersion, &strata::app::describe,
-                                          &strata::app::bind_strata, &strata::app::bind_torch};
+  static const StrataPythonModule kModule{kStrataPythonModuleVersion, &strata::python_module::describe,
+                                          &strata::python_module::bind_strata, &strata::python_module::bind_torch};
   return &kModule;
 }

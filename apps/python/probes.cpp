@@ -1,14 +1,14 @@
 // The probes of Note [The python and pybind11 rows] (probes.h): plain CPython functions, so that a
 // probe costs a METH_O / METH_NOARGS call (tens of ns), not a pybind11 dispatch.
-#include "layers/python/probes.h"
+#include "apps/python/probes.h"
 
 #include <Python.h>
 
 #include <deque>
 #include <string>
 
+#include "apps/python/profile.h"
 #include "layers/binding/binding.h"
-#include "layers/python/profile.h"
 
 namespace strata::python {
 namespace {

@@ -1,5 +1,5 @@
 // The crossing from Python into C++: the code of the `pybind11` row (crossing.h).
-#include "layers/python/crossing.h"
+#include "apps/python/crossing.h"
 
 #include <pybind11/pybind11.h>
 
@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "apps/python/probes.h"
+#include "apps/python/profile.h"
 #include "layers/binding/binding.h"
 #include "layers/ops/operators.h"
-#include "layers/python/probes.h"
-#include "layers/python/profile.h"
 #include "lib/error.h"
 
 namespace py = pybind11;

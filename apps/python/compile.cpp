@@ -26,14 +26,14 @@
 #include <string>
 #include <vector>
 
+#include "apps/python/crossing.h"
+#include "apps/python/profile.h"
 #include "layers/autograd/engine.h"
 #include "layers/binding/binding.h"
 #include "layers/compiler/compiler.h"
 #include "layers/dispatch/autocast.h"
 #include "layers/dispatch/autograd.h"
 #include "layers/dispatch/dispatch.h"
-#include "layers/python/crossing.h"
-#include "layers/python/profile.h"
 #include "lib/error.h"
 #include "lib/storage.h"
 #include "lib/zone.h"

@@ -1,8 +1,7 @@
 // What module.cpp needs when it is compiled into the strata program's Python module instead of the
-// extension (STRATA_PYTHON_EMBEDDED; Note [The Python module] in apps/strata/python_module.h). The CUDA
-// layers live in the CUDA module (Note [The CUDA module]): the extension loads it itself (cuda_device.h);
-// inside the program, CUDA questions go through the program's own device selection, defined by
-// layers/python/python_embed.cpp.
+// extension (STRATA_PYTHON_EMBEDDED; Note [The Python module] in python_module_abi.h). The CUDA layers
+// live in the CUDA module (Note [The CUDA module]): the extension loads it itself (cuda_device.h); inside
+// the program, CUDA questions go through the program's own device selection, defined by python_embed.cpp.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,5 @@
 """strata's exceptions (created by the extension; see Note [Errors across the language boundary] in
-layers/python/crossing.cpp).
+apps/python/crossing.cpp).
 
     Error(RuntimeError)              a library call failed, or a bug
     UsageError(Error, ValueError)    the call asked for something malformed or impossible

@@ -1,6 +1,6 @@
-// strata._strata._Profile: the recording behind strata.profile() (layers/python/strata/_profile.py).
+// strata._strata._Profile: the recording behind strata.profile() (apps/python/strata/_profile.py).
 // The reports are the ones `strata trace` prints (reports/): one TraceReport per operator called.
-#include "layers/python/profile.h"
+#include "apps/python/profile.h"
 
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>

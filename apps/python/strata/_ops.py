@@ -7,14 +7,14 @@ devices that differ, strides < 1) is checked once, by strata's C++ layers (lib/o
 arrives as strata.UsageError (a ValueError). Then the call goes through the extension into
 the binding layer: boxed values -> the operator's BoundOperator::call(...), entered through _strata._op
 (the common call) or _strata.call (keywords, conversions): Note [Two entries into the extension] in
-layers/python/crossing.cpp.
+apps/python/crossing.cpp.
 
 With the python and pybind11 rows on (while a strata.profile() records on any thread, or forced by an
 embedder with set_rows(True)), each function also calls the probes of the extension: _enter at its
 entry, the crossing's open (the hot entry does it itself when given ~index; _cross_call before the
 general entry), and on the way out _exit (the hot entry does that too when it returns a result), or
 _exit_failed when the call raised, so that a profile counts failed calls apart. See Note [The python
-and pybind11 rows] in layers/python/probes.h.
+and pybind11 rows] in apps/python/probes.h.
 """
 import inspect
 import numbers

@@ -1,5 +1,5 @@
 // The C++ half of the differential cross-check (Note [The differential cross-check] in
-// layers/python/strata/_profile.py): the same matmul entered at each C++ layer with the layers above it
+// apps/python/strata/_profile.py): the same matmul entered at each C++ layer with the layers above it
 // skipped, untraced, timed on the host clock. Python enters the two layers above (strata.matmul, then
 // _strata.call) itself.
 #include <cblas.h>
@@ -9,10 +9,10 @@
 
 #include <vector>
 
+#include "apps/python/profile.h"
 #include "layers/binding/binding.h"
 #include "layers/kernels/cpu/cpu_kernels.h"
 #include "layers/ops/operators.h"
-#include "layers/python/profile.h"
 #include "lib/error.h"
 #include "lib/op_shapes.h"
 

@@ -1,4 +1,4 @@
-#include "layers/python/cuda_device.h"
+#include "apps/python/cuda_device.h"
 
 #include <dlfcn.h>
 

@@ -19,21 +19,21 @@
 #include <string>
 #include <vector>
 
+#include "apps/python/crossing.h"
+#include "apps/python/profile.h"
 #include "layers/autograd/engine.h"
 #include "layers/binding/binding.h"
 #include "layers/dispatch/autocast.h"
 #include "layers/dispatch/dispatch.h"
 #include "layers/frontend/frontend.h"
 #include "layers/kernels/reference/reference.h"
-#include "layers/python/crossing.h"
-#include "layers/python/profile.h"
 #include "lib/error.h"
 #include "lib/storage.h"
 #include "lib/tensor.h"
 #if STRATA_PYTHON_EMBEDDED
-#include "layers/python/embedded.h"
+#include "apps/python/embedded.h"
 #elif STRATA_WITH_CUDA
-#include "layers/python/cuda_device.h"
+#include "apps/python/cuda_device.h"
 #endif
 
 namespace py = pybind11;
@@ -327,8 +327,8 @@ void bind_tensor(py::module_& m) {
 }  // namespace strata::python
 
 // The extension's body. Built as the extension module `_strata` it runs on import; built into the strata
-// program's Python module (STRATA_PYTHON_EMBEDDED, Note [The Python module] in apps/strata/python_module.h)
-// the program calls it to create `strata._strata` before importing the package.
+// program's Python module (STRATA_PYTHON_EMBEDDED, Note [The Python module] in python_module_abi.h) the
+// program calls it to create `strata._strata` before importing the package.
 #if STRATA_PYTHON_EMBEDDED
 void strata::python::define_module(py::module_& m) {
 #else
