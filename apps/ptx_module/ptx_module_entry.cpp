@@ -3,7 +3,7 @@
 #include <cuda.h>
 #include <dlfcn.h>
 
-#include "apps/strata/ptx_module.h"
+#include "apps/ptx_module/ptx_module_abi.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-// The loader of libstrata_ptx.so, on the executable's side (Note [The PTX module] in ptx_module.h).
+// The loader of libstrata_ptx.so, on the executable's side (Note [The PTX module] in apps/ptx_module/ptx_module_abi.h).
 #include "apps/strata/ptx_module.h"
 
 #include <dlfcn.h>
