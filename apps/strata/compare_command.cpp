@@ -9,7 +9,7 @@
 
 #include "apps/strata/commands.h"
 #include "apps/strata/compiled_program.h"
-#include "apps/strata/output_step.h"
+#include "apps/strata/command_output.h"
 #include "apps/strata/python_module.h"
 #include "layers/kernels/reference/reference.h"
 #include "lib/error.h"

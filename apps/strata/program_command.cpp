@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/strata/compiled_program.h"
-#include "apps/strata/output_step.h"
+#include "apps/strata/command_output.h"
 #include "apps/strata/prepared_trace.h"
 #include "layers/kernels/reference/reference.h"
 #include "lib/error.h"

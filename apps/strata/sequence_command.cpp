@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include "apps/strata/output_step.h"
+#include "apps/strata/command_output.h"
 #include "apps/strata/prepared_trace.h"
 #include "layers/kernels/reference/reference.h"
 #include "lib/error.h"

@@ -1,5 +1,5 @@
 // `strata trace OP SPEC`: one op measured by the harness (measure/harness.h), its rows worded by the
-// report builder (Note [One report builder]), then printed and written (output_step.h). prepare_trace.cpp
+// report builder (Note [One report builder]), then printed and written (command_output.h). prepare_trace.cpp
 // checks the options and prepares the call; mlp and programs go on in sequence_command.cpp and
 // program_command.cpp.
 #include <cmath>
@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "apps/strata/commands.h"
-#include "apps/strata/output_step.h"
+#include "apps/strata/command_output.h"
 #include "apps/strata/prepared_trace.h"
 #include "apps/strata/python_frontend.h"
 #include "layers/autograd/engine.h"

@@ -1,6 +1,6 @@
-// The output step trace and compare share (apps/strata/output_step.cpp): the table first, then the files
+// The output step trace and compare share (apps/strata/command_output.cpp): the table first, then the files
 // asked for, each announced, and a failed check as the exit code.
-#include "apps/strata/output_step.h"
+#include "apps/strata/command_output.h"
 
 #include <doctest/doctest.h>
 

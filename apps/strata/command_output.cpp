@@ -1,4 +1,4 @@
-#include "apps/strata/output_step.h"
+#include "apps/strata/command_output.h"
 
 #include "lib/error.h"
 #include "lib/output_file.h"
