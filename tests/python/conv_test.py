@@ -3,6 +3,7 @@ an (H, W) pair, groups): values and gradients against a float64 numpy reference 
 refusals in torch's words, an empty batch, and, where the peer's environment has PyTorch (the ctest entry
 runs under it then), values, gradients and error messages against torch on the same inputs. Runs under
 ctest with PYTHONPATH pointing at build/python."""
+import inspect
 import random
 import unittest
 
@@ -85,6 +86,11 @@ class ConvTest(unittest.TestCase):
         np.testing.assert_array_equal(by_keyword.numpy(), by_position.numpy())
         np.testing.assert_array_equal(strata.conv2d(x, w, stride=2, groups=2).numpy(),
                                       strata.conv2d(x, w, stride=(2, 2), groups=2).numpy())
+        # The signature's defaults as torch.nn.functional.conv2d shows them: one int for both dims.
+        defaults = {name: p.default for name, p in inspect.signature(strata.conv2d).parameters.items()
+                    if p.default is not inspect.Parameter.empty}
+        self.assertEqual(defaults, {"bias": None, "stride": 1, "padding": 0, "dilation": 1, "groups": 1})
+        np.testing.assert_array_equal(strata.conv2d(x, w, None, 1, 0, 1, 2).numpy(), strata.conv2d(x, w, groups=2).numpy())
 
     def test_an_empty_batch_gives_empty_outputs_and_zero_gradients(self):
         x = strata.zeros(0, 4, 6, 6, requires_grad=True)

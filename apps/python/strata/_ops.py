@@ -144,13 +144,23 @@ def _check(op, arg, position, value):
                     f"not {type(value).__name__}")
 
 
+def _default(arg):
+    """An argument's default as the schema writes it: `int[2] stride=1` is 1 (the binding layer widens an
+    int to both dims, as torch's signature shows it), not the widened (1, 1) the extension reports."""
+    value = arg["default"]
+    if (arg["type"].startswith("int[") and arg["type"] != "int[]" and isinstance(value, tuple) and value
+            and all(v == value[0] for v in value)):
+        return value[0]
+    return value
+
+
 def _make(op):
     name = op["name"]
     arguments = op["arguments"]
     params = []
     for a in arguments:
         kind = _Parameter.KEYWORD_ONLY if a["keyword_only"] else _Parameter.POSITIONAL_OR_KEYWORD
-        params.append(_Parameter(a["name"], kind, default=a["default"] if a["has_default"] else _Parameter.empty))
+        params.append(_Parameter(a["name"], kind, default=_default(a) if a["has_default"] else _Parameter.empty))
     signature = inspect.Signature(params)
     positional_args = [a for a in arguments if not a["keyword_only"]]
     required = sum(1 for a in positional_args if not a["has_default"])
@@ -219,7 +229,7 @@ def _make(op):
             signature_text.append("*_extra")
         default = "_M"
         if a["has_default"]:
-            env[f"_d{i}"] = a["default"]
+            env[f"_d{i}"] = _default(a)
             default = f"_d{i}"
         signature_text.append(f"{a['name']}={default}")
         check = {"Tensor": "type({0}) is _T", "Tensor?": "({0} is None or type({0}) is _T)",
