@@ -153,7 +153,7 @@ void mark_rows_below_resolution(TraceReport& report, const ProbeCost& cost) {
 }
 
 void describe_backward_breakdown(reports::LayerBreakdown& breakdown, double zone_ns) {
-  mark_below_resolution(breakdown, {.zone_ns = zone_ns});
+  mark_below_resolution(breakdown, {.zone_ns = zone_ns, .scope = ""});
   for (BreakdownRow& row : breakdown.rows) {
     if (row.kind == RowKind::kBinding && row.ns.median <= 0) {
       // An empty row does not apply; it is not a measurement below resolution (the mark above saw a 0 median).

@@ -133,7 +133,7 @@ class Profile {
     // The python and pybind11 rows are bounded by the Python-side probes (a CPython call each), the others
     // by a zone: each row against the instrument that measured it. The probes of one call make two spans,
     // so one span's open + close costs half of them (Note [Rows below resolution]).
-    measure::mark_rows_below_resolution(report, {.zone_ns = report.probe_ns, .python_ns = python_probe_ns / 2.0});
+    measure::mark_rows_below_resolution(report, {.zone_ns = report.probe_ns, .python_ns = python_probe_ns / 2.0, .scope = ""});
     add_profile_notes(report, calls);
     return report;
   }

@@ -13,6 +13,7 @@
 #include "apps/strata/python_module.h"
 #include "layers/kernels/reference/reference.h"
 #include "lib/error.h"
+#include "lib/machine.h"
 #include "lib/zone.h"
 #include "measure/device_session.h"
 #include "measure/harness.h"
@@ -276,6 +277,18 @@ void check_modes(reports::TraceReport& ctx, const Prepared& prepared, const Comp
   }
 }
 
+// The rounds alternate eager and replay, so both columns meet the same load; but a load above the CPU
+// count makes either median move by more than the difference being measured: the note says so, as trace's
+// spread note does.
+void add_load_note(reports::TraceReport& ctx) {
+  const double load = load_average();
+  if (load >= 0) ctx.figures.set("host.load_average_1min", load, "ratio");
+  if (overloaded(load)) {
+    ctx.notes.push_back(load_context(load) + ": other work shared the cores while the rounds ran, so both "
+                        "columns moved with it; rerun on a quiet machine before trusting the difference");
+  }
+}
+
 // What the replay's kernels could be attributed to, and the notes on what the replay was.
 void describe_replay(reports::TraceReport& ctx, const CompareRounds& rounds, const Timeline& timeline,
                      const reports::GraphAttribution& attribution) {
@@ -388,6 +401,7 @@ int run_compare(const CompareOptions& options) {
   if (options.trace.check) check_modes(ctx, prepared, options, rounds, compiled);
   describe_replay(ctx, rounds, timeline, attribution);
   if (prepared.sequence) add_forwards_note(ctx, c, prepared, options, k);
+  add_load_note(ctx);
   const std::string header = compare_header(ctx, prepared, rounds.replay->kind());
   return write_command_output(options.trace, compare_output(header, c, ctx, prepared, rounds, compiled, timeline), std::cout,
                               std::cerr);

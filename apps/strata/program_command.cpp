@@ -11,6 +11,7 @@
 #include "apps/strata/prepared_trace.h"
 #include "layers/kernels/reference/reference.h"
 #include "lib/error.h"
+#include "lib/machine.h"
 #include "lib/zone.h"
 #include "measure/harness.h"
 #include "measure/report_builder.h"
@@ -149,7 +150,7 @@ reports::TraceReport graph_call_report(const TraceOptions& options, Prepared& pr
   report.figures.set("sequence.compute_median", fig.compute.median, "ns");
   prepared.session->describe(report);
   reports::add_rate_figures(report);
-  if (std::string spread = reports::spread_note(report.steady.wall, ""); !spread.empty())
+  if (std::string spread = reports::spread_note(report.steady.wall, load_context(load_average())); !spread.empty())
     report.notes.push_back(spread);
   if (options.check) {
     report.check.ran = true;

@@ -10,6 +10,7 @@
 #include "apps/strata/prepared_trace.h"
 #include "layers/kernels/reference/reference.h"
 #include "lib/error.h"
+#include "lib/machine.h"
 #include "measure/device_session.h"
 #include "measure/harness.h"
 #include "measure/report_builder.h"
@@ -179,7 +180,7 @@ int run_sequence_trace(const TraceOptions& options, Prepared& prepared) {
   if (options.backward) describe_backward_rows(report, timeline, run, prepared);
   session.describe(report);
   reports::add_rate_figures(report);
-  if (std::string spread = reports::spread_note(report.steady.wall, ""); !spread.empty()) report.notes.push_back(spread);
+  if (std::string spread = reports::spread_note(report.steady.wall, load_context(load_average())); !spread.empty()) report.notes.push_back(spread);
   if (options.check) check_sequence(report, run, prepared, options);
 
   CommandOutput output;

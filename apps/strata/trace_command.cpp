@@ -3,11 +3,8 @@
 // checks the options and prepares the call; mlp and programs go on in sequence_command.cpp and
 // program_command.cpp.
 #include <cmath>
-#include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <optional>
-#include <thread>
 
 #include "apps/strata/commands.h"
 #include "apps/strata/command_output.h"
@@ -17,6 +14,7 @@
 #include "layers/kernels/reference/reference.h"
 #include "layers/ops/operators.h"
 #include "lib/error.h"
+#include "lib/machine.h"
 #include "lib/zone.h"
 #include "measure/device_session.h"
 #include "measure/harness.h"
@@ -27,24 +25,6 @@
 
 namespace strata::app {
 namespace {
-
-// What the machine was doing around the run, for the spread note: the 1-minute load average against the
-// CPU count (a load above the CPU count means the timed calls shared cores). Negative when unreadable.
-double load_average() {
-  std::ifstream loadavg("/proc/loadavg");
-  double one_minute = 0;
-  if (!(loadavg >> one_minute)) return -1;
-  return one_minute;
-}
-
-std::string load_context(double one_minute) {
-  if (one_minute < 0) return {};
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "load average %.2f over the last minute on %u CPUs", one_minute,
-                std::thread::hardware_concurrency());
-  return buf;
-}
-
 
 // The backward's figures: the seed's and each node's breakdowns, the wall of each timed call's whole
 // backward, and the cold call's.
@@ -148,7 +128,7 @@ void describe_measured_calls(reports::TraceReport& report, const Timeline& timel
   describe_harness_run(report, run);
   report.probe_ns = measure_zone_cost_ns();
   // A row whose median is within twice one probe's cost is mostly the instrument itself: say so.
-  measure::mark_rows_below_resolution(report, {.zone_ns = report.probe_ns});  // Note [Rows below resolution]
+  measure::mark_rows_below_resolution(report, {.zone_ns = report.probe_ns, .scope = ""});  // Note [Rows below resolution]
   size_t spans_in_timed = 0;
   for (const Span& span : timeline.spans()) spans_in_timed += (span.op_id >= run.timed_ids.front()) ? 1 : 0;
   report.probes_per_call = double(spans_in_timed) / double(run.timed_ids.size());

@@ -9,6 +9,7 @@
 
 #include "layers/frontend/frontend.h"
 #include "layers/kernels/reference/reference.h"
+#include "lib/machine.h"
 #include "measure/device_session.h"
 #include "reports/formats/chrome_trace.h"
 #include "reports/checker/chrome_trace_check.h"
@@ -78,6 +79,10 @@ TEST_CASE("strata compare on the CPU: table, verdict, JSON and one Chrome trace 
   const double share = doc["eager"]["library"].get<double>() / doc["eager"]["wall"].get<double>();
   CHECK(doc["compute_share"].get<double>() == doctest::Approx(share));
   CHECK(doc["bound"] == (share >= 0.5 ? "compute-bound" : "overhead-bound"));
+  // The machine's load beside the figures, and the note exactly when it is above the CPU count.
+  const double load = doc["figures"]["host.load_average_1min"]["value"].get<double>();
+  CHECK(load >= 0);
+  CHECK(test::contains(r.out, "other work shared the cores") == overloaded(load));
   const std::string text = test::read_file(trace);
   CHECK(reports::check_chrome_trace(text).empty());
   // One host process per mode, named after the report's labels.

@@ -46,7 +46,7 @@ TEST_CASE("rows under twice the probe's cost are marked, and one note names exac
   report.steady.rows = {row(RowKind::kBinding, "", 30), row(RowKind::kDispatch, "CPU", 39.9),
                         row(RowKind::kLibrary, "", 40), row(RowKind::kLaunch, "", 0)};
   report.steady.rows.back().applicable = false;  // an n/a row is never marked
-  mark_rows_below_resolution(report, {.zone_ns = 20});
+  mark_rows_below_resolution(report, {.zone_ns = 20, .scope = ""});
   CHECK(report.steady.rows[0].below_resolution);
   CHECK(report.steady.rows[1].below_resolution);
   CHECK_FALSE(report.steady.rows[2].below_resolution);  // exactly twice: resolved
@@ -58,13 +58,13 @@ TEST_CASE("rows under twice the probe's cost are marked, and one note names exac
   SUBCASE("none marked: no note") {
     TraceReport fast;
     fast.steady.rows = {row(RowKind::kLibrary, "", 1000)};
-    mark_rows_below_resolution(fast, {.zone_ns = 20});
+    mark_rows_below_resolution(fast, {.zone_ns = 20, .scope = ""});
     CHECK(fast.notes.empty());
   }
   SUBCASE("the python rows against the Python probe, a sequence's rows per op") {
     TraceReport python;
     python.steady.rows = {row(RowKind::kPython, "", 90), row(RowKind::kBinding, "", 90)};
-    mark_rows_below_resolution(python, {.zone_ns = 20, .python_ns = 50});
+    mark_rows_below_resolution(python, {.zone_ns = 20, .python_ns = 50, .scope = ""});
     CHECK(python.steady.rows[0].below_resolution);        // 90 < 2 x 50
     CHECK_FALSE(python.steady.rows[1].below_resolution);  // 90 >= 2 x 20
     CHECK(python.notes.at(0).find("a Python probe's, for python and pybind11: 50 ns") != std::string::npos);
