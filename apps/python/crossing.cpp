@@ -46,10 +46,8 @@ void set_strata_error(const Error& e) {
   else PyErr_SetString(g_error, e.what());
 }
 
-}  // namespace
-
-// What pybind11's dispatcher does for an exception, for the entries that do not go through it (_op here,
-// _index in indexing.cpp): called in a catch block, sets the Python error for the exception in flight.
+// What pybind11's dispatcher does for an exception, for the entry that does not go through it: called in
+// a catch block, sets the Python error for the exception in flight.
 void set_error_from_current_exception() {
   try {
     throw;
@@ -67,8 +65,6 @@ void set_error_from_current_exception() {
     PyErr_SetString(PyExc_RuntimeError, "strata: an unknown C++ exception crossed into Python");
   }
 }
-
-namespace {
 
 // Note [Two entries into the extension]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -116,8 +112,6 @@ constexpr size_t kInlineArgs = 8;       // the binding layer's own limit (BoundO
 // (detail/class.h, clear_instance). Written against pybind11 2.x's instance layout, read in 2.10
 // (Debian 12's); other versions (the GPU machine's pybind11 wheel may be 3.x) take py::cast, the same
 // object at the cost measured above.
-}  // namespace
-
 PyObject* wrap_tensor(Tensor&& t) {
 #if PYBIND11_VERSION_MAJOR == 2 && PYBIND11_VERSION_MINOR >= 10
   PyObject* self = py::detail::make_new_instance(g_tensor_type);
@@ -138,8 +132,6 @@ PyObject* wrap_tensor(Tensor&& t) {
   return py::cast(std::move(t), py::return_value_policy::move).release().ptr();
 #endif
 }
-
-namespace {
 
 // Where an argument was given, for the error message: "argument 'padding' (position 5)" or "argument
 // 'alpha'"; "argument 9" past the schema's arguments (the binding layer then refuses the count).
@@ -210,14 +202,6 @@ binding::IValue to_ivalue(const py::handle& o, const std::string& op, const Argu
   throw py::type_error(op + "(): " + where.str() + " must be a Tensor, int, float, bool, dtype or None, not " +
                        std::string(py::str(o.get_type().attr("__name__"))));
 }
-
-}  // namespace
-
-binding::IValue box_argument(PyObject* value, const binding::Schema& schema, size_t position) {
-  return to_ivalue(value, schema.name, {position, nullptr, &schema});
-}
-
-namespace {
 
 // The positional values of one call, boxed for the binding layer by either entry: on the stack up to
 // kInlineArgs, on the heap past that (more than the binding layer takes: it says so, quoting the schema).
@@ -371,6 +355,16 @@ PyMethodDef g_entry_methods[] = {
     {nullptr, nullptr, 0, nullptr}};
 
 }  // namespace
+
+// crossing.h's names for indexing.cpp: wrappers, so that the functions they call stay internal to this
+// file. Given external linkage themselves, wrap_tensor and set_error_from_current_exception were no
+// longer inlined into the hot entry as they are here, and every view from Python cost ~50 ns more
+// (bench/python_views_bench.py, measured A/B).
+PyObject* new_tensor_object(Tensor&& t) { return wrap_tensor(std::move(t)); }
+void set_error_in_flight() { set_error_from_current_exception(); }
+binding::IValue box_argument(PyObject* value, const binding::Schema& schema, size_t position) {
+  return to_ivalue(value, schema.name, {position, nullptr, &schema});
+}
 
 void create_exceptions(py::module_& m) {
   g_error = PyErr_NewException("strata.Error", PyExc_RuntimeError, nullptr);

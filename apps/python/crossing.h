@@ -29,9 +29,9 @@ void bind_indexing(pybind11::module_& m);
 
 // What the entries share with indexing.cpp, which calls operators through the binding layer as _op does:
 // - the Python error for the C++ exception in flight (call in a catch block; pybind11's translation);
-void set_error_from_current_exception();
+void set_error_in_flight();
 // - a new strata.Tensor owning `t` (Note [The result as a pybind11 instance]);
-PyObject* wrap_tensor(Tensor&& t);
+PyObject* new_tensor_object(Tensor&& t);
 // - `value` boxed as argument `position` (1-based) of `schema`, as the hot entry boxes it: the same
 //   conversions and the same errors (an int past int64 is a ValueError naming the argument).
 binding::IValue box_argument(PyObject* value, const binding::Schema& schema, size_t position);

@@ -169,7 +169,7 @@ PyObject* walk(PyObject* self, binding::IValue out, std::span<PyObject* const> i
     Py_INCREF(self);
     return self;
   }
-  return wrap_tensor(std::move(out).take_tensor());
+  return new_tensor_object(std::move(out).take_tensor());
 }
 
 // _index(tensor, index): x[index] (strata/_views.py's _getitem), or None when the index holds an item
@@ -193,7 +193,7 @@ PyObject* index_entry(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
       // _getitem's int fast path: the int is boxed (an int past int64 raises) before the 0-d check.
       binding::IValue i = box_argument(index, ops.select.schema(), 3);
       if (tensor.tensor().dim() > 0)
-        return wrap_tensor(call_view<3>(ops.select, {std::move(tensor), binding::IValue(int64_t(0)), std::move(i)})
+        return new_tensor_object(call_view<3>(ops.select, {std::move(tensor), binding::IValue(int64_t(0)), std::move(i)})
                                .take_tensor());
     }
     const bool tuple = PyTuple_CheckExact(index);
@@ -207,7 +207,7 @@ PyObject* index_entry(PyObject*, PyObject* const* argv, Py_ssize_t argc) {
     }
     return walk(self, std::move(tensor), items, std::span<const Item>(kinds.data(), n));
   } catch (...) {
-    set_error_from_current_exception();
+    set_error_in_flight();
     return nullptr;
   }
 }
