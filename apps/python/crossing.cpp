@@ -359,8 +359,9 @@ PyMethodDef g_entry_methods[] = {
 // crossing.h's names for indexing.cpp: wrappers, so that the functions they call stay internal to this
 // file. Given external linkage themselves, wrap_tensor and set_error_from_current_exception were no
 // longer inlined into the hot entry as they are here, and every view from Python cost ~50 ns more
-// (bench/python_views_bench.py, measured A/B).
-PyObject* new_tensor_object(Tensor&& t) { return wrap_tensor(std::move(t)); }
+// (bench/python_views_bench.py, measured A/B). The result goes through from_ivalue, which has callers
+// enough already, so that wrap_tensor keeps its one caller.
+PyObject* new_tensor_object(Tensor&& t) { return from_ivalue(binding::IValue(std::move(t))).release().ptr(); }
 void set_error_in_flight() { set_error_from_current_exception(); }
 binding::IValue box_argument(PyObject* value, const binding::Schema& schema, size_t position) {
   return to_ivalue(value, schema.name, {position, nullptr, &schema});
