@@ -84,7 +84,8 @@ void set_error_from_current_exception() {
 // PyTorch's own torch.matmul crosses the same way: its Python bindings are generated CPython functions
 // (python_arg_parser), not pybind11 defs; strata keeps pybind11 for the Tensor type, its instances and
 // every other binding, and for the general entry. Both entries box values alike (to_ivalue) and call the
-// same BoundOperator; a test calls every operator through both and compares.
+// same BoundOperator; a test calls every operator through both and compares. x[index] has an entry of its
+// own, which calls several operators in one crossing (Note [Indexing in the extension] in indexing.cpp).
 //
 // Note [The crossing's fast path]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
