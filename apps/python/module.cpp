@@ -245,6 +245,7 @@ int get_buffer(PyObject* obj, Py_buffer* view, int flags) {
 void bind_tensor(py::module_& m) {
   py::class_<Tensor> cls(m, "Tensor", py::buffer_protocol());
   bind_crossing(m, reinterpret_cast<PyTypeObject*>(cls.ptr()));  // _op, call, operators (crossing.cpp)
+  bind_indexing(m);  // _index: x[index] (indexing.cpp)
   cls
       .def_property_readonly("shape", [](const Tensor& t) { return shape_tuple(t.sizes()); })
       .def_property_readonly("dtype", [](const Tensor& t) { return python_dtype_name(t.dtype()); })

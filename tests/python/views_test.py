@@ -50,6 +50,26 @@ CASES = [
     ("x[10:20] (empty)", lambda x: x[10:20], lambda a: a[10:20]),
     ("x[np.int64(2)]", lambda x: x[np.int64(2)], lambda a: a[np.int64(2)]),
     ("x[1, np.int32(-1)]", lambda x: x[1, np.int32(-1)], lambda a: a[1, np.int32(-1)]),
+    ("x[1, ..., 2] (Ellipsis in the middle)", lambda x: x[1, ..., 2], lambda a: a[1, ..., 2]),
+    ("x[:, ..., None, ::2]", lambda x: x[:, ..., None, ::2], lambda a: a[:, ..., None, ::2]),
+    ("x[np.int64(1):np.int32(4):np.uint8(2)]", lambda x: x[np.int64(1):np.int32(4):np.uint8(2)],
+     lambda a: a[np.int64(1):np.int32(4):np.uint8(2)]),
+    ("x[np.int16(-2), 1:2**63 - 1]", lambda x: x[np.int16(-2), 1:2**63 - 1], lambda a: a[np.int16(-2), 1:]),
+]
+
+# Indices for the two walks of x[index] (Note [Indexing in the extension] in apps/python/indexing.cpp) on a
+# [4, 6, 5] tensor: what each takes, and each refusal (too many, two Ellipses, out of range, past int64,
+# steps < 1, and the types only the Python walk takes, to refuse them).
+WALK_INDICES = [
+    1, -1, np.int64(2), np.uint8(3), (1, 2), (-1, 2, 3), slice(1, 3), (slice(None, None, 2), slice(1, None, 3)),
+    (0, None, Ellipsis, None), (Ellipsis, 2), (1, Ellipsis, 2), (slice(None), Ellipsis, slice(None, None, 2)),
+    None, (), Ellipsis, slice(None), (slice(None), slice(None)), slice(0, 2**63 - 1, 1), (None, None, None),
+    (np.int64(1), slice(np.int32(1), np.int64(5), np.int64(2))), slice(10, 20), (2, slice(-3, None), None),
+    4, -5, (0, 0, 0, 0), (Ellipsis, Ellipsis), (0, Ellipsis, 0, Ellipsis), slice(None, None, -1),
+    (1, slice(None, None, -2)), slice(None, None, 0), 2**70, -2**63 - 1, (0, 2**64), slice(2**64, None),
+    slice(None, -2**70), slice(None, None, 2**70), np.uint64(2**64 - 1), (None,) * 5, True, (0, False),
+    1.5, (0, 1.5), [0, 1], "a", (slice(0.0, None),), (slice(None, None, True),), slice(1.5, None),
+    tuple(range(20)), (Ellipsis,) * 17,
 ]
 
 
@@ -149,6 +169,77 @@ class ViewsTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, r"must be an int in \[-2\*\*63, 2\*\*63\)"):
             x.transpose(0, 2**70)
         self.assertTrue(issubclass(strata.IndexRangeError, strata.UsageError))
+
+    def test_bad_indices_raise_as_torch(self):
+        x = self.rand(2, 3)
+        # A negative step, as torch's basic indexing (numpy would reverse).
+        for index in ((slice(None, None, -1),), (0, slice(None, None, -2)), (slice(None), slice(3, 0, -1))):
+            with self.assertRaisesRegex(ValueError, "step must be greater than zero"):
+                x[index]
+        # Past int64: the operator's argument names itself.
+        with self.assertRaisesRegex(ValueError, r"select\(\): argument 'index' \(position 3\) must be an int in "
+                                    r"\[-2\*\*63, 2\*\*63\), got 1180591620717411303424"):
+            x[2**70]
+        with self.assertRaisesRegex(ValueError, r"slice\(\): argument 'end' \(position 4\) must be an int"):
+            x[0, :2**64]
+        with self.assertRaisesRegex(ValueError, r"select\(\): argument 'index' \(position 3\) must be an int in "
+                                    r"\[-2\*\*63, 2\*\*63\), got 18446744073709551615"):
+            x[np.uint64(2**64 - 1)]
+        # A bool and a Tensor are advanced indexing, which strata does not implement; a float is no index.
+        for index in (True, (0, False), x[0], (slice(None), x)):
+            with self.assertRaisesRegex(TypeError, r"^strata indexes with ints, slices, None and \.\.\.; not "
+                                        r"(bool|Tensor) \(advanced indexing is not implemented\)$"):
+                x[index]
+        with self.assertRaisesRegex(TypeError, "not float$"):
+            x[0, 1.5]
+        with self.assertRaisesRegex(IndexError, "an index can only have a single ellipsis"):
+            x[..., 0, ...]
+
+    def test_the_extension_walks_an_index_as_the_python_walk_does(self):
+        # x[index] walks in C++ (_strata._index) while the python and pybind11 rows are off, in Python
+        # (strata._views._walk) while they are on: the same views (sizes, strides, storage, autograd
+        # history), the same object for an index that calls nothing, and the same errors, word for word.
+        from strata import _views
+
+        def outcome(walk, x, index):
+            try:
+                v = walk(x, index)
+            except Exception as e:  # noqa: BLE001 (the exception is what is compared)
+                return type(e), str(e)
+            return (v is x, v.shape, v.stride(), v.storage_offset(), v.data_ptr(), v.requires_grad, v.grad_fn,
+                    v.numpy().tolist())
+
+        def extension(x, index):
+            return x[index]
+
+        for x in (self.rand(4, 6, 5, dtype="float64", requires_grad=True), self.rand(3), strata.sum(self.rand(3))):
+            for index in WALK_INDICES:
+                with self.subTest(shape=x.shape, index=index):
+                    self.assertEqual(outcome(extension, x, index), outcome(_views._walk, x, index))
+        # The extension takes the commonest forms itself and hands the others back (None) to the Python
+        # walk, before calling any operator.
+        x = self.rand(4, 6, 5)
+        for index in (1, np.int64(1), (slice(None), slice(None, None, 2)), (0, None, Ellipsis), slice(np.int8(1), 3)):
+            self.assertIsNotNone(strata._strata._index(x, index), index)
+        for index in (True, x, 1.5, [0], (0, slice(0.0, None)), tuple(range(20))):
+            self.assertIsNone(strata._strata._index(x, index))
+
+    def test_indexing_inside_a_profile_has_the_python_rows(self):
+        # While a profile records, x[...] walks in Python so that each view it calls gets the python and
+        # pybind11 rows, as any operator called from Python does (Note [The python and pybind11 rows]).
+        x = self.rand(4, 6)
+        with strata.profile() as p:
+            v, w = x[1], x[:, ::2]
+        np.testing.assert_array_equal(v.numpy(), x.numpy()[1])
+        np.testing.assert_array_equal(w.numpy(), x.numpy()[:, ::2])
+        doc = p.json()
+        self.assertEqual([op["op"] for op in doc["ops"]], ["strata.select", "strata.slice"])
+        for op in doc["ops"]:
+            rows = {r["layer"]: r for r in op["steady"]["rows"] if r["applicable"]}
+            self.assertEqual(list(rows), ["python", "pybind11", "binding", "dispatch", "library"], op["op"])
+            self.assertEqual(rows["python"]["names"], [op["op"]])
+            self.assertEqual(rows["python"]["time"]["count"], 1)
+        self.assertEqual([s[1] for s in p.spans() if s[0] == "python"], ["strata.select", "strata.slice"])
 
     def test_from_numpy_of_a_strided_array_is_a_strided_view(self):
         # As torch.from_numpy: the array's memory, its strides (in elements), no copy; writes either way.

@@ -61,6 +61,14 @@ def _publish_rows():
         env["_rows_on"] = _rows_on
 
 
+def follow_rows(env):
+    """Keeps env["_rows_on"] equal to the switch from now on: for a module whose functions read it as a
+    global of their own, as the generated functions do (strata/_views.py's __getitem__)."""
+    with _rows_lock:
+        env["_rows_on"] = _rows_on
+        _function_globals.append(env)
+
+
 def hold_rows():
     """The rows on for as long as this hold lasts (a profile starting to record, on any thread)."""
     global _rows_holders

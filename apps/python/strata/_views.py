@@ -7,10 +7,14 @@ import numbers
 
 from . import _strata
 from ._errors import UsageError
-from ._ops import OPERATORS
+from ._ops import OPERATORS, follow_rows
 
 Tensor = _strata.Tensor
 _INT64_MAX = 2**63 - 1
+_index = _strata._index
+# _getitem reads the rows switch as a global of this module (one dict load), kept equal to strata._ops'.
+_rows_on = False
+follow_rows(globals())
 
 
 def _size_args(size):
@@ -49,6 +53,21 @@ def _stride(self, dim=None):
 def _getitem(self, index):
     """x[i], x[a:b:s], x[None], x[..., i], and tuples of them: each int a select, each slice a slice (a
     full ':' is no call), each None an unsqueeze, as torch's basic indexing; every result is a view."""
+    # The walk is the extension's (_strata._index, Note [Indexing in the extension] in
+    # apps/python/indexing.cpp): in Python it cost more than the views it calls. Not while the python and
+    # pybind11 rows are on: _index calls the operators from C++, past their frontend functions, so a
+    # profile would get no python or pybind11 row for them (Note [The python and pybind11 rows]); the
+    # Python walk below calls each through its frontend function. _index also hands back None for an
+    # index it does not take (a bool, a Tensor, a float...), for the walk below to refuse in its words.
+    if not _rows_on:
+        out = _index(self, index)
+        if out is not None:
+            return out
+    return _walk(self, index)
+
+
+def _walk(self, index):
+    """_getitem's walk in Python: each int a select, each slice a slice, each None an unsqueeze."""
     # The commonest form first, without the general walk below and without asking for ndim (a
     # property costs ~140 ns): measured by bench/python_views_bench.py. A 0-d tensor makes the operator
     # refuse; the general walk then raises torch's IndexError.
