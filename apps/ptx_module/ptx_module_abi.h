@@ -3,7 +3,8 @@
 // `--emit ptx` writes the compiled graph's kernels as CUDA C and compiles them with NVRTC, whose library
 // alone maps some 100 MB. Like the CUDA layers (Note [The CUDA module] in measure/devices/cuda_module.h),
 // it is not a NEEDED library of the strata executable: layers/compiler's CUDA half (strata_compiler_cuda,
-// which links libnvrtc) is libstrata_ptx.so, dlopened by the program's loader (apps/strata/ptx_module.cpp) only when --emit ptx asks for it.
+// which links libnvrtc) is libstrata_ptx.so, dlopened by the program's loader (apps/strata/ptx_module.cpp)
+// only when --emit ptx, or --mode compiled on a GPU (its generated kernels' PTX), asks for it.
 // Not part of libstrata_cuda.so: that module is loaded only where the driver is (Note [No driver, no
 // module]), and PTX is for any machine with the toolkit, GPU or not. Its references to strata's own code
 // (the compiled graph, lib) resolve against the executable, as the CUDA module's do. It needs no driver;
