@@ -411,7 +411,7 @@ TEST_CASE("on a GPU, --chrome-trace with kernels and launch arrows also satisfie
   for (int64_t c : kernel_correlations) CHECK(api_correlations.count(c) == 1);
 }
 
-TEST_CASE("--view other=t: x @ w.t() is one GEMM with the op flag, no copy; --view self=slice2 copies first") {
+TEST_CASE("--view other=t: x @ w.t() is one GEMM with the op flag, no copy - --view self=slice2 copies first") {
   TempDir dir;
   const std::string json_path = dir.path() + "/r.json", trace_path = dir.path() + "/t.json";
   auto rows_of = [&] { return nlohmann::json::parse(read_file(json_path))["steady"]["rows"]; };

@@ -109,7 +109,7 @@ std::map<std::string, int> events_per_process(const std::string& path) {
 }
 }  // namespace
 
-TEST_CASE("strata compare --view: the view made once for both modes; the implicit copy is its own call in each") {
+TEST_CASE("strata compare --view: the view made once for both modes - the implicit copy is its own call in each") {
   test::TempDir dir;
   const std::string json = dir.file("c.json"), trace = dir.file("c.trace.json");
   // relu reads contiguous memory: every call copies the stepped view first, eager and replayed alike.

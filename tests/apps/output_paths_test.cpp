@@ -105,7 +105,7 @@ TEST_CASE("check-trace refuses a file past its size cap, and names the cap") {
   check_refused(run_strata({"check-trace", big}), 2, "is larger than 256.00 MiB, the most check-trace reads");
 }
 
-TEST_CASE("check-trace: violations are errors on stderr with strata's prefix; stdout says only valid") {
+TEST_CASE("check-trace: violations are errors on stderr with strata's prefix - stdout says only valid") {
   TempDir dir;
   write_text(dir.file("bad.json"), "{}");
   const RunResult bad = run_strata({"check-trace", dir.file("bad.json")});
@@ -200,7 +200,7 @@ TEST_CASE("check-trace out of memory says so, instead of a parse error at line 1
 }
 #endif
 
-TEST_CASE("rewriting a report keeps the file's permission bits; a new file gets the umask") {
+TEST_CASE("rewriting a report keeps the file's permission bits - a new file gets the umask") {
   TempDir dir;
   const std::string json = dir.file("out.json"), trace = dir.file("trace.json");
   write_text(json, "old");

@@ -14,7 +14,7 @@ TEST_CASE("START:END doubles from the start and always ends at the end") {
   CHECK(parse_sweep_range("100:1000").values == std::vector<int64_t>{100, 200, 400, 800, 1000});
 }
 
-TEST_CASE("lists are sorted and de-duplicated; k, M, G are binary") {
+TEST_CASE("lists are sorted and de-duplicated - k, M, G are binary") {
   CHECK(parse_sweep_range("1024,64,256,64").values == std::vector<int64_t>{64, 256, 1024});
   CHECK(parse_sweep_range("1k:4k").values == std::vector<int64_t>{1024, 2048, 4096});
   CHECK(parse_sweep_range("1M,1G").values == std::vector<int64_t>{1 << 20, 1 << 30});

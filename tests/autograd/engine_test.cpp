@@ -194,7 +194,7 @@ TEST_CASE("a leaf used twice gets one AccumulateGrad node, fed the sum of both p
   }
 }
 
-TEST_CASE("add's alpha scales the second gradient; gradients accumulate across passes into .grad") {
+TEST_CASE("add's alpha scales the second gradient - gradients accumulate across passes into .grad") {
   const Tensor a = leaf({5}, DType::kF64, 6), b = leaf({5}, DType::kF64, 7);
   autograd::backward(ops::sum(ops::add(a, b, 2.5)));
   for (double v : reference::to_double(a.grad())) CHECK(v == 1.0);
@@ -214,7 +214,7 @@ TEST_CASE("AddBackward scales by alpha with one multiply: no cancellation for al
   }
 }
 
-TEST_CASE("saved tensors are freed by backward; a second pass is refused, unless the graph was retained") {
+TEST_CASE("saved tensors are freed by backward - a second pass is refused, unless the graph was retained") {
   const Tensor x = leaf({3, 4}, DType::kF32, 8), w = leaf({4, 2}, DType::kF32, 9);
   const Tensor y = ops::matmul(x, w);
   const Tensor s = ops::sum(y);

@@ -70,7 +70,7 @@ std::vector<double> finite_differences(const Tensor& x, const std::function<Tens
 
 }  // namespace
 
-TEST_CASE("y = x * 2; y.relu_(): y's grad_fn is ReluBackward over MulBackward, seen through every copy of y") {
+TEST_CASE("y = x * 2 - y.relu_(): y's grad_fn is ReluBackward over MulBackward, seen through every copy of y") {
   const Tensor x = leaf(Shape{4, 6});
   Tensor y = ops::mul(x, 2.0);
   const Tensor copy = y;  // another handle of the same tensor, taken before the write

@@ -120,7 +120,7 @@ TEST_CASE("an unknown architecture is a usage error that lists the allowed ones"
 }
 
 TEST_CASE(
-    "ptxas: rejected PTX is an error with its output; a ptxas that cannot run is reported, not thrown") {
+    "ptxas: rejected PTX is an error with its output - a ptxas that cannot run is reported, not thrown") {
   try {
     (void)cc::run_ptxas("this is not PTX\n", "sm_90");
     FAIL("ptxas accepted text that is not PTX");

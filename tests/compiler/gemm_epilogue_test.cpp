@@ -91,7 +91,7 @@ TEST_CASE("linear_gelu: the erf gelu is not cuBLASLt's GELU (the tanh form), so 
   CHECK(test::contains(c.why, "tanh"));
 }
 
-TEST_CASE("linear's bias and relu: RELU_BIAS; without a bias RELU; in f64 with a bias none") {
+TEST_CASE("linear's bias and relu: RELU_BIAS - without a bias RELU - in f64 with a bias none") {
   const Tensor w = rand({6, 5}, DType::kF32, 2), bias = rand({6}, DType::kF32, 3);
   const Planned with = plan_of([&](const std::vector<Tensor>& in) { return std::vector<Tensor>{ops::relu(ops::linear(in[0], w, bias))}; },
                                {rand({4, 5}, DType::kF32, 1)});
@@ -116,7 +116,7 @@ TEST_CASE("linear's bias and relu: RELU_BIAS; without a bias RELU; in f64 with a
   CHECK(test::contains(c.why, "f64"));
 }
 
-TEST_CASE("the tanh GELU after a GEMM, in either operand order, is GELU; with linear's bias GELU_BIAS") {
+TEST_CASE("the tanh GELU after a GEMM, in either operand order, is GELU - with linear's bias GELU_BIAS") {
   const Tensor a = rand({4, 5}, DType::kF32, 1), b = rand({5, 6}, DType::kF32, 2);
   const Tensor w = rand({6, 5}, DType::kF32, 3), bias = rand({6}, DType::kF32, 4);
   for (bool swapped : {false, true}) {

@@ -217,7 +217,7 @@ TEST_CASE("nvdisasm -c: a function per .text section, its arch from .target, opc
   CHECK(mix.total == 6);
 }
 
-TEST_CASE("nvdisasm -c: no section is no function; an empty one or one before .target is an Error") {
+TEST_CASE("nvdisasm -c: no section is no function - an empty one or one before .target is an Error") {
   CHECK(compiler::parse_nvdisasm("").empty());
   CHECK(compiler::parse_nvdisasm("\t.target\tsm_90\n\t.section\t.nv.info,\"\",@\"SHT_CUDA_INFO\"\n").empty());
   CHECK_THROWS_WITH_AS(compiler::parse_nvdisasm("\t.target\tsm_90\n\t.section\t.text.f,\"ax\",@progbits\n"),

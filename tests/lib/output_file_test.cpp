@@ -157,7 +157,7 @@ TEST_CASE("a named pipe, however reached, is refused before anything opens it") 
   CHECK(contains(usage_message(dir.file("to_ff")), "is a named pipe (FIFO)"));
 }
 
-TEST_CASE("a replaced file keeps its permission bits; a new one gets 0666 minus the umask") {
+TEST_CASE("a replaced file keeps its permission bits - a new one gets 0666 minus the umask") {
   TempDir dir;
   write_file_atomically(dir.file("private.json"), "old");
   REQUIRE(chmod(dir.file("private.json").c_str(), 0600) == 0);

@@ -103,7 +103,7 @@ TEST_CASE("binding and kernel rows are worded from the schema and the key") {
   CHECK(report.steady.rows[1].what == "CPU kernels: key set + table lookup, all ops");
 }
 
-TEST_CASE("a backward breakdown: an empty binding row is n/a, not below resolution; the engine's rows are worded") {
+TEST_CASE("a backward breakdown: an empty binding row is n/a, not below resolution - the engine's rows are worded") {
   reports::LayerBreakdown breakdown;
   breakdown.rows = {row(RowKind::kBinding, "", 0), row(RowKind::kDispatch, "Autograd", 500),
                     row(RowKind::kDispatch, "engine", 10)};

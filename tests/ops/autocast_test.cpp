@@ -105,7 +105,7 @@ TEST_CASE("inputs that already have the autocast dtype, f64 inputs and an absent
   CHECK(autocast_eligible(rnd(Shape{2}, 1, DType::kF32), DType::kBF16));
 }
 
-TEST_CASE("conv2d autocasts too; ops without a policy fall through: the key is skipped, not an error") {
+TEST_CASE("conv2d autocasts too - ops without a policy fall through: the key is skipped, not an error") {
   const Tensor x = rnd(Shape{1, 2, 5, 5}, 1), w = rnd(Shape{3, 2, 3, 3}, 2), bias = rnd(Shape{3}, 3);
   {
     AutocastGuard autocast(DType::kF16);

@@ -83,7 +83,7 @@ Tensor operand_b(const Binary& op, const Shape& s, DType dtype, uint64_t seed) {
 
 }  // namespace
 
-TEST_CASE("the broadcast shape rule: trailing alignment, dims of 1, scalars; a mismatch names both shapes") {
+TEST_CASE("the broadcast shape rule: trailing alignment, dims of 1, scalars - a mismatch names both shapes") {
   for (const Case& c : cases()) {
     CAPTURE(c.self.str());
     CAPTURE(c.other.str());
@@ -257,7 +257,7 @@ TEST_CASE("add, sub, mul and div of two dtypes compute in the promoted one, agai
 }
 
 #if STRATA_TRACING
-TEST_CASE("the promoted operand's cast is a to_copy call of its own; one dtype makes none") {
+TEST_CASE("the promoted operand's cast is a to_copy call of its own - one dtype makes none") {
   const Tensor a = rnd(Shape{8}, DType::kF32, 8), b = rnd(Shape{8}, DType::kF64, 9);
   auto dispatch_rows = [](const std::function<void()>& f) {
     Timeline tl;

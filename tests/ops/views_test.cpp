@@ -210,7 +210,7 @@ TEST_CASE("which calls copy: a contiguous:CPU call for kernels that need contigu
   CHECK(has(dispatch_names(tl), "contiguous:CPU"));
 }
 
-TEST_CASE("reshape is a view when the strides allow one and a contiguous() copy otherwise; view refuses") {
+TEST_CASE("reshape is a view when the strides allow one and a contiguous() copy otherwise - view refuses") {
   const Tensor x = rnd(Shape{4, 6}, 10);
   Timeline tl;
   Tensor r;

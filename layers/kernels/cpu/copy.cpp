@@ -123,7 +123,10 @@ void stepped_run(int64_t n, int64_t step, T* __restrict d, const T* __restrict s
 #if defined(__SSE2__)
   if constexpr (std::is_same_v<T, uint32_t>) {
     if (step == 2) {
-      for (; i + 4 <= n; i += 4) {
+      // Each pair of loads reads s[2i .. 2i+7] for the four elements s[2i], ..., s[2i+6]: the last of them,
+      // s[2i+7], lies past the run's last element s[2n-2] unless i + 5 <= n, and may be past the end of the
+      // allocation (a step-2 view ending on its buffer's last element). The tail takes the scalar loop.
+      for (; i + 5 <= n; i += 4) {
         const __m128 a = _mm_loadu_ps(reinterpret_cast<const float*>(s + 2 * i));
         const __m128 b = _mm_loadu_ps(reinterpret_cast<const float*>(s + 2 * i + 4));
         _mm_storeu_ps(reinterpret_cast<float*>(d + i), _mm_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0)));

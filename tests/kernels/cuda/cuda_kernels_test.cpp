@@ -151,7 +151,7 @@ TEST_CASE("conv2d with --tf32") {
   check_against_reference(cuda::conv2d(x, w, b, {1}, {1}, {1}, 1), reference::conv2d(x, w, b, {1}, {1}, {1}, 1), DType::kF32, true);
 }
 
-TEST_CASE("conv2d of a shape first seen during a CUDA Graph capture is refused; planned eagerly, it captures") {
+TEST_CASE("conv2d of a shape first seen during a CUDA Graph capture is refused - planned eagerly, it captures") {
   init();
   // Another shape first, eagerly: the cuDNN handle and its modules exist before the capture, whatever
   // test ran before this one, so the only thing the capture can trip over is the plan.

@@ -86,7 +86,7 @@ TEST_CASE("plan_reduction: every element read once, by the output the CPU kernel
   }
 }
 
-TEST_CASE("plan_reduction: the innermost dim picks the layout; neighbours merge; size-1 dims drop out") {
+TEST_CASE("plan_reduction: the innermost dim picks the layout - neighbours merge - size-1 dims drop out") {
   std::array<bool, Shape::kMaxDims> last{false, true, false, false};
   ReducePlan p = plan_reduction(Shape{64, 128}, last);  // x.sum(-1): rows
   CHECK(p.layout == ReduceLayout::kRows);
@@ -126,7 +126,7 @@ TEST_CASE("plan_reduction: long rows split into parts of 4096 elements, at most 
   CHECK(huge.grid_x < (int64_t{1} << 31));
 }
 
-TEST_CASE("plan_in_place: contiguous pairs need no division; views and broadcasts keep their strides") {
+TEST_CASE("plan_in_place: contiguous pairs need no division - views and broadcasts keep their strides") {
   InPlaceGeometry g = plan_in_place(Shape{4, 5}, Shape{5, 1}, Shape{5, 1});
   CHECK(g.contiguous);
   CHECK(g.self.count == 1);
