@@ -291,14 +291,20 @@ def analyze(r, check, fn, cases):
     r.write_report()
 
 
+def skip_without_gpu(r, st, *checks):
+    """A GPU step on a machine without a usable GPU: the report says why, and each of its checks is a skip."""
+    r.record.say(f"Skipped: no GPU ({st.no_gpu_reason}).")
+    for check in checks:
+        r.verdict("skip", check, "skipped: no GPU")
+
+
 # ---- 5. Traces next to the raw library calls ----
+
 
 def traces(r, st):
     r.section("Traces, next to the raw library calls on the same shapes")
     if not st.gpu_step_runs():
-        r.record.say(f"Skipped: no GPU ({st.no_gpu_reason}).")
-        r.verdict("skip", "traces exit 0", "skipped: no GPU")
-        r.verdict("skip", "raw library calls measured", "skipped: no GPU")
+        skip_without_gpu(r, st, "traces exit 0", "raw library calls measured")
         rc = r.run("raw_cuda_nogpu", 30, [st.bench("raw_cuda_bench"), "--iterations", "1"])
         r.record.say(f"raw_cuda_bench without a GPU (exit {rc}): `{(r.log_text('raw_cuda_nogpu').splitlines() or [''])[-1]}`")
         return
@@ -377,9 +383,7 @@ def compares(r, st):
     r.section("Eager vs CUDA Graph replay, next to the raw floor")
     cases = [compare_case(spec, k) for spec, k in COMPARES]
     if not st.gpu_step_runs():
-        r.record.say(f"Skipped: no GPU ({st.no_gpu_reason}).")
-        r.verdict("skip", "compare runs exit 0", "skipped: no GPU")
-        r.verdict("skip", "raw graph floor measured", "skipped: no GPU")
+        skip_without_gpu(r, st, "compare runs exit 0", "raw graph floor measured")
         return
     failures = 0
     for spec, k in COMPARES:
@@ -486,8 +490,7 @@ def kernel_paths(r, st):
                  "passes (--requires-grad --backward --check: every gradient op's CUDA kernel against float64).")
     check = "kernel paths through the CLI (--check)"
     if not st.gpu_step_runs() or st.device == "cpu":
-        r.record.say(f"Skipped: no GPU ({st.no_gpu_reason}).")
-        r.verdict("skip", check, "skipped: no GPU")
+        skip_without_gpu(r, st, check)
         return
     cases = []
     for spec, dtype in KERNEL_PATHS:
@@ -523,8 +526,7 @@ def compiled_programs(r, st):
                  "(docs/compiled.md); the `gpu` lines say which, and what the driver's JIT made of the PTX.")
     check = "compiled programs on the GPU (--check)"
     if not st.gpu_step_runs() or st.device == "cpu":
-        r.record.say(f"Skipped: no GPU ({st.no_gpu_reason}).")
-        r.verdict("skip", check, "skipped: no GPU")
+        skip_without_gpu(r, st, check)
         return
     failed, ran = [], 0
     for spec, dtype in COMPILED_PROGRAMS:
@@ -578,8 +580,7 @@ def cuda_module(r, st):
 def sweeps(r, st):
     r.section("Sweeps on the GPU (strata sweep)")
     if not st.gpu_step_runs():
-        r.record.say(f"Skipped: no GPU ({st.no_gpu_reason}).")
-        r.verdict("skip", "sweep runs exit 0", "skipped: no GPU")
+        skip_without_gpu(r, st, "sweep runs exit 0")
         return
     # A CPU rehearsal sweeps smaller ranges with few calls, its checks recorded as a rehearsal.
     r.record.rehearsal = st.device == "cpu"
