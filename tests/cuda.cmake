@@ -62,7 +62,7 @@ strata_export_to_cuda_module(strata_gpu_shaped_trace)
 # The compiled path's kernels as CUDA C, NVRTC and ptxas (layers/compiler/compiler_cuda.h): host-only, the
 # toolkit is enough. ptxas_parse_test reads real ptxas outputs from compiler/data/ptxas.
 strata_add_test(test_compiler_cuda compiler/cuda_codegen_test.cpp compiler/ptxas_parse_test.cpp
-  compiler/sass_emit_test.cpp)
+  compiler/sass_emit_test.cpp compiler/ptx_cache_test.cpp)
 target_link_libraries(test_compiler_cuda PRIVATE strata_compiler_cuda)
 
 # The generated kernels' PTX loaded by the driver and launched, against the CPU plan (label gpu).

@@ -19,7 +19,7 @@
 
 #include "layers/compiler/compiler_cuda.h"
 
-inline constexpr int kStrataPtxModuleVersion = 3;
+inline constexpr int kStrataPtxModuleVersion = 4;
 
 struct StrataPtxModule {
   int version = kStrataPtxModuleVersion;
@@ -29,7 +29,8 @@ struct StrataPtxModule {
                                                              const std::string& arch, bool keep_cubin);
   // Device 0's architecture ("sm_90"), or "" with `why` set (no driver, no device).
   std::string (*gpu_arch)(std::string& why);
-  // One generated kernel as CUDA C (compiler::cuda::generate_cuda) through NVRTC for `arch`: what
+  // One generated kernel as CUDA C (compiler::cuda::generate_cuda) through the PTX cache and NVRTC
+  // (compiler::cuda::cached_ptx, the default cache directory) for `arch`: what
   // --mode compiled on a GPU loads (Note [The compiled graph on a GPU] in layers/compiler/compiled_graph.cpp).
   strata::compiler::cuda::Ptx (*kernel_ptx)(const strata::compiler::Graph& graph,
                                             const strata::compiler::FusedKernel& kernel, strata::DType dtype,

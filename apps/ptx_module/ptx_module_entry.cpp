@@ -34,7 +34,7 @@ std::string gpu_arch(std::string& why) {
 
 strata::compiler::cuda::Ptx kernel_ptx(const strata::compiler::Graph& graph, const strata::compiler::FusedKernel& kernel,
                                        strata::DType dtype, const std::string& arch) {
-  return strata::compiler::cuda::compile_ptx(strata::compiler::cuda::generate_cuda(graph, kernel, dtype), arch);
+  return strata::compiler::cuda::cached_ptx(strata::compiler::cuda::generate_cuda(graph, kernel, dtype), arch);
 }
 
 }  // namespace

@@ -392,7 +392,8 @@ int run_compare(const CompareOptions& options) {
   c.first_replay_ns = rounds.first_replay_ns;
   c.probe_ns = measure_zone_cost_ns();
   c.eager = reports::mode_figures("eager", timeline, rounds.eager_ids, rounds.eager_wall, k);
-  const reports::GraphAttribution attribution = reports::attribute_graph_kernels(timeline.device);
+  reports::GraphAttribution attribution = reports::attribute_graph_kernels(timeline.device);
+  attribute_compiled_replay(compiled, timeline.device, attribution);  // the graph column's figures: eager's alone
   c.replay = reports::mode_figures(rounds.replay->kind(), timeline, rounds.replay_ids, rounds.replay_wall, k);
   if (prepared.peer_call) c.peer = compare_peer(prepared, options, static_cast<int64_t>(rounds.eager_wall.size()));
 

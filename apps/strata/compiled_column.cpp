@@ -1,10 +1,12 @@
 // The compiled column of `strata compare PROGRAM` (compiled_program.h): rounds of K compiled forwards,
 // timed as compare times eager and replay rounds, and the three-way table per forward: ops called,
 // kernels run, bytes through memory (from the graph), host tax, wall, and the calls that repay the
-// one-time cost (as bench/compiled_bench prints it: one-time cost / saving per call).
+// one-time cost (as bench/compiled_bench prints it: one-time cost / saving per call). On a GPU the compiled
+// forwards are captured into a CUDA Graph and replayed (Note [The compiled column on a GPU]).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <set>
 
 #include "apps/strata/compiled_program.h"
 #include "lib/host_clock.h"
@@ -17,8 +19,9 @@ namespace {
 
 // Why this compare has no compiled column, or "" when it can have one.
 std::string why_no_column(const Prepared& prepared) {
-  if (!prepared.choice.device.is_cpu())
-    return "the compiled path generates C++ for the CPU; this compare ran on " + prepared.choice.device.str();
+  if (!prepared.choice.device.is_cpu() && !prepared.choice.device.is_cuda())
+    return "the compiled path generates kernels for the CPU and CUDA GPUs; this compare ran on " +
+           prepared.choice.device.str();
   if (prepared.autocast) return "--autocast: the compiled path does not autocast";
   if (prepared.sequence->parameters.size() > 0 && prepared.sequence->parameters[0].requires_grad())
     return "--requires-grad: a compiled graph runs forward only, with no Autograd key";
@@ -55,8 +58,10 @@ std::vector<Column> columns(const reports::Comparison& c, const CompiledColumn& 
             true};
   if (graph) {
     const compiler::CompiledGraph& g = *col.program->graph;
-    out.push_back({"compiled", double(g.graph().calls()), double(g.plan().kernels.size()), g.bytes_moved(),
-                   col.figures.host(), col.figures.wall, g.timings().total_ns(), true, true});
+    // On a GPU the compiled forwards are replayed from a CUDA Graph, whose capture is a one-time cost too.
+    out.push_back({col.replay_kind.empty() ? "compiled" : "compiled+graph", double(g.graph().calls()),
+                   double(g.plan().kernels.size()), g.bytes_moved(), col.figures.host(), col.figures.wall,
+                   g.timings().total_ns() + col.capture.capture_ns + col.capture.instantiate_ns, true, true});
   }
   return out;
 }
@@ -67,23 +72,59 @@ std::string mib(double bytes) {
   return b;
 }
 
-}  // namespace
-
-CompiledColumn run_compiled_column(const Prepared& prepared, int64_t k, size_t rounds, int64_t warmup,
-                                   Timeline& timeline, uint32_t& next_id) {
-  CompiledColumn col;
-  col.unavailable = why_no_column(prepared);
-  if (!col.unavailable.empty()) return col;
-  col.begin = host_clock::now_ns();  // the Chrome trace's compiled group shows the compile too
-  try {
+// Note [The compiled column on a GPU]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// On a GPU the compiled graph's kernels (NVRTC's PTX launched with cuLaunchKernel, cuBLASLt's epilogue
+// GEMMs, cuBLAS for the rest; Note [Generated kernels on the GPU]) all go on strata's stream, the one a
+// CUDA Graph captures, and nothing in a compiled run synchronises or loads a module: the PTX is loaded and
+// cuBLASLt's plans made at compile time. So the column is what the graph column is for eager: K compiled
+// forwards captured once through the session (each under an op id of its own, which CUPTI's resource
+// callbacks give every node it created), then replayed a round at a time, each replay tagged as the graph
+// column's are. Every replayed kernel then maps back to the compiled forward, and the dispatch zone of the
+// fused kernel, that created it (attribute_compiled_replay). Timed as eager and replay are timed there:
+// one synchronisation a round. The capture and instantiation join the one-time cost.
+void run_captured_rounds(const Prepared& prepared, int64_t k, size_t rounds, int64_t warmup, Timeline& timeline,
+                         uint32_t& next_id, CompiledColumn& col) {
+  measure::DeviceSession& session = *prepared.session;
+  const compiler::CompiledGraph& g = *col.program->graph;
+  const std::vector<Tensor>& inputs = col.program->inputs;
+  for (int64_t i = 0; i < k; ++i) col.capture_ids.push_back(next_id++);
+  std::unique_ptr<measure::Replay> replay;
+  {
     tracing::ActiveScope scope(&timeline);
-    timeline.set_op(next_id++);  // the one-time phases under an op id of their own
-    col.program = compile_program(*prepared.sequence);
-    timeline.set_op(0);
-  } catch (const compiler::CompilerUnavailableError& e) {
-    col.unavailable = e.what();  // eager and replay were measured; the column says why it is empty
-    return col;
+    replay = session.capture([&] { return binding::IValue(g.run(inputs)[0]); }, col.capture_ids, col.capture);
   }
+  col.replay_kind = replay->kind();
+  for (int64_t i = 0; i < std::max<int64_t>(warmup, 1); ++i) {
+    replay->replay();
+    session.synchronize();
+  }
+  std::vector<double> walls;
+  for (size_t r = 0; r < rounds; ++r) {
+    measure::stop_if_interrupted();
+    const uint64_t t0 = host_clock::ticks();
+    {
+      tracing::ActiveScope scope(&timeline);
+      timeline.set_op(next_id);
+      {
+        measure::OpCall tag(session, next_id);
+        replay->replay();
+      }
+      timeline.set_op(0);
+    }
+    session.synchronize();
+    walls.push_back(host_clock::elapsed_ns(t0));
+    col.ids.push_back({next_id++});
+  }
+  col.out = replay->last_result();
+  col.end = host_clock::now_ns();
+  col.figures = reports::mode_figures("compiled", timeline, col.ids, walls, k);
+}
+
+// On the CPU the compiled forwards run as they are, K a round: there is no graph to capture them into
+// that would skip more than the compiled graph already skips.
+void run_direct_rounds(int64_t k, size_t rounds, int64_t warmup, Timeline& timeline, uint32_t& next_id,
+                       CompiledColumn& col) {
   const compiler::CompiledGraph& g = *col.program->graph;
   const std::vector<Tensor>& inputs = col.program->inputs;
   for (int64_t i = 0; i < warmup * k; ++i) col.out = binding::IValue(g.run(inputs)[0]);
@@ -107,7 +148,63 @@ CompiledColumn run_compiled_column(const Prepared& prepared, int64_t k, size_t r
   }
   col.end = host_clock::now_ns();
   col.figures = reports::mode_figures("compiled", timeline, col.ids, walls, k);
+}
+
+}  // namespace
+
+CompiledColumn run_compiled_column(const Prepared& prepared, int64_t k, size_t rounds, int64_t warmup,
+                                   Timeline& timeline, uint32_t& next_id) {
+  CompiledColumn col;
+  col.unavailable = why_no_column(prepared);
+  if (!col.unavailable.empty()) return col;
+  col.begin = host_clock::now_ns();  // the Chrome trace's compiled group shows the compile too
+  try {
+    tracing::ActiveScope scope(&timeline);
+    timeline.set_op(next_id++);  // the one-time phases under an op id of their own
+    col.program = compile_program(*prepared.sequence);
+    timeline.set_op(0);
+  } catch (const UnavailableError& e) {  // no C++ compiler; on a GPU, no PTX module (NVRTC) either
+    col.unavailable = e.what();  // eager and replay were measured; the column says why it is empty
+    return col;
+  }
+  if (prepared.choice.device.is_cuda()) {
+    // One eager run first: what a compiled run allocates is then in the caching allocator's hands, as
+    // eager's first round is before the graph column's capture.
+    col.out = binding::IValue(col.program->graph->run(col.program->inputs)[0]);
+    prepared.session->synchronize();
+    run_captured_rounds(prepared, k, rounds, warmup, timeline, next_id, col);
+  } else {
+    run_direct_rounds(k, rounds, warmup, timeline, next_id, col);
+  }
   return col;
+}
+
+void attribute_compiled_replay(CompiledColumn& col, const DeviceTrace& device, reports::GraphAttribution& attribution) {
+  if (col.capture_ids.empty()) return;
+  const std::set<uint32_t> captured(col.capture_ids.begin(), col.capture_ids.end());
+  std::set<uint64_t> by_capture_info;  // nodes attributed through the fallback, as attribute_graph_kernels counts them
+  std::set<uint64_t> seen;
+  for (const GraphNodeOrigin& n : device.graph_nodes) {
+    if (seen.insert(n.graph_node_id).second && n.source == GraphNodeSource::kCaptureInfo) {
+      by_capture_info.insert(n.graph_node_id);
+    }
+  }
+  for (size_t i = 0; i < device.kernels.size() && i < attribution.op_of_kernel.size(); ++i) {
+    const KernelRecord& kernel = device.kernels[i];
+    if (kernel.graph_node_id == 0) continue;
+    const uint32_t op = attribution.op_of_kernel[i];
+    // Unattributed kernels are the compiled graph's when they ran in its window (the eager graph's rounds
+    // all ended before the compiled column began).
+    const bool compiled = op != 0 ? captured.count(op) > 0 : kernel.start_ns >= col.begin;
+    if (!compiled) continue;
+    ++col.replayed_kernels;
+    --attribution.replayed_kernels;
+    if (op != 0) {
+      ++col.attributed_kernels;
+      --attribution.attributed;
+      if (by_capture_info.count(kernel.graph_node_id) > 0) --attribution.attributed_by_capture_info;
+    }
+  }
 }
 
 void print_three_way(const reports::Comparison& c, const CompiledColumn& col, size_t steps, size_t recorded,
@@ -150,6 +247,12 @@ void print_three_way(const reports::Comparison& c, const CompiledColumn& col, si
       << (t.cache_misses == 0 ? " (every kernel a cache hit)" : " (the compiler ran)") << ", load "
       << reports::format_ns(t.load_ns) << "\n"
       << col.program->graph->plan().str(col.program->graph->graph());
+  if (!col.replay_kind.empty()) {
+    out << "compiled replay: " << col.replay_kind << " of " << col.capture_ids.size() << " compiled forwards, capture "
+        << reports::format_ns(col.capture.capture_ns) << ", instantiate " << reports::format_ns(col.capture.instantiate_ns)
+        << "; " << col.attributed_kernels << " of " << col.replayed_kernels
+        << " replayed kernels attributed to the compiled forward that captured them\n";
+  }
 }
 
 nlohmann::json three_way_json(const reports::Comparison& c, const CompiledColumn& col, size_t steps,
@@ -177,6 +280,15 @@ nlohmann::json three_way_json(const reports::Comparison& c, const CompiledColumn
     j["compiled_unavailable"] = col.unavailable;
   } else {
     j["compiled_detail"] = compiled_json(*col.program, false);
+    j["compiled_replay"] = nullptr;
+    if (!col.replay_kind.empty()) {
+      j["compiled_replay"] = {{"kind", col.replay_kind},
+                              {"forwards_captured", col.capture_ids.size()},
+                              {"capture_ns", col.capture.capture_ns},
+                              {"instantiate_ns", col.capture.instantiate_ns},
+                              {"replayed_kernels", col.replayed_kernels},
+                              {"attributed_kernels", col.attributed_kernels}};
+    }
   }
   return j;
 }

@@ -52,14 +52,25 @@ void set_gpu_kernels(compiler::CompileOptions& options, Device device, std::stri
                                                       DType dtype) {
     StrataCompiledKernelRequest request;
     const uint64_t t0 = host_clock::ticks();
-    request.ptx = ptx.kernel_ptx(g, k, dtype, arch).ptx;
+    compiler::cuda::Ptx compiled = ptx.kernel_ptx(g, k, dtype, arch);
+    // NVRTC's time, or on a PTX cache hit the file's reading: the compile row's, as the CPU path reports
+    // its own hits (Note [The PTX cache] in layers/compiler/nvrtc.cpp).
     request.nvrtc_ns = host_clock::elapsed_ns(t0);
+    request.ptx = std::move(compiled.ptx);
     request.graph = &g;
     request.kernel = &k;
     request.dtype = dtype;
     request.arch = arch;
     request.device = device;
-    return cuda.compiled_kernel(request);
+    compiler::DeviceKernel kernel = cuda.compiled_kernel(request);
+    compiler::DeviceKernelInfo& info = kernel.info;
+    info.ptx_cache_hit = compiled.cache_hit;
+    info.ptx_path = compiled.path;
+    info.ptx_key = compiled.key;
+    info.ptx_refused = compiled.refused;
+    info.cache_dir = compiled.cache_dir;
+    info.cache_note = compiled.cache_note;
+    return kernel;
   };
 #else
   (void)options;
@@ -117,7 +128,10 @@ void describe_compiled(reports::TraceReport& rep, const CompiledProgram& p, cons
     rep.notes.push_back("compiled for the GPU: " + std::to_string(g.graph().calls()) + " ops in " +
                         std::to_string(kernels) + " kernel" + (kernels == 1 ? "" : "s") + "; generated kernels as PTX for " +
                         (g.builds().empty() ? std::string("-") : g.builds().front().device->arch) + " (" +
-                        p.gpu_arch_note + "), loaded by the driver");
+                        p.gpu_arch_note + "), loaded by the driver; PTX cache " + t.cache_dir + " (" +
+                        std::to_string(t.cache_hits) + " hit" + (t.cache_hits == 1 ? "" : "s") + ", " +
+                        std::to_string(t.cache_misses) + " compiled by NVRTC)" +
+                        (t.cache_note.empty() ? "" : "; " + t.cache_note));
   } else {
     rep.notes.push_back("compiled: " + std::to_string(g.graph().calls()) + " ops in " + std::to_string(kernels) +
                         " kernel" + (kernels == 1 ? "" : "s") + "; kernel cache " + t.cache_dir + " (" +
@@ -254,7 +268,9 @@ void print_ptx(const PtxListing& l, std::ostream& out) {
   for (const compiler::cuda::PtxKernel& k : l.kernels) {
     out << "-- " << k.kernel.name << ".cu\n" << k.kernel.source;
     if (!k.ptx.log.empty()) out << "-- NVRTC log\n" << k.ptx.log << "\n";
-    out << "-- " << k.kernel.name << ".ptx\n" << k.ptx.ptx;
+    out << "-- " << k.kernel.name << ".ptx (" << (k.ptx.cache_hit ? "PTX cache hit: " : "NVRTC, cached as ")
+        << k.ptx.path << (k.ptx.refused.empty() ? "" : "; the cached file was refused: " + k.ptx.refused) << ")\n"
+        << k.ptx.ptx;
     if (!k.ptx.ptx.empty() && k.ptx.ptx.back() != '\n') out << "\n";
   }
   for (const compiler::cuda::PtxKernel& k : l.kernels) {
@@ -298,6 +314,8 @@ nlohmann::json ptx_json(const PtxListing& l) {
                        {"cuda_source", k.kernel.source},
                        {"ptx", k.ptx.ptx},
                        {"nvrtc_log", k.ptx.log},
+                       {"cache", {{"hit", k.ptx.cache_hit}, {"key", k.ptx.key}, {"path", k.ptx.path},
+                                  {"refused", k.ptx.refused}, {"nvrtc_ns", k.ptx.compile_ns}, {"read_ns", k.ptx.read_ns}}},
                        {"ptxas", {{"ran", k.ptxas.ran}, {"why_not", k.ptxas.why_not}, {"functions", functions}}},
                        {"sass", sass}});
   }
@@ -311,6 +329,10 @@ void print_gpu_kernels(const compiler::CompiledGraph& g, std::ostream& out) {
     const compiler::DeviceKernelInfo& d = *b.device;
     out << "gpu " << b.name << ": " << d.path << "; cuBLASLt epilogue: " << d.epilogue << " (" << d.epilogue_why
         << ")\n";
+    if (!d.ptx_key.empty()) {
+      out << "gpu " << b.name << " PTX: " << (d.ptx_cache_hit ? "cache hit, " : "compiled by NVRTC into ") << d.ptx_path
+          << (d.ptx_refused.empty() ? "" : " (the cached file was refused: " + d.ptx_refused + ")") << "\n";
+    }
     if (d.ptx_loaded) {
       out << "gpu " << b.name << " " << d.arch << " PTX, JIT-compiled by the driver: binary version "
           << d.binary_version << ", PTX version " << d.ptx_version << "\n";
@@ -349,7 +371,8 @@ nlohmann::json compiled_json(const CompiledProgram& p, bool emit) {
         j["gpu"] = {{"path", d.path},           {"epilogue", d.epilogue},         {"epilogue_why", d.epilogue_why},
                     {"arch", d.arch},           {"ptx_loaded", d.ptx_loaded},     {"binary_version", d.binary_version},
                     {"ptx_version", d.ptx_version}, {"jit_log", d.jit_log},       {"nvrtc_ns", d.nvrtc_ns},
-                    {"jit_ns", d.jit_ns}};
+                    {"jit_ns", d.jit_ns},       {"ptx_cache_hit", d.ptx_cache_hit}, {"ptx_path", d.ptx_path},
+                    {"ptx_refused", d.ptx_refused}};
       }
     }
     kernels.push_back(j);

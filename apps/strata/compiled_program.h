@@ -55,7 +55,9 @@ void describe_compiled(reports::TraceReport& report, const CompiledProgram& prog
 void print_compiled_listing(const CompiledProgram& program, bool emit, std::ostream& out);
 nlohmann::json compiled_json(const CompiledProgram& program, bool emit);
 
-// `strata compare PROGRAM`: the compiled column beside eager and graph replay, per forward.
+// `strata compare PROGRAM`: the compiled column beside eager and graph replay, per forward. On a GPU the
+// compiled forwards are captured into a CUDA Graph and replayed (Note [The compiled column on a GPU] in
+// compiled_column.cpp).
 struct CompiledColumn {
   std::string unavailable;  // why there is no compiled column ("" when there is one)
   std::optional<CompiledProgram> program;
@@ -63,9 +65,19 @@ struct CompiledColumn {
   std::vector<std::vector<uint32_t>> ids;
   int64_t begin = 0, end = 0;
   binding::IValue out;
+  // On a GPU: the K captured compiled forwards' op ids (each replayed kernel is attributed to one), the
+  // capture's cost, and how many replayed kernels were attributed to them (attribute_compiled_replay).
+  std::vector<uint32_t> capture_ids;
+  measure::CaptureCost capture;
+  std::string replay_kind;  // "CUDA Graph" on a GPU, "" on the CPU (the compiled forwards run as they are)
+  size_t replayed_kernels = 0, attributed_kernels = 0;
 };
 CompiledColumn run_compiled_column(const Prepared& prepared, int64_t forwards_per_round, size_t rounds,
                                    int64_t warmup, Timeline& timeline, uint32_t& next_id);
+// On a GPU, after the session's records are in the timeline: which of `attribution`'s replayed kernels ran
+// from the compiled column's graph (attributed to its capture ids, or replayed inside its window); they
+// are taken out of `attribution`, which then describes the eager replay alone. Nothing on the CPU.
+void attribute_compiled_replay(CompiledColumn& column, const DeviceTrace& device, reports::GraphAttribution& attribution);
 // The three-way table (ops called, kernels run, bytes, host tax, wall, break-even) and its JSON. `steps`:
 // ops per forward; `recorded`: kernel calls in the replay's CPU plan (0 for a CUDA Graph, whose are not
 // counted).

@@ -106,7 +106,13 @@ std::vector<ColdRow> compiled_cold_rows(const compiler::CompiledGraph& g, size_t
             {"fusion", "plan: " + std::to_string(calls) + " ops into " + std::to_string(g.plan().kernels.size()) + " kernels",
              t.fusion_ns},
             {"codegen", "C++ and CUDA C source of " + kernels, t.codegen_ns},
-            {"compile", "NVRTC, CUDA C -> PTX for " + g.builds().front().device->arch, t.compile_ns},
+            {"compile",
+             t.cache_misses == 0
+                 ? "none: every kernel's PTX was in the cache (reading it: Note [The PTX cache])"
+                 : "NVRTC, CUDA C -> PTX for " + g.builds().front().device->arch + ", " +
+                       std::to_string(t.cache_misses) + " compiled, " + std::to_string(t.cache_hits) + " cache hit" +
+                       (t.cache_hits == 1 ? "" : "s"),
+             t.compile_ns},
             {"load", "driver JIT PTX -> SASS (cuModuleLoadDataEx), cuBLASLt heuristic", t.load_ns}};
   }
   return {

@@ -232,8 +232,14 @@ CompiledGraph compile(const Captured& captured, const CompileOptions& options) {
         s->device = options.device_kernel(impl->graph, k, b.dtype);
         s->zone = s->device.zone;
         b.device = s->device.info;
-        b.compile_ns = s->device.info.nvrtc_ns;
+        b.compile_ns = s->device.info.nvrtc_ns;  // on a PTX cache hit, reading the file (Note [The PTX cache])
         b.load_ns = s->device.info.jit_ns;
+        b.cache_hit = s->device.info.ptx_cache_hit;
+        b.key = s->device.info.ptx_key;
+        b.library_path = s->device.info.ptx_path;
+        (b.cache_hit ? t.cache_hits : t.cache_misses) += 1;
+        t.cache_dir = s->device.info.cache_dir;
+        t.cache_note = s->device.info.cache_note;
         s->table.set_kernel(DispatchKey::kCUDA, reinterpret_cast<void*>(&run_generated_device),
                             "layers/compiler (generated for the GPU: " + s->device.info.path + ")");
         t.compiler = "NVRTC";

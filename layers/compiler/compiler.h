@@ -144,7 +144,12 @@ struct DeviceKernelInfo {
   int binary_version = 0;  // CU_FUNC_ATTRIBUTE_BINARY_VERSION of the loaded function (90 = sm_90), 0 if none
   int ptx_version = 0;     // CU_FUNC_ATTRIBUTE_PTX_VERSION (its PTX's virtual architecture), 0 if none
   std::string jit_log;     // the driver JIT's info log (verbose), "" when it said nothing
-  double nvrtc_ns = 0;     // NVRTC, CUDA C to PTX
+  double nvrtc_ns = 0;     // NVRTC, CUDA C to PTX; on a PTX cache hit, reading the cached file instead
+  bool ptx_cache_hit = false;  // the PTX came from the on-disk cache (Note [The PTX cache] in nvrtc.cpp)
+  std::string ptx_path;        // <cache>/<key>.ptx
+  std::string ptx_key;
+  std::string ptx_refused;     // why a cached file under the key was recompiled over, "" otherwise
+  std::string cache_dir, cache_note;
   double jit_ns = 0;       // cuModuleLoadDataEx: the driver's PTX -> SASS JIT, and the cuBLASLt plan
 };
 

@@ -39,10 +39,24 @@ struct Ptx {
   std::string arch;
   std::string ptx;
   std::string log;  // NVRTC's compile log (warnings); "" when it had nothing to say
+  // Through the PTX cache (cached_ptx, Note [The PTX cache] in nvrtc.cpp); empty / false from compile_ptx.
+  std::string key;         // 16 hex digits: source, arch, NVRTC's version and options
+  std::string path;        // <cache>/<key>.ptx
+  bool cache_hit = false;  // read from the cache: NVRTC did not run
+  std::string refused;     // why a file under the key was not used (corrupt, truncated), "" otherwise
+  std::string cache_dir;
+  std::string cache_note;  // "" or why the cache is a private temporary directory
+  double compile_ns = 0;   // NVRTC's wall time (0 on a hit)
+  double read_ns = 0;      // reading and checking the cached file (a hit, or a refused file)
 };
 // Throws KernelCompileError with NVRTC's log and the kernel's name when NVRTC refuses the source, and
-// UsageError for an unknown architecture.
+// UsageError for an unknown architecture. Uncached.
 Ptx compile_ptx(const CudaKernel& kernel, const std::string& arch);
+// compile_ptx through the on-disk cache `cache_dir` ("" = the CPU kernels' cache: $STRATA_CACHE_DIR, else
+// ~/.cache/strata/kernels): a valid <key>.ptx there is read instead of running NVRTC.
+Ptx cached_ptx(const CudaKernel& kernel, const std::string& arch, const std::string& cache_dir = "");
+// The key cached_ptx files `kernel` under for `arch`.
+std::string ptx_cache_key(const CudaKernel& kernel, const std::string& arch);
 
 // What `ptxas -v` reports for one entry function.
 struct PtxasResources {
@@ -80,8 +94,8 @@ struct PtxKernel {
   Ptx ptx;
   PtxasReport ptxas;
 };
-// Every generated kernel of `graph` (generate_cuda) through compile_ptx and run_ptxas for `arch`, the
-// cubins kept with `keep_cubin` (--emit sass).
+// Every generated kernel of `graph` (generate_cuda) through cached_ptx (the default cache) and run_ptxas
+// for `arch`, the cubins kept with `keep_cubin` (--emit sass).
 std::vector<PtxKernel> emit_ptx(const CompiledGraph& graph, const std::string& arch, bool keep_cubin = false);
 
 }  // namespace strata::compiler::cuda

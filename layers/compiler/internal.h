@@ -57,6 +57,21 @@ struct CacheDir {
 };
 CacheDir resolve_cache_dir(const std::string& requested);
 
+// The cache's pieces, shared by the C++ JIT and the PTX cache (Note [The kernel cache] in jit.cpp, Note
+// [The PTX cache] in nvrtc.cpp). A 64-bit FNV-1a hash, and as 16 hex digits (a key).
+uint64_t fnv1a(const std::string& text);
+std::string hex16(uint64_t value);
+// Throws Error naming the path when it cannot be written.
+void write_file(const std::string& path, const std::string& text);
+// The file's bytes, "" when it cannot be read.
+std::string read_file(const std::string& path);
+// A name in `dir` that no other process or thread uses: "<dir>/.<key><ext>.tmp.<pid>.<n>".
+std::string temp_name_in(const std::string& dir, const std::string& key, const char* ext);
+// Writes `text` to a temporary in `dir`, then renames it onto <dir>/<key><ext> (atomic within a
+// directory: a reader sees the old file, the new one or none, never half of one); returns that path.
+// Throws Error, leaving no temporary behind, when either step fails.
+std::string write_into_cache(const std::string& dir, const std::string& key, const char* ext, const std::string& text);
+
 // Compiles build.source (or finds it in the cache) and loads it; fills in the build's key, cache_hit,
 // compile_ns, load_ns and library_path. Throws KernelCompileError when the compiler refuses the source.
 KernelEntry build_kernel(KernelBuild& build, const Toolchain& toolchain, const CacheDir& cache);

@@ -71,6 +71,14 @@ std::string search_path(const std::string& name) {
   return "";
 }
 
+std::string make_temp_dir(const std::string& in, const char* prefix) {
+  std::string pattern = in + "/" + prefix + "XXXXXX";
+  if (::mkdtemp(pattern.data()) == nullptr) return "";
+  return pattern;
+}
+
+}  // namespace
+
 uint64_t fnv1a(const std::string& text) {
   uint64_t h = 1469598103934665603ull;
   for (unsigned char ch : text) {
@@ -84,12 +92,6 @@ std::string hex16(uint64_t v) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
   return buf;
-}
-
-std::string make_temp_dir(const std::string& in, const char* prefix) {
-  std::string pattern = in + "/" + prefix + "XXXXXX";
-  if (::mkdtemp(pattern.data()) == nullptr) return "";
-  return pattern;
 }
 
 void write_file(const std::string& path, const std::string& text) {
@@ -112,7 +114,24 @@ std::string temp_name_in(const std::string& dir, const std::string& key, const c
   return dir + "/." + key + ext + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
 }
 
-}  // namespace
+std::string write_into_cache(const std::string& dir, const std::string& key, const char* ext, const std::string& text) {
+  const std::string tmp = temp_name_in(dir, key, ext);
+  const std::string path = dir + "/" + key + ext;
+  try {
+    write_file(tmp, text);
+  } catch (const Error&) {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    throw;
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    throw Error("compiler: could not move " + tmp + " onto " + path + " in the cache: " + why);
+  }
+  return path;
+}
 
 int run_logged(std::vector<std::string> args, const std::string& log, int* spawn_error) {
   std::vector<char*> argv;
@@ -203,11 +222,9 @@ void compile_into_cache(const KernelBuild& build, const std::string& text, const
     fs::remove(tmp, ec);
     throw Error("compiler: could not move the compiled kernel into the cache (" + so_path + "): " + why);
   }
-  const std::string tmp_source = temp_name_in(cache.path, build.key, ".cpp");
-  write_file(tmp_source, text);
-  if (::rename(tmp_source.c_str(), (cache.path + "/" + build.key + ".cpp").c_str()) != 0) {
-    std::error_code ec;
-    fs::remove(tmp_source, ec);  // the source copy is for reading only; the kernel is in place
+  try {
+    write_into_cache(cache.path, build.key, ".cpp", text);
+  } catch (const Error&) {  // the source copy is for reading only; the kernel is in place
   }
   std::error_code ec;
   fs::remove_all(work, ec);

@@ -580,3 +580,42 @@ def host_share_falls_below(doc, limit):
                 f"{biggest.get('host_share', 0) * 100:.1f}%)")
     return (f"from {doc.get('op')} {first.get('spec', first.get('size'))} on (host share "
             f"{first.get('host_share', 0) * 100:.1f}% there)")
+
+
+def compiled_replay_problem(doc):
+    """Why a `strata compare PROGRAM --device cuda --check --json` report does not show the compiled column
+    replayed from a CUDA Graph with every replayed kernel attributed to the compiled forward that captured it,
+    or None when it does (docs/compiled.md, "The compiled column on a GPU")."""
+    if "__error__" in doc:
+        return doc["__error__"]
+    three = doc.get("three_way") or {}
+    if three.get("compiled") is None:
+        return "no compiled column: " + str(three.get("compiled_unavailable", "no three_way table"))
+    replay = three.get("compiled_replay") or {}
+    if replay.get("kind") != "CUDA Graph":
+        return f"compiled replay kind {replay.get('kind')!r}, not 'CUDA Graph'"
+    replayed, attributed = replay.get("replayed_kernels", 0), replay.get("attributed_kernels", 0)
+    if replayed == 0:
+        return "no replayed kernel of the compiled graph in CUPTI's records"
+    if attributed != replayed:
+        return f"{attributed} of {replayed} replayed compiled kernels attributed to their forward"
+    if not (doc.get("check") or {}).get("passed", False):
+        return "--check failed"
+    return None
+
+
+def compiled_replay(report, cases):
+    """The compiled column of compare on the GPU: a CUDA Graph of compiled forwards, each kernel attributed."""
+    report.print("| case | compiled wall per forward (us) | replayed kernels | attributed | result |")
+    report.print("|---|---:|---:|---:|---|")
+    for case in cases:
+        doc = load(os.path.join(report.work, "json", case + ".json"))
+        problem = compiled_replay_problem(doc)
+        replay = ((doc.get("three_way") or {}).get("compiled_replay") or {}) if "__error__" not in doc else {}
+        compiled = (doc.get("three_way") or {}).get("compiled") or {} if "__error__" not in doc else {}
+        wall = us(compiled["wall_ns"]) if "wall_ns" in compiled else "-"
+        report.print(f"| {case} | {wall} | {replay.get('replayed_kernels', '-')} | "
+                     f"{replay.get('attributed_kernels', '-')} | {'PASS' if problem is None else 'FAIL: ' + problem} |")
+        report.add(f"compiled replay {case}", "pass" if problem is None else "fail",
+                   "CUDA Graph of compiled forwards, every replayed kernel attributed" if problem is None else problem)
+    report.print()

@@ -61,6 +61,9 @@ KERNEL_PATHS = [
 # one generated kernel, in f32 and f64; each with --check against float64 and eager.
 COMPILED_PROGRAMS = [("relu_matmul 1024", "f32"), ("relu_matmul 257x129x63", "f64"),
                      ("linear_gelu 32x768x3072", "f32"), ("gelu_tanh 1048577", "f32"), ("gelu_tanh 1048577", "f64")]
+# The compiled column of compare on the GPU: K compiled forwards captured into a CUDA Graph and replayed,
+# each replayed kernel attributed to the forward that captured it (docs/compiled.md).
+COMPILED_COMPARES = [("relu_matmul 1024", "f32"), ("linear_gelu 32x768x3072", "f32"), ("gelu_tanh 1048577", "f32")]
 GPU_SWEEPS = [("sweep_matmul_16_4096", "matmul 16:4096 --sweep-budget 20", 60),
               ("sweep_relu_1k_16M_compare", "relu 1k:16M --compare --sweep-budget 30", 75)]
 CPU_SWEEPS = [("sweep_matmul_16_256", "matmul 16:256 --repeat 3 --warmup 0", 20),
@@ -526,7 +529,7 @@ def compiled_programs(r, st):
                  "(docs/compiled.md); the `gpu` lines say which, and what the driver's JIT made of the PTX.")
     check = "compiled programs on the GPU (--check)"
     if not st.gpu_step_runs() or st.device == "cpu":
-        skip_without_gpu(r, st, check)
+        skip_without_gpu(r, st, check, "compiled column on the GPU (CUDA Graph replay)")
         return
     failed, ran = [], 0
     for spec, dtype in COMPILED_PROGRAMS:
@@ -548,6 +551,37 @@ def compiled_programs(r, st):
     else:
         r.verdict("pass", check, f"{ran} programs compiled for the GPU, --check passing")
     r.write_report()
+    compiled_compares(r, st)
+
+
+def compiled_compare_name(spec, dtype):
+    return "compiled_compare_" + re.sub(r"[^a-zA-Z0-9]", "_", f"{spec} {dtype}")
+
+
+def compiled_compares(r, st):
+    """Part of step 8: compare's compiled column on the GPU, replayed from a CUDA Graph; and the PTX cache:
+    the first compiled program traced again, its kernels' PTX now read from the cache."""
+    r.record.say("\n### The compiled column on the GPU (strata compare PROGRAM --device cuda --check)")
+    cases = []
+    for spec, dtype in COMPILED_COMPARES:
+        name = compiled_compare_name(spec, dtype)
+        if not r.have_time(20):
+            r.budget_skip(name)
+            continue
+        cases.append(name)
+        rc = r.run(name, 120, [st.strata, "compare"] + words(spec) + ["--device", "cuda", "--dtype", dtype, "--check",
+                                                                     "--repeat", "5", "--warmup", "1", "--json",
+                                                                     f"{r.record.work}/json/{name}.json"])
+        r.record.say(f"- `compare {spec}` {dtype}: exit {rc}")
+        r.record.block("\n".join(l for l in r.log_text(name).splitlines()
+                                 if l.startswith(("compiled", "per forward", "wall", "one-time"))))
+    spec, dtype = COMPILED_PROGRAMS[0]
+    name = "compiled_again_" + re.sub(r"[^a-zA-Z0-9]", "_", f"{spec} {dtype}")
+    rc = r.run(name, 90, [st.strata, "trace"] + words(spec) + ["--mode", "compiled", "--device", "cuda", "--dtype",
+                                                               dtype, "--repeat", "3", "--warmup", "1"])
+    hits = [l for l in compiled_gpu_lines(r.log_text(name)) if " PTX: " in l]
+    r.record.say(f"- `{spec}` {dtype} traced again (exit {rc}), PTX cache: " + ("; ".join(hits) or "no PTX lines"))
+    analyze(r, "compiled column on the GPU (CUDA Graph replay)", checks.compiled_replay, cases)
 
 
 # ---- 9. The CUDA module ----

@@ -3,7 +3,10 @@
 // computes what the float64 reference and eager compute, through the path its epilogue choice names:
 // relu_matmul's relu as cuBLASLt's RELU epilogue, linear_gelu's erf gelu as cuBLAS + the generated
 // epilogue's PTX, gelu_tanh as one generated kernel; and a loaded PTX reports the driver's binary version
-// (the device's architecture) and the PTX's. Then the CLI end to end, --check and the JSON.
+// (the device's architecture) and the PTX's. A compiled run captured into a CUDA Graph replays to the same
+// result (Note [The compiled column on a GPU]); the second compile of a program reads its PTX from the cache.
+// Then the CLI end to end: trace's --check and JSON, and compare's compiled column replayed from a graph
+// with every replayed kernel attributed.
 #include <cuda_runtime.h>
 #include <doctest/doctest.h>
 
@@ -15,6 +18,7 @@
 #include "layers/frontend/frontend.h"
 #include "layers/frontend/sequence.h"
 #include "layers/kernels/reference/reference.h"
+#include "layers/runtime/cuda/cuda_runtime_layer.h"
 #include "tests/support/subprocess.h"
 
 namespace strata {
@@ -129,6 +133,73 @@ TEST_CASE("strata trace PROGRAM --mode compiled --device cuda: --check passes, t
   const nlohmann::json& gpu = doc["compiled"]["kernels"][0]["gpu"];
   CHECK(gpu["ptx_loaded"] == true);
   CHECK(gpu["binary_version"].get<int>() == device_binary_version());
+}
+
+TEST_CASE("a compiled run captured into a CUDA Graph replays to what the run computed, each program's path") {
+  const test::TempDir dir;
+  ::setenv("STRATA_CACHE_DIR", dir.file("kernels").c_str(), 1);
+  struct Case {
+    const char* name;
+    const char* dims;
+  };
+  for (const Case c : {Case{"relu_matmul", "256"}, Case{"linear_gelu", "32x256x512"}, Case{"gelu_tanh", "1048577"}}) {
+    CAPTURE(c.name);
+    const GpuRun run = compiled_on_gpu(c.name, c.dims, DType::kF32);
+    Tensor replayed;
+    runtime::cuda::CapturedGraph graph(0, [&] { replayed = run.program.graph->run(run.program.inputs)[0]; });
+    // Every fused kernel became at least one node: nothing ran outside the capture.
+    CHECK(graph.nodes() >= run.program.graph->plan().kernels.size());
+    graph.launch();
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    // The generated kernel is the same code on the same inputs: bit for bit. cuBLAS may pick another GEMM
+    // kernel under capture, so a GEMM's program is held to the dtype's tolerance.
+    const double error = reference::relative_error(replayed, reference::to_double(run.out));
+    CAPTURE(error);
+    CHECK(error <= (std::string(c.name) == "gelu_tanh" ? 0.0 : reference::tolerance(DType::kF32)));
+  }
+}
+
+TEST_CASE("the second compile of a program on the GPU reads its PTX from the cache: the same PTX, NVRTC skipped") {
+  const test::TempDir dir;
+  ::setenv("STRATA_CACHE_DIR", dir.file("kernels").c_str(), 1);
+  const GpuRun cold = compiled_on_gpu("gelu_tanh", "4099", DType::kF32);
+  const GpuRun warm = compiled_on_gpu("gelu_tanh", "4099", DType::kF32);
+  const compiler::DeviceKernelInfo& first = only_kernel(cold);
+  const compiler::DeviceKernelInfo& second = only_kernel(warm);
+  CHECK_FALSE(first.ptx_cache_hit);
+  CHECK(second.ptx_cache_hit);
+  CHECK(second.ptx_path == first.ptx_path);
+  CHECK(warm.program.graph->timings().cache_hits == 1);
+  CHECK(warm.program.graph->timings().cache_misses == 0);
+  CHECK(second.binary_version == device_binary_version());
+  CHECK(reference::relative_error(warm.out, reference::to_double(cold.out)) == 0.0);
+}
+
+TEST_CASE("strata compare PROGRAM --device cuda: the compiled column, replayed from a CUDA Graph, every kernel attributed") {
+  test::TempDir dir;
+  test::RunOptions options;
+  options.env.push_back("STRATA_CACHE_DIR=" + dir.file("kernels"));
+  for (const char* program : {"gelu_tanh", "relu_matmul"}) {
+    CAPTURE(program);
+    const std::string report = dir.file(std::string(program) + ".json");
+    const test::RunResult r = test::run_strata({"compare", program, program == std::string("gelu_tanh") ? "65536" : "256",
+                                                "--device", "cuda", "--check", "--repeat", "5", "--warmup", "1",
+                                                "--json", report},
+                                               options);
+    INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.out.find("compiled replay: CUDA Graph of ") != std::string::npos);
+    const nlohmann::json doc = nlohmann::json::parse(test::read_file(report));
+    CHECK(doc["check"]["passed"] == true);
+    const nlohmann::json& three = doc["three_way"];
+    REQUIRE(three["compiled"].is_object());
+    CHECK(three["compiled"]["label"] == "compiled+graph");
+    CHECK(three["compiled"]["wall_ns"].get<double>() > 0);
+    const nlohmann::json& replay = three["compiled_replay"];
+    CHECK(replay["kind"] == "CUDA Graph");
+    CHECK(replay["replayed_kernels"].get<int>() > 0);
+    CHECK(replay["attributed_kernels"] == replay["replayed_kernels"]);
+  }
 }
 
 }  // namespace strata

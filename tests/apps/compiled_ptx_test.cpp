@@ -85,6 +85,33 @@ TEST_CASE("--emit ptx without --arch: the GPU's architecture, or sm_90 and why w
   CHECK(p["kernels"][0]["ptxas"]["functions"][0]["registers"].get<int>() > 0);
 }
 
+TEST_CASE("--emit ptx a second time: every kernel from the PTX cache, the same PTX, and the listing says so") {
+  if (!STRATA_TEST_CUDA_BUILD) return;  // the first test holds the build without the CUDA layers to exit 4
+  test::TempDir dir;
+  const std::vector<std::string> args =
+      test::cpu({"trace", "relu_matmul", "16", "--mode", "compiled", "--emit", "ptx", "--arch", "sm_80"});
+  test::RunResult cold_run, warm_run;
+  const json cold = run_json(dir, args, cold_run);
+  const json warm = run_json(dir, args, warm_run);
+  INFO("stdout:\n" << warm_run.out << "\nstderr:\n" << warm_run.err);
+  REQUIRE(cold_run.exit_code == 0);
+  REQUIRE(warm_run.exit_code == 0);
+  const json& c = cold["compiled"]["ptx"]["kernels"][0];
+  const json& w = warm["compiled"]["ptx"]["kernels"][0];
+  CHECK(c["cache"]["hit"] == false);
+  CHECK(c["cache"]["nvrtc_ns"].get<double>() > 0);
+  CHECK(w["cache"]["hit"] == true);
+  CHECK(w["cache"]["nvrtc_ns"].get<double>() == 0);
+  CHECK(w["cache"]["read_ns"].get<double>() > 0);
+  CHECK(w["cache"]["key"] == c["cache"]["key"]);
+  CHECK(w["ptx"] == c["ptx"]);
+  CHECK(w["ptxas"]["functions"][0]["registers"] == c["ptxas"]["functions"][0]["registers"]);
+  const std::string path = w["cache"]["path"].get<std::string>();
+  CHECK(path == dir.file("kernels/" + w["cache"]["key"].get<std::string>() + ".ptx"));
+  CHECK(test::contains(warm_run.out, "-- fused_matmul_relu.ptx (PTX cache hit: " + path + ")"));
+  CHECK(test::contains(cold_run.out, "-- fused_matmul_relu.ptx (NVRTC, cached as " + path + ")"));
+}
+
 TEST_CASE("--emit ptx and --arch: what is refused, with exit 2 and what is allowed") {
   test::TempDir dir;
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {

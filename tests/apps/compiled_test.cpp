@@ -243,6 +243,27 @@ TEST_CASE("--mode compiled --device cuda: exit 4 with the reason where there is 
   CHECK(j["compiled"]["kernels"][0]["gpu"]["path"] == "cublasLtMatmul + CUBLASLT_EPILOGUE_RELU");
 }
 
+TEST_CASE("compare PROGRAM --device cuda: exit 4 with the reason where there is no GPU, a compiled column where there is") {
+  test::TempDir dir;
+  const std::string path = dir.file("compare.json");
+  const auto r = test::run_strata({"compare", "gelu_tanh", "4096", "--device", "cuda", "--repeat", "3", "--warmup", "1",
+                                   "--json", path},
+                                  with_cache(dir));
+  test::check_no_crash(r);
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  if (r.exit_code == 4) {  // no driver, no device, or a build without the CUDA layers: said, not crashed
+    CHECK(test::contains(r.err, "CUDA"));
+    CHECK(r.out.empty());  // refused before any output
+    CHECK_FALSE(test::exists(path));
+    return;
+  }
+  // A GPU (compiled_gpu_test checks the attribution): the compiled column is there, replayed from a graph.
+  REQUIRE(r.exit_code == 0);
+  const auto j = nlohmann::json::parse(test::read_file(path));
+  CHECK(j["three_way"]["compiled"]["label"] == "compiled+graph");
+  CHECK(j["three_way"]["compiled_replay"]["kind"] == "CUDA Graph");
+}
+
 TEST_CASE("strata ops lists the programs") {
   const auto r = test::run_strata({"ops"});
   REQUIRE(r.exit_code == 0);

@@ -390,5 +390,53 @@ class FiguresNotProse(unittest.TestCase):
                       "measured (host timers only)", accounting[2])
 
 
+
+def compiled_compare_doc(replayed=6, attributed=6, kind="CUDA Graph", passed=True):
+    return {"check": {"passed": passed},
+            "three_way": {"eager": {"wall_ns": 9000.0}, "graph": {"wall_ns": 7000.0},
+                          "compiled": {"label": "compiled+graph", "wall_ns": 4000.0},
+                          "compiled_replay": {"kind": kind, "forwards_captured": 2, "replayed_kernels": replayed,
+                                              "attributed_kernels": attributed}}}
+
+
+class CompiledReplayChecks(unittest.TestCase):
+    def setUp(self):
+        self.work = WorkFolder()
+
+    def tearDown(self):
+        self.work.remove()
+
+    def run_case(self, doc, case="compiled_compare_gelu_tanh_1048577_f32"):
+        self.work.write_json(case, doc)
+        checks.compiled_replay(self.work.record, [case])
+        return self.work.text(), self.work.statuses()["compiled replay " + case]
+
+    def test_every_replayed_kernel_attributed_passes(self):
+        text, (result, detail) = self.run_case(compiled_compare_doc())
+        self.assertEqual(result, "pass", detail)
+        self.assertIn("| compiled_compare_gelu_tanh_1048577_f32 | 4.00 | 6 | 6 | PASS |", text)
+
+    def test_what_fails_and_why(self):
+        no_column = compiled_compare_doc()
+        no_column["three_way"]["compiled"] = None
+        no_column["three_way"]["compiled_unavailable"] = "no C++ compiler"
+        for doc, why in ((compiled_compare_doc(attributed=5), "5 of 6 replayed compiled kernels attributed"),
+                         (compiled_compare_doc(replayed=0, attributed=0), "no replayed kernel"),
+                         (compiled_compare_doc(kind=None), "compiled replay kind None"),
+                         (compiled_compare_doc(passed=False), "--check failed"),
+                         (no_column, "no compiled column: no C++ compiler")):
+            _, (result, detail) = self.run_case(doc)
+            self.assertEqual(result, "fail")
+            self.assertIn(why, detail)
+
+    def test_missing_json_fails(self):
+        _, (result, detail) = self.run_case_missing()
+        self.assertEqual(result, "fail")
+        self.assertIn("compiled_compare_x.json", detail)
+
+    def run_case_missing(self):
+        checks.compiled_replay(self.work.record, ["compiled_compare_x"])
+        return None, self.work.statuses()["compiled replay compiled_compare_x"]
+
 if __name__ == "__main__":
     unittest.main()
