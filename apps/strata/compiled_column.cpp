@@ -25,6 +25,10 @@ std::string why_no_column(const Prepared& prepared) {
   if (prepared.autocast) return "--autocast: the compiled path does not autocast";
   if (prepared.sequence->parameters.size() > 0 && prepared.sequence->parameters[0].requires_grad())
     return "--requires-grad: a compiled graph runs forward only, with no Autograd key";
+  if (!prepared.sequence->views.empty()) {
+    return "--view " + prepared.sequence->views.front().name + "=" + prepared.sequence->views.front().kind +
+           ": a compiled graph takes contiguous inputs only";
+  }
   return "";
 }
 

@@ -164,8 +164,9 @@ ConvFlags add_op_options(CLI::App* cmd, strata::app::TraceOptions& t, int64_t& o
   cmd->add_option("--autocast", t.autocast,
                   "bf16 | f16: the Autocast key casts matmul/linear/conv inputs to it (docs/autocast.md)");
   cmd->add_option("--view", t.views,
-                  "NAME=t | NAME=sliceN: the input NAME (self, other, input, weight...) as a transposed view or "
-                  "every N-th element of its last dim (repeatable; docs/views.md)");
+                  "NAME=t | NAME=sliceN: the input NAME (self, other, input, weight...; mlp: input, 0.weight, "
+                  "0.bias, 2.weight...) as a transposed view or every N-th element of its last dim (repeatable; "
+                  "docs/views.md)");
   cmd->add_flag("--no-device-timing", t.no_device_timing, "do not start CUPTI: host timers only");
   cmd->add_option("--frontend", t.frontend,
                   "cli | python: call the op from C++, or as strata.<op>(...) through `import strata` in the "
@@ -251,6 +252,8 @@ examples:
   strata trace matmul 16 --frontend python --peer torch   # through `import strata`, beside torch.matmul
   strata trace mlp 16x256x512x10 --requires-grad  # a small model: Linear, ReLU, Linear, op by op
   strata compare mlp 16x256x512x10              # the whole forward eager vs replayed vs compiled
+  strata trace matmul 1024 --view other=t       # x @ w.t(): one GEMM reading the view through its op flag
+  strata trace mlp 16x256x512x10 --view 0.weight=t --view 2.weight=slice2   # a parameter as a view (copy row)
   strata trace relu_matmul 512 --mode compiled --check   # captured, fused, compiled C++, then timed
   strata trace linear_gelu 32x768x3072 --mode compiled --emit cpp   # + the generated source
   strata trace linear_gelu 32x768x3072 --mode compiled --emit ptx --arch sm_80   # + CUDA C, PTX, ptxas

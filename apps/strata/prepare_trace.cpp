@@ -49,7 +49,8 @@ std::string python_option(const TraceOptions& options) {
 }
 
 // A sequence (mlp) is no operator: its own spec, its own sizing (frontend/sequence.h), and none of the
-// options that apply to one operator.
+// options that apply to one operator. --view names its tensors by their nn.Sequential names instead
+// (apply_sequence_views), for mlp in eager and graph modes.
 frontend::SequenceSpec parse_sequence(const TraceOptions& options, Prepared& prepared) {
   if (!options.conv.given.empty())
     throw UsageError(options.conv.given + " apply to conv only; " + options.op + " takes no conv options");
@@ -58,14 +59,15 @@ frontend::SequenceSpec parse_sequence(const TraceOptions& options, Prepared& pre
                      " is a sequence of operators, run from C++ only (leave it out, or trace one of its ops: "
                      "linear, relu)");
   }
-  if (!options.views.empty()) {
-    // Each of its linears has a `weight` and a bias, made by the sequence (frontend/sequence.h) and read as
-    // nn.Linear reads them (the weight transposed through the GEMM's op flag, no copy): a NAME would name
-    // several tensors, and the layout a user would change is the one it already reads as a view.
-    throw UsageError("--view gives one operator's input as a view; " + options.op + " is a sequence of operators "
-                     "whose linears each have their own input, weight and bias, and already read the weight "
-                     "transposed as nn.Linear does (trace one of its ops with --view: strata trace linear ... "
-                     "--view weight=slice2)");
+  if (!options.views.empty() && options.op != "mlp") {
+    throw UsageError("--view names a tensor of mlp (input, 0.weight, 0.bias, ...); " + options.op +
+                     " is a named program whose tensors have no such names (trace one of its ops with --view)");
+  }
+  if (!options.views.empty() && options.mode == "compiled") {
+    // The compiled graph's guards take contiguous inputs (layers/compiler/compiled_graph.cpp): a view
+    // would fail them at the first call, after the compile.
+    throw UsageError("--view with --mode compiled: a compiled graph takes contiguous inputs only, so it cannot "
+                     "read the view; use --mode eager or graph (both read the view as it lies)");
   }
   frontend::SequenceSpec sequence = frontend::parse_sequence_spec(options.op, options.spec);
   prepared.spec.op = options.op;
@@ -191,7 +193,7 @@ void check_memory_budget(const TraceOptions& options, const Prepared& prepared,
   }
 }
 
-// The inputs, on the chosen device: the sequence's parameters, or the op's arguments with --view's views
+// The inputs, on the chosen device: the sequence's input and parameters, or the op's arguments, with --view's views
 // and, for --frontend python and --peer torch, the same tensors handed to Python.
 void make_inputs(const TraceOptions& options, Prepared& prepared, const std::optional<frontend::SequenceSpec>& sequence) {
   // Note [Peak bytes of a call]: what the op computes in decides its temporaries.
@@ -200,6 +202,8 @@ void make_inputs(const TraceOptions& options, Prepared& prepared, const std::opt
   if (sequence) {
     prepared.sequence = std::make_unique<frontend::Sequence>(frontend::prepare_sequence(
         *sequence, prepared.dtype, device, options.seed, options.requires_grad, measure::available_bytes(device), computed));
+    // --view: the input or a parameter, by its nn.Sequential name (Note [A sequence's tensor names]).
+    frontend::apply_sequence_views(*prepared.sequence, options.views, options.seed, measure::available_bytes(device));
     prepared.call.description = prepared.sequence->description;
     prepared.call.flops = prepared.sequence->flops;
     prepared.call.bytes = prepared.sequence->bytes;

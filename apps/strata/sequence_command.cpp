@@ -64,6 +64,11 @@ void describe_sequence_rows(reports::TraceReport& report, const measure::Harness
       report.describe(RowKind::kDispatch, row.key,
                       std::string("record a backward node per op (last: ") +
                           (out.grad_fn() ? out.grad_fn()->name() : "?") + "), redispatch");
+    } else if (row.key.starts_with("contiguous:")) {
+      // --view: a step's kernel made a strided input contiguous, a call of its own (Note [Contiguous
+      // inputs]); the same words as a single op's trace.
+      report.describe(RowKind::kDispatch, row.key,
+                      "contiguous " + row.key.substr(row.key.find(':') + 1) + ": key set + lookup (copies of strided inputs)");
     } else {
       measure::describe_kernel_row(report, row.key, /*all_ops=*/true);
     }

@@ -115,6 +115,11 @@ PreparedCall prepare_call(const OpSpec& spec, DType dtype, Device device, uint64
 // is, or copy it with contiguous()) is what the trace shows. The description says which argument is
 // which view. Throws UsageError naming the arguments and kinds allowed.
 void apply_input_views(PreparedCall& call, const std::vector<std::string>& views, uint64_t seed, size_t available_bytes);
+// One --view: the tensor `arg` (called `name` in messages) as a view of kind `kind` of a fresh buffer of
+// random values from `seed`, returned in `base`; the view has arg's sizes, dtype and device. What
+// apply_input_views does per argument, and a sequence's views per tensor (apply_sequence_views).
+Tensor make_input_view(const Tensor& arg, const std::string& name, std::string_view kind, uint64_t seed,
+                       size_t available_bytes, Tensor& base);
 
 // A tensor of `shape` with values uniform in [-1, 1) from `seed`, created on the host and copied.
 Tensor random_tensor(const Shape& shape, DType dtype, Device device, uint64_t seed);

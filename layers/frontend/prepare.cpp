@@ -296,11 +296,8 @@ reference::Grads reference_gradients(const OpSpec& spec, const PreparedCall& cal
   });
 }
 
-namespace {
-
-// One --view: the argument it names, as a view of a fresh buffer (returned in `base`).
-Tensor input_view(const Tensor& arg, const std::string& name, std::string_view kind, uint64_t seed,
-                  size_t available_bytes, Tensor& base) {
+Tensor make_input_view(const Tensor& arg, const std::string& name, std::string_view kind, uint64_t seed,
+                       size_t available_bytes, Tensor& base) {
   if (kind == "t") {
     if (arg.dim() != 2) {
       throw UsageError("--view " + name + "=t: '" + name + "' is [" + arg.sizes().str() +
@@ -329,8 +326,6 @@ Tensor input_view(const Tensor& arg, const std::string& name, std::string_view k
   return views::slice(base, last, 0, wide[last], step);
 }
 
-}  // namespace
-
 void apply_input_views(PreparedCall& call, const std::vector<std::string>& views, uint64_t seed, size_t available_bytes) {
   const binding::Schema& schema = call.op->schema();
   std::string tensors;
@@ -348,8 +343,8 @@ void apply_input_views(PreparedCall& call, const std::vector<std::string>& views
     }
     const Tensor& arg = call.args[i].tensor();
     Tensor base;
-    Tensor view = input_view(arg, name, std::string_view(v).substr(eq + 1), seed * 1000003 + 1000 + ++stream,
-                             available_bytes, base);
+    Tensor view = make_input_view(arg, name, std::string_view(v).substr(eq + 1), seed * 1000003 + 1000 + ++stream,
+                                  available_bytes, base);
     call.views.push_back({i, base, v.substr(eq + 1)});
     view.set_requires_grad(arg.requires_grad());
     call.description += "  (" + name + ": " + v.substr(eq + 1) + " view, strides " + view.strides().str() + ")";

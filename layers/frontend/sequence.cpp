@@ -10,6 +10,7 @@
 #include "layers/frontend/programs.h"
 #include "layers/kernels/reference/reference.h"
 #include "lib/error.h"
+#include "lib/nearest_name.h"
 #include "lib/zone.h"
 
 namespace strata::frontend {
@@ -63,6 +64,8 @@ bool is_sequence(std::string_view op) { return op == "mlp" || is_program(op); }
 std::string sequence_help() {
   return "  mlp BxIN[xHIDDEN...]xOUT  a small model: Linear, then ReLU + Linear per HIDDEN   e.g. mlp 16x256x512x10\n"
          "                           (a sequence of real calls, one op id each; trace and compare only)\n"
+         "                           --view NAME=KIND names its tensors as nn.Sequential does: input, 0.weight,\n"
+         "                           0.bias, 2.weight, ... (e.g. --view 0.weight=t: the weight stored [in,out])\n"
          "programs (mlp too: trace --mode eager|graph|compiled, and compare; docs/compiled.md):\n" +
          program_help();
 }
@@ -220,7 +223,70 @@ double sequence_gradient_tolerance(const SequenceSpec& spec, DType dtype, bool t
 }
 
 std::string parameter_name(size_t index) {
-  return "linear " + std::to_string(index / 2 + 1) + (index % 2 == 0 ? " weight" : " bias");
+  // Linear i is module 2i of the Sequential (a ReLU between consecutive Linears): Note [A sequence's tensor names].
+  return std::to_string(index - index % 2) + (index % 2 == 0 ? ".weight" : ".bias");
+}
+
+std::vector<std::string> sequence_tensor_names(const SequenceSpec& spec) {
+  std::vector<std::string> names{"input"};
+  for (size_t i = 0; i < 2 * spec.linears(); ++i) names.push_back(parameter_name(i));
+  return names;
+}
+
+namespace {
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const std::string& name : names) out += (out.empty() ? "" : ", ") + name;
+  return out;
+}
+
+// Which of the sequence's tensors --view's NAME is (an index into sequence_tensor_names), or a
+// UsageError naming them all, and the nearest one when the name is a typo away from it.
+size_t view_target(const Sequence& sequence, const std::string& typed, std::string_view name) {
+  const std::vector<std::string> names = sequence_tensor_names(sequence.spec);
+  const auto found = std::find(names.begin(), names.end(), name);
+  if (found != names.end() && typed.find('=') != std::string::npos) return static_cast<size_t>(found - names.begin());
+  const std::string nearest = found != names.end() ? "" : nearest_name(name, names);  // no '=': the name is right
+  throw UsageError("--view " + quote_typed(typed) + ": expected NAME=KIND with NAME one of " + sequence.spec.text +
+                   "'s tensors: " + joined(names) + " (the model's input, then the parameters as nn.Sequential's "
+                   "named_parameters() names them) and KIND t or sliceN" +
+                   (nearest.empty() ? "" : "; did you mean '" + nearest + "'?"));
+}
+
+}  // namespace
+
+void apply_sequence_views(Sequence& sequence, const std::vector<std::string>& views, uint64_t seed,
+                          size_t available_bytes) {
+  if (views.empty()) return;
+  if (is_program(sequence.spec.name)) {
+    throw UsageError("--view names a tensor of mlp (input, 0.weight, ...); " + sequence.spec.name +
+                     " is a named program whose tensors have no such names yet (trace one of its ops with --view)");
+  }
+  uint64_t stream = 0;  // after the op's own streams, as apply_input_views numbers its buffers
+  for (const std::string& typed : views) {
+    const size_t eq = typed.find('=');
+    const std::string name = typed.substr(0, eq);
+    const size_t target = view_target(sequence, typed, name);
+    const std::string kind = typed.substr(eq + 1);
+    for (const SequenceView& earlier : sequence.views) {
+      if (earlier.name == name) {
+        throw UsageError("--view " + name + " is given twice (" + earlier.kind + " and " + kind + "); give one view per tensor");
+      }
+    }
+    // Tensor 0 is the input, read by the first Linear (step 0) as argument 0; parameter p is weight (p
+    // even) or bias of Linear p/2, step p (a ReLU after every Linear but the last), argument 1 + p % 2.
+    Tensor& slot = target == 0 ? sequence.input : sequence.parameters[target - 1];
+    const size_t step = target == 0 ? 0 : target - 1 - (target - 1) % 2;
+    const size_t arg = target == 0 ? 0 : 1 + (target - 1) % 2;
+    Tensor base;
+    Tensor view = make_input_view(slot, name, kind, seed * 1000003 + 1000 + ++stream, available_bytes, base);
+    view.set_requires_grad(slot.requires_grad());
+    sequence.steps[step].args[arg] = binding::IValue(view);
+    sequence.description += "  (" + name + ": " + kind + " view, strides " + view.strides().str() + ")";
+    sequence.views.push_back({name, kind, base});
+    slot = std::move(view);
+  }
 }
 
 std::vector<std::vector<double>> reference_parameter_gradients(const Sequence& sequence) {

@@ -57,12 +57,21 @@ struct SequenceStep {
   double flops = 0;
 };
 
+// One --view of a sequence's tensor (apply_sequence_views): `name` as --view typed it ("0.weight"), the
+// view's kind ("t", "slice2") and the buffer the view reads.
+struct SequenceView {
+  std::string name;
+  std::string kind;
+  Tensor base;
+};
+
 struct Sequence {
   SequenceSpec spec;
   std::vector<SequenceStep> steps;
   Tensor input;                    // [B, IN]; never requires grad (a batch of data, not a parameter)
   std::vector<Tensor> parameters;  // weight and bias of each Linear, in order
   std::string description;         // "[16x256] -> linear 512 -> relu -> linear 10 -> [16x10]"
+  std::vector<SequenceView> views;  // --view's, in the order given; `input`/`parameters` hold the views
   double flops = 0;                // of one forward
   size_t bytes = 0;                // what peak_bytes said: the memory check's figure
   // Per step: the last step that reads its output (kNoReader: none, as for the result), and the outputs
@@ -121,8 +130,27 @@ std::vector<double> reference_result(const Sequence& sequence);
 // (weight, bias of each Linear): the reference of `trace mlp --backward --check`. Forward and backward
 // in double precision from host copies (reference::linear_backward, reference::relu_backward).
 std::vector<std::vector<double>> reference_parameter_gradients(const Sequence& sequence);
-// "linear 1 weight", "linear 2 bias": parameter i's name in messages and reports.
+// Note [A sequence's tensor names]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// An mlp is nn.Sequential(Linear, ReLU, Linear, ...), so its parameters are named as that module's
+// named_parameters() names them: the module's index in the Sequential (ReLUs count: 0, 2, 4, ...), a dot,
+// `weight` or `bias`. A PyTorch user reads them in a state_dict and finds the same names here, in the
+// gradient checks of --backward --check, in --view's error and in `strata trace --help`. The model's
+// input is `input` (linear's argument name; it is data, not a parameter).
+//
+// "0.weight", "0.bias", "2.weight": parameter i's name in messages and reports.
 std::string parameter_name(size_t index);
+// The tensors --view can name in an mlp: "input", then every parameter_name in order.
+std::vector<std::string> sequence_tensor_names(const SequenceSpec& spec);
+
+// `strata trace mlp ... --view NAME=KIND` (docs/views.md): the tensor NAME (sequence_tensor_names)
+// becomes a view of a fresh buffer of random values, made once before any call, as apply_input_views does
+// for one op's argument; the step that reads it gets the view, and so do `input`/`parameters` (a
+// parameter's view requires grad when the parameter did: the leaf whose .grad --backward fills). The
+// description says which tensor is which view. Throws UsageError for a name that is not one of the
+// sequence's tensors (naming them all, and the nearest), a name given twice, and a named program.
+void apply_sequence_views(Sequence& sequence, const std::vector<std::string>& views, uint64_t seed,
+                          size_t available_bytes);
 
 // The tolerance of a whole forward's relative error: the per-dtype tolerance of one op times the number
 // of Linears, since each GEMM adds its own rounding error to what it was given (to first order).

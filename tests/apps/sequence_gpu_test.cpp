@@ -1,7 +1,8 @@
 // Sequences on a GPU (label gpu; skipped without a device): `strata trace mlp --device cuda` gives every
 // op's kernels, the idle time between consecutive kernels, the launch share and a verdict; the float64
 // check passes; the Chrome trace holds every op of every forward and is valid. `strata compare mlp`
-// captures the whole forward into one CUDA Graph and replays it with the same result.
+// captures the whole forward into one CUDA Graph and replays it with the same result. --view on an mlp's
+// tensors copies every view inside its step (linear keeps cuBLASLt layouts on CUDA).
 #include <doctest/doctest.h>
 
 #include <map>
@@ -68,4 +69,35 @@ TEST_CASE("compare mlp on cuda: the whole forward in one CUDA Graph, checked aga
   CHECK(doc["replay"]["binding"].get<double>() == 0);
   CHECK(doc["replay"]["gpu"].get<double>() > 0);
   for (const std::string& e : reports::check_chrome_trace(test::read_file(trace))) FAIL_CHECK("chrome trace: " << e);
+}
+
+// --view on an mlp's tensors on CUDA (docs/views.md): linear keeps its cuBLASLt layouts there, so the
+// transposed weight is copied as well as the stepped one, each a contiguous:CUDA call inside its step;
+// the float64 check passes in trace, and in compare's eager rounds and graph replay.
+TEST_CASE("trace and compare mlp --view on cuda: every view copied inside its step, checked against float64") {
+  test::TempDir dir;
+  const std::string report = dir.file("v.json");
+  const std::vector<std::string> views{"--view", "0.weight=t", "--view", "2.weight=slice2"};
+  std::vector<std::string> args{"trace", "mlp", "16x256x512x10", "--device", "cuda", "--check", "--repeat", "10",
+                                "--warmup", "2", "--json", report};
+  args.insert(args.end(), views.begin(), views.end());
+  test::RunResult r = test::run_strata(args, {});
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  REQUIRE(r.exit_code == 0);
+  json doc = json::parse(test::read_file(report));
+  CHECK(doc["check"]["passed"] == true);
+  const json& log = doc["sequence"]["op_log"];
+  REQUIRE(log.size() == 3);
+  CHECK(log[0]["dispatch_keys"].get<std::string>().find("contiguous:CUDA") != std::string::npos);
+  CHECK(log[1]["dispatch_keys"].get<std::string>().find("contiguous") == std::string::npos);
+  CHECK(log[2]["dispatch_keys"].get<std::string>().find("contiguous:CUDA") != std::string::npos);
+
+  args = {"compare", "mlp", "16x256x512x10", "--device", "cuda", "--check", "--repeat", "10", "--warmup", "2",
+          "--json", report};
+  args.insert(args.end(), views.begin(), views.end());
+  r = test::run_strata(args, {});
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  REQUIRE(r.exit_code == 0);
+  doc = json::parse(test::read_file(report));
+  CHECK(doc["check"]["passed"] == true);
 }

@@ -240,7 +240,7 @@ TEST_CASE("strata trace mlp --backward: backward op log, per-node rows, every pa
   const auto& checks = doc["backward"]["gradient_checks"];
   REQUIRE(checks.size() == 4);
   for (const auto& c : checks) CHECK(c["passed"] == true);
-  const char* const parameters[] = {"linear 1 weight", "linear 1 bias", "linear 2 weight", "linear 2 bias"};
+  const char* const parameters[] = {"0.weight", "0.bias", "2.weight", "2.bias"};  // nn.Sequential's names
   for (size_t k = 0; k < 4; ++k) CHECK(checks[k]["argument"] == parameters[k]);
   const std::string text = test::read_file(trace);
   CHECK(reports::check_chrome_trace(text).empty());

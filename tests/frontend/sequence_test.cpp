@@ -186,8 +186,62 @@ TEST_CASE("the float64 parameter gradients agree with central finite differences
       CHECK(grads[p][static_cast<size_t>(i)] == doctest::Approx((up - down) / (2 * kStep)).epsilon(1e-6));
     }
   }
-  CHECK(parameter_name(0) == "linear 1 weight");
-  CHECK(parameter_name(3) == "linear 2 bias");
+  CHECK(parameter_name(0) == "0.weight");  // nn.Sequential(Linear, ReLU, Linear).named_parameters()
+  CHECK(parameter_name(3) == "2.bias");
+}
+
+TEST_CASE("--view on an mlp: the named tensor becomes a view the step reads, the forward still matches its reference") {
+  const SequenceSpec spec = parse_sequence_spec("mlp", "5x12x8x8x3");
+  CHECK(sequence_tensor_names(spec) ==
+        std::vector<std::string>{"input", "0.weight", "0.bias", "2.weight", "2.bias", "4.weight", "4.bias"});
+  Sequence s = prepare_sequence(spec, DType::kF64, kCPU, 21, /*requires_grad=*/true, SIZE_MAX);
+  apply_sequence_views(s, {"input=t", "2.weight=t", "4.bias=slice3"}, 21, SIZE_MAX);
+  REQUIRE(s.views.size() == 3);
+  // Each view has the tensor's sizes over its own buffer, and the step that reads the tensor holds it.
+  CHECK(s.input.sizes() == Shape{5, 12});
+  CHECK(s.input.strides() == Shape{1, 5});
+  CHECK(s.input.storage() == s.views[0].base.storage());
+  CHECK(s.steps[0].args[0].tensor().storage() == s.input.storage());
+  CHECK(s.parameters[2].sizes() == Shape{8, 8});
+  CHECK(s.parameters[2].strides() == Shape{1, 8});
+  CHECK(s.steps[2].args[1].tensor().storage() == s.parameters[2].storage());  // Linear 2 is step 2 (module 2)
+  CHECK(s.parameters[5].strides() == Shape{3});
+  CHECK(s.steps[4].args[2].tensor().storage() == s.parameters[5].storage());
+  // A parameter's view is the leaf that requires grad; the input is data.
+  CHECK(s.parameters[2].requires_grad());
+  CHECK(s.parameters[5].requires_grad());
+  CHECK_FALSE(s.input.requires_grad());
+  CHECK(has(s.description, "(input: t view, strides 1x5)  (2.weight: t view, strides 1x8)  (4.bias: slice3 view, strides 3)"));
+  const binding::IValue out = s.forward();
+  CHECK(reference::relative_error(out.tensor(), reference_result(s)) <= sequence_tolerance(spec, DType::kF64, false));
+  autograd::backward(ops::sum(out.tensor()));
+  const auto want = reference_parameter_gradients(s);
+  for (size_t p = 0; p < s.parameters.size(); ++p) {
+    CAPTURE(parameter_name(p));
+    REQUIRE(s.parameters[p].grad().defined());
+    CHECK(reference::relative_error(s.parameters[p].grad(), want[p]) <= sequence_gradient_tolerance(spec, DType::kF64, false));
+  }
+}
+
+TEST_CASE("--view on an mlp: a name that is not one of its tensors is refused with the names, and the nearest") {
+  const SequenceSpec spec = parse_sequence_spec("mlp", "4x8x3");
+  auto refusal = [&](const std::vector<std::string>& views) {
+    Sequence s = prepare_sequence(spec, DType::kF32, kCPU, 1, false, SIZE_MAX);
+    try {
+      apply_sequence_views(s, views, 1, SIZE_MAX);
+    } catch (const UsageError& e) {
+      return std::string(e.what());
+    }
+    return std::string("<accepted>");
+  };
+  CHECK(has(refusal({"fc1.weight=t"}), "NAME one of mlp 4x8x3's tensors: input, 0.weight, 0.bias (the model's input"));
+  CHECK_FALSE(has(refusal({"fc1.weight=t"}), "did you mean"));  // nothing within two edits
+  CHECK(has(refusal({"0.bais=slice2"}), "did you mean '0.bias'?"));
+  CHECK(has(refusal({"input=t", "input=slice2"}), "--view input is given twice"));
+  CHECK(has(refusal({"0.weight=flip"}), "unknown view; allowed: t"));
+  Sequence program = prepare_sequence(parse_sequence_spec("relu_matmul", "8"), DType::kF32, kCPU, 1, false, SIZE_MAX);
+  CHECK_THROWS_WITH_AS(apply_sequence_views(program, {"self=t"}, 1, SIZE_MAX),
+                       doctest::Contains("relu_matmul is a named program"), UsageError);
 }
 
 TEST_CASE("the engine's gradients of every MLP parameter match the float64 reference on random models") {
