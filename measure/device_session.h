@@ -39,6 +39,12 @@ void list_devices(std::ostream& out);
 struct SessionOptions {
   bool tf32 = false;
   bool device_timing = true;  // CUPTI on a GPU; no effect on the CPU
+  // --algos N / --algo K / --time: cuBLASLt's candidates for matmul and linear, listed, forced and timed
+  // (Note [Which cuBLASLt algorithm] in layers/kernels/cuda/gemm_candidates.h). CUDA only: the CLI refuses
+  // them on the CPU (apps/strata/gemm_algo_options.h).
+  int gemm_algos = 0;
+  int gemm_algo = -1;
+  bool gemm_algo_time = false;
 };
 
 // K calls captured once and replayed: a CUDA Graph on a GPU; on the CPU a plan of the resolved kernel

@@ -17,7 +17,7 @@ strata_add_test(test_runtime_cuda runtime/cuda/runtime_host_test.cpp runtime/cud
 target_link_libraries(test_runtime_cuda PRIVATE strata_cuda CUDA::cudart)
 
 strata_add_test(test_kernels_cuda kernels/cuda/library_check_test.cpp kernels/cuda/reduction_split_test.cpp
-  kernels/cuda/reduce_plan_test.cpp)
+  kernels/cuda/reduce_plan_test.cpp kernels/cuda/gemm_candidates_test.cpp)
 target_link_libraries(test_kernels_cuda PRIVATE strata_cuda CUDA::cudart CUDA::cublas strata_cudnn)
 
 function(strata_add_gpu_test name)
@@ -38,6 +38,9 @@ strata_add_gpu_test(test_device_cupti_gpu device/cupti/cupti_session_gpu_test.cp
 strata_add_gpu_test(test_trace_cuda_gpu device/cupti/trace_gpu_test.cpp)
 strata_add_gpu_test(test_apps_compare_gpu apps/compare_gpu_test.cpp)
 strata_add_gpu_test(test_apps_sequence_gpu apps/sequence_gpu_test.cpp)
+# --algos / --algo / --time on a GPU: cuBLASLt's candidates listed, forced and timed (Note [Which cuBLASLt
+# algorithm] in layers/kernels/cuda/gemm_candidates.h).
+strata_add_gpu_test(test_apps_gemm_algo_gpu apps/gemm_algo_gpu_test.cpp)
 
 # The CUDA libraries loaded on the first CUDA use, end to end (Note [The CUDA module]). Not under the
 # sanitizers: their shadow memory does not fit the address-space limit these tests run strata under.

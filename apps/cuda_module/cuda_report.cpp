@@ -63,12 +63,36 @@ void describe_cuda_run(reports::TraceReport& report, const CudaRunSummary& run) 
   for (const reports::Figure& f : run.figures.all()) report.figures.set(f.name, f.value, f.unit);
   for (const std::string& n : run.notes) report.notes.push_back(n);
   for (const std::string& plan : run.plans) report.notes.push_back("plan: " + plan);
+  add_gemm_candidate_figures(report.figures, run.gemm_candidates);
+  for (const kernels::cuda::GemmCandidateList& list : run.gemm_candidates)
+    for (const std::string& line : kernels::cuda::format_candidate_table(list)) report.notes.push_back(line);
   if (std::string note = reports::unmatched_launches_note(report.figures); !note.empty()) report.notes.push_back(note);
   if (std::string note = reports::unmatched_kernels_note(report.figures); !note.empty()) report.notes.push_back(note);
   if (std::string note = reports::failed_launches_note(report.figures); !note.empty()) report.notes.push_back(note);
   if (std::string note = reports::timestamp_note(report.figures); !note.empty()) report.notes.push_back(note);
   report.notes.push_back(reports::allocator_note(report.figures));
   if (!report.peak_source.empty() && report.peak_flops == 0) report.notes.push_back("peak: " + report.peak_source);
+}
+
+void add_gemm_candidate_figures(reports::Figures& figures, const std::vector<kernels::cuda::GemmCandidateList>& lists) {
+  for (size_t l = 0; l < lists.size(); ++l) {
+    const kernels::cuda::GemmCandidateList& list = lists[l];
+    const std::string prefix = "gemm_algos." + std::to_string(l) + ".";
+    figures.set(prefix + "candidates", double(list.candidates.size()), "count");
+    figures.set(prefix + "chosen", double(list.chosen), "count");
+    for (size_t j = 0; j < list.candidates.size(); ++j) {
+      const kernels::cuda::GemmCandidate& c = list.candidates[j];
+      const std::string at = prefix + std::to_string(j) + ".";
+      figures.set(at + "algo_id", c.algo_id, "count");
+      figures.set(at + "tile_id", c.tile_id, "count");
+      figures.set(at + "stages_id", c.stages_id, "count");
+      figures.set(at + "splitk", c.splitk, "count");
+      figures.set(at + "reduction_scheme", c.reduction_scheme, "count");
+      figures.set(at + "workspace_bytes", double(c.workspace_bytes), "bytes");
+      figures.set(at + "waves", double(c.waves), "ratio");
+      if (c.time_ns >= 0) figures.set(at + "time_ns", c.time_ns, "ns");
+    }
+  }
 }
 
 }  // namespace strata::cuda_module

@@ -61,6 +61,8 @@ class CudaSession final : public measure::DeviceSession {
     rt::init_device(device.index);
     context_ns_ = double(host_clock::now_ns() - t0);
     kernels::cuda::set_tf32(options.tf32);
+    kernels::cuda::set_gemm_algo_request({options.gemm_algos, options.gemm_algo, options.gemm_algo_time});
+    (void)kernels::cuda::take_gemm_candidate_lists();  // an earlier session's (the Python package's), not this run's
   }
 
   void begin_call(uint32_t op_id) override {
@@ -145,6 +147,7 @@ class CudaSession final : public measure::DeviceSession {
     figures_.set("allocator.cache_hits", double(stats.cache_hits), "count");
     for (const Annotation& a : timeline.annotations())
       if (a.kind == AnnotationKind::kPlan) plans_.push_back(a.text);
+    gemm_candidates_ = kernels::cuda::take_gemm_candidate_lists();
   }
 
   std::vector<reports::GpuProperties> trace_gpus() override {
@@ -160,7 +163,7 @@ class CudaSession final : public measure::DeviceSession {
   }
 
   void describe(reports::TraceReport& report) override {
-    describe_cuda_run(report, {device_, device_enabled_, cupti_reason_, notes_, figures_, plans_});
+    describe_cuda_run(report, {device_, device_enabled_, cupti_reason_, notes_, figures_, plans_, gemm_candidates_});
   }
  private:
   Device device_;
@@ -174,6 +177,7 @@ class CudaSession final : public measure::DeviceSession {
   std::vector<std::string> notes_;
   reports::Figures figures_;  // what finish() measured, for describe()
   std::vector<std::string> plans_;
+  std::vector<kernels::cuda::GemmCandidateList> gemm_candidates_;  // --algos / --algo
 };
 
 }  // namespace

@@ -161,6 +161,12 @@ ConvFlags add_op_options(CLI::App* cmd, strata::app::TraceOptions& t, int64_t& o
                 "compare the result (and with --backward every gradient) with a float64 reference; exit 3 if "
                 "outside tolerance");
   cmd->add_flag("--tf32", t.tf32, "f32 matmul/linear/conv on TF32 tensor cores (CUDA only)");
+  cmd->add_option("--algos", t.gemm_algo.algos,
+                  "N: list cuBLASLt's first N candidate kernels for the matmul/linear shape (CUDA only; docs/gpu.md)")
+      ->transform(integer);
+  cmd->add_option("--algo", t.gemm_algo.algo, "K: run candidate K of cuBLASLt's list instead of its first (CUDA only)")
+      ->transform(integer);
+  cmd->add_flag("--time", t.gemm_algo.time, "with --algos: time every candidate on the call's operands (CUDA events)");
   cmd->add_option("--autocast", t.autocast,
                   "bf16 | f16: the Autocast key casts matmul/linear/conv inputs to it (docs/autocast.md)");
   cmd->add_option("--view", t.views,

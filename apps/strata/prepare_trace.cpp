@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "apps/strata/gemm_algo_options.h"
 #include "apps/strata/prepared_trace.h"
 #if STRATA_WITH_CUDA
 #include "measure/devices/cuda_module.h"
@@ -146,6 +147,7 @@ std::optional<frontend::SequenceSpec> check_trace_options(const TraceOptions& op
   if (options.tf32 && prepared.dtype != DType::kF32)
     throw UsageError("--tf32 applies to --dtype f32 only, got " + options.dtype);
   check_autocast_options(options, prepared, sequence.has_value());
+  check_gemm_algo_options(options.op, options.gemm_algo);
   return sequence;
 }
 
@@ -164,6 +166,7 @@ measure::DeviceChoice choose_trace_device(const TraceOptions& options) {
   if (options.tf32 && choice.device.is_cpu()) {
     throw UsageError("--tf32 selects TF32 tensor-core math and needs a CUDA device; the CPU computes f32 in f32");
   }
+  refuse_gemm_algo_on_cpu(options.gemm_algo, choice);
   return choice;
 }
 
@@ -230,6 +233,7 @@ Prepared prepare_trace(const TraceOptions& options) {
   prepared.choice = choose_trace_device(options);
   measure::SessionOptions session_options;
   session_options.tf32 = options.tf32;
+  set_session_gemm_algo(options.gemm_algo, session_options);
   session_options.device_timing = !options.no_device_timing;
   prepared.session = measure::open_device_session(prepared.choice.device, session_options);
   check_memory_budget(options, prepared, sequence);

@@ -11,6 +11,15 @@
 
 namespace strata::app {
 
+// --algos N, --algo K, --time: cuBLASLt's candidates for matmul and linear on a GPU (Note [Which cuBLASLt
+// algorithm] in layers/kernels/cuda/gemm_candidates.h), checked by gemm_algo_options.h.
+struct GemmAlgoOptions {
+  std::optional<int64_t> algos;  // list the heuristic's first N
+  std::optional<int64_t> algo;   // run candidate K instead of the first
+  bool time = false;             // measure every candidate listed
+  bool any() const { return algos.has_value() || algo.has_value(); }
+};
+
 struct TraceOptions {
   std::string op;
   std::string spec;
@@ -26,6 +35,7 @@ struct TraceOptions {
   bool check = false;
   std::vector<std::string> views;  // --view NAME=KIND: inputs given as views (docs/views.md)
   bool tf32 = false;
+  GemmAlgoOptions gemm_algo;
   std::string autocast;  // "" = off; bf16 | f16 (docs/autocast.md)
   bool no_device_timing = false;
   std::string json_path;

@@ -39,7 +39,7 @@
 #include "layers/dispatch/dispatch.h"
 #include "measure/device_session.h"
 
-inline constexpr int kStrataCudaBackendVersion = 5;
+inline constexpr int kStrataCudaBackendVersion = 6;  // 5: the compiled kernels' GPU info fields; 6: SessionOptions' --algo fields
 
 // One generated kernel of a graph compiled for a GPU (Note [The compiled graph on a GPU] in
 // layers/compiler/compiled_graph.cpp): the kernel, and its PTX from NVRTC (the PTX module) for `arch`.

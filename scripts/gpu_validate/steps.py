@@ -584,6 +584,62 @@ def compiled_compares(r, st):
     analyze(r, "compiled column on the GPU (CUDA Graph replay)", checks.compiled_replay, cases)
 
 
+# cuBLASLt's candidates for one GEMM shape (Note [Which cuBLASLt algorithm] in
+# layers/kernels/cuda/gemm_candidates.h): listed and timed at 4096 (no --check: a float64 reference of a 4096
+# GEMM takes minutes on the host), and candidate 1 forced at 1024 with --check.
+GEMM_ALGOS = [("gemm_algos_matmul_4096", "matmul 4096 --algos 8 --time --repeat 20 --warmup 1"),
+              ("gemm_algo_1_matmul_1024", "matmul 1024 --algo 1 --check --repeat 20 --warmup 1")]
+
+
+def gemm_candidates(r, st):
+    """Part of step 8: which library kernel ran, and the others cuBLASLt's heuristic offered."""
+    r.record.say("\n### cuBLASLt's candidates (strata trace matmul --algos 8 --time, --algo 1)")
+    check = "cuBLASLt candidates listed and forced (--algos, --algo)"
+    if not st.gpu_step_runs() or st.device == "cpu":
+        skip_without_gpu(r, st, check)
+        return
+    failed = []
+    for name, args in GEMM_ALGOS:
+        if not r.have_time(20):
+            r.budget_skip(check)
+            return
+        rc = r.run(name, 60, [st.strata, "trace"] + words(args) + ["--device", "cuda", "--json",
+                                                                   f"{r.record.work}/json/{name}.json"])
+        r.record.say(f"strata trace {args} --device cuda: exit {rc}")
+        # The table's lines, which strata prints as notes: its title, header, rows and the fastest.
+        r.record.block("\n".join(l for l in r.log_text(name).splitlines()
+                                  if re.match(r"note: ([ *] +(\d+|#) |.*candidate)", l)))
+        if rc != 0:
+            failed.append(f"{name} (exit {rc})")
+    if failed:
+        r.verdict("fail", check, "failed: " + ", ".join(failed) + " (logs/gemm_algo*.log)")
+    else:
+        r.verdict("pass", check, "candidates listed and timed at 4096; candidate 1 run at 1024 with --check passing")
+    r.write_report()
+
+
+def compiled_bench(r, st):
+    """Part of step 8: bench/compiled_cuda_bench.cpp, the compiled path's figures against the copy engine's
+    bandwidth, cuBLAS's GEMM alone and eager. Built by the test build (step 7)."""
+    title = "### The compiled path against memcpy, cuBLAS and eager (bench/compiled_cuda_bench.cpp)"
+    check = "compiled path benchmark measured"
+    built = r.dry_run or os.path.exists(st.bench("compiled_cuda_bench"))
+    if not st.gpu_step_runs():
+        r.record.say("\n" + title)
+        skip_without_gpu(r, st, check)
+        if built:  # what it says without a GPU: "no GPU: skipped" and why, exit 4
+            rc = r.run("compiled_cuda_nogpu", 30, [st.bench("compiled_cuda_bench")])
+            last = (r.log_text("compiled_cuda_nogpu").splitlines() or [""])[-1]
+            r.record.say(f"compiled_cuda_bench without a GPU (exit {rc}): `{last}`")
+        return
+    if not built:
+        r.record.say("\n" + title)
+        r.verdict("skip", check, "compiled_cuda_bench was not built (step 7's build)")
+        return
+    raw_baseline(r, st, "compiled_cuda_bench", "compiled_cuda_bench", [], check, title,
+                 "generated kernel vs device-to-device copy; relu_matmul 4096 epilogue vs cuBLAS GEMM and eager")
+
+
 # ---- 9. The CUDA module ----
 
 def cuda_module(r, st):
@@ -704,7 +760,7 @@ def run_all(r, st):
     compares(r, st)
     r.pack_artifacts()
     r.record.rehearsal = False
-    for step in (gpu_tests, kernel_paths, compiled_programs, cuda_module, sweeps):
+    for step in (gpu_tests, kernel_paths, compiled_programs, gemm_candidates, compiled_bench, cuda_module, sweeps):
         step(r, st)
     r.pack_artifacts()
     python_package(r, st)

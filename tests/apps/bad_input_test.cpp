@@ -381,3 +381,32 @@ TEST_CASE("--view: an unknown argument or kind, a transposed view of a 1-D input
   check_refused(run_strata(cpu({"trace", "mlp", "4x8x2", "--view", "self=t"})), 2,
                 "expected NAME=KIND with NAME one of mlp 4x8x2's tensors: input, 0.weight, 0.bias");
 }
+
+TEST_CASE("--algos / --algo / --time: bad values, other ops and the CPU are refused (exit 2), no GPU is exit 4") {
+  for (const char* command : {"trace", "compare"}) {
+    CAPTURE(command);
+    check_refused(run_strata(cpu({command, "matmul", "64", "--algo", "1"})), 2,
+                  "--algo chooses among cuBLASLt's kernels and needs a CUDA device; the CPU's GEMM is OpenBLAS's");
+    check_refused(run_strata(cpu({command, "linear", "8x16x32", "--algos", "4", "--time"})), 2,
+                  "--algos chooses among cuBLASLt's kernels and needs a CUDA device");
+  }
+  check_refused(run_strata(cpu({"trace", "matmul", "64", "--algos", "0"})), 2,
+                "--algos 0: N is how many of cuBLASLt's candidates to list, 1 to 64");
+  check_refused(run_strata(cpu({"trace", "matmul", "64", "--algos", "65"})), 2, "1 to 64");
+  check_refused(run_strata(cpu({"trace", "matmul", "64", "--algo", "-1"})), 2,
+                "--algo -1: K is a candidate's index in the heuristic's list, 0 to 63");
+  check_refused(run_strata(cpu({"trace", "matmul", "64", "--time"})), 2,
+                "--time measures each candidate --algos lists: add --algos N");
+  check_refused(run_strata(cpu({"trace", "relu", "64", "--algos", "4"})), 2,
+                "--algos chooses among cuBLASLt's kernels for matmul and linear; relu calls no cuBLASLt GEMM");
+  check_refused(run_strata(cpu({"trace", "relu_matmul", "64", "--algo", "2"})), 2,
+                "--algo chooses among cuBLASLt's kernels for matmul and linear; relu_matmul calls");
+  // The request is valid; a machine without a usable GPU cannot satisfy it.
+  const bool driver_present = exists("/dev/nvidiactl") || exists("/dev/nvidia0");
+  const RunResult r = run_strata(fast({"trace", "matmul", "64", "--device", "cuda", "--algos", "8"}));
+  if (!STRATA_TEST_CUDA_BUILD || !driver_present) {
+    check_refused(r, 4, "cuda");
+  } else {
+    MESSAGE("a driver is present: the GPU run is checked by tests/apps/gemm_algo_gpu_test.cpp");
+  }
+}

@@ -57,6 +57,7 @@ class DryRun(unittest.TestCase):
                       "compare runs exit 0", "raw graph floor measured", "gpu tests (ctest -L gpu)",
                       "kernel paths through the CLI (--check)", "compiled programs on the GPU (--check)",
                       "compiled column on the GPU (CUDA Graph replay)",
+                      "cuBLASLt candidates listed and forced (--algos, --algo)", "compiled path benchmark measured",
                       "CUDA module (libstrata_cuda.so)",
                       "sweep runs exit 0", "sweep checks (gpu figures at every size; host share at 1024)",
                       "Python package on cuda", "host tests (ctest -LE gpu)"):
@@ -76,6 +77,9 @@ class DryRun(unittest.TestCase):
                         "compare relu_matmul 1024 --device cuda --dtype f32 --check",
                         "compare gelu_tanh 1048577 --device cuda --dtype f32 --check",
                         "trace relu_matmul 1024 --mode compiled --device cuda --dtype f32 --repeat 3",
+                        "trace matmul 4096 --algos 8 --time --repeat 20 --warmup 1 --device cuda --json ",
+                        "trace matmul 1024 --algo 1 --check --repeat 20 --warmup 1 --device cuda",
+                        "bench/compiled_cuda_bench --json ",
                         "| readelf_strata | 0 | dry run: readelf -d ", "/apps/strata/libstrata_cuda.so |",
                         "dry run: env LD_DEBUG=files ", "sweep matmul 16:4096 --sweep-budget 20 --device cuda --json ",
                         "sweep relu 1k:16M --compare", "--plot ", "the checks of `sweep` would be computed",

@@ -1,5 +1,6 @@
-// matmul and linear on cuBLAS, and the compiled path's GEMM with a cuBLASLt epilogue (one file: they share the
-// handles, the workspace and the cuBLASLt plan machinery, which is why it passes 400 lines).
+// matmul and linear on cuBLAS, the compiled path's GEMM with a cuBLASLt epilogue, and cuBLASLt's candidates
+// for --algos / --algo (one file: they share the handles, the workspace and the cuBLASLt plan machinery,
+// which is why it passes 500 lines; what needs no GPU of the candidates is in gemm_candidates.cpp).
 //
 // Note [Row-major GEMM on column-major cuBLAS]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -17,6 +18,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -34,6 +36,14 @@ namespace strata::kernels::cuda {
 namespace {
 
 std::atomic<bool> g_tf32{false};
+// --algos / --algo / --time (Note [Which cuBLASLt algorithm]); set by the CUDA module's session.
+std::mutex g_request_mutex;
+GemmAlgoRequest g_request;
+
+GemmAlgoRequest algo_request() {
+  std::lock_guard lock(g_request_mutex);
+  return g_request;
+}
 
 // What cuBLAS documents for Hopper and newer; also enough for cuBLASLt's heuristics on these shapes.
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;
@@ -94,6 +104,13 @@ struct LtPlan {
   cublasLtMatmulAlgo_t algo{};
   size_t workspace_bytes = 0;
   bool usable = false;  // false: the heuristic found nothing; linear takes the GemmEx path instead
+  // With an active GemmAlgoRequest: every candidate the heuristic returned, decoded, and the name of the
+  // chosen one for the call's zone (the plan lives for the process, so the zone may keep its c_str()).
+  std::vector<cublasLtMatmulAlgo_t> algos;
+  std::vector<size_t> workspaces;
+  std::unique_ptr<GemmCandidateList> candidates;
+  std::string call_name = "cublasLtMatmul";
+  bool timed = false;
 
   LtPlan() = default;
   LtPlan(const LtPlan&) = delete;
@@ -105,8 +122,13 @@ struct LtPlan {
     if (desc != nullptr) (void)cublasLtMatmulDescDestroy(desc);
   }
 };
-using LtKey = std::tuple<int, DType, bool, int, int, int>;  // device, dtype, tf32, rows, in, out
+using LtKey = std::tuple<int, DType, bool, int, int, int, int, int, bool>;  // device, dtype, tf32, rows, in, out, request
 std::mutex g_lt_mutex;
+// The plans with candidates used since the session last took them (take_gemm_candidate_lists), in order.
+std::vector<const LtPlan*> g_listed;
+void note_listed(const LtPlan& plan) {
+  if (plan.candidates && std::find(g_listed.begin(), g_listed.end(), &plan) == g_listed.end()) g_listed.push_back(&plan);
+}
 
 // Never destroyed: see Note [Plan caches outlive static destruction] in cudnn_conv.cpp.
 std::map<LtKey, std::unique_ptr<LtPlan>>& lt_plans() {
@@ -114,9 +136,48 @@ std::map<LtKey, std::unique_ptr<LtPlan>>& lt_plans() {
   return *cache;
 }
 
-// cuBLASLt's heuristic's first algorithm for a plan's descriptors, within strata's workspace; none leaves
-// the plan unusable (its caller falls back), any other failure throws.
-void pick_algorithm(const CublasHandles& h, LtPlan& plan) {
+int config_attribute(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes_t attribute) {
+  uint32_t value = 0;  // ID, TILE_ID, STAGES_ID, SPLITK_NUM, REDUCTION_SCHEME: each int32_t or uint32_t
+  size_t written = 0;
+  STRATA_CUBLAS_CHECK(cublasLtMatmulAlgoConfigGetAttribute(&algo, attribute, &value, sizeof value, &written));
+  return static_cast<int>(value);
+}
+
+GemmCandidate decode_candidate(const cublasLtMatmulHeuristicResult_t& result) {
+  GemmCandidate c;
+  c.algo_id = config_attribute(result.algo, CUBLASLT_ALGO_CONFIG_ID);
+  c.tile_id = config_attribute(result.algo, CUBLASLT_ALGO_CONFIG_TILE_ID);
+  c.stages_id = config_attribute(result.algo, CUBLASLT_ALGO_CONFIG_STAGES_ID);
+  c.splitk = config_attribute(result.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM);
+  c.reduction_scheme = config_attribute(result.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME);
+  c.workspace_bytes = result.workspaceSize;
+  c.waves = result.wavesCount;
+  return c;
+}
+
+// With an active request: every candidate returned, decoded, and the one --algo K names (or the first) as
+// the plan's algorithm; a K beyond them throws UsageError (checked_algo_index).
+void keep_candidates(LtPlan& plan, const std::vector<cublasLtMatmulHeuristicResult_t>& results,
+                     const GemmAlgoRequest& request, const std::string& call) {
+  auto list = std::make_unique<GemmCandidateList>();
+  list->call = call;
+  list->request = request;
+  for (const cublasLtMatmulHeuristicResult_t& r : results) {
+    plan.algos.push_back(r.algo);
+    plan.workspaces.push_back(r.workspaceSize);
+    list->candidates.push_back(decode_candidate(r));
+  }
+  list->chosen = checked_algo_index(std::max(request.force, 0), results.size(), call);
+  plan.algo = plan.algos[static_cast<size_t>(list->chosen)];
+  plan.workspace_bytes = plan.workspaces[static_cast<size_t>(list->chosen)];
+  plan.call_name = candidate_call_name(*list);
+  plan.candidates = std::move(list);
+}
+
+// cuBLASLt's heuristic's candidates for a plan's descriptors within strata's workspace: its first one, or
+// with an active request as many as it asks for (Note [Which cuBLASLt algorithm]). None leaves the plan
+// unusable (its caller falls back, or says so when candidates were asked for); any other failure throws.
+void pick_algorithm(const CublasHandles& h, LtPlan& plan, const GemmAlgoRequest& request, const std::string& call) {
   cublasLtMatmulPreference_t raw_pref = nullptr;
   STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw_pref));
   const std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, decltype(&cublasLtMatmulPreferenceDestroy)> pref(
@@ -124,27 +185,84 @@ void pick_algorithm(const CublasHandles& h, LtPlan& plan) {
   const uint64_t max_workspace = kWorkspaceBytes;
   STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                            &max_workspace, sizeof max_workspace));
-  cublasLtMatmulHeuristicResult_t result{};
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(request.active() ? request.to_ask() : 1));
   int returned = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(h.lt, plan.desc, plan.a, plan.b, plan.c, plan.c,
-                                                               pref.get(), 1, &result, &returned);
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(h.lt, plan.desc, plan.a, plan.b, plan.c, plan.c, pref.get(),
+                                                               int(results.size()), results.data(), &returned);
   // NOT_SUPPORTED / no result: this combination has no epilogue kernel; fall back rather than fail.
-  if (status == CUBLAS_STATUS_SUCCESS && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
-    plan.algo = result.algo;
-    plan.workspace_bytes = result.workspaceSize;
-    plan.usable = true;
-  } else if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED) {
-    STRATA_CUBLAS_CHECK(status);
+  if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED) STRATA_CUBLAS_CHECK(status);
+  if (status != CUBLAS_STATUS_SUCCESS) returned = 0;
+  results.resize(static_cast<size_t>(std::max(returned, 0)));
+  std::erase_if(results, [](const cublasLtMatmulHeuristicResult_t& r) { return r.state != CUBLAS_STATUS_SUCCESS; });
+  if (results.empty()) return;
+  plan.usable = true;
+  if (request.active()) {
+    keep_candidates(plan, results, request, call);
+  } else {
+    plan.algo = results[0].algo;
+    plan.workspace_bytes = results[0].workspaceSize;
   }
 }
 
+// --time: each candidate run on the call's operands (`run` issues one cublasLtMatmul with the algorithm and
+// workspace it is given) between CUDA events on strata's stream, once to warm up and kTimedRuns times
+// measured; the median is the candidate's time. Once per plan, in the cold call's algorithm-search zone.
+// Not inside a stream capture (a CUDA Graph's recording), where nothing runs and events cannot be waited on.
+void time_candidates(LtPlan& plan, cudaStream_t stream,
+                     const std::function<void(const cublasLtMatmulAlgo_t&, size_t)>& run) {
+  if (!plan.candidates || !plan.candidates->request.time || plan.timed) return;
+  plan.timed = true;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  STRATA_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  if (capture != cudaStreamCaptureStatusNone) {
+    plan.candidates->timing_note = "--time: not measured: the first call of this shape was captured into a CUDA Graph";
+    return;
+  }
+  STRATA_ZONE_KIND(zone, Layer::kLibrary, "cuBLASLt candidates timed (--time)", ZoneKind::kAlgorithmSearch);
+  std::array<cudaEvent_t, kTimedRuns + 1> events{};
+  for (cudaEvent_t& e : events) STRATA_CUDA_CHECK(cudaEventCreate(&e));
+  const auto destroy = [&] { for (cudaEvent_t e : events) (void)cudaEventDestroy(e); };
+  try {
+    for (size_t i = 0; i < plan.algos.size(); ++i) {
+      run(plan.algos[i], plan.workspaces[i]);
+      STRATA_CUDA_CHECK(cudaEventRecord(events[0], stream));
+      for (int r = 1; r <= kTimedRuns; ++r) {
+        run(plan.algos[i], plan.workspaces[i]);
+        STRATA_CUDA_CHECK(cudaEventRecord(events[static_cast<size_t>(r)], stream));
+      }
+      STRATA_CUDA_CHECK(cudaEventSynchronize(events[kTimedRuns]));
+      std::array<double, kTimedRuns> ns{};
+      for (size_t r = 0; r < ns.size(); ++r) {
+        float ms = 0;
+        STRATA_CUDA_CHECK(cudaEventElapsedTime(&ms, events[r], events[r + 1]));
+        ns[r] = double(ms) * 1e6;
+      }
+      std::sort(ns.begin(), ns.end());
+      plan.candidates->candidates[i].time_ns = ns[ns.size() / 2];
+    }
+  } catch (...) {
+    destroy();
+    throw;
+  }
+  destroy();
+}
+
+std::string gemm_call(const char* op, int m, int k, int n, DType dtype) {
+  return std::string(op) + " " + std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n) + " " +
+         std::string(dtype_name(dtype)) + (g_tf32.load() ? " (tf32)" : "");
+}
+
 LtPlan& lt_plan(const CublasHandles& h, const Tensor& input, const Tensor& bias, int rows, int in, int out,
-                const GemmTypes& t) {
-  const LtKey key{input.device().index, input.dtype(), g_tf32.load(), rows, in, out};
+                const GemmTypes& t, const GemmAlgoRequest& request) {
+  const LtKey key{input.device().index, input.dtype(), g_tf32.load(), rows, in, out, request.list, request.force,
+                  request.time};
   std::lock_guard lock(g_lt_mutex);
   // Inserted only once built: a cuBLASLt failure below throws, and an empty entry left behind would be
   // dereferenced by the next call of this shape.
-  if (auto it = lt_plans().find(key); it != lt_plans().end()) return *it->second;
+  if (auto it = lt_plans().find(key); it != lt_plans().end()) {
+    note_listed(*it->second);
+    return *it->second;
+  }
   STRATA_ZONE_KIND(zone, Layer::kLibrary, "cublasLtMatmulAlgoGetHeuristic", ZoneKind::kAlgorithmSearch);
   auto plan = std::make_unique<LtPlan>();
   STRATA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, t.compute, t.scale));
@@ -160,22 +278,41 @@ LtPlan& lt_plan(const CublasHandles& h, const Tensor& input, const Tensor& bias,
   STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, t.data, static_cast<uint64_t>(in), static_cast<uint64_t>(out), in));
   STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, t.data, static_cast<uint64_t>(in), static_cast<uint64_t>(rows), in));
   STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, t.data, static_cast<uint64_t>(out), static_cast<uint64_t>(rows), out));
-  pick_algorithm(h, *plan);
-  const std::string shape = std::to_string(rows) + "x" + std::to_string(in) + "x" + std::to_string(out) + " " +
-                            std::string(dtype_name(input.dtype())) + (g_tf32.load() ? " (tf32)" : "");
+  const std::string call = gemm_call("linear", rows, in, out, input.dtype());
+  pick_algorithm(h, *plan, request, call);
+  if (request.active() && !plan->usable) {
+    throw UnavailableError("--algo/--algos: cuBLASLt's heuristic has no bias-epilogue kernel for " + call +
+                           ", so linear runs cublasGemmEx, which lists no candidates; leave out --algo/--algos");
+  }
   tracing::annotate(
       AnnotationKind::kPlan,
-      plan->usable ? "linear " + shape + ": cuBLASLt's heuristic gave a bias-epilogue kernel (workspace " +
-                         format_bytes(double(plan->workspace_bytes)) + ")"
-                   : "linear " + shape + ": cuBLASLt has no bias-epilogue kernel for this shape; cublasGemmEx + "
-                                         "strata's bias kernel instead");
-  return *lt_plans().emplace(key, std::move(plan)).first->second;
+      plan->usable ? call + ": cuBLASLt's heuristic gave a bias-epilogue kernel (workspace " +
+                         format_bytes(double(plan->workspace_bytes)) + ")" +
+                         (plan->candidates ? "; ran " + plan->call_name : "")
+                   : call + ": cuBLASLt has no bias-epilogue kernel for this shape; cublasGemmEx + "
+                            "strata's bias kernel instead");
+  LtPlan& kept = *lt_plans().emplace(key, std::move(plan)).first->second;
+  note_listed(kept);
+  return kept;
 }
 
 }  // namespace
 
 void set_tf32(bool enabled) { g_tf32.store(enabled); }
 bool tf32_enabled() { return g_tf32.load(); }
+
+void set_gemm_algo_request(const GemmAlgoRequest& request) {
+  std::lock_guard lock(g_request_mutex);
+  g_request = request;
+}
+
+std::vector<GemmCandidateList> take_gemm_candidate_lists() {
+  std::lock_guard lock(g_lt_mutex);
+  std::vector<GemmCandidateList> lists;
+  for (const LtPlan* plan : g_listed) lists.push_back(*plan->candidates);
+  g_listed.clear();
+  return lists;
+}
 
 namespace {
 
@@ -304,10 +441,16 @@ Tensor run_batched_matmul(const Tensor& self, const Tensor& other, const op_shap
 
 }  // namespace
 
+namespace {
+Tensor run_lt_matmul(const Tensor& self, const Tensor& other, const op_shapes::MatmulGeometry& g,
+                     const GemmAlgoRequest& request);  // below, beside the other cuBLASLt plans
+}  // namespace
+
 Tensor matmul(const Tensor& self, const Tensor& other) {
   STRATA_ZONE(zone, Layer::kLibrary, "matmul (cuda)");
   op_shapes::check_operands("matmul", check_gemm_input, self, other);
   const op_shapes::MatmulGeometry g = op_shapes::matmul_geometry(self.sizes(), other.sizes());
+  if (const GemmAlgoRequest request = algo_request(); request.active()) return run_lt_matmul(self, other, g, request);
   if (self.dim() == 2 && other.dim() == 2) return run_gemm("matmul", self, other, false, false, g.out);
   return run_batched_matmul(self, other, g);
 }
@@ -337,18 +480,28 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
     return out;
   }
   const GemmTypes t = gemm_types(input.dtype());
+  const GemmAlgoRequest request = algo_request();
+  if (request.active() && (!bias.defined() || input.dtype() == DType::kF64)) {
+    throw UsageError("--algo/--algos: linear " + std::string(bias.defined() ? "in f64" : "without a bias") +
+                     " runs cublasGemmEx, which lists no candidates; they apply to linear with a bias in f32, f16 "
+                     "or bf16 (cuBLASLt's bias epilogue) and to 2-D matmul");
+  }
 
   // cuBLASLt's f64 GEMMs have no bias epilogue; those take the GemmEx path below.
   if (bias.defined() && input.dtype() != DType::kF64) {
-    LtPlan& plan = lt_plan(h, input, bias, rows, in_features, out_features, t);
+    LtPlan& plan = lt_plan(h, input, bias, rows, in_features, out_features, t, request);
     if (plan.usable) {
       const void* bias_ptr = bias.data_ptr();
       STRATA_CUBLAS_CHECK(
           cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr));
-      STRATA_ZONE(call, Layer::kLibrary, "cublasLtMatmul");
-      STRATA_CUBLAS_CHECK(cublasLtMatmul(h.lt, plan.desc, t.one(), weight.data_ptr(), plan.a, input.data_ptr(), plan.b,
-                                         t.zero(), out.data_ptr(), plan.c, out.data_ptr(), plan.c, &plan.algo,
-                                         h.workspace->data(), plan.workspace_bytes, stream));
+      const auto run = [&](const cublasLtMatmulAlgo_t& algo, size_t workspace) {
+        STRATA_CUBLAS_CHECK(cublasLtMatmul(h.lt, plan.desc, t.one(), weight.data_ptr(), plan.a, input.data_ptr(), plan.b,
+                                           t.zero(), out.data_ptr(), plan.c, out.data_ptr(), plan.c, &algo,
+                                           h.workspace->data(), workspace, stream));
+      };
+      time_candidates(plan, stream, run);
+      STRATA_ZONE(call, Layer::kLibrary, plan.call_name.c_str());
+      run(plan.algo, plan.workspace_bytes);
       return out;
     }
   }
@@ -378,7 +531,8 @@ EpilogueGemm epilogue_dims(const Tensor& a, const Tensor& b, bool b_transposed) 
           checked_int("gemm epilogue", b_transposed ? b.size(0) : b.size(1))};
 }
 
-using LtEpilogueKey = std::tuple<int, DType, bool, int, int, int, bool, int, bool>;  // + transposed, epilogue, bias
+// + transposed, epilogue, bias, request
+using LtEpilogueKey = std::tuple<int, DType, bool, int, int, int, bool, int, bool, int, int, bool>;
 
 // Never destroyed, as lt_plans().
 std::map<LtEpilogueKey, std::unique_ptr<LtPlan>>& lt_epilogue_plans() {
@@ -390,13 +544,19 @@ std::map<LtEpilogueKey, std::unique_ptr<LtPlan>>& lt_epilogue_plans() {
 // on column-major cuBLAS]): cuBLASLt's A is strata's b ([K, N], or linear's weight [N, K] taken with
 // OP_T), its B strata's a ([M, K]), D [N, M] column-major is the row-major [M, N] result, and the bias
 // vector runs along D's rows: one value per output column, linear's bias.
+// With an active request (matmul under --algo / --algos: the DEFAULT epilogue, no bias) the plan keeps the
+// heuristic's candidates (Note [Which cuBLASLt algorithm]).
 LtPlan& lt_epilogue_plan(const CublasHandles& h, const Tensor& a, const Tensor& b, bool b_transposed,
-                         const Tensor& bias, cublasLtEpilogue_t epilogue, const GemmTypes& t) {
+                         const Tensor& bias, cublasLtEpilogue_t epilogue, const GemmTypes& t,
+                         const GemmAlgoRequest& request = {}) {
   const EpilogueGemm d = epilogue_dims(a, b, b_transposed);
   const LtEpilogueKey key{a.device().index, a.dtype(), g_tf32.load(), d.m, d.k, d.n, b_transposed, int(epilogue),
-                          bias.defined()};
+                          bias.defined(), request.list, request.force, request.time};
   std::lock_guard lock(g_lt_mutex);
-  if (auto it = lt_epilogue_plans().find(key); it != lt_epilogue_plans().end()) return *it->second;
+  if (auto it = lt_epilogue_plans().find(key); it != lt_epilogue_plans().end()) {
+    note_listed(*it->second);
+    return *it->second;
+  }
   STRATA_ZONE_KIND(zone, Layer::kLibrary, "cublasLtMatmulAlgoGetHeuristic", ZoneKind::kAlgorithmSearch);
   auto plan = std::make_unique<LtPlan>();
   STRATA_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, t.compute, t.scale));
@@ -414,13 +574,51 @@ LtPlan& lt_epilogue_plan(const CublasHandles& h, const Tensor& a, const Tensor& 
                                                  b_transposed ? d.k : d.n));
   STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, t.data, u(d.k), u(d.m), d.k));
   STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, t.data, u(d.n), u(d.m), d.n));
-  pick_algorithm(h, *plan);
+  const std::string call = request.active() ? gemm_call("matmul", d.m, d.k, d.n, a.dtype())
+                                             : "gemm epilogue " + std::to_string(d.m) + "x" + std::to_string(d.k) + "x" +
+                                                   std::to_string(d.n) + " " + std::string(dtype_name(a.dtype()));
+  pick_algorithm(h, *plan, request, call);
   tracing::annotate(AnnotationKind::kPlan,
-                    "gemm epilogue " + std::to_string(d.m) + "x" + std::to_string(d.k) + "x" + std::to_string(d.n) +
-                        " " + std::string(dtype_name(a.dtype())) + ": cuBLASLt's heuristic " +
-                        (plan->usable ? "gave a kernel (workspace " + format_bytes(double(plan->workspace_bytes)) + ")"
+                    call + ": cuBLASLt's heuristic " +
+                        (plan->usable ? "gave a kernel (workspace " + format_bytes(double(plan->workspace_bytes)) + ")" +
+                                            (plan->candidates ? "; ran " + plan->call_name : "")
                                       : "has no kernel for this epilogue"));
-  return *lt_epilogue_plans().emplace(key, std::move(plan)).first->second;
+  LtPlan& kept = *lt_epilogue_plans().emplace(key, std::move(plan)).first->second;
+  note_listed(kept);
+  return kept;
+}
+
+// matmul under --algo / --algos: one cublasLtMatmul with the candidate the request names, after --time has
+// measured every candidate on these operands (Note [Which cuBLASLt algorithm]).
+Tensor run_lt_matmul(const Tensor& self, const Tensor& other, const op_shapes::MatmulGeometry& g,
+                     const GemmAlgoRequest& request) {
+  if (self.dim() != 2 || other.dim() != 2) {
+    throw UsageError("--algo/--algos: matmul [" + self.sizes().str() + "] @ [" + other.sizes().str() +
+                     "] is not a 2-D product (cuBLAS runs it batched, which lists no candidates); they apply to 2-D "
+                     "matmul and to linear");
+  }
+  if (!self.is_contiguous() || !other.is_contiguous())
+    throw UsageError("--algo/--algos: matmul's operands must be contiguous for cuBLASLt's layouts here; leave out --view");
+  const cudaStream_t stream = device_stream(self);
+  CublasHandles& h = handles_for(self, stream);
+  Tensor out = Tensor::empty(g.out, self.dtype(), self.device());
+  if (out.numel() == 0 || g.k == 0)
+    throw UsageError("--algo/--algos: matmul " + g.out.str() + " over k = " + std::to_string(g.k) + " runs no GEMM");
+  const GemmTypes t = gemm_types(self.dtype());
+  LtPlan& plan = lt_epilogue_plan(h, self, other, false, Tensor(), CUBLASLT_EPILOGUE_DEFAULT, t, request);
+  if (!plan.usable) {
+    throw UnavailableError("--algo/--algos: cuBLASLt's heuristic has no kernel for " +
+                           gemm_call("matmul", int(g.m), int(g.k), int(g.n), self.dtype()));
+  }
+  const auto run = [&](const cublasLtMatmulAlgo_t& algo, size_t workspace) {
+    STRATA_CUBLAS_CHECK(cublasLtMatmul(h.lt, plan.desc, t.one(), other.data_ptr(), plan.a, self.data_ptr(), plan.b,
+                                       t.zero(), out.data_ptr(), plan.c, out.data_ptr(), plan.c, &algo,
+                                       h.workspace->data(), workspace, stream));
+  };
+  time_candidates(plan, stream, run);
+  STRATA_ZONE(call, Layer::kLibrary, plan.call_name.c_str());
+  run(plan.algo, plan.workspace_bytes);
+  return out;
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "layers/kernels/cuda/gemm_candidates.h"
 #include "layers/kernels/pointwise_math.h"
 #include "lib/tensor.h"
 
@@ -88,6 +89,12 @@ void lt_matmul_epilogue(const Tensor& a, const Tensor& b, bool b_transposed, con
 
 void set_tf32(bool enabled);
 bool tf32_enabled();
+
+// --algos N / --algo K / --time for matmul and linear (Note [Which cuBLASLt algorithm] in gemm_candidates.h):
+// set once per run by the CUDA module's session, as set_tf32. take_gemm_candidate_lists returns the
+// candidate lists of the plans used since it was last called, in order, and forgets them.
+void set_gemm_algo_request(const GemmAlgoRequest& request);
+std::vector<GemmCandidateList> take_gemm_candidate_lists();
 
 // What the libraries decide for a shape (cuDNN's chosen algorithm, math type, workspace and how many
 // candidates it measured; whether cuBLASLt's heuristic gave linear a bias-epilogue kernel) is written
