@@ -158,10 +158,19 @@ std::vector<kernels::cpu::CopySimd> simd_levels() {
   return levels;
 }
 
+// Puts the transposed copy back on the CPU's best instruction set when a test case ends, failed or not.
+struct BestSimdAfterwards {
+  BestSimdAfterwards() = default;
+  BestSimdAfterwards(const BestSimdAfterwards&) = delete;
+  BestSimdAfterwards& operator=(const BestSimdAfterwards&) = delete;
+  ~BestSimdAfterwards() { kernels::cpu::use_copy_simd(kernels::cpu::best_copy_simd()); }
+};
+
 }  // namespace
 
 TEST_CASE("the fast paths at their edges: transposes around every tile and block side, step-2 runs, memcpy runs") {
   std::mt19937_64 rng(33);
+  const BestSimdAfterwards restore;
   for (kernels::cpu::CopySimd level : simd_levels()) {
     CAPTURE(int(level));
     REQUIRE(kernels::cpu::use_copy_simd(level) == level);
@@ -197,7 +206,6 @@ TEST_CASE("the fast paths at their edges: transposes around every tile and block
       CHECK(same_elements(kernels::cpu::contiguous(wide), wide));
     }
   }
-  kernels::cpu::use_copy_simd(kernels::cpu::best_copy_simd());
   // A step-2 view whose last element is its buffer's last: the shuffle's loads must not read past it
   // (AddressSanitizer's build sees a read one element beyond the allocation).
   for (DType dtype : kAllDTypes) {
