@@ -38,7 +38,7 @@ namespace {
 // one store. bench/views_bench measures it against memcpy and a plain loop (docs/performance.md). Not
 // taken, each measured no faster: larger tiles (32x32 and 64x64 f32 alias worse), non-temporal stores
 // (slower where the copy stays in the caches), a recursive (cache-oblivious) order, software prefetch of
-// the next tile's source lines, and the tile's columns outermost.
+// the next tile's source lines. The order of the tiles: tiles_through_buffer.
 
 template <typename T>
 constexpr int64_t kLine = 64 / int64_t(sizeof(T));  // elements per 64-byte cache line: a tile's side
