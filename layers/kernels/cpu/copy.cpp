@@ -13,6 +13,7 @@
 #include <xmmintrin.h>
 #endif
 
+#include "layers/kernels/cpu/copy_transpose.h"
 #include "layers/kernels/cpu/cpu_common.h"
 #include "layers/kernels/cpu/cpu_kernels.h"
 #include "lib/error.h"
@@ -30,9 +31,9 @@ namespace {
 // whole run of the inner one (a contiguous block of a view becomes one long dim). Then the innermost dim
 // decides the loop:
 //   - unit stride on both sides: memcpy per run (one memcpy for a contiguous block);
-//   - a transposed pair (the innermost dim strided in the source, the one outside it unit-stride): square
-//     tiles, 4x4 (f32) or 2x2 (f64) SSE transposes inside 16x16 tiles, so that the tile's source lines stay
-//     in L1 while they are read across. Larger tiles alias in the cache at power-of-two row strides;
+//   - a transposed pair (the innermost dim strided in the source, the one outside it unit-stride): tiles
+//     of one cache line by one cache line, SSE or (where the CPU has it) AVX2 transposes into a buffer
+//     (copy_transpose.cpp, Note [The transposed copy]);
 //   - a stepped source (unit stride in the destination): a tight loop, with an SSE shuffle for step 2;
 //   - anything else: the plain loop.
 // Elements are moved as their bits (uint16/32/64), so one loop serves every dtype, NaN payloads included.
@@ -60,60 +61,6 @@ CopyDims simplified(const Shape& sizes, const Shape& dst_strides, const Shape& s
     ++g.count;
   }
   return g;
-}
-
-constexpr int64_t kTile = 16;
-
-// A full 4x4 (f32-sized) or 2x2 (f64-sized) block: d[c * dst_row + i] = s[c + i * src_row].
-#if defined(__SSE2__)
-inline void transpose_block(uint32_t* d, int64_t dst_row, const uint32_t* s, int64_t src_row) {
-  __m128 r0 = _mm_loadu_ps(reinterpret_cast<const float*>(s));
-  __m128 r1 = _mm_loadu_ps(reinterpret_cast<const float*>(s + src_row));
-  __m128 r2 = _mm_loadu_ps(reinterpret_cast<const float*>(s + 2 * src_row));
-  __m128 r3 = _mm_loadu_ps(reinterpret_cast<const float*>(s + 3 * src_row));
-  _MM_TRANSPOSE4_PS(r0, r1, r2, r3);  // shuffles only: the bits move unchanged
-  _mm_storeu_ps(reinterpret_cast<float*>(d), r0);
-  _mm_storeu_ps(reinterpret_cast<float*>(d + dst_row), r1);
-  _mm_storeu_ps(reinterpret_cast<float*>(d + 2 * dst_row), r2);
-  _mm_storeu_ps(reinterpret_cast<float*>(d + 3 * dst_row), r3);
-}
-inline void transpose_block(uint64_t* d, int64_t dst_row, const uint64_t* s, int64_t src_row) {
-  const __m128i r0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
-  const __m128i r1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + src_row));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(d), _mm_unpacklo_epi64(r0, r1));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(d + dst_row), _mm_unpackhi_epi64(r0, r1));
-}
-template <typename T>
-constexpr int64_t kBlock = std::is_same_v<T, uint32_t> ? 4 : std::is_same_v<T, uint64_t> ? 2 : 0;
-#else
-template <typename T>
-constexpr int64_t kBlock = 0;
-#endif
-
-// d[c * dst_row + i * dst_col] = s[c * src_row + i * src_col] over [rows, cols]: the source's unit
-// stride is along c (src_row == 1), the destination's along i (dst_col == 1) for the SSE blocks.
-template <typename T>
-void transposed_tiles(int64_t rows, int64_t cols, int64_t dst_row, int64_t dst_col, int64_t src_row,
-                      int64_t src_col, T* d, const T* s) {
-  constexpr int64_t kB = kBlock<T>;
-  const bool blocks = kB > 0 && dst_col == 1 && src_row == 1;
-  for (int64_t c0 = 0; c0 < rows; c0 += kTile)
-    for (int64_t i0 = 0; i0 < cols; i0 += kTile) {
-      const int64_t c1 = std::min(c0 + kTile, rows), i1 = std::min(i0 + kTile, cols);
-      int64_t c = c0;
-      if constexpr (kB > 0) {
-        if (blocks) {
-          for (; c + kB <= c1; c += kB) {
-            int64_t i = i0;
-            for (; i + kB <= i1; i += kB) transpose_block(d + c * dst_row + i, dst_row, s + c + i * src_col, src_col);
-            for (; i < i1; ++i)
-              for (int64_t k = 0; k < kB; ++k) d[(c + k) * dst_row + i] = s[c + k + i * src_col];
-          }
-        }
-      }
-      for (; c < c1; ++c)
-        for (int64_t i = i0; i < i1; ++i) d[c * dst_row + i * dst_col] = s[c * src_row + i * src_col];
-    }
 }
 
 // d[i] = s[i * step]: a stepped source into a contiguous run.
@@ -168,8 +115,8 @@ void strided_copy_loop(const CopyDims& g, T* dst, const T* src) {
       s_at += index[k] * g.src[k];
     }
     if (transposed) {
-      transposed_tiles(g.size[inner - 1], g.size[inner], g.dst[inner - 1], g.dst[inner], g.src[inner - 1],
-                       g.src[inner], dst + d_at, src + s_at);
+      transposed_copy(int(sizeof(T)), g.size[inner - 1], g.size[inner], g.dst[inner - 1], g.dst[inner],
+                      g.src[inner - 1], g.src[inner], dst + d_at, src + s_at);
     } else {
       copy_run(g.size[inner], g.dst[inner], g.src[inner], dst + d_at, src + s_at);
     }

@@ -1,22 +1,40 @@
 // The strided copy behind contiguous() (layers/kernels/cpu/copy.cpp, Note [The strided copy]) against a
 // naive element-by-element loop: random shapes, permutations, steps, expanded dims and storage offsets,
 // every dtype compared bit for bit (the copy moves bits, so NaN payloads must survive too). The fast
-// paths (memcpy runs, SSE transposes, the step-2 shuffle) are each hit by sizes around their block edges.
+// paths (memcpy runs, the transposed tiles at each instruction set the CPU has, the step-2 shuffle) are
+// each hit by sizes around their block edges. Every source buffer is malloc'd to its exact size, so that
+// AddressSanitizer's build (scripts/test asan) sees a read one element past a view's end.
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
 
+#include "layers/kernels/cpu/copy_transpose.h"
 #include "layers/kernels/cpu/cpu_kernels.h"
 #include "lib/error.h"
+#include "lib/storage.h"
 #include "lib/tensor.h"
 
 using namespace strata;
 
 namespace {
+
+// A contiguous [numel] tensor over a malloc'd block of exactly its bytes (strata's allocator pads blocks
+// for alignment, which would hide a read past the end), filled with random bits.
+Tensor exact_buffer(std::mt19937_64& rng, int64_t numel, DType dtype) {
+  const size_t nbytes = size_t(numel) * element_size(dtype);
+  void* block = std::malloc(std::max<size_t>(nbytes, 1));
+  REQUIRE(block != nullptr);
+  auto* bytes = static_cast<unsigned char*>(block);
+  for (size_t i = 0; i < nbytes; ++i) bytes[i] = static_cast<unsigned char>(rng());
+  auto storage = std::make_shared<Storage>(block, nbytes, kCPU, [](void* owned, void*, size_t) { std::free(owned); },
+                                           block);
+  return Tensor::from_storage(std::move(storage), Shape{numel}, dtype);
+}
 
 // A view of a fresh buffer filled with random bits: dims laid out in the order `order` (outermost first),
 // each with its own step, or stride 0 where `expanded`, starting `offset` elements in.
@@ -34,10 +52,7 @@ Tensor random_view(std::mt19937_64& rng, const Shape& sizes, const std::vector<i
     strides.dims[static_cast<size_t>(d)] = span * steps[static_cast<size_t>(d)];
     span = strides[d] * std::max<int64_t>(sizes[d], 1);
   }
-  Tensor base = Tensor::empty(Shape{span + offset}, dtype, kCPU);
-  auto* bytes = static_cast<unsigned char*>(base.data_ptr());
-  for (size_t i = 0; i < base.nbytes(); ++i) bytes[i] = static_cast<unsigned char>(rng());
-  return base.as_strided(sizes, strides, offset);
+  return exact_buffer(rng, span + offset, dtype).as_strided(sizes, strides, offset);
 }
 
 // Whether dst holds src's elements, compared as bits through both tensors' strides.
@@ -132,24 +147,63 @@ TEST_CASE("strided_copy: into a strided destination, either side any layout") {
   }
 }
 
-TEST_CASE("the fast paths at their edges: transposes of every size around 4 and 16, step-2 runs, long memcpy runs") {
+namespace {
+
+// The instruction sets this CPU has, each made the transposed copy's choice in turn.
+std::vector<kernels::cpu::CopySimd> simd_levels() {
+  using kernels::cpu::CopySimd;
+  std::vector<CopySimd> levels;
+  for (CopySimd level : {CopySimd::kScalar, CopySimd::kSse2, CopySimd::kAvx2})
+    if (level <= kernels::cpu::best_copy_simd()) levels.push_back(level);
+  return levels;
+}
+
+// Puts the transposed copy back on the CPU's best instruction set when a test case ends, failed or not.
+struct BestSimdAfterwards {
+  BestSimdAfterwards() = default;
+  BestSimdAfterwards(const BestSimdAfterwards&) = delete;
+  BestSimdAfterwards& operator=(const BestSimdAfterwards&) = delete;
+  ~BestSimdAfterwards() { kernels::cpu::use_copy_simd(kernels::cpu::best_copy_simd()); }
+};
+
+}  // namespace
+
+TEST_CASE("the fast paths at their edges: transposes around every tile and block side, step-2 runs, memcpy runs") {
   std::mt19937_64 rng(33);
-  for (DType dtype : kAllDTypes) {
-    CAPTURE(dtype_name(dtype));
-    for (int64_t rows : {1, 3, 4, 5, 15, 16, 17, 33}) {
-      for (int64_t cols : {2, 4, 7, 16, 18, 64}) {
-        CAPTURE(rows);
-        CAPTURE(cols);
-        const Shape sizes{rows, cols};
-        // Transposed ([cols, rows] laid out, read as [rows, cols]), stepped by 2, and a narrowed block.
-        const Tensor transposed = random_view(rng, sizes, {1, 0}, {1, 1}, {false, false}, 3, dtype);
-        const Tensor stepped = random_view(rng, sizes, {0, 1}, {1, 2}, {false, false}, 1, dtype);
-        const Tensor rows_apart = random_view(rng, sizes, {0, 1}, {2, 1}, {false, false}, 2, dtype);
-        for (const Tensor& src : {transposed, stepped, rows_apart}) {
-          CAPTURE(src.strides().str());
-          CHECK(same_elements(kernels::cpu::contiguous(src), src));
+  const BestSimdAfterwards restore;
+  for (kernels::cpu::CopySimd level : simd_levels()) {
+    CAPTURE(int(level));
+    REQUIRE(kernels::cpu::use_copy_simd(level) == level);
+    for (DType dtype : kAllDTypes) {
+      CAPTURE(dtype_name(dtype));
+      // Tiles are 8 (f64), 16 (f32) or 32 (2-byte) elements a side, made of blocks of 2, 4 or 8.
+      for (int64_t rows : {1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 65}) {
+        for (int64_t cols : {2, 4, 7, 8, 9, 16, 18, 32, 33, 64}) {
+          CAPTURE(rows);
+          CAPTURE(cols);
+          const Shape sizes{rows, cols};
+          // Transposed ([cols, rows] laid out, read as [rows, cols]), stepped by 2, and a narrowed block;
+          // each ends on its buffer's last element.
+          const Tensor transposed = random_view(rng, sizes, {1, 0}, {1, 1}, {false, false}, 3, dtype);
+          const Tensor stepped = random_view(rng, sizes, {0, 1}, {1, 2}, {false, false}, 1, dtype);
+          const Tensor rows_apart = random_view(rng, sizes, {0, 1}, {2, 1}, {false, false}, 2, dtype);
+          // A transposed source into a transposed destination: the strided tiles, not the buffer.
+          const Tensor into = random_view(rng, sizes, {1, 0}, {1, 1}, {false, false}, 0, dtype);
+          for (const Tensor& src : {transposed, stepped, rows_apart}) {
+            CAPTURE(src.strides().str());
+            CHECK(same_elements(kernels::cpu::contiguous(src), src));
+          }
+          kernels::cpu::strided_copy(into, transposed);
+          CHECK(same_elements(into, transposed));
         }
       }
+      // A batch of transposes whose inner pair is a whole number of tiles, and one with a row stride
+      // past the rows (a transposed slice of a wider buffer).
+      const Tensor batched = random_view(rng, Shape{3, 64, 48}, {0, 2, 1}, {1, 1, 1}, {false, false, false}, 0, dtype);
+      CHECK(same_elements(kernels::cpu::contiguous(batched), batched));
+      // [40, 50] read from a [50, 47] buffer (the last 7 of each row not read), ending on its last element.
+      const Tensor wide = exact_buffer(rng, 2 + 39 + 49 * 47 + 1, dtype).as_strided(Shape{40, 50}, Shape{1, 47}, 2);
+      CHECK(same_elements(kernels::cpu::contiguous(wide), wide));
     }
   }
   // A step-2 view whose last element is its buffer's last: the shuffle's loads must not read past it
@@ -158,9 +212,7 @@ TEST_CASE("the fast paths at their edges: transposes of every size around 4 and 
     for (int64_t n = 1; n <= 19; ++n) {
       CAPTURE(dtype_name(dtype));
       CAPTURE(n);
-      const Tensor base = Tensor::empty(Shape{2 * n - 1}, dtype, kCPU);
-      auto* bytes = static_cast<unsigned char*>(base.data_ptr());
-      for (size_t i = 0; i < base.nbytes(); ++i) bytes[i] = static_cast<unsigned char>(rng());
+      const Tensor base = exact_buffer(rng, 2 * n - 1, dtype);
       const Tensor stepped = base.as_strided(Shape{n}, Shape{2}, 0);
       CHECK(same_elements(kernels::cpu::contiguous(stepped), stepped));
     }
