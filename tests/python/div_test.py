@@ -209,7 +209,11 @@ class AgainstTorchTest(unittest.TestCase):
                     up = rng.uniform(-1, 1, size=ty.shape).astype(np_dtype)
                     y.backward(strata.from_numpy(up.copy()))
                     ty.backward(torch.from_numpy(up.copy()))
-                    same(self, a.grad.numpy(), ta.grad.numpy(), 4 * rtol, "d/d self")
+                    # d/d self sums up / b over a's size-1 dims ((2, 1, 4) against (3, 1)): terms of both
+                    # signs again, so the bound is relative to the sum of their magnitudes as for d/d other.
+                    self_terms = np.abs(np.broadcast_to(up / bv.astype(np.float64), ty.shape))
+                    self_terms = self_terms.sum(axis=tuple(i for i, n in enumerate(av.shape) if n == 1), keepdims=True)
+                    same(self, a.grad.numpy(), ta.grad.numpy(), 4 * rtol, "d/d self", atol=4 * rtol * self_terms.max())
                     # Broadcast: d/d other sums -up * a / b^2 over the broadcast dims, terms of both signs, so
                     # its rounding error is relative to the sum of their magnitudes, not to the (cancelled) sum.
                     terms = np.abs(up * av / bv.astype(np.float64) ** 2)
