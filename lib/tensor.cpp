@@ -170,6 +170,28 @@ void Tensor::rebase_history(std::shared_ptr<GradNode> node) const {
   meta_->requires_grad = true;
 }
 
+void Tensor::set_view_base(const Tensor& base) const {
+  if (meta_ == nullptr) throw Error("Tensor::set_view_base: " + str() + " has no autograd identity");
+  meta_->view_base = base.view_base().defined() ? base.view_base() : base;
+  meta_->view_version = storage_->version();
+}
+
+void Tensor::refresh_view_grad_fn() const {
+  AutogradMeta& meta = *meta_;
+  const uint32_t now = storage_->version();
+  if (meta.view_version == now) [[likely]]
+    return;
+  // PyTorch's rule: a view with no history over a base that needs none has nothing to regenerate.
+  if (meta.grad_fn == nullptr && !meta.view_base.requires_grad()) return;
+  meta.view_version = now;
+  if (tensor_detail::g_view_grad_fn == nullptr) return;
+  if (std::shared_ptr<GradNode> node = tensor_detail::g_view_grad_fn(*this, meta.view_base)) {
+    meta.grad_fn = std::move(node);
+    meta.output_nr = 0;
+    meta.requires_grad = true;
+  }
+}
+
 Tensor Tensor::without_autograd() const {
   Tensor t = *this;
   t.meta_ = nullptr;
