@@ -139,6 +139,13 @@ class Tensor {
 // tensor over the same memory and gets its own when the Autograd key attaches the view's node; the copy a
 // backward node saves has none (without_autograd). strata has no TensorImpl, so the block is allocated
 // beside the storage rather than inside one object with it: one small allocation per tensor made.
+// What a differentiable view knows beyond its identity: its base (never itself such a view) and its
+// storage's version when its grad_fn was last set.
+struct ViewInfo {
+  Tensor base;
+  uint32_t version = 0;
+};
+
 struct AutogradMeta {
   bool requires_grad = false;
   std::shared_ptr<GradNode> grad_fn;
@@ -147,10 +154,9 @@ struct AutogradMeta {
   // The AccumulateGrad node graphs recorded from this leaf point to (weak: the graph owns the node, the
   // leaf only finds it again, so two uses of one leaf in a graph meet in one node).
   std::weak_ptr<GradNode> accumulator;
-  // A differentiable view's base (never itself one) and its storage's version when grad_fn was last set
-  // (Note [Views and their base's history]); base is undefined for a tensor that is not such a view.
-  Tensor view_base;
-  uint32_t view_version = 0;
+  // Set only for a differentiable view (Note [Views and their base's history]): behind a pointer, so that
+  // the identity every tensor is made with stays as small and as cheap to make as before.
+  std::unique_ptr<ViewInfo> view;
 };
 
 // Note [Views and their base's history]
@@ -177,13 +183,15 @@ inline bool Tensor::requires_grad() const { return meta_ != nullptr && meta_->re
 inline const std::shared_ptr<GradNode> kNoGradFn;
 inline const std::shared_ptr<GradNode>& Tensor::grad_fn() const {
   if (meta_ == nullptr) return kNoGradFn;
-  if (meta_->view_base.defined()) [[unlikely]]
+  if (meta_->view != nullptr) [[unlikely]]
     refresh_view_grad_fn();  // Note [Views and their base's history]
   return meta_->grad_fn;
 }
 // What view_base() returns for a header with no identity.
 inline const Tensor kNoViewBase;
-inline const Tensor& Tensor::view_base() const { return meta_ != nullptr ? meta_->view_base : kNoViewBase; }
+inline const Tensor& Tensor::view_base() const {
+  return meta_ != nullptr && meta_->view != nullptr ? meta_->view->base : kNoViewBase;
+}
 inline uint32_t Tensor::output_nr() const { return meta_ != nullptr ? meta_->output_nr : 0; }
 
 }  // namespace strata
