@@ -36,19 +36,13 @@ class Storage {
   // sharing PyTorch gets by giving a view its base's VariableVersion. (Two tensors over one storage that
   // do not overlap share the count too: conservative, never a missed write.) Python's x.detach() keeps the
   // storage, so a detached tensor shares the count, as torch's does. Not atomic: a graph is recorded and
-  // run by one thread (Note [The autograd graph]).
+  // run by one thread (Note [The autograd graph]). A view's grad_fn is regenerated when it moved (Note
+  // [Views and their base's history] in lib/tensor.h).
   uint32_t version() const { return version_; }
   void bump_version() { ++version_; }
-  // How many times an in-place op rebased the history of a tensor over this memory (Note [Autograd
-  // identity] in lib/tensor.h). A view's backward node records it when the view is taken: a view taken
-  // before its base was rebased still points at the old history (PyTorch regenerates it, strata does not),
-  // so its backward refuses instead of computing the gradient of the old history.
-  uint32_t rebases() const { return rebases_; }
-  void bump_rebases() { ++rebases_; }
 
  private:
   uint32_t version_ = 0;
-  uint32_t rebases_ = 0;
   void* data_;
   size_t nbytes_;
   Device device_;

@@ -170,6 +170,29 @@ void Tensor::rebase_history(std::shared_ptr<GradNode> node) const {
   meta_->requires_grad = true;
 }
 
+void Tensor::set_view_base(const Tensor& base) const {
+  if (meta_ == nullptr) throw Error("Tensor::set_view_base: " + str() + " has no autograd identity");
+  const Tensor& root = base.view_base().defined() ? base.view_base() : base;
+  meta_->view = std::make_unique<ViewInfo>(ViewInfo{root, storage_->version()});
+}
+
+void Tensor::refresh_view_grad_fn() const {
+  AutogradMeta& meta = *meta_;
+  ViewInfo& view = *meta.view;
+  const uint32_t now = storage_->version();
+  if (view.version == now) [[likely]]
+    return;
+  // PyTorch's rule: a view with no history over a base that needs none has nothing to regenerate.
+  if (meta.grad_fn == nullptr && !view.base.requires_grad()) return;
+  view.version = now;
+  if (tensor_detail::g_view_grad_fn == nullptr) return;
+  if (std::shared_ptr<GradNode> node = tensor_detail::g_view_grad_fn(*this, view.base)) {
+    meta.grad_fn = std::move(node);
+    meta.output_nr = 0;
+    meta.requires_grad = true;
+  }
+}
+
 Tensor Tensor::without_autograd() const {
   Tensor t = *this;
   t.meta_ = nullptr;

@@ -104,7 +104,17 @@ class Tensor {
 
   std::string str() const;  // "[1024x1024] f32 cpu"
 
+  // A differentiable view's base (Note [Views and their base's history]): the tensor whose memory this
+  // view addresses, taken when the Autograd key recorded the view; undefined for any other tensor.
+  const Tensor& view_base() const;
+  // Makes this tensor a differentiable view of `base` (or of base's own base, when base is one): the
+  // Autograd key calls it on a view op's output, after attaching the view's node.
+  void set_view_base(const Tensor& base) const;
+
  private:
+  // A view whose storage was written since its grad_fn was set gets a node over its base's history now.
+  void refresh_view_grad_fn() const;
+
   std::shared_ptr<Storage> storage_;
   Shape sizes_;
   Shape strides_;
@@ -129,6 +139,13 @@ class Tensor {
 // tensor over the same memory and gets its own when the Autograd key attaches the view's node; the copy a
 // backward node saves has none (without_autograd). strata has no TensorImpl, so the block is allocated
 // beside the storage rather than inside one object with it: one small allocation per tensor made.
+// What a differentiable view knows beyond its identity: its base (never itself such a view) and its
+// storage's version when its grad_fn was last set.
+struct ViewInfo {
+  Tensor base;
+  uint32_t version = 0;
+};
+
 struct AutogradMeta {
   bool requires_grad = false;
   std::shared_ptr<GradNode> grad_fn;
@@ -137,12 +154,44 @@ struct AutogradMeta {
   // The AccumulateGrad node graphs recorded from this leaf point to (weak: the graph owns the node, the
   // leaf only finds it again, so two uses of one leaf in a graph meet in one node).
   std::weak_ptr<GradNode> accumulator;
+  // Set only for a differentiable view (Note [Views and their base's history]): behind a pointer, so that
+  // the identity every tensor is made with stays as small and as cheap to make as before.
+  std::unique_ptr<ViewInfo> view;
 };
+
+// Note [Views and their base's history]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A view recorded by the Autograd key knows its base (PyTorch's DifferentiableViewMeta): an in-place op
+// on the view rebases the base's history onto a CopySlices node (layers/ops/copy_slices.h), and any view
+// of that base then has a stale grad_fn, one that points at the base's history before the write. As
+// PyTorch does, the view's grad_fn is regenerated lazily, when it is next read, whenever the storage's
+// version (Note [Version counter]) has moved since it was set: an AsStridedBackward node whose edge is
+// the base's history now. Lazily, because a base does not know its views (a list of them would cost
+// every view a registration and every write a walk); the version tells a reader exactly when its node
+// may be stale, and reading grad_fn is the only way anything (the Autograd key, the engine, Python's
+// grad_fn) reaches it. So after `v = b[1:3]; v.relu_()`, b.grad_fn is CopySlices and v.grad_fn is
+// AsStridedBackward, as in torch. The node is made by layers/ops, which lib cannot name: it installs
+// the maker here (tensor_detail::g_view_grad_fn).
+namespace tensor_detail {
+// Makes the regenerated grad_fn of `view` over `base`'s history; null leaves the view's node as it is.
+using ViewGradFnMaker = std::shared_ptr<GradNode> (*)(const Tensor& view, const Tensor& base);
+inline ViewGradFnMaker g_view_grad_fn = nullptr;
+}  // namespace tensor_detail
 
 inline bool Tensor::requires_grad() const { return meta_ != nullptr && meta_->requires_grad; }
 // What grad_fn() returns for a header with no identity (constant-initialised: no guard on the hot path).
 inline const std::shared_ptr<GradNode> kNoGradFn;
-inline const std::shared_ptr<GradNode>& Tensor::grad_fn() const { return meta_ != nullptr ? meta_->grad_fn : kNoGradFn; }
+inline const std::shared_ptr<GradNode>& Tensor::grad_fn() const {
+  if (meta_ == nullptr) return kNoGradFn;
+  if (meta_->view != nullptr) [[unlikely]]
+    refresh_view_grad_fn();  // Note [Views and their base's history]
+  return meta_->grad_fn;
+}
+// What view_base() returns for a header with no identity.
+inline const Tensor kNoViewBase;
+inline const Tensor& Tensor::view_base() const {
+  return meta_ != nullptr && meta_->view != nullptr ? meta_->view->base : kNoViewBase;
+}
 inline uint32_t Tensor::output_nr() const { return meta_ != nullptr ? meta_->output_nr : 0; }
 
 }  // namespace strata

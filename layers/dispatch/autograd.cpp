@@ -126,12 +126,6 @@ const Tensor& RecordedNode::result() const {
 
 GradList RecordedNode::apply(const Tensor& grad) {
   if (released_) throw_released();
-  if (view_storage_ != nullptr && view_storage_->rebases() != view_rebases_) [[unlikely]] {
-    throw UsageError(std::string(name_) + " (recorded by " + op_ + ") belongs to a view taken before an in-place op "
-                     "rebased the history of the tensor it views (relu_, add_, mul_ under grad), so it still "
-                     "points at the history before that write; PyTorch regenerates a view's node then, strata "
-                     "does not. Take the view again after the in-place op.");
-  }
   if (formula_ == nullptr) {
     throw UnavailableError(std::string(name_) + ": strata has no derivative for " + op_ +
                            " (it is a gradient op itself; higher-order gradients are not supported)");

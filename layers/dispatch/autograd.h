@@ -120,12 +120,6 @@ class RecordedNode final : public Node {
   }
   const Shape& int_list(size_t i) const { return int_lists_[i]; }
   const Shape& int_list() const { return int_lists_[first_int_list_ < kMaxArgs ? first_int_list_ : 0]; }
-  // The node of a view (its output shares its input's storage): the storage, and its rebase count now
-  // (Storage::rebases); apply refuses once an in-place op has rebased a tensor over it since.
-  void set_view_of(std::shared_ptr<Storage> storage) {
-    view_rebases_ = storage->rebases();
-    view_storage_ = std::move(storage);
-  }
   // Whether argument i gets a gradient: only inputs with an edge do (formulas skip the others' ops).
   bool needs_grad(size_t i) const { return next(i) != nullptr; }
 
@@ -154,8 +148,6 @@ class RecordedNode final : public Node {
   std::array<DType, kMaxArgs> input_dtypes_{};
   std::array<Shape, kMaxArgs> int_lists_{};
   size_t first_int_list_ = kMaxArgs;
-  std::shared_ptr<Storage> view_storage_;
-  uint32_t view_rebases_ = 0;
   size_t count_ = 0;
   bool released_ = false;
 };
@@ -193,11 +185,12 @@ void record_arg(RecordedNode& node, const BackwardDecl&, size_t i, const T& v) {
   if constexpr (std::is_arithmetic_v<T>) node.save_scalar(i, static_cast<double>(v));
 }
 inline void record_arg(RecordedNode& node, const BackwardDecl&, size_t i, const Shape& list) { node.save_int_list(i, list); }
-// A view's node (Note [Autograd identity]): an output over the storage of tensor argument `t`.
+// A view op's output (a header over the storage of tensor argument `t`): `t` is what it views, and the
+// output becomes a differentiable view of t's base (Note [Views and their base's history] in lib/tensor.h).
 template <typename T>
-void note_view(RecordedNode& node, const Tensor& out, const T& t) {
+void find_viewed(const Tensor*& viewed, const Tensor& out, const T& t) {
   if constexpr (std::is_same_v<T, Tensor>) {
-    if (t.defined() && out.storage() == t.storage()) node.set_view_of(t.storage());
+    if (viewed == nullptr && out.is_view() && t.defined() && out.storage() == t.storage()) viewed = &t;
   }
 }
 inline void record_arg(RecordedNode& node, const BackwardDecl& decl, size_t i, const Tensor& t) {
@@ -217,8 +210,12 @@ Tensor record_backward(size_t op, const char* op_name, const BackwardDecl& decl,
   size_t i = 0;
   (autograd_detail::record_arg(*node, decl, i++, args), ...);
   Tensor out = Dispatcher::instance().redispatch<Fn>(op, ks.remove(DispatchKey::kAutograd), args...);
-  (autograd_detail::note_view(*node, out, args), ...);
-  return autograd_detail::attach(std::move(out), decl, std::move(node));
+  const Tensor* viewed = nullptr;
+  (autograd_detail::find_viewed(viewed, out, args), ...);
+  out = autograd_detail::attach(std::move(out), decl, std::move(node));
+  if (viewed != nullptr) [[unlikely]]
+    out.set_view_base(*viewed);
+  return out;
 }
 
 }  // namespace strata

@@ -1,6 +1,6 @@
 // The gradient ops the backward formulas call (Note [The autograd graph]): gemm, sum, ones_like,
-// expand_as, the views' slice_backward and sum_to, threshold_backward, gelu_backward, tanh_backward,
-// bias_backward and conv2d's two.
+// expand_as, the views' slice_backward and sum_to, as_strided_scatter (CopySlices'), threshold_backward,
+// gelu_backward, tanh_backward, bias_backward and conv2d's two.
 // Part of layers/ops/operators.h (Note [One declaration per operator]): included there, after the
 // declaration machinery and in the order the list there gives; not a header to include on its own.
 #pragma once
@@ -93,6 +93,26 @@ struct SumTo {
   static constexpr BackwardDecl kBackward{"SumToBackward", 0};
 };
 inline constexpr EntryPoint<SumTo> sum_to{};  // NOLINT(readability-identifier-naming)
+
+// The gradient op of an in-place write through a view (Note [CopySlices] in layers/ops/copy_slices.h):
+// PyTorch's as_strided_scatter, a copy of self with src written into the elements a view of self's
+// sizes `size`, strides `stride` and offset `storage_offset` (in elements from self's first) addresses.
+// CopySlices calls it to put the in-place op's gradient into the view's region of the base's gradient,
+// and the node a view regenerates after its base's history changed (AsStridedBackward) to write the
+// view's gradient into zeros. A write, not a sum: the region must address each element once.
+struct AsStridedScatter {
+  static constexpr const char* kName = "as_strided_scatter";
+  static constexpr std::string_view kAlias = "";
+  static constexpr const char* kSchema =
+      "as_strided_scatter(Tensor self, Tensor src, int[] size, int[] stride, int storage_offset=0) -> Tensor";
+  using Signature = Tensor(const Tensor& self, const Tensor& src, const Shape& size, const Shape& stride,
+                           int64_t storage_offset);
+  static constexpr KernelDecl kCpu{&kernels::cpu::as_strided_scatter, "layers/kernels/cpu/inplace.cpp (copy + strided write)"};
+  static constexpr NoKernel kCuda{};
+  static constexpr auto kReference = &reference::as_strided_scatter;
+  static constexpr BackwardDecl kBackward{"AsStridedScatterBackward", 0};
+};
+inline constexpr EntryPoint<AsStridedScatter> as_strided_scatter{};  // NOLINT(readability-identifier-naming)
 
 struct ThresholdBackward {
   static constexpr const char* kName = "threshold_backward";

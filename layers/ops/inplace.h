@@ -12,13 +12,16 @@ namespace strata::ops {
 //   - on the CPU and CUDA keys: cast `other` to self's dtype and make it contiguous (to_copy / contiguous calls of
 //     their own), pass self as it is (its kernel writes through its strides), then bump self's storage's
 //     version (Note [Version counter] in lib/storage.h), so it is bumped under no_grad too;
-//   - on the Autograd key: refuse a leaf that requires grad (PyTorch's own error) and a view that would
-//     need a history (PyTorch's CopySlices, not modelled), and otherwise record the out-of-place op's
-//     node (ReluBackward, AddBackward, MulBackward) and rebase self's history onto it, as PyTorch does:
-//     its edge 0 is self's old grad_fn, and every handle of self sees the new one (Note [Autograd
-//     identity] in lib/tensor.h). What the node saves is taken as PyTorch's VariableType takes it: relu_'s
-//     result after the write; mul_'s `other` only when self needs a gradient, and self's value before the
-//     write (a to_copy, below Autograd) only when `other` needs one (docs/autograd.md).
+//   - on the Autograd key: refuse a leaf that requires grad (PyTorch's own error), record the out-of-place
+//     op's node (ReluBackward, AddBackward, MulBackward) and rebase self's history onto it, as PyTorch
+//     does: its edge 0 is self's old grad_fn, and every handle of self sees the new one (Note [Autograd
+//     identity] in lib/tensor.h). When self is a view, the base's history is rebased instead, onto a
+//     CopySlices node around the op's node, and the view's grad_fn is regenerated over it when next read
+//     (Note [CopySlices] in layers/ops/copy_slices.h, which also says what is refused: a view of a leaf
+//     that requires grad, in PyTorch's words, among others). What the node saves is taken as PyTorch's
+//     VariableType takes it: relu_'s result after the write; mul_'s `other` only when self needs a
+//     gradient, and self's value before the write (a to_copy, below Autograd) only when `other` needs one
+//     (docs/autograd.md).
 // The CUDA kernels (layers/kernels/cuda/inplace_reduce.cu) get the same registration: operands cast and
 // made contiguous, self written through its strides, the same version bump.
 // The reference is the out-of-place op's: the values self holds after the call.

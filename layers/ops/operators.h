@@ -165,7 +165,8 @@ using CoreOps = OpList<Matmul, Linear, Conv2d, Relu, Add, Gelu, ToCopy, Mul, Mul
                       Pow, Gemm, Sum, OnesLike, ExpandAs, ThresholdBackward, GeluBackward, TanhBackward, BiasBackward,
                       Conv2dInputBackward, Conv2dWeightBackward, Transpose, TransposeMatrix, Permute, View,
                       Reshape, Expand, Narrow, Select, Slice, Unsqueeze, Squeeze, Contiguous, SliceBackward, SumTo,
-                      ReluInPlace, AddInPlace, MulInPlace, MulScalarInPlace, SumDim, MeanDim, Mean, Div, DivScalar>;
+                      ReluInPlace, AddInPlace, MulInPlace, MulScalarInPlace, SumDim, MeanDim, Mean, Div, DivScalar,
+                      AsStridedScatter>;
 using AllOps = JoinedLists<CoreOps, PointwiseFunctorOps>::type;
 
 template <typename Op>

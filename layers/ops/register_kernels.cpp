@@ -4,6 +4,7 @@
 // CUDA kernels are registered by register_kernels_cuda.cpp, compiled only where the CUDA layers are, into
 // libstrata_cuda.so: the loader calls it when that module is loaded, on the first CUDA use (Note [The CUDA
 // module] in measure/devices/cuda_module.h). Until then the CUDA key of every operator has no kernel.
+#include "layers/ops/copy_slices.h"
 #include "layers/ops/operators.h"
 #include "layers/ops/register_kernels.h"
 
@@ -26,27 +27,18 @@ struct AutogradKernel<Op, Tensor(Args...)> {
 inline std::string described(const Tensor& t) {
   return "[" + std::string(dtype_name(t.dtype())) + " [" + t.sizes().str() + "] " + t.device().str() + "]";
 }
-// What PyTorch refuses, and the in-place op on a view that needs a history, which strata does not model
-// (PyTorch rebases the view's base onto a CopySlices node; docs/autograd.md).
+// What PyTorch refuses: a leaf that requires grad; and, for a view, what CopySlices cannot record
+// (Note [CopySlices] in layers/ops/copy_slices.h).
 template <typename Op>
 void refuse_unrecordable(const Tensor& self) {
+  if (self.is_view()) {
+    if (std::string why = copy_slices_refusal(Op::kName, self); !why.empty()) throw UsageError(why);
+    return;
+  }
   if (self.requires_grad() && self.is_leaf()) {
     throw UsageError(std::string("a leaf Variable that requires grad is being used in an in-place operation. (") +
                      Op::kName + " on " + described(self) +
                      "; under no_grad() it is allowed, as an optimizer's update is)");
-  }
-  if (self.is_view()) {
-    const std::string why = self.requires_grad()
-                                ? std::string("it requires grad") +
-                                      (self.is_leaf() ? "" : std::string(" as output 0 of ") + self.grad_fn()->name())
-                                : std::string("an operand requires grad");
-    throw UsageError(std::string(Op::kName) + "(): self " + described(self) +
-                     " is a view of another tensor's memory and " + why +
-                     "; strata rebases the history of a tensor written in place but not of a view's base "
-                     "(PyTorch's CopySlices). Call " + Op::kName +
-                     " on the base tensor, use the out-of-place op (y = v." +
-                     std::string(Op::kName).substr(0, std::string_view(Op::kName).find('_')) +
-                     "(...)), or write into a copy (v.contiguous() of a strided view, strata.to_copy(v))");
   }
 }
 // Saves what the node's formula reads, as PyTorch's VariableType does for the in-place op: an operand
@@ -100,8 +92,14 @@ struct InPlaceAutogradKernel<Op, Tensor(const Tensor&, Rest...)> {
     Tensor out = Dispatcher::instance().redispatch<KernelFn<Op>>(op_index<Op>(), ks.remove(DispatchKey::kAutograd),
                                                                  self, rest...);
     if (Op::kBackward.saves_result) node->save_result(self);  // after the write: its version counts it
-    self.rebase_history(std::move(node));
-    self.storage()->bump_rebases();  // views taken before now hold the old history (Storage::rebases)
+    if (!self.is_view()) [[likely]] {
+      self.rebase_history(std::move(node));
+      return out;
+    }
+    // Through a view: the base's history becomes CopySlices over the op's node; the view's grad_fn is
+    // regenerated over it when next read, its version being behind now (Note [CopySlices]).
+    const Tensor& base = self.view_base();
+    base.rebase_history(std::make_shared<CopySlices>(base, self, std::move(node)));
     return out;
   }
 };
@@ -182,6 +180,8 @@ Dispatcher& Dispatcher::instance() {
     auto* d = new Dispatcher(std::move(entries));
     // AccumulateGrad (layers/dispatch) adds gradients with an operator it cannot name itself.
     autograd_detail::g_add = [](const Tensor& a, const Tensor& b) { return ops::add(a, b, 1.0); };  // never destroyed: kernels may run during static destruction
+    // A view's grad_fn regenerated over its base's history (Note [Views and their base's history]).
+    tensor_detail::g_view_grad_fn = &ops::regenerate_view_grad_fn;
     ops::AllOps::for_each([&](auto op) {
       using Op = decltype(op);
       if constexpr (ops::kHasKernel<decltype(Op::kCpu)>) {

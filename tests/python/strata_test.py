@@ -259,6 +259,26 @@ def _slice_backward_reference(g, x, dim, start, step):
     return out
 
 
+def _inputs_as_strided_scatter(rng, t):
+    """A slice's region of a contiguous self (one dim stepped), as CopySlices writes one."""
+    shape = _random_shape(rng)
+    d = rng.randrange(len(shape))
+    start, step = rng.randrange(shape[d]), rng.randint(1, 3)
+    strides = [int(np.prod(shape[i + 1:])) for i in range(len(shape))]
+    size = list(shape)
+    size[d] = len(range(start, shape[d], step))
+    stride = list(strides)
+    stride[d] *= step
+    return [t(*shape), t(*size), size, stride, start * strides[d]], {}
+
+
+def _as_strided_scatter_reference(x, src, size, stride, offset):
+    out = x.copy().reshape(-1)
+    for index in np.ndindex(*size):
+        out[offset + sum(i * s for i, s in zip(index, stride))] = src[index]
+    return out.reshape(x.shape)
+
+
 def _inputs_sum_to(rng, t):
     shape = _random_shape(rng, 1, 3)
     small = [1 if rng.random() < 0.5 else s for s in shape]
@@ -332,6 +352,7 @@ CASES = {
     "contiguous": (_inputs_pointwise, lambda x: x),
     "slice_backward": (_inputs_slice_backward, _slice_backward_reference),
     "sum_to": (_inputs_sum_to, _sum_to_reference),
+    "as_strided_scatter": (_inputs_as_strided_scatter, _as_strided_scatter_reference),
     # The in-place ops (docs/autograd.md): self written and returned; the reference is taken from the
     # inputs as they were before the call. other may broadcast to self's shape.
     "relu_": (_inputs_pointwise, lambda x: np.maximum(x, 0)),

@@ -123,6 +123,35 @@ struct OpSpecFormat<ops::SumTo> {
 };
 
 template <>
+struct OpSpecFormat<ops::AsStridedScatter> {
+  static constexpr const char* kHelp =
+      "  as_strided_scatter shape every other element of the last dim written (CopySlices' call)\n";
+  static SpecCall call(std::vector<int64_t>& d, const ConvOptions&, std::string_view typed) {
+    view_spec_dims("as_strided_scatter", d, 1, 4, typed);
+    if (d.back() < 2) {
+      throw UsageError("as_strided_scatter: the last size must be at least 2, got '" + std::string(typed) + "'");
+    }
+    // The region x[..., 1::2] of a contiguous self: self's strides, the last one doubled, offset 1.
+    const Shape self = spec_text::shape(d);
+    Shape size = self, stride = self;
+    int64_t step = 1;
+    for (int i = self.ndim - 1; i >= 0; --i) {
+      stride[i] = step;
+      step *= self[i];
+    }
+    size[self.ndim - 1] = d.back() / 2;
+    stride[self.ndim - 1] = 2;
+    SpecCall c;
+    c.args = {SpecArg::tensor(self), SpecArg::tensor(size), SpecArg::int_list(size), SpecArg::int_list(stride),
+              SpecArg::integer(1)};
+    c.outputs = {self};
+    c.description = spec_text::bracket(size) + " into " + spec_text::bracket(self) + " at [..., 1::2]";
+    c.elements_moved = 2 * spec_text::elements(d) + double(size.numel());
+    return c;
+  }
+};
+
+template <>
 struct OpSpecFormat<ops::ThresholdBackward> {
   static constexpr const char* kHelp = "  threshold_backward N     grad where self > 0, else 0 (ReluBackward's call)\n";
   static SpecCall call(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {

@@ -79,6 +79,9 @@ void strided_copy(const Tensor& dst, const Tensor& src);
 Tensor slice_backward(const Tensor& grad_output, const Tensor& self, int64_t dim, int64_t start, int64_t step);
 // grad_output summed down to self's shape (the dims expand added or broadcast): expand's gradient.
 Tensor sum_to(const Tensor& grad_output, const Tensor& self);
+// A copy of self with src written where as_strided(size, stride, storage_offset) of it lies (inplace.cpp).
+Tensor as_strided_scatter(const Tensor& self, const Tensor& src, const Shape& size, const Shape& stride,
+                          int64_t storage_offset);
 
 // In-place ops (layers/kernels/cpu/inplace.cpp): self written through its strides and returned. `other`
 // arrives contiguous and in self's dtype (the registration's doing); self may be any view.

@@ -140,4 +140,42 @@ Tensor mul_scalar_inplace(const Tensor& self, double other) {
   return self;
 }
 
+namespace {
+// What as_strided_scatter refuses (Note [CopySlices] in layers/ops/copy_slices.h): a region that does not
+// match src or reaches outside self. Each message names the figures that were wrong.
+void check_scatter_region(const Tensor& self, const Tensor& src, const Shape& size, const Shape& stride,
+                          int64_t storage_offset) {
+  if (self.dtype() != src.dtype()) {
+    throw UsageError("as_strided_scatter: self " + self.str() + " and src " + src.str() + " must have one dtype");
+  }
+  if (!(size == src.sizes()) || stride.ndim != size.ndim) {
+    throw UsageError("as_strided_scatter: src [" + src.sizes().str() + "] must have the region's size [" +
+                     size.str() + "], and the stride (" + std::to_string(stride.ndim) +
+                     " values) one value per dim of size");
+  }
+  int64_t last = storage_offset;  // the region's furthest element, for a region that holds any
+  for (int i = 0; i < size.ndim; ++i) {
+    if (stride[i] < 0) throw UsageError("as_strided_scatter: strides must be non-negative, got " + stride.str());
+    last += (size[i] - 1) * stride[i];
+  }
+  if (src.numel() > 0 && (storage_offset < 0 || last >= self.numel())) {
+    throw UsageError("as_strided_scatter: the region (size [" + size.str() + "], stride [" + stride.str() +
+                     "], offset " + std::to_string(storage_offset) + ") reaches element " + std::to_string(last) +
+                     " of self [" + self.sizes().str() + "], which has " + std::to_string(self.numel()));
+  }
+}
+}  // namespace
+
+Tensor as_strided_scatter(const Tensor& self, const Tensor& src, const Shape& size, const Shape& stride,
+                          int64_t storage_offset) {
+  check_cpu_input("as_strided_scatter", self);
+  check_cpu_input("as_strided_scatter", src);
+  check_scatter_region(self, src, size, stride, storage_offset);
+  STRATA_ZONE(zone, Layer::kLibrary, "copy + strided write (as_strided_scatter)");
+  Tensor out = Tensor::empty(self.sizes(), self.dtype(), self.device());
+  std::memcpy(out.data_ptr(), self.data_ptr(), self.nbytes());
+  write_into(out.as_strided(size, stride, storage_offset), src);  // any dtype: the write copies bytes
+  return out;
+}
+
 }  // namespace strata::kernels::cpu

@@ -717,6 +717,21 @@ std::vector<double> slice_backward(const Tensor& grad_output, const Tensor& self
 std::vector<double> sum_to(const Tensor& grad_output, const Tensor& self) {
   return scatter_add(grad_output, self, expand_map(self, grad_output.sizes()));
 }
+// self's values (row-major), then each src element (row-major) stored at offset + sum(index * stride).
+std::vector<double> as_strided_scatter(const Tensor& self, const Tensor& src, const Shape& size, const Shape& stride,
+                                       int64_t storage_offset) {
+  std::vector<double> out = to_double(self);
+  const std::vector<double> values = to_double(src);
+  for (size_t e = 0; e < values.size(); ++e) {
+    int64_t rest = static_cast<int64_t>(e), at = storage_offset;
+    for (int i = size.ndim - 1; i >= 0; --i) {
+      at += (rest % size[i]) * stride[i];
+      rest /= size[i];
+    }
+    out.at(static_cast<size_t>(at)) = values[e];
+  }
+  return out;
+}
 
 Grads transpose_backward(const Tensor& grad, const Tensor& self, int64_t dim0, int64_t dim1) {
   return {scatter_add(grad, self, transpose_map(self, dim0, dim1)), {}, {}};

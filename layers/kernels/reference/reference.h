@@ -103,6 +103,8 @@ std::vector<double> squeeze(const Tensor& self, int64_t dim);
 std::vector<double> contiguous(const Tensor& self);
 std::vector<double> slice_backward(const Tensor& grad_output, const Tensor& self, int64_t dim, int64_t start, int64_t step);
 std::vector<double> sum_to(const Tensor& grad_output, const Tensor& self);
+std::vector<double> as_strided_scatter(const Tensor& self, const Tensor& src, const Shape& size, const Shape& stride,
+                                       int64_t storage_offset);
 Grads transpose_backward(const Tensor& grad, const Tensor& self, int64_t dim0, int64_t dim1);
 Grads t_backward(const Tensor& grad, const Tensor& self);
 Grads permute_backward(const Tensor& grad, const Tensor& self, const Shape& dims);

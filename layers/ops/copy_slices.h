@@ -1,0 +1,58 @@
+// In-place ops on views with a history: PyTorch's CopySlices node, which an in-place op on a view makes
+// the base's new grad_fn, and the AsStridedBackward node a view regenerates when its base's history
+// changed (Note [Views and their base's history] in lib/tensor.h). Called from the in-place ops' Autograd
+// kernels (register_kernels.cpp); their formulas are dispatcher calls like every backward formula's.
+#pragma once
+
+#include <memory>
+
+#include "layers/dispatch/autograd.h"
+#include "lib/tensor.h"
+
+namespace strata::ops {
+
+// Note [CopySlices]
+// ~~~~~~~~~~~~~~~~~
+// v = b[1:3]; v.relu_() writes part of b, so b's history must change, not only v's: as PyTorch does, the
+// in-place op's own node (ReluBackward, recorded as for a tensor that is not a view) is wrapped in a
+// CopySlices node that becomes b's grad_fn. It remembers where the view lies in the base (sizes, strides
+// and offset relative to the base's first element: the view's as_strided geometry) and has the wrapped
+// node's edges, except edge 0, which is b's history before the write. Its backward, given the gradient g
+// of b:
+//   - the view's region of g goes through the wrapped node's formula (the in-place op's backward);
+//   - b's old history gets g with that region replaced by the formula's gradient for self
+//     (as_strided_scatter: the region was overwritten, so the old values reach the old history only
+//     through the op), and every element outside the region as it is;
+//   - the other operands (add_'s and mul_'s `other`) get the formula's gradients for them.
+// Afterwards v's grad_fn is regenerated (AsStridedBackward over CopySlices) the next time it is read.
+// Refused, each with the reason: a view of a leaf that requires grad (PyTorch's words), a view taken
+// where autograd did not record it (no_grad, or of a tensor that required no grad: strata knows its base
+// only from the Autograd key), a view that addresses an element twice (expand: torch refuses the write),
+// and a base that is not contiguous (the region is mapped into a contiguous gradient of the base).
+class CopySlices final : public Node {
+ public:
+  // `op_node` is the in-place op's node, recorded with `view` as self; it becomes base's grad_fn's payload.
+  CopySlices(const Tensor& base, const Tensor& view, std::shared_ptr<RecordedNode> op_node);
+  const char* name() const override { return "CopySlices"; }
+  size_t num_saved() const override { return op_node_->num_saved(); }
+  GradList apply(const Tensor& grad) override;
+  void release_saved() override { op_node_->release_saved(); }
+  void release_for_free() override { op_node_->release_for_free(); }
+
+ private:
+  Shape view_sizes_, view_strides_;
+  int64_t view_offset_;  // from the base's first element, in elements
+  std::shared_ptr<RecordedNode> op_node_;
+};
+
+// Why an in-place op on `view` (a view, or a tensor some operand needs a gradient through) cannot be
+// recorded; empty when CopySlices can record it. `op` names the in-place op in the message.
+std::string copy_slices_refusal(const char* op, const Tensor& view);
+
+// The grad_fn a view regenerates over its base's history now (AsStridedBackward: the view's gradient
+// written into zeros of the base's shape, summed first over dims the view repeats), or null where the
+// view cannot be mapped into the base's gradient (a non-contiguous base): installed as
+// tensor_detail::g_view_grad_fn.
+std::shared_ptr<GradNode> regenerate_view_grad_fn(const Tensor& view, const Tensor& base);
+
+}  // namespace strata::ops
