@@ -7,7 +7,6 @@
 
 #include <cstdint>
 #include <functional>
-#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,14 +17,14 @@
 #include "layers/ops/operators.h"
 #include "lib/error.h"
 #include "lib/op_shapes.h"
+#include "tests/kernels/fresh_seed.h"
 #include "tests/support/error_text.h"
 
 using namespace strata;
+using strata::testing::run_seed;
 using test::message_of;
 
 namespace {
-
-uint64_t fresh_seed() { return std::random_device{}(); }
 
 Tensor rnd(const Shape& s, DType dtype, uint64_t seed) { return frontend::random_tensor(s, dtype, kCPU, seed); }
 
@@ -45,7 +44,7 @@ const std::vector<Case>& cases() {
 
 // op(a, b) for the three ops, with alpha where the op has one (a value that is not 1 tests its scaling).
 struct Binary {
-  const char* name;
+  std::string name;  // a std::string so that CAPTURE prints the name, not the pointer
   std::function<Tensor(const Tensor&, const Tensor&)> run;
   std::function<std::vector<double>(const Tensor&, const Tensor&)> ref;
   std::function<reference::Grads(const Tensor&, const Tensor&, const Tensor&)> ref_grad;
@@ -118,7 +117,7 @@ TEST_CASE("the reference broadcasts by hand-computed values") {
 }
 
 TEST_CASE("add, sub, mul and div broadcast in every dtype, against the float64 reference on fresh inputs") {
-  const uint64_t seed = fresh_seed();
+  const uint64_t seed = run_seed();
   CAPTURE(seed);
   for (const Binary& op : binaries())
     for (const Case& c : cases())
@@ -136,7 +135,7 @@ TEST_CASE("add, sub, mul and div broadcast in every dtype, against the float64 r
 }
 
 TEST_CASE("each gradient is summed over its operand's broadcast dims: engine against the reference") {
-  const uint64_t seed = fresh_seed();
+  const uint64_t seed = run_seed();
   CAPTURE(seed);
   for (const Binary& op : binaries())
     for (const Case& c : cases())
@@ -162,7 +161,7 @@ TEST_CASE("each gradient is summed over its operand's broadcast dims: engine aga
 }
 
 TEST_CASE("the reference's broadcast gradients against central differences of the reference") {
-  const uint64_t seed = fresh_seed();
+  const uint64_t seed = run_seed();
   CAPTURE(seed);
   constexpr double kH = 1e-6;
   for (const Binary& op : binaries())
@@ -224,7 +223,7 @@ TEST_CASE("the promotion rule among f16, bf16, f32 and f64, as PyTorch's") {
 }
 
 TEST_CASE("add, sub, mul and div of two dtypes compute in the promoted one, against the float64 reference") {
-  const uint64_t seed = fresh_seed();
+  const uint64_t seed = run_seed();
   CAPTURE(seed);
   const std::pair<DType, DType> pairs[] = {{DType::kF32, DType::kF64}, {DType::kF16, DType::kBF16},
                                            {DType::kBF16, DType::kF32}, {DType::kF64, DType::kF16}};
