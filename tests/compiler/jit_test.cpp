@@ -14,6 +14,7 @@
 #include "layers/frontend/frontend.h"
 #include "layers/kernels/reference/reference.h"
 #include "layers/ops/operators.h"
+#include "tests/kernels/fresh_seed.h"
 #include "tests/support/error_text.h"
 #include "tests/support/subprocess.h"
 
@@ -104,7 +105,7 @@ void check_programs(DType dtype, uint64_t seed, const compiler::CompileOptions& 
 TEST_CASE("compiled results match eager and the float64 reference, f32 and f64, at random sizes") {
   const test::TempDir dir;
   const compiler::CompileOptions options = options_in(dir);
-  const uint64_t seed = std::random_device{}();
+  const uint64_t seed = strata::testing::run_seed();  // STRATA_TEST_SEED replays it
   CAPTURE(seed);
   check_programs(DType::kF32, seed, options, 0);
   check_programs(DType::kF64, seed + 100, options, 0);
@@ -117,7 +118,7 @@ TEST_CASE("the tanh GELU, written with mul, add, tanh and pow as eagerly, fuses 
   // has a lowering, each intermediate has one user, so the whole chain is one generated loop that reads x
   // once (x itself has three users: it is an input, read by the kernel, not an intermediate).
   const test::TempDir dir;
-  const uint64_t seed = std::random_device{}();
+  const uint64_t seed = strata::testing::run_seed();  // STRATA_TEST_SEED replays it
   CAPTURE(seed);
   const double k = std::sqrt(2.0 / M_PI);
   auto fn = [k](const std::vector<Tensor>& in) {
@@ -160,7 +161,7 @@ TEST_CASE("the tanh GELU, written with mul, add, tanh and pow as eagerly, fuses 
 
 TEST_CASE("sub, sub.Scalar and tanh_backward fuse too, and agree with eager") {
   const test::TempDir dir;
-  const uint64_t seed = std::random_device{}();
+  const uint64_t seed = strata::testing::run_seed();  // STRATA_TEST_SEED replays it
   CAPTURE(seed);
   const Tensor a = rand({9, 13}, DType::kF64, seed), b = rand({9, 13}, DType::kF64, seed + 1);
   auto fn = [](const std::vector<Tensor>& in) {

@@ -1,4 +1,4 @@
-// The seed of a kernel test program's random inputs: fresh on every run (the tests print it with any
+// The seed of a test program's random inputs: fresh on every run (the tests print it with any
 // failure, INFO("seed " << run_seed())), or STRATA_TEST_SEED's value to replay a failed run. One seed per
 // program, shared by every file of it.
 #pragma once

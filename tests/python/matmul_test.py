@@ -25,7 +25,9 @@ TOLERANCE = {np.float64: 1e-12, np.float32: 1e-5}
 
 class MatmulTest(unittest.TestCase):
     def setUp(self):
-        self.rng = np.random.default_rng(random.randrange(2**32))
+        # Fresh inputs on every run; every failure names the seed (in close()) to replay it.
+        self.seed = random.SystemRandom().randrange(2**32)
+        self.rng = np.random.default_rng(self.seed)
 
     def leaves(self, sa, sb):
         """Random float64 operands of shapes sa and sb, and strata leaves over copies of them that require grad."""
@@ -36,6 +38,7 @@ class MatmulTest(unittest.TestCase):
         return a, b, x, y
 
     def close(self, got, want, dtype, what):
+        what = f"{what} (seed {self.seed})"
         self.assertEqual(got.shape, want.shape, what)
         np.testing.assert_allclose(got, want, rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype] * 10, err_msg=what)
 

@@ -37,7 +37,9 @@ def call(x, name, dim, keepdim):
 
 class ReductionsTest(unittest.TestCase):
     def setUp(self):
-        self.rng = np.random.default_rng(random.randrange(2**32))
+        # Fresh inputs on every run; every subTest names the seed to replay a failure.
+        self.seed = random.SystemRandom().randrange(2**32)
+        self.rng = np.random.default_rng(self.seed)
 
     def values(self, shape, dtype):
         return np.asarray(self.rng.standard_normal(shape) + 0.25, dtype=dtype)
@@ -48,7 +50,8 @@ class ReductionsTest(unittest.TestCase):
                 a = self.values(shape, dtype)
                 x = strata.from_numpy(a.copy())
                 for name, ref in (("sum", np.sum), ("mean", np.mean)):
-                    with self.subTest(dtype=dtype.__name__, shape=shape, dim=dim, keepdim=keepdim, op=name):
+                    with self.subTest(dtype=dtype.__name__, shape=shape, dim=dim, keepdim=keepdim, op=name,
+                                      seed=self.seed):
                         with warnings.catch_warnings():
                             warnings.simplefilter("ignore")  # numpy's mean of nothing warns; it is NaN
                             want = ref(a.astype(np.float64), axis=numpy_axis(dim, len(shape)), keepdims=keepdim)
@@ -58,22 +61,24 @@ class ReductionsTest(unittest.TestCase):
                         np.testing.assert_allclose(got, want, rtol=TOLERANCE[dtype], atol=TOLERANCE[dtype])
 
     def test_functions_and_dtype(self):
-        a = self.values((4, 6), np.float32)
-        x = strata.from_numpy(a.copy())
-        np.testing.assert_allclose(strata.sum(x, dim=1).numpy(), a.sum(1, dtype=np.float64), rtol=1e-5)
-        np.testing.assert_allclose(strata.mean(x, dim=(0,), keepdim=True).numpy(), a.mean(0, keepdims=True,
-                                   dtype=np.float64), rtol=1e-5)
-        np.testing.assert_allclose(strata.mean(x).numpy(), a.mean(dtype=np.float64), rtol=1e-5)
-        y = x.sum(1, dtype=strata.float64)
-        self.assertEqual(y.numpy().dtype, np.float64)
-        self.assertEqual(x.sum(dim=None, keepdim=True).numpy().shape, (1, 1))
-        self.assertEqual(x.mean([]).numpy().shape, ())
+        with self.subTest(seed=self.seed):
+            a = self.values((4, 6), np.float32)
+            x = strata.from_numpy(a.copy())
+            np.testing.assert_allclose(strata.sum(x, dim=1).numpy(), a.sum(1, dtype=np.float64), rtol=1e-5)
+            np.testing.assert_allclose(strata.mean(x, dim=(0,), keepdim=True).numpy(), a.mean(0, keepdims=True,
+                                       dtype=np.float64), rtol=1e-5)
+            np.testing.assert_allclose(strata.mean(x).numpy(), a.mean(dtype=np.float64), rtol=1e-5)
+            y = x.sum(1, dtype=strata.float64)
+            self.assertEqual(y.numpy().dtype, np.float64)
+            self.assertEqual(x.sum(dim=None, keepdim=True).numpy().shape, (1, 1))
+            self.assertEqual(x.mean([]).numpy().shape, ())
 
     def test_gradients(self):
         for dtype in (np.float64, np.float32):
             for shape, dim, keepdim in CASES:
                 for name in ("sum", "mean"):
-                    with self.subTest(dtype=dtype.__name__, shape=shape, dim=dim, keepdim=keepdim, op=name):
+                    with self.subTest(dtype=dtype.__name__, shape=shape, dim=dim, keepdim=keepdim, op=name,
+                                      seed=self.seed):
                         a = self.values(shape, dtype)
                         x = strata.from_numpy(a.copy()).requires_grad_()
                         y = call(x, name, dim, keepdim)
@@ -114,7 +119,8 @@ class ReductionsTest(unittest.TestCase):
                     flat[0], flat[1], flat[-1] = np.nan, np.inf, -np.inf
                 x, t = strata.from_numpy(a.copy()), torch.from_numpy(a.copy())
                 for name in ("sum", "mean"):
-                    with self.subTest(dtype=dtype.__name__, shape=shape, dim=dim, keepdim=keepdim, op=name):
+                    with self.subTest(dtype=dtype.__name__, shape=shape, dim=dim, keepdim=keepdim, op=name,
+                                      seed=self.seed):
                         got = call(x, name, dim, keepdim).numpy()
                         if dim is None and not keepdim:
                             want = getattr(t, name)().numpy()

@@ -304,14 +304,16 @@ class AgainstTorchTest(unittest.TestCase):
 
 
     def test_from_numpy_strides_agree_with_torch(self):
-        a = np.random.default_rng(random.SystemRandom().randrange(2**32)).standard_normal((4, 6, 5))
+        seed = random.SystemRandom().randrange(2**32)
+        a = np.random.default_rng(seed).standard_normal((4, 6, 5))
         # a[:0, ::2]: no element, strides not row-major; torch calls it contiguous, and so does strata.
         for array in (a[:, ::2], a.transpose(2, 0, 1), a[1:3, :, ::4], a[:, 1:2], a[:0, ::2]):
-            t, tt = strata.from_numpy(array), torch.from_numpy(array)
-            self.assertEqual(t.shape, tuple(tt.shape))
-            self.assertEqual(tuple(t.stride(i) for i in range(t.ndim)), tt.stride())
-            self.assertEqual(t.is_contiguous(), tt.is_contiguous())
-            np.testing.assert_array_equal(t.numpy(), tt.numpy())
+            with self.subTest(shape=array.shape, strides=array.strides, seed=seed):
+                t, tt = strata.from_numpy(array), torch.from_numpy(array)
+                self.assertEqual(t.shape, tuple(tt.shape))
+                self.assertEqual(tuple(t.stride(i) for i in range(t.ndim)), tt.stride())
+                self.assertEqual(t.is_contiguous(), tt.is_contiguous())
+                np.testing.assert_array_equal(t.numpy(), tt.numpy())
         for array in (a[::-1], a[:, :, ::-1]):
             with self.assertRaises(ValueError) as torch_error:
                 torch.from_numpy(array)
