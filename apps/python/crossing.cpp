@@ -230,7 +230,7 @@ py::object from_ivalue(binding::IValue&& v) {
   if (v.is_int_list()) {
     py::tuple out(v.to_int_list().ndim);
     for (int i = 0; i < v.to_int_list().ndim; ++i) out[size_t(i)] = py::int_(v.to_int_list()[i]);
-    return std::move(out);
+    return out;  // C++20 moves a local into the return value even across the base conversion
   }
   return py::none();
 }

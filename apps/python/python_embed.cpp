@@ -71,7 +71,7 @@ void use_virtual_env() {
 py::object python_tuple(const Shape& list) {
   py::tuple t(size_t(list.ndim));
   for (int i = 0; i < list.ndim; ++i) t[size_t(i)] = py::int_(list[i]);
-  return std::move(t);
+  return t;  // C++20 moves a local into the return value even across the base conversion
 }
 
 // An int[] argument as Python writes a tuple: "(2, 1)", "(3,)".
