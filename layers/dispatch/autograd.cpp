@@ -39,13 +39,15 @@ Tensor attach(Tensor out, const BackwardDecl& decl, std::shared_ptr<RecordedNode
 }  // namespace autograd_detail
 
 namespace {
-// Moves each edge of `n` that is the last owner of its node onto `stack`, and releases the others.
+// Moves each edge of `n` that is the last owner of its node onto `stack`, and releases the others; then
+// the nodes `n` owns besides its edges, the same way.
 void take_sole_edges(Node& n, std::vector<std::shared_ptr<Node>>& stack) {
   for (size_t i = 0; i < kMaxArgs; ++i) {
     std::shared_ptr<Node> edge = n.next(i);
     n.set_next(i, nullptr);
     if (edge != nullptr && edge.use_count() == 1) stack.push_back(std::move(edge));
   }
+  n.release_owned_nodes(stack);
 }
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <type_traits>
+#include <vector>
 
 #include "layers/dispatch/dispatch.h"
 #include "lib/grad_node.h"
@@ -43,8 +44,9 @@ namespace strata {
 // PyTorch's deleteNode does: each node about to die first drops what it saved (a saved input holds the
 // tensor's grad_fn, the same node as one of its edges: dropping it first leaves the edge as the only
 // owner), then its edges that are the last reference to their node move onto a local stack; edges to
-// nodes someone else still holds are only released. The stack is popped one node at a time, so no
-// destructor runs inside another more than one level deep.
+// nodes someone else still holds are only released, and so do the nodes it owns besides its edges
+// (release_owned_nodes: CopySlices' wrapped op node, which shares its edges). The stack is popped one
+// node at a time, so no destructor runs inside another more than one level deep.
 inline constexpr size_t kMaxArgs = 7;           // conv2d: input, weight, bias, stride, padding, dilation, groups
 using GradList = std::array<Tensor, kMaxArgs>;  // one gradient per argument position (undefined: none)
 
@@ -65,6 +67,9 @@ class Node : public GradNode {
   virtual void release_saved() {}
   // Drops what the node saved because the node is being freed: no later apply, so nothing to refuse.
   virtual void release_for_free() {}
+  // Hands over, while the node is being freed, the nodes it owns besides its edges (CopySlices' wrapped
+  // op node): each that only it keeps alive goes onto `stack`, to be freed there without recursing.
+  virtual void release_owned_nodes(std::vector<std::shared_ptr<Node>>& stack) { (void)stack; }
 
   // The engine's scratch while one backward pass runs: how many of this node's consumers are still
   // to deliver a gradient, and where its pending gradient sits (see layers/autograd/engine.cpp).

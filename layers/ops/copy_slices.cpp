@@ -70,8 +70,9 @@ CopySlices::CopySlices(const Tensor& base, const Tensor& view, std::shared_ptr<R
       op_node_(std::move(op_node)) {
   // Edge 0 is the base's history before the write; the op node's edge 0 (the view's old grad_fn) is
   // replaced by the same edge, so that its formula computes self's gradient exactly when the base needs
-  // one, and so that the op node holds no edge CopySlices does not: freeing a long chain of CopySlices
-  // then never recurses through the op nodes (Note [Freeing a long graph]).
+  // one, and so that the op node holds no edge CopySlices does not: when a chain of CopySlices is freed,
+  // release_owned_nodes puts each op node on the teardown's stack after CopySlices dropped its shares of
+  // those edges, so no free recurses through the op nodes (Note [Freeing a long graph]).
   std::shared_ptr<Node> old_history = gradient_edge(base);
   op_node_->set_next(0, old_history);
   set_next(0, std::move(old_history));

@@ -38,6 +38,13 @@ class CopySlices final : public Node {
   GradList apply(const Tensor& grad) override;
   void release_saved() override { op_node_->release_saved(); }
   void release_for_free() override { op_node_->release_for_free(); }
+  // The op node shares this node's edges: freed on the teardown's stack, not inside this node's
+  // destructor, where its edges' nodes would each free the next chain link one call deeper (Note
+  // [Freeing a long graph]).
+  void release_owned_nodes(std::vector<std::shared_ptr<Node>>& stack) override {
+    if (op_node_.use_count() == 1) stack.push_back(std::move(op_node_));
+    op_node_.reset();
+  }
 
  private:
   Shape view_sizes_, view_strides_;
