@@ -247,6 +247,20 @@ void time_candidates(LtPlan& plan, cudaStream_t stream,
   destroy();
 }
 
+// out = plan's GEMM of the two operands (cuBLASLt's column-major A and B: the row-major product's right
+// and left operands), with the plan's epilogue: --time's candidates first (once per plan, nothing without
+// --time), then the chosen algorithm inside a library zone named `zone`.
+void run_lt_plan(const CublasHandles& h, LtPlan& plan, const GemmTypes& t, const void* lt_a, const void* lt_b,
+                 Tensor& out, cudaStream_t stream, const char* zone) {
+  const auto run = [&](const cublasLtMatmulAlgo_t& algo, size_t workspace) {
+    STRATA_CUBLAS_CHECK(cublasLtMatmul(h.lt, plan.desc, t.one(), lt_a, plan.a, lt_b, plan.b, t.zero(), out.data_ptr(),
+                                       plan.c, out.data_ptr(), plan.c, &algo, h.workspace->data(), workspace, stream));
+  };
+  time_candidates(plan, stream, run);
+  STRATA_ZONE(call, Layer::kLibrary, zone);
+  run(plan.algo, plan.workspace_bytes);
+}
+
 std::string gemm_call(const char* op, int m, int k, int n, DType dtype) {
   return std::string(op) + " " + std::to_string(m) + "x" + std::to_string(k) + "x" + std::to_string(n) + " " +
          std::string(dtype_name(dtype)) + (g_tf32.load() ? " (tf32)" : "");
@@ -494,14 +508,7 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
       const void* bias_ptr = bias.data_ptr();
       STRATA_CUBLAS_CHECK(
           cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr));
-      const auto run = [&](const cublasLtMatmulAlgo_t& algo, size_t workspace) {
-        STRATA_CUBLAS_CHECK(cublasLtMatmul(h.lt, plan.desc, t.one(), weight.data_ptr(), plan.a, input.data_ptr(), plan.b,
-                                           t.zero(), out.data_ptr(), plan.c, out.data_ptr(), plan.c, &algo,
-                                           h.workspace->data(), workspace, stream));
-      };
-      time_candidates(plan, stream, run);
-      STRATA_ZONE(call, Layer::kLibrary, plan.call_name.c_str());
-      run(plan.algo, plan.workspace_bytes);
+      run_lt_plan(h, plan, t, weight.data_ptr(), input.data_ptr(), out, stream, plan.call_name.c_str());
       return out;
     }
   }
@@ -610,14 +617,7 @@ Tensor run_lt_matmul(const Tensor& self, const Tensor& other, const op_shapes::M
     throw UnavailableError("--algo/--algos: cuBLASLt's heuristic has no kernel for " +
                            gemm_call("matmul", int(g.m), int(g.k), int(g.n), self.dtype()));
   }
-  const auto run = [&](const cublasLtMatmulAlgo_t& algo, size_t workspace) {
-    STRATA_CUBLAS_CHECK(cublasLtMatmul(h.lt, plan.desc, t.one(), other.data_ptr(), plan.a, self.data_ptr(), plan.b,
-                                       t.zero(), out.data_ptr(), plan.c, out.data_ptr(), plan.c, &algo,
-                                       h.workspace->data(), workspace, stream));
-  };
-  time_candidates(plan, stream, run);
-  STRATA_ZONE(call, Layer::kLibrary, plan.call_name.c_str());
-  run(plan.algo, plan.workspace_bytes);
+  run_lt_plan(h, plan, t, other.data_ptr(), self.data_ptr(), out, stream, plan.call_name.c_str());
   return out;
 }
 
@@ -642,10 +642,7 @@ void lt_matmul_epilogue(const Tensor& a, const Tensor& b, bool b_transposed, con
     const void* bias_ptr = bias.data_ptr();
     STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr));
   }
-  STRATA_ZONE(call, Layer::kLibrary, "cublasLtMatmul");
-  STRATA_CUBLAS_CHECK(cublasLtMatmul(h.lt, plan.desc, t.one(), b.data_ptr(), plan.a, a.data_ptr(), plan.b, t.zero(),
-                                     out.data_ptr(), plan.c, out.data_ptr(), plan.c, &plan.algo, h.workspace->data(),
-                                     plan.workspace_bytes, stream));
+  run_lt_plan(h, plan, t, b.data_ptr(), a.data_ptr(), out, stream, "cublasLtMatmul");
 }
 
 }  // namespace strata::kernels::cuda
