@@ -295,7 +295,13 @@ CacheDir resolve_cache_dir(const std::string& requested) {
       return {want, ""};
     }
   }
-  const std::string priv = make_temp_dir(temp_root(), "strata-kernels-");
+  // One private directory per unwritable cache for the whole process: the CPU kernels and the PTX of one
+  // run (each resolving the cache for itself) share it, rather than leave one temporary directory each.
+  static std::mutex mutex;
+  static std::map<std::string, std::string> private_dirs;  // the cache asked for -> its private stand-in
+  std::lock_guard<std::mutex> lock(mutex);
+  std::string& priv = private_dirs[want];
+  if (priv.empty() || !fs::is_directory(priv, ec)) priv = make_temp_dir(temp_root(), "strata-kernels-");
   if (priv.empty()) {
     throw Error("compiler: the kernel cache " + want + " is not writable (" + why + ") and no private directory could be created in " +
                 temp_root() + ": " + std::strerror(errno));
