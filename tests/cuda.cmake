@@ -17,7 +17,7 @@ strata_add_test(test_runtime_cuda runtime/cuda/runtime_host_test.cpp runtime/cud
 target_link_libraries(test_runtime_cuda PRIVATE strata_cuda CUDA::cudart)
 
 strata_add_test(test_kernels_cuda kernels/cuda/library_check_test.cpp kernels/cuda/reduction_split_test.cpp
-  kernels/cuda/reduce_plan_test.cpp kernels/cuda/gemm_candidates_test.cpp)
+  kernels/cuda/reduce_plan_test.cpp kernels/cuda/gemm_candidates_test.cpp kernels/cuda/pow_value_test.cpp)
 target_link_libraries(test_kernels_cuda PRIVATE strata_cuda CUDA::cudart CUDA::cublas strata_cudnn)
 
 function(strata_add_gpu_test name)
