@@ -1,13 +1,13 @@
 // pow with a number as the CUDA kernel computes it (layers/kernels/cuda/pow_value.h), on the host: the
 // formula is chosen on the double exponent, as the CPU kernel and torch choose it. The kernel itself is
 // checked on a GPU in pointwise_gpu_test.cpp.
+#include "layers/kernels/cuda/pow_value.h"
+
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <initializer_list>
 #include <limits>
-
-#include "layers/kernels/cuda/pow_value.h"
 
 using strata::kernels::cuda::pow_value;
 
