@@ -17,7 +17,7 @@ strata_add_test(test_runtime_cuda runtime/cuda/runtime_host_test.cpp runtime/cud
 target_link_libraries(test_runtime_cuda PRIVATE strata_cuda CUDA::cudart)
 
 strata_add_test(test_kernels_cuda kernels/cuda/library_check_test.cpp kernels/cuda/reduction_split_test.cpp
-  kernels/cuda/reduce_plan_test.cpp kernels/cuda/gemm_candidates_test.cpp)
+  kernels/cuda/reduce_plan_test.cpp kernels/cuda/gemm_candidates_test.cpp kernels/cuda/pow_value_test.cpp)
 target_link_libraries(test_kernels_cuda PRIVATE strata_cuda CUDA::cudart CUDA::cublas strata_cudnn)
 
 function(strata_add_gpu_test name)
@@ -32,7 +32,8 @@ function(strata_add_gpu_test name)
   set_tests_properties(${name} PROPERTIES LABELS gpu SKIP_RETURN_CODE 77 TIMEOUT 300)
 endfunction()
 
-strata_add_gpu_test(test_kernels_cuda_gpu kernels/cuda/cuda_kernels_test.cpp kernels/cuda/inplace_reduce_gpu_test.cpp)
+strata_add_gpu_test(test_kernels_cuda_gpu kernels/cuda/cuda_kernels_test.cpp kernels/cuda/inplace_reduce_gpu_test.cpp
+  kernels/cuda/pointwise_gpu_test.cpp)
 strata_add_gpu_test(test_runtime_cuda_gpu runtime/cuda/runtime_gpu_test.cpp)
 strata_add_gpu_test(test_device_cupti_gpu device/cupti/cupti_session_gpu_test.cpp)
 strata_add_gpu_test(test_trace_cuda_gpu device/cupti/trace_gpu_test.cpp)

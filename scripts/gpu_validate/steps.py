@@ -55,6 +55,11 @@ KERNEL_PATHS = [
     ("add_ 1024x1024 --view self=slice2", "f32"),
     ("sum.dim_IntList 257x4099", "f32"), ("sum.dim_IntList 8x70001", "bf16"), ("mean.dim 4099x257", "f16"),
     ("mean 1048577", "f64"),
+    # Never run on a GPU before: true division and its gradient (div, mul.Scalar, mul on the device), the
+    # scalar forms in half types, a transposed self written in place, and a reduction of a transposed view
+    # (strata's strided copy first).
+    ("div 1048577 --requires-grad --backward", "f32"), ("div.Scalar 1048577", "bf16"), ("sub.Scalar 1048577", "f16"),
+    ("mul_ 1024x1024 --view self=t", "bf16"), ("sum.dim_IntList 257x4099 --view self=t", "f32"),
 ]
 # The compiled path on the GPU (docs/compiled.md): relu_matmul's GEMM + relu as one cublasLtMatmul with the
 # RELU epilogue, linear_gelu's erf gelu as cuBLAS + the generated epilogue's PTX, gelu_tanh's eight calls as

@@ -55,6 +55,9 @@ void launch_in_place_math(DType dtype, void* self, const void* other, double sca
 
 // ---- Reductions over dims (Note [CUDA reductions over dims] in reduce_plan.h) ---------------------------
 
+// The plan sizes kColumns' grid in blocks of kReduceThreads outputs; the kernels index them by kThreads.
+static_assert(kReduceThreads == kThreads, "reduce_plan.h's block size must be the kernels' own");
+
 // The offset of reduced element r: one multiply in the common case of one reduced dim, else the general
 // decomposition.
 __device__ int64_t reduced_offset(const DimList& reduced, int64_t r) {

@@ -10,6 +10,7 @@
 
 #include "layers/kernels/cuda/device_common.cuh"
 #include "layers/kernels/cuda/pointwise_launch.h"
+#include "layers/kernels/cuda/pow_value.h"
 #include "layers/kernels/pointwise_math.h"
 #include "layers/runtime/cuda/cuda_runtime_layer.h"
 
@@ -49,24 +50,13 @@ __global__ void add_scalar_kernel(const T* __restrict__ x, typename Math<T>::Acc
   for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = M::store(M::load(x[i]) + alpha * other);
 }
 
-// PyTorch's special exponents (as the CPU kernel: sqrt, reciprocal, multiplies), else pow.
-template <typename Acc>
-__device__ Acc pow_value(Acc x, Acc e) {
-  if (e == Acc(0)) return Acc(1);
-  if (e == Acc(1)) return x;
-  if (e == Acc(0.5)) return sqrt(x);
-  if (e == Acc(-0.5)) return Acc(1) / sqrt(x);
-  if (e == Acc(-1)) return Acc(1) / x;
-  if (e == Acc(2)) return x * x;
-  if (e == Acc(3)) return x * x * x;
-  if (e == Acc(-2)) return Acc(1) / (x * x);
-  return pow(x, e);
-}
-
+// pow_value (pow_value.h): PyTorch's special exponents, chosen on the double exponent as the CPU kernel does.
 template <typename T>
-__global__ void pow_kernel(const T* __restrict__ x, typename Math<T>::Acc exponent, T* __restrict__ y, int64_t n) {
+__global__ void pow_kernel(const T* __restrict__ x, double exponent, T* __restrict__ y, int64_t n) {
   using M = Math<T>;
-  for (int64_t i = first_index(); i < n; i += grid_stride()) y[i] = M::store(pow_value(M::load(x[i]), exponent));
+  for (int64_t i = first_index(); i < n; i += grid_stride()) {
+    y[i] = M::store(pow_value<typename M::Acc>(M::load(x[i]), exponent));
+  }
 }
 
 template <typename T>
@@ -303,9 +293,7 @@ void launch_pow(DType dtype, const void* x, double exponent, void* y, int64_t n,
   if (n == 0) return;
   with_type(dtype, [&](auto* tag) {
     using T = std::remove_pointer_t<decltype(tag)>;
-    using Acc = typename Math<T>::Acc;
-    pow_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), static_cast<Acc>(exponent),
-                                                          static_cast<T*>(y), n);
+    pow_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(x), exponent, static_cast<T*>(y), n);
   });
   STRATA_CUDA_CHECK(cudaGetLastError());
 }

@@ -222,6 +222,8 @@ Tensor contiguous(const Tensor& self) {
   STRATA_ZONE(zone, Layer::kLibrary, "contiguous (cuda)");
   const cudaStream_t stream = device_stream(self);
   Tensor out = Tensor::empty(self.sizes(), self.dtype(), self.device());
+  // The kernel walks four dims; a tensor with more would write past the geometry's arrays.
+  static_assert(Shape::kMaxDims <= 4, "strided_copy_kernel walks at most four dims");
   StridedGeometry g{{1, 1, 1, 1}, {0, 0, 0, 0}};
   const int pad = 4 - self.dim();
   for (int i = 0; i < self.dim(); ++i) {

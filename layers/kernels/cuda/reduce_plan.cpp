@@ -103,8 +103,14 @@ InPlaceGeometry plan_in_place(const Shape& sizes, const Shape& self_strides, con
 }
 
 bool has_internal_overlap(const Shape& sizes, const Shape& strides) {
+  // A tensor with no element writes nothing, whatever its strides: an empty [4, 0] has row-major strides
+  // [0, 1] (strata's, lib/tensor.cpp), and its in-place ops are no-ops on the CPU and in torch.
+  for (int i = 0; i < sizes.ndim; ++i)
+    if (sizes[i] == 0) return false;
   // Dims of size > 1 by increasing stride: the tensor names each location once when every stride is past
-  // the furthest element the smaller dims reach (a sufficient test; torch's own is no finer).
+  // the furthest element the smaller dims reach. Sufficient, not exact: interleaved strides that never
+  // collide (only as_strided makes them) are refused too; torch refuses only the stride-0 case and lets
+  // the other overlaps race.
   std::array<std::pair<int64_t, int64_t>, Shape::kMaxDims> dims{};  // (stride, size)
   int n = 0;
   for (int i = 0; i < sizes.ndim; ++i) {

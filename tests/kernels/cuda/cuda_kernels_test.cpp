@@ -14,6 +14,7 @@
 #include "layers/kernels/reference/reference.h"
 #include "tests/kernels/empty_reductions.h"
 #include "layers/runtime/cuda/cuda_runtime_layer.h"
+#include "tests/kernels/fresh_seed.h"
 #include "lib/error.h"
 #include "lib/op_shapes.h"
 #include "lib/views.h"
@@ -28,10 +29,12 @@ constexpr DType kDTypes[] = {DType::kF32, DType::kF64, DType::kF16, DType::kBF16
 
 void init() { runtime::cuda::init_device(0); }
 
-uint64_t g_seed = 1000;
+// Fresh inputs on every run: the seed is printed with any failure, STRATA_TEST_SEED replays it.
+uint64_t g_seed = testing::run_seed() + 1000;
 Tensor random(const Shape& shape, DType dtype) { return frontend::random_tensor(shape, dtype, kGpu, g_seed++); }
 
 void check_against_reference(const Tensor& out, const std::vector<double>& ref, DType dtype, bool tf32 = false) {
+  INFO("seed " << testing::run_seed());
   REQUIRE(out.device() == kGpu);
   REQUIRE(out.dtype() == dtype);
   const double error = reference::relative_error(out, ref);
@@ -123,7 +126,7 @@ TEST_CASE("conv2d and its gradients with torch's options: (H, W) stride and padd
     Shape input, weight, stride, padding, dilation;
     int64_t groups;
   };
-  for (const Conv s : {Conv{Shape{2, 6, 9, 7}, Shape{4, 3, 3, 3}, Shape{2, 1}, Shape{1, 0}, Shape{1}, 2},
+  for (const Conv& s : {Conv{Shape{2, 6, 9, 7}, Shape{4, 3, 3, 3}, Shape{2, 1}, Shape{1, 0}, Shape{1}, 2},
                        Conv{Shape{1, 4, 11, 9}, Shape{4, 1, 3, 3}, Shape{1}, Shape{2, 1}, Shape{2, 3}, 4},
                        Conv{Shape{2, 3, 10, 10}, Shape{6, 1, 2, 3}, Shape{3, 2}, Shape{0}, Shape{2}, 3}}) {
     for (DType dtype : kDTypes) {
@@ -285,7 +288,8 @@ TEST_CASE("a backward pass on the GPU: every leaf gradient of linear and conv2d 
     for (const char* spec : {"linear|32x768x3072", "conv2d|4x3x31x29"}) {
       const std::string s = spec;
       const frontend::OpSpec op = frontend::parse_op_spec(s.substr(0, s.find('|')), s.substr(s.find('|') + 1));
-      const frontend::PreparedCall call = frontend::prepare_call(op, dtype, kGpu, 5, true, SIZE_MAX);
+      const frontend::PreparedCall call =
+          frontend::prepare_call(op, dtype, kGpu, testing::run_seed() + 5, true, SIZE_MAX);
       const binding::IValue out = call.op->call(call.args);
       const Tensor upstream = random(out.tensor().sizes(), dtype);
       autograd::backward(out.tensor(), upstream);

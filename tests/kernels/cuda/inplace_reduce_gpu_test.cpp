@@ -15,6 +15,7 @@
 #include "layers/kernels/reference/reference.h"
 #include "layers/ops/operators.h"
 #include "layers/runtime/cuda/cuda_runtime_layer.h"
+#include "tests/kernels/fresh_seed.h"
 #include "lib/error.h"
 #include "lib/views.h"
 
@@ -26,10 +27,12 @@ namespace {
 const Device kGpu{DeviceType::kCUDA, 0};
 constexpr DType kDTypes[] = {DType::kF32, DType::kF64, DType::kF16, DType::kBF16};
 
-uint64_t g_seed = 5000;
+// Fresh inputs on every run: the seed is printed with any failure, STRATA_TEST_SEED replays it.
+uint64_t g_seed = testing::run_seed() + 5000;
 Tensor random(const Shape& shape, DType dtype) { return frontend::random_tensor(shape, dtype, kGpu, g_seed++); }
 
 void check_close(const Tensor& out, const std::vector<double>& ref, DType dtype) {
+  INFO("seed " << testing::run_seed());
   REQUIRE(out.device() == kGpu);
   REQUIRE(out.dtype() == dtype);
   const double error = reference::relative_error(out, ref);
@@ -52,7 +55,8 @@ TEST_CASE("every operator with a new CUDA kernel, through its declaration: bindi
     const frontend::OpSpec spec = frontend::parse_op_spec(name, "65x4099");
     for (DType dtype : kDTypes) {
       CAPTURE(dtype_name(dtype));
-      const frontend::PreparedCall call = frontend::prepare_call(spec, dtype, kGpu, 11, false, SIZE_MAX);
+      const frontend::PreparedCall call =
+          frontend::prepare_call(spec, dtype, kGpu, testing::run_seed() + 11, false, SIZE_MAX);
       // An in-place op writes its input: the reference is taken first, and the version counts the write
       // exactly as on the CPU (tests/ops/operators_test.cpp).
       const std::vector<double> expected = frontend::reference_result(spec, call);

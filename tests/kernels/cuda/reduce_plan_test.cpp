@@ -10,6 +10,7 @@
 
 #include "layers/kernels/cuda/reduce_plan.h"
 #include "lib/op_shapes.h"
+#include "lib/tensor.h"
 
 using namespace strata;
 using strata::kernels::cuda::InPlaceGeometry;
@@ -158,4 +159,10 @@ TEST_CASE("has_internal_overlap: expanded and overlapping views are found, ordin
   CHECK_FALSE(has_internal_overlap(Shape{1, 5}, Shape{0, 1}));   // a size-1 dim's stride is never used
   CHECK(has_internal_overlap(Shape{3, 5}, Shape{0, 1}));         // expanded
   CHECK(has_internal_overlap(Shape{4, 5}, Shape{2, 1}));         // rows that overlap
+  // An empty tensor writes nothing: Tensor::empty's own strides for [4, 0] and [3, 0, 2] hold a stride 0
+  // on a dim of size > 1, and relu_ of such a tensor is a no-op, not a refusal.
+  CHECK(Tensor::empty(Shape{4, 0}, DType::kF32, kCPU).strides() == Shape{0, 1});
+  CHECK_FALSE(has_internal_overlap(Shape{4, 0}, Shape{0, 1}));
+  CHECK_FALSE(has_internal_overlap(Shape{3, 0, 2}, Shape{0, 2, 1}));
+  CHECK_FALSE(has_internal_overlap(Shape{0, 5}, Shape{1, 0}));
 }
