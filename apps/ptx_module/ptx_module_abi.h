@@ -19,7 +19,7 @@
 
 #include "layers/compiler/compiler_cuda.h"
 
-inline constexpr int kStrataPtxModuleVersion = 4;
+inline constexpr int kStrataPtxModuleVersion = 5;
 
 struct StrataPtxModule {
   int version = kStrataPtxModuleVersion;
@@ -27,8 +27,9 @@ struct StrataPtxModule {
   // keep_cubin (--emit sass) each report holds ptxas's cubin.
   std::vector<strata::compiler::cuda::PtxKernel> (*emit_ptx)(const strata::compiler::CompiledGraph& graph,
                                                              const std::string& arch, bool keep_cubin);
-  // Device 0's architecture ("sm_90"), or "" with `why` set (no driver, no device).
-  std::string (*gpu_arch)(std::string& why);
+  // The architecture of CUDA device `device` ("sm_90"; the ordinal --device cuda:N names), or "" with `why`
+  // set (no driver, no such device).
+  std::string (*gpu_arch)(int device, std::string& why);
   // One generated kernel as CUDA C (compiler::cuda::generate_cuda) through the PTX cache and NVRTC
   // (compiler::cuda::cached_ptx, the default cache directory) for `arch`: what
   // --mode compiled on a GPU loads (Note [The compiled graph on a GPU] in layers/compiler/compiled_graph.cpp).

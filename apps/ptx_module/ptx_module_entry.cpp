@@ -8,7 +8,7 @@
 namespace {
 
 // Through dlopen, not a link: the module must load where libcuda.so.1 is absent.
-std::string gpu_arch(std::string& why) {
+std::string gpu_arch(int device, std::string& why) {
   void* lib = ::dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
   if (lib == nullptr) {
     why = "no CUDA driver (libcuda.so.1 is not on the loader's path)";
@@ -23,10 +23,10 @@ std::string gpu_arch(std::string& why) {
   CUdevice dev = 0;
   int major = 0, minor = 0;
   if (init == nullptr || get == nullptr || attr == nullptr || init(0) != CUDA_SUCCESS ||
-      get(&dev, 0) != CUDA_SUCCESS ||
+      get(&dev, device) != CUDA_SUCCESS ||
       attr(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) != CUDA_SUCCESS ||
       attr(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) != CUDA_SUCCESS) {
-    why = "the CUDA driver found no usable device";
+    why = "the CUDA driver found no usable device " + std::to_string(device);
     return "";
   }
   return "sm_" + std::to_string(major) + std::to_string(minor);

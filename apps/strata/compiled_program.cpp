@@ -47,7 +47,9 @@ void set_gpu_kernels(compiler::CompileOptions& options, Device device, std::stri
   const StrataPtxModule& ptx = require_ptx_module();
   const StrataCudaBackend& cuda = measure::require_cuda_backend();
   std::string why;
-  const std::string arch = ptx_arch_for_gpu(ptx.gpu_arch(why), arch_note);
+  // The device the graph runs on: on a machine with GPUs of several architectures, device 0's PTX may be
+  // newer than this one can load.
+  const std::string arch = ptx_arch_for_gpu(ptx.gpu_arch(device.index, why), arch_note);
   options.device_kernel = [&ptx, &cuda, arch, device](const compiler::Graph& g, const compiler::FusedKernel& k,
                                                       DType dtype) {
     StrataCompiledKernelRequest request;
@@ -203,7 +205,9 @@ void emit_program_ptx(CompiledProgram& p, const std::string& arch, bool sass) {
     l.arch_note = "--arch";
   } else {
     std::string why;
-    const std::string gpu = m.gpu_arch(why);
+    // The GPU the program runs on when it runs on one, else device 0 ("this machine's GPU").
+    const int device = !p.inputs.empty() && p.inputs[0].device().is_cuda() ? p.inputs[0].device().index : 0;
+    const std::string gpu = m.gpu_arch(device, why);
     const auto& known = compiler::cuda::known_archs();
     l.arch = "sm_90";
     if (gpu.empty()) {

@@ -592,13 +592,18 @@ def compiled_compares(r, st):
 # cuBLASLt's candidates for one GEMM shape (Note [Which cuBLASLt algorithm] in
 # layers/kernels/cuda/gemm_candidates.h): listed and timed at 4096 (no --check: a float64 reference of a 4096
 # GEMM takes minutes on the host), and candidate 1 forced at 1024 with --check.
+# Each plan kind once: matmul's DEFAULT-epilogue plan (f32, and tf32's compute type), linear's bias-epilogue
+# plan in bf16 (its bias in the output's type) with a forced candidate, every one timed (--time).
 GEMM_ALGOS = [("gemm_algos_matmul_4096", "matmul 4096 --algos 8 --time --repeat 20 --warmup 1"),
-              ("gemm_algo_1_matmul_1024", "matmul 1024 --algo 1 --check --repeat 20 --warmup 1")]
+              ("gemm_algo_1_matmul_1024", "matmul 1024 --algo 1 --check --repeat 20 --warmup 1"),
+              ("gemm_algos_matmul_1024_tf32", "matmul 1024 --tf32 --algos 4 --time --check --repeat 20 --warmup 1"),
+              ("gemm_algo_1_linear_bf16", "linear 32x768x3072 --dtype bf16 --algos 4 --algo 1 --time --check "
+                                          "--repeat 20 --warmup 1")]
 
 
 def gemm_candidates(r, st):
     """Part of step 8: which library kernel ran, and the others cuBLASLt's heuristic offered."""
-    r.record.say("\n### cuBLASLt's candidates (strata trace matmul --algos 8 --time, --algo 1)")
+    r.record.say("\n### cuBLASLt's candidates (strata trace matmul / linear --algos N --time, --algo 1)")
     check = "cuBLASLt candidates listed and forced (--algos, --algo)"
     if not st.gpu_step_runs() or st.device == "cpu":
         skip_without_gpu(r, st, check)
@@ -619,7 +624,8 @@ def gemm_candidates(r, st):
     if failed:
         r.verdict("fail", check, "failed: " + ", ".join(failed) + " (logs/gemm_algo*.log)")
     else:
-        r.verdict("pass", check, "candidates listed and timed at 4096; candidate 1 run at 1024 with --check passing")
+        r.verdict("pass", check, "candidates listed and timed (matmul 4096 f32, 1024 tf32, linear bf16); candidate 1 "
+                                 "run with --check passing (matmul 1024, linear bf16)")
     r.write_report()
 
 

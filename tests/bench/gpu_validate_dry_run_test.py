@@ -79,6 +79,9 @@ class DryRun(unittest.TestCase):
                         "trace relu_matmul 1024 --mode compiled --device cuda --dtype f32 --repeat 3",
                         "trace matmul 4096 --algos 8 --time --repeat 20 --warmup 1 --device cuda --json ",
                         "trace matmul 1024 --algo 1 --check --repeat 20 --warmup 1 --device cuda",
+                        "trace matmul 1024 --tf32 --algos 4 --time --check --repeat 20 --warmup 1 --device cuda",
+                        "trace linear 32x768x3072 --dtype bf16 --algos 4 --algo 1 --time --check --repeat 20 "
+                        "--warmup 1 --device cuda",
                         "bench/compiled_cuda_bench --json ",
                         "| readelf_strata | 0 | dry run: readelf -d ", "/apps/strata/libstrata_cuda.so |",
                         "dry run: env LD_DEBUG=files ", "sweep matmul 16:4096 --sweep-budget 20 --device cuda --json ",

@@ -7,7 +7,8 @@ strata_test.py is the full suite; on a machine without a GPU it checks that cuda
 matmul, relu and gelu on device='cuda' in float32 (and matmul, gelu in bfloat16, matmul in float16), each
 against a float64 numpy reference of the same inputs, with strata's relative-error measure and
 tests/python's per-dtype tolerance; then a backward pass (sum(a @ b).backward(), both gradients against
-float64) and strata.profile() around CUDA calls (every call recorded, its host rows there). One line per case on stdout; --json FILE writes the same as JSON
+float64), strata.profile() around CUDA calls (every call recorded, its host rows there) and linear on views
+at an offset (x[1:], b[1:]: cuBLASLt's plans per operand alignment). One line per case on stdout; --json FILE writes the same as JSON
 (scripts/gpu_validate/tables.py python_smoke formats it). --device (default cuda) exists to exercise this
 script on a machine without a GPU: with --device cpu only the float32 cases run (the CPU kernels refuse
 float16 and bfloat16).
@@ -105,8 +106,10 @@ def main(argv):
         print(f"{op} {dtype} {case['shape']}: " + ("ok" if case["ok"] else "FAILED") +
               (f", relative error {case['error']:.3g} (tolerance {case['tolerance']:g})" if "error" in case else "") +
               (f": {case['problem']}" if "problem" in case else ""))
-    for name, check in (("matmul backward", backward_case), ("profile rows", profile_case)):
-        case = {"op": name, "dtype": "float32", "shape": "64x96 x 96x32", "tolerance": TOLERANCE["float32"]}
+    for name, shape, check in (("matmul backward", "64x96 x 96x32", backward_case),
+                               ("profile rows", "64x96 x 96x32", profile_case),
+                               ("linear on views at an offset", "x[1:] of 33x5, w 7x5, b[1:] of 8", offset_views_case)):
+        case = {"op": name, "dtype": "float32", "shape": shape, "tolerance": TOLERANCE["float32"]}
         try:
             problems = check(strata, np, device, case)
         except Exception as e:
@@ -141,6 +144,31 @@ def backward_case(strata, np, device, case):
         case["error"] = max(measured)
         if not case["error"] <= case["tolerance"]:
             problems.append(f"gradient relative error {case['error']:.3g} over {case['tolerance']:g}")
+    return problems
+
+
+def offset_views_case(strata, np, device, case):
+    """linear on contiguous views at an offset: x[1:] of an f32 [33, 5] starts 20 bytes into its block, b[1:]
+    4 bytes in. The same shapes run first at the allocator's alignment, so that a cuBLASLt plan cached for
+    256-byte-aligned pointers would be reused if plans were cached by shape alone (Note [cuBLASLt operand
+    alignment] in layers/kernels/cuda/gemm_candidates.h: cublasLtMatmul then refuses the algorithm or its
+    kernel faults with a misaligned address). Each result against float64."""
+    x0 = strata.randn(33, 5, device=device, seed=11)
+    w = strata.randn(7, 5, device=device, seed=12)
+    b0 = strata.randn(8, device=device, seed=13)
+    x64, w64, b64 = x0.cpu().numpy_float64(), w.cpu().numpy_float64(), b0.cpu().numpy_float64()
+    runs = (("aligned", x0[:32], b0[:7], x64[:32], b64[:7]),
+            ("x[1:]", x0[1:], b0[:7], x64[1:], b64[:7]),
+            ("x[1:], b[1:]", x0[1:], b0[1:], x64[1:], b64[1:]))
+    problems, errors = [], []
+    for what, x, b, x_ref, b_ref in runs:
+        got = strata.linear(x, w, b).cpu().numpy_float64()
+        ref = x_ref @ w64.T + b_ref
+        err = float(np.linalg.norm(got - ref) / np.linalg.norm(np.maximum(np.abs(ref), 0.25)))
+        errors.append(err)
+        if not err <= case["tolerance"]:
+            problems.append(f"{what}: relative error {err:.3g} over {case['tolerance']:g}")
+    case["error"] = max(errors)
     return problems
 
 

@@ -24,6 +24,7 @@
 #include <mutex>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "layers/kernels/cuda/cuda_common.h"
@@ -122,7 +123,15 @@ struct LtPlan {
     if (desc != nullptr) (void)cublasLtMatmulDescDestroy(desc);
   }
 };
-using LtKey = std::tuple<int, DType, bool, int, int, int, int, int, bool>;  // device, dtype, tf32, rows, in, out, request
+// The alignment of the pointers a plan runs on (Note [cuBLASLt operand alignment] in gemm_candidates.h), in
+// cuBLASLt's roles: A and B as passed to cublasLtMatmul (the row-major product's right and left operands),
+// D (= C, the output) and the epilogue's bias. Part of every plan's key.
+struct LtAlignments {
+  uint32_t a = 256, b = 256, d = 256, bias = 256;
+  auto key() const { return std::tuple(a, b, d, bias); }
+};
+// device, dtype, tf32, rows, in, out, request, alignments
+using LtKey = std::tuple<int, DType, bool, int, int, int, int, int, bool, std::tuple<uint32_t, uint32_t, uint32_t, uint32_t>>;
 std::mutex g_lt_mutex;
 // The plans with candidates used since the session last took them (take_gemm_candidate_lists), in order.
 std::vector<const LtPlan*> g_listed;
@@ -177,7 +186,11 @@ void keep_candidates(LtPlan& plan, const std::vector<cublasLtMatmulHeuristicResu
 // cuBLASLt's heuristic's candidates for a plan's descriptors within strata's workspace: its first one, or
 // with an active request as many as it asks for (Note [Which cuBLASLt algorithm]). None leaves the plan
 // unusable (its caller falls back, or says so when candidates were asked for); any other failure throws.
-void pick_algorithm(const CublasHandles& h, LtPlan& plan, const GemmAlgoRequest& request, const std::string& call) {
+// The heuristic is told the operands' alignment (Note [cuBLASLt operand alignment]); a bias below
+// kLtMinBiasAlignment, which it cannot be told, leaves the plan unusable without asking it.
+void pick_algorithm(const CublasHandles& h, LtPlan& plan, const GemmAlgoRequest& request, const std::string& call,
+                    const LtAlignments& align) {
+  if (align.bias < kLtMinBiasAlignment) return;
   cublasLtMatmulPreference_t raw_pref = nullptr;
   STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw_pref));
   const std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, decltype(&cublasLtMatmulPreferenceDestroy)> pref(
@@ -185,6 +198,11 @@ void pick_algorithm(const CublasHandles& h, LtPlan& plan, const GemmAlgoRequest&
   const uint64_t max_workspace = kWorkspaceBytes;
   STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                            &max_workspace, sizeof max_workspace));
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align.a}, {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align.b},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align.d}, {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align.d}};
+  for (const auto& [attribute, bytes] : alignments)
+    STRATA_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), attribute, &bytes, sizeof bytes));
   std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(request.active() ? request.to_ask() : 1));
   int returned = 0;
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(h.lt, plan.desc, plan.a, plan.b, plan.c, plan.c, pref.get(),
@@ -266,10 +284,21 @@ std::string gemm_call(const char* op, int m, int k, int n, DType dtype) {
          std::string(dtype_name(dtype)) + (g_tf32.load() ? " (tf32)" : "");
 }
 
-LtPlan& lt_plan(const CublasHandles& h, const Tensor& input, const Tensor& bias, int rows, int in, int out,
-                const GemmTypes& t, const GemmAlgoRequest& request) {
+// " (bias at 4-byte alignment)" when the bias alone kept cuBLASLt's epilogue out, else "".
+std::string bias_alignment_reason(const LtAlignments& align) {
+  return align.bias < kLtMinBiasAlignment
+             ? " (its bias lies at " + std::to_string(align.bias) + "-byte alignment; cuBLASLt's bias epilogue wants " +
+                   std::to_string(kLtMinBiasAlignment) + ")"
+             : "";
+}
+
+LtPlan& lt_plan(const CublasHandles& h, const Tensor& input, const Tensor& weight, const Tensor& bias,
+                const Tensor& output, int rows, int in, int out, const GemmTypes& t, const GemmAlgoRequest& request) {
+  // cuBLASLt's A is the weight, its B the input (Note [Row-major GEMM on column-major cuBLAS]).
+  const LtAlignments align{lt_alignment(weight.data_ptr()), lt_alignment(input.data_ptr()),
+                           lt_alignment(output.data_ptr()), lt_alignment(bias.data_ptr())};
   const LtKey key{input.device().index, input.dtype(), g_tf32.load(), rows, in, out, request.list, request.force,
-                  request.time};
+                  request.time, align.key()};
   std::lock_guard lock(g_lt_mutex);
   // Inserted only once built: a cuBLASLt failure below throws, and an empty entry left behind would be
   // dereferenced by the next call of this shape.
@@ -286,16 +315,17 @@ LtPlan& lt_plan(const CublasHandles& h, const Tensor& input, const Tensor& bias,
   STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof transa));
   STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof transb));
   STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
-  // The heuristic reads the pointer's alignment; the caching allocator's blocks are all 512-byte aligned.
+  // Set again by every call (the plan is shared by every call of this shape and alignment).
   STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr));
   // Layouts as stored (before op): see Note [Row-major GEMM on column-major cuBLAS].
   STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, t.data, static_cast<uint64_t>(in), static_cast<uint64_t>(out), in));
   STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, t.data, static_cast<uint64_t>(in), static_cast<uint64_t>(rows), in));
   STRATA_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, t.data, static_cast<uint64_t>(out), static_cast<uint64_t>(rows), out));
   const std::string call = gemm_call("linear", rows, in, out, input.dtype());
-  pick_algorithm(h, *plan, request, call);
+  pick_algorithm(h, *plan, request, call, align);
   if (request.active() && !plan->usable) {
     throw UnavailableError("--algo/--algos: cuBLASLt's heuristic has no bias-epilogue kernel for " + call +
+                           bias_alignment_reason(align) +
                            ", so linear runs cublasGemmEx, which lists no candidates; leave out --algo/--algos");
   }
   tracing::annotate(
@@ -303,8 +333,8 @@ LtPlan& lt_plan(const CublasHandles& h, const Tensor& input, const Tensor& bias,
       plan->usable ? call + ": cuBLASLt's heuristic gave a bias-epilogue kernel (workspace " +
                          format_bytes(double(plan->workspace_bytes)) + ")" +
                          (plan->candidates ? "; ran " + plan->call_name : "")
-                   : call + ": cuBLASLt has no bias-epilogue kernel for this shape; cublasGemmEx + "
-                            "strata's bias kernel instead");
+                   : call + ": cuBLASLt has no bias-epilogue kernel for this shape" + bias_alignment_reason(align) +
+                            "; cublasGemmEx + strata's bias kernel instead");
   LtPlan& kept = *lt_plans().emplace(key, std::move(plan)).first->second;
   note_listed(kept);
   return kept;
@@ -503,7 +533,7 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
 
   // cuBLASLt's f64 GEMMs have no bias epilogue; those take the GemmEx path below.
   if (bias.defined() && input.dtype() != DType::kF64) {
-    LtPlan& plan = lt_plan(h, input, bias, rows, in_features, out_features, t, request);
+    LtPlan& plan = lt_plan(h, input, weight, bias, out, rows, in_features, out_features, t, request);
     if (plan.usable) {
       const void* bias_ptr = bias.data_ptr();
       STRATA_CUBLAS_CHECK(
@@ -538,8 +568,9 @@ EpilogueGemm epilogue_dims(const Tensor& a, const Tensor& b, bool b_transposed) 
           checked_int("gemm epilogue", b_transposed ? b.size(0) : b.size(1))};
 }
 
-// + transposed, epilogue, bias, request
-using LtEpilogueKey = std::tuple<int, DType, bool, int, int, int, bool, int, bool, int, int, bool>;
+// + transposed, epilogue, bias, request, alignments
+using LtEpilogueKey = std::tuple<int, DType, bool, int, int, int, bool, int, bool, int, int, bool,
+                                 std::tuple<uint32_t, uint32_t, uint32_t, uint32_t>>;
 
 // Never destroyed, as lt_plans().
 std::map<LtEpilogueKey, std::unique_ptr<LtPlan>>& lt_epilogue_plans() {
@@ -553,12 +584,16 @@ std::map<LtEpilogueKey, std::unique_ptr<LtPlan>>& lt_epilogue_plans() {
 // vector runs along D's rows: one value per output column, linear's bias.
 // With an active request (matmul under --algo / --algos: the DEFAULT epilogue, no bias) the plan keeps the
 // heuristic's candidates (Note [Which cuBLASLt algorithm]).
+// `out` is where D will be written: its alignment is part of the plan (Note [cuBLASLt operand alignment]).
 LtPlan& lt_epilogue_plan(const CublasHandles& h, const Tensor& a, const Tensor& b, bool b_transposed,
-                         const Tensor& bias, cublasLtEpilogue_t epilogue, const GemmTypes& t,
+                         const Tensor& bias, cublasLtEpilogue_t epilogue, const GemmTypes& t, const void* out,
                          const GemmAlgoRequest& request = {}) {
   const EpilogueGemm d = epilogue_dims(a, b, b_transposed);
+  // cuBLASLt's A is strata's b, its B strata's a (below).
+  const LtAlignments align{lt_alignment(b.data_ptr()), lt_alignment(a.data_ptr()), lt_alignment(out),
+                           lt_alignment(bias.data_ptr())};
   const LtEpilogueKey key{a.device().index, a.dtype(), g_tf32.load(), d.m, d.k, d.n, b_transposed, int(epilogue),
-                          bias.defined(), request.list, request.force, request.time};
+                          bias.defined(), request.list, request.force, request.time, align.key()};
   std::lock_guard lock(g_lt_mutex);
   if (auto it = lt_epilogue_plans().find(key); it != lt_epilogue_plans().end()) {
     note_listed(*it->second);
@@ -571,7 +606,7 @@ LtPlan& lt_epilogue_plan(const CublasHandles& h, const Tensor& a, const Tensor& 
   STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof transa));
   STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof transb));
   STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
-  if (bias.defined()) {  // the heuristic reads the pointer's alignment (the caching allocator's: 512 bytes)
+  if (bias.defined()) {  // set again by every call: the plan is shared by every call of this shape
     const void* bias_ptr = bias.data_ptr();
     STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr));
   }
@@ -584,12 +619,12 @@ LtPlan& lt_epilogue_plan(const CublasHandles& h, const Tensor& a, const Tensor& 
   const std::string call = request.active() ? gemm_call("matmul", d.m, d.k, d.n, a.dtype())
                                              : "gemm epilogue " + std::to_string(d.m) + "x" + std::to_string(d.k) + "x" +
                                                    std::to_string(d.n) + " " + std::string(dtype_name(a.dtype()));
-  pick_algorithm(h, *plan, request, call);
+  pick_algorithm(h, *plan, request, call, align);
   tracing::annotate(AnnotationKind::kPlan,
                     call + ": cuBLASLt's heuristic " +
                         (plan->usable ? "gave a kernel (workspace " + format_bytes(double(plan->workspace_bytes)) + ")" +
                                             (plan->candidates ? "; ran " + plan->call_name : "")
-                                      : "has no kernel for this epilogue"));
+                                      : "has no kernel for this epilogue" + bias_alignment_reason(align)));
   LtPlan& kept = *lt_epilogue_plans().emplace(key, std::move(plan)).first->second;
   note_listed(kept);
   return kept;
@@ -612,7 +647,8 @@ Tensor run_lt_matmul(const Tensor& self, const Tensor& other, const op_shapes::M
   if (out.numel() == 0 || g.k == 0)
     throw UsageError("--algo/--algos: matmul " + g.out.str() + " over k = " + std::to_string(g.k) + " runs no GEMM");
   const GemmTypes t = gemm_types(self.dtype());
-  LtPlan& plan = lt_epilogue_plan(h, self, other, false, Tensor(), CUBLASLT_EPILOGUE_DEFAULT, t, request);
+  LtPlan& plan =
+      lt_epilogue_plan(h, self, other, false, Tensor(), CUBLASLT_EPILOGUE_DEFAULT, t, out.data_ptr(), request);
   if (!plan.usable) {
     throw UnavailableError("--algo/--algos: cuBLASLt's heuristic has no kernel for " +
                            gemm_call("matmul", int(g.m), int(g.k), int(g.n), self.dtype()));
@@ -627,8 +663,9 @@ bool lt_epilogue_available(const Tensor& a, const Tensor& b, bool b_transposed, 
   const cudaStream_t stream = device_stream(a);
   const CublasHandles& h = handles_for(a, stream);
   if (a.numel() == 0 || b.numel() == 0) return false;  // Note [Empty reductions]: the caller's GEMM handles them
+  // The output will be a fresh block of the caching allocator: 512-byte aligned, which lt_alignment makes 256.
   return lt_epilogue_plan(h, a, b, b_transposed, bias, static_cast<cublasLtEpilogue_t>(epilogue),
-                          gemm_types(a.dtype())).usable;
+                          gemm_types(a.dtype()), nullptr).usable;
 }
 
 void lt_matmul_epilogue(const Tensor& a, const Tensor& b, bool b_transposed, const Tensor& bias, int epilogue,
@@ -636,8 +673,16 @@ void lt_matmul_epilogue(const Tensor& a, const Tensor& b, bool b_transposed, con
   const cudaStream_t stream = device_stream(a);
   const CublasHandles& h = handles_for(a, stream);
   const GemmTypes t = gemm_types(a.dtype());
-  LtPlan& plan = lt_epilogue_plan(h, a, b, b_transposed, bias, static_cast<cublasLtEpilogue_t>(epilogue), t);
-  if (!plan.usable) throw Error("cublasLt epilogue GEMM: no algorithm for this shape (lt_epilogue_available said so)");
+  LtPlan& plan =
+      lt_epilogue_plan(h, a, b, b_transposed, bias, static_cast<cublasLtEpilogue_t>(epilogue), t, out.data_ptr());
+  // lt_epilogue_available said yes for operands at the allocator's alignment; these lie elsewhere (views at
+  // an offset), and cuBLASLt has nothing for them, or the bias is too loosely aligned for its epilogue.
+  if (!plan.usable) {
+    throw UnavailableError("cublasLt epilogue GEMM: no algorithm for operands at alignments A " +
+                           std::to_string(lt_alignment(b.data_ptr())) + ", B " + std::to_string(lt_alignment(a.data_ptr())) +
+                           ", D " + std::to_string(lt_alignment(out.data_ptr())) + ", bias " +
+                           std::to_string(lt_alignment(bias.data_ptr())) + " bytes (Note [cuBLASLt operand alignment])");
+  }
   if (bias.defined()) {  // the plan is shared by every call of this shape: its bias pointer is this call's
     const void* bias_ptr = bias.data_ptr();
     STRATA_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof bias_ptr));

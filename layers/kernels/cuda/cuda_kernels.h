@@ -83,6 +83,9 @@ Tensor conv2d_weight_backward(const Tensor& grad_output, const Tensor& input, co
 // [M, K]; b is [K, N], or [N, K] with b_transposed (linear's weight); bias is [N] or undefined; `epilogue`
 // is a cublasLtEpilogue_t. lt_epilogue_available builds the shape's plan (the heuristic's pick, cached: the
 // cold cost) and says whether cuBLASLt has a kernel; lt_matmul_epilogue runs it (throws when it has none).
+// Plans are per operand alignment (Note [cuBLASLt operand alignment] in gemm_candidates.h): available
+// answers for operands and an output at the caching allocator's alignment; operands that lie elsewhere
+// (views at an offset) get a plan of their own, or an UnavailableError naming their alignments.
 bool lt_epilogue_available(const Tensor& a, const Tensor& b, bool b_transposed, const Tensor& bias, int epilogue);
 void lt_matmul_epilogue(const Tensor& a, const Tensor& b, bool b_transposed, const Tensor& bias, int epilogue,
                         Tensor& out);

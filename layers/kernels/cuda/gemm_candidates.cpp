@@ -76,6 +76,12 @@ std::string fastest_line(const GemmCandidateList& list) {
 
 }  // namespace
 
+uint32_t lt_alignment(uintptr_t address) {
+  uint32_t alignment = 256;
+  while (alignment > 1 && address % alignment != 0) alignment /= 2;
+  return alignment;
+}
+
 std::string tile_name(int tile_id) { return enum_name(kTiles, tile_id, "undefined", "tile"); }
 std::string stages_name(int stages_id) { return enum_name(kStages, stages_id, "undefined", "stages"); }
 

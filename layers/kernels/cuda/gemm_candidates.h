@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,26 @@ struct GemmCandidateList {
   std::vector<GemmCandidate> candidates;   // what the heuristic returned, in its order
   std::string timing_note;                 // why --time measured nothing ("" when it did or was not asked)
 };
+
+// Note [cuBLASLt operand alignment]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// cuBLASLt's heuristic assumes every matrix pointer is 256-byte aligned unless told otherwise
+// (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_{A,B,C,D}_BYTES, default 256), and may pick a kernel that loads 16
+// bytes at a time on that promise. A tensor that is a view at an offset (x[1:] from Python: a contiguous
+// slice whose first element lies 4 * in_features bytes into its block) breaks it: cublasLtMatmul then
+// refuses the algorithm or the kernel faults with a misaligned address, which ends the CUDA context. So
+// each plan is built for the alignment of the pointers it will run on (lt_alignment of each, told to the
+// heuristic) and cached under it, and a pointer of another alignment gets a plan of its own. The
+// epilogue's bias vector has no such preference, and its kernels may read it 16 bytes at a time: a bias
+// below kLtMinBiasAlignment takes the path without a cuBLASLt epilogue.
+
+// The largest power of two that divides `address`, at most 256 (the heuristic's default promise): what
+// CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES is set to for an operand there. 256 for a null pointer.
+uint32_t lt_alignment(uintptr_t address);
+inline uint32_t lt_alignment(const void* pointer) { return lt_alignment(reinterpret_cast<uintptr_t>(pointer)); }
+
+// The bias alignment below which a plan with a bias epilogue is not built (Note [cuBLASLt operand alignment]).
+inline constexpr uint32_t kLtMinBiasAlignment = 16;
 
 // "128x256"; "undefined" for 0; "tile <id>" for an id this toolkit's header does not name.
 std::string tile_name(int tile_id);

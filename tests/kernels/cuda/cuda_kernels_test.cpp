@@ -1,6 +1,7 @@
 // Every CUDA kernel path (layers/kernels/cuda) against the float64 reference (layers/kernels/reference),
 // on fresh random inputs (frontend::random_tensor, uniform in [-1, 1), never zeros), with the per-dtype
 // tolerance of reference::tolerance. GPU only (ctest label gpu): gpu_test_main.cpp skips without a device.
+#include <cublasLt.h>
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -345,6 +346,42 @@ TEST_CASE("accumulating kernels write their whole output when the reduced dimens
 
 // Views (docs/views.md) on the GPU. The float64 reference reads host copies; the references here are of
 // the contiguous bases the views were made of, with the transposes the views stand for as GEMM flags.
+TEST_CASE("cuBLASLt on views at an offset: plans per operand alignment, a result or a refusal, never a fault") {
+  // Note [cuBLASLt operand alignment] (gemm_candidates.h): each call first at the allocator's alignment, so
+  // that a plan cached for 256-byte-aligned pointers is there to be reused; then the input one row into its
+  // block (5 elements: 20 bytes in f32, 10 in f16/bf16), then the bias one element in too, below what the
+  // bias epilogue is given.
+  init();
+  for (DType dtype : {DType::kF32, DType::kF16, DType::kBF16}) {
+    CAPTURE(dtype_name(dtype));
+    const Tensor x0 = random({33, 5}, dtype), w = random({7, 5}, dtype), b0 = random({8}, dtype);
+    const Tensor x_aligned = views::narrow(x0, 0, 0, 32), b_aligned = views::narrow(b0, 0, 0, 7);
+    const Tensor x_offset = views::narrow(x0, 0, 1, 32), b_offset = views::narrow(b0, 0, 1, 7);
+    REQUIRE(x_offset.is_contiguous());
+    REQUIRE(cuda::lt_alignment(x_offset.data_ptr()) < cuda::kLtMinBiasAlignment);
+    REQUIRE(cuda::lt_alignment(b_offset.data_ptr()) < cuda::kLtMinBiasAlignment);
+    // linear: cuBLASLt's bias epilogue where it has a kernel for these pointers, cublasGemmEx + the bias
+    // kernel where not; right either way.
+    check_against_reference(cuda::linear(x_aligned, w, b_aligned), reference::linear(x_aligned, w, b_aligned), dtype);
+    check_against_reference(cuda::linear(x_offset, w, b_aligned), reference::linear(x_offset, w, b_aligned), dtype);
+    check_against_reference(cuda::linear(x_offset, w, b_offset), reference::linear(x_offset, w, b_offset), dtype);
+    // The compiled path's epilogue GEMM (linear's layout, the BIAS epilogue): planned for fresh blocks, then
+    // run on views: a right result, or an UnavailableError that says why; a loose bias is always refused.
+    constexpr int kBias = CUBLASLT_EPILOGUE_BIAS;
+    if (!cuda::lt_epilogue_available(x_aligned, w, true, b_aligned, kBias)) continue;
+    Tensor out = Tensor::empty({32, 7}, dtype, kGpu);
+    cuda::lt_matmul_epilogue(x_aligned, w, true, b_aligned, kBias, out);
+    check_against_reference(out, reference::linear(x_aligned, w, b_aligned), dtype);
+    try {
+      cuda::lt_matmul_epilogue(x_offset, w, true, b_aligned, kBias, out);
+      check_against_reference(out, reference::linear(x_offset, w, b_aligned), dtype);
+    } catch (const UnavailableError& e) {
+      CHECK(std::string(e.what()).find("alignment") != std::string::npos);
+    }
+    CHECK_THROWS_AS(cuda::lt_matmul_epilogue(x_offset, w, true, b_offset, kBias, out), UnavailableError);
+  }
+}
+
 TEST_CASE("views: cublasGemmEx reads transposed and column-narrowed views with op flags, against float64") {
   init();
   for (DType dtype : kDTypes) {

@@ -131,3 +131,23 @@ TEST_CASE("the candidates as figures: counts, each candidate's configuration, ti
   CHECK(figures.find("gemm_algos.1.0.time_ns") == nullptr);  // not measured: no figure, never a 0
   CHECK(figures.find("gemm_algos.1.0.algo_id") != nullptr);
 }
+
+TEST_CASE("the alignment cuBLASLt's heuristic is told: the largest power of two dividing the address, up to 256") {
+  // Note [cuBLASLt operand alignment]: the caching allocator's blocks (512-byte granules) and a null pointer
+  // (no bias) keep cuBLASLt's default promise; views at an offset get what their address allows.
+  CHECK(lt_alignment(uintptr_t{0}) == 256);
+  CHECK(lt_alignment(uintptr_t{0x7f0000000200}) == 256);
+  CHECK(lt_alignment(uintptr_t{0x7f0000000100}) == 256);
+  CHECK(lt_alignment(uintptr_t{0x7f0000000080}) == 128);
+  // x[1:] of an f32 [33, 5] block: 20 bytes in, only 4-byte aligned; of an f32 [.., 768]: 3072 bytes in.
+  CHECK(lt_alignment(uintptr_t{0x7f0000000200 + 20}) == 4);
+  CHECK(lt_alignment(uintptr_t{0x7f0000000200 + 3072}) == 256);
+  CHECK(lt_alignment(uintptr_t{0x7f0000000200 + 48}) == 16);
+  CHECK(lt_alignment(uintptr_t{0x7f0000000202}) == 2);  // a bf16 element one in
+  CHECK(lt_alignment(uintptr_t{0x7f0000000201}) == 1);
+  int storage[4] = {};
+  CHECK(lt_alignment(&storage[1]) == lt_alignment(reinterpret_cast<uintptr_t>(&storage[1])));
+  // A bias one f32 element into its block is below what the bias epilogue is given.
+  CHECK(lt_alignment(uintptr_t{0x7f0000000204}) < kLtMinBiasAlignment);
+  CHECK(lt_alignment(uintptr_t{0x7f0000000210}) >= kLtMinBiasAlignment);
+}
