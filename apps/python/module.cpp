@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -115,35 +116,40 @@ std::mt19937_64& generator() {
   return engine;
 }
 
-enum class Fill { kZeros, kUniform, kNormal };
+enum class Fill { kZeros, kUniform, kNormal, kValue };
 
+// The values strata.zeros/rand/randn/full fill: float draws, or full's number (a double).
+std::function<double()> filler(Fill fill, std::mt19937_64& rng, double value) {
+  switch (fill) {
+    case Fill::kUniform:
+      return [&rng, uniform = std::uniform_real_distribution<float>(0.0f, 1.0f)]() mutable { return uniform(rng); };
+    case Fill::kNormal:
+      return [&rng, normal = std::normal_distribution<float>(0.0f, 1.0f)]() mutable { return normal(rng); };
+    case Fill::kValue: return [value] { return value; };
+    case Fill::kZeros: break;
+  }
+  return [] { return 0.0; };
+}
+
+// value is full's number: stored in f64 as it is, in the other dtypes rounded to f32 first, as torch.full's
+// c10::Half(double) / BFloat16(double) conversions do (the draws are floats already: exact either way).
 Tensor create(const std::vector<int64_t>& sizes, Fill fill, const std::string& dtype_text,
-              const std::string& device_text, std::optional<uint64_t> seed) {
+              const std::string& device_text, std::optional<uint64_t> seed, double value = 0.0) {
   const Shape shape = checked_shape(sizes);
   const DType dtype = resolve_dtype(dtype_text);
   const Device device = resolve_device(device_text);
   check_size(shape, dtype, device);
   Tensor host = Tensor::empty(shape, dtype, kCPU);
   std::mt19937_64 own(seed.value_or(0));
-  std::mt19937_64& rng = seed ? own : generator();
-  std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  auto next = [&]() -> float {
-    switch (fill) {
-      case Fill::kZeros: return 0.0f;
-      case Fill::kUniform: return uniform(rng);
-      case Fill::kNormal: return normal(rng);
-    }
-    return 0.0f;
-  };
+  const std::function<double()> next = filler(fill, seed ? own : generator(), value);
   const int64_t n = host.numel();
   for (int64_t i = 0; i < n; ++i) {
-    const float v = next();
+    const double v = next();
     switch (dtype) {
-      case DType::kF32: host.data<float>()[i] = v; break;
+      case DType::kF32: host.data<float>()[i] = static_cast<float>(v); break;
       case DType::kF64: host.data<double>()[i] = v; break;
-      case DType::kF16: host.data<uint16_t>()[i] = reference::float_to_half(v); break;
-      case DType::kBF16: host.data<uint16_t>()[i] = reference::float_to_bf16(v); break;
+      case DType::kF16: host.data<uint16_t>()[i] = reference::float_to_half(static_cast<float>(v)); break;
+      case DType::kBF16: host.data<uint16_t>()[i] = reference::float_to_bf16(static_cast<float>(v)); break;
     }
   }
   return host.to(device);
@@ -352,6 +358,9 @@ PYBIND11_MODULE(_strata, m) {
   m.def("zeros", [](const std::vector<int64_t>& s, const std::string& d, const std::string& dev) {
     return create(s, Fill::kZeros, d, dev, std::nullopt);
   }, sizes, dtype, device);
+  m.def("full", [](const std::vector<int64_t>& s, double value, const std::string& d, const std::string& dev) {
+    return create(s, Fill::kValue, d, dev, std::nullopt, value);
+  }, sizes, py::arg("value"), dtype, device);
   m.def("rand", [](const std::vector<int64_t>& s, const std::string& d, const std::string& dev, std::optional<uint64_t> sd) {
     return create(s, Fill::kUniform, d, dev, sd);
   }, sizes, dtype, device, seed);

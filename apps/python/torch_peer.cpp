@@ -42,12 +42,15 @@ def call_by_name(dotted):
     return lambda *args, **kwargs: torch_function(dotted)(*args, **kwargs)
 
 
-# The ops whose arguments torch takes differently: strata passes alpha positionally (its schema), torch.add
-# and torch.sub take it by keyword only.
+# The ops whose arguments torch takes differently: strata passes alpha positionally (its schema), torch.add,
+# torch.sub and the Tensor methods add_ and sub_ take it by keyword only.
 ADAPTERS = {
     "add.Scalar": lambda self, other, alpha=1: torch.add(self, other, alpha=alpha),
     "sub": lambda self, other, alpha=1: torch.sub(self, other, alpha=alpha),
     "sub.Scalar": lambda self, other, alpha=1: torch.sub(self, other, alpha=alpha),
+    "add_.Scalar": lambda self, other, alpha=1: self.add_(other, alpha=alpha),
+    "sub_": lambda self, other, alpha=1: self.sub_(other, alpha=alpha),
+    "sub_.Scalar": lambda self, other, alpha=1: self.sub_(other, alpha=alpha),
 }
 # The in-place ops (Note [In-place operators]) are torch's Tensor methods (torch.Tensor.relu_ called with
 # self), writing the peer's own copy of the inputs, as strata's calls write strata's.

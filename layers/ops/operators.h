@@ -167,7 +167,7 @@ using CoreOps = OpList<Matmul, Linear, Conv2d, Relu, Add, Gelu, ToCopy, Mul, Mul
                       Reshape, Expand, Narrow, Select, Slice, Unsqueeze, Squeeze, Contiguous, SliceBackward, SumTo,
                       ReluInPlace, AddInPlace, MulInPlace, MulScalarInPlace, SumDim, MeanDim, Mean, Div, DivScalar,
                       AsStridedScatter>;
-using AllOps = JoinedLists<CoreOps, PointwiseFunctorOps>::type;
+using AllOps = JoinedLists<CoreOps, PointwiseFunctorOps, InPlaceArithmeticOps>::type;
 
 template <typename Op>
 constexpr size_t op_index() {

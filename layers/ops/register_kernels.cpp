@@ -42,12 +42,14 @@ void refuse_unrecordable(const Tensor& self) {
   }
 }
 // Saves what the node's formula reads, as PyTorch's VariableType does for the in-place op: an operand
-// only when another argument needs a gradient (Mul: d self reads other, d other reads self), and self,
-// which the write is about to change, as a copy of its value now (a to_copy call below Autograd: a row
-// of its own, and no node, since only its values are read).
-inline void save_in_place_input(RecordedNode& node, const BackwardDecl& decl, size_t i, const Tensor& t, size_t count) {
+// only when another argument needs a gradient (Mul: d self reads other, d other reads self), or, for an
+// op whose operand's own gradient reads it (div_: d other = -grad * self / other^2, kOperandReadsItself),
+// when it does; and self, which the write is about to change, as a copy of its value now (a to_copy call
+// below Autograd: a row of its own, and no node, since only its values are read).
+inline void save_in_place_input(RecordedNode& node, const BackwardDecl& decl, size_t i, const Tensor& t, size_t count,
+                                bool operand_reads_itself) {
   if (!((decl.saved_inputs >> i) & 1u)) return;
-  bool another_needs_grad = false;
+  bool another_needs_grad = i != 0 && operand_reads_itself && node.needs_grad(i);
   for (size_t j = 0; j < count; ++j) another_needs_grad = another_needs_grad || (j != i && node.needs_grad(j));
   if (!another_needs_grad) return;
   if (i != 0) {
@@ -67,9 +69,11 @@ void record_in_place_arg(RecordedNode& node, size_t i, const T& v) {
     node.save_scalar(i, static_cast<double>(v));
   }
 }
-template <typename T>
-void save_in_place_arg(RecordedNode& node, const BackwardDecl& decl, size_t i, const T& v, size_t count) {
-  if constexpr (std::is_same_v<T, Tensor>) save_in_place_input(node, decl, i, v, count);
+template <typename Op>
+constexpr bool kOperandReadsItself = requires { requires Op::kOperandReadsItself; };
+template <typename Op, typename T>
+void save_in_place_arg(RecordedNode& node, size_t i, const T& v, size_t count) {
+  if constexpr (std::is_same_v<T, Tensor>) save_in_place_input(node, Op::kBackward, i, v, count, kOperandReadsItself<Op>);
 }
 
 template <typename Op, typename Signature = typename Op::Signature>
@@ -86,8 +90,8 @@ struct InPlaceAutogradKernel<Op, Tensor(const Tensor&, Rest...)> {
       record_in_place_arg(*node, i++, self);
       (record_in_place_arg(*node, i++, rest), ...);
       i = 0;
-      save_in_place_arg(*node, Op::kBackward, i++, self, kCount);
-      (save_in_place_arg(*node, Op::kBackward, i++, rest, kCount), ...);
+      save_in_place_arg<Op>(*node, i++, self, kCount);
+      (save_in_place_arg<Op>(*node, i++, rest, kCount), ...);
     }
     Tensor out = Dispatcher::instance().redispatch<KernelFn<Op>>(op_index<Op>(), ks.remove(DispatchKey::kAutograd),
                                                                  self, rest...);

@@ -52,6 +52,8 @@ KERNEL_PATHS = [
     # stepped self written where it lies, and the reductions over dims: rows (the spec reduces the last dim)
     # with one part per output and with several, and mean over every element across many blocks.
     ("relu_ 1048577", "f32"), ("add_ 1048577", "bf16"), ("mul_ 1048577", "f16"), ("mul_.Scalar 1048577", "f64"),
+    ("add_.Scalar 1048577", "f16"), ("sub_ 1048577", "f64"), ("sub_.Scalar 1048577", "bf16"),
+    ("div_ 1048577", "f32"), ("div_.Scalar 1048577", "bf16"),
     ("add_ 1024x1024 --view self=slice2", "f32"),
     ("sum.dim_IntList 257x4099", "f32"), ("sum.dim_IntList 8x70001", "bf16"), ("mean.dim 4099x257", "f16"),
     ("mean 1048577", "f64"),

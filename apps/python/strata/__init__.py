@@ -8,16 +8,17 @@
 
 The operators (strata.OPERATORS) are generated from the C++ declarations; see docs/python.md.
 """
-import numbers
-import threading
+import numbers as _numbers
+import threading as _threading
 
 from . import _strata
 from ._compile import CompilerUnavailableError, compile, explain  # noqa: A004 (strata.compile, as torch.compile)
 from ._errors import Error, GraphBreak, IndexRangeError, UnavailableError, UsageError
 from ._ops import FUNCTIONS, OPERATORS, SCHEMAS
 from ._profile import profile
-from ._tensor import (Tensor, bfloat16, dtype, float16, float32, float64, from_numpy, manual_seed, rand, randn,
-                      zeros)
+from ._tensor import _number_in
+from ._tensor import (Tensor, bfloat16, dtype, empty, float16, float32, float64, from_numpy, full, full_like,
+                      manual_seed, ones, rand, randn, randn_like, tensor, zeros, zeros_like)
 
 globals().update(FUNCTIONS)  # strata.mul picks mul or mul.Scalar (Note [Overloads])
 
@@ -33,7 +34,7 @@ globals().update(FUNCTIONS)  # strata.mul picks mul or mul.Scalar (Note [Overloa
 # (restoring each context's own saved state instead leaves autocast on after the last exit). A context
 # exited on a thread that did not enter it, or never entered, raises strata.UsageError and changes
 # nothing: the thread that entered it keeps its state until it exits there.
-_autocast_local = threading.local()
+_autocast_local = _threading.local()
 
 
 def _open_contexts():
@@ -58,7 +59,7 @@ class autocast:  # noqa: N801 (named like torch.autocast)
     def __init__(self, dtype="bf16"):
         from ._tensor import _dtype_arg
         self._dtype = _dtype_arg(dtype, "autocast")
-        self._entries = threading.local()  # this object's open entries on each thread
+        self._entries = _threading.local()  # this object's open entries on each thread
         self._open = 0                     # on every thread
 
     def _mine(self):
@@ -99,12 +100,38 @@ class autocast:  # noqa: N801 (named like torch.autocast)
 # Python's operators, where the stack has the operator they mean.
 if "matmul" in OPERATORS:
     Tensor.__matmul__ = lambda self, other: OPERATORS["matmul"](self, other)
+# Note [A number added to a half tensor]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# torch's add and sub (and rsub, and their in-place forms) round a Python number to a float16 / bfloat16
+# tensor's dtype before computing in float (x_f16 + 0.1 adds half(0.1)); its mul and div keep the number
+# in float precision. strata's add.Scalar / sub.Scalar operators take the number as a float, as its mul.Scalar
+# and div.Scalar do, so Python's + and - (and += and -=) hand them the number already rounded to the
+# tensor's dtype: the values are then torch's bit for bit (tests/python/torch_api_test.py). The
+# functions and methods (strata.add(x, 0.1), x.add_(0.1)) call the operator with the number as given.
+def _added_number(self, other):
+    """other for add.Scalar / sub.Scalar as torch's + and - use it: a tensor or a number rounded to a half
+    tensor's dtype (Note [A number added to a half tensor])."""
+    if isinstance(other, Tensor) or isinstance(other, bool) or not isinstance(other, _numbers.Real):
+        return other
+    return _number_in(float(other), self.dtype) if self.dtype in (float16, bfloat16) else other
+
+
 if "add" in FUNCTIONS:
-    Tensor.__add__ = Tensor.__radd__ = lambda self, other: FUNCTIONS["add"](self, other)  # a number: add.Scalar
+    Tensor.__add__ = Tensor.__radd__ = lambda self, other: FUNCTIONS["add"](self, _added_number(self, other))
 if "mul" in FUNCTIONS:
     Tensor.__mul__ = Tensor.__rmul__ = lambda self, other: FUNCTIONS["mul"](self, other)
 if "sub" in FUNCTIONS:
-    Tensor.__sub__ = lambda self, other: FUNCTIONS["sub"](self, other)
+    Tensor.__sub__ = lambda self, other: FUNCTIONS["sub"](self, _added_number(self, other))
+if "mul" in FUNCTIONS and "add" in FUNCTIONS:
+    def _rsub(self, other):
+        """2.0 - x as (x * -1.0) + 2.0 (mul.Scalar, then add.Scalar): negation is exact and -x + c is c - x
+        in IEEE arithmetic (+0 where x == c, as torch's rsub), so the value is torch's bit for bit, signed
+        zeros and NaN included (the number rounded to a half tensor's dtype first, as torch's rsub does:
+        Note [A number added to a half tensor]); strata has no rsub operator of its own."""
+        if isinstance(other, bool) or not isinstance(other, _numbers.Real):
+            return NotImplemented
+        return FUNCTIONS["add"](FUNCTIONS["mul"](self, -1.0), _added_number(self, other))
+    Tensor.__rsub__ = _rsub
 if "div" in FUNCTIONS:
     # x / y (div), x / 2.0 (div.Scalar): true division, IEEE as torch's (x / 0 is inf, 0 / 0 NaN).
     Tensor.__truediv__ = lambda self, other: FUNCTIONS["div"](self, other)
@@ -112,7 +139,7 @@ if "div" in FUNCTIONS and "pow" in FUNCTIONS:
     def _rtruediv(self, other):
         """2.0 / x as torch computes it (torch.Tensor.__rtruediv__ is reciprocal(self) * other): pow(x, -1),
         which is one division 1 / x as torch's reciprocal, then mul.Scalar by the number."""
-        if isinstance(other, bool) or not isinstance(other, numbers.Real):
+        if isinstance(other, bool) or not isinstance(other, _numbers.Real):
             return NotImplemented
         return FUNCTIONS["mul"](FUNCTIONS["pow"](self, -1.0), other)
     Tensor.__rtruediv__ = _rtruediv
@@ -177,9 +204,60 @@ def _in_place(name):
     return method
 
 
-for _name in ("relu_", "add_", "mul_"):
+for _name in ("relu_", "add_", "sub_", "mul_", "div_"):
     if _name in FUNCTIONS:
         setattr(Tensor, _name, _in_place(_name))
+
+
+# x += y, x -= 2.0, x *= y, x /= y: the in-place operator, as torch's Tensor.__iadd__ calls add_ (a number
+# picks the .Scalar overload): x itself is written, so its views and other handles see the new values,
+# and autograd records the op as torch does. x keeps its dtype (a wider other is cast to it, as torch
+# allows for every floating dtype); an other that would grow x's shape is refused. Anything else than a
+# Tensor or a real number gives Python's TypeError.
+def _python_in_place(dunder, name):
+    fn = FUNCTIONS[name]
+    number_rounded = name in ("add_", "sub_")  # Note [A number added to a half tensor]
+
+    def method(self, other):
+        if not isinstance(other, Tensor) and (isinstance(other, bool) or not isinstance(other, _numbers.Real)):
+            return NotImplemented
+        fn(self, _added_number(self, other) if number_rounded else other)
+        return self
+    method.__name__ = dunder
+    return method
+
+
+for _dunder, _name in (("__iadd__", "add_"), ("__isub__", "sub_"), ("__imul__", "mul_"), ("__itruediv__", "div_")):
+    if _name in FUNCTIONS:
+        setattr(Tensor, _dunder, _python_in_place(_dunder, _name))
+
+
+# strata has no comparison operators (torch's eq, ne, lt, le, gt, ge): `x == y` would otherwise be Python's
+# identity test, a bool where torch gives an elementwise tensor, a silent wrong answer. A comparison with
+# a tensor or a number raises; with anything else (`x == None`) Python's default stands (False, as torch
+# says). Hashing stays by identity, as torch's, so tensors remain dict keys and set members.
+def _no_comparison(symbol):
+    def compare(self, other):
+        if isinstance(other, Tensor) or isinstance(other, _numbers.Number):
+            raise TypeError(f"strata has no comparison operators (torch's eq, ne, lt, le, gt, ge): `tensor {symbol} "
+                            f"{type(other).__name__}` is not supported; compare values with x.numpy() or x.tolist(), "
+                            "or identity with `is`")
+        return NotImplemented
+    return compare
+
+
+for _dunder, _symbol in (("__eq__", "=="), ("__ne__", "!="), ("__lt__", "<"), ("__le__", "<="), ("__gt__", ">"),
+                         ("__ge__", ">=")):
+    setattr(Tensor, _dunder, _no_comparison(_symbol))
+Tensor.__hash__ = object.__hash__
+
+
+def _no_rpow(self, other):
+    raise TypeError(f"strata's pow takes a tensor base and a float exponent (x ** 2.0); a {type(other).__name__} "
+                    "base with a tensor exponent (2 ** x) is not supported")
+
+
+Tensor.__rpow__ = _no_rpow
 
 
 def _requires_grad_(self, requires_grad=True):
@@ -205,6 +283,7 @@ import builtins as _builtins  # noqa: E402
 
 __all__ = ["Tensor", "autocast", "Error", "UsageError", "IndexRangeError", "UnavailableError",
            "dtype", "float32", "float64", "float16", "bfloat16",
-           "zeros", "rand", "randn", "from_numpy", "manual_seed", "no_grad", "is_grad_enabled", "OPERATORS", "SCHEMAS", "profile",
+           "zeros", "ones", "full", "empty", "tensor", "zeros_like", "full_like", "randn_like",
+           "rand", "randn", "from_numpy", "manual_seed", "no_grad", "is_grad_enabled", "OPERATORS", "SCHEMAS", "profile",
            "explain", "GraphBreak", "CompilerUnavailableError",
            *(name for name in FUNCTIONS if not hasattr(_builtins, name))]

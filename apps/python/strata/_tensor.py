@@ -111,6 +111,70 @@ def zeros(*size, dtype=float32, device="cpu", requires_grad=False):
     return _finish(t, requires_grad, "zeros")
 
 
+def ones(*size, dtype=float32, device="cpu", requires_grad=False):
+    """A tensor of ones."""
+    return _filled(size, 1.0, dtype, device, requires_grad, "ones")
+
+
+def full(size, fill_value, *, dtype=float32, device="cpu", requires_grad=False):
+    """A tensor of `size` holding fill_value in every element (torch.full; float32 unless dtype says)."""
+    if isinstance(fill_value, bool) or not isinstance(fill_value, numbers.Real):
+        raise TypeError(f"full(): fill_value must be a real number, not {type(fill_value).__name__}")
+    if not isinstance(size, (tuple, list)):
+        raise TypeError(f"full(): argument 'size' must be a tuple of ints, not {type(size).__name__}")
+    return _filled((size,), float(fill_value), dtype, device, requires_grad, "full")
+
+
+def empty(*size, dtype=float32, device="cpu", requires_grad=False):
+    """A tensor whose values are unspecified, as torch.empty's (strata's are zeros: a fresh buffer is filled)."""
+    return _filled(size, 0.0, dtype, device, requires_grad, "empty")
+
+
+def _filled(size, value, dtype, device, requires_grad, fn):
+    break_if_capturing(_MADE.format(fn))
+    t = _strata.full(_sizes_arg(size, fn), value, _dtype_arg(dtype, fn), _device_arg(device, fn))
+    return _finish(t, requires_grad, fn)
+
+
+def _number_in(value, dtype):
+    """value (a float) rounded to dtype as a tensor of that dtype stores it (strata.full's conversion)."""
+    return float(_strata.full([], value, _dtype_arg(dtype, "number"), "cpu")._values_float64())
+
+
+def tensor(data, *, dtype=None, device="cpu", requires_grad=False):
+    """A new tensor holding a copy of data: a number, nested lists or tuples of numbers, or a numpy array
+    (torch.tensor). The values are read as float64 and cast to dtype (float32 by default, and for ints and
+    bools, which strata has no dtype for; float64 for a float64 array, as torch keeps an array's dtype)."""
+    break_if_capturing(_MADE.format("tensor"))
+    if isinstance(data, Tensor):
+        raise TypeError("tensor(): data is already a strata.Tensor; use x.clone() (or x.detach().clone()) to copy it")
+    if isinstance(data, np.ndarray) and dtype is None and data.dtype in _NUMPY_DTYPES:
+        dtype = _DTYPE_OBJECTS[data.dtype.name]
+    try:
+        values = np.array(data, dtype=np.float64)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"tensor(): data must be a number or a (nested) sequence of numbers of one shape, "
+                        f"not {type(data).__name__} ({e})") from None
+    if values.ndim > 4:
+        raise ValueError(f"tensor(): strata tensors have at most 4 dimensions, got {values.ndim}")
+    t = _strata.from_numpy(values).to(float32 if dtype is None else dtype)
+    t = t._to(_device_arg(device, "tensor")) if device != "cpu" else t
+    return _finish(t, requires_grad, "tensor")
+
+
+def _like(fn, make, made):
+    """zeros_like etc.: make(size, dtype=, device=, requires_grad=) with the tensor's shape, and its dtype
+    and device unless given."""
+    def like(input, *args, dtype=None, device=None, requires_grad=False, **kwargs):  # noqa: A002 (torch's name)
+        if not isinstance(input, Tensor):
+            raise TypeError(f"{fn}(): argument 'input' must be a strata.Tensor, not {type(input).__name__}")
+        return make(input.shape, *args, dtype=input.dtype if dtype is None else dtype,
+                    device=input.device if device is None else device, requires_grad=requires_grad, **kwargs)
+    like.__name__ = fn
+    like.__doc__ = f"{made}() with input's shape, and its dtype and device unless given (torch.{fn}); contiguous."
+    return like
+
+
 def rand(*size, dtype=float32, device="cpu", requires_grad=False, seed=None):
     """Uniform in [0, 1). With seed=None the process generator (manual_seed) is used and advanced."""
     break_if_capturing(_MADE.format("rand"))
@@ -243,6 +307,33 @@ def _cpu(self):
     return self._to("cpu")
 
 
+def _cuda(self):
+    """x.to("cuda"): a copy on the GPU (strata.UnavailableError where there is none)."""
+    return self._to("cuda")
+
+
+def _clone(self):
+    """A copy with its own storage (torch's clone): one to_copy call to self's own dtype, through the
+    dispatcher (its rows; differentiable, ToCopyBackward). Contiguous, where torch keeps a dense input's
+    strides."""
+    from ._ops import FUNCTIONS  # _ops imports this module
+    return FUNCTIONS["to_copy"](self, dtype=self.dtype)
+
+
+def _len(self):
+    if self.ndim == 0:
+        raise TypeError("len() of a 0-d tensor")
+    return self.shape[0]
+
+
+def _cast_to(target):
+    def cast(self):
+        return _to(self, target)
+    cast.__name__ = {float32: "float", float64: "double", float16: "half", bfloat16: "bfloat16"}[target]
+    cast.__doc__ = f"x.to(strata.{target}) (torch's x.{cast.__name__}()): self when it has that dtype already."
+    return cast
+
+
 def _repr(self):
     grad = f", grad_fn=<{self.grad_fn}>" if self.grad_fn else (", requires_grad=True" if self.requires_grad else "")
     return f"strata.Tensor(shape={self.shape}, dtype={self.dtype}, device={self.device}{grad})"
@@ -265,5 +356,16 @@ Tensor.backward.__doc__ = Tensor._backward_impl.__doc__
 Tensor.__array__ = _array
 Tensor.to = _to
 Tensor.cpu = _cpu
+Tensor.cuda = _cuda
+Tensor.clone = _clone
+Tensor.__len__ = _len
+for _target in (float32, float64, float16, bfloat16):
+    _cast = _cast_to(_target)
+    setattr(Tensor, _cast.__name__, _cast)
 Tensor.__repr__ = _repr
 Tensor.size = lambda self, dim=None: self.shape if dim is None else self.shape[dim]
+
+
+zeros_like = _like("zeros_like", zeros, "zeros")
+full_like = _like("full_like", full, "full")
+randn_like = _like("randn_like", randn, "randn")

@@ -38,6 +38,40 @@ def _squeeze(self, dim=None):
     return OPERATORS["reshape"](self, tuple(s for s in self.shape if s != 1))
 
 
+def _mT(self):  # noqa: N802 (torch's name)
+    if self.ndim < 2:
+        raise UsageError(f"tensor.mT is only supported on matrices or batches of matrices. Got {self.ndim}-D tensor.")
+    return OPERATORS["transpose"](self, -2, -1)
+
+
+def _dim_index(dim, ndim, fn):
+    """dim in [-ndim, ndim) (a 0-d tensor counts as 1-d, as torch's), as an index from 0."""
+    if isinstance(dim, bool) or not isinstance(dim, numbers.Integral):
+        raise TypeError(f"{fn}(): dims must be ints, not {type(dim).__name__}")
+    rank = max(ndim, 1)
+    if not -rank <= dim < rank:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got {dim})")
+    return dim % rank
+
+
+def _flatten(self, start_dim=0, end_dim=-1):
+    """Dims start_dim..end_dim merged into one, by a reshape call: a view when the strides allow, else a
+    copy, as torch's flatten. The tensor itself when there is nothing to merge (torch's too)."""
+    ndim = self.ndim
+    start, end = _dim_index(start_dim, ndim, "flatten"), _dim_index(end_dim, ndim, "flatten")
+    if start > end:
+        raise UsageError("flatten() has invalid args: start_dim cannot come after end_dim")
+    if ndim == 0:
+        return OPERATORS["reshape"](self, (1,))
+    if start == end:
+        return self
+    shape = self.shape
+    merged = 1
+    for size in shape[start:end + 1]:
+        merged *= size
+    return OPERATORS["reshape"](self, (*shape[:start], merged, *shape[end + 1:]))
+
+
 def _stride(self, dim=None):
     strides = self._strides()
     if dim is None:
@@ -129,6 +163,8 @@ _unsqueeze = OPERATORS["unsqueeze"]
 
 Tensor.t = OPERATORS["t"]
 Tensor.T = property(_T)
+Tensor.mT = property(_mT)
+Tensor.flatten = _flatten
 Tensor.transpose = OPERATORS["transpose"]
 Tensor.permute = lambda self, *dims: OPERATORS["permute"](self, _size_args(dims))
 Tensor.view = lambda self, *size: OPERATORS["view"](self, _size_args(size))

@@ -44,4 +44,46 @@ struct OpSpecFormat<ops::MulScalarInPlace> {
   }
 };
 
+template <>
+struct OpSpecFormat<ops::AddScalarInPlace> {
+  static constexpr const char* kHelp = "  add_.Scalar N | shape    self += other, a number (1 here)          e.g. add_.Scalar 1048576\n";
+  static SpecCall call(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
+    return scalar_spec(d, " += ", 1);
+  }
+};
+
+template <>
+struct OpSpecFormat<ops::SubInPlace> {
+  static constexpr const char* kHelp = "  sub_ N | shape           self -= other, same shapes                e.g. sub_ 1048576\n";
+  static SpecCall call(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
+    return pointwise_spec(d, 2, " -= ");
+  }
+};
+
+template <>
+struct OpSpecFormat<ops::SubScalarInPlace> {
+  static constexpr const char* kHelp = "  sub_.Scalar N | shape    self -= other, a number (1 here)          e.g. sub_.Scalar 1048576\n";
+  static SpecCall call(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
+    return scalar_spec(d, " -= ", 1);
+  }
+};
+
+template <>
+struct OpSpecFormat<ops::DivInPlace> {
+  static constexpr const char* kHelp = "  div_ N | shape           self /= other, same shapes                e.g. div_ 1048576\n";
+  static SpecCall call(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
+    return pointwise_spec(d, 2, " /= ");
+  }
+};
+
+template <>
+struct OpSpecFormat<ops::DivScalarInPlace> {
+  // -1, as mul_.Scalar's: every timed call flips the signs, so thousands of calls neither overflow nor
+  // drift to zero.
+  static constexpr const char* kHelp = "  div_.Scalar N | shape    self /= other, a number (-1 here)         e.g. div_.Scalar 1048576\n";
+  static SpecCall call(std::vector<int64_t>& d, const ConvOptions&, std::string_view) {
+    return scalar_spec(d, " /= ", -1);
+  }
+};
+
 }  // namespace strata::frontend

@@ -89,6 +89,11 @@ Tensor relu_inplace(const Tensor& self);
 Tensor add_inplace(const Tensor& self, const Tensor& other, double alpha);
 Tensor mul_inplace(const Tensor& self, const Tensor& other);
 Tensor mul_scalar_inplace(const Tensor& self, double other);
+Tensor add_scalar_inplace(const Tensor& self, double other, double alpha);
+Tensor sub_inplace(const Tensor& self, const Tensor& other, double alpha);
+Tensor sub_scalar_inplace(const Tensor& self, double other, double alpha);
+Tensor div_inplace(const Tensor& self, const Tensor& other);
+Tensor div_scalar_inplace(const Tensor& self, double other);
 
 std::string blas_config();
 int blas_threads();

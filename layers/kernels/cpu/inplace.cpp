@@ -1,4 +1,4 @@
-// The in-place pointwise ops (relu_, add_, mul_, mul_.Scalar). The common case, a contiguous f32/f64 self
+// The in-place pointwise ops (relu_, add_, mul_, mul_.Scalar, add_.Scalar, sub_, sub_.Scalar, div_, div_.Scalar). The common case, a contiguous f32/f64 self
 // and an operand of self's shape that is self itself or does not share its memory, is one loop that
 // reads and writes self where it lies, as PyTorch's in-place TensorIterator loops do. Any other case (a
 // non-contiguous view, bf16/f16, a broadcast operand, an operand that overlaps self in part) runs the
@@ -137,6 +137,80 @@ Tensor mul_scalar_inplace(const Tensor& self, double other) {
   }
   STRATA_ZONE(zone, Layer::kLibrary, "mul_.Scalar (cpu loop into a temporary, written into self)");
   write_into(self, mul_scalar(contiguous(self), other));
+  return self;
+}
+
+// The in-place forms Python's +=, -= and /= call. Each direct loop is its out-of-place kernel's expression
+// (pointwise.cpp), so the value written is the out-of-place op's, bit for bit.
+Tensor add_scalar_inplace(const Tensor& self, double other, double alpha) {
+  if (!self.device().is_cpu()) throw UsageError("add_.Scalar: CPU kernel got " + self.str());
+  if (direct(self, nullptr)) {
+    STRATA_ZONE(zone, Layer::kLibrary, "add_.Scalar (cpu loop, in place)");
+    direct_map(self, [other, alpha](auto v) {
+      using T = decltype(v);
+      return v + T(alpha) * T(other);
+    });
+    return self;
+  }
+  STRATA_ZONE(zone, Layer::kLibrary, "add_.Scalar (cpu loop into a temporary, written into self)");
+  write_into(self, add_scalar(contiguous(self), other, alpha));
+  return self;
+}
+
+// a - alpha * b as a + (-alpha) * b, as sub's kernel (and PyTorch's, which calls add's).
+Tensor sub_inplace(const Tensor& self, const Tensor& other, double alpha) {
+  if (!self.device().is_cpu()) throw UsageError("sub_: CPU kernel got " + self.str());
+  if (direct(self, &other)) {
+    STRATA_ZONE(zone, Layer::kLibrary, "sub_ (cpu loop, in place)");
+    direct_map2(self, other, [alpha](auto a, auto b) { return a + decltype(a)(-alpha) * b; });
+    return self;
+  }
+  STRATA_ZONE(zone, Layer::kLibrary, "sub_ (cpu loop into a temporary, written into self)");
+  const Tensor result = sub(contiguous(self), other, alpha);
+  check_in_place("sub_", self, result);
+  write_into(self, result);
+  return self;
+}
+
+Tensor sub_scalar_inplace(const Tensor& self, double other, double alpha) {
+  if (!self.device().is_cpu()) throw UsageError("sub_.Scalar: CPU kernel got " + self.str());
+  if (direct(self, nullptr)) {
+    STRATA_ZONE(zone, Layer::kLibrary, "sub_.Scalar (cpu loop, in place)");
+    direct_map(self, [other, alpha](auto v) {
+      using T = decltype(v);
+      return v + T(-alpha) * T(other);
+    });
+    return self;
+  }
+  STRATA_ZONE(zone, Layer::kLibrary, "sub_.Scalar (cpu loop into a temporary, written into self)");
+  write_into(self, sub_scalar(contiguous(self), other, alpha));
+  return self;
+}
+
+Tensor div_inplace(const Tensor& self, const Tensor& other) {
+  if (!self.device().is_cpu()) throw UsageError("div_: CPU kernel got " + self.str());
+  if (direct(self, &other)) {
+    STRATA_ZONE(zone, Layer::kLibrary, "div_ (cpu loop, in place)");
+    direct_map2(self, other, [](auto a, auto b) { return a / b; });
+    return self;
+  }
+  STRATA_ZONE(zone, Layer::kLibrary, "div_ (cpu loop into a temporary, written into self)");
+  const Tensor result = div(contiguous(self), other);
+  check_in_place("div_", self, result);
+  write_into(self, result);
+  return self;
+}
+
+// Divides by the number rounded to self's type, as div.Scalar: not a multiply by its reciprocal.
+Tensor div_scalar_inplace(const Tensor& self, double other) {
+  if (!self.device().is_cpu()) throw UsageError("div_.Scalar: CPU kernel got " + self.str());
+  if (direct(self, nullptr)) {
+    STRATA_ZONE(zone, Layer::kLibrary, "div_.Scalar (cpu loop, in place)");
+    direct_map(self, [other](auto v) { return v / decltype(v)(other); });
+    return self;
+  }
+  STRATA_ZONE(zone, Layer::kLibrary, "div_.Scalar (cpu loop into a temporary, written into self)");
+  write_into(self, div_scalar(contiguous(self), other));
   return self;
 }
 

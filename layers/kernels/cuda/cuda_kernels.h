@@ -52,6 +52,11 @@ Tensor relu_inplace(const Tensor& self);
 Tensor add_inplace(const Tensor& self, const Tensor& other, double alpha);  // self += alpha * other
 Tensor mul_inplace(const Tensor& self, const Tensor& other);
 Tensor mul_scalar_inplace(const Tensor& self, double other);
+Tensor add_scalar_inplace(const Tensor& self, double other, double alpha);  // self += alpha * other
+Tensor sub_inplace(const Tensor& self, const Tensor& other, double alpha);         // self += -alpha * other
+Tensor sub_scalar_inplace(const Tensor& self, double other, double alpha);
+Tensor div_inplace(const Tensor& self, const Tensor& other);
+Tensor div_scalar_inplace(const Tensor& self, double other);
 // The reductions over dims (Note [Reductions over dims] in layers/ops/reductions.h) of a contiguous self,
 // accumulated in double across many blocks (Note [CUDA reductions over dims] in reduce_plan.h).
 Tensor sum_dim(const Tensor& self, const Shape& dim, bool keepdim, std::optional<DType> dtype);

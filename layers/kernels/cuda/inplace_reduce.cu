@@ -1,4 +1,5 @@
-// strata's own CUDA kernels for the in-place ops (relu_, add_, mul_, mul_.Scalar) and the reductions over
+// strata's own CUDA kernels for the in-place ops (relu_, add_, mul_, mul_.Scalar, add_.Scalar, sub_,
+// sub_.Scalar, div_, div_.Scalar) and the reductions over
 // dims (sum.dim_IntList, mean.dim, mean). Both read their layouts from the plans of reduce_plan.h, which
 // the host builds (and tests) without a GPU.
 #include <type_traits>
@@ -21,8 +22,14 @@ __device__ Acc in_place_value(Acc self, Acc other, Acc scalar) {
     return self + scalar * other;
   } else if constexpr (kMath == InPlaceMath::kMul) {
     return self * other;
-  } else {
+  } else if constexpr (kMath == InPlaceMath::kMulScalar) {
     return self * scalar;
+  } else if constexpr (kMath == InPlaceMath::kAddScalar) {
+    return self + scalar;
+  } else if constexpr (kMath == InPlaceMath::kDiv) {
+    return self / other;
+  } else {
+    return self / scalar;
   }
 }
 
@@ -33,7 +40,7 @@ __global__ void in_place_kernel(T* self, const T* other, typename Math<T>::Acc s
                                 int64_t n) {
   using M = Math<T>;
   using Acc = typename M::Acc;
-  constexpr bool kBinary = kMath == InPlaceMath::kAdd || kMath == InPlaceMath::kMul;
+  constexpr bool kBinary = kMath == InPlaceMath::kAdd || kMath == InPlaceMath::kMul || kMath == InPlaceMath::kDiv;
   for (int64_t i = first_index(); i < n; i += grid_stride()) {
     const int64_t at = g.contiguous ? i : offset_of(g.self, i);
     Acc operand = Acc(0);
@@ -172,6 +179,13 @@ void launch_in_place(InPlaceMath math, DType dtype, void* self, const void* othe
     case InPlaceMath::kMul: launch_in_place_math<InPlaceMath::kMul>(dtype, self, other, scalar, geometry, n, stream); break;
     case InPlaceMath::kMulScalar:
       launch_in_place_math<InPlaceMath::kMulScalar>(dtype, self, other, scalar, geometry, n, stream);
+      break;
+    case InPlaceMath::kAddScalar:
+      launch_in_place_math<InPlaceMath::kAddScalar>(dtype, self, other, scalar, geometry, n, stream);
+      break;
+    case InPlaceMath::kDiv: launch_in_place_math<InPlaceMath::kDiv>(dtype, self, other, scalar, geometry, n, stream); break;
+    case InPlaceMath::kDivScalar:
+      launch_in_place_math<InPlaceMath::kDivScalar>(dtype, self, other, scalar, geometry, n, stream);
       break;
   }
   STRATA_CUDA_CHECK(cudaGetLastError());

@@ -12,12 +12,14 @@
 namespace strata::kernels::cuda {
 
 // What an in-place kernel computes at each element of self (the CPU kernels' expressions, in f32 for half
-// types): relu_ (relu's math: NaN and -0.0 kept), add_ (self + scalar * other, scalar = alpha), mul_
-// (self * other) and mul_.Scalar (self * scalar).
-enum class InPlaceMath { kRelu, kAdd, kMul, kMulScalar };
+// types): relu_ (relu's math: NaN and -0.0 kept), add_ (self + scalar * other, scalar = alpha; sub_ with
+// -alpha), mul_ (self * other), mul_.Scalar (self * scalar), add_.Scalar (self + scalar, scalar = alpha *
+// other already rounded in the computation type; sub_.Scalar with -alpha), div_ (self / other) and
+// div_.Scalar (self / scalar).
+enum class InPlaceMath { kRelu, kAdd, kMul, kMulScalar, kAddScalar, kDiv, kDivScalar };
 
 // self[i] = f(self[i], other[i]) over the n elements of the geometry's index space, each tensor read and
-// written through its own strides (other may be null for relu_ and mul_.Scalar). Each element is read
+// written through its own strides (other is null for relu_ and the .Scalar ops). Each element is read
 // and written by one thread: an operand that overlaps self other than element for element must be
 // copied first (the caller's job).
 void launch_in_place(InPlaceMath math, DType dtype, void* self, const void* other, double scalar,

@@ -87,6 +87,13 @@ Tensor reduce(const char* op, const Tensor& self, const Shape& dim, bool keepdim
   return out;
 }
 
+// alpha * other rounded once in the computation type (f64 for f64, f32 otherwise), as the CPU kernel and
+// add.Scalar's kernel compute it, so the kernel adds one number: the same two roundings.
+double scaled_scalar(DType dtype, double other, double alpha) {
+  if (dtype == DType::kF64) return alpha * other;
+  return static_cast<double>(static_cast<float>(alpha) * static_cast<float>(other));
+}
+
 }  // namespace
 
 Tensor relu_inplace(const Tensor& self) {
@@ -107,6 +114,33 @@ Tensor mul_inplace(const Tensor& self, const Tensor& other) {
 Tensor mul_scalar_inplace(const Tensor& self, double other) {
   STRATA_ZONE(zone, Layer::kLibrary, "mul_.Scalar (cuda, in place)");
   return in_place("mul_.Scalar", "in_place_kernel<mul_scalar><<<>>>", InPlaceMath::kMulScalar, self, nullptr, other);
+}
+
+Tensor add_scalar_inplace(const Tensor& self, double other, double alpha) {
+  STRATA_ZONE(zone, Layer::kLibrary, "add_.Scalar (cuda, in place)");
+  return in_place("add_.Scalar", "in_place_kernel<add_scalar><<<>>>", InPlaceMath::kAddScalar, self, nullptr,
+                  scaled_scalar(self.dtype(), other, alpha));
+}
+
+Tensor sub_inplace(const Tensor& self, const Tensor& other, double alpha) {
+  STRATA_ZONE(zone, Layer::kLibrary, "sub_ (cuda, in place)");
+  return in_place("sub_", "in_place_kernel<add><<<>>>", InPlaceMath::kAdd, self, &other, -alpha);
+}
+
+Tensor sub_scalar_inplace(const Tensor& self, double other, double alpha) {
+  STRATA_ZONE(zone, Layer::kLibrary, "sub_.Scalar (cuda, in place)");
+  return in_place("sub_.Scalar", "in_place_kernel<add_scalar><<<>>>", InPlaceMath::kAddScalar, self, nullptr,
+                  scaled_scalar(self.dtype(), other, -alpha));
+}
+
+Tensor div_inplace(const Tensor& self, const Tensor& other) {
+  STRATA_ZONE(zone, Layer::kLibrary, "div_ (cuda, in place)");
+  return in_place("div_", "in_place_kernel<div><<<>>>", InPlaceMath::kDiv, self, &other, 0.0);
+}
+
+Tensor div_scalar_inplace(const Tensor& self, double other) {
+  STRATA_ZONE(zone, Layer::kLibrary, "div_.Scalar (cuda, in place)");
+  return in_place("div_.Scalar", "in_place_kernel<div_scalar><<<>>>", InPlaceMath::kDivScalar, self, nullptr, other);
 }
 
 Tensor sum_dim(const Tensor& self, const Shape& dim, bool keepdim, std::optional<DType> dtype) {

@@ -29,10 +29,12 @@ float half_to_float(uint16_t h) {
 }
 
 uint16_t float_to_half(float f) {
-  // Round to nearest even through the float's bits; inputs strata generates are in [-1, 1].
+  // Round to nearest even through the float's bits. NaN is a quiet NaN with its sign (c10::Half's): the
+  // exponent test below would make it inf, and strata.full(..., nan) stores through here.
   uint32_t x;
   std::memcpy(&x, &f, 4);
   const uint32_t sign = (x >> 16) & 0x8000u;
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u);
   const int32_t exp = static_cast<int32_t>((x >> 23) & 0xff) - 127 + 15;
   uint32_t mant = x & 0x7fffff;
   if (exp <= 0) {
@@ -61,6 +63,8 @@ float bf16_to_float(uint16_t b) {
 uint16_t float_to_bf16(float f) {
   uint32_t x;
   std::memcpy(&x, &f, 4);
+  // NaN stays a quiet NaN with its sign: rounding could carry a large payload into the sign bit.
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
   x += 0x7fff + ((x >> 16) & 1);  // round to nearest even
   return static_cast<uint16_t>(x >> 16);
 }

@@ -50,7 +50,8 @@ Shape dims(std::initializer_list<int64_t> list) {
 
 TEST_CASE("every operator with a new CUDA kernel, through its declaration: binding, dispatch, kernel against float64") {
   runtime::cuda::init_device(0);
-  for (const char* name : {"relu_", "add_", "mul_", "mul_.Scalar", "sum.dim_IntList", "mean.dim", "mean"}) {
+  for (const char* name : {"relu_", "add_", "mul_", "mul_.Scalar", "add_.Scalar", "sub_", "sub_.Scalar", "div_",
+                           "div_.Scalar", "sum.dim_IntList", "mean.dim", "mean"}) {
     CAPTURE(name);
     const frontend::OpSpec spec = frontend::parse_op_spec(name, "65x4099");
     for (DType dtype : kDTypes) {
@@ -64,7 +65,7 @@ TEST_CASE("every operator with a new CUDA kernel, through its declaration: bindi
       const uint32_t before = self.storage()->version();
       const binding::IValue out = call.op->call(call.args);
       REQUIRE(out.is_tensor());
-      if (std::string(name).back() == '_' || std::string(name) == "mul_.Scalar") {
+      if (std::string(name).back() == '_' || std::string(name).ends_with("_.Scalar")) {
         CHECK(out.tensor().storage() == self.storage());
         CHECK(self.storage()->version() == before + 1);
       } else {
