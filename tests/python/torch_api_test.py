@@ -78,10 +78,14 @@ class TorchApiTest(unittest.TestCase):
                         self.assertBitwise(got, np.float64(c) - x.numpy(), f"{c} - x")
 
     def test_number_operators_are_torch_bitwise(self):
-        # Note [A number added to a half tensor]: + and - round the number to a half dtype as torch's do.
+        # Note [A number added to a half tensor]: add and sub round the number to a half dtype as torch's
+        # do, whether reached through an operator, a function or a method.
         ops = {"x + c": lambda x, c: x + c, "c + x": lambda x, c: c + x, "x - c": lambda x, c: x - c,
                "x * c": lambda x, c: x * c, "c * x": lambda x, c: c * x, "x / c": lambda x, c: x / c,
-               "c / x": lambda x, c: c / x}
+               "c / x": lambda x, c: c / x, "add(x, c)": lambda x, c: type(x).add(x, c),
+               "sub(x, c)": lambda x, c: type(x).sub(x, c)}
+        # (Not with alpha other than 1: torch's CPU kernel fuses x + alpha * c into one FMA where strata
+        # rounds the product first, 1 ulp apart at most; docs/python.md.)
         if torch is None:
             self.skipTest("torch is not importable here")
         for dtype in DTYPES:

@@ -16,7 +16,6 @@ from ._compile import CompilerUnavailableError, compile, explain  # noqa: A004 (
 from ._errors import Error, GraphBreak, IndexRangeError, UnavailableError, UsageError
 from ._ops import FUNCTIONS, OPERATORS, SCHEMAS
 from ._profile import profile
-from ._tensor import _number_in
 from ._tensor import (Tensor, bfloat16, dtype, empty, float16, float32, float64, from_numpy, full, full_like,
                       manual_seed, ones, rand, randn, randn_like, tensor, zeros, zeros_like)
 
@@ -100,37 +99,22 @@ class autocast:  # noqa: N801 (named like torch.autocast)
 # Python's operators, where the stack has the operator they mean.
 if "matmul" in OPERATORS:
     Tensor.__matmul__ = lambda self, other: OPERATORS["matmul"](self, other)
-# Note [A number added to a half tensor]
-# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-# torch's add and sub (and rsub, and their in-place forms) round a Python number to a float16 / bfloat16
-# tensor's dtype before computing in float (x_f16 + 0.1 adds half(0.1)); its mul and div keep the number
-# in float precision. strata's add.Scalar / sub.Scalar operators take the number as a float, as its mul.Scalar
-# and div.Scalar do, so Python's + and - (and += and -=) hand them the number already rounded to the
-# tensor's dtype: the values are then torch's bit for bit (tests/python/torch_api_test.py). The
-# functions and methods (strata.add(x, 0.1), x.add_(0.1)) call the operator with the number as given.
-def _added_number(self, other):
-    """other for add.Scalar / sub.Scalar as torch's + and - use it: a tensor or a number rounded to a half
-    tensor's dtype (Note [A number added to a half tensor])."""
-    if isinstance(other, Tensor) or isinstance(other, bool) or not isinstance(other, _numbers.Real):
-        return other
-    return _number_in(float(other), self.dtype) if self.dtype in (float16, bfloat16) else other
-
-
 if "add" in FUNCTIONS:
-    Tensor.__add__ = Tensor.__radd__ = lambda self, other: FUNCTIONS["add"](self, _added_number(self, other))
+    Tensor.__add__ = Tensor.__radd__ = lambda self, other: FUNCTIONS["add"](self, other)  # a number: add.Scalar
 if "mul" in FUNCTIONS:
     Tensor.__mul__ = Tensor.__rmul__ = lambda self, other: FUNCTIONS["mul"](self, other)
 if "sub" in FUNCTIONS:
-    Tensor.__sub__ = lambda self, other: FUNCTIONS["sub"](self, _added_number(self, other))
+    Tensor.__sub__ = lambda self, other: FUNCTIONS["sub"](self, other)
 if "mul" in FUNCTIONS and "add" in FUNCTIONS:
     def _rsub(self, other):
         """2.0 - x as (x * -1.0) + 2.0 (mul.Scalar, then add.Scalar): negation is exact and -x + c is c - x
         in IEEE arithmetic (+0 where x == c, as torch's rsub), so the value is torch's bit for bit, signed
-        zeros and NaN included (the number rounded to a half tensor's dtype first, as torch's rsub does:
-        Note [A number added to a half tensor]); strata has no rsub operator of its own."""
+        zeros and NaN included (add.Scalar rounds the number to a half tensor's dtype first, as torch's
+        rsub does: Note [A number added to a half tensor] in layers/kernels/cpu/cpu_common.h); strata has no
+        rsub operator of its own."""
         if isinstance(other, bool) or not isinstance(other, _numbers.Real):
             return NotImplemented
-        return FUNCTIONS["add"](FUNCTIONS["mul"](self, -1.0), _added_number(self, other))
+        return FUNCTIONS["add"](FUNCTIONS["mul"](self, -1.0), other)
     Tensor.__rsub__ = _rsub
 if "div" in FUNCTIONS:
     # x / y (div), x / 2.0 (div.Scalar): true division, IEEE as torch's (x / 0 is inf, 0 / 0 NaN).
@@ -216,12 +200,11 @@ for _name in ("relu_", "add_", "sub_", "mul_", "div_"):
 # Tensor or a real number gives Python's TypeError.
 def _python_in_place(dunder, name):
     fn = FUNCTIONS[name]
-    number_rounded = name in ("add_", "sub_")  # Note [A number added to a half tensor]
 
     def method(self, other):
         if not isinstance(other, Tensor) and (isinstance(other, bool) or not isinstance(other, _numbers.Real)):
             return NotImplemented
-        fn(self, _added_number(self, other) if number_rounded else other)
+        fn(self, other)
         return self
     method.__name__ = dunder
     return method

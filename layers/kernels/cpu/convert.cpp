@@ -58,6 +58,13 @@ float half_bits_to_float(uint16_t h) {
   return f;
 }
 
+double number_in(DType dtype, double number) {
+  const auto f = static_cast<float>(number);
+  if (dtype == DType::kF16) return half_bits_to_float(float_to_half_bits(f));
+  if (dtype == DType::kBF16) return bf16_bits_to_float(float_to_bf16_bits(f));
+  return number;
+}
+
 uint16_t float_to_half_bits(float f) {
   uint32_t x;
   std::memcpy(&x, &f, sizeof x);

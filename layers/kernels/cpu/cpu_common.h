@@ -32,4 +32,14 @@ uint16_t float_to_bf16_bits(float f);
 float half_bits_to_float(uint16_t bits);
 uint16_t float_to_half_bits(float f);
 
+// Note [A number added to a half tensor]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// PyTorch's add and sub with a number (and rsub, and their in-place forms) wrap the number as a tensor and
+// cast it to the result's dtype before computing, so x_f16 + 0.1 adds half(0.1) (double -> float -> half,
+// as c10::Half converts), in float; its mul and div keep the number in float. strata's add.Scalar /
+// sub.Scalar kernels (and add_.Scalar / sub_.Scalar), on the CPU and on CUDA, round the number the same
+// way, so that strata.add(x, 0.1), x + 0.1 from Python and the CLI agree with torch bit for bit
+// (tests/python/torch_api_test.py). The value of `number` as a tensor of `dtype` stores it.
+double number_in(DType dtype, double number);
+
 }  // namespace strata::kernels::cpu

@@ -142,8 +142,9 @@ Tensor mul_scalar_inplace(const Tensor& self, double other) {
 
 // The in-place forms Python's +=, -= and /= call. Each direct loop is its out-of-place kernel's expression
 // (pointwise.cpp), so the value written is the out-of-place op's, bit for bit.
-Tensor add_scalar_inplace(const Tensor& self, double other, double alpha) {
+Tensor add_scalar_inplace(const Tensor& self, double number, double alpha) {
   if (!self.device().is_cpu()) throw UsageError("add_.Scalar: CPU kernel got " + self.str());
+  const double other = number_in(self.dtype(), number);  // Note [A number added to a half tensor]
   if (direct(self, nullptr)) {
     STRATA_ZONE(zone, Layer::kLibrary, "add_.Scalar (cpu loop, in place)");
     direct_map(self, [other, alpha](auto v) {
@@ -172,8 +173,9 @@ Tensor sub_inplace(const Tensor& self, const Tensor& other, double alpha) {
   return self;
 }
 
-Tensor sub_scalar_inplace(const Tensor& self, double other, double alpha) {
+Tensor sub_scalar_inplace(const Tensor& self, double number, double alpha) {
   if (!self.device().is_cpu()) throw UsageError("sub_.Scalar: CPU kernel got " + self.str());
+  const double other = number_in(self.dtype(), number);  // Note [A number added to a half tensor]
   if (direct(self, nullptr)) {
     STRATA_ZONE(zone, Layer::kLibrary, "sub_.Scalar (cpu loop, in place)");
     direct_map(self, [other, alpha](auto v) {

@@ -283,7 +283,8 @@ Tensor div_scalar(const Tensor& self, double other) {
               self, [other](auto v) { return v / decltype(v)(other); });
 }
 
-Tensor add_scalar(const Tensor& self, double other, double alpha) {
+Tensor add_scalar(const Tensor& self, double number, double alpha) {
+  const double other = number_in(self.dtype(), number);  // Note [A number added to a half tensor]
   return map1("add.Scalar",
               {"add.Scalar (cpu loop)", "add.Scalar (cpu loop, bf16 widened to f32)",
                "add.Scalar (cpu loop, f16 widened to f32)"},
@@ -300,7 +301,8 @@ Tensor sub(const Tensor& self, const Tensor& other, double alpha) {
               self, other, [alpha](auto a, auto b) { return a + decltype(a)(-alpha) * b; });
 }
 
-Tensor sub_scalar(const Tensor& self, double other, double alpha) {
+Tensor sub_scalar(const Tensor& self, double number, double alpha) {
+  const double other = number_in(self.dtype(), number);  // Note [A number added to a half tensor]
   return map1("sub.Scalar",
               {"sub.Scalar (cpu loop)", "sub.Scalar (cpu loop, bf16 widened to f32)",
                "sub.Scalar (cpu loop, f16 widened to f32)"},

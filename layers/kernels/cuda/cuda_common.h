@@ -1,6 +1,9 @@
 // Private to layers/kernels/cuda.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include <climits>
 #include <string>
 
@@ -24,6 +27,17 @@ inline int checked_int(const char* op, int64_t value) {
     throw UsageError(std::string(op) + ": dimension " + std::to_string(value) + " exceeds cuBLAS/cuDNN's int range");
   }
   return static_cast<int>(value);
+}
+
+// A number as a tensor of `dtype` stores it: add.Scalar / sub.Scalar (and their in-place forms) round
+// their number to a half tensor's dtype before computing, as PyTorch does and as the CPU kernels do (Note
+// [A number added to a half tensor] in layers/kernels/cpu/cpu_common.h). The toolkit's host conversions
+// round double -> float -> half to nearest even, as c10::Half does.
+inline double number_in(DType dtype, double number) {
+  const auto f = static_cast<float>(number);
+  if (dtype == DType::kF16) return static_cast<double>(__half2float(__float2half_rn(f)));
+  if (dtype == DType::kBF16) return static_cast<double>(__bfloat162float(__float2bfloat16_rn(f)));
+  return number;
 }
 
 // Makes the tensor's device current and returns strata's stream on it.

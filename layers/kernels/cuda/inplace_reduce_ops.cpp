@@ -89,7 +89,9 @@ Tensor reduce(const char* op, const Tensor& self, const Shape& dim, bool keepdim
 
 // alpha * other rounded once in the computation type (f64 for f64, f32 otherwise), as the CPU kernel and
 // add.Scalar's kernel compute it, so the kernel adds one number: the same two roundings.
-double scaled_scalar(DType dtype, double other, double alpha) {
+// The number is first rounded to a half self's dtype (Note [A number added to a half tensor]).
+double scaled_scalar(DType dtype, double number, double alpha) {
+  const double other = number_in(dtype, number);
   if (dtype == DType::kF64) return alpha * other;
   return static_cast<double>(static_cast<float>(alpha) * static_cast<float>(other));
 }

@@ -106,7 +106,8 @@ Tensor add_scalar_on(const char* op, const char* zone_name, const Tensor& self, 
   const cudaStream_t stream = device_stream(self);
   Tensor out = Tensor::empty(self.sizes(), self.dtype(), self.device());
   STRATA_ZONE(launch, Layer::kLibrary, "add_scalar_kernel<<<>>>");
-  launch_add_scalar(self.dtype(), self.data_ptr(), other, alpha, out.data_ptr(), out.numel(), stream);
+  launch_add_scalar(self.dtype(), self.data_ptr(), number_in(self.dtype(), other), alpha, out.data_ptr(),
+                    out.numel(), stream);  // Note [A number added to a half tensor]
   return out;
 }
 }  // namespace
