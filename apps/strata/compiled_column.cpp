@@ -9,6 +9,7 @@
 #include <set>
 
 #include "apps/strata/compiled_program.h"
+#include "apps/strata/replay_rounds.h"
 #include "lib/host_clock.h"
 #include "lib/zone.h"
 #include "measure/harness.h"
@@ -85,8 +86,8 @@ std::string mib(double bytes) {
 // forwards captured once through the session (each under an op id of its own, which CUPTI's resource
 // callbacks give every node it created), then replayed a round at a time, each replay tagged as the graph
 // column's are. Every replayed kernel then maps back to the compiled forward, and the dispatch zone of the
-// fused kernel, that created it (attribute_compiled_replay). Timed as eager and replay are timed there:
-// one synchronisation a round. The capture and instantiation join the one-time cost.
+// fused kernel, that created it (attribute_compiled_replay). Timed with the graph column's own loop
+// (time_replays): one synchronisation a round. The capture and instantiation join the one-time cost.
 void run_captured_rounds(const Prepared& prepared, int64_t k, size_t rounds, int64_t warmup, Timeline& timeline,
                          uint32_t& next_id, CompiledColumn& col) {
   measure::DeviceSession& session = *prepared.session;
@@ -99,30 +100,13 @@ void run_captured_rounds(const Prepared& prepared, int64_t k, size_t rounds, int
     replay = session.capture([&] { return binding::IValue(g.run(inputs)[0]); }, col.capture_ids, col.capture);
   }
   col.replay_kind = replay->kind();
-  for (int64_t i = 0; i < std::max<int64_t>(warmup, 1); ++i) {
-    replay->replay();
-    session.synchronize();
-  }
-  std::vector<double> walls;
-  for (size_t r = 0; r < rounds; ++r) {
-    measure::stop_if_interrupted();
-    const uint64_t t0 = host_clock::ticks();
-    {
-      tracing::ActiveScope scope(&timeline);
-      timeline.set_op(next_id);
-      {
-        measure::OpCall tag(session, next_id);
-        replay->replay();
-      }
-      timeline.set_op(0);
-    }
-    session.synchronize();
-    walls.push_back(host_clock::elapsed_ns(t0));
-    col.ids.push_back({next_id++});
-  }
+  // At least one untimed replay: the first launch of an executable graph uploads it.
+  ReplayRounds timed = time_replays(*replay, session, timeline, next_id, static_cast<int64_t>(rounds),
+                                    std::max<int64_t>(warmup, 1));
+  col.ids = std::move(timed.ids);
   col.out = replay->last_result();
   col.end = host_clock::now_ns();
-  col.figures = reports::mode_figures("compiled", timeline, col.ids, walls, k);
+  col.figures = reports::mode_figures("compiled", timeline, col.ids, timed.walls, k);
 }
 
 // On the CPU the compiled forwards run as they are, K a round: there is no graph to capture them into
