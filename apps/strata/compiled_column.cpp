@@ -203,6 +203,8 @@ void attribute_compiled_replay(CompiledColumn& col, const DeviceTrace& device, r
       if (by_capture_info.count(kernel.graph_node_id) > 0) --attribution.attributed_by_capture_info;
     }
   }
+  // Without CUPTI's records (GPU timing off) there is nothing to attribute, and zeros would read as a result.
+  if (!device.enabled) return;
   col.groups = reports::attribute_compiled_kernels(device, compiled_kernels, col.program->graph->plan().kernels.size(),
                                                    col.capture_ids.size());
 }
