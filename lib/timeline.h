@@ -118,6 +118,9 @@ struct GraphNodeOrigin {  // recorded at capture time: which op created a graph 
   uint64_t graph_node_id = 0;
   uint32_t op_id = 0;
   GraphNodeSource source = GraphNodeSource::kResourceCallback;
+  // The step tag pushed when the node was created (0: none): which fused kernel of a compiled forward
+  // made it (Note [Compiled kernels attributed to their group] in reports/model/compiled_attribution.h).
+  uint32_t step_tag = 0;
 };
 
 struct DeviceTrace {
@@ -130,6 +133,9 @@ struct DeviceTrace {
   std::vector<MemoryRecord> memory;
   std::vector<OverheadRecord> overhead;
   std::vector<ExternalCorrelation> external;
+  // The same for step tags (CUSTOM1): which fused kernel of a compiled forward a call belonged to; its
+  // external_id is the tag (Note [Compiled kernels attributed to their group]).
+  std::vector<ExternalCorrelation> step_tags;
   std::vector<GraphNodeOrigin> graph_nodes;
 };
 

@@ -68,6 +68,10 @@ class DeviceSession {
   virtual ~DeviceSession() = default;
   virtual void begin_call(uint32_t /*op_id*/) {}  // work issued from now on belongs to op_id
   virtual void end_call() {}                      // the op's work has been issued
+  // Inside a call, the work of one fused kernel of a compiled forward: tagged with `step_tag` beside the
+  // op (reports/model/compiled_attribution.h). Nothing where no device records kernels.
+  virtual void begin_step(uint32_t /*step_tag*/) {}
+  virtual void end_step() {}
   virtual void synchronize() {}                   // wait until all issued device work is done
   virtual void finish(Timeline& /*timeline*/) {}  // move device records into the timeline
   virtual void describe(reports::TraceReport& /*report*/) {}  // device properties, peak, notes

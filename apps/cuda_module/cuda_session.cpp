@@ -82,6 +82,22 @@ class CudaSession final : public measure::DeviceSession {
     }
   }
 
+  // Inside a call: the fused kernel's tag beside the op's (Note [Compiled kernels attributed to their
+  // group] in reports/model/compiled_attribution.h).
+  void begin_step(uint32_t step_tag) override {
+    if (cupti_reason_.empty()) {
+      cupti::push_step(step_tag);
+      step_pushed_ = true;
+    }
+  }
+
+  void end_step() override {
+    if (step_pushed_) {
+      cupti::pop_step();
+      step_pushed_ = false;
+    }
+  }
+
   void synchronize() override {
     if (cold_op_ == 0) ran_untraced_ = true;
     rt::synchronize(device_.index);
@@ -170,6 +186,7 @@ class CudaSession final : public measure::DeviceSession {
   measure::SessionOptions options_;
   std::string cupti_reason_;  // why CUPTI is off; "" when it runs
   bool pushed_ = false;
+  bool step_pushed_ = false;  // begin_step pushed a step tag that end_step must pop
   bool ran_untraced_ = false;
   bool device_enabled_ = false;
   uint32_t cold_op_ = 0;

@@ -11,6 +11,7 @@
 #include "apps/strata/compiled_program.h"
 #include "apps/strata/command_output.h"
 #include "apps/strata/python_module.h"
+#include "apps/strata/replay_rounds.h"
 #include "layers/kernels/reference/reference.h"
 #include "lib/error.h"
 #include "lib/machine.h"
@@ -151,10 +152,8 @@ void time_eager_rounds(const EagerRounds<Work>& eager, int64_t rounds, binding::
 template <typename Work>
 void time_replay_rounds(const EagerRounds<Work>& eager, int64_t rounds, int64_t warmup, CompareRounds& out) {
   measure::DeviceSession& session = eager.session;
-  Timeline& timeline = eager.timeline;
-  uint32_t& next_id = eager.next_id;
   std::vector<uint32_t> capture_ids;
-  for (int64_t i = 0; i < eager.k; ++i) capture_ids.push_back(next_id++);
+  for (int64_t i = 0; i < eager.k; ++i) capture_ids.push_back(eager.next_id++);
   out.replay = session.capture(
       [&] {
         binding::IValue x;
@@ -166,28 +165,11 @@ void time_replay_rounds(const EagerRounds<Work>& eager, int64_t rounds, int64_t 
   out.replay->replay();
   session.synchronize();
   out.first_replay_ns = host_clock::elapsed_ns(first);
-  for (int64_t i = 0; i < warmup; ++i) {
-    out.replay->replay();
-    session.synchronize();
-  }
-  out.replay_begin = host_clock::now_ns();
-  for (int64_t r = 0; r < rounds; ++r) {
-    measure::stop_if_interrupted();
-    const uint64_t t0 = host_clock::ticks();
-    {
-      tracing::ActiveScope scope(&timeline);
-      timeline.set_op(next_id);
-      {
-        measure::OpCall tag(session, next_id);
-        out.replay->replay();
-      }
-      timeline.set_op(0);
-    }
-    session.synchronize();
-    out.replay_wall.push_back(host_clock::elapsed_ns(t0));
-    out.replay_ids.push_back({next_id++});
-  }
-  out.replay_end = host_clock::now_ns();
+  ReplayRounds timed = time_replays(*out.replay, session, eager.timeline, eager.next_id, rounds, warmup);
+  out.replay_ids = std::move(timed.ids);
+  out.replay_wall = std::move(timed.walls);
+  out.replay_begin = timed.begin;
+  out.replay_end = timed.end;
 }
 
 // The rounds for one workload: eager, then replayed, the same number of each.

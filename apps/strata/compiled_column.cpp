@@ -9,6 +9,7 @@
 #include <set>
 
 #include "apps/strata/compiled_program.h"
+#include "apps/strata/replay_rounds.h"
 #include "lib/host_clock.h"
 #include "lib/zone.h"
 #include "measure/harness.h"
@@ -83,46 +84,37 @@ std::string mib(double bytes) {
 // CUDA Graph captures, and nothing in a compiled run synchronises or loads a module: the PTX is loaded and
 // cuBLASLt's plans made at compile time. So the column is what the graph column is for eager: K compiled
 // forwards captured once through the session (each under an op id of its own, which CUPTI's resource
-// callbacks give every node it created), then replayed a round at a time, each replay tagged as the graph
-// column's are. Every replayed kernel then maps back to the compiled forward, and the dispatch zone of the
-// fused kernel, that created it (attribute_compiled_replay). Timed as eager and replay are timed there:
-// one synchronisation a round. The capture and instantiation join the one-time cost.
+// callbacks give every node it created, and each fused kernel of it under a step tag, which they give the
+// node too), then replayed a round at a time with the graph column's own loop (time_replays). Every
+// replayed kernel then maps back to the compiled forward that created it and to the fused kernel of that
+// forward that launched it (attribute_compiled_replay; Note [Compiled kernels attributed to their group]).
+// The capture and instantiation join the one-time cost.
 void run_captured_rounds(const Prepared& prepared, int64_t k, size_t rounds, int64_t warmup, Timeline& timeline,
                          uint32_t& next_id, CompiledColumn& col) {
   measure::DeviceSession& session = *prepared.session;
   const compiler::CompiledGraph& g = *col.program->graph;
   const std::vector<Tensor>& inputs = col.program->inputs;
   for (int64_t i = 0; i < k; ++i) col.capture_ids.push_back(next_id++);
+  StepTagger tagger(session, g.plan().kernels.size());
   std::unique_ptr<measure::Replay> replay;
   {
     tracing::ActiveScope scope(&timeline);
-    replay = session.capture([&] { return binding::IValue(g.run(inputs)[0]); }, col.capture_ids, col.capture);
+    replay = session.capture(
+        [&] {
+          binding::IValue out(g.run(inputs, &tagger)[0]);
+          ++tagger.forward;  // the session calls this once per capture id, in order
+          return out;
+        },
+        col.capture_ids, col.capture);
   }
   col.replay_kind = replay->kind();
-  for (int64_t i = 0; i < std::max<int64_t>(warmup, 1); ++i) {
-    replay->replay();
-    session.synchronize();
-  }
-  std::vector<double> walls;
-  for (size_t r = 0; r < rounds; ++r) {
-    measure::stop_if_interrupted();
-    const uint64_t t0 = host_clock::ticks();
-    {
-      tracing::ActiveScope scope(&timeline);
-      timeline.set_op(next_id);
-      {
-        measure::OpCall tag(session, next_id);
-        replay->replay();
-      }
-      timeline.set_op(0);
-    }
-    session.synchronize();
-    walls.push_back(host_clock::elapsed_ns(t0));
-    col.ids.push_back({next_id++});
-  }
+  // At least one untimed replay: the first launch of an executable graph uploads it.
+  ReplayRounds timed = time_replays(*replay, session, timeline, next_id, static_cast<int64_t>(rounds),
+                                    std::max<int64_t>(warmup, 1));
+  col.ids = std::move(timed.ids);
   col.out = replay->last_result();
   col.end = host_clock::now_ns();
-  col.figures = reports::mode_figures("compiled", timeline, col.ids, walls, k);
+  col.figures = reports::mode_figures("compiled", timeline, col.ids, timed.walls, k);
 }
 
 // On the CPU the compiled forwards run as they are, K a round: there is no graph to capture them into
@@ -193,6 +185,7 @@ void attribute_compiled_replay(CompiledColumn& col, const DeviceTrace& device, r
       by_capture_info.insert(n.graph_node_id);
     }
   }
+  std::vector<size_t> compiled_kernels;
   for (size_t i = 0; i < device.kernels.size() && i < attribution.op_of_kernel.size(); ++i) {
     const KernelRecord& kernel = device.kernels[i];
     if (kernel.graph_node_id == 0) continue;
@@ -201,6 +194,7 @@ void attribute_compiled_replay(CompiledColumn& col, const DeviceTrace& device, r
     // all ended before the compiled column began).
     const bool compiled = op != 0 ? captured.count(op) > 0 : kernel.start_ns >= col.begin;
     if (!compiled) continue;
+    compiled_kernels.push_back(i);
     ++col.replayed_kernels;
     --attribution.replayed_kernels;
     if (op != 0) {
@@ -209,6 +203,10 @@ void attribute_compiled_replay(CompiledColumn& col, const DeviceTrace& device, r
       if (by_capture_info.count(kernel.graph_node_id) > 0) --attribution.attributed_by_capture_info;
     }
   }
+  // Without CUPTI's records (GPU timing off) there is nothing to attribute, and zeros would read as a result.
+  if (!device.enabled) return;
+  col.groups = reports::attribute_compiled_kernels(device, compiled_kernels, col.program->graph->plan().kernels.size(),
+                                                   col.capture_ids.size());
 }
 
 void print_three_way(const reports::Comparison& c, const CompiledColumn& col, size_t steps, size_t recorded,
@@ -257,6 +255,7 @@ void print_three_way(const reports::Comparison& c, const CompiledColumn& col, si
         << "; " << col.attributed_kernels << " of " << col.replayed_kernels
         << " replayed kernels attributed to the compiled forward that captured them\n";
   }
+  if (col.groups) print_kernel_attribution(*col.program, *col.groups, out);
 }
 
 nlohmann::json three_way_json(const reports::Comparison& c, const CompiledColumn& col, size_t steps,
@@ -291,7 +290,9 @@ nlohmann::json three_way_json(const reports::Comparison& c, const CompiledColumn
                               {"capture_ns", col.capture.capture_ns},
                               {"instantiate_ns", col.capture.instantiate_ns},
                               {"replayed_kernels", col.replayed_kernels},
-                              {"attributed_kernels", col.attributed_kernels}};
+                              {"attributed_kernels", col.attributed_kernels},
+                              {"by_fused_kernel", col.groups ? kernel_attribution_json(*col.program, *col.groups)
+                                                             : nlohmann::json(nullptr)}};
     }
   }
   return j;

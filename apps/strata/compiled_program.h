@@ -13,7 +13,9 @@
 #include "layers/compiler/compiler_cuda.h"
 #include "layers/compiler/sass.h"
 #include "layers/frontend/sequence.h"
+#include "measure/device_session.h"
 #include "reports/model/comparison.h"
+#include "reports/model/compiled_attribution.h"
 #include "reports/model/report.h"
 
 namespace strata::app {
@@ -55,6 +57,31 @@ void describe_compiled(reports::TraceReport& report, const CompiledProgram& prog
 void print_compiled_listing(const CompiledProgram& program, bool emit, std::ostream& out);
 nlohmann::json compiled_json(const CompiledProgram& program, bool emit);
 
+// On a GPU: tags each fused kernel's device work with its step tag (Note [Compiled kernels attributed to
+// their group] in reports/model/compiled_attribution.h). `forward` numbers the forward being run (each of
+// K captured into one graph); it stays 0 where every forward is a call of its own.
+class StepTagger : public compiler::StepObserver {
+ public:
+  StepTagger(measure::DeviceSession& session, size_t groups) : session_(session), groups_(groups) {}
+  void begin(size_t kernel) override { session_.begin_step(reports::step_tag(forward, kernel, groups_)); }
+  void end() override { session_.end_step(); }
+  size_t forward = 0;
+
+ private:
+  measure::DeviceSession& session_;
+  size_t groups_;
+};
+
+// The kernels whose launch was tagged with one of `ops` (a trace's timed calls), as indices into
+// device.kernels.
+std::vector<size_t> kernels_of_ops(const DeviceTrace& device, const std::vector<uint32_t>& ops);
+// Per fused kernel of the plan ("k0  fused_add_relu <- add relu"), its device kernels, their time and
+// names, and the kernels attributed to none; and the same as JSON.
+void print_kernel_attribution(const CompiledProgram& program, const reports::CompiledAttribution& attribution,
+                              std::ostream& out);
+nlohmann::json kernel_attribution_json(const CompiledProgram& program,
+                                       const reports::CompiledAttribution& attribution);
+
 // `strata compare PROGRAM`: the compiled column beside eager and graph replay, per forward. On a GPU the
 // compiled forwards are captured into a CUDA Graph and replayed (Note [The compiled column on a GPU] in
 // compiled_column.cpp).
@@ -71,12 +98,15 @@ struct CompiledColumn {
   measure::CaptureCost capture;
   std::string replay_kind;  // "CUDA Graph" on a GPU, "" on the CPU (the compiled forwards run as they are)
   size_t replayed_kernels = 0, attributed_kernels = 0;
+  // On a GPU: each replayed kernel's fused kernel (Note [Compiled kernels attributed to their group]).
+  std::optional<reports::CompiledAttribution> groups;
 };
 CompiledColumn run_compiled_column(const Prepared& prepared, int64_t forwards_per_round, size_t rounds,
                                    int64_t warmup, Timeline& timeline, uint32_t& next_id);
 // On a GPU, after the session's records are in the timeline: which of `attribution`'s replayed kernels ran
 // from the compiled column's graph (attributed to its capture ids, or replayed inside its window); they
-// are taken out of `attribution`, which then describes the eager replay alone. Nothing on the CPU.
+// are taken out of `attribution`, which then describes the eager replay alone, and each is attributed to
+// its fused kernel (column.groups). Nothing on the CPU.
 void attribute_compiled_replay(CompiledColumn& column, const DeviceTrace& device, reports::GraphAttribution& attribution);
 // The three-way table (ops called, kernels run, bytes, host tax, wall, break-even) and its JSON. `steps`:
 // ops per forward; `recorded`: kernel calls in the replay's CPU plan (0 for a CUDA Graph, whose are not

@@ -195,9 +195,14 @@ OneTime prepare_one_time(const TraceOptions& options, Prepared& prepared, Timeli
     // Before any timed call: a refusal (NVRTC, ptxas, no module) ends the run with no partial output.
     if (options.emit == "ptx" || options.emit == "sass") emit_program_ptx(*t.compiled, options.arch, options.emit == "sass");
     t.cold = compiled_cold_rows(*t.compiled->graph, sequence.steps.size());
-    // By value: a CompiledGraph is a shared handle, and `t` may move on return.
-    t.call = [g = *t.compiled->graph, inputs = t.compiled->inputs] {
-      return binding::IValue(g.run(inputs)[0]);
+    // By value: a CompiledGraph is a shared handle, and `t` may move on return. On a GPU each fused
+    // kernel's work is tagged (Note [Compiled kernels attributed to their group]); on the CPU there are no
+    // device kernels to attribute, and the timed calls stay as they were.
+    std::shared_ptr<StepTagger> tagger;
+    if (prepared.choice.device.is_cuda())
+      tagger = std::make_shared<StepTagger>(*prepared.session, t.compiled->graph->plan().kernels.size());
+    t.call = [g = *t.compiled->graph, inputs = t.compiled->inputs, tagger] {
+      return binding::IValue(g.run(inputs, tagger.get())[0]);
     };
   } else {
     const uint64_t t0 = host_clock::ticks();
@@ -218,6 +223,22 @@ OneTime prepare_one_time(const TraceOptions& options, Prepared& prepared, Timeli
   }
   timeline.set_op(0);
   return t;
+}
+
+// On a GPU with CUPTI's records: the timed calls' device kernels by the fused kernel that launched each
+// (Note [Compiled kernels attributed to their group]), its counts among the figures. None elsewhere.
+std::optional<reports::CompiledAttribution> attribute_trace_kernels(const Prepared& prepared,
+                                                                    const CompiledProgram& program,
+                                                                    const Timeline& timeline,
+                                                                    const std::vector<uint32_t>& timed_ids,
+                                                                    reports::TraceReport& report) {
+  if (!prepared.choice.device.is_cuda() || !timeline.device.enabled) return std::nullopt;
+  reports::CompiledAttribution a = reports::attribute_compiled_kernels(
+      timeline.device, kernels_of_ops(timeline.device, timed_ids), program.graph->plan().kernels.size(), 1);
+  report.figures.set("compiled.gpu_kernels", double(a.kernels), "count");
+  report.figures.set("compiled.gpu_kernels_attributed", double(a.attributed), "count");
+  report.figures.set("compiled.gpu_kernels_unattributed", double(a.unattributed()), "count");
+  return a;
 }
 
 }  // namespace
@@ -245,8 +266,10 @@ int run_program_trace(const TraceOptions& options, Prepared& prepared) {
     cold_total += r.ns;
   }
   report.figures.set("cold.total", cold_total, "ns");
+  std::optional<reports::CompiledAttribution> by_fused_kernel;
   if (compiled) {
     describe_compiled(report, *compiled, options);
+    by_fused_kernel = attribute_trace_kernels(prepared, *compiled, timeline, run.timed_ids, report);
   } else {
     report.describe(reports::RowKind::kRuntime, "", "the replay's own loop (no binding, no dispatch)");
     report.describe(reports::RowKind::kLibrary, "", "the recorded kernel calls, in order");
@@ -263,12 +286,16 @@ int run_program_trace(const TraceOptions& options, Prepared& prepared) {
     reports::print_trace_table(report, out);
     print_cold_rows(cold, out);
     if (compiled) print_compiled_listing(*compiled, options.emit == "cpp", out);
+    if (by_fused_kernel) print_kernel_attribution(*compiled, *by_fused_kernel, out);
   };
   output.json = [&] {
     nlohmann::json j = nlohmann::json::parse(reports::sequence_report_json(report, fig, nullptr));
     j["mode"] = options.mode;
     j["cold"] = cold_json(cold);
-    if (compiled) j["compiled"] = compiled_json(*compiled, options.emit == "cpp");
+    if (compiled) {
+      j["compiled"] = compiled_json(*compiled, options.emit == "cpp");
+      if (by_fused_kernel) j["compiled"]["by_fused_kernel"] = kernel_attribution_json(*compiled, *by_fused_kernel);
+    }
     return j.dump(2) + "\n";
   };
   output.chrome_trace = [&](reports::ChromeTraceWriter& writer) {

@@ -263,7 +263,27 @@ CompiledGraph compile(const Captured& captured, const CompileOptions& options) {
   return CompiledGraph(std::move(impl));
 }
 
-std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& inputs) const {
+namespace {
+
+// begin() now, end() on every way out: a step that throws must not leave its tag on later work.
+class ObservedStep {
+ public:
+  ObservedStep(StepObserver* observer, size_t kernel) : observer_(observer) {
+    if (observer_ != nullptr) observer_->begin(kernel);
+  }
+  ~ObservedStep() {
+    if (observer_ != nullptr) observer_->end();
+  }
+  ObservedStep(const ObservedStep&) = delete;
+  ObservedStep& operator=(const ObservedStep&) = delete;
+
+ private:
+  StepObserver* observer_;
+};
+
+}  // namespace
+
+std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& inputs, StepObserver* observer) const {
   const Impl& impl = *impl_;
   const Graph& g = impl.graph;
   check_guards(g, inputs);
@@ -271,6 +291,7 @@ std::vector<Tensor> CompiledGraph::run(const std::vector<Tensor>& inputs) const 
   for (size_t i = 0; i < inputs.size(); ++i) env[g.inputs[i]] = inputs[i];
   for (size_t id : impl.constants) env[id] = g.nodes[id].constant;
   for (const std::unique_ptr<Step>& s : impl.steps) {
+    const ObservedStep observed(observer, static_cast<size_t>(s->kernel - impl.plan.kernels.data()));
     env[s->kernel->output] = s->op != nullptr ? call_extern(g, *s, env) : dispatch_step(impl, *s, env);
   }
   std::vector<Tensor> out;

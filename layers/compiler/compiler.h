@@ -226,12 +226,23 @@ struct CompileTimings {
 KernelBuild jit_compile(const std::string& name, DType dtype, const std::string& source,
                         const CompileOptions& options = {});
 
+// Told around each fused kernel's call in a run, with the kernel's index in plan().kernels: on a GPU the
+// caller tags the device work each one issues, so that every device kernel it launches (its own, cuBLAS's)
+// is attributed to the ops it computes (reports/model/compiled_attribution.h). end() runs on every way
+// out, a throw included.
+class StepObserver {
+ public:
+  virtual ~StepObserver() = default;
+  virtual void begin(size_t kernel) = 0;
+  virtual void end() = 0;
+};
+
 class CompiledGraph {
  public:
   // Checks the inputs against the guards (count, shape, dtype, device: what the graph was compiled for)
   // and runs every fused kernel, one dispatched call each (Note [One dispatch per fused kernel]).
   // A guard that fails is a UsageError naming the input, what it is and what was compiled.
-  std::vector<Tensor> run(const std::vector<Tensor>& inputs) const;
+  std::vector<Tensor> run(const std::vector<Tensor>& inputs, StepObserver* observer = nullptr) const;
 
   const Graph& graph() const;
   const FusionPlan& plan() const;

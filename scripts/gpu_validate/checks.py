@@ -599,23 +599,80 @@ def compiled_replay_problem(doc):
         return "no replayed kernel of the compiled graph in CUPTI's records"
     if attributed != replayed:
         return f"{attributed} of {replayed} replayed compiled kernels attributed to their forward"
+    problem = fused_kernel_problem(replay.get("by_fused_kernel"), replayed, replay.get("forwards_captured", 1))
+    if problem:
+        return problem
     if not (doc.get("check") or {}).get("passed", False):
         return "--check failed"
     return None
 
 
-def compiled_replay(report, cases):
-    """The compiled column of compare on the GPU: a CUDA Graph of compiled forwards, each kernel attributed."""
-    report.print("| case | compiled wall per forward (us) | replayed kernels | attributed | result |")
-    report.print("|---|---:|---:|---:|---|")
+def fused_kernel_problem(by, kernels, forwards):
+    """Why a compiled run's `by_fused_kernel` object (docs/compiled.md, "Which fused kernel launched a GPU
+    kernel") does not attribute each of its `kernels` device kernels to a fused kernel, with every fused kernel
+    launching at least one a forward; None when it does."""
+    if not by:
+        return "no by_fused_kernel attribution in the JSON"
+    if by.get("kernels") != kernels:
+        return f"{by.get('kernels')} device kernels attributed by fused kernel, {kernels} ran"
+    if by.get("unattributed_kernels", 0) != 0:
+        names = ", ".join(by.get("unattributed_names") or [])
+        return f"{by['unattributed_kernels']} compiled kernels attributed to no fused kernel ({names})"
+    for group in by.get("groups") or []:
+        if group.get("device_kernels", 0) < forwards:
+            return (f"fused kernel {group.get('kernel')} {group.get('name')}: {group.get('device_kernels', 0)} device "
+                    f"kernels for {forwards} forwards")
+    return None
+
+
+def compiled_trace_attribution_problem(doc):
+    """Why a `strata trace PROGRAM --mode compiled --device cuda --json` report does not attribute every device
+    kernel of its timed calls to the fused kernel that launched it, or None when it does."""
+    if "__error__" in doc:
+        return doc["__error__"]
+    by = (doc.get("compiled") or {}).get("by_fused_kernel")
+    if not by:
+        return "no compiled.by_fused_kernel in the JSON (GPU timing off?)"
+    if by.get("kernels", 0) == 0:
+        return "no device kernel of the timed calls in CUPTI's records"
+    return fused_kernel_problem(by, by["kernels"], 1)
+
+
+def case_verdicts(report, cases, status, problem_of, cells, passed):
+    """One table row and one status a case, from its JSON: `cells(doc)` the row's figures (given {} when the JSON
+    could not be read), `problem_of(doc)` None or why the case fails, `passed` what a pass says."""
     for case in cases:
         doc = load(os.path.join(report.work, "json", case + ".json"))
-        problem = compiled_replay_problem(doc)
-        replay = ((doc.get("three_way") or {}).get("compiled_replay") or {}) if "__error__" not in doc else {}
-        compiled = (doc.get("three_way") or {}).get("compiled") or {} if "__error__" not in doc else {}
-        wall = us(compiled["wall_ns"]) if "wall_ns" in compiled else "-"
-        report.print(f"| {case} | {wall} | {replay.get('replayed_kernels', '-')} | "
-                     f"{replay.get('attributed_kernels', '-')} | {'PASS' if problem is None else 'FAIL: ' + problem} |")
-        report.add(f"compiled replay {case}", "pass" if problem is None else "fail",
-                   "CUDA Graph of compiled forwards, every replayed kernel attributed" if problem is None else problem)
+        problem = problem_of(doc)
+        row = " | ".join(str(c) for c in cells({} if "__error__" in doc else doc))
+        report.print(f"| {case} | {row} | {'PASS' if problem is None else 'FAIL: ' + problem} |")
+        report.add(f"{status} {case}", "pass" if problem is None else "fail", passed if problem is None else problem)
     report.print()
+
+
+def compiled_trace_attribution(report, cases):
+    """trace --mode compiled on the GPU: every device kernel attributed to its fused kernel."""
+    report.print("| case | device kernels | attributed to a fused kernel | result |")
+    report.print("|---|---:|---:|---|")
+
+    def cells(doc):
+        by = (doc.get("compiled") or {}).get("by_fused_kernel") or {}
+        return [by.get("kernels", "-"), by.get("attributed_kernels", "-")]
+
+    case_verdicts(report, cases, "compiled attribution", compiled_trace_attribution_problem, cells,
+                  "every device kernel attributed to its fused kernel")
+
+
+def compiled_replay(report, cases):
+    """The compiled column of compare on the GPU: a CUDA Graph of compiled forwards, each kernel attributed."""
+    report.print("| case | compiled wall per forward (us) | replayed kernels | attributed | to a fused kernel | result |")
+    report.print("|---|---:|---:|---:|---:|---|")
+
+    def cells(doc):
+        three = doc.get("three_way") or {}
+        replay, compiled = three.get("compiled_replay") or {}, three.get("compiled") or {}
+        return [us(compiled["wall_ns"]) if "wall_ns" in compiled else "-", replay.get("replayed_kernels", "-"),
+                replay.get("attributed_kernels", "-"), (replay.get("by_fused_kernel") or {}).get("attributed_kernels", "-")]
+
+    case_verdicts(report, cases, "compiled replay", compiled_replay_problem, cells,
+                  "CUDA Graph of compiled forwards, every replayed kernel attributed to its forward and fused kernel")

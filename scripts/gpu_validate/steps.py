@@ -69,7 +69,8 @@ KERNEL_PATHS = [
 COMPILED_PROGRAMS = [("relu_matmul 1024", "f32"), ("relu_matmul 257x129x63", "f64"),
                      ("linear_gelu 32x768x3072", "f32"), ("gelu_tanh 1048577", "f32"), ("gelu_tanh 1048577", "f64")]
 # The compiled column of compare on the GPU: K compiled forwards captured into a CUDA Graph and replayed,
-# each replayed kernel attributed to the forward that captured it (docs/compiled.md).
+# each replayed kernel attributed to the forward that captured it and to the fused kernel that launched it
+# (docs/compiled.md).
 COMPILED_COMPARES = [("relu_matmul 1024", "f32"), ("linear_gelu 32x768x3072", "f32"), ("gelu_tanh 1048577", "f32")]
 GPU_SWEEPS = [("sweep_matmul_16_4096", "matmul 16:4096 --sweep-budget 20", 60),
               ("sweep_relu_1k_16M_compare", "relu 1k:16M --compare --sweep-budget 30", 75)]
@@ -536,9 +537,10 @@ def compiled_programs(r, st):
                  "(docs/compiled.md); the `gpu` lines say which, and what the driver's JIT made of the PTX.")
     check = "compiled programs on the GPU (--check)"
     if not st.gpu_step_runs() or st.device == "cpu":
-        skip_without_gpu(r, st, check, "compiled column on the GPU (CUDA Graph replay)")
+        skip_without_gpu(r, st, check, "compiled kernels attributed to their fused kernel (trace --mode compiled)",
+                         "compiled column on the GPU (CUDA Graph replay)")
         return
-    failed, ran = [], 0
+    failed, ran, cases = [], 0, []
     for spec, dtype in COMPILED_PROGRAMS:
         name = "compiled_" + re.sub(r"[^a-zA-Z0-9]", "_", f"{spec} {dtype}")
         if not r.have_time(15):
@@ -546,7 +548,9 @@ def compiled_programs(r, st):
             continue
         ran += 1
         rc = r.run(name, 90, [st.strata, "trace"] + words(spec) + ["--mode", "compiled", "--device", "cuda", "--dtype",
-                                                                   dtype, "--check", "--repeat", "5", "--warmup", "1"])
+                                                                   dtype, "--check", "--repeat", "5", "--warmup", "1",
+                                                                   "--json", f"{r.record.work}/json/{name}.json"])
+        cases.append(name)
         log = r.log_text(name)
         r.record.say(f"- `{spec}` {dtype}: exit {rc}; " + "; ".join(compiled_gpu_lines(log) or ["no gpu lines"]))
         if rc != 0 or (not r.dry_run and not compiled_gpu_lines(log)):
@@ -558,6 +562,10 @@ def compiled_programs(r, st):
     else:
         r.verdict("pass", check, f"{ran} programs compiled for the GPU, --check passing")
     r.write_report()
+    r.record.say("\nEach device kernel of the timed calls attributed to the fused kernel that launched it "
+                 "(docs/compiled.md, \"Which fused kernel launched a GPU kernel\").")
+    analyze(r, "compiled kernels attributed to their fused kernel (trace --mode compiled)",
+            checks.compiled_trace_attribution, cases)
     compiled_compares(r, st)
 
 

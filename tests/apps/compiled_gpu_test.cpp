@@ -133,6 +133,15 @@ TEST_CASE("strata trace PROGRAM --mode compiled --device cuda: --check passes, t
   const nlohmann::json& gpu = doc["compiled"]["kernels"][0]["gpu"];
   CHECK(gpu["ptx_loaded"] == true);
   CHECK(gpu["binary_version"].get<int>() == device_binary_version());
+  // Each timed call's kernels (cuBLAS's GEMM, the generated epilogue) to the one fused kernel that launched
+  // them (Note [Compiled kernels attributed to their group]).
+  const nlohmann::json& by = doc["compiled"]["by_fused_kernel"];
+  REQUIRE(by.is_object());
+  CHECK(by["kernels"].get<int>() >= 20);
+  CHECK(by["unattributed_kernels"] == 0);
+  CHECK(by["groups"][0]["name"] == "fused_linear_gelu");
+  CHECK(by["groups"][0]["device_kernels"] == by["kernels"]);
+  CHECK(r.out.find("k0  fused_linear_gelu <- linear gelu: ") != std::string::npos);
 }
 
 TEST_CASE("a compiled run captured into a CUDA Graph replays to what the run computed, each program's path") {
@@ -199,6 +208,11 @@ TEST_CASE("strata compare PROGRAM --device cuda: the compiled column, replayed f
     CHECK(replay["kind"] == "CUDA Graph");
     CHECK(replay["replayed_kernels"].get<int>() > 0);
     CHECK(replay["attributed_kernels"] == replay["replayed_kernels"]);
+    const nlohmann::json& by = replay["by_fused_kernel"];
+    REQUIRE(by.is_object());
+    CHECK(by["kernels"] == replay["replayed_kernels"]);
+    CHECK(by["unattributed_kernels"] == 0);
+    for (const nlohmann::json& group : by["groups"]) CHECK(group["device_kernels"].get<int>() > 0);
   }
 }
 

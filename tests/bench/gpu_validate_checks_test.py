@@ -391,12 +391,21 @@ class FiguresNotProse(unittest.TestCase):
 
 
 
-def compiled_compare_doc(replayed=6, attributed=6, kind="CUDA Graph", passed=True):
+def by_fused_kernel(kernels=6, unattributed=0, groups=((3, "fused_matmul_relu"), (3, "fused_add")), names=()):
+    """A `by_fused_kernel` object as strata writes it (docs/compiled.md)."""
+    return {"kernels": kernels, "attributed_kernels": kernels - unattributed, "unattributed_kernels": unattributed,
+            "unattributed_names": list(names),
+            "groups": [{"kernel": f"k{i}", "name": name, "ops": [], "device_kernels": n, "gpu_ns": 100.0 * n,
+                        "device_kernel_names": [name]} for i, (n, name) in enumerate(groups)]}
+
+
+def compiled_compare_doc(replayed=6, attributed=6, kind="CUDA Graph", passed=True, by_fused=None):
     return {"check": {"passed": passed},
             "three_way": {"eager": {"wall_ns": 9000.0}, "graph": {"wall_ns": 7000.0},
                           "compiled": {"label": "compiled+graph", "wall_ns": 4000.0},
                           "compiled_replay": {"kind": kind, "forwards_captured": 2, "replayed_kernels": replayed,
-                                              "attributed_kernels": attributed}}}
+                                              "attributed_kernels": attributed,
+                                              "by_fused_kernel": by_fused_kernel() if by_fused is None else by_fused}}}
 
 
 class CompiledReplayChecks(unittest.TestCase):
@@ -414,7 +423,7 @@ class CompiledReplayChecks(unittest.TestCase):
     def test_every_replayed_kernel_attributed_passes(self):
         text, (result, detail) = self.run_case(compiled_compare_doc())
         self.assertEqual(result, "pass", detail)
-        self.assertIn("| compiled_compare_gelu_tanh_1048577_f32 | 4.00 | 6 | 6 | PASS |", text)
+        self.assertIn("| compiled_compare_gelu_tanh_1048577_f32 | 4.00 | 6 | 6 | 6 | PASS |", text)
 
     def test_what_fails_and_why(self):
         no_column = compiled_compare_doc()
@@ -424,6 +433,14 @@ class CompiledReplayChecks(unittest.TestCase):
                          (compiled_compare_doc(replayed=0, attributed=0), "no replayed kernel"),
                          (compiled_compare_doc(kind=None), "compiled replay kind None"),
                          (compiled_compare_doc(passed=False), "--check failed"),
+                         (compiled_compare_doc(by_fused={}), "no by_fused_kernel attribution"),
+                         (compiled_compare_doc(by_fused=by_fused_kernel(unattributed=1, names=["mystery"])),
+                          "1 compiled kernels attributed to no fused kernel (mystery)"),
+                         (compiled_compare_doc(by_fused=by_fused_kernel(kernels=5)),
+                          "5 device kernels attributed by fused kernel, 6 ran"),
+                         (compiled_compare_doc(by_fused=by_fused_kernel(groups=((6, "fused_matmul_relu"),
+                                                                               (0, "fused_add")))),
+                          "fused kernel k1 fused_add: 0 device kernels for 2 forwards"),
                          (no_column, "no compiled column: no C++ compiler")):
             _, (result, detail) = self.run_case(doc)
             self.assertEqual(result, "fail")
@@ -437,6 +454,40 @@ class CompiledReplayChecks(unittest.TestCase):
     def run_case_missing(self):
         checks.compiled_replay(self.work.record, ["compiled_compare_x"])
         return None, self.work.statuses()["compiled replay compiled_compare_x"]
+
+class CompiledTraceAttributionChecks(unittest.TestCase):
+    def setUp(self):
+        self.work = WorkFolder()
+
+    def tearDown(self):
+        self.work.remove()
+
+    def run_case(self, doc, case="compiled_relu_matmul_1024_f32"):
+        self.work.write_json(case, doc)
+        checks.compiled_trace_attribution(self.work.record, [case])
+        return self.work.text(), self.work.statuses()["compiled attribution " + case]
+
+    def test_every_kernel_attributed_passes(self):
+        text, (result, detail) = self.run_case({"compiled": {"by_fused_kernel": by_fused_kernel()}})
+        self.assertEqual(result, "pass", detail)
+        self.assertIn("| compiled_relu_matmul_1024_f32 | 6 | 6 | PASS |", text)
+
+    def test_what_fails_and_why(self):
+        for doc, why in (({"compiled": {}}, "no compiled.by_fused_kernel in the JSON"),
+                         ({"compiled": {"by_fused_kernel": by_fused_kernel(kernels=0, groups=())}},
+                          "no device kernel of the timed calls"),
+                         ({"compiled": {"by_fused_kernel": by_fused_kernel(unattributed=2, names=["a", "b"])}},
+                          "2 compiled kernels attributed to no fused kernel (a, b)")):
+            _, (result, detail) = self.run_case(doc)
+            self.assertEqual(result, "fail")
+            self.assertIn(why, detail)
+
+    def test_missing_json_fails(self):
+        checks.compiled_trace_attribution(self.work.record, ["compiled_x"])
+        result, detail = self.work.statuses()["compiled attribution compiled_x"]
+        self.assertEqual(result, "fail")
+        self.assertIn("compiled_x.json", detail)
+
 
 if __name__ == "__main__":
     unittest.main()

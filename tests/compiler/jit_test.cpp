@@ -179,6 +179,36 @@ TEST_CASE("sub, sub.Scalar and tanh_backward fuse too, and agree with eager") {
   CHECK(reference::relative_error(captured.eager_outputs[0], ref) < reference::tolerance(DType::kF64));
 }
 
+namespace {
+
+// What a run told its observer, in order: "b<kernel>" and "e".
+struct RecordingObserver : compiler::StepObserver {
+  std::vector<std::string> events;
+  void begin(size_t kernel) override { events.push_back("b" + std::to_string(kernel)); }
+  void end() override { events.push_back("e"); }
+};
+
+}  // namespace
+
+TEST_CASE("a run tells its observer each fused kernel's index around its call, extern kernels included") {
+  const test::TempDir dir;
+  const Tensor x = rand({32}, DType::kF32, 1), y = rand({32}, DType::kF32, 2);
+  auto fn = [](const std::vector<Tensor>& in) {
+    const Tensor a = ops::relu(ops::add(in[0], in[1], 1.0));
+    const Tensor b = ops::to_copy(a, DType::kF32);  // no lowering: an extern kernel between two generated
+    return std::vector<Tensor>{ops::add(ops::gelu(b), in[0], 1.0)};
+  };
+  const compiler::CompiledGraph g = compiler::compile(compiler::capture(fn, {x, y}), options_in(dir));
+  REQUIRE(g.plan().kernels.size() == 3);
+  RecordingObserver observer;
+  g.run({x, y}, &observer);
+  CHECK(observer.events == std::vector<std::string>{"b0", "e", "b1", "e", "b2", "e"});
+  // A guard that refuses runs no step: the observer hears nothing, so no tag is left pushed.
+  RecordingObserver refused;
+  CHECK_THROWS_AS(g.run({x}, &refused), UsageError);
+  CHECK(refused.events.empty());
+}
+
 TEST_CASE("the cold phases are timed, the cache hits on a second compile, and guards refuse other shapes") {
   const test::TempDir dir;
   const Tensor x = rand({100}, DType::kF32, 1), y = rand({100}, DType::kF32, 2);

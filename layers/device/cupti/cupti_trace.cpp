@@ -117,6 +117,8 @@ std::atomic<LatencyTimestamps> g_latency{LatencyTimestamps::kOff};
 
 // The op whose calls this thread is making; read by the launch callback.
 thread_local uint64_t t_current_op = 0;
+// The fused kernel of a compiled forward this thread is issuing (push_step); read by the node callback.
+thread_local uint32_t t_current_step = 0;
 
 uint64_t CUPTIAPI host_timestamp() { return static_cast<uint64_t>(host_clock::now_ns()); }
 
@@ -158,7 +160,8 @@ void on_graph_node(CUpti_CallbackId cbid, const CUpti_ResourceData* resource) {
   std::lock_guard lock(s.mutex);
   if (cbid == CUPTI_CBID_RESOURCE_GRAPHNODE_CREATED) {
     if (t_current_op != 0) {
-      s.graph_nodes.add(node_id, static_cast<uint32_t>(t_current_op), GraphNodeSource::kResourceCallback);
+      s.graph_nodes.add(node_id, static_cast<uint32_t>(t_current_op), GraphNodeSource::kResourceCallback,
+                        t_current_step);
     }
     return;
   }
@@ -418,10 +421,17 @@ bool RecordConverter::add(const void* raw) {
     case CUPTI_ACTIVITY_KIND_OVERHEAD: return add_overhead(out_, *static_cast<const CUpti_ActivityOverhead3*>(raw));
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
       const auto* e = static_cast<const CUpti_ActivityExternalCorrelation*>(raw);
-      // Only strata's own tag; another library's CUSTOM kinds would name ops strata never numbered.
-      if (e->externalKind != CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) break;
-      out_.external.push_back(ExternalCorrelation{e->correlationId, e->externalId});
-      return true;
+      // Only strata's own tags (CUSTOM0 the op, CUSTOM1 the fused kernel's step: push_step); another
+      // library's kinds would name ops strata never numbered.
+      if (e->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) {
+        out_.external.push_back(ExternalCorrelation{e->correlationId, e->externalId});
+        return true;
+      }
+      if (e->externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1) {
+        out_.step_tags.push_back(ExternalCorrelation{e->correlationId, e->externalId});
+        return true;
+      }
+      break;
     }
     default:
       break;
@@ -549,14 +559,29 @@ LatencyTimestamps latency_timestamps() noexcept { return g_latency.load(); }
 
 bool session_active() noexcept { return session().active.load(std::memory_order_relaxed); }
 
+namespace {
+
+// One of strata's tags (CUSTOM0 the op, CUSTOM1 the fused kernel's step) onto or off CUPTI's stack for
+// this thread; a failure is a warning, never the run's end (Note [CUPTI failures degrade]).
+void push_tag(CUpti_ExternalCorrelationKind kind, uint64_t id) noexcept {
+  if (const CuptiCall c = STRATA_CUPTI_CALL(cuptiActivityPushExternalCorrelationId(kind, id)); !c.ok()) {
+    warn(session(), c.failure());
+  }
+}
+
+void pop_tag(CUpti_ExternalCorrelationKind kind) noexcept {
+  uint64_t last = 0;
+  if (const CuptiCall c = STRATA_CUPTI_CALL(cuptiActivityPopExternalCorrelationId(kind, &last)); !c.ok()) {
+    warn(session(), c.failure());
+  }
+}
+
+}  // namespace
+
 void push_op(uint64_t op_id) noexcept {
   if (!session_active()) return;
   t_current_op = op_id;
-  if (const CuptiCall c =
-          STRATA_CUPTI_CALL(cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, op_id));
-      !c.ok()) {
-    warn(session(), c.failure());
-  }
+  push_tag(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, op_id);
 }
 
 void attribute_graph_nodes(const std::vector<void*>& nodes, uint32_t op_id) noexcept {
@@ -574,12 +599,21 @@ void attribute_graph_nodes(const std::vector<void*>& nodes, uint32_t op_id) noex
 void pop_op() noexcept {
   if (!session_active()) return;
   t_current_op = 0;
-  uint64_t last = 0;
-  if (const CuptiCall c =
-          STRATA_CUPTI_CALL(cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &last));
-      !c.ok()) {
-    warn(session(), c.failure());
-  }
+  pop_tag(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0);
+}
+
+// A kind of its own (CUSTOM1), so the op's tag (CUSTOM0) stays on every call inside the step and every
+// join by op is what it was (Note [Compiled kernels attributed to their group]).
+void push_step(uint32_t step_tag) noexcept {
+  if (!session_active()) return;
+  t_current_step = step_tag;
+  push_tag(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1, step_tag);
+}
+
+void pop_step() noexcept {
+  if (!session_active()) return;
+  t_current_step = 0;
+  pop_tag(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1);
 }
 
 namespace {

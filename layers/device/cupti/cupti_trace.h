@@ -73,6 +73,12 @@ bool session_active() noexcept;
 void push_op(uint64_t op_id) noexcept;
 void pop_op() noexcept;
 
+// Tags the CUDA calls that follow on this thread, and the graph nodes they create, with the fused kernel
+// `step_tag` of a compiled forward (reports/model/compiled_attribution.h), until pop_step. Inside an op's
+// push_op: the op's tag stays.
+void push_step(uint32_t step_tag) noexcept;
+void pop_step() noexcept;
+
 // Records that graph nodes `nodes` (cudaGraphNode_t handles of a graph being captured) were created by
 // op `op_id`, unless a resource callback already attributed them. Called after each captured op: the
 // fallback for drivers that create captured nodes without a GRAPHNODE_CREATED callback.

@@ -17,8 +17,9 @@ namespace strata::cupti {
 // so no later duplicate can override the first where the comparison joins replayed kernels to ops.
 class GraphNodeOrigins {
  public:
-  bool add(uint64_t node_id, uint32_t op_id, GraphNodeSource source);  // false when the node is already known
-  // The clone inherits its original's op and source. False when the original is unknown or the clone
+  // False when the node is already known. `step_tag`: the fused kernel's tag, 0 when none was pushed.
+  bool add(uint64_t node_id, uint32_t op_id, GraphNodeSource source, uint32_t step_tag = 0);
+  // The clone inherits its original's op, source and step tag. False when the original is unknown or the clone
   // already known.
   bool add_clone(uint64_t clone_id, uint64_t original_id);
   void reserve(size_t nodes) {  // before capture: no reallocation or rehash inside timed calls

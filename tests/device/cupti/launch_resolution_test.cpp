@@ -92,6 +92,21 @@ TEST_CASE("graph node origins: first report wins, clones inherit their original'
   CHECK(origins.add(100, 3, Source::kResourceCallback));  // take() emptied the index too
 }
 
+TEST_CASE("a clone keeps its original's step tag: a replayed kernel maps to its fused kernel") {
+  cupti::GraphNodeOrigins origins;
+  CHECK(origins.add(100, 7, GraphNodeSource::kResourceCallback, 12));
+  CHECK(origins.add(101, 7, GraphNodeSource::kResourceCallback));  // created with no step pushed
+  CHECK(origins.add_clone(200, 100));
+  CHECK(origins.add_clone(201, 101));
+  const std::vector<GraphNodeOrigin> nodes = origins.take();
+  REQUIRE(nodes.size() == 4);
+  const uint32_t tags[] = {12, 0, 12, 0};
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    CAPTURE(i);
+    CHECK(nodes[i].step_tag == tags[i]);
+  }
+}
+
 TEST_CASE("op tags from the launch callbacks fill in only what external correlation records missed") {
   DeviceTrace trace;
   trace.external = {{10, 1}, {11, 1}};

@@ -179,18 +179,23 @@ TEST_CASE("INTERNAL_LAUNCH_API records are launches only when a kernel or memory
   CHECK_FALSE(trace.api_calls[3].internal_launch);
 }
 
-TEST_CASE("external correlation: strata's CUSTOM0 tag is kept, other tools' kinds are ignored") {
+TEST_CASE("external correlation: strata's CUSTOM0 op and CUSTOM1 step tags are kept, other kinds ignored") {
   DeviceTrace trace;
   cupti::RecordConverter convert(trace);
   const auto ours = external_record(41, 7);
   const auto openacc = external_record(42, 99, CUPTI_EXTERNAL_CORRELATION_KIND_OPENACC);
-  const auto custom1 = external_record(43, 98, CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1);
+  const auto step = external_record(43, 98, CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM1);
+  const auto custom2 = external_record(44, 97, CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM2);
   CHECK(convert.add(&ours));
   CHECK_FALSE(convert.add(&openacc));
-  CHECK_FALSE(convert.add(&custom1));
+  CHECK(convert.add(&step));
+  CHECK_FALSE(convert.add(&custom2));
   REQUIRE(trace.external.size() == 1);
   CHECK(trace.external[0].correlation_id == 41);
   CHECK(trace.external[0].external_id == 7);
+  REQUIRE(trace.step_tags.size() == 1);
+  CHECK(trace.step_tags[0].correlation_id == 43);
+  CHECK(trace.step_tags[0].external_id == 98);
   CHECK(convert.ignored() == 2);
 }
 
