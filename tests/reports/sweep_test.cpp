@@ -18,10 +18,10 @@ namespace {
 LayerBreakdown synthetic(double host_ns, double compute_ns, size_t calls = 5) {
   LayerBreakdown b;
   b.calls = calls;
-  b.rows.push_back({RowKind::kBinding, "", {"binding"}, Distribution::of(std::vector<double>(calls, host_ns / 2)), true});
-  b.rows.push_back({RowKind::kDispatch, "CPU", {"CPU"}, Distribution::of(std::vector<double>(calls, host_ns / 2)), true});
-  b.rows.push_back({RowKind::kLibrary, "", {"cblas_sgemm"}, Distribution::of(std::vector<double>(calls, compute_ns)), true});
-  b.rows.push_back({RowKind::kLaunch, "", {}, Distribution::of(std::vector<double>(calls, 0.0)), false});
+  b.rows.push_back({RowKind::kBinding, "", {"binding"}, Distribution::of(std::vector<double>(calls, host_ns / 2)), true, "", "", false});
+  b.rows.push_back({RowKind::kDispatch, "CPU", {"CPU"}, Distribution::of(std::vector<double>(calls, host_ns / 2)), true, "", "", false});
+  b.rows.push_back({RowKind::kLibrary, "", {"cblas_sgemm"}, Distribution::of(std::vector<double>(calls, compute_ns)), true, "", "", false});
+  b.rows.push_back({RowKind::kLaunch, "", {}, Distribution::of(std::vector<double>(calls, 0.0)), false, "", "", false});
   b.wall = Distribution::of(std::vector<double>(calls, host_ns + compute_ns));
   return b;
 }
@@ -229,7 +229,7 @@ TEST_CASE("sweep cells under twice one probe's cost are marked, host-timed rows 
   rep.compute_row = "library";
   // binding and dispatch/CPU 15 ns each (host 30 ns), library 5000 ns; a GPU-style row of 10 ns too.
   LayerBreakdown b = synthetic(30, 5000);
-  b.rows.push_back({RowKind::kGpu, "", {"kernel"}, Distribution::of(std::vector<double>(5, 10.0)), true});
+  b.rows.push_back({RowKind::kGpu, "", {"kernel"}, Distribution::of(std::vector<double>(5, 10.0)), true, "", "", false});
   rep.points.push_back(sweep_point(1024, "1024", "", 0, 8192, b, "library"));
   rep.probe_ns = 20;
   std::ostringstream marked;
