@@ -82,6 +82,12 @@ void check_backward_options(const TraceOptions& options, const Prepared& prepare
                      "records no graph, and there is nothing to walk (add --requires-grad)");
   }
   if (options.backward && !sequence && !frontend::differentiable(prepared.spec)) {
+    const std::string& op = prepared.spec.op;
+    if (op.substr(0, op.find('.')).ends_with('_')) {  // add_, mul_.Scalar: torch's in-place names
+      throw UsageError("--backward: " + op + " writes its input in place, and the trace's inputs are leaves that "
+                       "require grad, which autograd refuses to write in place (as torch); trace the out-of-place op (" +
+                       op.substr(0, op.find('_')) + "), or an in-place op on a computed tensor from Python (docs/python.md)");
+    }
     throw UsageError("--backward: " + prepared.spec.op + " is a gradient op with no derivative in strata; --backward "
                      "applies to " + frontend::differentiable_op_names());
   }

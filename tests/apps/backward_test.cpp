@@ -125,6 +125,9 @@ TEST_CASE("--backward without --requires-grad, or on a gradient op, is refused w
                 "--backward needs --requires-grad");
   const RunResult r = run_strata(cpu({"trace", "gemm", "4x8x2", "--backward", "--requires-grad"}));
   check_refused(r, 2, "gemm is a gradient op with no derivative");
+  // An in-place op is refused for what it is: its inputs are leaves that require grad.
+  check_refused(run_strata(cpu({"trace", "mul_.Scalar", "16", "--backward", "--requires-grad"})), 2,
+                "mul_.Scalar writes its input in place");
   // The ops it names are derived from the declarations (to_copy, which works, was left out of a
   // hand-written list): each of them runs --backward --check, with the size given here for those that
   // need one of their own.
