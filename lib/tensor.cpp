@@ -88,21 +88,22 @@ Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, const Shape& sizes
   return t;
 }
 
+// Note [Views and their base's history]: the base is never a view, so a view of a view keeps the first
+// view's base; what grad mode was off for carries over, as torch's creation meta does.
+Tensor::Tensor(ViewOf, const Tensor& base, const Shape& sizes, const Shape& strides, int64_t storage_offset)
+    : storage_(base.storage_),
+      sizes_(sizes),
+      strides_(strides),
+      offset_(storage_offset),
+      view_version_(base.storage_ != nullptr ? base.storage_->version() : 0),
+      dtype_(base.dtype_),
+      is_view_(true),
+      no_grad_view_((base.is_view_ && base.no_grad_view_) || !tensor_detail::t_grad_enabled),
+      device_(base.device_),
+      base_meta_(base.is_view_ ? base.base_meta_ : base.meta_) {}
+
 Tensor Tensor::as_strided(const Shape& sizes, const Shape& strides, int64_t storage_offset) const {
-  Tensor t;
-  t.storage_ = storage_;
-  t.sizes_ = sizes;
-  t.strides_ = strides;
-  t.offset_ = storage_offset;
-  t.dtype_ = dtype_;
-  t.device_ = device_;
-  t.is_view_ = true;
-  // Note [Views and their base's history]: the base is never a view, so a view of a view keeps the
-  // first view's base; what grad mode was off for carries over, as torch's creation meta does.
-  t.base_meta_ = is_view_ ? base_meta_ : meta_;
-  t.no_grad_view_ = (is_view_ && no_grad_view_) || !tensor_detail::t_grad_enabled;
-  t.view_version_ = storage_->version();
-  return t;
+  return {ViewOf{}, *this, sizes, strides, storage_offset};
 }
 
 Tensor Tensor::detach() const {

@@ -127,6 +127,11 @@ class Tensor {
   void set_view_base() const;
 
  private:
+  // as_strided's header, every member initialised once (no zeroing first, no assignment of shared_ptrs
+  // that are null): the whole cost of a view is this constructor.
+  struct ViewOf {};
+  Tensor(ViewOf, const Tensor& base, const Shape& sizes, const Shape& strides, int64_t storage_offset);
+
   // A recorded view's grad_fn, regenerated over its base's history first if its storage was written since
   // it was set; under the view's lock.
   std::shared_ptr<GradNode> recorded_view_grad_fn() const;
@@ -142,12 +147,13 @@ class Tensor {
   Shape sizes_;
   Shape strides_;
   int64_t offset_ = 0;
+  // A view's storage version when it was taken: an unrecorded view requires grad once it has moved.
+  // (The small fields are ordered to fill one 8-byte word with it: the header is copied often.)
+  uint32_t view_version_ = 0;
   DType dtype_ = DType::kF32;
-  Device device_ = kCPU;
   bool is_view_ = false;
   bool no_grad_view_ = false;
-  // A view's storage version when it was taken: an unrecorded view requires grad once it has moved.
-  uint32_t view_version_ = 0;
+  Device device_ = kCPU;
   // The identity (Note [Autograd identity]): every tensor made by empty/from_storage has one from birth,
   // a view gets its own when autograd attaches a node, a saved copy has none.
   std::shared_ptr<AutogradMeta> meta_;
