@@ -234,7 +234,8 @@ std::shared_ptr<GradNode> Tensor::recorded_view_grad_fn() const {
 }
 
 std::shared_ptr<GradNode> Tensor::unrecorded_view_grad_fn() const {
-  if (!unrecorded_view_requires_grad() || tensor_detail::g_view_grad_fn == nullptr) return nullptr;
+  if (!unrecorded_view_requires_grad() || storage_->version() == view_version_) return nullptr;
+  if (tensor_detail::g_view_grad_fn == nullptr) return nullptr;
   return tensor_detail::g_view_grad_fn(*this, view_base());
 }
 

@@ -137,8 +137,8 @@ class Tensor {
   std::shared_ptr<GradNode> recorded_view_grad_fn() const;
   // A view autograd did not record: its node over its base's history, made now, or null.
   std::shared_ptr<GradNode> unrecorded_view_grad_fn() const;
-  // Whether a view autograd did not record requires grad now: its base does, and the memory was written
-  // since the view was taken (what makes torch regenerate the view's grad_fn).
+  // Whether a view autograd did not record requires grad now: whenever its base does, as torch's view
+  // (DifferentiableViewMeta::requires_grad) does.
   bool unrecorded_view_requires_grad() const;
   // A new identity for this header, which records where the tensor lies (what a view's base is rebuilt from).
   std::shared_ptr<AutogradMeta> new_identity() const;
@@ -147,7 +147,7 @@ class Tensor {
   Shape sizes_;
   Shape strides_;
   int64_t offset_ = 0;
-  // A view's storage version when it was taken: an unrecorded view requires grad once it has moved.
+  // A view's storage version when it was taken: an unrecorded view has a node once it has moved.
   // (The small fields are ordered to fill one 8-byte word with it: the header is copied often.)
   uint32_t view_version_ = 0;
   DType dtype_ = DType::kF32;
@@ -220,9 +220,9 @@ struct AutogradMeta {
 // may be stale, and reading grad_fn is the only way anything (the Autograd key, the engine, Python's
 // grad_fn) reaches it. A recorded view keeps its node on its identity and regenerates it under its lock
 // (ViewInfo), so two threads reading one stale view get one node; a view the Autograd key did not record
-// has no identity to keep a node on, so it requires grad exactly when torch's would have regenerated
-// one (its base requires grad and the memory was written since it was taken: view_version_) and each
-// read makes its node afresh. So after `v = b[1:3]; v.relu_()`, b.grad_fn is CopySlices and v.grad_fn is
+// has no identity to keep a node on: it requires grad whenever its base does (torch's rule), has a node
+// exactly when torch's would have regenerated one (the memory was written since it was taken:
+// view_version_), and each read makes that node afresh. So after `v = b[1:3]; v.relu_()`, b.grad_fn is CopySlices and v.grad_fn is
 // AsStridedBackward, as in torch. The node is made by layers/ops, which lib cannot name: it installs
 // the maker here (tensor_detail::g_view_grad_fn).
 namespace tensor_detail {
@@ -246,7 +246,7 @@ inline std::shared_ptr<GradNode> Tensor::grad_fn() const {
   return meta_->grad_fn;
 }
 inline bool Tensor::unrecorded_view_requires_grad() const {
-  return base_meta_ != nullptr && base_meta_->requires_grad && storage_->version() != view_version_;
+  return base_meta_ != nullptr && base_meta_->requires_grad;
 }
 // Without copying the node where the answer needs none: a tensor with an identity that is no view.
 inline bool Tensor::is_leaf() const {

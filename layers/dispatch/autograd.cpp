@@ -166,8 +166,9 @@ GradList AccumulateGrad::apply(const Tensor& grad) {
 std::shared_ptr<Node> gradient_edge(const Tensor& t) {
   if (!t.defined() || !t.requires_grad()) return nullptr;
   if (std::shared_ptr<GradNode> fn = t.grad_fn()) return std::static_pointer_cast<Node>(std::move(fn));
-  // A leaf that requires grad has an identity (a view autograd did not record requires grad only through
-  // its base, and then has a node: Note [Views and their base's history]).
+  // A leaf that requires grad has an identity, except a view autograd did not record whose base requires
+  // grad and whose memory was not written since it was taken: no node, no edge, as torch's gradient
+  // stops there too (Note [Views and their base's history]).
   const std::shared_ptr<AutogradMeta>& meta = t.autograd_meta();
   if (meta == nullptr) return nullptr;
   if (std::shared_ptr<GradNode> existing = meta->accumulator.lock()) return std::static_pointer_cast<Node>(existing);

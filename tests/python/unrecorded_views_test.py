@@ -123,6 +123,23 @@ class UnrecordedViewsAgainstTorch(unittest.TestCase):
                     v.add_(c[lib])  # both inside: allowed, not recorded
                 self.assertEqual((w._version, name(w.grad_fn)), (1, "MulBackward" if base_requires_grad else None))
 
+    def test_requires_grad_follows_the_base_and_the_node_the_write(self):
+        states = {}
+        for lib in (strata, torch):
+            w = self.values(3, 3)[lib] * 1
+            v = w[0]
+            before = self.state(v)
+            w.requires_grad_(True)  # no write: v requires grad, with no node (torch's view rule)
+            middle = self.state(v)
+            with no_grad(lib):
+                w.mul_(2.0)  # a write: v's node over w's history
+            states[lib] = before, middle, self.state(v)
+            (v * 3).sum().backward()
+            states[lib] += (w.grad.numpy() if lib is torch else w.grad.numpy_float64()).tolist(),
+        self.assertEqual(states[strata], states[torch])
+        self.assertEqual(states[strata][1][0][:2], (None, True))
+        self.assertEqual(states[strata][2][0][:2], ("AsStridedBackward", True))
+
     def test_an_expanded_view_is_refused_in_both(self):
         w0, c = self.values(1, 4), self.leaves(3, 4)
         for lib in (strata, torch):
