@@ -61,7 +61,7 @@ Tensor Tensor::empty(const Shape& sizes, DType dtype, Device device) {
   t.dtype_ = dtype;
   t.device_ = device;
   t.storage_ = allocator_for(device).allocate(t.nbytes(), device);
-  t.meta_ = std::make_shared<AutogradMeta>();  // Note [Autograd identity]
+  t.meta_ = t.new_identity();  // Note [Autograd identity]
   return t;
 }
 
@@ -73,7 +73,7 @@ Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, const Shape& sizes
   t.device_ = storage->device();
   if (storage->nbytes() < t.nbytes()) throw Error("Tensor::from_storage: the storage is smaller than the shape");
   t.storage_ = std::move(storage);
-  t.meta_ = std::make_shared<AutogradMeta>();  // Note [Autograd identity]
+  t.meta_ = t.new_identity();  // Note [Autograd identity]
   return t;
 }
 
@@ -84,20 +84,41 @@ Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, const Shape& sizes
   t.strides_ = strides;
   t.dtype_ = dtype;
   t.device_ = t.storage_->device();
-  t.meta_ = std::make_shared<AutogradMeta>();
+  t.meta_ = t.new_identity();
   return t;
 }
 
+// Note [Views and their base's history]: the base is never a view, so a view of a view keeps the first
+// view's base; what grad mode was off for carries over, as torch's creation meta does.
+Tensor::Tensor(ViewOf, const Tensor& base, const Shape& sizes, const Shape& strides, int64_t storage_offset)
+    : storage_(base.storage_),
+      sizes_(sizes),
+      strides_(strides),
+      offset_(storage_offset),
+      view_version_(base.storage_ != nullptr ? base.storage_->version() : 0),
+      dtype_(base.dtype_),
+      is_view_(true),
+      no_grad_view_((base.is_view_ && base.no_grad_view_) || !tensor_detail::t_grad_enabled),
+      device_(base.device_),
+      base_meta_(base.is_view_ ? base.base_meta_ : base.meta_) {}
+
 Tensor Tensor::as_strided(const Shape& sizes, const Shape& strides, int64_t storage_offset) const {
-  Tensor t;
-  t.storage_ = storage_;
-  t.sizes_ = sizes;
-  t.strides_ = strides;
-  t.offset_ = storage_offset;
-  t.dtype_ = dtype_;
-  t.device_ = device_;
-  t.is_view_ = true;
+  return {ViewOf{}, *this, sizes, strides, storage_offset};
+}
+
+Tensor Tensor::detach() const {
+  Tensor t = *this;
+  t.is_view_ = false;
+  t.no_grad_view_ = false;
+  t.base_meta_ = nullptr;
+  t.meta_ = t.new_identity();
   return t;
+}
+
+std::shared_ptr<AutogradMeta> Tensor::new_identity() const {
+  auto meta = std::make_shared<AutogradMeta>();
+  meta->geometry = Geometry{sizes_, strides_, offset_};
+  return meta;
 }
 
 bool Tensor::is_contiguous() const {
@@ -142,6 +163,7 @@ Tensor Tensor::to(Device device) const {
   // The copy is a tensor of its own (not a view of the one-dimensional span): it keeps empty()'s identity.
   out.sizes_ = sizes_;
   out.strides_ = is_contiguous() ? contiguous_strides(sizes_) : strides_;
+  out.meta_->geometry = Geometry{out.sizes_, out.strides_, 0};
   out.meta_->requires_grad = requires_grad();
   return out;
 }
@@ -149,7 +171,7 @@ Tensor Tensor::to(Device device) const {
 void Tensor::set_requires_grad(bool value) {
   if (meta_ == nullptr) {
     if (!value) return;
-    meta_ = std::make_shared<AutogradMeta>();
+    meta_ = new_identity();
   }
   meta_->requires_grad = value;
 }
@@ -157,7 +179,7 @@ void Tensor::set_requires_grad(bool value) {
 void Tensor::set_grad_fn(std::shared_ptr<GradNode> node) {
   if (meta_ == nullptr) {
     if (node == nullptr) return;
-    meta_ = std::make_shared<AutogradMeta>();
+    meta_ = new_identity();
   }
   meta_->grad_fn = std::move(node);
   meta_->output_nr = 0;
@@ -170,30 +192,61 @@ void Tensor::rebase_history(std::shared_ptr<GradNode> node) const {
   meta_->requires_grad = true;
 }
 
-void Tensor::set_view_base(const Tensor& base) const {
+void Tensor::set_view_base() const {
   if (meta_ == nullptr) throw Error("Tensor::set_view_base: " + str() + " has no autograd identity");
-  const Tensor& root = base.view_base().defined() ? base.view_base() : base;
-  meta_->view = std::make_unique<ViewInfo>(ViewInfo{root, storage_->version()});
+  meta_->view = std::make_unique<ViewInfo>();
+  meta_->view->version = storage_->version();
 }
 
-void Tensor::refresh_view_grad_fn() const {
+Tensor Tensor::view_base() const {
+  if (!is_view_ || base_meta_ == nullptr) return {};
+  Tensor base;
+  base.storage_ = storage_;
+  base.sizes_ = base_meta_->geometry.sizes;
+  base.strides_ = base_meta_->geometry.strides;
+  base.offset_ = base_meta_->geometry.offset;
+  base.dtype_ = dtype_;  // no view op changes the dtype
+  base.device_ = device_;
+  base.meta_ = base_meta_;
+  return base;
+}
+
+std::shared_ptr<GradNode> Tensor::recorded_view_grad_fn() const {
   AutogradMeta& meta = *meta_;
   ViewInfo& view = *meta.view;
+  const std::lock_guard<std::mutex> held(view.lock);  // Note [Views and their base's history]
   const uint32_t now = storage_->version();
   if (view.version == now) [[likely]]
-    return;
+    return meta.grad_fn;
   // PyTorch's rule: a view with no history over a base that needs none has nothing to regenerate.
-  if (meta.grad_fn == nullptr && !view.base.requires_grad()) return;
+  const Tensor base = view_base();
+  if (meta.grad_fn == nullptr && !base.requires_grad()) return nullptr;
   view.version = now;
-  if (tensor_detail::g_view_grad_fn == nullptr) return;
-  if (std::shared_ptr<GradNode> node = tensor_detail::g_view_grad_fn(*this, view.base)) {
+  if (tensor_detail::g_view_grad_fn == nullptr || !base.defined()) return meta.grad_fn;
+  if (std::shared_ptr<GradNode> node = tensor_detail::g_view_grad_fn(*this, base)) {
     meta.grad_fn = std::move(node);
     meta.output_nr = 0;
-    meta.requires_grad = true;
+    // A recorded view requires grad already; writing the same value would race with readers that hold
+    // no lock (requires_grad() on the dispatcher's path).
+    if (!meta.requires_grad) meta.requires_grad = true;
   }
+  return meta.grad_fn;
+}
+
+std::shared_ptr<GradNode> Tensor::unrecorded_view_grad_fn() const {
+  if (!unrecorded_view_requires_grad() || storage_->version() == view_version_) return nullptr;
+  if (tensor_detail::g_view_grad_fn == nullptr) return nullptr;
+  return tensor_detail::g_view_grad_fn(*this, view_base());
 }
 
 Tensor Tensor::without_autograd() const {
+  Tensor t = *this;
+  t.meta_ = nullptr;
+  t.base_meta_ = nullptr;
+  return t;
+}
+
+Tensor Tensor::without_identity() const {
   Tensor t = *this;
   t.meta_ = nullptr;
   return t;

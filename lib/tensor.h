@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "lib/device.h"
@@ -72,12 +73,14 @@ class Tensor {
   // On the shared identity: a leaf (no grad_fn) that requires grad accumulates its gradient there, seen
   // through every copy. A handle with no identity yet (a view) gets one.
   void set_requires_grad(bool value);
-  const std::shared_ptr<GradNode>& grad_fn() const;
+  // By value: a view's node may be made by this call (Note [Views and their base's history]), and a copy
+  // taken under the view's lock is what makes two threads reading one stale view's grad_fn safe.
+  std::shared_ptr<GradNode> grad_fn() const;
   // Which output of grad_fn this tensor is (always 0: every strata op has one output; kept because the
   // identity is PyTorch's, and its error messages say "output 0 of").
   uint32_t output_nr() const;
   void set_grad_fn(std::shared_ptr<GradNode> node);
-  bool is_leaf() const { return grad_fn() == nullptr; }
+  bool is_leaf() const;
   // An in-place op's rebase (Note [Autograd identity]): the tensor's history becomes `node`, output 0,
   // and it requires grad, seen through every handle. const like set_grad: the header does not change.
   void rebase_history(std::shared_ptr<GradNode> node) const;
@@ -85,18 +88,29 @@ class Tensor {
   Tensor grad() const;
   void set_grad(Tensor grad) const;  // on the shared AutogradMeta: const like the storage it stands beside
   const std::shared_ptr<AutogradMeta>& autograd_meta() const { return meta_; }
-  // The same header with no autograd identity: what a backward node saves (its values and version, not
-  // its history: a saved tensor that kept its identity would keep the node alive through its own grad_fn).
+  // The same header with no autograd identity and no base: what a backward node saves (its values and
+  // version, not its history: a saved tensor that kept its identity, or its base's, would keep the node
+  // alive through a grad_fn, a cycle once an in-place op rebases that identity onto the node).
   Tensor without_autograd() const;
-  // Whether this header was made by as_strided (a view op, detach), so that it shares its memory with
-  // another tensor and has an identity of its own only once autograd attaches one.
+  // The same header, its identity dropped and its base kept: what the Autograd key attaches an op's node
+  // to when the op returned a header whose identity another tensor shares.
+  Tensor without_identity() const;
+  // Whether this header was made by as_strided (a view op), so that it shares its memory with another
+  // tensor, its base, and has an identity of its own only once autograd attaches one.
   bool is_view() const { return is_view_; }
+  // Whether this view (or the view it was taken from) was made with grad mode off: torch refuses an
+  // in-place op on it that autograd would record (Note [Views and their base's history]).
+  bool is_no_grad_view() const { return no_grad_view_; }
+  // torch's detach(): the same memory and layout as a tensor of its own (not a view: an in-place op on
+  // it changes its own history, never this tensor's), with a fresh identity that requires no grad.
+  Tensor detach() const;
 
   // Note [Views share storage]
   // A view of this tensor's memory with its own sizes, strides (in elements) and storage offset: the same
   // Storage, no data moved, the cost of one tensor header (PyTorch's as_strided). The caller (the view
   // operators in lib/views.h) has checked that every element it can address lies inside the storage.
-  // The view carries no autograd state: the Autograd key attaches the view's node to it.
+  // The view carries no autograd state of its own (the Autograd key attaches the view's node to it); it
+  // keeps its base's identity, a shared_ptr copy and no allocation (Note [Views and their base's history]).
   Tensor as_strided(const Shape& sizes, const Shape& strides, int64_t storage_offset) const;
 
   // A contiguous copy on another device (host <-> device through the device's allocator).
@@ -104,27 +118,47 @@ class Tensor {
 
   std::string str() const;  // "[1024x1024] f32 cpu"
 
-  // A differentiable view's base (Note [Views and their base's history]): the tensor whose memory this
-  // view addresses, taken when the Autograd key recorded the view; undefined for any other tensor.
-  const Tensor& view_base() const;
-  // Makes this tensor a differentiable view of `base` (or of base's own base, when base is one): the
-  // Autograd key calls it on a view op's output, after attaching the view's node.
-  void set_view_base(const Tensor& base) const;
+  // A view's base (Note [Views and their base's history]): the tensor, never itself a view, whose memory
+  // this view addresses, sharing its identity; undefined for a tensor that is not a view, and for a view
+  // of a saved copy (which has no identity).
+  Tensor view_base() const;
+  // Marks this view's identity, just attached by the Autograd key, as a recorded view of its base, whose
+  // grad_fn is regenerated when the base's memory is written (the view's base is its header's).
+  void set_view_base() const;
 
  private:
-  // A view whose storage was written since its grad_fn was set gets a node over its base's history now.
-  void refresh_view_grad_fn() const;
+  // as_strided's header, every member initialised once (no zeroing first, no assignment of shared_ptrs
+  // that are null): the whole cost of a view is this constructor.
+  struct ViewOf {};
+  Tensor(ViewOf, const Tensor& base, const Shape& sizes, const Shape& strides, int64_t storage_offset);
+
+  // A recorded view's grad_fn, regenerated over its base's history first if its storage was written since
+  // it was set; under the view's lock.
+  std::shared_ptr<GradNode> recorded_view_grad_fn() const;
+  // A view autograd did not record: its node over its base's history, made now, or null.
+  std::shared_ptr<GradNode> unrecorded_view_grad_fn() const;
+  // Whether a view autograd did not record requires grad now: whenever its base does, as torch's view
+  // (DifferentiableViewMeta::requires_grad) does.
+  bool unrecorded_view_requires_grad() const;
+  // A new identity for this header, which records where the tensor lies (what a view's base is rebuilt from).
+  std::shared_ptr<AutogradMeta> new_identity() const;
 
   std::shared_ptr<Storage> storage_;
   Shape sizes_;
   Shape strides_;
   int64_t offset_ = 0;
+  // A view's storage version when it was taken: an unrecorded view has a node once it has moved.
+  // (The small fields are ordered to fill one 8-byte word with it: the header is copied often.)
+  uint32_t view_version_ = 0;
   DType dtype_ = DType::kF32;
-  Device device_ = kCPU;
   bool is_view_ = false;
+  bool no_grad_view_ = false;
+  Device device_ = kCPU;
   // The identity (Note [Autograd identity]): every tensor made by empty/from_storage has one from birth,
   // a view gets its own when autograd attaches a node, a saved copy has none.
   std::shared_ptr<AutogradMeta> meta_;
+  // A view's base's identity (its tensor never a view): set by as_strided, null for every other tensor.
+  std::shared_ptr<AutogradMeta> base_meta_;
 };
 
 // Note [Autograd identity]
@@ -139,11 +173,19 @@ class Tensor {
 // tensor over the same memory and gets its own when the Autograd key attaches the view's node; the copy a
 // backward node saves has none (without_autograd). strata has no TensorImpl, so the block is allocated
 // beside the storage rather than inside one object with it: one small allocation per tensor made.
-// What a differentiable view knows beyond its identity: its base (never itself such a view) and its
-// storage's version when its grad_fn was last set.
+// What a recorded view knows beyond its identity: its storage's version when its grad_fn was last set,
+// and the lock that makes regenerating it safe when two threads read it at once (PyTorch's
+// DifferentiableViewMeta::mutex_). Its base is its header's (base_meta_).
 struct ViewInfo {
-  Tensor base;
+  std::mutex lock;
   uint32_t version = 0;
+};
+
+// Where a tensor lies in its storage: recorded on an identity when it is made, so that a view, which
+// keeps only its base's identity, can rebuild its base's header.
+struct Geometry {
+  Shape sizes, strides;
+  int64_t offset = 0;
 };
 
 struct AutogradMeta {
@@ -154,43 +196,63 @@ struct AutogradMeta {
   // The AccumulateGrad node graphs recorded from this leaf point to (weak: the graph owns the node, the
   // leaf only finds it again, so two uses of one leaf in a graph meet in one node).
   std::weak_ptr<GradNode> accumulator;
-  // Set only for a differentiable view (Note [Views and their base's history]): behind a pointer, so that
-  // the identity every tensor is made with stays as small and as cheap to make as before.
+  // Set only for a recorded view (Note [Views and their base's history]): behind a pointer, so that the
+  // identity every tensor is made with stays as small and as cheap to make as before.
   std::unique_ptr<ViewInfo> view;
+  Geometry geometry;
 };
 
 // Note [Views and their base's history]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// A view recorded by the Autograd key knows its base (PyTorch's DifferentiableViewMeta): an in-place op
-// on the view rebases the base's history onto a CopySlices node (layers/ops/copy_slices.h), and any view
-// of that base then has a stale grad_fn, one that points at the base's history before the write. As
-// PyTorch does, the view's grad_fn is regenerated lazily, when it is next read, whenever the storage's
+// Every view knows its base (PyTorch's DifferentiableViewMeta): as_strided copies the base's identity
+// into the view's header (base_meta_; a view of a view gets the first view's base, never a view), a
+// shared_ptr copy that allocates nothing, and the identity records where its tensor lies (Geometry), so
+// view_base() rebuilds the base's header from it. That is what lets an in-place op on any view rebase
+// the base's history onto a CopySlices node (layers/ops/copy_slices.h), whether or not the Autograd key
+// recorded the view: `w[0].add_(c)` with w needing no grad makes w's grad_fn CopySlices, as in torch. A
+// view made with grad mode off is marked (no_grad_view_), since torch refuses to record a write through
+// one ("A view was created in no_grad mode ...").
+// After such a write, every view of that base has a stale grad_fn, one that points at the base's history
+// before the write. As PyTorch does, it is regenerated lazily, when next read, whenever the storage's
 // version (Note [Version counter]) has moved since it was set: an AsStridedBackward node whose edge is
 // the base's history now. Lazily, because a base does not know its views (a list of them would cost
 // every view a registration and every write a walk); the version tells a reader exactly when its node
 // may be stale, and reading grad_fn is the only way anything (the Autograd key, the engine, Python's
-// grad_fn) reaches it. So after `v = b[1:3]; v.relu_()`, b.grad_fn is CopySlices and v.grad_fn is
+// grad_fn) reaches it. A recorded view keeps its node on its identity and regenerates it under its lock
+// (ViewInfo), so two threads reading one stale view get one node; a view the Autograd key did not record
+// has no identity to keep a node on: it requires grad whenever its base does (torch's rule), has a node
+// exactly when torch's would have regenerated one (the memory was written since it was taken:
+// view_version_), and each read makes that node afresh. So after `v = b[1:3]; v.relu_()`, b.grad_fn is CopySlices and v.grad_fn is
 // AsStridedBackward, as in torch. The node is made by layers/ops, which lib cannot name: it installs
 // the maker here (tensor_detail::g_view_grad_fn).
 namespace tensor_detail {
 // Makes the regenerated grad_fn of `view` over `base`'s history; null leaves the view's node as it is.
 using ViewGradFnMaker = std::shared_ptr<GradNode> (*)(const Tensor& view, const Tensor& base);
 inline ViewGradFnMaker g_view_grad_fn = nullptr;
+// Grad mode (torch.no_grad), this thread's: the dispatcher reads it to leave the Autograd key out, and
+// as_strided to mark a view made without it. Here, in lib, because a view's header is made here.
+inline thread_local bool t_grad_enabled = true;
 }  // namespace tensor_detail
 
-inline bool Tensor::requires_grad() const { return meta_ != nullptr && meta_->requires_grad; }
-// What grad_fn() returns for a header with no identity (constant-initialised: no guard on the hot path).
-inline const std::shared_ptr<GradNode> kNoGradFn;
-inline const std::shared_ptr<GradNode>& Tensor::grad_fn() const {
-  if (meta_ == nullptr) return kNoGradFn;
+inline bool Tensor::requires_grad() const {
+  if (meta_ != nullptr) [[likely]]
+    return meta_->requires_grad;
+  return is_view_ && unrecorded_view_requires_grad();  // Note [Views and their base's history]
+}
+inline std::shared_ptr<GradNode> Tensor::grad_fn() const {
+  if (meta_ == nullptr) return is_view_ ? unrecorded_view_grad_fn() : nullptr;
   if (meta_->view != nullptr) [[unlikely]]
-    refresh_view_grad_fn();  // Note [Views and their base's history]
+    return recorded_view_grad_fn();  // Note [Views and their base's history]
   return meta_->grad_fn;
 }
-// What view_base() returns for a header with no identity.
-inline const Tensor kNoViewBase;
-inline const Tensor& Tensor::view_base() const {
-  return meta_ != nullptr && meta_->view != nullptr ? meta_->view->base : kNoViewBase;
+inline bool Tensor::unrecorded_view_requires_grad() const {
+  return base_meta_ != nullptr && base_meta_->requires_grad;
+}
+// Without copying the node where the answer needs none: a tensor with an identity that is no view.
+inline bool Tensor::is_leaf() const {
+  if (meta_ != nullptr && meta_->view == nullptr) [[likely]]
+    return meta_->grad_fn == nullptr;
+  return grad_fn() == nullptr;
 }
 inline uint32_t Tensor::output_nr() const { return meta_ != nullptr ? meta_->output_nr : 0; }
 

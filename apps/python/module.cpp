@@ -258,8 +258,9 @@ void bind_tensor(py::module_& m) {
       .def_property_readonly("device", [](const Tensor& t) { return t.device().str(); })
       .def_property("requires_grad", &Tensor::requires_grad, &Tensor::set_requires_grad)
       .def_property_readonly("grad_fn", [](const Tensor& t) -> py::object {
-        if (!t.grad_fn()) return py::none();
-        return py::str(t.grad_fn()->name());
+        const std::shared_ptr<GradNode> fn = t.grad_fn();
+        if (fn == nullptr) return py::none();
+        return py::str(fn->name());
       })
       // Autograd (layers/autograd, docs/autograd.md): the gradient a backward pass left in a leaf, and
       // the pass itself. The engine runs with the GIL held: its formulas are short dispatcher calls.
@@ -293,8 +294,10 @@ void bind_tensor(py::module_& m) {
       .def("numel", &Tensor::numel)
       .def("is_contiguous", &Tensor::is_contiguous)
       // torch's detach(): the same storage, sizes and strides, no grad_fn and requires_grad off, so
-      // backward stops there. as_strided makes a fresh header that carries no autograd state.
-      .def("detach", [](const Tensor& t) { return t.as_strided(t.sizes(), t.strides(), t.storage_offset()); })
+      // backward stops there; a tensor of its own, not a view, as torch's is (Tensor::detach).
+      .def("detach", &Tensor::detach)
+      // torch's x._is_view(): made by a view op, sharing its base's memory (detach's result is not one).
+      .def("_is_view", &Tensor::is_view)
       .def("_strides", [](const Tensor& t) { return shape_tuple(t.strides()); })  // stride(): strata/_views.py
       .def("storage_offset", [](const Tensor& t) { return t.storage_offset(); })
       // torch's x._version: in-place writes to this tensor's memory, through it or any view of it

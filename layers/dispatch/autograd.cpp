@@ -30,7 +30,7 @@ Tensor attach(Tensor out, const BackwardDecl& decl, std::shared_ptr<RecordedNode
   // A fresh output's identity is its alone and is used as it is; one shared with another tensor (an op
   // that returned its input's header: contiguous() of a contiguous tensor) or absent (a view) is replaced
   // by a new one, so that recording this node never changes another tensor's history.
-  if (out.autograd_meta() == nullptr || out.autograd_meta().use_count() != 1) out = out.without_autograd();
+  if (out.autograd_meta() != nullptr && out.autograd_meta().use_count() != 1) out = out.without_identity();
   out.set_grad_fn(std::move(node));
   out.set_requires_grad(true);
   return out;
@@ -80,7 +80,8 @@ void RecordedNode::save_input(size_t i, const Tensor& t) {
   // grad_fn could close a cycle once an in-place op rebases it onto a node that reaches this one. The
   // name of the node that made it is kept for the version error.
   inputs_[i] = t.without_autograd();
-  input_makers_[i] = t.grad_fn() != nullptr ? t.grad_fn()->name() : nullptr;
+  const std::shared_ptr<GradNode> maker = t.grad_fn();
+  input_makers_[i] = maker != nullptr ? maker->name() : nullptr;
   input_versions_[i] = t.storage()->version();
   ++count_;
 }
@@ -164,8 +165,12 @@ GradList AccumulateGrad::apply(const Tensor& grad) {
 
 std::shared_ptr<Node> gradient_edge(const Tensor& t) {
   if (!t.defined() || !t.requires_grad()) return nullptr;
-  if (t.grad_fn() != nullptr) return std::static_pointer_cast<Node>(t.grad_fn());
-  const std::shared_ptr<AutogradMeta>& meta = t.autograd_meta();  // requires_grad: there is one
+  if (std::shared_ptr<GradNode> fn = t.grad_fn()) return std::static_pointer_cast<Node>(std::move(fn));
+  // A leaf that requires grad has an identity, except a view autograd did not record whose base requires
+  // grad and whose memory was not written since it was taken: no node, no edge, as torch's gradient
+  // stops there too (Note [Views and their base's history]).
+  const std::shared_ptr<AutogradMeta>& meta = t.autograd_meta();
+  if (meta == nullptr) return nullptr;
   if (std::shared_ptr<GradNode> existing = meta->accumulator.lock()) return std::static_pointer_cast<Node>(existing);
   auto node = std::make_shared<AccumulateGrad>(meta);
   meta->accumulator = node;

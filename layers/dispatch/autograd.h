@@ -190,12 +190,14 @@ void record_arg(RecordedNode& node, const BackwardDecl&, size_t i, const T& v) {
   if constexpr (std::is_arithmetic_v<T>) node.save_scalar(i, static_cast<double>(v));
 }
 inline void record_arg(RecordedNode& node, const BackwardDecl&, size_t i, const Shape& list) { node.save_int_list(i, list); }
-// A view op's output (a header over the storage of tensor argument `t`): `t` is what it views, and the
-// output becomes a differentiable view of t's base (Note [Views and their base's history] in lib/tensor.h).
+// Whether a view op's output is a header over the storage of tensor argument `t`: then it is a recorded
+// view of its base (Note [Views and their base's history] in lib/tensor.h).
 template <typename T>
-void find_viewed(const Tensor*& viewed, const Tensor& out, const T& t) {
+bool shares_storage(const Tensor& out, const T& t) {
   if constexpr (std::is_same_v<T, Tensor>) {
-    if (viewed == nullptr && out.is_view() && t.defined() && out.storage() == t.storage()) viewed = &t;
+    return t.defined() && out.storage() == t.storage();
+  } else {
+    return false;
   }
 }
 inline void record_arg(RecordedNode& node, const BackwardDecl& decl, size_t i, const Tensor& t) {
@@ -215,11 +217,10 @@ Tensor record_backward(size_t op, const char* op_name, const BackwardDecl& decl,
   size_t i = 0;
   (autograd_detail::record_arg(*node, decl, i++, args), ...);
   Tensor out = Dispatcher::instance().redispatch<Fn>(op, ks.remove(DispatchKey::kAutograd), args...);
-  const Tensor* viewed = nullptr;
-  (autograd_detail::find_viewed(viewed, out, args), ...);
+  const bool recorded_view = out.is_view() && (autograd_detail::shares_storage(out, args) || ...);
   out = autograd_detail::attach(std::move(out), decl, std::move(node));
-  if (viewed != nullptr) [[unlikely]]
-    out.set_view_base(*viewed);
+  if (recorded_view) [[unlikely]]
+    out.set_view_base();
   return out;
 }
 

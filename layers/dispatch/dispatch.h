@@ -153,7 +153,8 @@ struct LocalDispatchKeySet {
 };
 namespace detail {
 inline thread_local LocalDispatchKeySet t_local;
-inline thread_local bool t_grad_enabled = true;
+// Grad mode lives in lib, beside the view headers that record it (Note [Views and their base's history]).
+using tensor_detail::t_grad_enabled;
 }  // namespace detail
 // This thread's state, for those who must read it (the tests); the guards below are how to change it.
 inline LocalDispatchKeySet local_dispatch_key_set() { return detail::t_local; }

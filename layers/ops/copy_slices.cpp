@@ -12,23 +12,47 @@ std::string described(const Tensor& t) {
   return "[" + std::string(dtype_name(t.dtype())) + " [" + t.sizes().str() + "] " + t.device().str() + "]";
 }
 
-// Whether the view addresses some element twice: a dim it repeats (stride 0 over more than one element,
+// Whether the tensor addresses some element twice: a dim it repeats (stride 0 over more than one element,
 // what expand makes; strata's other views never overlap).
-bool repeats_elements(const Tensor& view) {
-  for (int i = 0; i < view.dim(); ++i)
-    if (view.stride(i) == 0 && view.size(i) > 1) return true;
+bool repeats_elements(const Tensor& t) {
+  for (int i = 0; i < t.dim(); ++i)
+    if (t.stride(i) == 0 && t.size(i) > 1) return true;
   return false;
 }
 
+// How many elements of storage a tensor spans from its first element (its layout's extent).
+int64_t span_of(const Tensor& t) {
+  if (t.numel() == 0) return 0;
+  int64_t last = 0;
+  for (int i = 0; i < t.dim(); ++i) last += (t.size(i) - 1) * t.stride(i);
+  return last + 1;
+}
+
+// Zeros laid out as `base`'s memory from its first element: a region given by storage geometry relative
+// to the base's first element (a view's) is that region of it. For a contiguous base that is zeros of its
+// shape; any other base's are one dim, its span. ones_like reads only the header's shape and dtype.
+Tensor zeros_laid_out_as(const Tensor& base) {
+  if (base.is_contiguous()) return ops::mul(ops::ones_like(base), 0.0);
+  return ops::mul(ops::ones_like(base.as_strided(Shape{span_of(base)}, Shape{1}, base.storage_offset())), 0.0);
+}
+
+// A gradient laid out as the base's memory (zeros_laid_out_as's layout) as a tensor of the base's shape:
+// itself for a contiguous base, a contiguous copy of the base's layout over it for any other.
+Tensor read_as_base(const Tensor& laid_out, const Tensor& base) {
+  if (base.is_contiguous()) return laid_out;
+  return ops::contiguous(laid_out.as_strided(base.sizes(), base.strides(), laid_out.storage_offset()));
+}
+
 // AsStridedBackward: a view's grad_fn regenerated over its base's history (Note [Views and their base's
-// history] in lib/tensor.h). Its gradient for the base is the view's gradient written into zeros of the
-// base's shape where the view lies; a dim the view repeats (expand) is one element of the base, so the
-// gradient is summed over it first, as PyTorch's as_strided_backward sums overlapping elements.
+// history] in lib/tensor.h). Its gradient for the base is the view's gradient written into zeros laid out
+// as the base's storage, where the view lies, read back in the base's shape (for a contiguous base, the
+// layout is the base's own); a dim the view repeats (expand) is one element of the base, so the gradient
+// is summed over it first, as PyTorch's as_strided_backward sums overlapping elements.
 class AsStridedBackward final : public Node {
  public:
   AsStridedBackward(const Tensor& base, const Tensor& view)
       : Node(autograd_detail::next_sequence_nr()),
-        base_shape_(base.without_autograd()),
+        base_(base.without_autograd()),
         sizes_(view.sizes()),
         strides_(view.strides()),
         offset_(view.storage_offset() - base.storage_offset()) {
@@ -46,16 +70,15 @@ class AsStridedBackward final : public Node {
       }
     }
     if (repeated.ndim > 0) g = ops::sum_dim(g, repeated, true, std::nullopt);
-    // Zeros of the base's shape: ones_like reads only the base's shape and dtype (its values may have
-    // changed since; they are not read).
-    const Tensor zeros = ops::mul(ops::ones_like(base_shape_), 0.0);
     GradList out;
-    out[0] = ops::as_strided_scatter(zeros, g, sizes, strides_, offset_);
+    out[0] = read_as_base(ops::as_strided_scatter(zeros_laid_out_as(base_), g, sizes, strides_, offset_), base_);
     return out;
   }
 
  private:
-  Tensor base_shape_;  // the base's header without its identity: its shape, dtype and device
+  // The base's header without its identity: its layout, dtype and device (its values may have changed
+  // since; they are not read). It keeps the base's storage alive with the graph, as the node did before.
+  Tensor base_;
   Shape sizes_, strides_;
   int64_t offset_;
 };
@@ -64,6 +87,7 @@ class AsStridedBackward final : public Node {
 
 CopySlices::CopySlices(const Tensor& base, const Tensor& view, std::shared_ptr<RecordedNode> op_node)
     : Node(autograd_detail::next_sequence_nr()),
+      base_(base.without_autograd()),
       view_sizes_(view.sizes()),
       view_strides_(view.strides()),
       view_offset_(view.storage_offset() - base.storage_offset()),
@@ -80,14 +104,20 @@ CopySlices::CopySlices(const Tensor& base, const Tensor& view, std::shared_ptr<R
 }
 
 GradList CopySlices::apply(const Tensor& grad) {
-  // The base's gradient as a contiguous tensor of its shape (a call only when it is not one already):
-  // the view's geometry, relative to the base's first element, addresses the same region in it, since
-  // the base is contiguous too (copy_slices_refusal).
-  const Tensor g = ops::contiguous(grad);
+  // The base's gradient laid out as the base's storage: the view's geometry, relative to the base's first
+  // element, addresses its region in it. For a contiguous base that is the gradient itself as a
+  // contiguous tensor (a call only when it is not one already); any other base's gradient is written into
+  // zeros over the base's span first, and read back in the base's shape at the end.
+  const Tensor g = base_.is_contiguous() ? ops::contiguous(grad)
+                                         : ops::as_strided_scatter(zeros_laid_out_as(base_), ops::contiguous(grad),
+                                                                   base_.sizes(), base_.strides(), 0);
   const Tensor region = ops::contiguous(g.as_strided(view_sizes_, view_strides_, g.storage_offset() + view_offset_));
   GradList op_grads = op_node_->apply(region);
   GradList out;
-  if (next(0) != nullptr) out[0] = ops::as_strided_scatter(g, op_grads[0], view_sizes_, view_strides_, view_offset_);
+  if (next(0) != nullptr) {
+    const Tensor written = ops::as_strided_scatter(g, op_grads[0], view_sizes_, view_strides_, view_offset_);
+    out[0] = read_as_base(written, base_);
+  }
   for (size_t i = 1; i < kMaxArgs; ++i)
     if (next(i) != nullptr) out[i] = std::move(op_grads[i]);
   return out;
@@ -95,14 +125,19 @@ GradList CopySlices::apply(const Tensor& grad) {
 
 std::string copy_slices_refusal(const char* op, const Tensor& view) {
   const std::string what = std::string(op) + " on " + described(view);
-  const Tensor& base = view.view_base();
+  // torch's check order (check_inplace): the view's creation mode, then its base being a leaf; the
+  // repeated-element check is its kernel's, after both.
+  if (view.is_no_grad_view()) {
+    return "A view was created in no_grad mode and is being modified inplace with grad mode enabled. Given that "
+           "this use case is ambiguous and error-prone, it is forbidden. You can clarify your code by moving both "
+           "the view and the inplace either both inside the no_grad block (if you don't want the inplace to be "
+           "tracked) or both outside (if you want the inplace to be tracked). (" + what + ")";
+  }
+  const Tensor base = view.view_base();
   if (!base.defined()) {
-    return std::string(op) + "(): self " + described(view) +
-           " is a view of another tensor's memory taken where autograd did not record it (under no_grad(), "
-           "or of a tensor that did not require grad), so strata does not know the base whose history the "
-           "write would change; PyTorch rebases the base onto CopySlices. Take the view from a tensor that "
-           "requires grad with grad mode on, call " + op + " on the base, or write into a copy "
-           "(strata.to_copy(v))";
+    return std::string(op) + "(): self " + described(view) + " is a view of a tensor saved for backward, which "
+           "keeps no autograd identity, so there is no base whose history the write would change; write into "
+           "a copy (strata.to_copy(v))";
   }
   if (base.requires_grad() && base.is_leaf()) {
     return "a view of a leaf Variable that requires grad is being used in an in-place operation. (" + what +
@@ -113,16 +148,16 @@ std::string copy_slices_refusal(const char* op, const Tensor& view) {
            "location. Please clone() the tensor before performing the operation. (" + what +
            ", a view with a stride-0 dim, as expand makes)";
   }
-  if (!base.is_contiguous()) {
-    return std::string(op) + "(): self " + described(view) + " is a view of a non-contiguous tensor " +
-           described(base) + "; strata records an in-place write through a view (CopySlices) only for a "
-           "contiguous base. Call " + op + " on a contiguous copy (strata.to_copy(base))";
+  if (repeats_elements(base)) {
+    return "unsupported operation: more than one element of the written-to tensor refers to a single memory "
+           "location. Please clone() the tensor before performing the operation. (" + what + ", a view of " +
+           described(base) + ", which has a stride-0 dim)";
   }
   return {};
 }
 
 std::shared_ptr<GradNode> regenerate_view_grad_fn(const Tensor& view, const Tensor& base) {
-  if (!base.is_contiguous()) return nullptr;
+  if (repeats_elements(base)) return nullptr;  // no layout to write the view's gradient into
   return std::make_shared<AsStridedBackward>(base, view);
 }
 

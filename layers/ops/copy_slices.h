@@ -25,10 +25,12 @@ namespace strata::ops {
 //     through the op), and every element outside the region as it is;
 //   - the other operands (add_'s and mul_'s `other`) get the formula's gradients for them.
 // Afterwards v's grad_fn is regenerated (AsStridedBackward over CopySlices) the next time it is read.
-// Refused, each with the reason: a view of a leaf that requires grad (PyTorch's words), a view taken
-// where autograd did not record it (no_grad, or of a tensor that required no grad: strata knows its base
-// only from the Autograd key), a view that addresses an element twice (expand: torch refuses the write),
-// and a base that is not contiguous (the region is mapped into a contiguous gradient of the base).
+// The view need not have been recorded by the Autograd key (w[0].add_(c) with w needing no grad): every
+// view knows its base (Note [Views and their base's history]). A base that is not contiguous (a
+// transposed or strided leaf) gets its gradient laid out as its storage first, where the view's
+// geometry addresses the region as it does in the base's memory, and read back in its shape at the end.
+// Refused in PyTorch's words, as torch refuses them: a view made with grad mode off, a view of a leaf
+// that requires grad, and a view or a base that addresses an element twice (expand).
 class CopySlices final : public Node {
  public:
   // `op_node` is the in-place op's node, recorded with `view` as self; it becomes base's grad_fn's payload.
@@ -47,6 +49,7 @@ class CopySlices final : public Node {
   }
 
  private:
+  Tensor base_;  // the base's header without its identity: its layout, dtype and device
   Shape view_sizes_, view_strides_;
   int64_t view_offset_;  // from the base's first element, in elements
   std::shared_ptr<RecordedNode> op_node_;
@@ -57,9 +60,8 @@ class CopySlices final : public Node {
 std::string copy_slices_refusal(const char* op, const Tensor& view);
 
 // The grad_fn a view regenerates over its base's history now (AsStridedBackward: the view's gradient
-// written into zeros of the base's shape, summed first over dims the view repeats), or null where the
-// view cannot be mapped into the base's gradient (a non-contiguous base): installed as
-// tensor_detail::g_view_grad_fn.
+// written into zeros laid out as the base, summed first over dims the view repeats), or null where the
+// base addresses an element twice and has no such layout: installed as tensor_detail::g_view_grad_fn.
 std::shared_ptr<GradNode> regenerate_view_grad_fn(const Tensor& view, const Tensor& base);
 
 }  // namespace strata::ops

@@ -102,7 +102,7 @@ struct InPlaceAutogradKernel<Op, Tensor(const Tensor&, Rest...)> {
     }
     // Through a view: the base's history becomes CopySlices over the op's node; the view's grad_fn is
     // regenerated over it when next read, its version being behind now (Note [CopySlices]).
-    const Tensor& base = self.view_base();
+    const Tensor base = self.view_base();
     base.rebase_history(std::make_shared<CopySlices>(base, self, std::move(node)));
     return out;
   }
