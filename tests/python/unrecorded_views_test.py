@@ -158,6 +158,31 @@ class UnrecordedViewsAgainstTorch(unittest.TestCase):
             states[lib] = self.state(x[lib], d), d._is_view()
         self.assertEqual(states[strata], states[torch])
 
+    def test_augmented_assignment_on_an_index(self):
+        # w[1] /= c runs as v = w[1]; v /= c (div_ through the view); w[1] = v: the last step stores the same
+        # view back (torch's copy_ of it onto itself), so every in-place operator through an index agrees.
+        w0, c = self.values(3, 3), self.leaves(3)
+        results = {}
+        for lib in (strata, torch):
+            w = w0[lib] * 1
+            c3 = c[lib] * 3
+            w[0] -= c3
+            w[1] /= c3
+            w[2] += 1.5
+            w[:, 1] *= c3[0]
+            (w * w).sum().backward()
+            results[lib] = w, name(w.grad_fn), w._version
+        self.same(results[strata][0], results[torch][0])
+        self.same(c[strata].grad, c[torch].grad)
+        self.assertEqual(results[strata][1:], ("CopySlices", 4))
+        self.assertEqual(results[torch][1], "CopySlices")
+
+    def test_assigning_other_values_to_an_index_is_refused(self):
+        w = strata.randn(3, 3)
+        for value in (5.0, strata.randn(3), w[0]):
+            with self.subTest(value=value), self.assertRaisesRegex(TypeError, "copy_ / fill_"):
+                w[1] = value
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -177,3 +177,21 @@ Tensor.select = _select
 Tensor.contiguous = OPERATORS["contiguous"]
 Tensor.stride = _stride
 Tensor.__getitem__ = _getitem
+
+
+def _setitem(self, index, value):
+    """x[i] += y and the other augmented assignments on an index: Python runs them as
+    `v = x[i]; v = v.__iadd__(y); x[i] = v`, and v.__iadd__ has already written through the view (add_),
+    so storing the same view back has nothing left to copy (torch's x[i] = v is copy_, here of a view onto
+    itself). Any other assignment needs copy_ or fill_, which strata does not have: refused by name."""
+    if isinstance(value, Tensor):
+        target = _getitem(self, index)
+        if (value.data_ptr() == target.data_ptr() and tuple(value.shape) == tuple(target.shape)
+                and value.stride() == target.stride() and value.dtype == target.dtype):
+            return
+    raise TypeError("x[index] = value is torch's copy_ / fill_, which strata does not have: assigning to an "
+                    "index is not supported; write in place through the view instead (x[index].add_(y), "
+                    "x[index] *= 2, x[index] += y, ...)")
+
+
+Tensor.__setitem__ = _setitem
