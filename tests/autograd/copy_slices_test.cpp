@@ -17,58 +17,11 @@
 #include "layers/frontend/frontend.h"
 #include "layers/ops/operators.h"
 #include "lib/error.h"
+#include "tests/autograd/view_gradients.h"
 #include "tests/support/error_text.h"
 
 using namespace strata;
-
-namespace {
-
-constexpr int64_t kEnd = std::numeric_limits<int64_t>::max();
-
-uint64_t fresh_seed() {
-  static std::mt19937_64 rng{std::random_device{}()};
-  return rng();
-}
-
-Tensor rnd(const Shape& s) { return frontend::random_tensor(s, DType::kF64, kCPU, fresh_seed()); }
-Tensor leaf(const Shape& s) {
-  Tensor t = rnd(s);
-  t.set_requires_grad(true);
-  return t;
-}
-double& at(const Tensor& t, size_t i) { return t.data<double>()[i]; }
-std::string grad_fn_name(const Tensor& t) { return t.grad_fn() != nullptr ? t.grad_fn()->name() : "None"; }
-
-// A program of leaves: returns the scalar loss (recording when grad mode is on).
-using Program = std::function<Tensor(const std::vector<Tensor>&)>;
-
-// The largest |autograd - central difference| / max(|difference|, 1) over every element of every leaf.
-double worst_gradient_error(const std::vector<Tensor>& leaves, const Program& program) {
-  autograd::backward(program(leaves));
-  const NoGradGuard no_grad;
-  double worst = 0;
-  const double h = 1e-6;
-  for (const Tensor& x : leaves) {
-    REQUIRE(x.grad().defined());
-    const Tensor g = ops::contiguous(x.grad());
-    for (size_t i = 0; i < size_t(x.numel()); ++i) {
-      const double v = at(x, i);
-      at(x, i) = v + h;
-      const double up = at(program(leaves), 0);
-      at(x, i) = v - h;
-      const double down = at(program(leaves), 0);
-      at(x, i) = v;
-      const double fd = (up - down) / (2 * h);
-      worst = std::max(worst, std::abs(at(g, i) - fd) / std::max(std::abs(fd), 1.0));
-    }
-  }
-  return worst;
-}
-
-// sum(b * w) with fixed random weights, so that every element of b has a gradient of its own.
-Tensor weighted_sum(const Tensor& b, const Tensor& w) { return ops::sum(ops::mul(b, w)); }
-
-}  // namespace
+using namespace strata::testing::views;
 
 TEST_CASE("b[1:3].relu_(): b's grad_fn is CopySlices, the view's AsStridedBackward, gradients as finite differences") {
   const Tensor x = leaf(Shape{4, 3}), w = rnd(Shape{4, 3});
@@ -84,7 +37,7 @@ TEST_CASE("b[1:3].relu_(): b's grad_fn is CopySlices, the view's AsStridedBackwa
     static_cast<void>(ops::relu_(ops::slice(base, 0, 1, 3, 1)));
     return weighted_sum(base, w);
   };
-  CHECK(worst_gradient_error({x}, program) <= 1e-6);
+  check_gradients({x}, program);
   // Exactly: w outside rows 1..2, w where the relu passed inside them.
   for (size_t i = 0; i < 12; ++i) {
     const bool inside = i >= 3 && i < 9;
@@ -96,43 +49,43 @@ TEST_CASE("b.t().add_(c, alpha) and b[:, ::2].mul_(c): both operands' gradients 
   const Tensor w = rnd(Shape{3, 4});
   SUBCASE("add_ through a transpose") {
     const Tensor x = leaf(Shape{3, 4}), c = leaf(Shape{4, 3});
-    CHECK(worst_gradient_error({x, c}, [&](const std::vector<Tensor>& in) {
+    check_gradients({x, c}, [&](const std::vector<Tensor>& in) {
             Tensor b = ops::mul(in[0], 2.0);
             const Tensor t = ops::t(b);
             static_cast<void>(ops::add_(t, in[1], -0.75));
             if (grad_mode_enabled()) CHECK(grad_fn_name(t) == "AsStridedBackward");  // not in the differences
             return weighted_sum(b, w);
-          }) <= 1e-6);
+          });
     for (size_t r = 0; r < 4; ++r)
       for (size_t col = 0; col < 3; ++col) CHECK(at(c.grad(), r * 3 + col) == -0.75 * at(w, col * 4 + r));
   }
   SUBCASE("mul_ through a stepped slice, other broadcast along the rows") {
     const Tensor x = leaf(Shape{3, 4}), c = leaf(Shape{2});
-    CHECK(worst_gradient_error({x, c}, [&](const std::vector<Tensor>& in) {
+    check_gradients({x, c}, [&](const std::vector<Tensor>& in) {
             Tensor b = ops::mul(in[0], 1.0);
             static_cast<void>(ops::mul_(ops::slice(b, 1, 0, kEnd, 2), in[1]));
             return weighted_sum(b, w);
-          }) <= 1e-6);
+          });
   }
   SUBCASE("a chain of views, b[1][::2], then mul_.Scalar and relu_ on it") {
     const Tensor x = leaf(Shape{3, 4});
-    CHECK(worst_gradient_error({x}, [&](const std::vector<Tensor>& in) {
+    check_gradients({x}, [&](const std::vector<Tensor>& in) {
             Tensor b = ops::mul(in[0], 1.0);
             const Tensor v = ops::slice(ops::select(b, 0, 1), 0, 0, kEnd, 2);
             static_cast<void>(ops::mul_(v, -3.0));
             static_cast<void>(ops::relu_(v));  // a second write through the regenerated view
             return weighted_sum(b, w);
-          }) <= 1e-6);
+          });
   }
   SUBCASE("a base that does not require grad gets a history from the operand") {
     // The view is not recorded (z needs no gradient), yet knows its base: torch's rebase
     // (tests/autograd/unrecorded_views_test.cpp has the rest).
     const Tensor values = rnd(Shape{3, 4});
-    CHECK(worst_gradient_error({leaf(Shape{4})}, [&](const std::vector<Tensor>& in) {
+    check_gradients({leaf(Shape{4})}, [&](const std::vector<Tensor>& in) {
             const Tensor z = ops::mul(values, 1.0);
             static_cast<void>(ops::add_(ops::select(z, 0, 1), in[0], 1.0));
             return weighted_sum(z, w);
-          }) <= 1e-6);
+          });
   }
 }
 

@@ -21,60 +21,13 @@
 #include "layers/frontend/frontend.h"
 #include "layers/ops/operators.h"
 #include "lib/error.h"
-#include "tests/kernels/fresh_seed.h"
+#include "tests/autograd/view_gradients.h"
 #include "tests/support/error_text.h"
 
 using namespace strata;
+using namespace strata::testing::views;
 
 namespace {
-
-constexpr int64_t kEnd = std::numeric_limits<int64_t>::max();
-
-uint64_t next_seed() {
-  static std::mt19937_64 rng{testing::run_seed()};
-  return rng();
-}
-
-Tensor rnd(const Shape& s) { return frontend::random_tensor(s, DType::kF64, kCPU, next_seed()); }
-Tensor leaf(const Shape& s) {
-  Tensor t = rnd(s);
-  t.set_requires_grad(true);
-  return t;
-}
-double& at(const Tensor& t, size_t i) { return t.data<double>()[i]; }
-std::string grad_fn_name(const Tensor& t) {
-  const std::shared_ptr<GradNode> fn = t.grad_fn();
-  return fn != nullptr ? fn->name() : "None";
-}
-
-// A program of leaves: returns the scalar loss (recording when grad mode is on).
-using Program = std::function<Tensor(const std::vector<Tensor>&)>;
-
-// The largest |autograd - central difference| / max(|difference|, 1) over every element of every leaf.
-double worst_gradient_error(const std::vector<Tensor>& leaves, const Program& program) {
-  autograd::backward(program(leaves));
-  const NoGradGuard no_grad;
-  double worst = 0;
-  const double h = 1e-6;
-  for (const Tensor& x : leaves) {
-    REQUIRE(x.grad().defined());
-    const Tensor g = ops::contiguous(x.grad());
-    for (size_t i = 0; i < size_t(x.numel()); ++i) {
-      const double v = at(x, i);
-      at(x, i) = v + h;
-      const double up = at(program(leaves), 0);
-      at(x, i) = v - h;
-      const double down = at(program(leaves), 0);
-      at(x, i) = v;
-      const double fd = (up - down) / (2 * h);
-      worst = std::max(worst, std::abs(at(g, i) - fd) / std::max(std::abs(fd), 1.0));
-    }
-  }
-  return worst;
-}
-
-// sum(b * w) with fixed random weights, so that every element of b has a gradient of its own.
-Tensor weighted_sum(const Tensor& b, const Tensor& w) { return ops::sum(ops::mul(b, w)); }
 
 // A copy of `values` that needs no grad: a fresh tensor each time a program runs, since the program
 // writes it. Made under no_grad so that it is never recorded, whatever the values.
@@ -106,19 +59,19 @@ TEST_CASE("w[0].add_(c) with w needing no grad: w's grad_fn is CopySlices, gradi
   for (size_t i = 0; i < 3; ++i) CHECK(at(c.grad(), i) == 1.0);
 
   const Tensor values = rnd(Shape{3, 4}), weights = rnd(Shape{3, 4});
-  CHECK(worst_gradient_error({leaf(Shape{4})}, [&](const std::vector<Tensor>& in) {
+  check_gradients({leaf(Shape{4})}, [&](const std::vector<Tensor>& in) {
           Tensor b = plain_copy(values);
           static_cast<void>(ops::mul_(ops::select(b, 0, 1), in[0]));
           return weighted_sum(b, weights);
-        }) <= 1e-6);
+        });
   // A view of a view, a view taken before the write read afterwards, and two writes through views.
-  CHECK(worst_gradient_error({leaf(Shape{2}), leaf(Shape{4})}, [&](const std::vector<Tensor>& in) {
+  check_gradients({leaf(Shape{2}), leaf(Shape{4})}, [&](const std::vector<Tensor>& in) {
           Tensor b = plain_copy(values);
           const Tensor before = ops::t(b);
           static_cast<void>(ops::mul_(ops::select(ops::slice(b, 0, 1, kEnd, 1), 1, 2), in[0]));
           static_cast<void>(ops::add_(ops::select(b, 0, 0), in[1], -0.5));
           return weighted_sum(ops::t(before), weights);
-        }) <= 1e-6);
+        });
 }
 
 TEST_CASE("a base that is not contiguous: the view's region found through the base's layout") {
@@ -134,7 +87,7 @@ TEST_CASE("a base that is not contiguous: the view's region found through the ba
     static_cast<void>(ops::relu_(ops::slice(ops::select(base, 1, 2), 0, 0, kEnd, 2)));
     return weighted_sum(base, weights);
   };
-  CHECK(worst_gradient_error({leaf(Shape{3, 4}), leaf(Shape{4})}, program) <= 1e-6);
+  check_gradients({leaf(Shape{3, 4}), leaf(Shape{4})}, program);
   const Tensor base = ops::t(plain_copy(values)).detach();
   const Tensor column = ops::select(base, 1, 0);
   static_cast<void>(ops::add_(ops::select(base, 0, 2), leaf(Shape{4}), 1.0));
