@@ -146,5 +146,32 @@ class OperatorArgumentsTest(unittest.TestCase):
             x.to(None)
 
 
+class ToArgumentsTest(unittest.TestCase):
+    def test_to_as_torch_takes_it(self):
+        x = strata.ones(2, 3)
+        self.assertEqual(x.to("cpu", "float64").dtype, strata.float64)
+        self.assertEqual(x.to(dtype=strata.float16).dtype, strata.float16)
+        self.assertEqual(x.to(device="cpu", dtype="bf16").dtype, strata.bfloat16)
+        self.assertEqual(x.to(strata.ones(1, dtype=strata.float64)).dtype, strata.float64)  # other's dtype
+        self.assertIs(x.to(strata.float32), x)
+        copied = x.to(strata.float32, copy=True)
+        self.assertIsNot(copied, x)
+        copied.add_(1.0)
+        self.assertEqual(x.tolist(), [[1.0] * 3] * 2)  # a copy of its own
+        self.assertEqual(x.to("cpu", non_blocking=True).device, "cpu")
+        if torch is not None:
+            self.assertEqual(x.to("cpu", torch.float64).dtype, strata.float64)
+
+    def test_to_refusals(self):
+        x = strata.ones(2)
+        for call, error, words in ((lambda: x.to(), TypeError, "give a dtype"),
+                                   (lambda: x.to("cpu", "cuda"), TypeError, "device is given twice"),
+                                   (lambda: x.to("f64", dtype="f16"), TypeError, "dtype is given twice"),
+                                   (lambda: x.to("cpu", "f32", "f32"), TypeError, "at most 2 positional"),
+                                   (lambda: x.to("cpu", copy=1), TypeError, "must be bools")):
+            with self.assertRaisesRegex(error, words):
+                call()
+
+
 if __name__ == "__main__":
     unittest.main()

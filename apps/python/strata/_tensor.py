@@ -363,25 +363,56 @@ def _backward(self, gradient=None, retain_graph=False):
     return self._backward_impl(gradient, retain_graph)
 
 
-def _to(self, target):
-    """x.to("cuda") / x.to("cpu"): a copy on that device; x.to(strata.float64) (a dtype name or a numpy
-    dtype): a to_copy call (its own rows; differentiable, ToCopyBackward casts the gradient back). As torch,
-    the tensor itself when it already has that dtype."""
-    if (isinstance(target, (type, np.dtype)) or (isinstance(target, str) and target in _DTYPES)
-            or _torch_name(target, "dtype") is not None):
-        key = _dtype_arg(target, "to")
-        if _DTYPES.get(self.dtype) == key:
-            return self
-        from ._ops import FUNCTIONS  # _ops imports this module
-        name = next(n for n in (float32, float64, float16, bfloat16) if _DTYPES[n] == key)
-        return FUNCTIONS["to_copy"](self, dtype=name)
+def _is_dtype(target):
+    return (isinstance(target, (type, np.dtype)) or (isinstance(target, str) and target in _DTYPES)
+            or _torch_name(target, "dtype") is not None)
+
+
+def _to_dtype(self, target):
+    key = _dtype_arg(target, "to")
+    if _DTYPES.get(self.dtype) == key:
+        return self
+    from ._ops import FUNCTIONS  # _ops imports this module
+    name = next(n for n in (float32, float64, float16, bfloat16) if _DTYPES[n] == key)
+    return FUNCTIONS["to_copy"](self, dtype=name)
+
+
+def _device_target(target):
     if isinstance(target, str) and not target.startswith(("cpu", "cuda", "gpu", "auto")):
         raise ValueError(f"to(): {target!r} is neither a dtype (float32, float64, float16, bfloat16) nor a device "
                          "('cpu', 'cuda', 'cuda:N')")
     if target is None:
         raise TypeError("to(): give a dtype (strata.float64, 'float16', ...) or a device ('cpu', 'cuda', 'cuda:N'), "
                         "not None")
-    return self._to(_device_arg(target, "to"))
+    return _device_arg(target, "to")
+
+
+def _to(self, *targets, dtype=None, device=None, non_blocking=False, copy=False):
+    """x.to("cuda") / x.to("cpu"): a copy on that device; x.to(strata.float64) (a dtype name, a numpy or a
+    torch dtype): a to_copy call (its own rows; differentiable, ToCopyBackward casts the gradient back). As
+    torch's, also x.to(device, dtype), x.to(other) (other's device and dtype), the keywords dtype= and
+    device=, copy=True (a copy even when nothing changes) and non_blocking (taken; strata's copies are
+    synchronous); the tensor itself when it already has that dtype."""
+    if len(targets) > 2:
+        raise TypeError(f"to() takes at most 2 positional arguments (a device and a dtype), {len(targets)} were given")
+    if len(targets) == 1 and isinstance(targets[0], Tensor):
+        targets = (targets[0].device, targets[0].dtype)
+    for target in targets:
+        if _is_dtype(target):
+            if dtype is not None:
+                raise TypeError("to(): the dtype is given twice")
+            dtype = target
+        else:
+            if device is not None:
+                raise TypeError("to(): the device is given twice")
+            device = _device_target(target)
+    if not isinstance(non_blocking, bool) or not isinstance(copy, bool):
+        raise TypeError("to(): non_blocking and copy must be bools")
+    if dtype is None and device is None:
+        raise TypeError("to(): give a dtype (strata.float64, 'float16', ...) or a device ('cpu', 'cuda', 'cuda:N')")
+    result = self if device is None else self._to(_device_arg(device, "to"))
+    result = result if dtype is None else _to_dtype(result, dtype)
+    return _clone(result) if copy and result is self else result
 
 
 def _cpu(self):
