@@ -146,6 +146,30 @@ class OperatorArgumentsTest(unittest.TestCase):
             x.to(None)
 
 
+class InPlaceSelfTest(unittest.TestCase):
+    def test_an_expanded_self_is_refused_without_autograd_too(self):
+        # The CPU kernels wrote each element in turn and the last write won: ones(1).expand(3).add_([1, 2, 3])
+        # left 4, silently; torch refuses it (and strata's CUDA kernels and autograd did).
+        for call in (lambda b: b.expand(3).add_(strata.tensor([1.0, 2.0, 3.0])),
+                     lambda b: b.expand(3).div_(2.0), lambda b: b.expand(3).relu_(),
+                     lambda b: b.expand(2, 3).__isub__(1.0), lambda b: b.expand(3).mul_(strata.ones(3))):
+            base = strata.ones(1)
+            with self.assertRaisesRegex(strata.UsageError, r"unsupported operation: more than one element of the "
+                                                           r"written-to tensor .* refers to a single memory location "
+                                                           r"\(dim 0 has stride 0, as expand makes\)"):
+                call(base)
+            self.assertEqual(base.tolist(), [1.0])  # nothing written
+            self.assertEqual(base._version, 0)
+        # An expand that repeats nothing is written as torch writes it; an empty one is a no-op.
+        b = strata.ones(1, 3)
+        b.expand(1, 3).add_(1.0)
+        self.assertEqual(b.tolist(), [[2.0, 2.0, 2.0]])
+        self.assertEqual(strata.ones(2, 1).expand(2, 0).mul_(2.0).shape, (2, 0))
+        if torch is not None:
+            with self.assertRaisesRegex(RuntimeError, "single memory location"):
+                torch.ones(1).expand(3).add_(torch.tensor([1.0, 2.0, 3.0]))
+
+
 class ToArgumentsTest(unittest.TestCase):
     def test_to_as_torch_takes_it(self):
         x = strata.ones(2, 3)
