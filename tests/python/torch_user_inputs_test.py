@@ -45,6 +45,21 @@ class TensorDataTest(unittest.TestCase):
         self.assertEqual(strata.tensor([[]]).shape, (1, 0))
         self.assertEqual(strata.tensor(np.ones(2, dtype=np.float16)).dtype, strata.float16)
 
+    def test_a_list_of_tensors(self):
+        # numpy took a 0-d strata.Tensor in a list for a sequence and failed ("setting an array element").
+        got = strata.tensor([strata.tensor(1.5), strata.full((), -2.0, dtype=strata.float16)])
+        self.assertEqual((got.shape, got.tolist()), ((2,), [1.5, -2.0]))
+        self.assertEqual(strata.tensor([strata.ones(2), strata.zeros(2)]).tolist(), [[1.0, 1.0], [0.0, 0.0]])
+
+    def test_a_torch_tensor_is_named_by_its_module(self):
+        if torch is None:
+            self.skipTest("no torch in this environment")
+        x = strata.ones(3)
+        for call in (lambda: x + torch.ones(3), lambda: x.add_(torch.ones(3)), lambda: strata.relu(torch.ones(3))):
+            with self.assertRaisesRegex(TypeError, r"not torch.Tensor \(strata's operators take a strata.Tensor: "
+                                                   r"convert it with strata.tensor\(x\)"):
+                call()
+
     def test_tensor_dtype_is_checked_as_a_dtype(self):
         # tensor(dtype='int') said "unknown device 'int'" (the dtype went to to(), which took it for a device).
         with self.assertRaisesRegex(ValueError, r"tensor\(\): unknown dtype 'int': strata has the floating dtypes"):

@@ -194,11 +194,21 @@ def _number_in(value, dtype):
 _ONE_SHAPE = "tensor(): data must be a real number or a (nested) sequence of real numbers of one shape"
 
 
+def _plain(data):
+    """data with each strata.Tensor inside lists or tuples as its values (torch.tensor([a, b]) of one-element
+    tensors): numpy alone takes a tensor in a list for a sequence and fails on a 0-d one."""
+    if isinstance(data, Tensor):
+        return data.tolist()
+    if isinstance(data, (list, tuple)):
+        return [_plain(item) for item in data]
+    return data
+
+
 def _float64_values(data):
     """data's numbers as a float64 array. numpy alone would read None as NaN, '1' as 1.0 and drop a complex
     number's imaginary part; torch.tensor refuses each, and so does this."""
     try:
-        raw = np.asarray(data)
+        raw = np.asarray(_plain(data))
     except (TypeError, ValueError) as e:  # ragged lists
         raise TypeError(f"{_ONE_SHAPE}, not {type(data).__name__} ({e})") from None
     if raw.dtype.kind in "biuf":
