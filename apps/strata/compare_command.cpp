@@ -232,6 +232,21 @@ void check_compare_options(const CompareOptions& options) {
   }
 }
 
+// --check of an in-place op (add_, div_, relu_, ...): every eager call and every replay wrote self, so the
+// last result is self thousands of calls from the inputs, and the reference computed from self as it then
+// is is one call further on: the check failed a correct add_ (by 1/calls) and div_ (inf), and passed mul_
+// (self shrunk to zeros) whatever the kernel computed. A replayed graph writes its captured buffers, so
+// fresh inputs cannot be checked through it either; trace checks one call on fresh inputs.
+void refuse_in_place_check(const Prepared& prepared, const CompareOptions& options) {
+  if (!options.trace.check || prepared.sequence || !prepared.call.op) return;
+  const auto& arguments = prepared.call.op->schema().arguments;
+  if (arguments.empty() || !arguments.front().writes) return;
+  throw UsageError("--check with " + options.trace.op + ", which writes its input in place: every eager call and "
+                   "every replay wrote self, so the last result has no reference to be checked against; check the "
+                   "kernel with strata trace " + options.trace.op + " " + options.trace.spec + " --check (one call on "
+                   "fresh inputs), and time it here without --check");
+}
+
 // --check: both modes (and a program's compiled column) must compute the same thing, each result against
 // the float64 reference.
 void check_modes(reports::TraceReport& ctx, const Prepared& prepared, const CompareOptions& options, const CompareRounds& rounds,
@@ -353,6 +368,7 @@ CommandOutput compare_output(const std::string& header, const reports::Compariso
 int run_compare(const CompareOptions& options) {
   check_compare_options(options);
   Prepared prepared = prepare_trace(options.trace);
+  refuse_in_place_check(prepared, options);
   // Figures are per op: a round of K iterations is K ops, or K forwards of S ops each for a sequence.
   const int64_t k = iterations_per_round(prepared, options) * static_cast<int64_t>(prepared.sequence ? prepared.sequence->steps.size() : 1);
   measure::DeviceSession& session = *prepared.session;

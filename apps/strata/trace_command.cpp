@@ -214,21 +214,28 @@ void add_run_figures(reports::TraceReport& report, measure::DeviceSession& sessi
 }
 
 // --check: the last result against the float64 reference.
-void check_result(reports::TraceReport& report, const measure::HarnessResult& run, const Prepared& prepared, bool tf32) {
+void check_result(reports::TraceReport& report, const measure::HarnessResult& run, const Prepared& prepared,
+                  const TraceOptions& options) {
   const frontend::PreparedCall& call = prepared.call;
   report.check.ran = true;
   if (!call.op->schema().arguments.empty() && call.op->schema().arguments.front().writes) {
-    // An in-place op (Note [In-place operators]): every timed call wrote self, so the last result is
-    // self after all of them. The check is one more call, untraced, against the reference of self as
-    // it is before that call.
-    const std::vector<double> expected = frontend::reference_result(prepared.spec, call);
+    // An in-place op (Note [In-place operators]): every timed call wrote self, so self is no longer the
+    // inputs' values but thousands of calls away from them: div_ by values under 1 in magnitude grows
+    // self to inf (inf - inf made the error NaN, and the check failed on a correct kernel), mul_ shrinks it
+    // to zeros (and the check passed whatever the kernel computed). The check is one call on fresh inputs,
+    // the trace's own (the same seed and views), untraced, against their reference.
+    frontend::PreparedCall fresh =
+        frontend::prepare_call(prepared.spec, prepared.dtype, prepared.choice.device, options.seed, options.requires_grad,
+                               measure::available_bytes(prepared.choice.device));
+    frontend::apply_input_views(fresh, options.views, options.seed, measure::available_bytes(prepared.choice.device));
+    const std::vector<double> expected = frontend::reference_result(prepared.spec, fresh);
     const tracing::ActiveScope untraced(nullptr);
-    report.check.relative_error = reference::relative_error(call.op->call(call.args).tensor(), expected);
+    report.check.relative_error = reference::relative_error(fresh.op->call(fresh.args).tensor(), expected);
   } else {
     report.check.relative_error =
         reference::relative_error(run.last_result.tensor(), frontend::reference_result(prepared.spec, call));
   }
-  report.check.tolerance = reference::tolerance(prepared.compute_dtype(), tf32);
+  report.check.tolerance = reference::tolerance(prepared.compute_dtype(), options.tf32);
 }
 
 // The table, the JSON and the Chrome trace of one op's run.
@@ -279,7 +286,7 @@ int run_trace(const TraceOptions& options) {
     report.peer = std::move(peer);
     if (report.frontend == "cli") measure::add_cpp_beside_python_peer_note(report);
   }
-  if (options.check) check_result(report, run, prepared, options.tf32);
+  if (options.check) check_result(report, run, prepared, options);
   if (options.backward) describe_backward(report, timeline, run, prepared, options);
   return write_command_output(options, trace_output(report, timeline, peer_timeline, run, session), std::cout,
                               std::cerr);

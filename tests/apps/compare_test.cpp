@@ -161,6 +161,23 @@ TEST_CASE("strata compare refuses --backward with exit 2 and the reason") {
   CHECK(dir.entries().empty());
 }
 
+// An in-place op's last result is self after every eager call and replay: nothing to check it against
+// (add_ failed by 1/calls, div_ with inf, mul_ passed on zeros).
+TEST_CASE("strata compare refuses --check of an in-place op with exit 2, naming trace --check") {
+  for (const char* op : {"div_", "add_", "mul_.Scalar", "relu_"}) {
+    CAPTURE(op);
+    test::TempDir dir;
+    auto r = test::run_strata({"compare", op, "16", "--check", "--device", "cpu", "--json", dir.file("x.json")});
+    CHECK(r.exit_code == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err.find(std::string("--check with ") + op + ", which writes its input in place") != std::string::npos);
+    CHECK(r.err.find(std::string("strata trace ") + op + " 16 --check") != std::string::npos);
+    CHECK(dir.entries().empty());
+  }
+  auto timed = test::run_strata({"compare", "div_", "16", "--device", "cpu", "--repeat", "5", "--warmup", "1"});
+  CHECK(timed.exit_code == 0);
+}
+
 // The trace buffer is sized from the rounds and what one round writes, and that size is checked like
 // any other memory: 100000 rounds of 4096 calls asked for terabytes and ended in std::bad_alloc.
 TEST_CASE("strata compare refuses rounds whose spans would not fit in memory, before timing any") {

@@ -799,7 +799,7 @@ class BadInputTest(unittest.TestCase):
         self.assertRaisesMessage(TypeError, lambda: strata.relu(a, beta=1), "unexpected keyword")
         self.assertRaisesMessage(TypeError, lambda: strata.zeros(2.5), "size")
         self.assertRaisesMessage(TypeError, lambda: strata.zeros("3"), "size")
-        self.assertRaisesMessage(TypeError, lambda: strata.zeros(2, device=0), "device")
+        self.assertRaisesMessage(TypeError, lambda: strata.zeros(2, device=1.5), "device")
         self.assertRaisesMessage(TypeError, lambda: strata.zeros(2, dtype=3), "dtype")
         self.assertRaisesMessage(TypeError, lambda: strata.from_numpy([1.0, 2.0]), "ndarray")
         self.assertRaisesMessage(TypeError, lambda: strata.from_numpy(np.arange(3)), "int64")

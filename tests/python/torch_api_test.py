@@ -398,7 +398,7 @@ class TorchApiTest(unittest.TestCase):
             strata.zeros_like(np.zeros(3))
         with self.assertRaisesRegex(TypeError, "already a strata.Tensor"):
             strata.tensor(strata.zeros(2))
-        with self.assertRaisesRegex(TypeError, "sequence of numbers of one shape"):
+        with self.assertRaisesRegex(TypeError, "sequence of real numbers of one shape"):
             strata.tensor([[1.0, 2.0], [3.0]])
         with self.assertRaisesRegex(TypeError, "requires_grad must be a bool"):
             strata.ones(2, requires_grad=1)

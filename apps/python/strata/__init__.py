@@ -16,7 +16,8 @@ from ._compile import CompilerUnavailableError, compile, explain  # noqa: A004 (
 from ._errors import Error, GraphBreak, IndexRangeError, UnavailableError, UsageError
 from ._ops import FUNCTIONS, OPERATORS, SCHEMAS
 from ._profile import profile
-from ._tensor import (Tensor, bfloat16, dtype, empty, float16, float32, float64, from_numpy, full, full_like,
+from ._tensor import (Tensor, bfloat16, dtype, empty, empty_like, float16, float32, float64, from_numpy, full,
+                      full_like,
                       manual_seed, ones, rand, randn, randn_like, tensor, zeros, zeros_like)
 
 globals().update(FUNCTIONS)  # strata.mul picks mul or mul.Scalar (Note [Overloads])
@@ -96,6 +97,18 @@ class autocast:  # noqa: N801 (named like torch.autocast)
         return False
 
 
+def _reflected_number(other, symbol):
+    """c - x and c / x take a real number c (Python calls these only once c's own operator gave up)."""
+    if isinstance(other, bool) or not isinstance(other, _numbers.Real):
+        raise TypeError(f"`{type(other).__name__} {symbol} strata.Tensor` is not supported: the left operand must be "
+                        "a real number (int or float) or a strata.Tensor (a numpy array: convert it with "
+                        "strata.tensor or strata.from_numpy first)")
+
+
+# numpy defers to the tensor's reflected operators (np.float64(1) - x is a strata.Tensor, as it is a torch
+# tensor with torch's); without this numpy converted the tensor and returned an ndarray.
+Tensor.__array_priority__ = 1000
+
 # Python's operators, where the stack has the operator they mean.
 if "matmul" in OPERATORS:
     Tensor.__matmul__ = lambda self, other: OPERATORS["matmul"](self, other)
@@ -112,8 +125,7 @@ if "mul" in FUNCTIONS and "add" in FUNCTIONS:
         zeros and NaN included (add.Scalar rounds the number to a half tensor's dtype first, as torch's
         rsub does: Note [A number added to a half tensor] in layers/kernels/cpu/cpu_common.h); strata has no
         rsub operator of its own."""
-        if isinstance(other, bool) or not isinstance(other, _numbers.Real):
-            return NotImplemented
+        _reflected_number(other, "-")
         return FUNCTIONS["add"](FUNCTIONS["mul"](self, -1.0), other)
     Tensor.__rsub__ = _rsub
 if "div" in FUNCTIONS:
@@ -123,8 +135,7 @@ if "div" in FUNCTIONS and "pow" in FUNCTIONS:
     def _rtruediv(self, other):
         """2.0 / x as torch computes it (torch.Tensor.__rtruediv__ is reciprocal(self) * other): pow(x, -1),
         which is one division 1 / x as torch's reciprocal, then mul.Scalar by the number."""
-        if isinstance(other, bool) or not isinstance(other, _numbers.Real):
-            return NotImplemented
+        _reflected_number(other, "/")
         return FUNCTIONS["mul"](FUNCTIONS["pow"](self, -1.0), other)
     Tensor.__rtruediv__ = _rtruediv
 
@@ -266,7 +277,7 @@ import builtins as _builtins  # noqa: E402
 
 __all__ = ["Tensor", "autocast", "Error", "UsageError", "IndexRangeError", "UnavailableError",
            "dtype", "float32", "float64", "float16", "bfloat16",
-           "zeros", "ones", "full", "empty", "tensor", "zeros_like", "full_like", "randn_like",
+           "zeros", "ones", "full", "empty", "tensor", "zeros_like", "full_like", "randn_like", "empty_like",
            "rand", "randn", "from_numpy", "manual_seed", "no_grad", "is_grad_enabled", "OPERATORS", "SCHEMAS", "profile",
            "explain", "GraphBreak", "CompilerUnavailableError",
            *(name for name in FUNCTIONS if not hasattr(_builtins, name))]

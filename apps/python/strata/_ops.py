@@ -149,7 +149,17 @@ def _check(op, arg, position, value):
     expected = {"Tensor?": "Tensor or None", "ScalarType": "a dtype", "ScalarType?": "a dtype or None",
                 "int[]": "a tuple of ints"}.get(kind, "an int or a tuple of ints" if kind.startswith("int[") else kind)
     raise TypeError(f"{op}(): argument '{arg['name']}' (position {position}) must be {expected}, "
-                    f"not {type(value).__name__}")
+                    f"not {_type_name(value)}")
+
+
+def _type_name(value):
+    """The name of value's type for a message: a torch.Tensor (or any other library's Tensor) by its module,
+    with the way across, where its bare name would read "must be Tensor, not Tensor"."""
+    cls = type(value)
+    if cls.__name__ == "Tensor" and cls is not Tensor:
+        return (f"{cls.__module__}.Tensor (strata's operators take a strata.Tensor: convert it with "
+                "strata.tensor(x) or strata.from_numpy(x.numpy()))")
+    return cls.__name__
 
 
 def _default(arg):
@@ -336,7 +346,7 @@ def _resolver(base, overloads):
             return (number_fn if number_arg["has_default"] else tensor_fn)(*args, **kwargs)
         if number_kind in ("float", "int") and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
             raise TypeError(f"{base}(): argument '{key}' (position {position + 1}) must be Tensor or "
-                            f"{number_kind}, not {type(value).__name__}; schemas: {schemas}")
+                            f"{number_kind}, not {_type_name(value)}; schemas: {schemas}")
         return number_fn(*args, **kwargs)
 
     resolved.__name__ = resolved.__qualname__ = base

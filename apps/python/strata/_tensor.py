@@ -41,30 +41,66 @@ _DTYPES = {
 }
 
 
+def _torch_name(value, kind):
+    """'float64' for torch.float64, 'cuda:1' for torch.device('cuda', 1): a torch object's name, so a torch
+    user's dtype= and device= are taken as the strata names they stand for (strata does not import torch);
+    None for anything else."""
+    cls = type(value)
+    if cls.__module__ == "torch" and cls.__name__ == kind:
+        return str(value).removeprefix("torch.")
+    return None
+
+
 def _dtype_arg(dtype, fn):
     if isinstance(dtype, str):
         key = dtype
+    elif _torch_name(dtype, "dtype") is not None:
+        key = _torch_name(dtype, "dtype")
     elif isinstance(dtype, type) or isinstance(dtype, np.dtype):
         try:
             key = np.dtype(dtype).name
         except TypeError:
             key = None
     else:
-        raise TypeError(f"{fn}(): dtype must be a string such as 'float32' or a numpy dtype, "
-                        f"not {type(dtype).__name__}")
+        raise TypeError(f"{fn}(): dtype must be a strata dtype (strata.float32), a string such as 'float32', a numpy "
+                        f"or a torch dtype, not {type(dtype).__name__}")
     if key not in _DTYPES:
-        raise ValueError(f"{fn}(): unknown dtype {dtype!r}: use float32, float64, float16 or bfloat16")
+        raise ValueError(f"{fn}(): unknown dtype {dtype!r}: strata has the floating dtypes float32, float64, float16 "
+                         "and bfloat16 only")
     return _DTYPES[key]
 
 
+def _factory_dtype(dtype, fn):
+    """A factory's dtype=: None is float32, as torch's default dtype."""
+    return _DTYPES["float32"] if dtype is None else _dtype_arg(dtype, fn)
+
+
 def _device_arg(device, fn):
+    """'cpu', 'cuda', 'cuda:N' (checked by the extension); as torch also takes them, None is the CPU, an int N
+    is 'cuda:N' and a torch.device its name."""
+    if device is None:
+        return "cpu"
+    if _torch_name(device, "device") is not None:
+        return _torch_name(device, "device")
+    if isinstance(device, numbers.Integral) and not isinstance(device, bool):
+        if device < 0:
+            raise ValueError(f"{fn}(): device index must be non-negative, got {device}")
+        return f"cuda:{int(device)}"
     if not isinstance(device, str):
-        raise TypeError(f"{fn}(): device must be a string ('cpu', 'cuda', 'cuda:N'), not {type(device).__name__}")
+        raise TypeError(f"{fn}(): device must be a string ('cpu', 'cuda', 'cuda:N'), an int (a CUDA device's index) "
+                        f"or a torch.device, not {type(device).__name__}")
     return device
 
 
-def _sizes_arg(size, fn):
-    # zeros(2, 3) and zeros((2, 3)) as in torch.
+def _sizes_arg(size, fn, size_keyword=None):
+    """size_keyword: the factory's size= (None when not given)."""
+    # zeros(2, 3), zeros((2, 3)) and zeros(size=(2, 3)) as in torch.
+    if size_keyword is not None:
+        if size:
+            raise TypeError(f"{fn}(): the size is given both positionally {tuple(size)} and as size={size_keyword!r}")
+        if not isinstance(size_keyword, (tuple, list)):
+            raise TypeError(f"{fn}(): argument 'size' must be a tuple of ints, not {type(size_keyword).__name__}")
+        size = (size_keyword,)
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
         size = tuple(size[0])
     out = []
@@ -104,41 +140,91 @@ _DATA = "data-dependent Python: {} reads a captured tensor's values, which the g
 _CONTROL = "Python control flow on a tensor's value ({}(tensor)): the branch would be fixed at capture"
 
 
-def zeros(*size, dtype=float32, device="cpu", requires_grad=False):
+def zeros(*sizes, size=None, dtype=None, device="cpu", requires_grad=False):
     """A tensor of zeros."""
     break_if_capturing(_MADE.format("zeros"))
-    t = _strata.zeros(_sizes_arg(size, "zeros"), _dtype_arg(dtype, "zeros"), _device_arg(device, "zeros"))
+    t = _strata.zeros(_sizes_arg(sizes, "zeros", size), _factory_dtype(dtype, "zeros"), _device_arg(device, "zeros"))
     return _finish(t, requires_grad, "zeros")
 
 
-def ones(*size, dtype=float32, device="cpu", requires_grad=False):
+def ones(*sizes, size=None, dtype=None, device="cpu", requires_grad=False):
     """A tensor of ones."""
-    return _filled(size, 1.0, dtype, device, requires_grad, "ones")
+    return _filled(_sizes_arg(sizes, "ones", size), 1.0, dtype, device, requires_grad, "ones")
 
 
-def full(size, fill_value, *, dtype=float32, device="cpu", requires_grad=False):
-    """A tensor of `size` holding fill_value in every element (torch.full; float32 unless dtype says)."""
+def _too_large(value):
+    """A number beyond float64's range, named without printing its hundreds of digits."""
+    what = f"an int of {value.bit_length()} bits" if isinstance(value, numbers.Integral) else repr(value)[:40]
+    return f"{what} is out of float64's range (about +-1.8e308)"
+
+
+def _fill_number(fill_value, fn):
     if isinstance(fill_value, bool) or not isinstance(fill_value, numbers.Real):
-        raise TypeError(f"full(): fill_value must be a real number, not {type(fill_value).__name__}")
+        raise TypeError(f"{fn}(): fill_value must be a real number (int or float), not {type(fill_value).__name__}")
+    try:
+        return float(fill_value)
+    except OverflowError:
+        raise OverflowError(f"{fn}(): fill_value: {_too_large(fill_value)}") from None
+
+
+def full(size, fill_value, *, dtype=None, device="cpu", requires_grad=False):
+    """A tensor of `size` holding fill_value in every element (torch.full; float32 unless dtype says)."""
+    value = _fill_number(fill_value, "full")
     if not isinstance(size, (tuple, list)):
         raise TypeError(f"full(): argument 'size' must be a tuple of ints, not {type(size).__name__}")
-    return _filled((size,), float(fill_value), dtype, device, requires_grad, "full")
+    return _filled(_sizes_arg((size,), "full"), value, dtype, device, requires_grad, "full")
 
 
-def empty(*size, dtype=float32, device="cpu", requires_grad=False):
+def empty(*sizes, size=None, dtype=None, device="cpu", requires_grad=False):
     """A tensor whose values are unspecified, as torch.empty's (strata's are zeros: a fresh buffer is filled)."""
-    return _filled(size, 0.0, dtype, device, requires_grad, "empty")
+    return _filled(_sizes_arg(sizes, "empty", size), 0.0, dtype, device, requires_grad, "empty")
 
 
-def _filled(size, value, dtype, device, requires_grad, fn):
+def _filled(sizes, value, dtype, device, requires_grad, fn):
     break_if_capturing(_MADE.format(fn))
-    t = _strata.full(_sizes_arg(size, fn), value, _dtype_arg(dtype, fn), _device_arg(device, fn))
+    t = _strata.full(sizes, value, _factory_dtype(dtype, fn), _device_arg(device, fn))
     return _finish(t, requires_grad, fn)
 
 
 def _number_in(value, dtype):
     """value (a float) rounded to dtype as a tensor of that dtype stores it (strata.full's conversion)."""
     return float(_strata.full([], value, _dtype_arg(dtype, "number"), "cpu")._values_float64())
+
+
+_ONE_SHAPE = "tensor(): data must be a real number or a (nested) sequence of real numbers of one shape"
+
+
+def _plain(data):
+    """data with each strata.Tensor inside lists or tuples as its values (torch.tensor([a, b]) of one-element
+    tensors): numpy alone takes a tensor in a list for a sequence and fails on a 0-d one."""
+    if isinstance(data, Tensor):
+        return data.tolist()
+    if isinstance(data, (list, tuple)):
+        return [_plain(item) for item in data]
+    return data
+
+
+def _float64_values(data):
+    """data's numbers as a float64 array. numpy alone would read None as NaN, '1' as 1.0 and drop a complex
+    number's imaginary part; torch.tensor refuses each, and so does this."""
+    try:
+        raw = np.asarray(_plain(data))
+    except (TypeError, ValueError) as e:  # ragged lists
+        raise TypeError(f"{_ONE_SHAPE}, not {type(data).__name__} ({e})") from None
+    if raw.dtype.kind in "biuf":
+        return raw.astype(np.float64)
+    if raw.dtype.kind != "O":  # strings, bytes, complex, dates
+        raise TypeError(f"{_ONE_SHAPE}, not {type(data).__name__} holding {raw.dtype} (numpy's kind {raw.dtype.kind!r})")
+    values = np.empty(raw.shape, dtype=np.float64)
+    for index, value in np.ndenumerate(raw):  # ints beyond int64, or mixed objects
+        where = f"element {index}" if raw.ndim else "data"
+        if not isinstance(value, numbers.Real):
+            raise TypeError(f"{_ONE_SHAPE}; {where} is {type(value).__name__}")
+        try:
+            values[index] = float(value)
+        except OverflowError:
+            raise OverflowError(f"tensor(): {where}: {_too_large(value)}") from None
+    return values
 
 
 def tensor(data, *, dtype=None, device="cpu", requires_grad=False):
@@ -148,17 +234,15 @@ def tensor(data, *, dtype=None, device="cpu", requires_grad=False):
     break_if_capturing(_MADE.format("tensor"))
     if isinstance(data, Tensor):
         raise TypeError("tensor(): data is already a strata.Tensor; use x.clone() (or x.detach().clone()) to copy it")
-    if isinstance(data, np.ndarray) and dtype is None and data.dtype in _NUMPY_DTYPES:
-        dtype = _DTYPE_OBJECTS[data.dtype.name]
-    try:
-        values = np.array(data, dtype=np.float64)
-    except (TypeError, ValueError) as e:
-        raise TypeError(f"tensor(): data must be a number or a (nested) sequence of numbers of one shape, "
-                        f"not {type(data).__name__} ({e})") from None
+    key = None if dtype is None else _dtype_arg(dtype, "tensor")
+    target = _device_arg(device, "tensor")
+    if isinstance(data, np.ndarray) and key is None and data.dtype in _NUMPY_DTYPES:
+        key = _DTYPES[data.dtype.name]
+    values = _float64_values(data)
     if values.ndim > 4:
         raise ValueError(f"tensor(): strata tensors have at most 4 dimensions, got {values.ndim}")
-    t = _strata.from_numpy(values).to(float32 if dtype is None else dtype)
-    t = t._to(_device_arg(device, "tensor")) if device != "cpu" else t
+    t = _strata.from_numpy(values).to(next(d for d in _DTYPE_OBJECTS.values() if _DTYPES[d] == (key or "f32")))
+    t = t._to(target) if target != "cpu" else t
     return _finish(t, requires_grad, "tensor")
 
 
@@ -175,18 +259,18 @@ def _like(fn, make, made):
     return like
 
 
-def rand(*size, dtype=float32, device="cpu", requires_grad=False, seed=None):
+def rand(*sizes, size=None, dtype=None, device="cpu", requires_grad=False, seed=None):
     """Uniform in [0, 1). With seed=None the process generator (manual_seed) is used and advanced."""
     break_if_capturing(_MADE.format("rand"))
-    t = _strata.rand(_sizes_arg(size, "rand"), _dtype_arg(dtype, "rand"), _device_arg(device, "rand"),
+    t = _strata.rand(_sizes_arg(sizes, "rand", size), _factory_dtype(dtype, "rand"), _device_arg(device, "rand"),
                      _seed_arg(seed, "rand"))
     return _finish(t, requires_grad, "rand")
 
 
-def randn(*size, dtype=float32, device="cpu", requires_grad=False, seed=None):
+def randn(*sizes, size=None, dtype=None, device="cpu", requires_grad=False, seed=None):
     """Standard normal. With seed=None the process generator (manual_seed) is used and advanced."""
     break_if_capturing(_MADE.format("randn"))
-    t = _strata.randn(_sizes_arg(size, "randn"), _dtype_arg(dtype, "randn"), _device_arg(device, "randn"),
+    t = _strata.randn(_sizes_arg(sizes, "randn", size), _factory_dtype(dtype, "randn"), _device_arg(device, "randn"),
                       _seed_arg(seed, "randn"))
     return _finish(t, requires_grad, "randn")
 
@@ -289,27 +373,65 @@ def _backward(self, gradient=None, retain_graph=False):
     return self._backward_impl(gradient, retain_graph)
 
 
-def _to(self, target):
-    """x.to("cuda") / x.to("cpu"): a copy on that device; x.to(strata.float64) (a dtype name or a numpy
-    dtype): a to_copy call (its own rows; differentiable, ToCopyBackward casts the gradient back). As torch,
-    the tensor itself when it already has that dtype."""
-    if isinstance(target, (type, np.dtype)) or (isinstance(target, str) and target in _DTYPES):
-        key = _dtype_arg(target, "to")
-        if _DTYPES.get(self.dtype) == key:
-            return self
-        from ._ops import FUNCTIONS  # _ops imports this module
-        name = next(n for n in (float32, float64, float16, bfloat16) if _DTYPES[n] == key)
-        return FUNCTIONS["to_copy"](self, dtype=name)
-    return self._to(_device_arg(target, "to"))
+def _is_dtype(target):
+    return (isinstance(target, (type, np.dtype)) or (isinstance(target, str) and target in _DTYPES)
+            or _torch_name(target, "dtype") is not None)
+
+
+def _to_dtype(self, target):
+    key = _dtype_arg(target, "to")
+    if _DTYPES.get(self.dtype) == key:
+        return self
+    from ._ops import FUNCTIONS  # _ops imports this module
+    name = next(n for n in (float32, float64, float16, bfloat16) if _DTYPES[n] == key)
+    return FUNCTIONS["to_copy"](self, dtype=name)
+
+
+def _device_target(target):
+    if isinstance(target, str) and not target.startswith(("cpu", "cuda", "gpu", "auto")):
+        raise ValueError(f"to(): {target!r} is neither a dtype (float32, float64, float16, bfloat16) nor a device "
+                         "('cpu', 'cuda', 'cuda:N')")
+    if target is None:
+        raise TypeError("to(): give a dtype (strata.float64, 'float16', ...) or a device ('cpu', 'cuda', 'cuda:N'), "
+                        "not None")
+    return _device_arg(target, "to")
+
+
+def _to(self, *targets, dtype=None, device=None, non_blocking=False, copy=False):
+    """x.to("cuda") / x.to("cpu"): a copy on that device; x.to(strata.float64) (a dtype name, a numpy or a
+    torch dtype): a to_copy call (its own rows; differentiable, ToCopyBackward casts the gradient back). As
+    torch's, also x.to(device, dtype), x.to(other) (other's device and dtype), the keywords dtype= and
+    device=, copy=True (a copy even when nothing changes) and non_blocking (taken; strata's copies are
+    synchronous); the tensor itself when it already has that dtype."""
+    if len(targets) > 2:
+        raise TypeError(f"to() takes at most 2 positional arguments (a device and a dtype), {len(targets)} were given")
+    if len(targets) == 1 and isinstance(targets[0], Tensor):
+        targets = (targets[0].device, targets[0].dtype)
+    for target in targets:
+        if _is_dtype(target):
+            if dtype is not None:
+                raise TypeError("to(): the dtype is given twice")
+            dtype = target
+        else:
+            if device is not None:
+                raise TypeError("to(): the device is given twice")
+            device = _device_target(target)
+    if not isinstance(non_blocking, bool) or not isinstance(copy, bool):
+        raise TypeError("to(): non_blocking and copy must be bools")
+    if dtype is None and device is None:
+        raise TypeError("to(): give a dtype (strata.float64, 'float16', ...) or a device ('cpu', 'cuda', 'cuda:N')")
+    result = self if device is None else self._to(_device_arg(device, "to"))
+    result = result if dtype is None else _to_dtype(result, dtype)
+    return _clone(result) if copy and result is self else result
 
 
 def _cpu(self):
     return self._to("cpu")
 
 
-def _cuda(self):
-    """x.to("cuda"): a copy on the GPU (strata.UnavailableError where there is none)."""
-    return self._to("cuda")
+def _cuda(self, device=None):
+    """x.to("cuda"), x.cuda(1) x.to("cuda:1"): a copy on the GPU (strata.UnavailableError where there is none)."""
+    return self._to("cuda" if device is None else _device_arg(device, "cuda"))
 
 
 def _clone(self):
@@ -363,9 +485,31 @@ for _target in (float32, float64, float16, bfloat16):
     _cast = _cast_to(_target)
     setattr(Tensor, _cast.__name__, _cast)
 Tensor.__repr__ = _repr
-Tensor.size = lambda self, dim=None: self.shape if dim is None else self.shape[dim]
+def _size(self, dim=None):
+    """The shape, or the size of one dim (negative counts from the last), as torch's size()."""
+    if dim is None:
+        return self.shape
+    if isinstance(dim, bool) or not isinstance(dim, numbers.Integral):
+        raise TypeError(f"size(): dim must be an int, not {type(dim).__name__}")
+    if self.ndim == 0:
+        raise IndexError(f"Dimension specified as {dim} but tensor has no dimensions")
+    rank = self.ndim
+    if not -rank <= dim < rank:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got {dim})")
+    return self.shape[dim]
+
+
+Tensor.size = _size
 
 
 zeros_like = _like("zeros_like", zeros, "zeros")
-full_like = _like("full_like", full, "full")
+_full_like = _like("full_like", full, "full")
+
+
+def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False):  # noqa: A002 (torch's name)
+    """full() with input's shape, and its dtype and device unless given (torch.full_like); contiguous."""
+    return _full_like(input, fill_value, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+empty_like = _like("empty_like", empty, "empty")
 randn_like = _like("randn_like", randn, "randn")

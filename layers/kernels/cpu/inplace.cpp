@@ -41,6 +41,24 @@ void write_into(const Tensor& self, const Tensor& result) {
         }
 }
 
+// self is a CPU tensor that names each of its locations once, as torch's in-place kernels require
+// (TensorIterator's internal-overlap check): a dim of size > 1 with stride 0 (expand, a broadcast numpy
+// array) is refused, in torch's words and whether or not autograd records the op. Written anyway, its
+// elements got the last write's value (ones(1).expand(3).add_(tensor([1, 2, 3])) left 4), a value torch
+// never gives and the CUDA kernels refuse. Like torch, only the stride-0 case is checked; an empty self
+// writes nothing whatever its strides.
+void check_self(const char* op, const Tensor& self) {
+  if (!self.device().is_cpu()) throw UsageError(std::string(op) + ": CPU kernel got " + self.str());
+  if (self.numel() == 0) return;
+  for (int i = 0; i < self.dim(); ++i) {
+    if (self.size(i) > 1 && self.stride(i) == 0) {
+      throw UsageError(std::string(op) + "(): unsupported operation: more than one element of the written-to tensor " +
+                       self.str() + " refers to a single memory location (dim " + std::to_string(i) +
+                       " has stride 0, as expand makes); clone() it before the in-place operation");
+    }
+  }
+}
+
 // Checks what an in-place binary op needs beyond its out-of-place loop: other has self's dtype (the
 // registration casts it) and broadcasts to self's shape without growing it (PyTorch's message).
 void check_in_place(const char* op, const Tensor& self, const Tensor& result) {
@@ -88,7 +106,7 @@ void direct_map2(const Tensor& self, const Tensor& other, F f) {
 }  // namespace
 
 Tensor relu_inplace(const Tensor& self) {
-  if (!self.device().is_cpu()) throw UsageError("relu_: CPU kernel got " + self.str());
+  check_self("relu_", self);
   if (direct(self, nullptr)) {
     STRATA_ZONE(zone, Layer::kLibrary, "relu_ (cpu loop, in place)");
     direct_map(self, [](auto v) { return math::Relu::forward(v); });  // relu's math: NaN, -0.0 kept
@@ -101,7 +119,7 @@ Tensor relu_inplace(const Tensor& self) {
 }
 
 Tensor add_inplace(const Tensor& self, const Tensor& other, double alpha) {
-  if (!self.device().is_cpu()) throw UsageError("add_: CPU kernel got " + self.str());
+  check_self("add_", self);
   if (direct(self, &other)) {
     STRATA_ZONE(zone, Layer::kLibrary, "add_ (cpu loop, in place)");
     direct_map2(self, other, [alpha](auto a, auto b) { return a + decltype(a)(alpha) * b; });  // add's expression
@@ -115,7 +133,7 @@ Tensor add_inplace(const Tensor& self, const Tensor& other, double alpha) {
 }
 
 Tensor mul_inplace(const Tensor& self, const Tensor& other) {
-  if (!self.device().is_cpu()) throw UsageError("mul_: CPU kernel got " + self.str());
+  check_self("mul_", self);
   if (direct(self, &other)) {
     STRATA_ZONE(zone, Layer::kLibrary, "mul_ (cpu loop, in place)");
     direct_map2(self, other, [](auto a, auto b) { return a * b; });
@@ -129,7 +147,7 @@ Tensor mul_inplace(const Tensor& self, const Tensor& other) {
 }
 
 Tensor mul_scalar_inplace(const Tensor& self, double other) {
-  if (!self.device().is_cpu()) throw UsageError("mul_.Scalar: CPU kernel got " + self.str());
+  check_self("mul_.Scalar", self);
   if (direct(self, nullptr)) {
     STRATA_ZONE(zone, Layer::kLibrary, "mul_.Scalar (cpu loop, in place)");
     direct_map(self, [other](auto v) { return v * decltype(v)(other); });
@@ -143,7 +161,7 @@ Tensor mul_scalar_inplace(const Tensor& self, double other) {
 // The in-place forms Python's +=, -= and /= call. Each direct loop is its out-of-place kernel's expression
 // (pointwise.cpp), so the value written is the out-of-place op's, bit for bit.
 Tensor add_scalar_inplace(const Tensor& self, double number, double alpha) {
-  if (!self.device().is_cpu()) throw UsageError("add_.Scalar: CPU kernel got " + self.str());
+  check_self("add_.Scalar", self);
   const double other = number_in(self.dtype(), number);  // Note [A number added to a half tensor]
   if (direct(self, nullptr)) {
     STRATA_ZONE(zone, Layer::kLibrary, "add_.Scalar (cpu loop, in place)");
@@ -160,7 +178,7 @@ Tensor add_scalar_inplace(const Tensor& self, double number, double alpha) {
 
 // a - alpha * b as a + (-alpha) * b, as sub's kernel (and PyTorch's, which calls add's).
 Tensor sub_inplace(const Tensor& self, const Tensor& other, double alpha) {
-  if (!self.device().is_cpu()) throw UsageError("sub_: CPU kernel got " + self.str());
+  check_self("sub_", self);
   if (direct(self, &other)) {
     STRATA_ZONE(zone, Layer::kLibrary, "sub_ (cpu loop, in place)");
     direct_map2(self, other, [alpha](auto a, auto b) { return a + decltype(a)(-alpha) * b; });
@@ -174,7 +192,7 @@ Tensor sub_inplace(const Tensor& self, const Tensor& other, double alpha) {
 }
 
 Tensor sub_scalar_inplace(const Tensor& self, double number, double alpha) {
-  if (!self.device().is_cpu()) throw UsageError("sub_.Scalar: CPU kernel got " + self.str());
+  check_self("sub_.Scalar", self);
   const double other = number_in(self.dtype(), number);  // Note [A number added to a half tensor]
   if (direct(self, nullptr)) {
     STRATA_ZONE(zone, Layer::kLibrary, "sub_.Scalar (cpu loop, in place)");
@@ -190,7 +208,7 @@ Tensor sub_scalar_inplace(const Tensor& self, double number, double alpha) {
 }
 
 Tensor div_inplace(const Tensor& self, const Tensor& other) {
-  if (!self.device().is_cpu()) throw UsageError("div_: CPU kernel got " + self.str());
+  check_self("div_", self);
   if (direct(self, &other)) {
     STRATA_ZONE(zone, Layer::kLibrary, "div_ (cpu loop, in place)");
     direct_map2(self, other, [](auto a, auto b) { return a / b; });
@@ -205,7 +223,7 @@ Tensor div_inplace(const Tensor& self, const Tensor& other) {
 
 // Divides by the number rounded to self's type, as div.Scalar: not a multiply by its reciprocal.
 Tensor div_scalar_inplace(const Tensor& self, double other) {
-  if (!self.device().is_cpu()) throw UsageError("div_.Scalar: CPU kernel got " + self.str());
+  check_self("div_.Scalar", self);
   if (direct(self, nullptr)) {
     STRATA_ZONE(zone, Layer::kLibrary, "div_.Scalar (cpu loop, in place)");
     direct_map(self, [other](auto v) { return v / decltype(v)(other); });
