@@ -26,8 +26,8 @@ Tensor fresh_copy(const Tensor& t, cudaStream_t stream) {
 
 void check_self(const char* op, const Tensor& self) {
   if (!self.device().is_cuda()) throw UsageError(std::string(op) + ": CUDA kernel got " + self.str());
-  // The CPU writes such a tensor element by element, the last write winning; on the GPU the writes race,
-  // so it is refused, in torch's words.
+  // A self whose elements share memory (an expanded tensor) would have its writes race on the GPU, and
+  // no order of them gives torch's answer: refused in torch's words, as the CPU kernels refuse it.
   if (has_internal_overlap(self.sizes(), self.strides())) {
     throw UsageError(std::string(op) + "(): unsupported operation: more than one element of the written-to tensor " +
                      self.str() + " refers to a single memory location; clone() it before the in-place operation");
