@@ -3,6 +3,7 @@
 // checks the options and prepares the call; mlp and programs go on in sequence_command.cpp and
 // program_command.cpp.
 #include <cmath>
+#include <cstdio>
 #include <iostream>
 #include <optional>
 
@@ -20,6 +21,7 @@
 #include "measure/harness.h"
 #include "measure/report_builder.h"
 #include "reports/model/figures.h"
+#include "reports/model/units.h"
 #include "reports/formats/json_report.h"
 #include "reports/formats/table.h"
 
@@ -213,6 +215,35 @@ void add_run_figures(reports::TraceReport& report, measure::DeviceSession& sessi
     report.notes.push_back(spread);
 }
 
+// Note [Contiguous inputs]: a kernel that needs contiguous memory copied a strided input through a call
+// of its own; its dispatch row and the copy's span inside the library row say it happened, this line says
+// what it cost: the inputs that are strided, their bytes, and the copy calls' whole time per call.
+void add_implicit_copy_note(reports::TraceReport& report, const Prepared& prepared) {
+  const reports::LayerBreakdown& steady = report.steady;
+  if (steady.implicit_copies == 0 || steady.calls == 0) return;
+  const frontend::PreparedCall& call = prepared.call;
+  std::string inputs;
+  for (size_t i = 0; i < call.args.size(); ++i) {
+    if (!call.args[i].is_tensor() || call.args[i].tensor().is_contiguous()) continue;
+    const Tensor& t = call.args[i].tensor();
+    const auto& arguments = call.op->schema().arguments;
+    inputs += (inputs.empty() ? "" : ", ") + (i < arguments.size() ? arguments[i].name : "input") + " " +
+              format_bytes(double(t.numel()) * double(element_size(t.dtype())));
+  }
+  const double per_call = double(steady.implicit_copies) / double(steady.calls);
+  const double median = steady.implicit_copy.median;
+  const bool cpu = prepared.choice.device.is_cpu();
+  char count[32];
+  std::snprintf(count, sizeof count, "%g", per_call);
+  report.notes.push_back(
+      "implicit copy: " + report.op + " copied " + count + " strided input" + (per_call == 1 ? "" : "s") +
+      " to contiguous memory per call" + (inputs.empty() ? "" : " (" + inputs + ")") + ", a contiguous() call each: " +
+      reports::format_ns(median) + " median per call" + (cpu ? "" : " on the host (the copy kernel's time is in the gpu row)") +
+      ", " + reports::format_percent(reports::share_of(median, steady.wall.median)) + " of the wall" +
+      (median < 2 * report.probe_ns ? " (under twice one probe's cost: about that or less)" : "") +
+      "; its lookup is the dispatch row contiguous:" + (cpu ? "CPU" : "CUDA") + ", its copy a span inside the library row");
+}
+
 // --check: the last result against the float64 reference.
 void check_result(reports::TraceReport& report, const measure::HarnessResult& run, const Prepared& prepared,
                   const TraceOptions& options) {
@@ -282,6 +313,7 @@ int run_trace(const TraceOptions& options) {
   describe_measured_calls(report, timeline, run, prepared);
   describe_op_rows(report, run, prepared, options.backward);
   add_run_figures(report, session);
+  add_implicit_copy_note(report, prepared);
   if (peer) {
     report.peer = std::move(peer);
     if (report.frontend == "cli") measure::add_cpp_beside_python_peer_note(report);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <string_view>
 #include <unordered_map>
 
 #include "reports/model/units.h"
@@ -138,7 +139,7 @@ class BreakdownBuilder {
  public:
   BreakdownBuilder(const Timeline& timeline, std::span<const uint32_t> op_ids)
       : timeline_(timeline), calls_(op_ids.size()), python_(calls_, 0), pybind11_(calls_, 0), binding_(calls_, 0),
-        library_(calls_, 0), runtime_(calls_, 0), launch_(calls_, 0), queue_(calls_, 0), gpu_(calls_, 0),
+        library_(calls_, 0), runtime_(calls_, 0), launch_(calls_, 0), queue_(calls_, 0), gpu_(calls_, 0), copy_(calls_, 0),
         first_begin_(calls_, INT64_MAX), last_end_(calls_, INT64_MIN), op_spans_(calls_) {
     for (size_t i = 0; i < op_ids.size(); ++i) slot_[op_ids[i]] = i;
     const bool measured = timeline.device.enabled;
@@ -153,6 +154,10 @@ class BreakdownBuilder {
   void count_launches_without_kernel(LayerBreakdown& out) const;
   void add_rows(LayerBreakdown& out);
   Distribution wall() const;
+  void add_implicit_copies(LayerBreakdown& out) const {
+    out.implicit_copies = copies_;
+    if (copies_ > 0) out.implicit_copy = Distribution::of(copy_);
+  }
 
  private:
   Samples& dispatch_samples(const std::string& key) {
@@ -169,7 +174,8 @@ class BreakdownBuilder {
   const Timeline& timeline_;
   size_t calls_;
   std::unordered_map<uint32_t, size_t> slot_;  // op id -> position in op_ids
-  Samples python_, pybind11_, binding_, library_, runtime_, launch_, queue_, gpu_;
+  Samples python_, pybind11_, binding_, library_, runtime_, launch_, queue_, gpu_, copy_;
+  size_t copies_ = 0;
   std::vector<std::string> dispatch_keys_;
   std::map<std::string, Samples> dispatch_;
   std::vector<int64_t> first_begin_, last_end_;
@@ -206,7 +212,13 @@ void BreakdownBuilder::add_host_spans() {
       case Layer::kPython: add(python_, python_row_); break;
       case Layer::kPybind11: add(pybind11_, pybind11_row_); break;
       case Layer::kBinding: add(binding_, binding_row_); break;
-      case Layer::kDispatch: dispatch_samples(s.name)[k] += self[i]; break;
+      case Layer::kDispatch:
+        dispatch_samples(s.name)[k] += self[i];
+        if (std::string_view(s.name).starts_with("contiguous:")) {  // Note [Contiguous inputs]
+          copy_[k] += double(timeline_.end_ns(s) - timeline_.begin_ns(s));
+          ++copies_;
+        }
+        break;
       case Layer::kLibrary: add(library_, library_row_); break;
       case Layer::kRuntime: add(runtime_, runtime_row_); break;
       default: break;  // frontend and harness spans are not part of an op's per-call cost
@@ -365,6 +377,7 @@ LayerBreakdown compute_breakdown(const Timeline& timeline, std::span<const uint3
     builder.count_launches_without_kernel(out);
   }
   builder.add_rows(out);
+  builder.add_implicit_copies(out);
   out.wall = builder.wall();
   return out;
 }

@@ -105,6 +105,12 @@ struct LayerBreakdown {
   std::vector<std::string> unmatched_launch_examples;
   uint64_t unmatched_kernels = 0;   // kernel records whose correlation id matches no launch of these ops
   TimestampChecks timestamps;       // of the matched launches and kernels
+  // The calls the op made to copy a strided input to contiguous memory (the `contiguous:KEY` dispatch
+  // spans, Note [Contiguous inputs]): per op call, each such span's whole time (its lookup and the copy
+  // inside it, which the dispatch and library rows also count), and how many there were over all calls.
+  // Empty and 0 when the op copied nothing.
+  Distribution implicit_copy;
+  size_t implicit_copies = 0;
 
   // Sum over the calls of every row of `kind` (all dispatch keys together); 0 when there is none.
   double total(RowKind kind) const;

@@ -39,6 +39,10 @@ void add_steady_join_figures(Figures& figures, const LayerBreakdown& steady) {
   figures.set("steady.unmatched_launches", double(steady.unmatched_launches), "count");
   figures.set("steady.failed_launches", double(steady.failed_launches), "count");
   figures.set("steady.unmatched_kernels", double(steady.unmatched_kernels), "count");
+  // The implicit copies (Note [Contiguous inputs]): how many per call, and their time when there are any.
+  if (steady.calls > 0)
+    figures.set("steady.implicit_copies_per_call", double(steady.implicit_copies) / double(steady.calls), "count");
+  if (steady.implicit_copies > 0) figures.set("steady.implicit_copy_median_ns", steady.implicit_copy.median, "ns");
   for (const TimestampCheckField& f : kTimestampCheckFields)
     figures.set(std::string("steady.") + f.name, double(steady.timestamps.*f.count), "count");
 }

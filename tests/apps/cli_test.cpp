@@ -444,6 +444,12 @@ TEST_CASE("--view other=t: x @ w.t() is one GEMM with the op flag, no copy - --v
   CHECK(contains(nlohmann::json::parse(read_file(json_path))["description"].get<std::string>(), "other: t view, strides 1x64"));
   check_trace_file(trace_path);
   CHECK(trace_event_counts(trace_path, "dispatch").count("contiguous:CPU") == 0);
+  auto figure = [&](const std::string& name) {
+    const nlohmann::json figures = nlohmann::json::parse(read_file(json_path))["figures"];
+    return figures.contains(name) ? figures[name]["value"].get<double>() : -1.0;
+  };
+  CHECK(figure("steady.implicit_copies_per_call") == 0);  // the op flag: nothing copied
+  CHECK(figure("steady.implicit_copy_median_ns") == -1);
 
   // Every second element of a wider buffer: relu needs contiguous memory, so the copy is its own call.
   r = run_strata(cpu({"trace", "relu", "64x64", "--view", "self=slice2", "--check", "--json", json_path,
@@ -456,6 +462,10 @@ TEST_CASE("--view other=t: x @ w.t() is one GEMM with the op flag, no copy - --v
   CHECK(contains(library_what(rows), "strided copy (to contiguous)"));
   check_trace_file(trace_path);
   CHECK(trace_event_counts(trace_path, "dispatch")["contiguous:CPU"] == 4);  // the cold call and 3 timed ones
+  // What the copy cost, apart from relu's own work: one copy per call, timed, and the note naming its bytes.
+  CHECK(figure("steady.implicit_copies_per_call") == 1);
+  CHECK(figure("steady.implicit_copy_median_ns") > 0);
+  CHECK(contains(r.out, "implicit copy: relu copied 1 strided input to contiguous memory per call (self 16.00 KiB)"));
   // A view op traced alone: its library row is the header, and says no output is allocated.
   r = run_strata(cpu({"trace", "transpose", "64x32", "--check", "--json", json_path}));
   INFO(r.out << r.err);
@@ -466,4 +476,10 @@ TEST_CASE("--view other=t: x @ w.t() is one GEMM with the op flag, no copy - --v
   INFO(r.out << r.err);
   REQUIRE(r.exit_code == 0);
   CHECK(has_row(rows_of(), "dispatch", "contiguous:CPU"));
+  // Both operands strided: two copies per call, both named.
+  r = run_strata(cpu({"trace", "matmul", "32", "--view", "self=slice2", "--view", "other=slice3", "--json", json_path}));
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(figure("steady.implicit_copies_per_call") == 2);
+  CHECK(contains(r.out, "copied 2 strided inputs to contiguous memory per call (self 4.00 KiB, other 4.00 KiB)"));
 }
