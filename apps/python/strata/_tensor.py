@@ -186,11 +186,6 @@ def _filled(sizes, value, dtype, device, requires_grad, fn):
     return _finish(t, requires_grad, fn)
 
 
-def _number_in(value, dtype):
-    """value (a float) rounded to dtype as a tensor of that dtype stores it (strata.full's conversion)."""
-    return float(_strata.full([], value, _dtype_arg(dtype, "number"), "cpu")._values_float64())
-
-
 _ONE_SHAPE = "tensor(): data must be a real number or a (nested) sequence of real numbers of one shape"
 
 
