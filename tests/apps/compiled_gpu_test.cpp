@@ -31,6 +31,10 @@ struct GpuRun {
 };
 
 GpuRun compiled_on_gpu(const std::string& name, const std::string& dims, DType dtype) {
+  // main() registered the CUDA kernels (gpu_test_main.cpp); the context, strata's stream and the caching
+  // allocator for CUDA tensors are init_device's, as in every in-process GPU test (the CLI's session does
+  // the same at device selection). Idempotent.
+  runtime::cuda::init_device(0);
   GpuRun run;
   run.sequence = frontend::prepare_sequence(frontend::parse_sequence_spec(name, dims), dtype, Device{DeviceType::kCUDA, 0},
                                             11, false, size_t(1) << 30);
