@@ -30,6 +30,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "apps/cuda_module/device_session_cuda.h"
@@ -75,7 +76,17 @@ struct Driver {
 };
 
 // One generated kernel's PTX, loaded: the module lives as long as the compiled graph that launches it.
+//
+// Note [A zone's name outlives the zone]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A span keeps its zone's `const char*` (lib/timeline.h: zones never allocate), and the report reads it
+// after the run. So a launch's zone name is a member here, owned as long as the compiled graph that holds
+// this module: never the buffer of a std::string made for the call. Passing "cuLaunchKernel" to a
+// `const std::string&` parameter once left every pointwise launch's span pointing into a dead
+// temporary, and `trace gelu_tanh --mode compiled --device cuda --json` failed on its bytes.
 struct LoadedPtx {
+  std::string kernel;       // the generated kernel's name, for a failed launch's message
+  std::string launch_zone;  // the name of each launch's Library zone
   CUmodule module = nullptr;
   CUfunction function = nullptr;
   int max_blocks = 1;
@@ -84,7 +95,8 @@ struct LoadedPtx {
   }
 };
 
-std::shared_ptr<LoadedPtx> load_ptx(const StrataCompiledKernelRequest& r, compiler::DeviceKernelInfo& info) {
+std::shared_ptr<LoadedPtx> load_ptx(const StrataCompiledKernelRequest& r, compiler::DeviceKernelInfo& info,
+                                    std::string launch_zone) {
   const Driver& d = Driver::get();
   runtime::cuda::set_current_device(r.device.index);
   std::string info_log(size_t(1) << 14, '\0'), error_log(size_t(1) << 14, '\0');
@@ -93,6 +105,8 @@ std::shared_ptr<LoadedPtx> load_ptx(const StrataCompiledKernelRequest& r, compil
   void* values[] = {info_log.data(), reinterpret_cast<void*>(uintptr_t(info_log.size())), error_log.data(),
                     reinterpret_cast<void*>(uintptr_t(error_log.size())), reinterpret_cast<void*>(uintptr_t(1))};
   auto loaded = std::make_shared<LoadedPtx>();
+  loaded->kernel = r.kernel->name;
+  loaded->launch_zone = std::move(launch_zone);
   const int64_t t0 = host_clock::now_ns();
   CUresult status = CUDA_SUCCESS;
   {
@@ -120,8 +134,7 @@ std::shared_ptr<LoadedPtx> load_ptx(const StrataCompiledKernelRequest& r, compil
 }
 
 // The generated kernel over rows x cols of `out` (in0.., out, rows, cols: cuda_codegen.cpp's parameters).
-void launch(const LoadedPtx& fn, const std::string& zone_name, const std::vector<Tensor>& inputs, Tensor& out,
-            long long rows, long long cols) {
+void launch(const LoadedPtx& fn, const std::vector<Tensor>& inputs, Tensor& out, long long rows, long long cols) {
   const long long n = rows * cols;
   if (n == 0) return;  // a grid of no blocks is an error, and there is nothing to compute
   std::vector<void*> pointers;
@@ -134,10 +147,10 @@ void launch(const LoadedPtx& fn, const std::string& zone_name, const std::vector
   args.push_back(&cols);
   const unsigned blocks = unsigned(std::min<long long>((n + 255) / 256, fn.max_blocks));
   const cudaStream_t stream = runtime::cuda::stream(out.device().index);
-  STRATA_ZONE(zone, Layer::kLibrary, zone_name.c_str());
+  STRATA_ZONE(zone, Layer::kLibrary, fn.launch_zone.c_str());  // Note [A zone's name outlives the zone]
   const Driver& d = Driver::get();
   d.check(d.launch(fn.function, blocks, 1, 1, 256, 1, 1, 0, stream, args.data(), nullptr),
-          "cuLaunchKernel(" + zone_name + ")");
+          "cuLaunchKernel(" + fn.kernel + ")");
 }
 
 cublasLtEpilogue_t lt_value(compiler::LtEpilogue e) {
@@ -221,13 +234,12 @@ compiler::DeviceKernel gemm_kernel(const StrataCompiledKernelRequest& r) {
   info.epilogue = "none";
   info.path = "cuBLAS GEMM + generated epilogue (PTX)";
   dk.zone = name + " (" + info.path + ")";
-  std::shared_ptr<LoadedPtx> fn = load_ptx(r, info);
-  const std::string launch_zone = name + "<<<>>> (generated epilogue)";
-  dk.run = [ops, fn, launch_zone](const std::vector<Tensor>& inputs) {
+  std::shared_ptr<LoadedPtx> fn = load_ptx(r, info, name + "<<<>>> (generated epilogue)");
+  dk.run = [ops, fn](const std::vector<Tensor>& inputs) {
     // The GEMM alone: linear's bias is the generated epilogue's, so linear is x @ W^T without it.
     Tensor out = ops.linear ? kernels::cuda::gemm(inputs[ops.a], inputs[ops.b], 0, 1)
                             : kernels::cuda::matmul(inputs[ops.a], inputs[ops.b]);
-    launch(*fn, launch_zone, inputs, out, out.size(0), out.size(1));
+    launch(*fn, inputs, out, out.size(0), out.size(1));
     return out;
   };
   return dk;
@@ -245,12 +257,12 @@ compiler::DeviceKernel compiled_kernel(const StrataCompiledKernelRequest& r) {
   dk.info.epilogue_why = compiler::choose_lt_epilogue(*r.graph, *r.kernel).why;
   dk.info.path = "generated kernel (PTX)";
   dk.zone = r.kernel->name + "<<<>>> (generated, PTX)";
-  std::shared_ptr<LoadedPtx> fn = load_ptx(r, dk.info);
+  std::shared_ptr<LoadedPtx> fn = load_ptx(r, dk.info, "cuLaunchKernel");
   const compiler::ValueMeta out_meta = r.graph->nodes[r.kernel->output].meta;
   // The dispatch's Library zone is named dk.zone already; the launch's own zone nests in it.
   dk.run = [fn, out_meta](const std::vector<Tensor>& inputs) {
     Tensor out = Tensor::empty(out_meta.shape, out_meta.dtype, inputs.at(0).device());
-    launch(*fn, "cuLaunchKernel", inputs, out, 1, out.numel());
+    launch(*fn, inputs, out, 1, out.numel());
     return out;
   };
   return dk;

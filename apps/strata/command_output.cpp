@@ -3,6 +3,7 @@
 #include "lib/error.h"
 #include "lib/output_file.h"
 #include "measure/harness.h"
+#include "reports/formats/json_text.h"
 
 namespace strata::app {
 
@@ -12,8 +13,13 @@ int write_command_output(const TraceOptions& o, const CommandOutput& output, std
   out.flush();
   if (!o.json_path.empty()) {
     measure::stop_if_interrupted();
-    write_file_atomically(o.json_path, output.json());
+    const std::string text = output.json();
+    write_file_atomically(o.json_path, text);
     out << "wrote " << o.json_path << "\n";
+    if (reports::json_text_replaced_bytes(text)) {  // Note [JSON text is valid UTF-8]
+      err << "strata: warning: " << o.json_path << ": some strings held bytes that are not UTF-8, written as "
+          << "U+FFFD (\"" << reports::kInvalidUtf8Key << "\" in the file); a bug in strata, please report it\n";
+    }
   }
   if (!o.chrome_trace_path.empty()) {
     measure::stop_if_interrupted();

@@ -22,6 +22,7 @@
 #include "reports/model/units.h"
 #include "reports/model/comparison.h"
 #include "reports/formats/json_report.h"
+#include "reports/formats/json_text.h"
 #include "reports/formats/notes.h"
 #include "reports/formats/table.h"
 
@@ -343,7 +344,7 @@ CommandOutput compare_output(const std::string& header, const reports::Compariso
     if (!prepared.sequence) return reports::comparison_json(c, ctx);
     nlohmann::json j = nlohmann::json::parse(reports::comparison_json(c, ctx));
     j["three_way"] = three_way_json(c, compiled, prepared.sequence->steps.size(), rounds.cost.recorded_calls);
-    return j.dump(2) + "\n";
+    return reports::json_text(j);
   };
   output.chrome_trace = [&](reports::ChromeTraceWriter& writer) {
     writer.add_metadata("op", header);

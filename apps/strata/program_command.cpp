@@ -16,6 +16,7 @@
 #include "measure/harness.h"
 #include "measure/report_builder.h"
 #include "reports/formats/json_report.h"
+#include "reports/formats/json_text.h"
 #include "reports/model/units.h"
 #include "reports/model/sequence.h"
 #include "reports/formats/table.h"
@@ -296,7 +297,7 @@ int run_program_trace(const TraceOptions& options, Prepared& prepared) {
       j["compiled"] = compiled_json(*compiled, options.emit == "cpp");
       if (by_fused_kernel) j["compiled"]["by_fused_kernel"] = kernel_attribution_json(*compiled, *by_fused_kernel);
     }
-    return j.dump(2) + "\n";
+    return reports::json_text(j);
   };
   output.chrome_trace = [&](reports::ChromeTraceWriter& writer) {
     writer.add_metadata("op", report.spec + "  " + report.description + "  " + report.dtype + "  --mode " + options.mode);

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "reports/formats/figures_json.h"
+#include "reports/formats/json_text.h"
 
 namespace strata::reports {
 namespace {
@@ -145,7 +146,7 @@ std::string trace_report_json(const TraceReport& rep) {
   if (rep.backward.ran) doc["backward"] = backward(rep.backward);
   if (!rep.frontend_what.empty()) doc["frontend_call"] = rep.frontend_what;
   if (rep.peer) doc["peer"] = peer(*rep.peer);
-  return doc.dump(2) + "\n";
+  return json_text(doc);
 }
 
 namespace {
@@ -189,7 +190,7 @@ std::string sequence_report_json(const TraceReport& report, const SequenceFigure
   json doc = json::parse(trace_report_json(report));
   doc["sequence"] = sequence(f);
   if (backward != nullptr) doc["backward_sequence"] = sequence(*backward);
-  return doc.dump(2) + "\n";
+  return json_text(doc);
 }
 
 namespace {
@@ -232,7 +233,7 @@ std::string comparison_json(const Comparison& c, const TraceReport& ctx) {
                    {"replay", p.replay_kind.empty() ? json(nullptr) : json(p.replay_ns)},
                    {"setup_ns", p.setup_ns}, {"note", p.note}};
   }
-  return doc.dump(2) + "\n";
+  return json_text(doc);
 }
 
 }  // namespace strata::reports

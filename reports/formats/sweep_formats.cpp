@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "reports/formats/figures_json.h"
+#include "reports/formats/json_text.h"
 #include "reports/model/units.h"
 #include "reports/model/report.h"
 
@@ -175,7 +176,7 @@ std::string sweep_json(const SweepReport& sweep) {
     j["ops_per_replay"] = sweep.ops_per_replay;
     j["crossovers"]["replay_within_noise"] = crossover_json(sweep.replay_stops_helping());
   }
-  return j.dump(2) + "\n";
+  return json_text(j);
 }
 
 std::string sweep_csv(const SweepReport& sweep) {

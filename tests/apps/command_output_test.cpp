@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "lib/error.h"
+#include "reports/formats/json_text.h"
 #include "tests/support/subprocess.h"
 
 using namespace strata;
@@ -67,4 +68,21 @@ TEST_CASE("a failed check is the exit code, after every output was written") {
   CHECK(write_command_output(o, output, out, err) == static_cast<int>(ExitCode::kCheckFailed));
   CHECK(test::exists(o.json_path));
   CHECK(err.str() == "strata: check failed: relative error 0.5 exceeds the f32 tolerance 1e-05\n");
+}
+
+// Note [JSON text is valid UTF-8]: a finished run keeps its file when a name is not UTF-8, and says so.
+TEST_CASE("a JSON document with a name that is not UTF-8 is written all the same, with a warning") {
+  test::TempDir dir;
+  int json_calls = 0;
+  CommandOutput output = sample_output(json_calls);
+  output.json = [] { return reports::json_text({{"kernel", "fused\x9f"}, {"gpu_ns", 5950}}); };
+  TraceOptions o;
+  o.json_path = dir.file("r.json");
+  std::ostringstream out, err;
+  CHECK(write_command_output(o, output, out, err) == 0);
+  const auto doc = nlohmann::json::parse(test::read_file(o.json_path));
+  CHECK(doc["kernel"] == "fused\xef\xbf\xbd");
+  CHECK(doc["gpu_ns"] == 5950);
+  CHECK(out.str() == "the table\nwrote " + o.json_path + "\n");
+  CHECK(err.str().find("strata: warning: " + o.json_path + ": some strings held bytes that are not UTF-8") == 0);
 }

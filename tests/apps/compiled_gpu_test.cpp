@@ -4,13 +4,15 @@
 // relu_matmul's relu as cuBLASLt's RELU epilogue, linear_gelu's erf gelu as cuBLAS + the generated
 // epilogue's PTX, gelu_tanh as one generated kernel; and a loaded PTX reports the driver's binary version
 // (the device's architecture) and the PTX's. A compiled run captured into a CUDA Graph replays to the same
-// result (Note [The compiled column on a GPU]); the second compile of a program reads its PTX from the cache.
-// Then the CLI end to end: trace's --check and JSON, and compare's compiled column replayed from a graph
-// with every replayed kernel attributed.
+// result (Note [The compiled column on a GPU]); the second compile of a program reads its PTX from the cache;
+// a compiled call's spans keep their names after it. Then the CLI end to end: trace's --check and JSON (a
+// generated kernel's program written whole), and compare's compiled column replayed from a graph with every
+// replayed kernel attributed.
 #include <cuda_runtime.h>
 #include <doctest/doctest.h>
 
 #include <cstdlib>
+#include <vector>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -19,6 +21,7 @@
 #include "layers/frontend/sequence.h"
 #include "layers/kernels/reference/reference.h"
 #include "layers/runtime/cuda/cuda_runtime_layer.h"
+#include "lib/timeline.h"
 #include "tests/support/subprocess.h"
 
 namespace strata {
@@ -31,6 +34,10 @@ struct GpuRun {
 };
 
 GpuRun compiled_on_gpu(const std::string& name, const std::string& dims, DType dtype) {
+  // main() registered the CUDA kernels (gpu_test_main.cpp); the context, strata's stream and the caching
+  // allocator for CUDA tensors are init_device's, as in every in-process GPU test (the CLI's session does
+  // the same at device selection). Idempotent.
+  runtime::cuda::init_device(0);
   GpuRun run;
   run.sequence = frontend::prepare_sequence(frontend::parse_sequence_spec(name, dims), dtype, Device{DeviceType::kCUDA, 0},
                                             11, false, size_t(1) << 30);
@@ -112,6 +119,48 @@ TEST_CASE("gelu_tanh on the GPU: eight calls, one generated kernel, f32 and f64,
     CHECK(info.path == "generated kernel (PTX)");
     CHECK(info.binary_version == device_binary_version());
   }
+}
+
+// Note [A zone's name outlives the zone] (apps/cuda_module/compiled_kernels_cuda.cpp): the library spans
+// of a generated kernel's call are read after the call, its launch's name included; a name pointing into a
+// dead temporary once reached the JSON as bytes that are not UTF-8.
+TEST_CASE("gelu_tanh on the GPU: the spans of a compiled call keep their names after the call") {
+  const test::TempDir dir;
+  ::setenv("STRATA_CACHE_DIR", dir.file("kernels").c_str(), 1);
+  const GpuRun run = compiled_on_gpu("gelu_tanh", "4099", DType::kF32);
+  Timeline timeline;
+  {
+    tracing::ActiveScope scope(&timeline);
+    timeline.set_op(1);
+    (void)run.program.graph->run(run.program.inputs);
+    timeline.set_op(0);
+  }
+  check_results(run, DType::kF32);  // more calls, over the stack the launch used
+  std::vector<std::string> library;
+  for (const Span& span : timeline.spans()) {
+    if (span.layer == Layer::kLibrary) library.emplace_back(span.name);
+  }
+  const std::string fused = run.program.graph->plan().kernels.at(0).name;
+  CHECK(library == std::vector<std::string>{fused + "<<<>>> (generated, PTX)", "cuLaunchKernel"});
+}
+
+TEST_CASE("strata trace gelu_tanh --mode compiled --device cuda --json: the file is written, every name whole") {
+  test::TempDir dir;
+  const std::string report = dir.file("g.json");
+  test::RunOptions options;
+  options.env.push_back("STRATA_CACHE_DIR=" + dir.file("kernels"));
+  const test::RunResult r =
+      test::run_strata({"trace", "gelu_tanh", "65537", "--mode", "compiled", "--device", "cuda", "--check", "--repeat",
+                        "5", "--warmup", "1", "--json", report},
+                       options);
+  INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.err.find("not UTF-8") == std::string::npos);
+  const nlohmann::json doc = nlohmann::json::parse(test::read_file(report));
+  CHECK_FALSE(doc.contains("invalid_utf8_replaced"));  // Note [JSON text is valid UTF-8]: nothing replaced
+  CHECK(doc["sequence"]["op_log"][0]["backend"] ==
+        "fused_pow_mul_add_mul_tanh_add_mul_mul<<<>>> (generated, PTX) > cuLaunchKernel");
+  CHECK(doc["compiled"]["by_fused_kernel"]["unattributed_kernels"] == 0);
 }
 
 TEST_CASE("strata trace PROGRAM --mode compiled --device cuda: --check passes, the JSON names each kernel's path") {

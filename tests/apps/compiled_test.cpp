@@ -115,6 +115,10 @@ TEST_CASE("trace gelu_tanh --mode compiled: eight pointwise calls, one loop that
   CHECK(c["eager_bytes_moved"].get<double>() == 18.0 * 1000 * 4);
   CHECK(c["bytes_moved"].get<double>() == 2.0 * 1000 * 4);
   CHECK(j["check"]["passed"] == true);
+  // The one call's library zone, named by the compiled graph's step (Note [A zone's name outlives the
+  // zone]), whole in the file; nothing was replaced (Note [JSON text is valid UTF-8]).
+  CHECK(j["sequence"]["op_log"][0]["backend"] == "fused_pow_mul_add_mul_tanh_add_mul_mul (generated loop)");
+  CHECK_FALSE(j.contains("invalid_utf8_replaced"));
   const json eager = run_json(dir, test::cpu({"trace", "gelu_tanh", "1000", "--check"}), with_cache(dir));
   CHECK(eager["sequence"]["steps"].size() == 8);
   CHECK(eager["check"]["passed"] == true);

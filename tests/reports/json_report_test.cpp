@@ -1,9 +1,12 @@
-// The --json report (reports/formats/json_report.cpp): every figure, parseable, with the samples.
+// The --json report (reports/formats/json_report.cpp): every figure, parseable, with the samples; a name
+// that is not UTF-8 written all the same (reports/formats/json_text.h).
 #include "reports/formats/json_report.h"
 
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
+
+#include "reports/formats/json_text.h"
 
 using namespace strata;
 using namespace strata::reports;
@@ -90,4 +93,31 @@ TEST_CASE("each breakdown carries its timestamp checks under the names the GPU v
   CHECK(t["kernels_without_latency"] == 3);
   CHECK(t["kernels_latency_disordered"] == 4);
   CHECK(doc["cold"]["timestamps"]["kernels_latency_disordered"] == 0);
+}
+
+// Note [JSON text is valid UTF-8]: a name read from freed memory (a span's name pointing into a dead
+// std::string, as the compiled GPU path's launch zone once did) reaches the sequence's op log as bytes
+// that are not UTF-8. The file is still written, each such byte as U+FFFD, and the document is marked.
+TEST_CASE("a name that is not UTF-8 is written as U+FFFD and the document marked, never an exception") {
+  const std::string clean = sequence_report_json(sample_report(), SequenceFigures{});
+  CHECK_FALSE(json_text_replaced_bytes(clean));
+  CHECK_FALSE(nlohmann::json::parse(clean).contains(kInvalidUtf8Key));
+
+  TraceReport r = sample_report();
+  r.steady.rows[2].names = {"cblas_sgemm", "launch\x9f"};
+  SequenceFigures f;
+  f.steps = 1;
+  SequenceStepFigures step;
+  step.op = "gelu_tanh";
+  step.backend = "fused_gelu<<<>>> (generated, PTX) > c\x9f";  // the dead name's bytes after the separator
+  f.per_step.push_back(step);
+  std::string text;
+  REQUIRE_NOTHROW(text = sequence_report_json(r, f));
+  CHECK(json_text_replaced_bytes(text));
+  const auto doc = nlohmann::json::parse(text);  // the parser checks UTF-8 too
+  CHECK(doc[kInvalidUtf8Key].is_string());
+  CHECK(doc["sequence"]["op_log"][0]["backend"] == "fused_gelu<<<>>> (generated, PTX) > c\xef\xbf\xbd");
+  CHECK(doc["steady"]["rows"][2]["names"][1] == "launch\xef\xbf\xbd");
+  CHECK(doc["op"] == "matmul");  // the rest of the report is all there
+  CHECK(doc["steady"]["rows"][2]["time"]["median"] == 2000);
 }

@@ -360,13 +360,25 @@ ApiCallRecord api_call_record(CUpti_ActivityKind kind, const CUpti_ActivityAPI& 
   return r;
 }
 
-using KernelNames = std::unordered_map<const char*, std::string>;
+using KernelNames = std::unordered_map<std::string, std::string>;
 
-// The three kinds CUPTI may deliver without timestamps: each is left out and counted in untimed_records.
+// Note [A kernel's name is copied when its record is read]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// CUpti_ActivityKernel10::name points at a string CUPTI shares among the records of one kernel and keeps
+// with the kernel's module. Everything after conversion holds its own std::string (KernelRecord::name),
+// copied here, when the records are read at the session's finish. So the modules that ran must still be
+// loaded then: a compiled graph's modules live as long as the graph, and the commands keep it past their
+// run's finish (a graph dropped before the finish would leave its kernels' names to chance). The
+// demangling cache is keyed by the name's text: a pointer says nothing once a module was unloaded and
+// another one's name took its address.
 bool add_kernel(DeviceTrace& out, KernelNames& kernel_names, const CUpti_ActivityKernel10& kernel) {
   if (untimed(kernel.start, kernel.end)) {
     ++out.untimed_records;
     return false;
+  }
+  if (kernel.name == nullptr) {
+    out.kernels.push_back(kernel_record(kernel, demangle(nullptr)));
+    return true;
   }
   auto [it, inserted] = kernel_names.try_emplace(kernel.name);
   if (inserted) it->second = demangle(kernel.name);

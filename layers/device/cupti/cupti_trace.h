@@ -37,7 +37,10 @@ class RecordConverter {
  private:
   DeviceTrace& out_;
   uint64_t ignored_ = 0;
-  std::unordered_map<const char*, std::string> kernel_names_;  // CUPTI shares one name pointer per kernel
+  // Demangled names by CUPTI's name, keyed by its text, not its pointer: CUPTI's name of a kernel belongs
+  // to the kernel's module, and once a module is unloaded (a compiled graph's cuModuleUnload) the same
+  // address may hold another kernel's name (Note [A kernel's name is copied when its record is read]).
+  std::unordered_map<std::string, std::string> kernel_names_;
 };
 
 // True for the API calls that put a kernel or a graph on a stream, in either domain. Joins never use

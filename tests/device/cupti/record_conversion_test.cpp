@@ -4,6 +4,7 @@
 // plain structs: launch_resolution_test.cpp; the notes about drops: tests/reports/figures_test.cpp.
 #include <doctest/doctest.h>
 
+#include <cstdio>
 #include <initializer_list>
 #include <string>
 #include <vector>
@@ -45,6 +46,32 @@ TEST_CASE("kernel names that are not mangled (cuBLAS's) are kept as they are") {
   const auto k = kernel_record("sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x32", 1, 2, 1);
   convert.add(&k);
   CHECK(trace.kernels.at(0).name == "sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x128x32");
+}
+
+// Note [A kernel's name is copied when its record is read]: CUPTI's name belongs to the kernel's module;
+// after a cuModuleUnload the same address may hold another kernel's name, or garbage. Each record's name is
+// its own copy, read from the text, never from a cache keyed by the address.
+TEST_CASE("a kernel name is copied from its text: an address reused for another name gives that name") {
+  DeviceTrace trace;
+  cupti::RecordConverter convert(trace);
+  char module_names[64] = "fused_add_relu";  // one module's name, at one address
+  const auto first = kernel_record(module_names, 1, 2, 1);
+  convert.add(&first);
+  std::snprintf(module_names, sizeof(module_names), "%s", "fused_pow_mul_tanh");  // unloaded; another loaded there
+  const auto second = kernel_record(module_names, 3, 4, 2);
+  convert.add(&second);
+  std::snprintf(module_names, sizeof(module_names), "%s", "\x9f\x9f freed");  // and then freed
+  REQUIRE(trace.kernels.size() == 2);
+  CHECK(trace.kernels[0].name == "fused_add_relu");
+  CHECK(trace.kernels[1].name == "fused_pow_mul_tanh");
+}
+
+TEST_CASE("a kernel record with no name is named so") {
+  DeviceTrace trace;
+  cupti::RecordConverter convert(trace);
+  const auto k = kernel_record(nullptr, 1, 2, 1);
+  convert.add(&k);
+  CHECK(trace.kernels.at(0).name == "(unnamed kernel)");
 }
 
 TEST_CASE("latency timestamps CUPTI did not collect are -1, not 0") {
