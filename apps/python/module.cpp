@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "apps/python/crossing.h"
+#include "apps/python/native_backtrace.h"
 #include "apps/python/profile.h"
 #include "layers/autograd/engine.h"
 #include "layers/binding/binding.h"
@@ -393,5 +394,8 @@ PYBIND11_MODULE(_strata, m) {
   bind_layer_timing(m);
 #if !STRATA_PYTHON_EMBEDDED
   bind_compiler(m);
+  // Off unless STRATA_NATIVE_BACKTRACE is set (Note [A native backtrace on a crash]); the CLI's embedded
+  // module leaves the program's signals alone.
+  m.attr("_native_backtrace") = install_native_backtrace_if_asked();
 #endif
 }

@@ -758,8 +758,12 @@ def host_tests(r, st):
         r.record.say("Not run: under 90 s of the budget left. CI runs the host suite on every change.")
         r.verdict("skip", check, "not run: under 90 s left (CI runs it on every change)")
         return
+    # A test that dies of a signal prints its native frames and its Python stack (Note [A native backtrace on
+    # a crash] in apps/python/native_backtrace.cpp): this machine has no gdb, and a crash seen only here
+    # is otherwise a bare "(SEGFAULT)".
+    env = dict(r.env, STRATA_NATIVE_BACKTRACE="1", PYTHONFAULTHANDLER="1")
     r.run("ctest_host", 240, ["ctest", "--test-dir", st.build, "-LE", "gpu", "-j", str(st.jobs), "--timeout", "90",
-                         "--output-on-failure"])
+                              "--output-on-failure"], env=env)
     if r.dry_run:
         r.verdict("skip", check, "dry run: not run")
         return

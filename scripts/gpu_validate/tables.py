@@ -266,14 +266,66 @@ def python_smoke(record, no_gpu):
                            f"exit {code}: {error}") + " (logs/python_smoke.log)")
 
 
-def host_tests(record):
+# A test that died of a signal is listed by ctest as (SEGFAULT), (Child aborted), (Subprocess aborted),
+# (ILLEGAL), (BUS_ERROR), (OTHER_FAULT) or ***Exception; a failure as (Failed), a hang as (Timeout).
+FAILED_TEST = re.compile(r"\((Failed|Timeout|SEGFAULT|ILLEGAL|BUS_ERROR|OTHER_FAULT|Child aborted|Subprocess aborted)\)|Not Run")
+
+# One frame of backtrace_symbols_fd(3), as the extension writes it on a crash (Note [A native backtrace on
+# a crash] in apps/python/native_backtrace.cpp): `library(symbol+0xoff)[0xaddr]` or `library(+0xoff)[...]`,
+# after ctest's optional `N: ` prefix.
+NATIVE_FRAME = re.compile(r"^(?:\d+: )?(/\S+?)\(([^()]*)\)\[0x[0-9a-f]+\]\s*$")
+
+
+def addr2line(library, offset):
+    """`function at file:line` for an offset into one of strata's libraries, or "" without addr2line."""
+    import shutil
+    import subprocess
+    tool = shutil.which("addr2line")
+    if not tool:
+        return ""
+    try:
+        out = subprocess.run([tool, "-f", "-C", "-e", library, offset], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    lines = out.strip().splitlines()
+    return f"{lines[0]} at {lines[1]}" if len(lines) >= 2 else ""
+
+
+def native_backtraces(log, resolve=addr2line):
+    """The native backtraces a crashed test wrote, each frame in strata's own libraries (the extension, the
+    CUDA module) resolved to its function: what the next session needs to find a crash seen only here."""
+    out, inside = [], False
+    for line in log.splitlines():
+        if "strata: fatal signal" in line:
+            inside = True
+            out.append(line.split("strata: ", 1)[1])
+            continue
+        if "strata: end of native backtrace" in line:
+            inside = False
+            continue
+        found = NATIVE_FRAME.match(line) if inside else None
+        if not found:
+            continue
+        library, where = found.groups()
+        resolved = ""
+        if where.startswith("+0x") and re.search(r"/_strata[.]|/libstrata", library):
+            resolved = resolve(library, where[1:])
+        out.append(f"  {os.path.basename(library)}({where})" + (f"  {resolved}" if resolved else ""))
+    return out
+
+
+def host_tests(record, resolve=addr2line):
     log = log_text(record, "ctest_host.log")
     timing = record.timing("ctest_host")
     summary = ([l for l in log.splitlines() if re.search(r"tests passed|tests failed", l)] or ["no ctest summary"])[-1]
     text = f"{summary} (logs/ctest_host.log)\n"
     if timing and timing[1] == "0":
         return text, ("pass", summary)
-    bad = [l for l in log.splitlines() if re.search(r"\(Failed\)|\(Timeout\)|Not Run", l)][:30]
+    bad = [l for l in log.splitlines() if FAILED_TEST.search(l)][:30]
     if bad:
         text += block("\n".join(bad))
+    frames = native_backtraces(log, resolve)
+    if frames:
+        text += "Native backtraces of the tests that died of a signal (STRATA_NATIVE_BACKTRACE=1):\n"
+        text += block("\n".join(frames[:120]))
     return text, ("fail", f"{summary} (logs/ctest_host.log)")

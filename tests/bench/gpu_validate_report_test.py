@@ -210,6 +210,37 @@ class KernelPathsAndHostTests(Work):
         self.assertEqual(status[0], "fail")
         self.assertIn("3 - x (Failed)", text)
 
+    def test_host_tests_a_crash_lists_the_test_and_its_native_frames(self):
+        # As the GPU machine's run 3 printed python_profile_test's crash: listed as (SEGFAULT), which the
+        # table once missed; with STRATA_NATIVE_BACKTRACE the frames in strata's libraries are resolved.
+        self.timing("ctest_host", 36, 8)
+        self.work.write("logs/ctest_host.log", "\n".join([
+            "529/544 Test #553: python_profile_test ....***Exception: SegFault  0.67 sec",
+            "strata: fatal signal 11 (SIGSEGV); native backtrace (STRATA_NATIVE_BACKTRACE, Note [...]):",
+            "/b/python/strata/_strata.cpython-312-x86_64-linux-gnu.so(+0xd5c45)[0x7efe6e4d5c45]",
+            "/lib/x86_64-linux-gnu/libc.so.6(+0x3c050)[0x7efe6ea5a050]",
+            "553: /b/python/strata/_strata.cpython-312-x86_64-linux-gnu.so(_ZN6strata1fEv+0x12)[0x7efe6e4d0012]",
+            "strata: end of native backtrace",
+            "/not/a/frame(+0x1)[0x2]",
+            "99% tests passed, 1 tests failed out of 544",
+            "The following tests FAILED:",
+            "\t553 - python_profile_test (SEGFAULT)"]) + "\n")
+        asked = []
+        def resolve(library, offset):
+            asked.append((library, offset))
+            return "strata::python::Profile::table() const at profile.cpp:148"
+        text, status = tables.host_tests(self.work.record, resolve)
+        self.assertEqual(status[0], "fail")
+        self.assertIn("553 - python_profile_test (SEGFAULT)", text)
+        # Only the offset into strata's own library is resolved; libc's and a named symbol's are listed as is.
+        self.assertEqual(asked, [("/b/python/strata/_strata.cpython-312-x86_64-linux-gnu.so", "0xd5c45")])
+        frames = tables.native_backtraces(self.work.read("logs/ctest_host.log"), resolve)
+        self.assertEqual(frames, [
+            "fatal signal 11 (SIGSEGV); native backtrace (STRATA_NATIVE_BACKTRACE, Note [...]):",
+            "  _strata.cpython-312-x86_64-linux-gnu.so(+0xd5c45)  strata::python::Profile::table() const at profile.cpp:148",
+            "  libc.so.6(+0x3c050)",
+            "  _strata.cpython-312-x86_64-linux-gnu.so(_ZN6strata1fEv+0x12)"])
+
 
 READELF_STRATA = """
 Dynamic section at offset 0x2c1d30 contains 34 entries:
