@@ -387,8 +387,8 @@ bool BreakdownBuilder::inside_search(const Span* zone) const {
 }
 
 // Counts one unmatched launch by where it was made and, for the first few, says so in words: API,
-// correlation id, thread, duration, the zone, and the calls nested inside it (the driver call a runtime
-// launch made, a module load).
+// correlation id, thread, duration, the zone, the calls nested inside it (the driver call a runtime launch
+// made, a module load) and the calls just before and after it on its thread.
 void BreakdownBuilder::describe_unmatched(LayerBreakdown& out, const ApiCallRecord& api) const {
   auto op = corr_to_op_.find(api.correlation_id);
   const Span* zone = op == corr_to_op_.end() ? nullptr : innermost_zone(op->second, api);
@@ -396,15 +396,26 @@ void BreakdownBuilder::describe_unmatched(LayerBreakdown& out, const ApiCallReco
   ++out.unmatched_launch_zones[zone_name];
   if (inside_search(zone)) ++out.unmatched_launches_in_search;
   if (out.unmatched_launch_examples.size() >= 8) return;
+  // The calls nested inside it, and its neighbours on the thread: what a capture, an event or a module
+  // load around the launch would show.
   std::string nested;
+  const ApiCallRecord *before = nullptr, *after = nullptr;
   for (const ApiCallRecord& c : timeline_.device.api_calls) {
-    if (&c == &api || c.thread_id != api.thread_id || c.start_ns < api.start_ns || c.end_ns > api.end_ns) continue;
-    nested += (nested.empty() ? ", encloses " : " + ") + c.name + " (correlation " + std::to_string(c.correlation_id) + ")";
+    if (&c == &api || c.thread_id != api.thread_id) continue;
+    if (c.start_ns >= api.start_ns && c.end_ns <= api.end_ns) {
+      nested += (nested.empty() ? ", encloses " : " + ") + c.name + " (correlation " + std::to_string(c.correlation_id) + ")";
+    } else if (c.end_ns <= api.start_ns && (before == nullptr || c.end_ns > before->end_ns)) {
+      before = &c;
+    } else if (c.start_ns >= api.end_ns && (after == nullptr || c.start_ns < after->start_ns)) {
+      after = &c;
+    }
   }
+  const std::string neighbours = (before != nullptr ? ", after " + before->name : std::string()) +
+                                 (after != nullptr ? ", before " + after->name : std::string());
   out.unmatched_launch_examples.push_back(api.name + " (correlation " + std::to_string(api.correlation_id) + ", thread " +
                                           std::to_string(api.thread_id) + ", " +
                                           std::to_string(api.end_ns - api.start_ns) + " ns, in " + zone_name + nested +
-                                          ")");
+                                          neighbours + ")");
 }
 
 // A launch with no kernel record failed (its return value says so), was captured, or is unmatched (Note

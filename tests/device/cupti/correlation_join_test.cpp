@@ -357,8 +357,10 @@ TEST_CASE("launches without a kernel: captured ones apart, unmatched ones placed
   REQUIRE(br.unmatched_launch_examples.size() == 2);
   CHECK(br.unmatched_launch_examples[0] ==
         "cudaLaunchKernel (correlation 100, thread 4242, 300 ns, in cudnnFindConvolutionForwardAlgorithmEx, "
-        "encloses cuLaunchKernel (correlation 101))");
-  CHECK(br.unmatched_launch_examples[1] == "cudaLaunchKernel (correlation 106, thread 4242, 200 ns, in conv2d (cuda))");
+        "encloses cuLaunchKernel (correlation 101), before cudaStreamBeginCapture)");
+  CHECK(br.unmatched_launch_examples[1] ==
+        "cudaLaunchKernel (correlation 106, thread 4242, 200 ns, in conv2d (cuda), after cudaLaunchKernel, "
+        "before cudaLaunchKernel)");
   REQUIRE(br.kernels.size() == 1);
   CHECK(br.kernels[0].streams == std::vector<uint32_t>{13, 14});
   CHECK(br.kernel_sum.median == 2000 + 3000);
