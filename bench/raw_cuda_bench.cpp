@@ -454,6 +454,7 @@ int main(int argc, char** argv) {
     CUDNN_OK(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, k_out, h, wd));
     CUDNN_OK(cudnnSetFilter4dDescriptor(wdsc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, k_out, c, r, r));
     CUDNN_OK(cudnnSetConvolution2dDescriptor(cd, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    CUDNN_OK(cudnnSetConvolutionGroupCount(cd, 1));  // as strata's descriptors say it, though 1 is the default
     CUDNN_OK(cudnnSetConvolutionMathType(cd, CUDNN_FMA_MATH));
     // strata's search budget: the largest workspace any algorithm asks for, capped at 1 GiB and half the
     // free memory.
