@@ -136,6 +136,7 @@ class BoundOperator {
   // reference of their own for it.
   std::vector<double> reference(std::span<const IValue> args, std::span<const Kwarg> kwargs = {}) const;
 
+ private:
   // The lists that ints given for int[N] arguments stand for, built only for those (Note [Binding touches
   // little memory]); bind() returns pointers into it, so it lives in the caller's frame.
   class WidenedLists {
@@ -153,7 +154,6 @@ class BoundOperator {
     size_t count_ = 0;
   };
 
- private:
   // What bind() checks of one parameter on every call (Note [Binding touches little memory]).
   struct ParamCheck {
     ArgType type = ArgType::kTensor;
