@@ -8,11 +8,16 @@
 //
 //   raw_cuda_bench [--iterations N] [--markdown] [--json FILE] [--seed S]
 //
-// Two phases per case, each after 20 warm-up calls:
+// Three phases per case, each after 20 warm-up calls:
 //  1. host (CUPTI off): the library call alone ("enqueue") and call + cudaStreamSynchronize ("wall");
 //  2. kernels (CUPTI CONCURRENT_KERNEL activity records, as strata measures its gpu row): each call runs
 //     alone between two cuptiGetTimestamp() marks and a synchronisation; the call's GPU time is the union of
-//     the kernel intervals inside its window; medians over the N calls.
+//     the kernel intervals inside its window ("kernel"), beside their sum ("kernel_sum"); medians over the
+//     N calls;
+//  3. the same with CUPTI's RUNTIME and DRIVER API records on as well ("kernel_api_traced"), the kinds
+//     strata's session collects: recording every API call slows the library's host side, and a call that
+//     spreads its kernels over several streams (cuDNN's FFT_TILING) overlaps them less when its host is
+//     slower, so this is the figure strata's gpu row is held against.
 // Inputs are uniform in [-1, 1) (seeded), like strata's. Shapes match scripts/gpu-validate: matmul 1024
 // (f32, tf32, bf16; cublasGemmEx), linear 32x768x3072 (cuBLASLt bias epilogue), conv 32x64x56x56 -> 64, 3x3,
 // pad 1, exact f32 (cudnnConvolutionForward alone with the algorithm cudnnFindConvolutionForwardAlgorithmEx
@@ -41,6 +46,7 @@ struct KernelRecord {
   std::string name;
   uint32_t grid[3] = {0, 0, 0}, block[3] = {0, 0, 0};
   uint16_t registers = 0;
+  uint32_t stream = 0;
 };
 
 std::mutex g_records_mutex;
@@ -77,6 +83,7 @@ void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream_id, uint8_t* buffe
     r.grid[0] = uint32_t(k->gridX), r.grid[1] = uint32_t(k->gridY), r.grid[2] = uint32_t(k->gridZ);
     r.block[0] = uint32_t(k->blockX), r.block[1] = uint32_t(k->blockY), r.block[2] = uint32_t(k->blockZ);
     r.registers = k->registersPerThread;
+    r.stream = k->streamId;
     got.push_back(std::move(r));
   }
   size_t dropped = 0;
@@ -104,10 +111,15 @@ struct Case {
   std::string extra_json;  // more fields for --json, each ", \"k\": v"
   // measured
   Stats enqueue, wall, kernel;
+  // The same calls' kernels with CUPTI's runtime and driver API records on as well (as strata records), and
+  // per call the sum of the kernels' durations in both phases (the union is less where kernels overlap).
+  Stats kernel_api_traced, kernel_sum, kernel_sum_api_traced;
   double kernels_per_call = 0;
   std::map<std::string, std::vector<double>> kernel_durations;  // name -> durations (ns)
   std::map<std::string, std::string> kernel_shape;              // name -> "grid a,b,c block x,y,z regs r"
+  std::map<std::string, std::vector<uint32_t>> kernel_streams;  // name -> every stream it ran on
   std::vector<std::pair<uint64_t, uint64_t>> windows;           // CUPTI timestamps around each timed call
+  std::vector<std::pair<uint64_t, uint64_t>> windows_api_traced;  // the same, with API records on
 };
 
 void measure_host(Case& c, int iterations, cudaStream_t stream) {
@@ -127,7 +139,7 @@ void measure_host(Case& c, int iterations, cudaStream_t stream) {
   c.wall = stats(wall);
 }
 
-void measure_kernels(Case& c, int iterations, cudaStream_t stream) {
+void measure_kernels(Case& c, int iterations, cudaStream_t stream, std::vector<std::pair<uint64_t, uint64_t>>& windows) {
   for (int i = 0; i < 20; ++i) c.call();
   CUDA_OK(cudaStreamSynchronize(stream));
   for (int i = 0; i < iterations; ++i) {
@@ -136,13 +148,18 @@ void measure_kernels(Case& c, int iterations, cudaStream_t stream) {
     c.call();
     CUDA_OK(cudaStreamSynchronize(stream));
     cuptiGetTimestamp(&t1);
-    c.windows.emplace_back(t0, t1);
+    windows.emplace_back(t0, t1);
   }
 }
 
 // Gives each kernel record to the timed call whose window holds its start; per call, the union of its
-// kernels' intervals (overlapping kernels count once), as strata's gpu row.
-void attribute_kernels(std::vector<Case>& cases) {
+// kernels' intervals (overlapping kernels count once), as strata's gpu row, and their sum. `api_traced`:
+// the phase with API records on, whose figures go to kernel_api_traced and kernel_sum_api_traced; the
+// per-kernel listing is the first phase's.
+void attribute_kernels(std::vector<Case>& cases, bool api_traced) {
+  auto windows_of = [api_traced](Case& c) -> std::vector<std::pair<uint64_t, uint64_t>>& {
+    return api_traced ? c.windows_api_traced : c.windows;
+  };
   struct Window {
     uint64_t begin, end;
     Case* c;
@@ -150,7 +167,8 @@ void attribute_kernels(std::vector<Case>& cases) {
   };
   std::vector<Window> windows;
   for (Case& c : cases)
-    for (size_t i = 0; i < c.windows.size(); ++i) windows.push_back({c.windows[i].first, c.windows[i].second, &c, i});
+    for (size_t i = 0; i < windows_of(c).size(); ++i)
+      windows.push_back({windows_of(c)[i].first, windows_of(c)[i].second, &c, i});
   std::sort(windows.begin(), windows.end(), [](const Window& a, const Window& b) { return a.begin < b.begin; });
   std::map<std::pair<Case*, size_t>, std::vector<std::pair<uint64_t, uint64_t>>> per_call;
   for (const KernelRecord& k : g_kernels) {
@@ -160,21 +178,27 @@ void attribute_kernels(std::vector<Case>& cases) {
     --it;
     if (k.start > it->end) continue;  // a warm-up call's kernel
     per_call[{it->c, it->index}].emplace_back(k.start, k.end);
+    if (api_traced) continue;
     it->c->kernel_durations[k.name].push_back(double(k.end - k.start));
+    std::vector<uint32_t>& streams = it->c->kernel_streams[k.name];
+    if (std::find(streams.begin(), streams.end(), k.stream) == streams.end()) streams.push_back(k.stream);
     char shape[160];
     std::snprintf(shape, sizeof shape, "grid %u,%u,%u block %u,%u,%u regs %u", k.grid[0], k.grid[1], k.grid[2],
                   k.block[0], k.block[1], k.block[2], unsigned(k.registers));
     it->c->kernel_shape[k.name] = shape;
   }
   for (Case& c : cases) {
-    std::vector<double> union_ns;
+    std::vector<double> union_ns, sum_ns;
     size_t kernels = 0;
-    for (size_t i = 0; i < c.windows.size(); ++i) {
+    for (size_t i = 0; i < windows_of(c).size(); ++i) {
       auto found = per_call.find({&c, i});
       if (found == per_call.end()) continue;
       auto& iv = found->second;
       kernels += iv.size();
       std::sort(iv.begin(), iv.end());
+      uint64_t sum = 0;
+      for (const auto& [b, e] : iv) sum += e - b;
+      sum_ns.push_back(double(sum));
       uint64_t total = 0, cur_b = iv[0].first, cur_e = iv[0].second;
       for (size_t j = 1; j < iv.size(); ++j) {
         if (iv[j].first <= cur_e) {
@@ -188,7 +212,13 @@ void attribute_kernels(std::vector<Case>& cases) {
       total += cur_e - cur_b;
       union_ns.push_back(double(total));
     }
+    if (api_traced) {
+      c.kernel_api_traced = stats(union_ns);
+      c.kernel_sum_api_traced = stats(sum_ns);
+      continue;
+    }
     c.kernel = stats(union_ns);
+    c.kernel_sum = stats(sum_ns);
     c.kernels_per_call = c.windows.empty() ? 0 : double(kernels) / double(c.windows.size());
   }
 }
@@ -203,13 +233,19 @@ std::string cases_json(const std::string& device, const std::string& header, int
     const Case& c = cases[i];
     j += std::string(i ? "," : "") + "\n    {\"key\": " + json_string(c.key) + ", \"name\": " + json_string(c.name) +
          ", \"flops\": " + json_number(c.flops) + ", \"kernels_per_call\": " + json_number(c.kernels_per_call) +
-         ",\n     \"kernel\": " + json_stats(c.kernel) + ",\n     \"enqueue\": " + json_stats(c.enqueue) +
+         ",\n     \"kernel\": " + json_stats(c.kernel) + ",\n     \"kernel_sum\": " + json_stats(c.kernel_sum) +
+         ",\n     \"kernel_api_traced\": " + json_stats(c.kernel_api_traced) +
+         ",\n     \"kernel_sum_api_traced\": " + json_stats(c.kernel_sum_api_traced) +
+         ",\n     \"enqueue\": " + json_stats(c.enqueue) +
          ",\n     \"wall\": " + json_stats(c.wall) + ",\n     \"detail\": " + json_string(c.detail) + c.extra_json +
          ",\n     \"kernels\": [";
     size_t m = 0;
     for (const auto& [name, d] : c.kernel_durations) {
+      std::string streams;
+      for (uint32_t id : c.kernel_streams.at(name)) streams += (streams.empty() ? "" : ", ") + std::to_string(id);
       j += std::string(m++ ? ", " : "") + "{\"name\": " + json_string(name) + ", \"shape\": " +
-           json_string(c.kernel_shape.at(name)) + ", \"launches\": " + std::to_string(d.size()) +
+           json_string(c.kernel_shape.at(name)) + ", \"streams\": [" + streams + "], \"launches\": " +
+           std::to_string(d.size()) +
            ", \"time\": " + json_stats(stats(d)) + "}";
     }
     j += "]}";
@@ -239,6 +275,45 @@ const char* math_name(cudnnMathType_t m) {
     case CUDNN_FMA_MATH: return "FMA_MATH";
     default: return "?";
   }
+}
+
+// One phase of kernel records: every case's timed calls, then a forced flush, then the records given to the
+// calls. `api_kinds`: CUPTI's runtime and driver API records are on too, as strata's session has them.
+// Returns "" or what failed.
+std::string kernel_phase(std::vector<Case>& cases, int iterations, cudaStream_t stream, bool api_kinds) {
+  const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_RUNTIME,
+                                      CUPTI_ACTIVITY_KIND_DRIVER};
+  const size_t enabled_kinds = api_kinds ? 3 : 1;
+  for (size_t i = 0; i < enabled_kinds; ++i) {
+    if (CUptiResult r = cuptiActivityEnable(kinds[i]); r != CUPTI_SUCCESS) {
+      for (size_t j = 0; j < i; ++j) cuptiActivityDisable(kinds[j]);
+      return "cuptiActivityEnable(" + std::to_string(int(kinds[i])) + "): " + cupti_error(r);
+    }
+  }
+  for (Case& c : cases) measure_kernels(c, iterations, stream, api_kinds ? c.windows_api_traced : c.windows);
+  CUDA_OK(cudaDeviceSynchronize());
+  std::string problem;
+  if (CUptiResult r = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED); r != CUPTI_SUCCESS)
+    problem = "cuptiActivityFlushAll: " + cupti_error(r);
+  for (size_t i = 0; i < enabled_kinds; ++i) cuptiActivityDisable(kinds[i]);
+  size_t dropped = 0;
+  if (cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped) == CUPTI_SUCCESS) g_dropped += dropped;
+  std::lock_guard lock(g_records_mutex);
+  attribute_kernels(cases, api_kinds);
+  g_kernels.clear();
+  return problem;
+}
+
+// Phase 2 (kernel records alone) and phase 3 (with the API records strata's session also collects: tracing
+// every API call slows the library's host side, which changes how much a multi-stream call's kernels
+// overlap). Returns "" or why kernel times are unavailable; a phase 3 failure only costs its figures.
+std::string measure_kernel_phases(std::vector<Case>& cases, int iterations, cudaStream_t stream) {
+  if (CUptiResult r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed); r != CUPTI_SUCCESS)
+    return "cuptiActivityRegisterCallbacks: " + cupti_error(r);
+  if (std::string problem = kernel_phase(cases, iterations, stream, false); !problem.empty()) return problem;
+  if (std::string problem = kernel_phase(cases, iterations, stream, true); !problem.empty())
+    std::fprintf(stderr, "raw_cuda_bench: no kernel times with API records on: %s\n", problem.c_str());
+  return "";
 }
 
 }  // namespace
@@ -379,6 +454,7 @@ int main(int argc, char** argv) {
     CUDNN_OK(cudnnSetTensor4dDescriptor(yd, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, k_out, h, wd));
     CUDNN_OK(cudnnSetFilter4dDescriptor(wdsc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, k_out, c, r, r));
     CUDNN_OK(cudnnSetConvolution2dDescriptor(cd, 1, 1, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    CUDNN_OK(cudnnSetConvolutionGroupCount(cd, 1));  // as strata's descriptors say it, though 1 is the default
     CUDNN_OK(cudnnSetConvolutionMathType(cd, CUDNN_FMA_MATH));
     // strata's search budget: the largest workspace any algorithm asks for, capped at 1 GiB and half the
     // free memory.
@@ -439,24 +515,8 @@ int main(int argc, char** argv) {
   // Phase 1: host figures with no CUPTI in the process yet.
   for (Case& c : cases) measure_host(c, iterations, stream);
 
-  // Phase 2: kernel time from CUPTI activity records.
-  std::string cupti_problem;
-  if (CUptiResult r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed); r != CUPTI_SUCCESS) {
-    cupti_problem = "cuptiActivityRegisterCallbacks: " + cupti_error(r);
-  } else if (CUptiResult r2 = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL); r2 != CUPTI_SUCCESS) {
-    cupti_problem = "cuptiActivityEnable(CONCURRENT_KERNEL): " + cupti_error(r2);
-  }
-  if (cupti_problem.empty()) {
-    for (Case& c : cases) measure_kernels(c, iterations, stream);
-    CUDA_OK(cudaDeviceSynchronize());
-    if (CUptiResult r = cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED); r != CUPTI_SUCCESS)
-      cupti_problem = "cuptiActivityFlushAll: " + cupti_error(r);
-    cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-    size_t dropped = 0;
-    if (cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped) == CUPTI_SUCCESS) g_dropped += dropped;
-    std::lock_guard lock(g_records_mutex);
-    attribute_kernels(cases);
-  }
+  // Phases 2 and 3: kernel time from CUPTI activity records.
+  const std::string cupti_problem = measure_kernel_phases(cases, iterations, stream);
   if (!cupti_problem.empty()) std::fprintf(stderr, "raw_cuda_bench: kernel times unavailable: %s\n", cupti_problem.c_str());
 
   int runtime = 0, driver = 0;
@@ -481,14 +541,17 @@ int main(int argc, char** argv) {
   }
   for (const Case& c : cases) {
     const double tflops = c.kernel.median > 0 ? c.flops / (c.kernel.median * 1e-9) / 1e12 : 0;
+    char traced[160];
+    std::snprintf(traced, sizeof traced, "kernels summed %.2f us; with CUPTI API records %.2f us (summed %.2f us)",
+                  c.kernel_sum.median / 1e3, c.kernel_api_traced.median / 1e3, c.kernel_sum_api_traced.median / 1e3);
     if (markdown) {
-      std::printf("| %s | %.2f | %.2f | %.2f | %.1f | %.2f | %.2f | %s |\n", c.name.c_str(), c.kernels_per_call,
+      std::printf("| %s | %.2f | %.2f | %.2f | %.1f | %.2f | %.2f | %s%s%s |\n", c.name.c_str(), c.kernels_per_call,
                   c.kernel.median / 1e3, c.kernel.p90 / 1e3, tflops, c.enqueue.median / 1e3, c.wall.median / 1e3,
-                  c.detail.c_str());
+                  c.detail.c_str(), c.detail.empty() ? "" : "; ", traced);
     } else {
-      std::printf("%-60s kernel %9.2f us (p90 %9.2f, %.2f/call)  enqueue %8.2f us  wall %9.2f us  %7.1f TFLOP/s  %s\n",
+      std::printf("%-60s kernel %9.2f us (p90 %9.2f, %.2f/call)  enqueue %8.2f us  wall %9.2f us  %7.1f TFLOP/s  %s; %s\n",
                   c.name.c_str(), c.kernel.median / 1e3, c.kernel.p90 / 1e3, c.kernels_per_call, c.enqueue.median / 1e3,
-                  c.wall.median / 1e3, tflops, c.detail.c_str());
+                  c.wall.median / 1e3, tflops, c.detail.c_str(), traced);
     }
   }
   if (markdown) {

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <optional>
 #include <span>
 #include <string>
@@ -109,6 +110,16 @@ struct Kwarg {
   IValue value;
 };
 
+// Note [Binding touches little memory]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A call's binding runs right after the previous call's library work, which on a GPU (cuDNN's FFT_TILING
+// under CUPTI: ~275 us of host code per conv) leaves little of strata's data in the caches: what binding
+// costs there is mostly the cache lines it touches, not its instructions. An Argument is 224 bytes and an
+// IValue 160, so reading each parameter's type and default from the schema and building kMaxArgs IValues
+// for int[N] widening on every call touched ~2 lines per parameter plus 8-16 lines of stack, which is why
+// conv2d (7 parameters) paid ~0.4 us more than matmul (2) for the same code on an H200 (docs/performance.md).
+// So a call reads a packed copy of what it checks (ParamCheck, 8 bytes a parameter, one line for 8), the
+// Argument only for a default or an error message, and builds an IValue only for an int that widens.
 class BoundOperator {
  public:
   using Invoke = IValue (*)(const IValue* const* args);
@@ -126,12 +137,39 @@ class BoundOperator {
   std::vector<double> reference(std::span<const IValue> args, std::span<const Kwarg> kwargs = {}) const;
 
  private:
+  // The lists that ints given for int[N] arguments stand for, built only for those (Note [Binding touches
+  // little memory]); bind() returns pointers into it, so it lives in the caller's frame.
+  class WidenedLists {
+   public:
+    WidenedLists() = default;
+    WidenedLists(const WidenedLists&) = delete;
+    WidenedLists& operator=(const WidenedLists&) = delete;
+    ~WidenedLists() {
+      for (size_t i = 0; i < count_; ++i) std::launder(reinterpret_cast<IValue*>(storage_[i]))->~IValue();
+    }
+    const IValue* add(const Shape& list) { return new (storage_[count_++]) IValue(list); }
+
+   private:
+    alignas(IValue) std::byte storage_[kMaxArgs][sizeof(IValue)];
+    size_t count_ = 0;
+  };
+
+  // What bind() checks of one parameter on every call (Note [Binding touches little memory]).
+  struct ParamCheck {
+    ArgType type = ArgType::kTensor;
+    uint8_t list_size = 0;  // Argument::list_size
+    bool keyword_only = false;
+    bool has_default = false;
+  };
   std::array<const IValue*, kMaxArgs> bind(std::span<const IValue> args, std::span<const Kwarg> kwargs,
-                                           std::array<IValue, kMaxArgs>& widened) const;
+                                           WidenedLists& widened) const;
 
   Schema schema_;
   Invoke invoke_;
   Reference reference_;
+  std::array<ParamCheck, kMaxArgs> checks_{};
+  uint8_t params_ = 0;      // schema_.arguments.size()
+  uint8_t positional_ = 0;  // the parameters before '*'
 };
 
 // The operator named `name`, bound on first use. Throws UsageError listing the known operators.

@@ -51,9 +51,6 @@ std::string IValue::repr() const {
 
 namespace {
 
-// An int given for an `int[N]` argument stands for N copies of it (PyTorch's IntArrayRef[N] rule).
-bool widens_to_list(const Argument& a, const IValue& v) { return a.type == ArgType::kIntList && a.list_size > 0 && v.is_int(); }
-
 bool accepts(ArgType type, const IValue& v) {
   switch (type) {
     case ArgType::kTensor: return v.is_tensor();
@@ -82,33 +79,38 @@ BoundOperator::BoundOperator(Schema schema, Invoke invoke, Reference reference)
     throw Error("binding: " + schema_.name + " has more than " + std::to_string(kMaxArgs) +
                 " arguments, the most a bound operator takes: " + schema_.text);
   }
+  params_ = static_cast<uint8_t>(schema_.arguments.size());
+  for (size_t i = 0; i < params_; ++i) {
+    const Argument& a = schema_.arguments[i];
+    checks_[i] = ParamCheck{a.type, static_cast<uint8_t>(a.list_size), a.keyword_only, a.default_value.has_value()};
+    positional_ += a.keyword_only ? 0 : 1;
+  }
 }
 
 IValue BoundOperator::call(std::span<const IValue> args, std::span<const Kwarg> kwargs) const {
   STRATA_ZONE(zone, Layer::kBinding, schema_.name.c_str());
-  std::array<IValue, kMaxArgs> widened;
+  WidenedLists widened;
   return invoke_(bind(args, kwargs, widened).data());
 }
 
 std::vector<double> BoundOperator::reference(std::span<const IValue> args, std::span<const Kwarg> kwargs) const {
   if (reference_ == nullptr) throw Error("binding: " + schema_.name + " was bound without its float64 reference");
-  std::array<IValue, kMaxArgs> widened;
+  WidenedLists widened;
   return reference_(bind(args, kwargs, widened).data());
 }
 
 // Each parameter's value: the positional or keyword argument given for it, else its default. The lists that
 // ints given for int[N] arguments stand for are made in `widened`, the caller's: the pointers returned point
-// into it, so it must outlive the call they are passed to.
+// into it, so it must outlive the call they are passed to. Reads checks_, not the schema, unless a default
+// or an error message needs it (Note [Binding touches little memory]).
 std::array<const IValue*, BoundOperator::kMaxArgs> BoundOperator::bind(std::span<const IValue> args,
                                                                        std::span<const Kwarg> kwargs,
-                                                                       std::array<IValue, kMaxArgs>& widened) const {
+                                                                       WidenedLists& widened) const {
   const auto& params = schema_.arguments;
   std::array<const IValue*, kMaxArgs> bound{};
-  size_t positional = 0;
-  for (const Argument& a : params) positional += a.keyword_only ? 0 : 1;
-  if (args.size() > positional) {
-    mismatch(schema_, "takes " + std::to_string(positional) + " positional argument" +
-                          (positional == 1 ? "" : "s") + " but " + std::to_string(args.size()) +
+  if (args.size() > positional_) {
+    mismatch(schema_, "takes " + std::to_string(positional_) + " positional argument" +
+                          (positional_ == 1 ? "" : "s") + " but " + std::to_string(args.size()) +
                           (args.size() == 1 ? " was" : " were") + " given");
   }
   for (size_t i = 0; i < args.size(); ++i) bound[i] = &args[i];
@@ -119,20 +121,20 @@ std::array<const IValue*, BoundOperator::kMaxArgs> BoundOperator::bind(std::span
     if (bound[i] != nullptr) mismatch(schema_, "got multiple values for argument '" + params[i].name + "'");
     bound[i] = &kw.value;
   }
-  for (size_t i = 0; i < params.size(); ++i) {
-    const Argument& p = params[i];
+  for (size_t i = 0; i < params_; ++i) {
+    const ParamCheck& p = checks_[i];
     if (bound[i] == nullptr) {
-      if (!p.default_value) mismatch(schema_, "missing required argument '" + p.name + "' (position " + std::to_string(i + 1) + ")");
-      bound[i] = &*p.default_value;
+      if (!p.has_default) mismatch(schema_, "missing required argument '" + params[i].name + "' (position " + std::to_string(i + 1) + ")");
+      bound[i] = &*params[i].default_value;
     }
-    if (widens_to_list(p, *bound[i])) {
+    // An int given for an `int[N]` argument stands for N copies of it (PyTorch's IntArrayRef[N] rule).
+    if (p.type == ArgType::kIntList && p.list_size > 0 && bound[i]->is_int()) {
       Shape list;
       while (list.ndim < p.list_size) list[list.ndim++] = bound[i]->to_int();
-      widened[i] = IValue(list);
-      bound[i] = &widened[i];
+      bound[i] = widened.add(list);
     }
     if (!accepts(p.type, *bound[i])) [[unlikely]] {
-      mismatch(schema_, "argument '" + p.name + "' (position " + std::to_string(i + 1) + ") must be " +
+      mismatch(schema_, "argument '" + params[i].name + "' (position " + std::to_string(i + 1) + ") must be " +
                             (p.list_size > 0 ? "int or int[" + std::to_string(p.list_size) + "]" : arg_type_name(p.type)) +
                             ", not " + bound[i]->type_name());
     }

@@ -34,6 +34,7 @@ json breakdown(const LayerBreakdown& b) {
                        {"shared_bytes", k.shared_bytes},
                        {"device", k.device_id},
                        {"stream", k.stream_id},
+                       {"streams", k.streams},
                        {"time", distribution(k.ns)}});
   }
   json timestamps = json::object();
@@ -47,6 +48,10 @@ json breakdown(const LayerBreakdown& b) {
               {"failed_launches", b.failed_launches},
               {"unmatched_launch_examples", b.unmatched_launch_examples},
               {"unmatched_kernels", b.unmatched_kernels},
+              {"unmatched_launches_in_search", b.unmatched_launches_in_search},
+              {"unmatched_launch_zones", b.unmatched_launch_zones},
+              {"captured_launches", b.captured_launches},
+              {"kernel_sum", distribution(b.kernel_sum)},
               {"timestamps", timestamps}};
 }
 

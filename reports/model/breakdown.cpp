@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <string_view>
 #include <unordered_map>
 
@@ -140,7 +141,7 @@ class BreakdownBuilder {
   BreakdownBuilder(const Timeline& timeline, std::span<const uint32_t> op_ids)
       : timeline_(timeline), calls_(op_ids.size()), python_(calls_, 0), pybind11_(calls_, 0), binding_(calls_, 0),
         library_(calls_, 0), runtime_(calls_, 0), launch_(calls_, 0), queue_(calls_, 0), gpu_(calls_, 0), copy_(calls_, 0),
-        first_begin_(calls_, INT64_MAX), last_end_(calls_, INT64_MIN), op_spans_(calls_) {
+        first_begin_(calls_, INT64_MAX), last_end_(calls_, INT64_MIN), op_spans_(calls_), kernel_sum_(calls_, 0) {
     for (size_t i = 0; i < op_ids.size(); ++i) slot_[op_ids[i]] = i;
     const bool measured = timeline.device.enabled;
     launch_row_ = empty_row(RowKind::kLaunch, measured);
@@ -169,6 +170,8 @@ class BreakdownBuilder {
     return samples;
   }
   const Span* innermost_zone(size_t call, const ApiCallRecord& api) const;
+  bool inside_search(const Span* zone) const;
+  void describe_unmatched(LayerBreakdown& out, const ApiCallRecord& api) const;
   void add_kernel_summary(LayerBreakdown& out, const KernelRecord& kernel);
 
   const Timeline& timeline_;
@@ -188,6 +191,7 @@ class BreakdownBuilder {
   std::unordered_map<uint32_t, size_t> corr_to_op_;  // correlation id -> slot
   std::unordered_map<uint32_t, const ApiCallRecord*> launch_by_corr_;
   std::unordered_map<uint32_t, bool> corr_has_kernel_;
+  Samples kernel_sum_;  // per call, the sum of its kernels' durations
   std::map<std::string, size_t> kernel_index_;
   std::vector<Samples> kernel_samples_;
 };
@@ -280,6 +284,8 @@ void BreakdownBuilder::add_kernel_summary(LayerBreakdown& out, const KernelRecor
     out.kernels.push_back(summary);
     kernel_samples_.emplace_back();
   }
+  std::vector<uint32_t>& streams = out.kernels[kit->second].streams;
+  if (std::find(streams.begin(), streams.end(), kernel.stream_id) == streams.end()) streams.push_back(kernel.stream_id);
   kernel_samples_[kit->second].push_back(double(kernel.end_ns - kernel.start_ns));
 }
 
@@ -305,6 +311,7 @@ void BreakdownBuilder::join_kernels(LayerBreakdown& out) {
       ++out.timestamps.kernels_latency_disordered;
     }
     intervals[k].push_back({kr.start_ns, kr.end_ns});
+    kernel_sum_[k] += double(kr.end_ns - kr.start_ns);
     if (kr.start_ns < first_kernel[k]) {
       first_kernel[k] = kr.start_ns;
       first_kernel_launch[k] = lit->second->start_ns;
@@ -318,22 +325,121 @@ void BreakdownBuilder::join_kernels(LayerBreakdown& out) {
     queue_[k] = first_kernel[k] == INT64_MAX ? 0 : double(first_kernel[k] - first_kernel_launch[k]);
   }
   for (size_t i = 0; i < out.kernels.size(); ++i) out.kernels[i].ns = Distribution::of(kernel_samples_[i]);
+  out.kernel_sum = Distribution::of(kernel_sum_);
 }
 
-// A launch with no kernel record either failed (its return value says so) or lost its kernel record.
+// Note [Launches without a kernel]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A launch call that returned success and whose correlation id no kernel record carries is one of:
+//  - captured: its thread was capturing a stream (a BeginCapture call with no EndCapture yet). CUDA
+//    records captured work into a graph and runs nothing ("work submitted to a capturing stream is not
+//    enqueued for execution"), so no kernel record can follow; the graph's launch, if any, gets them.
+//    Counted apart (captured_launches), never as unmatched: they are accounted for.
+//  - unmatched: everything else; a kernel record strata should have had. Each is placed in the innermost
+//    host zone of its op that encloses it (unmatched_launch_zones), and counted apart when that zone or
+//    one around it is a library's algorithm search (unmatched_launches_in_search): cuDNN's Find made every
+//    one seen so far (one per kernel its search ran, on an H200, docs/validation), and the zone is what
+//    tells that case from a lost record of the op's own work. The examples name the zone and the calls
+//    nested inside the launch, so that a report shows what the launch did instead of only how many.
+namespace {
+
+// The stream-capture calls of each thread, from the API records' names (both domains, any suffix).
+class CaptureWindows {
+ public:
+  explicit CaptureWindows(const std::vector<ApiCallRecord>& calls) {
+    for (const ApiCallRecord& c : calls) {
+      const std::string_view name = c.name;
+      if (name.starts_with("cudaStreamBeginCapture") || name.starts_with("cuStreamBeginCapture")) {
+        begins_[c.thread_id].push_back(c.start_ns);
+      } else if (name.starts_with("cudaStreamEndCapture") || name.starts_with("cuStreamEndCapture")) {
+        ends_[c.thread_id].push_back(c.end_ns);
+      }
+    }
+    for (auto& [thread, times] : begins_) std::sort(times.begin(), times.end());
+    for (auto& [thread, times] : ends_) std::sort(times.begin(), times.end());
+  }
+  // Whether the thread's last capture begun before `api` had not ended by then.
+  bool captured(const ApiCallRecord& api) const {
+    const int64_t begun = last_before(begins_, api.thread_id, api.start_ns);
+    return begun != INT64_MIN && last_before(ends_, api.thread_id, api.start_ns) < begun;
+  }
+
+ private:
+  using Times = std::unordered_map<uint32_t, std::vector<int64_t>>;
+  static int64_t last_before(const Times& times, uint32_t thread, int64_t t) {
+    auto it = times.find(thread);
+    if (it == times.end()) return INT64_MIN;
+    auto pos = std::upper_bound(it->second.begin(), it->second.end(), t);
+    return pos == it->second.begin() ? INT64_MIN : *std::prev(pos);
+  }
+  Times begins_, ends_;
+};
+
+}  // namespace
+
+bool BreakdownBuilder::inside_search(const Span* zone) const {
+  const auto& spans = timeline_.spans();
+  while (zone != nullptr) {
+    if (zone->kind == ZoneKind::kAlgorithmSearch) return true;
+    zone = zone->parent < 0 ? nullptr : &spans[static_cast<size_t>(zone->parent)];
+  }
+  return false;
+}
+
+// Counts one unmatched launch by where it was made and, for the first few, says so in words: API,
+// correlation id, thread, duration, the zone, the calls nested inside it (the driver call a runtime launch
+// made, a module load) and the calls just before and after it on its thread.
+void BreakdownBuilder::describe_unmatched(LayerBreakdown& out, const ApiCallRecord& api) const {
+  auto op = corr_to_op_.find(api.correlation_id);
+  const Span* zone = op == corr_to_op_.end() ? nullptr : innermost_zone(op->second, api);
+  const std::string zone_name = zone == nullptr ? "no zone of its op" : zone->name;
+  ++out.unmatched_launch_zones[zone_name];
+  if (inside_search(zone)) ++out.unmatched_launches_in_search;
+  if (out.unmatched_launch_examples.size() >= 8) return;
+  // The calls nested inside it, and its neighbours on the thread: what a capture, an event or a module
+  // load around the launch would show.
+  std::string nested;
+  const ApiCallRecord *before = nullptr, *after = nullptr;
+  for (const ApiCallRecord& c : timeline_.device.api_calls) {
+    if (&c == &api || c.thread_id != api.thread_id) continue;
+    if (c.start_ns >= api.start_ns && c.end_ns <= api.end_ns) {
+      nested += (nested.empty() ? ", encloses " : " + ") + c.name + " (correlation " + std::to_string(c.correlation_id) + ")";
+    } else if (c.end_ns <= api.start_ns && (before == nullptr || c.end_ns > before->end_ns)) {
+      before = &c;
+    } else if (c.start_ns >= api.end_ns && (after == nullptr || c.start_ns < after->start_ns)) {
+      after = &c;
+    }
+  }
+  const std::string neighbours = (before != nullptr ? ", after " + before->name : std::string()) +
+                                 (after != nullptr ? ", before " + after->name : std::string());
+  out.unmatched_launch_examples.push_back(api.name + " (correlation " + std::to_string(api.correlation_id) + ", thread " +
+                                          std::to_string(api.thread_id) + ", " +
+                                          std::to_string(api.end_ns - api.start_ns) + " ns, in " + zone_name + nested +
+                                          neighbours + ")");
+}
+
+// A launch with no kernel record failed (its return value says so), was captured, or is unmatched (Note
+// [Launches without a kernel]).
 void BreakdownBuilder::count_launches_without_kernel(LayerBreakdown& out) const {
-  for (const auto& [corr, api] : launch_by_corr_) {
-    if (corr_has_kernel_.count(corr)) continue;
+  std::vector<const ApiCallRecord*> without_kernel;
+  for (const auto& [corr, api] : launch_by_corr_)
+    if (!corr_has_kernel_.count(corr)) without_kernel.push_back(api);
+  // In call order, so that the examples are the first ones and the same from run to run.
+  std::sort(without_kernel.begin(), without_kernel.end(),
+            [](const ApiCallRecord* a, const ApiCallRecord* b) { return a->correlation_id < b->correlation_id; });
+  std::optional<CaptureWindows> captures;  // built only when some launch has no kernel
+  for (const ApiCallRecord* api : without_kernel) {
     if (api->return_value != 0) {
       ++out.failed_launches;
       continue;
     }
-    ++out.unmatched_launches;
-    if (out.unmatched_launch_examples.size() < 8) {
-      out.unmatched_launch_examples.push_back(api->name + " (correlation " + std::to_string(corr) + ", thread " +
-                                              std::to_string(api->thread_id) + ", " +
-                                              std::to_string(api->end_ns - api->start_ns) + " ns)");
+    if (!captures) captures.emplace(timeline_.device.api_calls);
+    if (captures->captured(*api)) {
+      ++out.captured_launches;
+      continue;
     }
+    ++out.unmatched_launches;
+    describe_unmatched(out, *api);
   }
 }
 

@@ -14,6 +14,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -61,7 +62,8 @@ struct KernelSummary {  // one GPU kernel of the op (identical launches across c
   int32_t registers_per_thread = 0;
   int32_t shared_bytes = 0;  // static + dynamic
   uint32_t device_id = 0;
-  uint32_t stream_id = 0;
+  uint32_t stream_id = 0;         // the stream of its first launch
+  std::vector<uint32_t> streams;  // every stream it ran on, in first-seen order (cuDNN spreads work over its own)
   Distribution ns;
 };
 
@@ -104,6 +106,17 @@ struct LayerBreakdown {
   // can show what they were rather than only how many.
   std::vector<std::string> unmatched_launch_examples;
   uint64_t unmatched_kernels = 0;   // kernel records whose correlation id matches no launch of these ops
+  // Where the unmatched launches were made (Note [Launches without a kernel]): how many inside a library's
+  // algorithm search (a zone of kind kAlgorithmSearch, cuDNN's Find), and per innermost host zone of the
+  // op, how many. Sums of unmatched_launches, not a category apart from them.
+  uint64_t unmatched_launches_in_search = 0;
+  std::map<std::string, uint64_t> unmatched_launch_zones;
+  // Launches without a kernel made while their thread was capturing a stream: CUDA puts their work into a
+  // graph instead of on the GPU, so no kernel record can follow them. Counted apart, not as unmatched.
+  uint64_t captured_launches = 0;
+  // Per call, the sum of its kernels' durations. The gpu row is their union: where this is larger, kernels
+  // of the call overlapped (on several streams).
+  Distribution kernel_sum;
   TimestampChecks timestamps;       // of the matched launches and kernels
   // The calls the op made to copy a strided input to contiguous memory (the `contiguous:KEY` dispatch
   // spans, Note [Contiguous inputs]): per op call, each such span's whole time (its lookup and the copy

@@ -31,6 +31,9 @@ LayerBreakdown sum_steps(const std::vector<SequenceStepFigures>& steps, size_t f
     total.unmatched_launches += b.unmatched_launches;
     total.failed_launches += b.failed_launches;
     total.unmatched_kernels += b.unmatched_kernels;
+    total.unmatched_launches_in_search += b.unmatched_launches_in_search;
+    for (const auto& [zone, count] : b.unmatched_launch_zones) total.unmatched_launch_zones[zone] += count;
+    total.captured_launches += b.captured_launches;
     total.timestamps += b.timestamps;
     for (const KernelSummary& k : b.kernels) total.kernels.push_back(k);
     for (const BreakdownRow& r : b.rows) {

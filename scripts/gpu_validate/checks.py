@@ -61,25 +61,52 @@ def per_call_sum(rows, wanted):
     return sum(r["time"]["median"] for r in picked), names
 
 
+def median_of(values):
+    """Nearest-rank median, as strata's figures (a value that was measured)."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(0.5 * len(ordered)) - 1)] if ordered else None
+
+
+def per_call_minus(samples, minus):
+    """Per call, samples[i] - minus[i]; None unless both have one value per call."""
+    if not samples or not minus or len(samples) != len(minus):
+        return None
+    return [a - b for a, b in zip(samples, minus)]
+
+
 def strata_kernel_ns(doc, exclude_bias):
-    """strata's GPU time per call: the gpu row (union of the op's kernels per call), or, for conv, the cuDNN
-    kernels alone (strata's bias kernel left out), summed per call."""
+    """strata's GPU time per call: the gpu row (union of the op's kernels per call), or, for conv, the union of
+    the cuDNN kernels alone: the gpu row minus strata's bias kernel, call by call. The bias kernel runs on the
+    handle's stream after cudnnConvolutionForward returned, and cuDNN orders its internal streams' work before
+    later work on the handle's stream (cudnnSetStream), so it overlaps none of cuDNN's kernels and the
+    difference is exactly their union. Not a sum of kernel medians: cuDNN's FFT_TILING runs its tiles on
+    several streams, where the union is less than the sum (see strata_kernel_sum_ns)."""
     steady = doc["steady"]
     kernels = steady.get("kernels", [])
     calls = steady.get("calls") or 0
+    gpu = rows_by_name(steady).get("gpu")
+    if not (gpu and gpu.get("applicable") and "time" in gpu):
+        return None, [k["name"] for k in kernels]
     if not exclude_bias:
-        gpu = rows_by_name(steady).get("gpu")
-        if gpu and gpu.get("applicable") and "time" in gpu:
-            return gpu["time"]["median"], [k["name"] for k in kernels]
-        return None, []
+        return gpu["time"]["median"], [k["name"] for k in kernels]
     picked = [k for k in kernels if BIAS_KERNEL not in k["name"]]
-    if not picked or not calls:
-        return None, [k["name"] for k in picked]
-    samples = [k["time"].get("samples") or [] for k in picked]
-    if all(len(s) == calls for s in samples):
-        sums = sorted(sum(s[i] for s in samples) for i in range(calls))
-        return sums[max(0, math.ceil(0.5 * calls) - 1)], [k["name"] for k in picked]
-    return sum(k["time"]["median"] * len(s) / calls for k, s in zip(picked, samples)), [k["name"] for k in picked]
+    bias = [k for k in kernels if BIAS_KERNEL in k["name"]]
+    if not bias:
+        return gpu["time"]["median"], [k["name"] for k in picked]
+    bias_samples = bias[0]["time"].get("samples") or []
+    union = per_call_minus(gpu["time"].get("samples") or [], bias_samples if len(bias_samples) == calls else [])
+    return (median_of(union) if union else None), [k["name"] for k in picked]
+
+
+def strata_kernel_sum_ns(doc, exclude_bias):
+    """The median over calls of the per-call sum of strata's kernel durations (the trace JSON's kernel_sum),
+    less the bias kernel for conv: how long the kernels ran, overlapping or not."""
+    steady = doc["steady"]
+    samples = (steady.get("kernel_sum") or {}).get("samples") or []
+    bias = [k for k in steady.get("kernels", []) if BIAS_KERNEL in k["name"]]
+    if exclude_bias and bias:
+        samples = per_call_minus(samples, bias[0]["time"].get("samples") or []) or []
+    return median_of(samples)
 
 
 def short(name, n=70):
@@ -113,6 +140,36 @@ def bad_notes(doc):
     return out
 
 
+def raw_kernel_ns(r):
+    """The raw call's kernel time to hold strata's against, and how it was measured: with CUPTI's runtime and
+    driver API records on (kernel_api_traced), as strata's gpu row is, where raw_cuda_bench measured it; else
+    with kernel records alone. Tracing every API call slows a library's host side, and for a call that
+    spreads its kernels over several streams (cuDNN's FFT_TILING) a slower host leaves the GPU less to
+    overlap: the same kernels then take longer from first to last."""
+    if not r:
+        return None, ""
+    traced = r.get("kernel_api_traced") or {}
+    if traced.get("count"):
+        return traced["median_ns"], "with CUPTI API records, as strata measures"
+    kernel = r.get("kernel") or {}
+    return (kernel["median_ns"] if kernel.get("count") else None), "with kernel records only"
+
+
+def kernel_time_context(doc, r, exclude_bias):
+    """The figures beside the verdict: the raw call with kernel records only (when the verdict used the traced
+    figure) and both sides' kernel durations summed per call, where the JSON has them."""
+    out = ""
+    traced = (r or {}).get("kernel_api_traced") or {}
+    kernel = (r or {}).get("kernel") or {}
+    if traced.get("count") and kernel.get("count"):
+        out += f"; raw with kernel records only {us(kernel['median_ns'])} us"
+    s_sum = strata_kernel_sum_ns(doc, exclude_bias)
+    r_sum = ((r or {}).get("kernel_sum") or {}).get("median_ns")
+    if s_sum is not None and r_sum:
+        out += f"; kernel durations summed per call: strata {us(s_sum)} us, raw {us(r_sum)} us ({pct(s_sum / r_sum - 1)})"
+    return out
+
+
 def traces(report, cases):
     raw = load(os.path.join(report.work, "json", "raw_cuda.json"))
     raw_cases = {c["key"]: c for c in raw.get("cases", [])}
@@ -125,7 +182,11 @@ def traces(report, cases):
     report.print("### GPU kernel time: strata vs the raw library call (target: within 3%)\n")
     report.print("Both sides from CUPTI CONCURRENT_KERNEL records, median over calls of the per-call union of kernel "
           "intervals. conv compares the cuDNN kernels only: strata adds its bias with `conv_bias_kernel` "
-          "(`bias_channels_kernel`), which the raw call does not run.\n")
+          "(`bias_channels_kernel`), which the raw call does not run; strata's side is its gpu row less the bias "
+          "kernel, call by call. The raw side is measured as strata measures, with CUPTI's runtime and driver API "
+          "records on as well as the kernel records, where raw_cuda_bench measured that (`raw kernel` says so); "
+          "its figure with kernel records alone, and both sides' kernel durations summed per call (the union is "
+          "less where kernels overlap, as cuDNN's FFT tiles on its internal streams do), are in the detail.\n")
     report.print("| case | strata kernel (us) | raw kernel (us) | difference | result | strata kernels | raw kernels |")
     report.print("|---|---:|---:|---:|---|---|---|")
     for case in cases:
@@ -142,7 +203,7 @@ def traces(report, cases):
             if note.startswith("plan: conv2d") and "cuDNN chose " in note:
                 strata_algo = note.split("cuDNN chose ", 1)[1].split(" ", 1)[0]
         r = raw_cases.get(case)
-        r_ns = r["kernel"]["median_ns"] if r and r["kernel"].get("count") else None
+        r_ns, r_basis = raw_kernel_ns(r)
         r_names = [k["name"] for k in r.get("kernels", [])] if r else []
         if r is None and case.startswith(OWN_KERNEL_CASES) and s_ns is not None:
             result, diff = "n/a (strata's own kernel)", None
@@ -157,7 +218,8 @@ def traces(report, cases):
             same = sorted(set(s_names)) == sorted(set(r_names))
             ok = abs(diff) <= KERNEL_TOLERANCE
             result = ("PASS" if ok else "FAIL") + ("" if same else " (different kernels)")
-            detail = f"strata {us(s_ns)} us vs raw {us(r_ns)} us ({pct(diff)})"
+            detail = f"strata {us(s_ns)} us vs raw {us(r_ns)} us ({pct(diff)}; raw {r_basis})"
+            detail += kernel_time_context(doc, r, is_conv)
             if not same:
                 detail += "; strata and the raw call ran different kernels"
             if r and r.get("algo"):
@@ -242,13 +304,28 @@ TIMESTAMP_CHECKS = ("launches_outside_zones", "kernels_before_launch", "kernels_
                     "kernels_latency_disordered")
 
 
+def where_unmatched(b):
+    """Where a phase's unmatched launches were made, in words: how many inside a library's algorithm search
+    and per host zone (the trace JSON's unmatched_launches_in_search and unmatched_launch_zones; Note
+    [Launches without a kernel] in reports/model/breakdown.cpp). Empty when there are none, or for a JSON
+    written before strata counted them."""
+    zones = b.get("unmatched_launch_zones") or {}
+    if not b.get("unmatched_launches") or not zones:
+        return ""
+    per_zone = ", ".join(f"{zone}: {count}" for zone, count in sorted(zones.items(), key=lambda z: -z[1]))
+    return f"{b.get('unmatched_launches_in_search', 0)} of them inside an algorithm search; by zone: {per_zone}"
+
+
 def accounting(report, cases):
     """Every launched kernel accounted for, in both phases of each case's trace JSON."""
     report.print("### Every launched kernel accounted for (target: device records, 0 unmatched, 0 dropped)\n")
-    # A failed launch (the call returned an error, e.g. in cuDNN's algorithm search) ran no kernel: it is
-    # listed, not counted against the accounting.
-    report.print("| case | phase | device records | unmatched launches | unmatched kernels | failed launches | kernels | result |")
-    report.print("|---|---|---|---:|---:|---:|---:|---|")
+    # A failed launch (the call returned an error, e.g. in cuDNN's algorithm search) ran no kernel, nor did
+    # a launch into a capturing stream (CUDA records it into a graph): both are listed, not counted against
+    # the accounting. An unmatched launch is: "in search" says how many of those a library's algorithm
+    # search made (cuDNN's Find), which tells them from a lost record of the op's own work.
+    report.print("| case | phase | device records | unmatched launches | in search | unmatched kernels | failed launches "
+                 "| captured launches | kernels | result |")
+    report.print("|---|---|---|---:|---:|---:|---:|---:|---:|---|")
     for case in cases:
         doc = load(os.path.join(report.work, "json", case + ".json"))
         if "__error__" in doc:
@@ -258,12 +335,15 @@ def accounting(report, cases):
             b = doc.get(phase, {})
             ok = bool(b.get("device_records")) and b.get("unmatched_launches") == 0 and b.get("unmatched_kernels") == 0
             if not ok:
+                where = where_unmatched(b)
                 problems.append(f"{phase}: device_records={b.get('device_records')}, unmatched launches "
-                                f"{b.get('unmatched_launches')}, unmatched kernels {b.get('unmatched_kernels')}"
+                                f"{b.get('unmatched_launches')}" + (f" ({where})" if where else "") +
+                                f", unmatched kernels {b.get('unmatched_kernels')}"
                                 + (" (e.g. " + "; ".join(b["unmatched_launch_examples"][:3]) + ")"
                                    if b.get("unmatched_launch_examples") else ""))
             report.print(f"| {case} | {phase} | {b.get('device_records')} | {b.get('unmatched_launches')} | "
-                  f"{b.get('unmatched_kernels')} | {b.get('failed_launches', 0)} | {len(b.get('kernels', []))} | "
+                  f"{b.get('unmatched_launches_in_search', '-')} | {b.get('unmatched_kernels')} | "
+                  f"{b.get('failed_launches', 0)} | {b.get('captured_launches', '-')} | {len(b.get('kernels', []))} | "
                   f"{'PASS' if ok else 'FAIL'} |")
         problems += bad_notes(doc) + unmeasured(doc["steady"] if "steady" in doc else {})
         report.add(f"accounting {case}", "fail" if problems else "pass",
@@ -364,7 +444,7 @@ def confirm_cupti(report, cases):
         lines.append(("latency timestamps enabled before CUDA initialised", "pass" if ok else "fail", evidence))
 
         sums = {k: 0 for k in TIMESTAMP_CHECKS}
-        unmatched, failed, with_records, unchecked = 0, 0, 0, []
+        unmatched, in_search, failed, captured, with_records, unchecked = 0, 0, 0, 0, 0, []
         for case, d in docs:
             for phase in ("steady", "cold"):
                 b = d.get(phase, {})
@@ -377,7 +457,9 @@ def confirm_cupti(report, cases):
                 for k in TIMESTAMP_CHECKS:
                     sums[k] += t.get(k, 0)
                 unmatched += (b.get("unmatched_launches") or 0) + (b.get("unmatched_kernels") or 0)
+                in_search += b.get("unmatched_launches_in_search") or 0
                 failed += b.get("failed_launches") or 0
+                captured += b.get("captured_launches") or 0
         scope = f" (over {with_records} phases with device records"
         scope += "; none in " + ", ".join(unchecked) + ")" if unchecked else ")"
         checked = with_records > 0 and not unchecked
@@ -394,8 +476,9 @@ def confirm_cupti(report, cases):
         lines.append(("no dropped or untimed records", "pass" if checked and dropped == 0 and untimed == 0 else "fail",
                       f"{int(dropped)} dropped, {int(untimed)} untimed{scope}"))
         lines.append(("no nested driver/runtime double count", "pass" if checked and unmatched == 0 else "fail",
-                      f"{unmatched} unmatched launches and kernels, {failed} failed launches (an error returned, "
-                      f"no kernel expected){scope}"))
+                      f"{unmatched} unmatched launches and kernels ({in_search} launches inside an algorithm "
+                      f"search), {failed} failed launches (an error returned, no kernel expected), {captured} "
+                      f"captured launches (made into a capturing stream, no kernel expected){scope}"))
         warnings = sorted({n for _, d in docs for n in d.get("notes", []) if n.startswith("CUPTI: ")})
         if warnings:
             lines.append(("CUPTI's own warnings", "info", "; ".join(warnings)))

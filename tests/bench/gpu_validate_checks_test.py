@@ -3,7 +3,7 @@
 import os
 import unittest
 
-from gpu_validate_test_support import WorkFolder, gpu_sweep, gpu_trace, load_data
+from gpu_validate_test_support import WorkFolder, gpu_sweep, gpu_trace, load_data, timing
 import checks
 
 CASE = "matmul_1024_f32"
@@ -36,7 +36,7 @@ class TraceChecks(unittest.TestCase):
         text, st = self.run_traces(gpu_trace([10000, 10100, 10050, 9990, 10020]), raw_cuda(10000))
         result, detail = st[f"kernel time {CASE}"]
         self.assertEqual(result, "pass", detail)
-        self.assertIn("strata 10.02 us vs raw 10.00 us (+0.2%)", detail)
+        self.assertIn("strata 10.02 us vs raw 10.00 us (+0.2%; raw with kernel records only)", detail)
         self.assertIn(f"| {CASE} | 10.02 | 10.00 | +0.2% | PASS |", text)
 
     def test_kernel_time_off_by_five_percent_fails(self):
@@ -50,6 +50,28 @@ class TraceChecks(unittest.TestCase):
         self.assertEqual(st[f"kernel time {CASE}"][0], "pass")
         self.assertIn("ran different kernels", st[f"kernel time {CASE}"][1])
         self.assertIn("PASS (different kernels)", text)
+
+    def test_conv_is_the_union_of_the_cudnn_kernels_held_against_the_raw_call_traced_alike(self):
+        conv = "conv_32x64x56x56_k3p1_f32"
+        doc = gpu_trace([150000, 147000, 149000, 151000, 148000],
+                        kernel_names=("void fft2d_r2c_32x32<float>", "void bias_channels_kernel<float>"))
+        steady = doc["steady"]
+        steady["kernels"][0]["time"] = timing([10000] * 20)  # four launches per call: no per-call samples
+        steady["kernels"][1]["time"] = timing([35000] * 5)
+        steady["kernel_sum"] = timing([205000] * 5)
+        raw = {"cases": [{"key": conv, "kernel": {"count": 500, "median_ns": 137530},
+                          "kernel_api_traced": {"count": 500, "median_ns": 114000},
+                          "kernel_sum": {"count": 500, "median_ns": 183500},
+                          "kernels": [{"name": "void fft2d_r2c_32x32<float>"}]}]}
+        self.work.write_json(conv, doc)
+        self.work.write_json("raw_cuda", raw)
+        checks.traces(self.work.record, [conv])
+        result, detail = self.work.statuses()[f"kernel time {conv}"]
+        # the gpu row less the bias kernel, call by call: median of 115, 112, 114, 116, 113 us
+        self.assertEqual(result, "pass", detail)
+        self.assertIn("strata 114.00 us vs raw 114.00 us (+0.0%; raw with CUPTI API records, as strata measures); "
+                      "raw with kernel records only 137.53 us; kernel durations summed per call: strata 170.00 us, "
+                      "raw 183.50 us (-7.4%)", detail)
 
     def test_strata_own_kernel_is_stated_not_compared(self):
         doc = gpu_trace([900] * 5, kernel_names=("relu_kernel<float>",))
@@ -114,6 +136,27 @@ class TraceChecks(unittest.TestCase):
         _, st = self.run_traces(doc, raw_cuda(10000))
         self.assertEqual(st[f"accounting {CASE}"][0], "fail")
         self.assertIn("cold: device_records=True, unmatched launches 1", st[f"accounting {CASE}"][1])
+
+    def test_unmatched_launches_say_where_they_were_made(self):
+        doc = gpu_trace([10000] * 5)
+        doc["cold"].update({"unmatched_launches": 52, "unmatched_launches_in_search": 50, "captured_launches": 3,
+                            "unmatched_launch_zones": {"cudnnFindConvolutionForwardAlgorithmEx": 50,
+                                                       "conv2d (cuda)": 2}})
+        text, st = self.run_traces(doc, raw_cuda(10000))
+        self.assertEqual(st[f"accounting {CASE}"][0], "fail")
+        self.assertIn("unmatched launches 52 (50 of them inside an algorithm search; by zone: "
+                      "cudnnFindConvolutionForwardAlgorithmEx: 50, conv2d (cuda): 2)", st[f"accounting {CASE}"][1])
+        self.assertIn(f"| {CASE} | cold | True | 52 | 50 | 0 | 0 | 3 |", text)
+        self.assertIn("52 unmatched launches and kernels (50 launches inside an algorithm search), 0 failed launches "
+                      "(an error returned, no kernel expected), 3 captured launches",
+                      st["confirm: no nested driver/runtime double count"][1])
+
+    def test_captured_launches_alone_pass(self):
+        doc = gpu_trace([10000] * 5)
+        doc["cold"].update({"captured_launches": 26, "unmatched_launches_in_search": 0, "unmatched_launch_zones": {}})
+        _, st = self.run_traces(doc, raw_cuda(10000))
+        self.assertEqual(st[f"accounting {CASE}"][0], "pass")
+        self.assertEqual(st["confirm: no nested driver/runtime double count"][0], "pass")
 
     def test_cupti_behaviour_confirmed_in_so_many_words(self):
         text, st = self.run_traces(gpu_trace([10000] * 5), raw_cuda(10000))

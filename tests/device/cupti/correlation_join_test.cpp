@@ -317,3 +317,52 @@ TEST_CASE("the Chrome trace of converted records: correlation, cbid, External id
   // Launch calls with a kernel record: ops 1, 2 (two), 4 and 9; op 3's launch lost its kernel.
   CHECK(flows == 5);
 }
+
+// Note [Launches without a kernel]: a launch into a capturing stream is accounted for (no kernel can
+// follow it); an unmatched one is placed in its zone, counted apart when that zone is an algorithm search,
+// and its example names the calls nested inside it. Kernels on two streams: both streams listed, their
+// durations summed apart from the union.
+TEST_CASE("launches without a kernel: captured ones apart, unmatched ones placed in their zone") {
+  Timeline t;
+  const int32_t b = t.add_span(Layer::kBinding, "conv2d", 1000, 30000, -1, 1);
+  const int32_t l = t.add_span(Layer::kLibrary, "conv2d (cuda)", 1100, 29000, b, 1);
+  t.add_span(Layer::kLibrary, "cudnnFindConvolutionForwardAlgorithmEx", 1200, 20000, l, 1, ZoneKind::kAlgorithmSearch);
+  cupti::RecordConverter convert(t.device);
+  std::vector<CUpti_ActivityExternalCorrelation> tags;
+  for (uint32_t corr = 100; corr <= 107; ++corr) tags.push_back(external_record(corr, 1));
+  const CUpti_CallbackId launch = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000;
+  const auto searched = runtime_record(launch, 1300, 1600, 100);  // no kernel, in the search
+  const auto nested = driver_record(CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel, 1350, 1550, 101);
+  const auto begin = runtime_record(CUPTI_RUNTIME_TRACE_CBID_cudaStreamBeginCapture_v10000, 2000, 2100, 102);
+  const auto captured = runtime_record(launch, 2200, 2400, 103);  // no kernel: captured
+  const auto end = runtime_record(CUPTI_RUNTIME_TRACE_CBID_cudaStreamEndCapture_v10000, 2500, 2600, 104);
+  const auto first = runtime_record(launch, 3000, 3200, 105);
+  auto kernel_a = kernel_record("fft2d_r2c_32x32", 4000, 6000, 105);
+  const auto outside = runtime_record(launch, 21000, 21200, 106);  // no kernel, outside the search
+  const auto second = runtime_record(launch, 22000, 22200, 107);
+  auto kernel_b = kernel_record("fft2d_r2c_32x32", 5000, 8000, 107);
+  kernel_b.streamId = 14;
+  for (const auto& tag : tags) REQUIRE(convert.add(&tag));
+  for (const void* r : std::initializer_list<const void*>{&searched, &nested, &begin, &captured, &end, &first,
+                                                          &kernel_a, &outside, &second, &kernel_b})
+    REQUIRE(convert.add(r));
+  cupti::resolve_launches(t.device);
+  t.device.enabled = true;
+  const reports::LayerBreakdown br = reports::compute_breakdown(t, std::vector<uint32_t>{1});
+  CHECK(br.captured_launches == 1);
+  CHECK(br.unmatched_launches == 2);
+  CHECK(br.unmatched_launches_in_search == 1);
+  CHECK(br.unmatched_launch_zones ==
+        std::map<std::string, uint64_t>{{"cudnnFindConvolutionForwardAlgorithmEx", 1}, {"conv2d (cuda)", 1}});
+  REQUIRE(br.unmatched_launch_examples.size() == 2);
+  CHECK(br.unmatched_launch_examples[0] ==
+        "cudaLaunchKernel (correlation 100, thread 4242, 300 ns, in cudnnFindConvolutionForwardAlgorithmEx, "
+        "encloses cuLaunchKernel (correlation 101), before cudaStreamBeginCapture)");
+  CHECK(br.unmatched_launch_examples[1] ==
+        "cudaLaunchKernel (correlation 106, thread 4242, 200 ns, in conv2d (cuda), after cudaLaunchKernel, "
+        "before cudaLaunchKernel)");
+  REQUIRE(br.kernels.size() == 1);
+  CHECK(br.kernels[0].streams == std::vector<uint32_t>{13, 14});
+  CHECK(br.kernel_sum.median == 2000 + 3000);
+  CHECK(row(br, "gpu").ns.median == 8000 - 4000);  // the union: the two kernels overlapped by 1000 ns
+}
