@@ -126,8 +126,9 @@ class BoundOperator {
   std::vector<double> reference(std::span<const IValue> args, std::span<const Kwarg> kwargs = {}) const;
 
  private:
+  class WidenedLists;  // the int[N] lists one call's ints stand for (bound_operator.cpp)
   std::array<const IValue*, kMaxArgs> bind(std::span<const IValue> args, std::span<const Kwarg> kwargs,
-                                           std::array<IValue, kMaxArgs>& widened) const;
+                                           WidenedLists& widened) const;
 
   Schema schema_;
   Invoke invoke_;

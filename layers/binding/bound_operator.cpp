@@ -1,4 +1,6 @@
 #include <array>
+#include <cstddef>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -84,15 +86,46 @@ BoundOperator::BoundOperator(Schema schema, Invoke invoke, Reference reference)
   }
 }
 
+// Note [No per-call zeroing in the binding]
+// The lists that ints given for int[N] arguments stand for (conv2d's stride=1 is [1, 1]) live for one
+// call, on the caller's stack. They are made in slots of raw storage, only as many as the call widens:
+// an std::array<IValue, kMaxArgs> there is value-initialised on every call, 1.3 KiB the compiler zeroes
+// (a `rep stos` over 20 cache lines) for every op, most of which widen nothing. That zeroing was most of
+// the binding row of a small op (docs/performance.md, "Binding and dispatch per call"), and with a cold
+// cache, as on a GPU run where the driver and CUPTI evict the host's lines between calls, each of those
+// lines is a miss.
+class BoundOperator::WidenedLists {
+ public:
+  WidenedLists() {}  // NOLINT(modernize-use-equals-default): `= default` would value-initialise the slots
+  WidenedLists(const WidenedLists&) = delete;
+  WidenedLists& operator=(const WidenedLists&) = delete;
+  ~WidenedLists() {
+    for (size_t i = 0; i < count_; ++i) std::launder(reinterpret_cast<IValue*>(slots_[i].bytes))->~IValue();
+  }
+  // A boxed list, alive until this object is destroyed.
+  const IValue* add(const Shape& list) {
+    IValue* value = new (slots_[count_].bytes) IValue(list);
+    ++count_;
+    return value;
+  }
+
+ private:
+  struct Slot {
+    alignas(IValue) std::byte bytes[sizeof(IValue)];
+  };
+  std::array<Slot, kMaxArgs> slots_;  // raw storage: nothing written until add()
+  size_t count_ = 0;
+};
+
 IValue BoundOperator::call(std::span<const IValue> args, std::span<const Kwarg> kwargs) const {
   STRATA_ZONE(zone, Layer::kBinding, schema_.name.c_str());
-  std::array<IValue, kMaxArgs> widened;
+  WidenedLists widened;
   return invoke_(bind(args, kwargs, widened).data());
 }
 
 std::vector<double> BoundOperator::reference(std::span<const IValue> args, std::span<const Kwarg> kwargs) const {
   if (reference_ == nullptr) throw Error("binding: " + schema_.name + " was bound without its float64 reference");
-  std::array<IValue, kMaxArgs> widened;
+  WidenedLists widened;
   return reference_(bind(args, kwargs, widened).data());
 }
 
@@ -101,7 +134,7 @@ std::vector<double> BoundOperator::reference(std::span<const IValue> args, std::
 // into it, so it must outlive the call they are passed to.
 std::array<const IValue*, BoundOperator::kMaxArgs> BoundOperator::bind(std::span<const IValue> args,
                                                                        std::span<const Kwarg> kwargs,
-                                                                       std::array<IValue, kMaxArgs>& widened) const {
+                                                                       WidenedLists& widened) const {
   const auto& params = schema_.arguments;
   std::array<const IValue*, kMaxArgs> bound{};
   size_t positional = 0;
@@ -128,8 +161,7 @@ std::array<const IValue*, BoundOperator::kMaxArgs> BoundOperator::bind(std::span
     if (widens_to_list(p, *bound[i])) {
       Shape list;
       while (list.ndim < p.list_size) list[list.ndim++] = bound[i]->to_int();
-      widened[i] = IValue(list);
-      bound[i] = &widened[i];
+      bound[i] = widened.add(list);
     }
     if (!accepts(p.type, *bound[i])) [[unlikely]] {
       mismatch(schema_, "argument '" + p.name + "' (position " + std::to_string(i + 1) + ") must be " +
