@@ -29,7 +29,7 @@ frontend::OpSpec small_spec(const char* name) {
     } catch (const UsageError&) {
     }
   }
-  FAIL("no small spec fits " << name);
+  FAIL("no small spec fits " << std::string(name));
   return {};
 }
 
@@ -39,7 +39,7 @@ TEST_CASE("every declared operator: spec, binding, CPU kernel against the refere
   size_t seen = 0;
   ops::AllOps::for_each([&](auto decl) {
     using Op = decltype(decl);
-    CAPTURE(Op::kName);
+    CAPTURE(std::string(Op::kName));
     ++seen;
     const frontend::OpSpec spec = small_spec(Op::kName);
     CHECK(spec.op == Op::kName);
