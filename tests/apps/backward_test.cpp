@@ -71,7 +71,7 @@ TEST_CASE("every differentiable op: --backward --check passes in f32 and f64, wi
       args.push_back(dtype);
       const Reported r = run_reported(cpu(args));
       CAPTURE(op[0]);
-      CAPTURE(dtype);
+      CAPTURE(std::string(dtype));
       check_no_crash(r.run);
       INFO(r.run.out << r.run.err);
       REQUIRE(r.run.exit_code == 0);
@@ -95,7 +95,7 @@ TEST_CASE("--backward under --autocast and in bf16: the casts' ToCopyBackward in
   // Autocast casts the leaves, so each leaf's gradient comes back through ToCopyBackward, cast to f32; the
   // gradient ops run in the low-precision dtype (widened on the CPU) and are checked at its tolerance.
   for (const char* half : {"bf16", "f16"}) {
-    CAPTURE(half);
+    CAPTURE(std::string(half));
     const Reported r = run_reported(cpu({"trace", "linear", "5x16x7", "--autocast", half, "--requires-grad",
                                          "--backward", "--check"}));
     check_no_crash(r.run);

@@ -161,7 +161,7 @@ TEST_CASE("--device: unknown names are usage errors, cuda without a usable GPU i
   // Without the NVIDIA driver's device nodes no GPU can be usable, whichever build this is.
   const bool driver_present = exists("/dev/nvidiactl") || exists("/dev/nvidia0");
   for (const char* device : {"cuda", "cuda:0"}) {
-    CAPTURE(device);
+    CAPTURE(std::string(device));
     const RunResult r = run_strata(fast({"trace", "matmul", "64", "--device", device}));
     if (!STRATA_TEST_CUDA_BUILD || !driver_present) {
       check_refused(r, 4, "cuda");
@@ -177,7 +177,7 @@ TEST_CASE("unwritable output paths are refused before the run, leaving nothing b
   TempDir dir;
   const std::string missing = dir.file("no/such/dir/out.json");
   for (const char* option : {"--json", "--chrome-trace"}) {
-    CAPTURE(option);
+    CAPTURE(std::string(option));
     check_refused(run_strata(cpu({"trace", "matmul", "64", option, dir.path()})), 2, "is a directory");
     check_refused(run_strata(cpu({"trace", "matmul", "64", option, dir.path() + "/"})), 2,
                   "names a directory");
@@ -256,7 +256,7 @@ TEST_CASE("one number rule for every integer option: decimal digits only, as for
   for (const auto& option : options) {
     for (const char* value : {"0x10", " 5", "+5", "5 ", "1e3", "0b1", "1.0", "", "--"}) {
       CAPTURE(option.back());
-      CAPTURE(value);
+      CAPTURE(std::string(value));
       std::vector<std::string> args = option;
       args.push_back(value);
       args.insert(args.end(), {"--device", "cpu"});
@@ -290,7 +290,7 @@ TEST_CASE("one number rule for the seconds options: decimal with fraction and ex
     for (const char* value : {"0x10", "0x1p4", " 5", "+5", "5 ", "inf", "nan", "1e", "1.5.2", "e3"}) {
       CAPTURE(option.front());
       CAPTURE(option.back());
-      CAPTURE(value);
+      CAPTURE(std::string(value));
       std::vector<std::string> args = option;
       args.push_back(value);
       args.insert(args.end(), {"--device", "cpu"});
@@ -384,7 +384,7 @@ TEST_CASE("--view: an unknown argument or kind, a transposed view of a 1-D input
 
 TEST_CASE("--algos / --algo / --time: bad values, other ops and the CPU are refused (exit 2), no GPU is exit 4") {
   for (const char* command : {"trace", "compare"}) {
-    CAPTURE(command);
+    CAPTURE(std::string(command));
     check_refused(run_strata(cpu({command, "matmul", "64", "--algo", "1"})), 2,
                   "--algo chooses among cuBLASLt's kernels and needs a CUDA device; the CPU's GEMM is OpenBLAS's");
     check_refused(run_strata(cpu({command, "linear", "8x16x32", "--algos", "4", "--time"})), 2,

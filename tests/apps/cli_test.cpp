@@ -55,7 +55,7 @@ TEST_CASE("trace matmul 64: the table has the binding, dispatch, library and wal
   CHECK(contains(table_line(r.run.out, "wall"), strata::reports::format_rate(doc["achieved_flops_per_s"].get<double>())));
   // The GPU rows do not apply on the CPU: no figure (check_trace_table: a reason in its place), not zeros.
   for (const char* layer : {"launch", "queue", "gpu"}) {
-    CAPTURE(layer);
+    CAPTURE(std::string(layer));
     REQUIRE(!report_row(doc, layer).is_null());
     CHECK(report_row(doc, layer)["applicable"] == false);
   }
@@ -81,7 +81,7 @@ TEST_CASE("--requires-grad adds the Autograd row before the CPU row") {
 
 TEST_CASE("--autocast bf16 --requires-grad: keys Autocast > Autograd > CPU, the casts' own rows, checked at bf16") {
   for (const char* to : {"bf16", "f16"}) {
-    CAPTURE(to);
+    CAPTURE(std::string(to));
     const Reported r =
         run_reported(cpu({"trace", "matmul", "32x48x16", "--autocast", to, "--requires-grad", "--check"}));
     check_no_crash(r.run);
@@ -123,7 +123,7 @@ TEST_CASE("--autocast bf16 --requires-grad: keys Autocast > Autograd > CPU, the 
 
 TEST_CASE("--dtype bf16 and f16 on the CPU: widened to f32, labelled so, checked at their tolerance") {
   for (const char* dtype : {"bf16", "f16"}) {
-    CAPTURE(dtype);
+    CAPTURE(std::string(dtype));
     const Reported r = run_reported(cpu({"trace", "matmul", "40", "--dtype", dtype, "--check"}));
     check_no_crash(r.run);
     INFO(r.run.out << r.run.err);
@@ -250,7 +250,7 @@ TEST_CASE("every op passes --check against the float64 reference, in every dtype
       args.push_back(dtype);
       const Reported r = run_reported(cpu(args));
       CAPTURE(op[0]);
-      CAPTURE(dtype);
+      CAPTURE(std::string(dtype));
       check_no_crash(r.run);
       INFO(r.run.out << r.run.err);
       REQUIRE(r.run.exit_code == 0);  // a failed check exits 3
@@ -304,7 +304,7 @@ TEST_CASE("strata ops lists every operator, its schema, and the keys with kernel
         "int groups=1) -> Tensor",
         "relu(Tensor self) -> Tensor", "add(Tensor self, Tensor other, *, float alpha=1) -> Tensor",
         "gelu(Tensor self) -> Tensor", "to_copy(Tensor self, *, ScalarType? dtype=None) -> Tensor"}) {
-    CHECK_MESSAGE(contains(r.out, std::string(schema) + "\n"), schema);
+    CHECK_MESSAGE(contains(r.out, std::string(schema) + "\n"), std::string(schema));
   }
   // The counts per key and the Autocast line, from the declarations (layers/ops/operators.h): a new
   // operator changes them without an edit here. The in-place ops record nothing under Autograd (their key
@@ -352,21 +352,21 @@ TEST_CASE("--help texts name the ops, the options and the exit codes") {
   check_no_crash(r);
   CHECK(r.exit_code == 0);
   for (const char* s : {"trace", "ops", "devices", "exit codes: 0 ok", "130 interrupted"})
-    CHECK_MESSAGE(contains(r.out, s), s);
+    CHECK_MESSAGE(contains(r.out, s), std::string(s));
   r = run_strata({"trace", "--help"});
   check_no_crash(r);
   CHECK(r.exit_code == 0);
   for (const char* s : {"--device", "--dtype", "--repeat", "--warmup", "--requires-grad", "--backward", "--check", "--json",
                         "--chrome-trace", "--out-channels", "--kernel", "--stride", "--pad", "--autocast",
                         "matmul N | MxKxN", "linear BxINxOUT", "conv NxCxHxW"}) {
-    CHECK_MESSAGE(contains(r.out, s), s);
+    CHECK_MESSAGE(contains(r.out, s), std::string(s));
   }
   // Every operator a spec can name, derived from the declarations (sweep --help listed five).
   for (const char* command : {"trace", "compare", "sweep"}) {
     r = run_strata({command, "--help"});
     CHECK(r.exit_code == 0);
     for (const char* op : {"matmul", "linear", "conv2d (conv)", "relu", "add", "gelu", "to_copy", "gemm"})
-      CHECK_MESSAGE(contains(r.out, op), command << ": " << op);
+      CHECK_MESSAGE(contains(r.out, op), std::string(command) << ": " << std::string(op));
   }
   r = run_strata({"--version"});
   CHECK(r.exit_code == 0);

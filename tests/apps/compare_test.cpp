@@ -20,7 +20,7 @@ using namespace strata;
 
 TEST_CASE("plan replay runs the recorded kernels and computes the same results as eager") {
   for (const char* op : {"matmul", "linear", "conv", "relu", "add"}) {
-    CAPTURE(op);
+    CAPTURE(std::string(op));
     std::string dims = std::string(op) == "conv" ? "2x3x9x9" : (std::string(op) == "linear" ? "5x7x3" : "33");
     auto spec = frontend::parse_op_spec(op, dims);
     auto call = frontend::prepare_call(spec, DType::kF64, kCPU, 7, false, SIZE_MAX);
@@ -165,7 +165,7 @@ TEST_CASE("strata compare refuses --backward with exit 2 and the reason") {
 // (add_ failed by 1/calls, div_ with inf, mul_ passed on zeros).
 TEST_CASE("strata compare refuses --check of an in-place op with exit 2, naming trace --check") {
   for (const char* op : {"div_", "add_", "mul_.Scalar", "relu_"}) {
-    CAPTURE(op);
+    CAPTURE(std::string(op));
     test::TempDir dir;
     auto r = test::run_strata({"compare", op, "16", "--check", "--device", "cpu", "--json", dir.file("x.json")});
     CHECK(r.exit_code == 2);

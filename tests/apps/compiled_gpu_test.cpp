@@ -201,7 +201,7 @@ TEST_CASE("a compiled run captured into a CUDA Graph replays to what the run com
     const char* dims;
   };
   for (const Case c : {Case{"relu_matmul", "256"}, Case{"linear_gelu", "32x256x512"}, Case{"gelu_tanh", "1048577"}}) {
-    CAPTURE(c.name);
+    CAPTURE(std::string(c.name));
     const GpuRun run = compiled_on_gpu(c.name, c.dims, DType::kF32);
     Tensor replayed;
     runtime::cuda::CapturedGraph graph(0, [&] { replayed = run.program.graph->run(run.program.inputs)[0]; });
@@ -238,7 +238,7 @@ TEST_CASE("strata compare PROGRAM --device cuda: the compiled column, replayed f
   test::RunOptions options;
   options.env.push_back("STRATA_CACHE_DIR=" + dir.file("kernels"));
   for (const char* program : {"gelu_tanh", "relu_matmul"}) {
-    CAPTURE(program);
+    CAPTURE(std::string(program));
     const std::string report = dir.file(std::string(program) + ".json");
     const test::RunResult r = test::run_strata({"compare", program, program == std::string("gelu_tanh") ? "65536" : "256",
                                                 "--device", "cuda", "--check", "--repeat", "5", "--warmup", "1",

@@ -127,7 +127,7 @@ TEST_CASE("trace gelu_tanh --mode compiled: eight pointwise calls, one loop that
 TEST_CASE("trace PROGRAM --mode eager and --mode graph") {
   test::TempDir dir;
   for (const char* program : {"relu_matmul", "linear_gelu"}) {
-    CAPTURE(program);
+    CAPTURE(std::string(program));
     const std::string spec = std::string(program) == "relu_matmul" ? "24x16x8" : "6x10x12";
     const json eager = run_json(dir, test::cpu({"trace", program, spec, "--check"}), with_cache(dir));
     CHECK(eager["sequence"]["steps"].size() == 2);
@@ -194,7 +194,7 @@ TEST_CASE("compiled mode's Chrome trace holds the compile phases and the fused k
   for (const char* name : {"capture (one eager forward, recorded)", "fusion", "codegen",
                            "compile (system C++ compiler)", "load (dlopen)",
                            "fused_matmul_relu (cblas_sgemm + generated epilogue)"}) {
-    CHECK_MESSAGE(names.count(name) == 1, name);
+    CHECK_MESSAGE(names.count(name) == 1, std::string(name));
   }
   const auto check = test::run_strata({"check-trace", trace});
   CHECK(check.exit_code == 0);
@@ -272,5 +272,5 @@ TEST_CASE("strata ops lists the programs") {
   const auto r = test::run_strata({"ops"});
   REQUIRE(r.exit_code == 0);
   for (const char* p : {"mlp BxIN", "relu_matmul N or MxKxN", "linear_gelu BxINxOUT", "gelu_tanh N"})
-    CHECK_MESSAGE(test::contains(r.out, p), p);
+    CHECK_MESSAGE(test::contains(r.out, p), std::string(p));
 }

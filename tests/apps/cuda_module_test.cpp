@@ -72,7 +72,7 @@ TEST_CASE("the strata executable links none of the CUDA libraries") {
   // NVRTC neither (Note [The PTX module]): only --emit ptx loads it, through libstrata_ptx.so.
   for (const char* lib : {"libcudart", "libcublas", "libcublasLt", "libcudnn", "libcupti", "libcuda.", "libstrata_cuda",
                           "libnvrtc", "libstrata_ptx"}) {
-    CHECK_MESSAGE(!contains(d, std::string("[") + lib), lib);
+    CHECK_MESSAGE(!contains(d, std::string("[") + lib), std::string(lib));
   }
 }
 

@@ -47,7 +47,7 @@ inline void check_no_crash(const RunResult& r) {
   CHECK(r.term_signal == 0);
   for (const char* bad : {"terminate called", "Aborted", "AddressSanitizer", "LeakSanitizer",
                           "runtime error:", "Segmentation fault", "what():", "internal error"}) {
-    CHECK_MESSAGE(!contains(r.err, bad), "stderr contains '" << bad << "'");
+    CHECK_MESSAGE(!contains(r.err, bad), "stderr contains '" << std::string(bad) << "'");
   }
 }
 

@@ -49,7 +49,7 @@ TEST_CASE("a named pipe as an output is refused before the run instead of blocki
   const std::string fifo = dir.file("ff");
   REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
   for (const char* option : {"--json", "--chrome-trace"}) {
-    CAPTURE(option);
+    CAPTURE(std::string(option));
     // The timeout is a safety net only: before the fix this run never ended; a refusal takes milliseconds.
     Subprocess p(cpu({"trace", "relu", "16", option, fifo}));
     const RunResult r = p.wait(60);

@@ -53,12 +53,12 @@ TEST_CASE("bad ranges are refused with the reason") {
   for (const auto& c : bad) {
     const auto& text = c.first;
     const auto& why = c.second;
-    CAPTURE(text);
+    CAPTURE(std::string(text));
     try {
       parse_sweep_range(text);
       FAIL("accepted");
     } catch (const strata::UsageError& e) {
-      CHECK_MESSAGE(std::string(e.what()).find(why) != std::string::npos, e.what());
+      CHECK_MESSAGE(std::string(e.what()).find(why) != std::string::npos, std::string(e.what()));
     }
   }
 }

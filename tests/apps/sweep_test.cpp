@@ -142,8 +142,8 @@ TEST_CASE("sweep: f16 and bf16 sweep, against the f32 ceiling they compute in on
     const char* op = spec.first;
     const char* range = spec.second;
     for (const char* dtype : {"bf16", "f16"}) {
-      CAPTURE(op);
-      CAPTURE(dtype);
+      CAPTURE(std::string(op));
+      CAPTURE(std::string(dtype));
       const RunResult r = run_strata(sweep({op, range, "--dtype", dtype, "--json", dir.file("s.json")}));
       check_no_crash(r);
       INFO("stdout:\n" << r.out << "\nstderr:\n" << r.err);

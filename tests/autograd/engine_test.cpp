@@ -38,7 +38,7 @@ TEST_CASE("every differentiable op: the engine's gradients match the float64 ref
   ops::AllOps::for_each([&](auto decl) {
     using Op = decltype(decl);
     if constexpr (requires { Op::kReferenceBackward; }) {
-      CAPTURE(Op::kName);
+      CAPTURE(std::string(Op::kName));
       ++checked;
       frontend::OpSpec spec;
       for (const char* dims : {"2x3x7x7", "5x7x3", "33"}) {
@@ -88,7 +88,7 @@ TEST_CASE("the float64 reference gradients agree with central finite differences
   ops::AllOps::for_each([&](auto decl) {
     using Op = decltype(decl);
     if constexpr (requires { Op::kReferenceBackward; }) {
-      CAPTURE(Op::kName);
+      CAPTURE(std::string(Op::kName));
       // conv2d with a stride, padding, dilation and groups, so all four show up in its gradients.
       frontend::ConvOptions conv;
       if (frontend::kReadsConvOptions<Op>) {

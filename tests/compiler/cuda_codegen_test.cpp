@@ -58,7 +58,7 @@ TEST_CASE("every generated kernel of the named programs compiles with NVRTC and 
   for (const Case c : {Case{"relu_matmul", "16", "fused_matmul_relu"},
                        Case{"linear_gelu", "4x8x16", "fused_linear_gelu"}, Case{"gelu_tanh", "64", ""}}) {
     for (const DType dtype : {DType::kF32, DType::kF64}) {
-      CAPTURE(c.program);
+      CAPTURE(std::string(c.program));
       CAPTURE(dtype_name(dtype));
       const std::vector<cc::CudaKernel> kernels = program_kernels(c.program, c.dims, dtype);
       REQUIRE(kernels.size() == 1);  // each program fuses into one generated kernel

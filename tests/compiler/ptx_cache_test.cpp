@@ -103,7 +103,7 @@ TEST_CASE("a truncated, edited, foreign or empty cached file is refused, said wh
                         Case{"another key's header", other_key, "names key 0123456789abcdef"},
                         Case{"a bare PTX file", good.ptx, "not a strata-ptx-cache v1 header"},
                         Case{"empty", "", "no header line"}}) {
-    CAPTURE(c.what);
+    CAPTURE(std::string(c.what));
     write(good.path, c.contents);
     const cc::Ptx again = cc::cached_ptx(k, "sm_90", cache);
     CHECK_FALSE(again.cache_hit);

@@ -56,7 +56,7 @@ TEST_CASE("every generated kernel of the named programs disassembles for sm_80 a
   for (const Case c : {Case{"relu_matmul", "16"}, Case{"linear_gelu", "4x8x16"}, Case{"gelu_tanh", "64"},
                        Case{"mlp", "4x8x16x4"}}) {
     for (const std::string arch : {"sm_80", "sm_90"}) {
-      CAPTURE(c.program);
+      CAPTURE(std::string(c.program));
       CAPTURE(arch);
       const std::vector<cc::PtxKernel> kernels = program_cubins(c.program, c.dims, arch);
       REQUIRE(!kernels.empty());

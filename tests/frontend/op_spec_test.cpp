@@ -83,7 +83,7 @@ TEST_CASE("parse_dims refuses every malformed size with the reason") {
                                              4)),
                  "has the character '\\x00'"));
   for (const char* bad : {"abc", "-5", "1e3", "1024 ", "+5"}) {
-    CAPTURE(bad);
+    CAPTURE(std::string(bad));
     CHECK(contains(dims_error(bad), allowed));
   }
 }
@@ -154,7 +154,7 @@ TEST_CASE("parse_device") {
   CHECK(parse_device("cuda:3").device == Device{DeviceType::kCUDA, 3});
   CHECK_FALSE(parse_device("cuda:3").any_cuda);
   for (const char* bad : {"cuda:", "cuda:x", "cuda:-1", "cuda:1x", "cuda:99999"}) {
-    CAPTURE(bad);
+    CAPTURE(std::string(bad));
     CHECK_THROWS_AS(parse_device(bad), UsageError);
   }
   CHECK_THROWS_WITH_AS(parse_device("foo"), doctest::Contains("unknown device 'foo'"), UsageError);

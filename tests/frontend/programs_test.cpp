@@ -46,7 +46,7 @@ TEST_CASE("programs compute what their ops compute, and match the float64 refere
   for (DType dtype : {DType::kF32, DType::kF64}) {
     CAPTURE(dtype_name(dtype));
     for (const char* name : {"relu_matmul", "linear_gelu", "gelu_tanh"}) {
-      CAPTURE(name);
+      CAPTURE(std::string(name));
       const std::string dims = size() + "x" + size() + (std::string(name) == "gelu_tanh" ? "" : "x" + size());
       CAPTURE(dims);
       Sequence s = prepare_sequence(parse_sequence_spec(name, dims), dtype, kCPU, seed, false, SIZE_MAX);

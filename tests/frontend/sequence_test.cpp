@@ -127,7 +127,7 @@ TEST_CASE("the mlp forward through binding and dispatch matches its float64 refe
   for (const char* dims : {"7x13x5", "16x256x512x10", "3x17x9x11x4", "1x8x8x8x8x2"}) {
     for (DType dtype : {DType::kF32, DType::kF64}) {
       for (bool grad : {false, true}) {
-        CAPTURE(dims);
+        CAPTURE(std::string(dims));
         CAPTURE(dtype_name(dtype));
         CAPTURE(grad);
         const SequenceSpec spec = parse_sequence_spec("mlp", dims);
@@ -247,7 +247,7 @@ TEST_CASE("--view on an mlp: a name that is not one of its tensors is refused wi
 TEST_CASE("the engine's gradients of every MLP parameter match the float64 reference on random models") {
   for (const char* dims : {"7x13x5", "16x256x512x10", "3x17x9x11x4"}) {
     for (DType dtype : {DType::kF32, DType::kF64}) {
-      CAPTURE(dims);
+      CAPTURE(std::string(dims));
       CAPTURE(dtype_name(dtype));
       const SequenceSpec spec = parse_sequence_spec("mlp", dims);
       Sequence s = prepare_sequence(spec, dtype, kCPU, 4321 + spec.steps(), /*requires_grad=*/true, SIZE_MAX);

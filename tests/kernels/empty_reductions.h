@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "layers/frontend/frontend.h"
@@ -30,7 +31,7 @@ void check_empty_reductions(Kernels k, const Device& device, DType dtype) {
   };
   auto make = [&](const Shape& s, uint64_t seed) { return frontend::random_tensor(s, dtype, device, seed); };
   auto expect = [&](const Tensor& out, const std::vector<double>& ref, const char* what) {
-    CAPTURE(what);
+    CAPTURE(std::string(what));
     const std::vector<double> v = reference::to_double(out.to(kCPU));
     REQUIRE(v.size() == ref.size());
     for (size_t i = 0; i < v.size(); ++i) CHECK(v[i] == ref[i]);

@@ -142,7 +142,7 @@ TEST_CASE("the harness never holds more tensor memory than the frontend checked 
   // next call makes another, or a size that passed the check needs a second output's worth of memory
   // (matmul 2147483647x1x1 passed the check and was then killed by the OOM killer).
   for (const char* op : {"matmul", "linear", "relu", "add"}) {
-    CAPTURE(op);
+    CAPTURE(std::string(op));
     CountingScope counting;
     const frontend::OpSpec spec = frontend::parse_op_spec(
         op, std::string(op) == "relu" || std::string(op) == "add" ? "4096" : "16x32x8");

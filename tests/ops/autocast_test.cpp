@@ -116,7 +116,7 @@ TEST_CASE("conv2d autocasts too - ops without a policy fall through: the key is 
   size_t with_policy = 0;
   ops::AllOps::for_each([&](auto decl) {
     using Op = decltype(decl);
-    CAPTURE(Op::kName);
+    CAPTURE(std::string(Op::kName));
     const OperatorEntry& e = ops::entry<Op>();
     if constexpr (ops::kHasAutocastPolicy<Op>) {
       ++with_policy;

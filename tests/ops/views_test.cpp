@@ -120,7 +120,7 @@ TEST_CASE("every kernel reads stepped, offset and transposed inputs as it reads 
   size_t checked = 0;
   ops::AllOps::for_each([&](auto decl) {
     using Op = decltype(decl);
-    CAPTURE(Op::kName);
+    CAPTURE(std::string(Op::kName));
     frontend::OpSpec spec;
     for (const char* dims : {"2x3x6x6", "5x7x3", "33"}) {
       try {
@@ -133,7 +133,7 @@ TEST_CASE("every kernel reads stepped, offset and transposed inputs as it reads 
     for (DType dtype : {DType::kF32, DType::kF64, DType::kBF16}) {
       for (Layout layout : {Layout::kStepped, Layout::kTransposed}) {
         CAPTURE(dtype_name(dtype));
-        CAPTURE(layout == Layout::kStepped ? "stepped" : "transposed");
+        CAPTURE(std::string(layout == Layout::kStepped ? "stepped" : "transposed"));
         const frontend::PreparedCall call =
             frontend::prepare_call(spec, dtype, kCPU, 3, false, frontend::available_host_bytes());
         std::vector<binding::IValue> strided;

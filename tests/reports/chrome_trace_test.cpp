@@ -33,7 +33,7 @@ bool rejects(const std::string& text, const std::string& expected) {
   try {
     errors = check_chrome_trace(text);
   } catch (const std::exception& e) {
-    FAIL("check_chrome_trace threw: " << e.what());
+    FAIL("check_chrome_trace threw: " << std::string(e.what()));
   }
   const std::string all = joined(errors);
   INFO(all);

@@ -21,7 +21,7 @@ namespace {
 const BreakdownRow& row(const LayerBreakdown& b, RowKind kind, const std::string& key = "") {
   for (const BreakdownRow& r : b.rows)
     if (r.kind == kind && r.key == key) return r;
-  FAIL("no row " << row_kind_name(kind) << "/" << key);
+  FAIL("no row " << std::string(row_kind_name(kind)) << "/" << std::string(key));
   static BreakdownRow none;
   return none;
 }

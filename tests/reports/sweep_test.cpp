@@ -213,7 +213,7 @@ TEST_CASE("the SVG has both panels, every curve and the crossover marks, and esc
   CHECK(svg.find("</svg>") != std::string::npos);
   CHECK(std::count(svg.begin(), svg.end(), '\n') > 50);
   for (const char* s : {"host &lt; 50%", "host &lt; 5%", "wall", "compute", "host share", "&lt;2 threads&gt; &amp; more"})
-    CHECK_MESSAGE(svg.find(s) != std::string::npos, s);
+    CHECK_MESSAGE(svg.find(s) != std::string::npos, std::string(s));
   size_t polylines = 0;
   for (size_t at = svg.find("<polyline"); at != std::string::npos; at = svg.find("<polyline", at + 1)) ++polylines;
   CHECK(polylines == 4);  // wall, compute, host, host share

@@ -1,6 +1,7 @@
 #include "layers/kernels/reference/reference.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 
@@ -764,6 +765,63 @@ Grads slice_backward_of(const Tensor& grad, const Tensor& self, int64_t dim, int
 Grads squeeze_backward(const Tensor& grad, const Tensor& self, int64_t) { return {scatter_add(grad, self, identity_map(self)), {}}; }
 Grads contiguous_backward(const Tensor& grad, const Tensor& self) { return {scatter_add(grad, self, identity_map(self))}; }
 
+namespace {
+
+// Note [A result past the output dtype's range]: the float64 reference holds values no output dtype can.
+// Inputs in [-1, 1) give f16 divisors below 1.5e-5 on almost every run of a large shape, and their
+// quotients pass 65504, f16's largest finite value: a correctly rounded kernel returns inf there (IEEE
+// overflow, torch's result too) while the reference holds, say, 8e6, and an f16 that rounded an input to
+// an exact zero makes the reference itself +-inf. Measured as they are, inf - 8e6 and inf - inf make the
+// error infinite (or NaN) and a correct kernel fail. So each element is judged against the reference as
+// the output dtype would hold it: a value at or past the overflow threshold (the largest finite value
+// plus half its unit in the last place, where round-to-nearest-even starts giving infinity; f64 has
+// none) is that dtype's infinity with its sign.
+//  - Where that rounded reference is +-inf or NaN, the element is exact when the result is the same
+//    infinity, or a NaN for a NaN: it adds nothing to the difference and counts at the scale floor in the
+//    norm, so that its huge magnitude cannot hide the other elements' errors. Anything else there (the
+//    other infinity, a finite number, a NaN for an infinity) makes the error infinite.
+//  - Where it is finite, an infinity or NaN in the result makes the error infinite, with one exception:
+//    a reference that rounds to the largest finite value, and an infinity of its sign. That is one unit in
+//    the last place off, as a kernel of two rounded steps gives (div's gradient for other is
+//    (self / other) / other: the first rounding can carry 65500 past 65520), and it counts as that: the
+//    infinity stands for the value one ulp past the largest (65536 in f16) in the difference.
+struct FiniteRange {
+  double largest = DBL_MAX;     // the largest finite value
+  double threshold = INFINITY;  // from here on, round-to-nearest-even gives infinity
+};
+
+FiniteRange finite_range(DType dtype) {
+  // (2 - 2^-m) * 2^e and (2 - 2^-(m+1)) * 2^e, for m mantissa bits and the largest exponent e.
+  const auto range = [](int mantissa_bits, int max_exponent) {
+    return FiniteRange{std::ldexp(2.0 - std::ldexp(1.0, -mantissa_bits), max_exponent),
+                       std::ldexp(2.0 - std::ldexp(1.0, -mantissa_bits - 1), max_exponent)};
+  };
+  switch (dtype) {
+    case DType::kF16: return range(10, 15);   // 65504, 65520
+    case DType::kBF16: return range(7, 127);  // 0x1.fep127, 0x1.ffp127
+    case DType::kF32: return range(23, 127);  // FLT_MAX, FLT_MAX + half its ulp
+    case DType::kF64: return {};              // the reference's own range
+  }
+  return {};
+}
+
+// The reference as the output dtype would hold it where that decides exactness: +-inf at or past the
+// overflow threshold, every other value unchanged.
+double clamp_to_range(double ref, const FiniteRange& range) {
+  return std::fabs(ref) >= range.threshold ? std::copysign(INFINITY, ref) : ref;
+}
+
+// The value a result counts as against a finite reference: itself, except an infinity of the reference's
+// sign where the reference rounds to the largest finite value, which is one ulp past that value.
+double counted_value(double got, double ref, const FiniteRange& range) {
+  if (!std::isinf(got) || std::signbit(got) != std::signbit(ref) || !std::isfinite(range.threshold)) return got;
+  const double half_ulp = range.threshold - range.largest;
+  if (std::fabs(ref) <= range.largest - half_ulp) return got;  // rounds below the largest: wrong
+  return std::copysign(range.largest + 2 * half_ulp, ref);
+}
+
+}  // namespace
+
 double relative_error(const Tensor& out, const std::vector<double>& ref) {
   const auto got = to_double(out);
   if (got.size() != ref.size()) {
@@ -776,9 +834,18 @@ double relative_error(const Tensor& out, const std::vector<double>& ref) {
   // for some seeds. So each reference value counts at least kScaleFloor in the denominator: a wrong
   // kernel still errs by the inputs' scale and fails, a correct one is never judged by a cancellation.
   constexpr double kScaleFloor = 0.25;
+  const FiniteRange range = finite_range(out.defined() ? out.dtype() : DType::kF64);
   double diff = 0, norm = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
-    diff += (got[i] - ref[i]) * (got[i] - ref[i]);
+    const double want = clamp_to_range(ref[i], range);
+    if (!std::isfinite(want)) {  // Note [A result past the output dtype's range]
+      const bool exact = std::isnan(want) ? std::isnan(got[i]) : got[i] == want;
+      if (!exact) return INFINITY;
+      norm += kScaleFloor * kScaleFloor;
+      continue;
+    }
+    const double value = counted_value(got[i], ref[i], range);
+    diff += (value - ref[i]) * (value - ref[i]);
     norm += std::max(ref[i] * ref[i], kScaleFloor * kScaleFloor);
   }
   if (!std::isfinite(diff)) return INFINITY;

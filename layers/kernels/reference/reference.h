@@ -118,6 +118,10 @@ Grads contiguous_backward(const Tensor& grad, const Tensor& self);
 
 // ||out - ref||_2 / ||max(|ref|, 0.25)||_2: one number that does not blow up on individual near-zero
 // entries, nor on an output that cancels to nearly zero (see Note [Error against the inputs' scale]).
+// An element whose reference rounds to +-inf or is NaN in out's dtype is exact when out holds that same
+// infinity or a NaN, and infinite error otherwise; an infinity where the reference is finite is infinite
+// error too, unless that reference rounds to the largest finite value (one ulp off, counted so). See
+// Note [A result past the output dtype's range].
 double relative_error(const Tensor& out, const std::vector<double>& ref);
 
 // The tolerance on relative_error for results computed in `dtype` (tf32 = f32 with TF32 tensor cores).

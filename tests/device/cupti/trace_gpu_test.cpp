@@ -68,7 +68,7 @@ TEST_CASE("strata trace on cuda: every op and dtype, device rows joined, check p
     CHECK(steady["unmatched_launches"] == 0);
     CHECK(steady["unmatched_kernels"] == 0);
     for (const char* layer : {"launch", "queue", "gpu"}) {
-      CAPTURE(layer);
+      CAPTURE(std::string(layer));
       const json* r = row(steady, layer);
       REQUIRE(r != nullptr);
       CHECK((*r)["applicable"] == true);
@@ -90,7 +90,7 @@ TEST_CASE("strata trace on cuda: every op and dtype, device rows joined, check p
 TEST_CASE("--autocast on cuda: keys Autocast > Autograd > CUDA, the cast kernels and the GEMM in bf16/f16") {
   test::TempDir dir;
   for (const char* to : {"bf16", "f16"}) {
-    CAPTURE(to);
+    CAPTURE(std::string(to));
     const json doc = trace({"matmul", "1024", "--autocast", to, "--requires-grad"}, dir, std::string("autocast_") + to);
     CHECK(doc["dispatch_keys"] == "Autocast > Autograd > CUDA");
     CHECK(doc["check"]["passed"] == true);

@@ -52,7 +52,7 @@ TEST_CASE("every operator with a new CUDA kernel, through its declaration: bindi
   runtime::cuda::init_device(0);
   for (const char* name : {"relu_", "add_", "mul_", "mul_.Scalar", "add_.Scalar", "sub_", "sub_.Scalar", "div_",
                            "div_.Scalar", "sum.dim_IntList", "mean.dim", "mean"}) {
-    CAPTURE(name);
+    CAPTURE(std::string(name));
     const frontend::OpSpec spec = frontend::parse_op_spec(name, "65x4099");
     for (DType dtype : kDTypes) {
       CAPTURE(dtype_name(dtype));

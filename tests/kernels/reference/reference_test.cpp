@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 using namespace strata;
@@ -15,12 +16,23 @@ namespace {
 Tensor make(const Shape& s, std::vector<double> values, DType dtype = DType::kF64) {
   Tensor t = Tensor::empty(s, dtype, kCPU);
   for (size_t i = 0; i < values.size(); ++i) {
-    if (dtype == DType::kF64)
-      t.data<double>()[i] = values[i];
-    else
-      t.data<float>()[i] = static_cast<float>(values[i]);
+    const auto value = static_cast<float>(values[i]);
+    switch (dtype) {
+      case DType::kF64: t.data<double>()[i] = values[i]; break;
+      case DType::kF32: t.data<float>()[i] = value; break;
+      case DType::kF16: t.data<uint16_t>()[i] = reference::float_to_half(value); break;
+      case DType::kBF16: t.data<uint16_t>()[i] = reference::float_to_bf16(value); break;
+    }
   }
   return t;
+}
+
+// A 1-D tensor of `values` in `dtype`.
+Tensor vec(std::vector<double> values, DType dtype) {
+  Shape s;
+  s.ndim = 1;
+  s[0] = static_cast<int64_t>(values.size());
+  return make(s, std::move(values), dtype);
 }
 
 }  // namespace
@@ -106,6 +118,82 @@ TEST_CASE("relative_error: zero for equal, scale-free, infinite for NaN, refuses
   Tensor nan = make(Shape{2}, {NAN, 4});
   CHECK(std::isinf(reference::relative_error(nan, {3, 4})));
   CHECK_THROWS(reference::relative_error(t, {1, 2, 3}));
+}
+
+TEST_CASE("relative_error: a reference past the output dtype's range is met exactly by that infinity, one ulp short by it") {
+  // Note [A result past the output dtype's range]. f16's largest finite value is 65504; from 65520 (half
+  // an ulp above) round-to-nearest-even gives inf, as float_to_half shows.
+  constexpr double kInf = INFINITY;
+  REQUIRE(reference::float_to_half(65519.0f) == 0x7bff);
+  REQUIRE(reference::float_to_half(65520.0f) == 0x7c00);
+  const DType f16 = DType::kF16;
+  // A quotient of 8e6 is inf in f16: exact, with either sign, and at the threshold itself.
+  CHECK(reference::relative_error(vec({kInf, -kInf, 1}, f16), {8e6, -8e6, 1}) == 0.0);
+  CHECK(reference::relative_error(vec({kInf}, f16), {65520}) == 0.0);
+  // The exact elements count at the scale floor, not with their magnitude: 8e6 in the norm would make
+  // the other element's error of 0.5 vanish (0.5 / 8e6); counted at 0.25 it stays 0.5 / sqrt(1 + 0.0625).
+  CHECK(reference::relative_error(vec({kInf, 1.5}, f16), {8e6, 1}) == doctest::Approx(0.5 / std::sqrt(1.0625)));
+  // The wrong infinity, a finite number, or a NaN where the reference overflows: infinite error.
+  CHECK(std::isinf(reference::relative_error(vec({-kInf, 1}, f16), {8e6, 1})));
+  CHECK(std::isinf(reference::relative_error(vec({65504, 1}, f16), {8e6, 1})));
+  CHECK(std::isinf(reference::relative_error(vec({NAN, 1}, f16), {8e6, 1})));
+  // inf where the reference is finite in f16: the kernel overflowed where a correctly rounded result
+  // does not. 65488 is the tie between 65472 and 65504, which goes to the even 65472.
+  CHECK(std::isinf(reference::relative_error(vec({kInf, 1}, f16), {2, 1})));
+  CHECK(std::isinf(reference::relative_error(vec({kInf}, f16), {65400})));
+  CHECK(std::isinf(reference::relative_error(vec({kInf}, f16), {65488})));
+  // A reference that rounds to 65504 itself, as 65519 does: inf is one ulp off (two rounded steps give
+  // it) and counts as 65536, the value one ulp past 65504; the other infinity is still wrong.
+  CHECK(reference::relative_error(vec({65504}, f16), {65519}) == doctest::Approx(15.0 / 65519));
+  CHECK(reference::relative_error(vec({kInf}, f16), {65519}) == doctest::Approx(17.0 / 65519));
+  CHECK(reference::relative_error(vec({-kInf}, f16), {-65490}) == doctest::Approx(46.0 / 65490));
+  CHECK(std::isinf(reference::relative_error(vec({-kInf}, f16), {65519})));
+}
+
+TEST_CASE("relative_error: an infinite or NaN reference is met only by the same infinity or a NaN") {
+  constexpr double kInf = INFINITY;
+  for (DType dtype : {DType::kF64, DType::kF32, DType::kF16, DType::kBF16}) {
+    const std::string name(dtype_name(dtype));
+    CAPTURE(name);
+    // x / 0 with an exact zero (an f16 input that rounded to zero): the reference is +-inf itself.
+    CHECK(reference::relative_error(vec({kInf, -kInf, 0.5}, dtype), {kInf, -kInf, 0.5}) == 0.0);
+    CHECK(std::isinf(reference::relative_error(vec({-kInf, 0.5}, dtype), {kInf, 0.5})));
+    CHECK(std::isinf(reference::relative_error(vec({1000, 0.5}, dtype), {kInf, 0.5})));
+    CHECK(std::isinf(reference::relative_error(vec({NAN, 0.5}, dtype), {-kInf, 0.5})));
+    // 0 / 0: NaN for NaN is exact, and counts at the scale floor beside an error elsewhere.
+    CHECK(reference::relative_error(vec({NAN, 0.5}, dtype), {NAN, 0.5}) == 0.0);
+    CHECK(reference::relative_error(vec({NAN, 1.5}, dtype), {NAN, 1}) == doctest::Approx(0.5 / std::sqrt(1.0625)));
+    CHECK(std::isinf(reference::relative_error(vec({0.5, 0.5}, dtype), {NAN, 0.5})));
+    CHECK(std::isinf(reference::relative_error(vec({kInf, 0.5}, dtype), {NAN, 0.5})));
+    CHECK(std::isinf(reference::relative_error(vec({NAN, 0.5}, dtype), {0.5, 0.5})));
+  }
+}
+
+TEST_CASE("relative_error: the overflow threshold is each dtype's own, and none for f64") {
+  constexpr double kInf = INFINITY;
+  // bf16: largest finite (2 - 2^-7) * 2^127; from (2 - 2^-8) * 2^127 it rounds to inf.
+  const double bf16_threshold = std::ldexp(2.0 - std::ldexp(1.0, -8), 127);
+  REQUIRE(reference::float_to_bf16(static_cast<float>(bf16_threshold)) == 0x7f80);
+  REQUIRE(reference::float_to_bf16(std::nextafter(static_cast<float>(bf16_threshold), 0.0f)) == 0x7f7f);
+  CHECK(reference::relative_error(vec({kInf, -kInf}, DType::kBF16), {bf16_threshold, -1e39}) == 0.0);
+  // Just under it, the reference rounds to the largest finite value: inf is one ulp off and counts as
+  // 2^128. Under the largest finite value's own rounding interval, inf is wrong.
+  const double bf16_largest = std::ldexp(2.0 - std::ldexp(1.0, -7), 127);
+  const double below = std::nextafter(bf16_threshold, 0.0);
+  CHECK(reference::relative_error(vec({kInf}, DType::kBF16), {below}) ==
+        doctest::Approx((std::ldexp(1.0, 128) - below) / below));
+  CHECK(std::isinf(reference::relative_error(vec({kInf}, DType::kBF16), {bf16_largest - std::ldexp(1.0, 119)})));
+  // f16's threshold means nothing to a bf16 or f32 result: 8e6 is finite there, and inf is wrong.
+  CHECK(std::isinf(reference::relative_error(vec({kInf}, DType::kBF16), {8e6})));
+  CHECK(std::isinf(reference::relative_error(vec({kInf}, DType::kF32), {8e6})));
+  // f32: from FLT_MAX plus half an ulp, (2 - 2^-24) * 2^127.
+  const double f32_threshold = std::ldexp(2.0 - std::ldexp(1.0, -24), 127);
+  CHECK(reference::relative_error(vec({kInf, -kInf}, DType::kF32), {f32_threshold, -1e39}) == 0.0);
+  CHECK(std::isinf(reference::relative_error(vec({kInf}, DType::kF32), {3e38})));
+  // f64 holds whatever the float64 reference holds: only an infinite reference is met by inf.
+  CHECK(reference::relative_error(vec({1e300}, DType::kF64), {1e300}) == 0.0);
+  CHECK(std::isinf(reference::relative_error(vec({kInf}, DType::kF64), {1e300})));
+  CHECK(std::isinf(reference::relative_error(vec({kInf}, DType::kF64), {1e39})));
 }
 
 TEST_CASE("tolerances: tighter for wider types, looser with TF32") {

@@ -57,7 +57,7 @@ TEST_CASE("--device cpu is always the CPU, with no reason needed") {
 TEST_CASE("an explicit CUDA device that cannot be served is UnavailableError, with the reason") {
   const rt::Probe p = rt::probe();
   for (const char* text : {"cuda", "cuda:0", "cuda:5"}) {
-    CAPTURE(text);
+    CAPTURE(std::string(text));
     const bool servable = p.usable && request(text).device.index < p.device_count;
     if (servable) continue;
     try {
