@@ -7,6 +7,8 @@
 // thread, a zone costs one load and one predictable branch. bench/overhead_bench measures both.
 #pragma once
 
+#include <string_view>
+
 #include "lib/timeline.h"
 
 namespace strata {
@@ -41,6 +43,17 @@ class Zone {
   void rename(const char*) noexcept {}
 };
 #endif
+
+// Note [Zone names made at run time]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A span keeps its zone's name as a plain pointer (zones never allocate), and reports read it after the
+// run: `strata trace` when the run is over, strata.profile() whenever p.table() is called. A name built at
+// run time (a fused kernel's "k0 (generated loop)") owned by what it names dangles once that is gone: a
+// compiled function dropped inside a `with strata.profile()` block, read afterwards, read freed memory
+// (ASan: heap-use-after-free in compute_breakdown). Such names are interned instead: one copy per
+// distinct text for the life of the process, never freed. There is one per fused kernel compiled, so the
+// pool stays small. Returns a pointer valid until the process exits; thread-safe.
+const char* intern_zone_name(std::string_view text);
 
 // The measured cost of one zone (open + close) into an active timeline on this machine, in ns: the best
 // of three rounds of 20000. What `strata trace` and strata.profile() call a probe's cost.

@@ -30,7 +30,6 @@
 #include <cstring>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "apps/cuda_module/device_session_cuda.h"
@@ -80,13 +79,15 @@ struct Driver {
 // Note [A zone's name outlives the zone]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A span keeps its zone's `const char*` (lib/timeline.h: zones never allocate), and the report reads it
-// after the run. So a launch's zone name is a member here, owned as long as the compiled graph that holds
-// this module: never the buffer of a std::string made for the call. Passing "cuLaunchKernel" to a
-// `const std::string&` parameter once left every pointwise launch's span pointing into a dead
-// temporary, and `trace gelu_tanh --mode compiled --device cuda --json` failed on its bytes.
+// after the run, possibly after the compiled graph that holds this module is gone (a compiled function
+// dropped inside a strata.profile() block). So a launch's zone name is interned (Note [Zone names made at
+// run time] in lib/zone.h), never the buffer of a std::string made for the call or owned by the module.
+// Passing "cuLaunchKernel" to a `const std::string&` parameter once left every pointwise launch's span
+// pointing into a dead temporary, and `trace gelu_tanh --mode compiled --device cuda --json` failed on
+// its bytes.
 struct LoadedPtx {
   std::string kernel;       // the generated kernel's name, for a failed launch's message
-  std::string launch_zone;  // the name of each launch's Library zone
+  const char* launch_zone = "";  // the name of each launch's Library zone, interned
   CUmodule module = nullptr;
   CUfunction function = nullptr;
   int max_blocks = 1;
@@ -96,7 +97,7 @@ struct LoadedPtx {
 };
 
 std::shared_ptr<LoadedPtx> load_ptx(const StrataCompiledKernelRequest& r, compiler::DeviceKernelInfo& info,
-                                    std::string launch_zone) {
+                                    const std::string& launch_zone) {
   const Driver& d = Driver::get();
   runtime::cuda::set_current_device(r.device.index);
   std::string info_log(size_t(1) << 14, '\0'), error_log(size_t(1) << 14, '\0');
@@ -106,7 +107,7 @@ std::shared_ptr<LoadedPtx> load_ptx(const StrataCompiledKernelRequest& r, compil
                     reinterpret_cast<void*>(uintptr_t(error_log.size())), reinterpret_cast<void*>(uintptr_t(1))};
   auto loaded = std::make_shared<LoadedPtx>();
   loaded->kernel = r.kernel->name;
-  loaded->launch_zone = std::move(launch_zone);
+  loaded->launch_zone = intern_zone_name(launch_zone);
   const int64_t t0 = host_clock::now_ns();
   CUresult status = CUDA_SUCCESS;
   {
@@ -147,7 +148,7 @@ void launch(const LoadedPtx& fn, const std::vector<Tensor>& inputs, Tensor& out,
   args.push_back(&cols);
   const unsigned blocks = unsigned(std::min<long long>((n + 255) / 256, fn.max_blocks));
   const cudaStream_t stream = runtime::cuda::stream(out.device().index);
-  STRATA_ZONE(zone, Layer::kLibrary, fn.launch_zone.c_str());  // Note [A zone's name outlives the zone]
+  STRATA_ZONE(zone, Layer::kLibrary, fn.launch_zone);  // Note [A zone's name outlives the zone]
   const Driver& d = Driver::get();
   d.check(d.launch(fn.function, blocks, 1, 1, 256, 1, 1, 0, stream, args.data(), nullptr),
           "cuLaunchKernel(" + fn.kernel + ")");

@@ -45,7 +45,8 @@ struct Step {
   detail::KernelEntry entry = nullptr;          // generated: the loaded kernel
   DeviceKernel device;                          // generated for a GPU: the device's kernel
   size_t gemm = 0;                              // GEMM epilogue: the GEMM node
-  std::string name, schema, zone;               // what the table and the library zone are called
+  std::string name, schema;                     // what the dispatcher's table calls it
+  const char* zone = "";                        // the library zone's name, interned (Note [Zone names made at run time])
   OperatorEntry table;
 };
 
@@ -101,7 +102,7 @@ void gemm_with_epilogue(const StepCall& call, const void* const* inputs, Tensor&
 
 // The CPU kernel of every generated fused kernel: output allocation and the generated code.
 Tensor run_generated_cpu(DispatchKeySet, const StepCall& call) {
-  STRATA_ZONE(zone, Layer::kLibrary, call.step.zone.c_str());
+  STRATA_ZONE(zone, Layer::kLibrary, call.step.zone);
   const FusedKernel& k = *call.step.kernel;
   std::vector<const void*> inputs;
   inputs.reserve(k.inputs.size());
@@ -118,7 +119,7 @@ Tensor run_generated_cpu(DispatchKeySet, const StepCall& call) {
 
 // The CUDA kernel of a generated fused kernel (Note [The compiled graph on a GPU]).
 Tensor run_generated_device(DispatchKeySet, const StepCall& call) {
-  STRATA_ZONE(zone, Layer::kLibrary, call.step.zone.c_str());
+  STRATA_ZONE(zone, Layer::kLibrary, call.step.zone);
   std::vector<Tensor> inputs;
   inputs.reserve(call.step.kernel->inputs.size());
   for (size_t in : call.step.kernel->inputs) inputs.push_back(call.env[in]);
@@ -183,9 +184,9 @@ std::unique_ptr<Step> make_step(const Graph& g, const FusedKernel& k) {
   s->table = OperatorEntry(s->name.c_str(), s->schema.c_str());
   if (k.kind == KernelKind::kGemmEpilogue) {
     s->gemm = detail::gemm_node(g, k);
-    s->zone = k.name + (dtype == DType::kF32 ? " (cblas_sgemm" : " (cblas_dgemm") + " + generated epilogue)";
+    s->zone = intern_zone_name(k.name + (dtype == DType::kF32 ? " (cblas_sgemm" : " (cblas_dgemm") + " + generated epilogue)");
   } else {
-    s->zone = k.name + " (generated loop)";
+    s->zone = intern_zone_name(k.name + " (generated loop)");
   }
   return s;
 }
@@ -230,7 +231,7 @@ CompiledGraph compile(const Captured& captured, const CompileOptions& options) {
       b.codegen_ns = double(host_clock::now_ns() - t0);
       if (options.device_kernel) {
         s->device = options.device_kernel(impl->graph, k, b.dtype);
-        s->zone = s->device.zone;
+        s->zone = intern_zone_name(s->device.zone);
         b.device = s->device.info;
         b.compile_ns = s->device.info.nvrtc_ns;  // on a PTX cache hit, reading the file (Note [The PTX cache])
         b.load_ns = s->device.info.jit_ns;

@@ -14,6 +14,8 @@
 #include "layers/frontend/frontend.h"
 #include "layers/kernels/reference/reference.h"
 #include "layers/ops/operators.h"
+#include "lib/timeline.h"
+#include "lib/zone.h"
 #include "tests/kernels/fresh_seed.h"
 #include "tests/support/error_text.h"
 #include "tests/support/subprocess.h"
@@ -207,6 +209,35 @@ TEST_CASE("a run tells its observer each fused kernel's index around its call, e
   RecordingObserver refused;
   CHECK_THROWS_AS(g.run({x}, &refused), UsageError);
   CHECK(refused.events.empty());
+}
+
+TEST_CASE("a compiled run's span names outlive the compiled graph (Note [Zone names made at run time])") {
+  // strata.profile() reads its spans whenever p.table() is called: a compiled function dropped inside the
+  // with-block left the library spans' names pointing into the freed graph (ASan: heap-use-after-free).
+  const test::TempDir dir;
+  const Tensor x = rand({32}, DType::kF32, 1), y = rand({32}, DType::kF32, 2);
+  auto fn = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{ops::relu(ops::add(in[0], in[1], 1.0))}; };
+  Timeline timeline(1 << 12);
+  {
+    const compiler::CompiledGraph g = compiler::compile(compiler::capture(fn, {x, y}), options_in(dir));
+    REQUIRE(g.plan().kernels.size() == 1);
+    const tracing::ActiveScope scope(&timeline);
+    g.run({x, y});
+  }  // the graph, its steps and their strings are gone here
+  std::vector<std::string> library;
+  for (const Span& span : timeline.spans())
+    if (span.layer == Layer::kLibrary) library.emplace_back(span.name);
+  CHECK(library == std::vector<std::string>{"fused_add_relu (generated loop)"});
+}
+
+TEST_CASE("intern_zone_name: one stable copy per text") {
+  const char* first = intern_zone_name(std::string("k0 (generated loop)"));
+  CHECK(std::string(first) == "k0 (generated loop)");
+  CHECK(intern_zone_name("k0 (generated loop)") == first);  // the same text, the same pointer
+  CHECK(intern_zone_name("k1 (generated loop)") != first);
+  for (int i = 0; i < 1000; ++i) intern_zone_name("name " + std::to_string(i));  // the pool grows
+  CHECK(intern_zone_name("k0 (generated loop)") == first);  // and nothing moved
+  CHECK(std::string(first) == "k0 (generated loop)");
 }
 
 TEST_CASE("the cold phases are timed, the cache hits on a second compile, and guards refuse other shapes") {
