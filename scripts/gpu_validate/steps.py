@@ -767,9 +767,18 @@ def host_tests(r, st):
     if r.dry_run:
         r.verdict("skip", check, "dry run: not run")
         return
-    text, (result, detail) = tables.host_tests(r.record)
+    text, (result, detail) = tables.host_tests(r.record, addr2line)
     r.record.say(text)
     r.verdict(result, check, detail)
+
+
+def addr2line(library, offset):
+    """`function at file:line` for an offset into one of strata's libraries, or "" without addr2line."""
+    lines = deps_module.capture(["addr2line", "-f", "-C", "-e", library, offset], 20).strip().splitlines()
+    if len(lines) < 2 or lines[0].startswith("??"):
+        return ""
+    # Without debug info the place is "??:0" or ":?": the function alone then.
+    return lines[0] if lines[1].startswith(("?", ":")) else f"{lines[0]} at {lines[1]}"
 
 
 def run_all(r, st):

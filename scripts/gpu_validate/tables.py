@@ -276,24 +276,10 @@ FAILED_TEST = re.compile(r"\((Failed|Timeout|SEGFAULT|ILLEGAL|BUS_ERROR|OTHER_FA
 NATIVE_FRAME = re.compile(r"^(?:\d+: )?(/\S+?)\(([^()]*)\)\[0x[0-9a-f]+\]\s*$")
 
 
-def addr2line(library, offset):
-    """`function at file:line` for an offset into one of strata's libraries, or "" without addr2line."""
-    import shutil
-    import subprocess
-    tool = shutil.which("addr2line")
-    if not tool:
-        return ""
-    try:
-        out = subprocess.run([tool, "-f", "-C", "-e", library, offset], capture_output=True, text=True, timeout=20).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return ""
-    lines = out.strip().splitlines()
-    return f"{lines[0]} at {lines[1]}" if len(lines) >= 2 else ""
-
-
-def native_backtraces(log, resolve=addr2line):
+def native_backtraces(log, resolve=None):
     """The native backtraces a crashed test wrote, each frame in strata's own libraries (the extension, the
-    CUDA module) resolved to its function: what the next session needs to find a crash seen only here."""
+    CUDA module) resolved to its function by `resolve(library, offset)` (steps.py: addr2line), when given:
+    what the next session needs to find a crash seen only here."""
     out, inside = [], False
     for line in log.splitlines():
         if "strata: fatal signal" in line:
@@ -308,13 +294,13 @@ def native_backtraces(log, resolve=addr2line):
             continue
         library, where = found.groups()
         resolved = ""
-        if where.startswith("+0x") and re.search(r"/_strata[.]|/libstrata", library):
+        if resolve and where.startswith("+0x") and re.search(r"/_strata[.]|/libstrata", library):
             resolved = resolve(library, where[1:])
         out.append(f"  {os.path.basename(library)}({where})" + (f"  {resolved}" if resolved else ""))
     return out
 
 
-def host_tests(record, resolve=addr2line):
+def host_tests(record, resolve=None):
     log = log_text(record, "ctest_host.log")
     timing = record.timing("ctest_host")
     summary = ([l for l in log.splitlines() if re.search(r"tests passed|tests failed", l)] or ["no ctest summary"])[-1]

@@ -3,6 +3,8 @@ apps/python/native_backtrace.cpp). A child process imports strata and dies of SI
 address 0); the handler must list the native frames and then hand the signal on, so that the process still
 dies of it and Python's faulthandler still reports. Off, nothing of ours runs."""
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -32,6 +34,13 @@ class NativeBacktraceTest(unittest.TestCase):
         self.assertGreaterEqual(len(frames), 3, r.stderr)
         # The handler's own frame is the first: in the extension, as library(+offset)[address].
         self.assertRegex(frames[0], r"/_strata\.[^/]*\.so\(\+0x[0-9a-f]+\)\[0x[0-9a-f]+\]$")
+        # The offset resolves to the handler with addr2line: the extension keeps its symbol table (a
+        # stripped module would give "??", and the validation's resolved frames would say nothing).
+        found = re.search(r"^(/\S+)\(\+(0x[0-9a-f]+)\)", frames[0])
+        if shutil.which("addr2line"):
+            resolved = subprocess.run(["addr2line", "-f", "-C", "-e", found.group(1), found.group(2)],
+                                      capture_output=True, text=True, timeout=60).stdout
+            self.assertIn("on_fatal_signal", resolved)
         # Then faulthandler, the handler that was there before, reports as it always does.
         self.assertIn("Fatal Python error: Segmentation fault", "\n".join(lines[end:]))
 
