@@ -65,6 +65,13 @@ void check_results(const GpuRun& run, DType dtype) {
   CHECK(vs_eager < reference::tolerance(dtype));
 }
 
+// The CLI with its PTX cache in `dir`: a run compiles its kernels afresh and never reads another test's.
+test::RunOptions cache_in(const test::TempDir& dir) {
+  test::RunOptions options;
+  options.env.push_back("STRATA_CACHE_DIR=" + dir.file("kernels"));
+  return options;
+}
+
 const compiler::DeviceKernelInfo& only_kernel(const GpuRun& run) {
   REQUIRE(run.program.graph->builds().size() == 1);
   REQUIRE(run.program.graph->builds()[0].device.has_value());
@@ -147,8 +154,7 @@ TEST_CASE("gelu_tanh on the GPU: the spans of a compiled call keep their names a
 TEST_CASE("strata trace gelu_tanh --mode compiled --device cuda --json: the file is written, every name whole") {
   test::TempDir dir;
   const std::string report = dir.file("g.json");
-  test::RunOptions options;
-  options.env.push_back("STRATA_CACHE_DIR=" + dir.file("kernels"));
+  const test::RunOptions options = cache_in(dir);
   const test::RunResult r =
       test::run_strata({"trace", "gelu_tanh", "65537", "--mode", "compiled", "--device", "cuda", "--check", "--repeat",
                         "5", "--warmup", "1", "--json", report},
@@ -166,8 +172,7 @@ TEST_CASE("strata trace gelu_tanh --mode compiled --device cuda --json: the file
 TEST_CASE("strata trace PROGRAM --mode compiled --device cuda: --check passes, the JSON names each kernel's path") {
   test::TempDir dir;
   const std::string report = dir.file("c.json");
-  test::RunOptions options;
-  options.env.push_back("STRATA_CACHE_DIR=" + dir.file("kernels"));
+  const test::RunOptions options = cache_in(dir);
   const test::RunResult r =
       test::run_strata({"trace", "linear_gelu", "32x256x512", "--mode", "compiled", "--device", "cuda", "--check",
                         "--repeat", "10", "--warmup", "1", "--json", report},
@@ -235,8 +240,7 @@ TEST_CASE("the second compile of a program on the GPU reads its PTX from the cac
 
 TEST_CASE("strata compare PROGRAM --device cuda: the compiled column, replayed from a CUDA Graph, every kernel attributed") {
   test::TempDir dir;
-  test::RunOptions options;
-  options.env.push_back("STRATA_CACHE_DIR=" + dir.file("kernels"));
+  const test::RunOptions options = cache_in(dir);
   for (const char* program : {"gelu_tanh", "relu_matmul"}) {
     CAPTURE(std::string(program));
     const std::string report = dir.file(std::string(program) + ".json");
