@@ -20,7 +20,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -31,8 +30,10 @@
 #include "layers/kernels/cuda/cuda_kernels.h"
 #include "layers/runtime/cuda/cuda_runtime_layer.h"
 #include "lib/error.h"
+#include "lib/output_file.h"
 #include "measure/device_session.h"
 #include "measure/devices/cuda_module.h"
+#include "reports/formats/json_text.h"
 
 namespace {
 
@@ -182,7 +183,7 @@ int main(int argc, char** argv) {
     nlohmann::json doc{{"device", info.name}, {"batches", options.batches}, {"calls_per_batch", options.calls}};
     doc["pointwise"] = pointwise(options);
     doc["relu_matmul"] = relu_matmul(options);
-    if (!options.json_path.empty()) std::ofstream(options.json_path) << doc.dump(2) << "\n";
+    if (!options.json_path.empty()) write_file_atomically(options.json_path, reports::json_text(doc));
   } catch (const Error& e) {
     std::fprintf(stderr, "%s: %s\n", kName, e.what());
     return static_cast<int>(e.code());

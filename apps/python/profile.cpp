@@ -20,6 +20,7 @@
 #include "measure/report_builder.h"
 #include "reports/formats/chrome_trace.h"
 #include "reports/formats/json_report.h"
+#include "reports/formats/json_text.h"
 #include "reports/formats/table.h"
 
 namespace py = pybind11;
@@ -168,8 +169,9 @@ class Profile {
                       ",\"failed\":[";
     bool first = true;
     for (uint16_t op : called_ops(true)) {
-      out += std::string(first ? "" : ",") + "{\"op\":\"" + call_title(op) +
-             "\",\"calls\":" + std::to_string(calls_of(op, true).size()) + "}";
+      // A compiled function's title carries its Python label: written by the JSON library, escaped.
+      const nlohmann::ordered_json entry{{"op", call_title(op)}, {"calls", calls_of(op, true).size()}};
+      out += (first ? "" : ",") + entry.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
       first = false;
     }
     out += "],\"ops\":[";
@@ -178,6 +180,7 @@ class Profile {
       out += (first ? "" : ",") + reports::trace_report_json(report(op, python_probe_ns));
       first = false;
     }
+    warn_if_bytes_replaced(out, "strata.profile().json()");
     return out + "]}";
   }
 
@@ -191,7 +194,9 @@ class Profile {
     for (uint32_t id : ids_) meta.steps.push_back({id});
     writer.set_trace_metadata(std::move(meta));
     writer.add_timeline(timeline_, "python");
-    write_file_atomically(path, writer.str());
+    const std::string text = writer.str();
+    write_file_atomically(path, text);
+    warn_if_bytes_replaced(text, path);
   }
 
   // Raw spans, for embedders and tests: (layer, name, begin_ns, end_ns, parent, op_id).
@@ -265,6 +270,15 @@ class Profile {
     report.probe_ns = measure_zone_cost_ns();
     report.probes_per_call = double(spans_of(calls.ids)) / double(returned);
     return report;
+  }
+
+  // What the CLI says on stderr (write_output_file), as a Python RuntimeWarning: the document is complete,
+  // a name in it was not UTF-8 (Note [JSON text is valid UTF-8] in reports/formats/json_text.h).
+  static void warn_if_bytes_replaced(const std::string& text, const std::string& what) {
+    if (!reports::json_text_replaced_bytes(text)) return;
+    const std::string message = what + ": some strings held bytes that are not UTF-8, written as U+FFFD (\"" +
+                                reports::kInvalidUtf8Key + "\" in the document); a bug in strata, please report it";
+    if (PyErr_WarnEx(PyExc_RuntimeWarning, message.c_str(), 1) < 0) throw py::error_already_set();
   }
 
   static bool on_cuda(const reports::TraceReport& report) { return report.keys.find("CUDA") != std::string::npos; }

@@ -7,27 +7,30 @@
 
 namespace strata::app {
 
+void write_output_file(const std::string& path, const std::string& text, std::ostream& out, std::ostream& err,
+                     const std::string& hint) {
+  write_file_atomically(path, text);
+  out << "wrote " << path << hint << "\n";
+  if (reports::json_text_replaced_bytes(text)) {  // Note [JSON text is valid UTF-8]
+    err << "strata: warning: " << path << ": some strings held bytes that are not UTF-8, written as "
+        << "U+FFFD (\"" << reports::kInvalidUtf8Key << "\" in the file); a bug in strata, please report it\n";
+  }
+}
+
 int write_command_output(const TraceOptions& o, const CommandOutput& output, std::ostream& out, std::ostream& err) {
   measure::stop_if_interrupted();
   output.print_table(out);
   out.flush();
   if (!o.json_path.empty()) {
     measure::stop_if_interrupted();
-    const std::string text = output.json();
-    write_file_atomically(o.json_path, text);
-    out << "wrote " << o.json_path << "\n";
-    if (reports::json_text_replaced_bytes(text)) {  // Note [JSON text is valid UTF-8]
-      err << "strata: warning: " << o.json_path << ": some strings held bytes that are not UTF-8, written as "
-          << "U+FFFD (\"" << reports::kInvalidUtf8Key << "\" in the file); a bug in strata, please report it\n";
-    }
+    write_output_file(o.json_path, output.json(), out, err);
   }
   if (!o.chrome_trace_path.empty()) {
     measure::stop_if_interrupted();
     reports::ChromeTraceWriter writer;
     writer.add_metadata("strata version", STRATA_VERSION);
     output.chrome_trace(writer);
-    write_file_atomically(o.chrome_trace_path, writer.str());
-    out << "wrote " << o.chrome_trace_path << output.chrome_trace_hint << "\n";
+    write_output_file(o.chrome_trace_path, writer.str(), out, err, output.chrome_trace_hint);
   }
   if (!output.check.passed()) {
     err << "strata: check failed: relative error " << output.check.relative_error << " exceeds the "

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "apps/strata/ceiling.h"
+#include "apps/strata/command_output.h"
 #include "apps/strata/commands.h"
 #include "apps/strata/sweep_range.h"
 #include "lib/error.h"
@@ -333,8 +334,7 @@ int write_sweep_outputs(const reports::SweepReport& report, const SweepOptions& 
   for (const auto& [path, render] : files) {
     if (path->empty()) continue;
     measure::stop_if_interrupted();
-    write_file_atomically(*path, render(report));
-    std::cout << "wrote " << *path << "\n";
+    write_output_file(*path, render(report), std::cout, std::cerr);
   }
   return 0;
 }

@@ -1,5 +1,6 @@
 #include "reports/formats/chrome_trace.h"
 #include "reports/model/units.h"
+#include "reports/formats/json_text.h"
 #include "reports/model/report.h"
 
 #include <sys/syscall.h>
@@ -23,10 +24,48 @@
 
 namespace strata::reports {
 
-std::string json_escape(const std::string& s) {
+namespace {
+
+// The length of the well-formed UTF-8 sequence at `p` (RFC 3629's table: no overlong forms, no
+// surrogates, nothing past U+10FFFF), or 0 when the byte at `p` does not start one.
+size_t utf8_sequence_length(const unsigned char* p, size_t left) {
+  const unsigned char c = p[0];
+  if (c < 0x80) return 1;
+  auto in = [&](size_t i, unsigned char lo, unsigned char hi) { return i < left && p[i] >= lo && p[i] <= hi; };
+  if (c >= 0xC2 && c <= 0xDF) return in(1, 0x80, 0xBF) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    const unsigned char lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    return in(1, lo, hi) && in(2, 0x80, 0xBF) ? 3 : 0;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    const unsigned char lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    return in(1, lo, hi) && in(2, 0x80, 0xBF) && in(3, 0x80, 0xBF) ? 4 : 0;
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string json_escape(const std::string& s, size_t& replaced) {
   std::string out;
   out.reserve(s.size() + 2);
-  for (unsigned char c : s) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(s.data());
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = bytes[i];
+    if (c >= 0x80) {
+      // Note [JSON text is valid UTF-8] (json_text.h): a byte that starts no well-formed sequence is
+      // written as U+FFFD, so that the trace still parses.
+      const size_t n = utf8_sequence_length(bytes + i, s.size() - i);
+      if (n == 0) {
+        out += "\xEF\xBF\xBD";
+        ++replaced;
+        ++i;
+      } else {
+        out.append(s, i, n);
+        i += n;
+      }
+      continue;
+    }
     switch (c) {
       case '"': out += "\\\""; break;
       case '\\': out += "\\\\"; break;
@@ -42,8 +81,14 @@ std::string json_escape(const std::string& s) {
           out += static_cast<char>(c);
         }
     }
+    ++i;
   }
   return out;
+}
+
+std::string json_escape(const std::string& s) {
+  size_t replaced = 0;
+  return json_escape(s, replaced);
 }
 
 namespace {
@@ -63,7 +108,7 @@ class EventList {
     char buf[256];
     std::snprintf(buf, sizeof buf, "\"ph\":\"X\",\"cat\":\"%s\",\"ts\":%s,\"dur\":%s,\"pid\":%d,\"tid\":%" PRIu64, cat,
                   us(start - base_).c_str(), us(std::max<int64_t>(0, end - start)).c_str(), pid, tid);
-    emit("{\"name\":\"" + json_escape(name) + "\"," + buf + (args.empty() ? "" : ",\"args\":{" + args + "}") + "}");
+    emit("{\"name\":\"" + json_escape(name, replaced_) + "\"," + buf + (args.empty() ? "" : ",\"args\":{" + args + "}") + "}");
   }
   void flow(bool start, uint32_t id, int64_t ts, int pid, uint64_t tid) {
     char buf[256];
@@ -75,7 +120,7 @@ class EventList {
   void meta(const char* what, int pid, uint64_t tid, const std::string& name) {
     char buf[128];
     std::snprintf(buf, sizeof buf, "\"ph\":\"M\",\"pid\":%d,\"tid\":%" PRIu64 ",\"ts\":0", pid, tid);
-    emit(std::string("{\"name\":\"") + what + "\"," + buf + ",\"args\":{\"name\":\"" + json_escape(name) + "\"}}");
+    emit(std::string("{\"name\":\"") + what + "\"," + buf + ",\"args\":{\"name\":\"" + json_escape(name, replaced_) + "\"}}");
   }
   void sort_index(int pid, int index) {
     char buf[160];
@@ -85,6 +130,8 @@ class EventList {
     emit(buf);
   }
   std::string take() { return std::move(out_); }
+  // Bytes of the names written so far that were not UTF-8 (Note [JSON text is valid UTF-8]).
+  size_t replaced_bytes() const { return replaced_; }
 
   static std::string us(int64_t ns) {
     // ns -> us with exactly three decimals, without going through floating point.
@@ -102,6 +149,7 @@ class EventList {
   }
   int64_t base_;
   std::string out_;
+  size_t replaced_ = 0;
 };
 
 int64_t earliest_ns(const Timeline& t) {
@@ -401,12 +449,12 @@ int64_t unix_minus_host_ns(const TraceMetadata& meta) {
          host_clock::now_ns();
 }
 
-std::string device_properties(const std::vector<GpuProperties>& gpus) {
+std::string device_properties(const std::vector<GpuProperties>& gpus, size_t& replaced) {
   if (gpus.empty()) return "";
   std::string text = "\"deviceProperties\":[";
   for (size_t i = 0; i < gpus.size(); ++i) {
     const GpuProperties& g = gpus[i];
-    text += std::string(i ? "," : "") + "\n  {\"id\":" + std::to_string(g.id) + ",\"name\":\"" + json_escape(g.name) +
+    text += std::string(i ? "," : "") + "\n  {\"id\":" + std::to_string(g.id) + ",\"name\":\"" + json_escape(g.name, replaced) +
             "\",\"totalGlobalMem\":" + std::to_string(g.total_memory_bytes) + ",\"computeMajor\":" +
             std::to_string(g.compute_major) + ",\"computeMinor\":" + std::to_string(g.compute_minor) +
             ",\"numSms\":" + std::to_string(g.sm_count) + "}";
@@ -416,11 +464,11 @@ std::string device_properties(const std::vector<GpuProperties>& gpus) {
 
 }  // namespace
 
-std::string ChromeTraceWriter::header(int64_t base_ns, size_t steps_left_out) const {
+std::string ChromeTraceWriter::header(int64_t base_ns, size_t steps_left_out, size_t replaced) const {
   // See Note [Kineto trace layout] for what each header field is for.
   const TraceMetadata& meta = trace_metadata_;
   const int64_t unix_minus_host = unix_minus_host_ns(meta);
-  std::string header = "{\n\"schemaVersion\":1,\n" + device_properties(meta.gpus);
+  std::string header = "{\n\"schemaVersion\":1,\n" + device_properties(meta.gpus, replaced);
   // "rank": N with a space, as Kineto writes it: HTA finds the rank with the pattern "rank":\s+(\d+) over
   // the raw text before it parses the JSON.
   header += "\"distributedInfo\":{\"rank\": " + std::to_string(meta.rank) +
@@ -429,7 +477,12 @@ std::string ChromeTraceWriter::header(int64_t base_ns, size_t steps_left_out) co
             ",\n\"strata\":{\"time base\":\"CLOCK_MONOTONIC ns, see Note [One host clock]\",\"base time (CLOCK_MONOTONIC ns)\":\"" +
             std::to_string(base_ns) + "\"";
   if (steps_left_out) header += ",\"ProfilerStep spans left out (would cross other events)\":\"" + std::to_string(steps_left_out) + "\"";
-  for (const auto& [k, v] : metadata_) header += ",\"" + json_escape(k) + "\":\"" + json_escape(v) + "\"";
+  for (const auto& [k, v] : metadata_) header += ",\"" + json_escape(k, replaced) + "\":\"" + json_escape(v, replaced) + "\"";
+  // The same mark json_text leaves, for the command to warn about (json_text_replaced_bytes).
+  if (replaced > 0) {
+    header += ",\"" + std::string(kInvalidUtf8Key) + "\":\"" + std::to_string(replaced) + (replaced == 1 ? " byte" : " bytes") +
+              "\"";
+  }
   header += "},\n\"traceEvents\":[\n";
   return header;
 }
@@ -453,7 +506,8 @@ std::string ChromeTraceWriter::str() const {
     source.write_memory();
     source.write_gpu_track_names();
   }
-  return header(base, steps_left_out) + events.take() + "\n]}\n";
+  std::string body = events.take();
+  return header(base, steps_left_out, events.replaced_bytes()) + body + "\n]}\n";
 }
 
 }  // namespace strata::reports

@@ -72,7 +72,8 @@ class ChromeTraceWriter {
 
  private:
   // Everything before "traceEvents": the Kineto fields of Note [Kineto trace layout] and strata's own.
-  std::string header(int64_t base_ns, size_t steps_left_out) const;
+  // `replaced`: bytes of the events' names that were not UTF-8; the header adds its own.
+  std::string header(int64_t base_ns, size_t steps_left_out, size_t replaced) const;
 
   struct Source {
     const Timeline* timeline;
@@ -85,6 +86,9 @@ class ChromeTraceWriter {
   TraceMetadata trace_metadata_;
 };
 
+// `s` as the inside of a JSON string. Each byte that starts no well-formed UTF-8 sequence is written as
+// U+FFFD and counted in `replaced` (Note [JSON text is valid UTF-8] in json_text.h).
+std::string json_escape(const std::string& s, size_t& replaced);
 std::string json_escape(const std::string& s);
 
 }  // namespace strata::reports

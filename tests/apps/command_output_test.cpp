@@ -86,3 +86,19 @@ TEST_CASE("a JSON document with a name that is not UTF-8 is written all the same
   CHECK(out.str() == "the table\nwrote " + o.json_path + "\n");
   CHECK(err.str().find("strata: warning: " + o.json_path + ": some strings held bytes that are not UTF-8") == 0);
 }
+
+TEST_CASE("a Chrome trace with a name that is not UTF-8 is written all the same, with the same warning") {
+  test::TempDir dir;
+  int json_calls = 0;
+  CommandOutput output = sample_output(json_calls);
+  output.chrome_trace = [](reports::ChromeTraceWriter& writer) { writer.add_metadata("op", "fused\x9f"); };
+  TraceOptions o;
+  o.chrome_trace_path = dir.file("t.json");
+  std::ostringstream out, err;
+  CHECK(write_command_output(o, output, out, err) == 0);
+  const auto doc = nlohmann::json::parse(test::read_file(o.chrome_trace_path));
+  CHECK(doc["strata"]["op"] == "fused\xef\xbf\xbd");
+  CHECK(doc["strata"][reports::kInvalidUtf8Key] == "1 byte");
+  CHECK(out.str() == "the table\nwrote " + o.chrome_trace_path + " (hint)\n");
+  CHECK(err.str().find("strata: warning: " + o.chrome_trace_path + ": some strings held bytes that are not UTF-8") == 0);
+}

@@ -3,6 +3,7 @@
 // The invariants of docs/design.md ("Chrome trace invariants") on crafted traces, and never throw on malformed input.
 #include "reports/formats/chrome_trace.h"
 #include "reports/checker/chrome_trace_check.h"
+#include "reports/formats/json_text.h"
 
 #include <doctest/doctest.h>
 
@@ -517,4 +518,46 @@ TEST_CASE("json_escape") {
   CHECK(json_escape("a\"b\\c\nd\te\r") == "a\\\"b\\\\c\\nd\\te\\r");
   CHECK(json_escape(std::string("\x01", 1)) == "\\u0001");
   CHECK(nlohmann::json::parse("\"" + json_escape("x\x1f\"y\\") + "\"") == "x\x1f\"y\\");
+}
+
+TEST_CASE("json_escape keeps well-formed UTF-8 and replaces each byte that is not, counting them") {
+  size_t replaced = 0;
+  // Two-, three- and four-byte sequences (é, €, 😀) pass through as they are.
+  CHECK(json_escape("\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80", replaced) == "\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80");
+  CHECK(replaced == 0);
+  // A lone continuation byte, a truncated sequence at the end, an overlong '/', a UTF-16 surrogate and a
+  // code point past U+10FFFF: each byte that starts no well-formed sequence becomes U+FFFD.
+  const std::string fffd = "\xEF\xBF\xBD";
+  CHECK(json_escape("a\x80z", replaced) == "a" + fffd + "z");
+  CHECK(replaced == 1);
+  CHECK(json_escape("\xE2\x82", replaced) == fffd + fffd);
+  CHECK(json_escape("\xC0\xAF", replaced) == fffd + fffd);
+  CHECK(json_escape("\xED\xA0\x80", replaced) == fffd + fffd + fffd);
+  CHECK(json_escape("\xF4\x90\x80\x80", replaced) == fffd + fffd + fffd + fffd);
+  CHECK(replaced == 12);
+  for (const char* text : {"a\x80z", "\xE2\x82", "\xC0\xAF", "\xED\xA0\x80", "\xF4\x90\x80\x80"})
+    CHECK_NOTHROW((void)nlohmann::json::parse("\"" + json_escape(text) + "\"").dump());
+}
+
+TEST_CASE("a span named with bytes that are not UTF-8: the trace still parses, and its header says so") {
+  // A name read through a dangling pointer once held such bytes (Note [JSON text is valid UTF-8]).
+  Timeline t;
+  const char bad_name[] = "gemm \xFF\xFE (cpu)";
+  t.add_span(Layer::kLibrary, bad_name, 1000, 2000, -1, 1);
+  ChromeTraceWriter writer;
+  writer.add_timeline(t, "cli");
+  const std::string text = writer.str();
+  const nlohmann::json doc = nlohmann::json::parse(text);  // throws if the trace is not valid UTF-8 JSON
+  CHECK(doc["strata"][kInvalidUtf8Key] == "2 bytes");
+  CHECK(json_text_replaced_bytes(text));
+  bool found = false;
+  for (const nlohmann::json& event : doc["traceEvents"])
+    found = found || event.value("name", "") == "gemm \xEF\xBF\xBD\xEF\xBF\xBD (cpu)";
+  CHECK(found);
+  // A trace with clean names carries no mark.
+  Timeline clean;
+  clean.add_span(Layer::kLibrary, "gemm (cpu)", 1000, 2000, -1, 1);
+  ChromeTraceWriter clean_writer;
+  clean_writer.add_timeline(clean, "cli");
+  CHECK_FALSE(json_text_replaced_bytes(clean_writer.str()));
 }
