@@ -227,6 +227,7 @@ int main(int argc, char** argv) {
     print_rows("matmul", "16", probe_ns, row_rounds);
     print_rows("relu", "4096", probe_ns, row_rounds);
     print_rows("linear", "4x64x64", probe_ns, row_rounds);
+    print_rows("conv2d", "2x8x16x16", probe_ns, row_rounds);  // five arguments, two int[2] lists
   }
 
   // --- the machine's GEMM ceiling: the best raw sgemm rate over a few large sizes ------------------

@@ -8,7 +8,7 @@
 namespace strata::app {
 
 void write_output_file(const std::string& path, const std::string& text, std::ostream& out, std::ostream& err,
-                     const std::string& hint) {
+                       const std::string& hint) {
   write_file_atomically(path, text);
   out << "wrote " << path << hint << "\n";
   if (reports::json_text_replaced_bytes(text)) {  // Note [JSON text is valid UTF-8]

@@ -32,6 +32,6 @@ int write_command_output(const TraceOptions& options, const CommandOutput& outpu
 // or Chrome trace that carries the mark of bytes that were not UTF-8 (Note [JSON text is valid UTF-8] in
 // reports/formats/json_text.h). For every file a command writes.
 void write_output_file(const std::string& path, const std::string& text, std::ostream& out, std::ostream& err,
-                     const std::string& hint = "");
+                       const std::string& hint = "");
 
 }  // namespace strata::app

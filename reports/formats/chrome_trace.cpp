@@ -108,7 +108,8 @@ class EventList {
     char buf[256];
     std::snprintf(buf, sizeof buf, "\"ph\":\"X\",\"cat\":\"%s\",\"ts\":%s,\"dur\":%s,\"pid\":%d,\"tid\":%" PRIu64, cat,
                   us(start - base_).c_str(), us(std::max<int64_t>(0, end - start)).c_str(), pid, tid);
-    emit("{\"name\":\"" + json_escape(name, replaced_) + "\"," + buf + (args.empty() ? "" : ",\"args\":{" + args + "}") + "}");
+    emit("{\"name\":\"" + json_escape(name, replaced_) + "\"," + buf +
+         (args.empty() ? "" : ",\"args\":{" + args + "}") + "}");
   }
   void flow(bool start, uint32_t id, int64_t ts, int pid, uint64_t tid) {
     char buf[256];
@@ -120,7 +121,8 @@ class EventList {
   void meta(const char* what, int pid, uint64_t tid, const std::string& name) {
     char buf[128];
     std::snprintf(buf, sizeof buf, "\"ph\":\"M\",\"pid\":%d,\"tid\":%" PRIu64 ",\"ts\":0", pid, tid);
-    emit(std::string("{\"name\":\"") + what + "\"," + buf + ",\"args\":{\"name\":\"" + json_escape(name, replaced_) + "\"}}");
+    emit(std::string("{\"name\":\"") + what + "\"," + buf + ",\"args\":{\"name\":\"" + json_escape(name, replaced_) +
+         "\"}}");
   }
   void sort_index(int pid, int index) {
     char buf[160];
@@ -477,11 +479,12 @@ std::string ChromeTraceWriter::header(int64_t base_ns, size_t steps_left_out, si
             ",\n\"strata\":{\"time base\":\"CLOCK_MONOTONIC ns, see Note [One host clock]\",\"base time (CLOCK_MONOTONIC ns)\":\"" +
             std::to_string(base_ns) + "\"";
   if (steps_left_out) header += ",\"ProfilerStep spans left out (would cross other events)\":\"" + std::to_string(steps_left_out) + "\"";
-  for (const auto& [k, v] : metadata_) header += ",\"" + json_escape(k, replaced) + "\":\"" + json_escape(v, replaced) + "\"";
+  for (const auto& [k, v] : metadata_)
+    header += ",\"" + json_escape(k, replaced) + "\":\"" + json_escape(v, replaced) + "\"";
   // The same mark json_text leaves, for the command to warn about (json_text_replaced_bytes).
   if (replaced > 0) {
-    header += ",\"" + std::string(kInvalidUtf8Key) + "\":\"" + std::to_string(replaced) + (replaced == 1 ? " byte" : " bytes") +
-              "\"";
+    header += ",\"" + std::string(kInvalidUtf8Key) + "\":\"" + std::to_string(replaced) +
+              (replaced == 1 ? " byte\"" : " bytes\"");
   }
   header += "},\n\"traceEvents\":[\n";
   return header;

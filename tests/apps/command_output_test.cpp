@@ -100,5 +100,6 @@ TEST_CASE("a Chrome trace with a name that is not UTF-8 is written all the same,
   CHECK(doc["strata"]["op"] == "fused\xef\xbf\xbd");
   CHECK(doc["strata"][reports::kInvalidUtf8Key] == "1 byte");
   CHECK(out.str() == "the table\nwrote " + o.chrome_trace_path + " (hint)\n");
-  CHECK(err.str().find("strata: warning: " + o.chrome_trace_path + ": some strings held bytes that are not UTF-8") == 0);
+  CHECK(err.str().find("strata: warning: " + o.chrome_trace_path + ": some strings held bytes that are not UTF-8") ==
+        0);
 }
