@@ -1,10 +1,10 @@
 // Note [A native backtrace on a crash]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // With STRATA_NATIVE_BACKTRACE=1 in the environment, importing the extension installs a handler for the
-// fatal signals (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) that writes the native frames to stderr, each as
-// `library(symbol+offset)` or `library(+offset)`, and then hands the signal on to whatever handled it before
-// (Python's faulthandler, which adds the Python stack, or the default action: the process still dies of its
-// signal, with the same exit status).
+// fatal signals (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) that writes to stderr the address a SIGSEGV or
+// SIGBUS touched and the native frames, each as `library(symbol+offset)` or `library(+offset)`, and then
+// hands the signal on to whatever handled it before (Python's faulthandler, which adds the Python stack, or
+// the default action: the process still dies of its signal, with the same exit status).
 //
 // Why: python_profile_test died of SIGSEGV on the GPU machine (Ubuntu's Python 3.12, g++ 13) and nowhere
 // else: not here under Python 3.11 or 3.12 with the same pybind11, not under valgrind or ASan. That machine
@@ -21,6 +21,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -51,6 +52,20 @@ void write_number(long value) {
   (void)ignored;
 }
 
+void write_hex(uintptr_t value) {
+  char digits[2 + 2 * sizeof value];
+  char* end = digits + sizeof digits;
+  char* p = end;
+  do {
+    *--p = "0123456789abcdef"[value % 16];
+    value /= 16;
+  } while (value != 0);
+  *--p = 'x';
+  *--p = '0';
+  const ssize_t ignored = write(STDERR_FILENO, p, size_t(end - p));
+  (void)ignored;
+}
+
 // strsignal(3) may consult the locale: not for a signal handler.
 const char* signal_name(int signal_number) {
   switch (signal_number) {
@@ -63,12 +78,19 @@ const char* signal_name(int signal_number) {
   }
 }
 
-void on_fatal_signal(int signal_number, siginfo_t*, void*) {
+void on_fatal_signal(int signal_number, siginfo_t* info, void*) {
   write_text("\nstrata: fatal signal ");
   write_number(signal_number);
   write_text(" (");
   write_text(signal_name(signal_number));
-  write_text("); native backtrace (STRATA_NATIVE_BACKTRACE, Note [A native backtrace on a crash]):\n");
+  write_text(")");
+  // The address a SIGSEGV or SIGBUS touched tells a null pointer (near 0) from a stale or wild one, which
+  // the frames alone do not.
+  if ((signal_number == SIGSEGV || signal_number == SIGBUS) && info != nullptr) {
+    write_text(" at fault address ");
+    write_hex(reinterpret_cast<uintptr_t>(info->si_addr));
+  }
+  write_text("; native backtrace (STRATA_NATIVE_BACKTRACE, Note [A native backtrace on a crash]):\n");
   void* frames[kMaxFrames];
   const int count = backtrace(frames, kMaxFrames);
   backtrace_symbols_fd(frames, count, STDERR_FILENO);

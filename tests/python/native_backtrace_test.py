@@ -29,6 +29,8 @@ class NativeBacktraceTest(unittest.TestCase):
         self.assertEqual(r.returncode, -signal.SIGSEGV, r.stderr)
         lines = r.stderr.splitlines()
         begin = next(i for i, l in enumerate(lines) if l.startswith("strata: fatal signal 11 (SIGSEGV)"))
+        # The address the fault touched: ctypes read address 0.
+        self.assertRegex(lines[begin], r"^strata: fatal signal 11 \(SIGSEGV\) at fault address 0x0; ")
         end = lines.index("strata: end of native backtrace")
         frames = lines[begin + 1:end]
         self.assertGreaterEqual(len(frames), 3, r.stderr)
