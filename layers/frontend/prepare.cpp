@@ -195,22 +195,42 @@ void check_fits(size_t bytes, size_t available, const Device& device, const std:
 Tensor random_tensor(const Shape& shape, DType dtype, Device device, uint64_t seed) {
   Tensor host = Tensor::empty(shape, dtype, kCPU);
   std::mt19937_64 rng(seed);
-  // Uniform in [-1, 1): never zeros, both signs (relu has something to clip), exactly representable
-  // magnitudes in every dtype's range.
+  // Uniform in [-1, 1): both signs (relu has something to clip), exactly representable magnitudes in every
+  // dtype's range, and never a zero. A draw that is 0 as the dtype holds it is drawn again: the float
+  // distribution returns exactly 0 about once in 2^24 draws (-1 + 2u with u rounded to 0.5), so a
+  // 1M-element input held a zero for about one seed in 20. Its nonzero draws are at least 2^-24 in
+  // magnitude, which f16 still holds (its smallest subnormal); the check is by the stored value all the same.
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  auto draw = [&](auto stored_as) {
+    for (;;) {
+      const auto stored = stored_as(dist(rng));
+      if (stored.second) return stored.first;
+    }
+  };
   const int64_t n = host.numel();
   switch (dtype) {
     case DType::kF32:
-      for (int64_t i = 0; i < n; ++i) host.data<float>()[i] = dist(rng);
+      for (int64_t i = 0; i < n; ++i) host.data<float>()[i] = draw([](float v) { return std::pair{v, v != 0.0f}; });
       break;
     case DType::kF64:
-      for (int64_t i = 0; i < n; ++i) host.data<double>()[i] = dist(rng);
+      for (int64_t i = 0; i < n; ++i)
+        host.data<double>()[i] = draw([](float v) { return std::pair{double(v), v != 0.0f}; });
       break;
     case DType::kF16:
-      for (int64_t i = 0; i < n; ++i) host.data<uint16_t>()[i] = reference::float_to_half(dist(rng));
+      for (int64_t i = 0; i < n; ++i) {
+        host.data<uint16_t>()[i] = draw([](float v) {
+          const uint16_t h = reference::float_to_half(v);
+          return std::pair{h, (h & 0x7fff) != 0};  // 0x0000 and 0x8000 are the two zeros
+        });
+      }
       break;
     case DType::kBF16:
-      for (int64_t i = 0; i < n; ++i) host.data<uint16_t>()[i] = reference::float_to_bf16(dist(rng));
+      for (int64_t i = 0; i < n; ++i) {
+        host.data<uint16_t>()[i] = draw([](float v) {
+          const uint16_t b = reference::float_to_bf16(v);
+          return std::pair{b, (b & 0x7fff) != 0};
+        });
+      }
       break;
   }
   return host.to(device);
