@@ -276,8 +276,7 @@ class Profile {
   // a name in it was not UTF-8 (Note [JSON text is valid UTF-8] in reports/formats/json_text.h).
   static void warn_if_bytes_replaced(const std::string& text, const std::string& what) {
     if (!reports::json_text_replaced_bytes(text)) return;
-    const std::string message = what + ": some strings held bytes that are not UTF-8, written as U+FFFD (\"" +
-                                reports::kInvalidUtf8Key + "\" in the document); a bug in strata, please report it";
+    const std::string message = reports::json_text_replaced_warning(what);
     if (PyErr_WarnEx(PyExc_RuntimeWarning, message.c_str(), 1) < 0) throw py::error_already_set();
   }
 

@@ -11,10 +11,8 @@ void write_output_file(const std::string& path, const std::string& text, std::os
                        const std::string& hint) {
   write_file_atomically(path, text);
   out << "wrote " << path << hint << "\n";
-  if (reports::json_text_replaced_bytes(text)) {  // Note [JSON text is valid UTF-8]
-    err << "strata: warning: " << path << ": some strings held bytes that are not UTF-8, written as "
-        << "U+FFFD (\"" << reports::kInvalidUtf8Key << "\" in the file); a bug in strata, please report it\n";
-  }
+  if (reports::json_text_replaced_bytes(text))  // Note [JSON text is valid UTF-8]
+    err << "strata: warning: " << reports::json_text_replaced_warning(path) << "\n";
 }
 
 int write_command_output(const TraceOptions& o, const CommandOutput& output, std::ostream& out, std::ostream& err) {

@@ -201,36 +201,32 @@ Tensor random_tensor(const Shape& shape, DType dtype, Device device, uint64_t se
   // 1M-element input held a zero for about one seed in 20. Its nonzero draws are at least 2^-24 in
   // magnitude, which f16 still holds (its smallest subnormal); the check is by the stored value all the same.
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  auto draw = [&](auto stored_as) {
-    for (;;) {
-      const auto stored = stored_as(dist(rng));
-      if (stored.second) return stored.first;
-    }
+  auto nonzero = [&] {
+    float v;
+    do v = dist(rng);
+    while (v == 0.0f);
+    return v;
+  };
+  // For the 16-bit types, by the bits they store (0x0000 and 0x8000 are the two zeros).
+  auto nonzero_bits = [&](uint16_t (*to_bits)(float)) {
+    uint16_t bits;
+    do bits = to_bits(nonzero());
+    while ((bits & 0x7fff) == 0);
+    return bits;
   };
   const int64_t n = host.numel();
   switch (dtype) {
     case DType::kF32:
-      for (int64_t i = 0; i < n; ++i) host.data<float>()[i] = draw([](float v) { return std::pair{v, v != 0.0f}; });
+      for (int64_t i = 0; i < n; ++i) host.data<float>()[i] = nonzero();
       break;
     case DType::kF64:
-      for (int64_t i = 0; i < n; ++i)
-        host.data<double>()[i] = draw([](float v) { return std::pair{double(v), v != 0.0f}; });
+      for (int64_t i = 0; i < n; ++i) host.data<double>()[i] = nonzero();
       break;
     case DType::kF16:
-      for (int64_t i = 0; i < n; ++i) {
-        host.data<uint16_t>()[i] = draw([](float v) {
-          const uint16_t h = reference::float_to_half(v);
-          return std::pair{h, (h & 0x7fff) != 0};  // 0x0000 and 0x8000 are the two zeros
-        });
-      }
+      for (int64_t i = 0; i < n; ++i) host.data<uint16_t>()[i] = nonzero_bits(&reference::float_to_half);
       break;
     case DType::kBF16:
-      for (int64_t i = 0; i < n; ++i) {
-        host.data<uint16_t>()[i] = draw([](float v) {
-          const uint16_t b = reference::float_to_bf16(v);
-          return std::pair{b, (b & 0x7fff) != 0};
-        });
-      }
+      for (int64_t i = 0; i < n; ++i) host.data<uint16_t>()[i] = nonzero_bits(&reference::float_to_bf16);
       break;
   }
   return host.to(device);

@@ -43,4 +43,11 @@ inline bool json_text_replaced_bytes(std::string_view text) {
   return text.find(std::string("\"") + kInvalidUtf8Key + "\"") != std::string_view::npos;
 }
 
+// What a writer says when json_text_replaced_bytes(text) is true of what it wrote to `where` (the CLI on
+// stderr, strata.profile() as a RuntimeWarning).
+inline std::string json_text_replaced_warning(const std::string& where) {
+  return where + ": some strings held bytes that are not UTF-8, written as U+FFFD (\"" + kInvalidUtf8Key +
+         "\" in the document); a bug in strata, please report it";
+}
+
 }  // namespace strata::reports

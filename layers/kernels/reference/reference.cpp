@@ -770,12 +770,12 @@ namespace {
 // Note [A result past the output dtype's range]: the float64 reference holds values no output dtype can.
 // Inputs in [-1, 1) give f16 divisors below 1.5e-5 on almost every run of a large shape, and their
 // quotients pass 65504, f16's largest finite value: a correctly rounded kernel returns inf there (IEEE
-// overflow, torch's result too) while the reference holds, say, 8e6, and an f16 that rounded an input to
-// an exact zero makes the reference itself +-inf. Measured as they are, inf - 8e6 and inf - inf make the
-// error infinite (or NaN) and a correct kernel fail. So each element is judged against the reference as
-// the output dtype would hold it: a value at or past the overflow threshold (the largest finite value
-// plus half its unit in the last place, where round-to-nearest-even starts giving infinity; f64 has
-// none) is that dtype's infinity with its sign.
+// overflow, torch's result too) while the reference holds, say, 8e6; and a divisor of exactly zero (not
+// from strata's random inputs, which hold none, but from a user's) makes the reference itself +-inf.
+// Measured as they are, inf - 8e6 and inf - inf make the error infinite (or NaN) and a correct kernel
+// fail. So each element is judged against the reference as the output dtype would hold it: a value at or
+// past the overflow threshold (the largest finite value plus half its unit in the last place, where
+// round-to-nearest-even starts giving infinity; f64 has none) is that dtype's infinity with its sign.
 //  - Where that rounded reference is +-inf or NaN, the element is exact when the result is the same
 //    infinity, or a NaN for a NaN: it adds nothing to the difference and counts at the scale floor in the
 //    norm, so that its huge magnitude cannot hide the other elements' errors. Anything else there (the
