@@ -8,6 +8,7 @@
 
 #include "layers/kernels/cpu/cpu_kernels.h"
 #include "lib/machine.h"
+#include "lib/parallel.h"
 
 namespace strata::measure {
 
@@ -23,6 +24,9 @@ reports::Environment host_environment() {
   env.cpu_threads = static_cast<int>(std::thread::hardware_concurrency());
   env.blas_config = kernels::cpu::blas_config();
   env.blas_threads = kernels::cpu::blas_threads();
+  env.intra_op_threads = parallel::num_threads();
+  env.intra_op_threads_source = parallel::num_threads_source();
+  env.cpu_loops = kernels::cpu::cpu_loops();
   env.clock_source = std::string(clock.source);
   env.clock_ns_per_tick = clock.ns_per_tick;
   env.clock_read_ns = clock.read_cost_ns;
@@ -30,7 +34,9 @@ reports::Environment host_environment() {
 }
 
 std::string cpu_device_name(const reports::Environment& env) {
-  return "cpu (" + std::to_string(env.blas_threads) + " OpenBLAS threads)";
+  return "cpu (" + std::to_string(env.intra_op_threads) + (env.intra_op_threads == 1 ? " intra-op thread, " : " intra-op threads, ") +
+         env.cpu_loops + " loops, " +
+         std::to_string(env.blas_threads) + " OpenBLAS threads)";
 }
 
 void describe_cpu_device(TraceReport& report) {

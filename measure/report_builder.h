@@ -25,7 +25,8 @@ namespace strata::measure {
 // session adds the GPU's properties (env.device) when one was used.
 reports::Environment host_environment();
 
-// "cpu (8 OpenBLAS threads)": how a report names the CPU as the device, from the Environment.
+// "cpu (8 intra-op threads, AVX-512 + SLEEF loops, 8 OpenBLAS threads)": how a report names the CPU as the
+// device, from the Environment.
 std::string cpu_device_name(const reports::Environment& env);
 
 // The words a report carries when the CPU computed the call: the device's name (cpu_device_name) and the

@@ -30,6 +30,8 @@
 #include "layers/frontend/frontend.h"
 #include "layers/kernels/reference/reference.h"
 #include "lib/error.h"
+#include "lib/parallel.h"
+#include "measure/cpu_threads.h"
 #include "lib/storage.h"
 #include "lib/tensor.h"
 #if STRATA_PYTHON_EMBEDDED
@@ -376,6 +378,16 @@ PYBIND11_MODULE(_strata, m) {
   m.def("_grad_enabled", [] { return grad_mode_enabled(); });
   m.def("_set_grad_enabled", [](bool enabled) { detail::t_grad_enabled = enabled; }, py::arg("enabled"));
   m.def("manual_seed", [](uint64_t s) { generator().seed(s); }, py::arg("seed"));
+  // strata.set_num_threads / get_num_threads, as torch's: the intra-op and OpenBLAS threads
+  // (measure/cpu_threads.h). The package checks the argument's type; the count is checked here.
+  m.def("_set_num_threads", [](int64_t n) {
+    if (n < 1 || n > parallel::kMaxThreads)
+      throw UsageError("set_num_threads: " + std::to_string(n) + " is out of range: it must be an integer from 1 to " +
+                       std::to_string(parallel::kMaxThreads));
+    measure::set_cpu_threads(int(n), "strata.set_num_threads");
+  }, py::arg("n"));
+  m.def("get_num_threads", [] { return parallel::num_threads(); });
+  m.def("_apply_thread_environment", &measure::apply_cpu_threads_from_environment);
   m.def("from_numpy", &from_numpy, py::arg("array"));
   m.attr("cuda_build") = bool(STRATA_WITH_CUDA);
   // The operators with a CUDA kernel in the dispatcher: none until the first CUDA use loads the CUDA

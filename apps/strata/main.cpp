@@ -23,6 +23,7 @@
 #include "lib/error.h"
 #include "lib/nearest_name.h"
 #include "lib/output_file.h"
+#include "measure/cpu_threads.h"
 #include "measure/device_session.h"
 #include "measure/harness.h"
 
@@ -103,6 +104,14 @@ CLI::Validator decimal_number() {
       "FLOAT");
 }
 
+// --threads N: the CPU's intra-op and OpenBLAS threads (measure/cpu_threads.h), checked by strata so that
+// 0, a negative count, a word or a huge count get strata's message, not CLI11's.
+void add_threads_option(CLI::App* cmd, strata::app::TraceOptions& t) {
+  cmd->add_option("--threads", t.threads,
+                  "N: CPU threads for strata's loops and OpenBLAS, as torch.set_num_threads(N) (default: "
+                  "STRATA_NUM_THREADS, else the CPUs available)");
+}
+
 // The conv-only options, so that giving one to another op can be refused (it would be ignored).
 struct ConvFlags {
   std::vector<CLI::Option*> options;
@@ -174,6 +183,7 @@ ConvFlags add_op_options(CLI::App* cmd, strata::app::TraceOptions& t, int64_t& o
                   "0.bias, 2.weight...) as a transposed view or every N-th element of its last dim (repeatable; "
                   "docs/views.md)");
   cmd->add_flag("--no-device-timing", t.no_device_timing, "do not start CUPTI: host timers only");
+  add_threads_option(cmd, t);
   cmd->add_option("--frontend", t.frontend,
                   "cli | python: call the op from C++, or as strata.<op>(...) through `import strata` in the "
                   "embedded interpreter (docs/python.md)")
@@ -213,6 +223,7 @@ ConvFlags add_sweep_options(CLI::App* cmd, strata::app::SweepOptions& s, int64_t
   cmd->add_flag("--tf32", t.tf32, "f32 matmul/linear/conv on TF32 tensor cores (CUDA only)");
   cmd->add_option("--autocast", t.autocast, "bf16 | f16: the Autocast key casts matmul/linear/conv inputs to it");
   cmd->add_flag("--no-device-timing", t.no_device_timing, "do not start CUPTI: host timers only");
+  add_threads_option(cmd, t);
   cmd->add_flag("--compare", s.compare, "also replay at every size (CUDA Graph on a GPU, plan replay on the CPU)");
   cmd->add_option("--ops-per-graph", s.ops_per_graph, "with --compare: calls captured into one graph / plan")
       ->capture_default_str()
@@ -254,6 +265,7 @@ examples:
   strata trace linear 32x768x3072 --requires-grad --backward --check   # + y.sum().backward(), every node
   strata trace conv 32x64x56x56 --out-channels 64 --kernel 3 --pad 1
   strata trace relu 1048576 --chrome-trace relu.json
+  strata trace tanh 16M --threads 1             # one CPU thread, as torch.set_num_threads(1)
   strata trace matmul 1024 --autocast bf16 --requires-grad   # keys: Autocast > Autograd > CPU (or CUDA)
   strata trace matmul 16 --frontend python --peer torch   # through `import strata`, beside torch.matmul
   strata trace mlp 16x256x512x10 --requires-grad  # a small model: Linear, ReLU, Linear, op by op
@@ -386,6 +398,16 @@ void complete_options(Commands& commands) {
   c.ops_per_graph_given = commands.ops_per_graph->count() > 0;
 }
 
+// The thread counts before anything runs: STRATA_NUM_THREADS, then --threads of the command given.
+void apply_threads(const Commands& commands) {
+  strata::measure::apply_cpu_threads_from_environment();
+  if (*commands.ops || *commands.check_trace || *commands.sass || *commands.devices) return;
+  const std::optional<std::string>& typed = *commands.sweep     ? commands.sweep_options.trace.threads
+                                            : *commands.compare ? commands.compare_options.trace.threads
+                                                                : commands.trace_options.threads;
+  if (typed) strata::measure::set_cpu_threads(*typed);
+}
+
 int run_command(const Commands& commands) {
   if (*commands.sweep) return strata::app::run_sweep(commands.sweep_options);
   if (*commands.trace) return strata::app::run_trace(commands.trace_options);
@@ -438,6 +460,7 @@ int main(int argc, char** argv) {
   spdlog::set_level(commands.verbose ? spdlog::level::debug : spdlog::level::warn);
   try {
     complete_options(commands);
+    apply_threads(commands);
     return run_command(commands);
   } catch (const strata::Error& e) {
     std::cerr << "strata: " << (e.code() == strata::ExitCode::kUsage ? "usage error: " : "error: ") << e.what() << "\n";

@@ -28,6 +28,7 @@ struct TraceOptions {
   std::optional<int64_t> repeat;  // unset = auto
   int64_t warmup = 3;
   double budget_s = 1.0;
+  std::optional<std::string> threads;  // --threads as typed (measure/cpu_threads.h), unset when not given
   bool budget_given = false;  // --budget typed: refused beside --repeat, which leaves it nothing to size
   uint64_t seed = 42;
   bool requires_grad = false;

@@ -16,7 +16,9 @@
 // spec is the frontend's default for a functor op); the float64 reference stays apart (layers/kernels/reference shares no code with any backend).
 //
 // The functors use arithmetic, the *_of calls below and nothing else, so that the compiled path can also
-// evaluate them on source text (layers/compiler/fusion.cpp) and fuse an op with no lowering of its own.
+// evaluate them on source text (layers/compiler/fusion.cpp) and fuse an op with no lowering of its own,
+// and so that the CPU's vector loops evaluate them on vectors of T (layers/kernels/cpu/vectorized: there
+// the *_of calls are SLEEF's).
 // The libm calls go through the overloads below, so that float calls the float function (erff, expf,
 // tanhf) on the host as std::erf(float) does and on the device as CUDA's erf(float) does: the results
 // are those of the per-op loops these functors replaced, bit for bit.
@@ -46,6 +48,7 @@ STRATA_HOST_DEVICE T select_of(bool condition, T a, T b) {
 
 struct Relu {
   static constexpr const char* kName = "relu";
+  static constexpr bool kVectorMath = false;
   // `x < 0 ? 0 : x`, PyTorch's relu, rather than max(x, 0): NaN stays NaN (a diverging model must show),
   // -0.0 stays -0.0. Its gradient is threshold_backward, an op with a threshold argument of its own.
   template <typename T>
@@ -56,6 +59,7 @@ struct Relu {
 
 struct Gelu {
   static constexpr const char* kName = "gelu";
+  static constexpr bool kVectorMath = true, kGradientVectorMath = true;  // erf; erf and exp
   static constexpr const char* kGradientName = "gelu_backward";
   static constexpr const char* kFormula = "x * Phi(x) (exact, erf)";
   static constexpr const char* kGradientFormula = "grad * (Phi(x) + x phi(x))";
@@ -77,6 +81,7 @@ struct Gelu {
 
 struct Tanh {
   static constexpr const char* kName = "tanh";
+  static constexpr bool kVectorMath = true, kGradientVectorMath = false;  // tanh; 1 - y^2
   static constexpr const char* kGradientName = "tanh_backward";
   static constexpr const char* kGradientFormula = "grad * (1 - y^2)";  // tanh's own line is written by hand
   template <typename T>
@@ -92,6 +97,7 @@ struct Tanh {
 
 struct Silu {
   static constexpr const char* kName = "silu";
+  static constexpr bool kVectorMath = true, kGradientVectorMath = true;  // exp
   static constexpr const char* kGradientName = "silu_backward";
   static constexpr const char* kFormula = "x * sigmoid(x)";
   static constexpr const char* kGradientFormula = "grad * s (1 + x (1 - s)), s = sigmoid(x)";
@@ -108,6 +114,13 @@ struct Silu {
     return grad * sigmoid * (T(1) + x * (T(1) - sigmoid));
   }
 };
+
+// Whether a functor's forward (kVectorMath) or gradient (kGradientVectorMath) calls erf_of, exp_of or
+// tanh_of: on the CPU those are SLEEF's vector functions, and the library row says so.
+template <typename Fn>
+inline constexpr bool kCallsVectorMath = Fn::kVectorMath;
+template <typename Fn>
+inline constexpr bool kGradientCallsVectorMath = Fn::kGradientVectorMath;
 
 // The functors each backend instantiates: every forward, and every gradient.
 template <typename... Fns>

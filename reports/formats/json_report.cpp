@@ -62,6 +62,9 @@ json environment(const Environment& e) {
            {"cpu_threads", e.cpu_threads},
            {"blas_config", e.blas_config},
            {"blas_threads", e.blas_threads},
+           {"intra_op_threads", e.intra_op_threads},
+           {"intra_op_threads_source", e.intra_op_threads_source},
+           {"cpu_loops", e.cpu_loops},
            {"clock", {{"source", e.clock_source}, {"ns_per_tick", e.clock_ns_per_tick},
                       {"read_cost_ns", e.clock_read_ns}}}};
   json device = json::object();

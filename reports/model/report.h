@@ -21,6 +21,9 @@ struct Environment {
   int cpu_threads = 0;
   std::string blas_config;
   int blas_threads = 0;
+  int intra_op_threads = 0;  // Note [Intra-op threads] in lib/parallel.h
+  std::string intra_op_threads_source;
+  std::string cpu_loops;  // the pointwise loops' instruction set: "AVX-512 + SLEEF"
   std::string clock_source;  // "tsc" or "steady_clock", see Note [One host clock]
   double clock_ns_per_tick = 1.0;
   double clock_read_ns = 0;

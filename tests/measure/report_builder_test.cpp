@@ -140,14 +140,18 @@ TEST_CASE("the notes a front end adds say what its calls went through") {
   CHECK(report.notes[2].rfind("with --frontend python the wall row runs from", 0) == 0);
 }
 
-TEST_CASE("the Environment is the machine's, and the CPU is named with its BLAS threads") {
+TEST_CASE("the Environment is the machine's, and the CPU is named with its threads and loops") {
   const reports::Environment env = host_environment();
   CHECK_FALSE(env.strata_version.empty());
   CHECK(env.cpu_threads > 0);
   CHECK(env.blas_threads > 0);
   CHECK_FALSE(env.clock_source.empty());
   CHECK(env.clock_ns_per_tick > 0);
-  CHECK(cpu_device_name(env) == "cpu (" + std::to_string(env.blas_threads) + " OpenBLAS threads)");
+  CHECK(env.intra_op_threads > 0);
+  CHECK_FALSE(env.cpu_loops.empty());
+  CHECK(cpu_device_name(env) == "cpu (" + std::to_string(env.intra_op_threads) +
+                                    (env.intra_op_threads == 1 ? " intra-op thread, " : " intra-op threads, ") +
+                                    env.cpu_loops + " loops, " + std::to_string(env.blas_threads) + " OpenBLAS threads)");
 }
 
 }  // namespace

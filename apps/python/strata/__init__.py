@@ -22,6 +22,19 @@ from ._tensor import (Tensor, bfloat16, dtype, empty, empty_like, float16, float
 
 globals().update(FUNCTIONS)  # strata.mul picks mul or mul.Scalar (Note [Overloads])
 
+_strata._apply_thread_environment()  # STRATA_NUM_THREADS, checked (a bad value raises strata.UsageError)
+get_num_threads = _strata.get_num_threads
+
+
+def set_num_threads(n):
+    """The CPU threads strata's loops and OpenBLAS use from now on, as torch.set_num_threads(n).
+
+    n is an int from 1 to 256; the default is STRATA_NUM_THREADS, else the CPUs this process may run on.
+    Reports name the count in their header and JSON, and each library row the threads its call used."""
+    if isinstance(n, bool) or not isinstance(n, _numbers.Integral):
+        raise TypeError(f"set_num_threads: n must be an int, not {type(n).__name__}")
+    _strata._set_num_threads(max(min(int(n), 2**62), -2**62))
+
 
 # Note [Autocast contexts]
 # ~~~~~~~~~~~~~~~~~~~~~~~~
@@ -278,6 +291,6 @@ import builtins as _builtins  # noqa: E402
 __all__ = ["Tensor", "autocast", "Error", "UsageError", "IndexRangeError", "UnavailableError",
            "dtype", "float32", "float64", "float16", "bfloat16",
            "zeros", "ones", "full", "empty", "tensor", "zeros_like", "full_like", "randn_like", "empty_like",
-           "rand", "randn", "from_numpy", "manual_seed", "no_grad", "is_grad_enabled", "OPERATORS", "SCHEMAS", "profile",
+           "rand", "randn", "from_numpy", "manual_seed", "set_num_threads", "get_num_threads", "no_grad", "is_grad_enabled", "OPERATORS", "SCHEMAS", "profile",
            "explain", "GraphBreak", "CompilerUnavailableError",
            *(name for name in FUNCTIONS if not hasattr(_builtins, name))]

@@ -10,6 +10,7 @@
 #include "layers/kernels/cpu/cpu_common.h"
 #include "layers/kernels/cpu/cpu_kernels.h"
 #include "lib/op_shapes.h"
+#include "lib/parallel.h"
 #include "lib/zone.h"
 
 namespace strata::kernels::cpu {
@@ -29,30 +30,38 @@ inline int64_t input_col(const op_shapes::Conv2dGeometry& g, int64_t ow, int64_t
   return ow * g.stride_w - g.pad_w + s * g.dilation_w;
 }
 
-// One group's channels of one image (`image` points at the group's first channel) as columns.
+// One group's channels of one image (`image` points at the group's first channel) as columns; the channels
+// split across the intra-op threads (Note [Intra-op threads] in lib/parallel.h), each writing its own rows.
 template <typename T>
-void im2col(const T* image, const op_shapes::Conv2dGeometry& g, T* columns) {
+void im2col_channel(const T* image, const op_shapes::Conv2dGeometry& g, int64_t c, T* columns) {
   const int64_t out_hw = g.out_height * g.out_width;
-  for (int64_t c = 0; c < g.group_in_channels(); ++c) {
-    for (int64_t r = 0; r < g.kernel_h; ++r) {
-      for (int64_t s = 0; s < g.kernel_w; ++s) {
-        T* row = columns + ((c * g.kernel_h + r) * g.kernel_w + s) * out_hw;
-        for (int64_t oh = 0; oh < g.out_height; ++oh) {
-          const int64_t ih = input_row(g, oh, r);
-          T* dst = row + oh * g.out_width;
-          if (ih < 0 || ih >= g.height) {
-            std::fill(dst, dst + g.out_width, T(0));
-            continue;
-          }
-          const T* src = image + (c * g.height + ih) * g.width;
-          for (int64_t ow = 0; ow < g.out_width; ++ow) {
-            const int64_t iw = input_col(g, ow, s);
-            dst[ow] = (iw >= 0 && iw < g.width) ? src[iw] : T(0);
-          }
+  for (int64_t r = 0; r < g.kernel_h; ++r) {
+    for (int64_t s = 0; s < g.kernel_w; ++s) {
+      T* row = columns + ((c * g.kernel_h + r) * g.kernel_w + s) * out_hw;
+      for (int64_t oh = 0; oh < g.out_height; ++oh) {
+        const int64_t ih = input_row(g, oh, r);
+        T* dst = row + oh * g.out_width;
+        if (ih < 0 || ih >= g.height) {
+          std::fill(dst, dst + g.out_width, T(0));
+          continue;
+        }
+        const T* src = image + (c * g.height + ih) * g.width;
+        for (int64_t ow = 0; ow < g.out_width; ++ow) {
+          const int64_t iw = input_col(g, ow, s);
+          dst[ow] = (iw >= 0 && iw < g.width) ? src[iw] : T(0);
         }
       }
     }
   }
+}
+
+template <typename T>
+void im2col(const T* image, const op_shapes::Conv2dGeometry& g, T* columns) {
+  const int64_t per_channel = std::max<int64_t>(1, g.kernel_h * g.kernel_w * g.out_height * g.out_width);
+  parallel::parallel_for(0, g.group_in_channels(), std::max<int64_t>(1, parallel::kGrainSize / per_channel),
+                         [&](int64_t begin, int64_t end) {
+                           for (int64_t c = begin; c < end; ++c) im2col_channel(image, g, c, columns);
+                         });
 }
 
 // The adjoint of im2col: every column entry is added back onto the input pixel it was copied from
@@ -171,10 +180,13 @@ void conv2d_impl(const Tensor& input, const Tensor& weight, const Tensor& bias,
     if (bias.defined()) {
       const T* b = bias.data<T>();
       T* image_out = dst + n * g.out_channels * size.out_hw;
-      for (int64_t k = 0; k < g.out_channels; ++k) {
-        T* plane = image_out + k * size.out_hw;
-        for (int64_t i = 0; i < size.out_hw; ++i) plane[i] += b[k];
-      }
+      const int64_t grain = std::max<int64_t>(1, parallel::kGrainSize / std::max<int64_t>(1, size.out_hw));
+      parallel::parallel_for(0, g.out_channels, grain, [&](int64_t k_begin, int64_t k_end) {
+        for (int64_t k = k_begin; k < k_end; ++k) {
+          T* plane = image_out + k * size.out_hw;
+          for (int64_t i = 0; i < size.out_hw; ++i) plane[i] += b[k];
+        }
+      });
     }
   }
 }

@@ -143,10 +143,17 @@ void with_dtype(DType d, F&& f) {
   }
 }
 
+// Split across the intra-op threads (Note [Intra-op threads] in lib/parallel.h), as ATen's copy_ kernel.
 void convert(const Tensor& from, Tensor& to) {
   with_dtype(from.dtype(), [&](auto src) {
     with_dtype(to.dtype(), [&](auto dst) {
-      convert_loop<decltype(src)::value, decltype(dst)::value>(from.data_ptr(), to.data_ptr(), from.numel());
+      constexpr DType kFrom = decltype(src)::value, kTo = decltype(dst)::value;
+      const auto* in = static_cast<const char*>(from.data_ptr());
+      auto* out = static_cast<char*>(to.data_ptr());
+      const size_t in_size = element_size(kFrom), out_size = element_size(kTo);
+      split(from.numel(), [&](int64_t b, int64_t e) {
+        convert_loop<kFrom, kTo>(in + size_t(b) * in_size, out + size_t(b) * out_size, e - b);
+      });
     });
   });
 }

@@ -17,6 +17,7 @@
 #include "layers/kernels/cpu/cpu_common.h"
 #include "layers/kernels/cpu/cpu_kernels.h"
 #include "lib/error.h"
+#include "lib/parallel.h"
 #include "lib/views.h"
 #include "lib/zone.h"
 
@@ -126,19 +127,37 @@ void strided_copy_loop(const CopyDims& g, T* dst, const T* src) {
   }
 }
 
+// The copy split across the intra-op threads (Note [Intra-op threads] in lib/parallel.h) by ranges of
+// its outermost dim, each range copied as the whole is (a single run is split into shorter runs, a
+// transposed pair into fewer rows of tiles).
+template <typename T>
+void parallel_copy(const CopyDims& g, T* dst, const T* src, int64_t numel) {
+  if (g.count == 0) {
+    *dst = *src;
+    return;
+  }
+  const int64_t per_index = std::max<int64_t>(1, numel / g.size[0]);
+  const int64_t grain = std::max<int64_t>(1, parallel::kGrainSize / per_index);
+  parallel::parallel_for(0, g.size[0], grain, [&](int64_t b, int64_t e) {
+    CopyDims part = g;
+    part.size[0] = e - b;
+    strided_copy_loop(part, dst + b * g.dst[0], src + b * g.src[0]);
+  });
+}
+
 // Copies src's elements into dst (same sizes, same dtype, both on the CPU, any strides).
 void copy_elements(const Tensor& dst, const Tensor& src) {
   if (dst.numel() == 0) return;
   const CopyDims g = simplified(src.sizes(), dst.strides(), src.strides());
   switch (element_size(src.dtype())) {
     case 2:
-      strided_copy_loop(g, dst.data<uint16_t>(), src.data<uint16_t>());
+      parallel_copy(g, dst.data<uint16_t>(), src.data<uint16_t>(), dst.numel());
       break;
     case 4:
-      strided_copy_loop(g, dst.data<uint32_t>(), src.data<uint32_t>());
+      parallel_copy(g, dst.data<uint32_t>(), src.data<uint32_t>(), dst.numel());
       break;
     case 8:
-      strided_copy_loop(g, dst.data<uint64_t>(), src.data<uint64_t>());
+      parallel_copy(g, dst.data<uint64_t>(), src.data<uint64_t>(), dst.numel());
       break;
     default:
       throw Error("strided copy: unexpected element size for " + src.str());

@@ -6,6 +6,7 @@
 
 #include "lib/dtype.h"
 #include "lib/error.h"
+#include "lib/parallel.h"
 #include "lib/tensor.h"
 
 namespace strata::kernels::cpu {
@@ -16,6 +17,22 @@ namespace strata::kernels::cpu {
 inline void check_cpu_input(const char* op, const Tensor& t) {
   if (!t.device().is_cpu()) throw UsageError(std::string(op) + ": CPU kernel got " + t.str());
   if (!t.is_contiguous()) throw UsageError(std::string(op) + ": CPU kernel needs contiguous tensors");
+}
+
+// What ran, in the loop's name for the library row: "tanh (cpu loop, SLEEF AVX-512, 2 threads)" from
+// "tanh (cpu loop)", the instruction set of the loops this process chose (vectorized/loops.h) and the
+// threads the call used; `vector_math`: the loop called SLEEF. Made once per (loop, threads) and interned
+// (Note [Zone names made at run time] in lib/zone.h); a thread keeps the ones it used, so a call pays one
+// small map lookup.
+const char* ran_name(const char* base, bool vector_math, int threads);
+
+// range(b, e) over [0, n) on the intra-op threads (Note [Intra-op threads] in lib/parallel.h); returns
+// the number of threads it ran on.
+template <typename F>
+int split(int64_t n, const F& range) {
+  const int threads = parallel::threads_for(0, n, parallel::kGrainSize);
+  parallel::parallel_for(0, n, parallel::kGrainSize, range);
+  return threads;
 }
 
 inline bool is_half(DType d) { return d == DType::kBF16 || d == DType::kF16; }

@@ -97,6 +97,13 @@ Tensor div_scalar_inplace(const Tensor& self, double other);
 
 std::string blas_config();
 int blas_threads();
+void set_blas_threads(int n);
+// The pointwise loops this process runs (vectorized/loops.h): "AVX-512 + SLEEF", "AVX2 + SLEEF" or
+// "portable, libm".
+std::string cpu_loops();
+// The width in bytes of the vectors those loops use: 64 (AVX-512), 32 (AVX2), 0 (portable). The compiled
+// path's generated code calls SLEEF at the same width (Note [Vector math] in layers/compiler/codegen.cpp).
+int cpu_vector_bytes();
 // "" or one line: OpenBLAS runs pre-AVX kernels on a CPU with AVX2/AVX-512 (its CPU detection did not
 // recognise the CPU, common in VMs), so the library row measures slower kernels than the CPU could run.
 std::string blas_kernel_warning();

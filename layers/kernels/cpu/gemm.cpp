@@ -16,6 +16,7 @@ extern "C" {
 char* openblas_get_config(void);
 char* openblas_get_corename(void);
 int openblas_get_num_threads(void);
+void openblas_set_num_threads(int num_threads);
 }
 
 namespace strata::kernels::cpu {
@@ -265,6 +266,7 @@ void gemm_for_conv(DType dtype, int64_t m, int64_t n, int64_t k, const void* a, 
 // kernels that actually run are the core chosen at run time, so the report names that one too.
 std::string blas_config() { return std::string(openblas_get_config()) + " (running core: " + openblas_get_corename() + ")"; }
 int blas_threads() { return openblas_get_num_threads(); }
+void set_blas_threads(int n) { openblas_set_num_threads(n); }
 
 std::string blas_kernel_warning() {
   const std::string core = openblas_get_corename();

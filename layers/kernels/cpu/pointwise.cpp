@@ -1,14 +1,25 @@
-// add, the tanh GELU's ops (mul, sub, pow, scalar forms) and the unary ops of pointwise_math.h as plain loops over contiguous memory: with -O2/-O3 and __restrict the compiler emits
-// vector code, which is all a memory-bound pointwise op needs on the CPU.
+// add, the tanh GELU's ops (mul, sub, pow, scalar forms), the unary ops of pointwise_math.h and the
+// gradient loops over contiguous memory: the inner loops are vectorized/loops.cpp's, built for the widest
+// instruction set this CPU runs (SLEEF's vector math for erf, exp, tanh and pow), and every call is split
+// across the intra-op threads (Note [Intra-op threads] in lib/parallel.h), as ATen's cpu_kernel_vec runs
+// under at::parallel_for. The library row says which loop ran and on how many threads.
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "layers/kernels/cpu/cpu_common.h"
 #include "layers/kernels/cpu/cpu_kernels.h"
+#include "layers/kernels/cpu/vectorized/loops.h"
 #include "layers/kernels/pointwise_math.h"
 #include "lib/op_shapes.h"
+#include "lib/parallel.h"
 #include "lib/views.h"
 #include "lib/zone.h"
 
@@ -22,14 +33,25 @@ const char* loop_name(DType dtype, const char* native, const char* bf16, const c
 
 }  // namespace
 
+const char* ran_name(const char* base, bool vector_math, int threads) {
+  thread_local std::map<std::tuple<const char*, bool, int>, const char*> t_names;
+  const auto key = std::make_tuple(base, vector_math, threads);
+  if (auto it = t_names.find(key); it != t_names.end()) return it->second;
+  std::string text = base;
+  if (!text.empty() && text.back() == ')') text.pop_back();
+  const vectorized::Isa isa = vectorized::loops().isa;
+  text += ", ";
+  if (vector_math && isa != vectorized::Isa::kPortable) text += "SLEEF ";
+  text += vectorized::isa_name(isa);
+  text += ", " + std::to_string(threads) + (threads == 1 ? " thread)" : " threads)");
+  const char* name = intern_zone_name(text);
+  t_names.emplace(key, name);
+  return name;
+}
+
 // ---- Gradient ops (the backward formulas' calls, layers/ops/operators.h) ------------------------------
 
 namespace {
-
-template <typename T>
-void threshold_backward_loop(const T* __restrict g, const T* __restrict x, T threshold, T* __restrict out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = x[i] <= threshold ? T(0) : g[i];  // PyTorch's: x <= t gives 0
-}
 
 // Sums every dimension but 1 ([B,C] -> [C], [N,C,H,W] -> [C]), accumulating in double: a bias gradient
 // over a large batch is a long sum, and f32 accumulation would lose digits the reference keeps.
@@ -46,16 +68,40 @@ void bias_backward_loop(const T* __restrict g, const Shape& s, T* __restrict out
   }
 }
 
+// Note [Sums that do not depend on the thread count]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A sum is cut into blocks of kSumBlock elements, whatever the thread count: each block is summed in
+// double in one fixed order (vectorized/loops.cpp), the threads take whole blocks, and the blocks' sums are
+// added in block order. So `strata --threads 1` and `--threads 8` give the same bits, as the float64
+// reference check and a user comparing runs expect; torch's cascade sum in f32 is within the same bound.
+constexpr int64_t kSumBlock = 16384;
+
 template <typename T>
-T sum_loop(const T* __restrict x, int64_t n) {
-  double acc = 0;  // as bias_backward: a long sum keeps its digits
-  for (int64_t i = 0; i < n; ++i) acc += double(x[i]);
+T sum_loop(const T* x, int64_t n, int& threads) {
+  const int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
+  if (blocks <= 1) {
+    threads = 1;
+    return T(vectorized::loops().of<T>().sum(x, n));
+  }
+  std::vector<double> partial(static_cast<size_t>(blocks));
+  const auto& loops = vectorized::loops().of<T>();
+  const int64_t grain = std::max<int64_t>(1, parallel::kGrainSize / kSumBlock);
+  threads = parallel::threads_for(0, blocks, grain);
+  parallel::parallel_for(0, blocks, grain, [&](int64_t b, int64_t e) {
+    for (int64_t k = b; k < e; ++k) {
+      const int64_t begin = k * kSumBlock;
+      partial[static_cast<size_t>(k)] = loops.sum(x + begin, std::min(kSumBlock, n - begin));
+    }
+  });
+  double acc = 0;
+  for (double p : partial) acc += p;
   return T(acc);
 }
 
 template <typename T>
-void fill_loop(T* __restrict out, T value, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = value;
+void fill_loop(T* out, T value, int64_t n) {
+  const auto& loops = vectorized::loops().of<T>();
+  parallel::parallel_for(0, n, parallel::kGrainSize, [&](int64_t b, int64_t e) { loops.fill(out + b, value, e - b); });
 }
 
 // The value of a one-element tensor, as the element type.
@@ -75,13 +121,16 @@ Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, double 
   op_shapes::check_operands("threshold_backward", check_cpu_input, grad_output, self);
   op_shapes::same_shape("threshold_backward", grad_output.sizes(), self.sizes());
   Tensor out = Tensor::empty(self.sizes(), self.dtype(), self.device());
-  if (self.dtype() == DType::kF32) {
-    threshold_backward_loop(grad_output.data<float>(), self.data<float>(), static_cast<float>(threshold),
-                            out.data<float>(), self.numel());
-  } else {
-    threshold_backward_loop(grad_output.data<double>(), self.data<double>(), threshold, out.data<double>(),
-                            self.numel());
-  }
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    const T* g = grad_output.data<T>();
+    const T* x = self.data<T>();
+    T* o = out.data<T>();
+    const auto& loops = vectorized::loops().of<T>();
+    return split(self.numel(), [&](int64_t b, int64_t e) { loops.threshold_backward(g + b, x + b, T(threshold), o + b, e - b); });
+  };
+  const int threads = self.dtype() == DType::kF32 ? run(float{}) : run(double{});
+  zone.rename(ran_name("threshold_backward (cpu loop)", false, threads));
   return out;
 }
 
@@ -108,11 +157,13 @@ Tensor sum(const Tensor& self) {
   STRATA_ZONE(zone, Layer::kLibrary, "sum (cpu loop)");
   check_cpu_input("sum", self);
   Tensor out = Tensor::empty(Shape{}, self.dtype(), self.device());
+  int threads = 1;
   if (self.dtype() == DType::kF32) {
-    out.data<float>()[0] = sum_loop(self.data<float>(), self.numel());
+    out.data<float>()[0] = sum_loop(self.data<float>(), self.numel(), threads);
   } else {
-    out.data<double>()[0] = sum_loop(self.data<double>(), self.numel());
+    out.data<double>()[0] = sum_loop(self.data<double>(), self.numel(), threads);
   }
+  zone.rename(ran_name("sum (cpu loop)", false, threads));
   return out;
 }
 
@@ -162,28 +213,23 @@ struct LoopNames {
   const char* f16;
 };
 
-template <typename T, typename F>
-void map_loop(const T* __restrict in, T* __restrict out, int64_t n, F f) {
-  for (int64_t i = 0; i < n; ++i) out[i] = f(in[i]);
-}
-
-template <typename T, typename F>
-void map2_loop(const T* __restrict a, const T* __restrict b, T* __restrict out, int64_t n, F f) {
-  for (int64_t i = 0; i < n; ++i) out[i] = f(a[i], b[i]);
-}
-
-// out = f(self) elementwise; f is called with float or double.
-template <typename F>
-Tensor map1(const char* op, const LoopNames& names, const Tensor& self, F f) {
-  STRATA_ZONE(zone, Layer::kLibrary, loop_name(self.dtype(), names.native, names.bf16, names.f16));
+// out = loop(self) elementwise: `loop(in, out, n)` is called with float or double pointers on each
+// thread's range. `vector_math`: the loop calls SLEEF (the row says so).
+template <typename Loop>
+Tensor map1(const char* op, const LoopNames& names, const Tensor& self, const Loop& loop, bool vector_math = false) {
+  const char* base = loop_name(self.dtype(), names.native, names.bf16, names.f16);
+  STRATA_ZONE(zone, Layer::kLibrary, base);
   check_cpu_input(op, self);
   const Tensor x = widen_to_f32(self);
   Tensor out = Tensor::empty(x.sizes(), x.dtype(), x.device());
-  if (x.dtype() == DType::kF32) {
-    map_loop(x.data<float>(), out.data<float>(), x.numel(), f);
-  } else {
-    map_loop(x.data<double>(), out.data<double>(), x.numel(), f);
-  }
+  auto run = [&](auto tag) {
+    using T = decltype(tag);
+    const T* in = x.data<T>();
+    T* o = out.data<T>();
+    return split(x.numel(), [&](int64_t b, int64_t e) { loop(in + b, o + b, e - b); });
+  };
+  const int threads = x.dtype() == DType::kF32 ? run(float{}) : run(double{});
+  zone.rename(ran_name(base, vector_math, threads));
   return round_from_f32(std::move(out), self.dtype());
 }
 
@@ -192,10 +238,10 @@ Tensor map1(const char* op, const LoopNames& names, const Tensor& self, F f) {
 // expanded to it as a view (views::expand: stride 0 along the broadcast dims, new dims in front, no data
 // moved; its zone shows under the op's), and this loop reads the views through their strides, as
 // PyTorch's TensorIterator reads a broadcast operand. The innermost dim is the loop's, so [3,4] + [4]
-// reads the [4] row again for every output row without materialising [3,4]. Same-shape operands keep the
-// contiguous loop (map2_loop), which the compiler vectorises.
+// reads the [4] row again for every output row without materialising [3,4]; the output's rows are split
+// across the intra-op threads. Same-shape operands take the vectorised loop.
 template <typename T, typename F>
-void broadcast_loop(const Tensor& a, const Tensor& b, T* __restrict out, F f) {
+int broadcast_loop(const Tensor& a, const Tensor& b, T* out, F f) {
   int64_t size[4] = {1, 1, 1, 1}, sa[4] = {0, 0, 0, 0}, sb[4] = {0, 0, 0, 0};
   const int pad = 4 - a.dim();  // a and b have the output's rank after expand
   for (int i = 0; i < a.dim(); ++i) {
@@ -205,13 +251,19 @@ void broadcast_loop(const Tensor& a, const Tensor& b, T* __restrict out, F f) {
   }
   const T* pa = a.data<T>();
   const T* pb = b.data<T>();
-  for (int64_t i0 = 0; i0 < size[0]; ++i0)
-    for (int64_t i1 = 0; i1 < size[1]; ++i1)
-      for (int64_t i2 = 0; i2 < size[2]; ++i2) {
-        const T* ra = pa + i0 * sa[0] + i1 * sa[1] + i2 * sa[2];
-        const T* rb = pb + i0 * sb[0] + i1 * sb[1] + i2 * sb[2];
-        for (int64_t i3 = 0; i3 < size[3]; ++i3) *out++ = f(ra[i3 * sa[3]], rb[i3 * sb[3]]);
-      }
+  const int64_t rows = size[0] * size[1] * size[2], cols = size[3];
+  const int64_t grain = std::max<int64_t>(1, parallel::kGrainSize / std::max<int64_t>(cols, 1));
+  const int threads = parallel::threads_for(0, rows, grain);
+  parallel::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const int64_t i2 = r % size[2], i1 = (r / size[2]) % size[1], i0 = r / (size[2] * size[1]);
+      const T* ra = pa + i0 * sa[0] + i1 * sa[1] + i2 * sa[2];
+      const T* rb = pb + i0 * sb[0] + i1 * sb[1] + i2 * sb[2];
+      T* o = out + r * cols;
+      for (int64_t i3 = 0; i3 < cols; ++i3) o[i3] = f(ra[i3 * sa[3]], rb[i3 * sb[3]]);
+    }
+  });
+  return threads;
 }
 
 // Whether map2's operands may broadcast: add, sub and mul do, as PyTorch's; a gradient op's operands are
@@ -219,44 +271,60 @@ void broadcast_loop(const Tensor& a, const Tensor& b, T* __restrict out, F f) {
 enum class Operands { kBroadcast, kSameShape };
 
 // out = f(self, other) elementwise, for two tensors of one dtype and device whose shapes broadcast (or,
-// for kSameShape, are identical).
-template <typename F>
-Tensor map2(const char* op, const LoopNames& names, const Tensor& self, const Tensor& other, F f,
-            Operands operands = Operands::kBroadcast) {
-  STRATA_ZONE(zone, Layer::kLibrary, loop_name(self.dtype(), names.native, names.bf16, names.f16));
+// for kSameShape, are identical): `loop(a, b, out, n)` on each thread's range when the shapes are equal,
+// the scalar `f(a, b)` through the broadcast loop otherwise.
+template <typename Loop, typename F>
+Tensor map2(const char* op, const LoopNames& names, const Tensor& self, const Tensor& other, const Loop& loop, F f,
+            Operands operands = Operands::kBroadcast, bool vector_math = false) {
+  const char* base = loop_name(self.dtype(), names.native, names.bf16, names.f16);
+  STRATA_ZONE(zone, Layer::kLibrary, base);
   op_shapes::check_operands(op, check_cpu_input, self, other);
   const Shape shape = operands == Operands::kBroadcast ? op_shapes::broadcast(op, self.sizes(), other.sizes())
                                                        : op_shapes::same_shape(op, self.sizes(), other.sizes());
   const Tensor a = widen_to_f32(self), b = widen_to_f32(other);
   Tensor out = Tensor::empty(shape, a.dtype(), self.device());
   if (self.sizes() == other.sizes()) {
-    if (a.dtype() == DType::kF32) {
-      map2_loop(a.data<float>(), b.data<float>(), out.data<float>(), a.numel(), f);
-    } else {
-      map2_loop(a.data<double>(), b.data<double>(), out.data<double>(), a.numel(), f);
-    }
+    auto run = [&](auto tag) {
+      using T = decltype(tag);
+      const T* pa = a.data<T>();
+      const T* pb = b.data<T>();
+      T* o = out.data<T>();
+      return split(a.numel(), [&](int64_t begin, int64_t end) { loop(pa + begin, pb + begin, o + begin, end - begin); });
+    };
+    const int threads = a.dtype() == DType::kF32 ? run(float{}) : run(double{});
+    zone.rename(ran_name(base, vector_math, threads));
     return round_from_f32(std::move(out), self.dtype());
   }
   const Tensor va = views::expand(a, shape), vb = views::expand(b, shape);
   STRATA_ZONE(loop_zone, Layer::kLibrary, "broadcast loop (expanded views read through their strides, no copy)");
-  if (a.dtype() == DType::kF32) {
-    broadcast_loop(va, vb, out.data<float>(), f);
-  } else {
-    broadcast_loop(va, vb, out.data<double>(), f);
-  }
+  const int threads =
+      a.dtype() == DType::kF32 ? broadcast_loop(va, vb, out.data<float>(), f) : broadcast_loop(va, vb, out.data<double>(), f);
+  zone.rename(ran_name(base, vector_math, threads));
   return round_from_f32(std::move(out), self.dtype());
+}
+
+// The loops of the element type of `p` (float or double).
+template <typename T>
+const vectorized::TypedLoops<T>& loops_of(const T*) {
+  return vectorized::loops().of<T>();
 }
 
 }  // namespace
 
 Tensor add(const Tensor& self, const Tensor& other, double alpha) {
-  return map2("add", {"add (cpu loop)", "add (cpu loop, bf16 widened to f32)", "add (cpu loop, f16 widened to f32)"},
-              self, other, [alpha](auto a, auto b) { return a + decltype(a)(alpha) * b; });
+  return map2(
+      "add", {"add (cpu loop)", "add (cpu loop, bf16 widened to f32)", "add (cpu loop, f16 widened to f32)"}, self, other,
+      [alpha](const auto* a, const auto* b, auto* out, int64_t n) {
+        loops_of(a).add(a, b, static_cast<std::remove_pointer_t<decltype(out)>>(alpha), out, n);
+      },
+      [alpha](auto a, auto b) { return a + decltype(a)(alpha) * b; });
 }
 
 Tensor mul(const Tensor& self, const Tensor& other) {
-  return map2("mul", {"mul (cpu loop)", "mul (cpu loop, bf16 widened to f32)", "mul (cpu loop, f16 widened to f32)"},
-              self, other, [](auto a, auto b) { return a * b; });
+  return map2(
+      "mul", {"mul (cpu loop)", "mul (cpu loop, bf16 widened to f32)", "mul (cpu loop, f16 widened to f32)"}, self, other,
+      [](const auto* a, const auto* b, auto* out, int64_t n) { loops_of(a).mul(a, b, out, n); },
+      [](auto a, auto b) { return a * b; });
 }
 
 // One multiply per element, one rounding: the scaled gradient a backward pass needs exactly (AddBackward
@@ -265,40 +333,51 @@ Tensor mul_scalar(const Tensor& self, double other) {
   return map1("mul.Scalar",
               {"mul.Scalar (cpu loop)", "mul.Scalar (cpu loop, bf16 widened to f32)",
                "mul.Scalar (cpu loop, f16 widened to f32)"},
-              self, [other](auto v) { return v * decltype(v)(other); });
+              self, [other](const auto* a, auto* out, int64_t n) {
+                loops_of(a).mul_scalar(a, static_cast<std::remove_pointer_t<decltype(out)>>(other), out, n);
+              });
 }
 
 // True division, one IEEE division per element in T (f32 for half types), as PyTorch's CPU div_true_kernel:
 // x / 0 is +-inf, 0 / 0 NaN, signed zeros by the operands' signs. div.Scalar divides by the number rounded
 // to T (not a multiply by its reciprocal, which rounds twice).
 Tensor div(const Tensor& self, const Tensor& other) {
-  return map2("div", {"div (cpu loop)", "div (cpu loop, bf16 widened to f32)", "div (cpu loop, f16 widened to f32)"},
-              self, other, [](auto a, auto b) { return a / b; });
+  return map2(
+      "div", {"div (cpu loop)", "div (cpu loop, bf16 widened to f32)", "div (cpu loop, f16 widened to f32)"}, self, other,
+      [](const auto* a, const auto* b, auto* out, int64_t n) { loops_of(a).div(a, b, out, n); },
+      [](auto a, auto b) { return a / b; });
 }
 
 Tensor div_scalar(const Tensor& self, double other) {
   return map1("div.Scalar",
               {"div.Scalar (cpu loop)", "div.Scalar (cpu loop, bf16 widened to f32)",
                "div.Scalar (cpu loop, f16 widened to f32)"},
-              self, [other](auto v) { return v / decltype(v)(other); });
+              self, [other](const auto* a, auto* out, int64_t n) {
+                loops_of(a).div_scalar(a, static_cast<std::remove_pointer_t<decltype(out)>>(other), out, n);
+              });
 }
 
+// add's a + alpha * b with b the scalar: alpha * b rounded to T once, as every element computed it.
 Tensor add_scalar(const Tensor& self, double number, double alpha) {
   const double other = number_in(self.dtype(), number);  // Note [A number added to a half tensor]
   return map1("add.Scalar",
               {"add.Scalar (cpu loop)", "add.Scalar (cpu loop, bf16 widened to f32)",
                "add.Scalar (cpu loop, f16 widened to f32)"},
-              self, [other, alpha](auto v) {
-                using T = decltype(v);
-                return v + T(alpha) * T(other);  // add's a + alpha * b with b the scalar
+              self, [other, alpha](const auto* a, auto* out, int64_t n) {
+                using T = std::remove_pointer_t<decltype(out)>;
+                loops_of(a).add_scalar(a, T(alpha) * T(other), out, n);
               });
 }
 
 // a - alpha * b as a + (-alpha) * b, as PyTorch's sub calls add's kernel: the same rounding (negation is
 // exact), so sub and add agree on every input, signed zeros included.
 Tensor sub(const Tensor& self, const Tensor& other, double alpha) {
-  return map2("sub", {"sub (cpu loop)", "sub (cpu loop, bf16 widened to f32)", "sub (cpu loop, f16 widened to f32)"},
-              self, other, [alpha](auto a, auto b) { return a + decltype(a)(-alpha) * b; });
+  return map2(
+      "sub", {"sub (cpu loop)", "sub (cpu loop, bf16 widened to f32)", "sub (cpu loop, f16 widened to f32)"}, self, other,
+      [alpha](const auto* a, const auto* b, auto* out, int64_t n) {
+        loops_of(a).add(a, b, static_cast<std::remove_pointer_t<decltype(out)>>(-alpha), out, n);
+      },
+      [alpha](auto a, auto b) { return a + decltype(a)(-alpha) * b; });
 }
 
 Tensor sub_scalar(const Tensor& self, double number, double alpha) {
@@ -306,37 +385,28 @@ Tensor sub_scalar(const Tensor& self, double number, double alpha) {
   return map1("sub.Scalar",
               {"sub.Scalar (cpu loop)", "sub.Scalar (cpu loop, bf16 widened to f32)",
                "sub.Scalar (cpu loop, f16 widened to f32)"},
-              self, [other, alpha](auto v) {
-                using T = decltype(v);
-                return v + T(-alpha) * T(other);
+              self, [other, alpha](const auto* a, auto* out, int64_t n) {
+                using T = std::remove_pointer_t<decltype(out)>;
+                loops_of(a).add_scalar(a, T(-alpha) * T(other), out, n);
               });
 }
 
-// PyTorch's pow with a number (aten/src/ATen/native/cpu/PowKernel.cpp and pow_out): 0 fills ones, 1 copies,
-// 0.5 / -0.5 / -1 are sqrt / rsqrt / reciprocal, 2, 3 and -2 are multiplies, the rest std::pow. Not only
-// faster: the special values follow those functions (sqrt(-0) = -0 and sqrt(-inf) = NaN, where pow gives
-// +0 and +inf), so strata agrees with PyTorch on them. The compiled path lowers pow the same way.
-template <typename T>
-T pow_value(T x, double exponent) {
-  if (exponent == 0.0) return T(1);
-  if (exponent == 1.0) return x;
-  if (exponent == 0.5) return std::sqrt(x);
-  if (exponent == -0.5) return T(1) / std::sqrt(x);
-  if (exponent == -1.0) return T(1) / x;
-  if (exponent == 2.0) return x * x;
-  if (exponent == 3.0) return x * x * x;
-  if (exponent == -2.0) return T(1) / (x * x);
-  return std::pow(x, T(exponent));
-}
-
+// PyTorch's pow with a number: the special exponents as sqrt, reciprocal and multiplies, the rest SLEEF's
+// pow (vectorized/loops.cpp), as ATen's pow_tensor_scalar kernel; the compiled path lowers pow the same way.
 Tensor pow(const Tensor& self, double exponent) {
-  return map1("pow", {"pow (cpu loop)", "pow (cpu loop, bf16 widened to f32)", "pow (cpu loop, f16 widened to f32)"},
-              self, [exponent](auto v) { return pow_value(v, exponent); });
+  static constexpr double kSpecial[] = {0.0, 1.0, 0.5, -0.5, -1.0, 2.0, 3.0, -2.0};
+  const bool vector_math = std::find(std::begin(kSpecial), std::end(kSpecial), exponent) == std::end(kSpecial);
+  return map1(
+      "pow", {"pow (cpu loop)", "pow (cpu loop, bf16 widened to f32)", "pow (cpu loop, f16 widened to f32)"}, self,
+      [exponent](const auto* a, auto* out, int64_t n) {
+        loops_of(a).pow(a, exponent, out, n);
+      },
+      vector_math);
 }
 
 // ---- The unary ops of layers/kernels/pointwise_math.h ------------------------------------------------------
 // Note [Pointwise math written once]: the loop is map1's (map2's for a gradient, same shapes only), the
-// math the functor's; every functor in the lists is instantiated here, where the loops are built with -O3.
+// math the functor's, evaluated on vectors by vectorized/loops.cpp.
 
 namespace {
 
@@ -357,13 +427,19 @@ struct GradientTag {};  // gives a functor's gradient loop its own set of names
 
 template <typename Fn>
 Tensor unary(const Tensor& self) {
-  return map1(Fn::kName, loop_names_of<Fn>(Fn::kName), self, [](auto v) { return Fn::forward(v); });
+  constexpr size_t kIndex = vectorized::index_of<Fn>(math::UnaryMath{});
+  return map1(
+      Fn::kName, loop_names_of<Fn>(Fn::kName), self,
+      [](const auto* a, auto* out, int64_t n) { loops_of(a).unary[kIndex](a, out, n); }, math::kCallsVectorMath<Fn>);
 }
 
 template <typename Fn>
 Tensor unary_gradient(const Tensor& grad_output, const Tensor& saved) {
-  return map2(Fn::kGradientName, loop_names_of<std::pair<Fn, GradientTag>>(Fn::kGradientName), grad_output, saved,
-              [](auto g, auto s) { return Fn::gradient(g, s); }, Operands::kSameShape);
+  constexpr size_t kIndex = vectorized::index_of<Fn>(math::UnaryGradientMath{});
+  return map2(
+      Fn::kGradientName, loop_names_of<std::pair<Fn, GradientTag>>(Fn::kGradientName), grad_output, saved,
+      [](const auto* g, const auto* s, auto* out, int64_t n) { loops_of(g).gradient[kIndex](g, s, out, n); },
+      [](auto g, auto s) { return Fn::gradient(g, s); }, Operands::kSameShape, math::kGradientCallsVectorMath<Fn>);
 }
 
 // Every functor's loops, instantiated: the addresses, kept in a table with external linkage, make the

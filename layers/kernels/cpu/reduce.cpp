@@ -1,45 +1,77 @@
 // sum.dim_IntList, mean.dim and mean on the CPU: one loop over the contiguous input in row-major order,
 // each element added to its output's double accumulator (the reduced dims have stride 0 in the output),
-// as sum and sum_to accumulate: a long sum in f32 would lose digits the float64 reference keeps.
+// as sum and sum_to accumulate: a long sum in f32 would lose digits the float64 reference keeps. The
+// row sums and column accumulations are vectorized/loops.cpp's; the work is split across the intra-op
+// threads where the outputs split (Note [Threads in a reduction over dims]).
+#include <algorithm>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "layers/kernels/cpu/cpu_common.h"
 #include "layers/kernels/cpu/cpu_kernels.h"
+#include "layers/kernels/cpu/vectorized/loops.h"
 #include "lib/op_shapes.h"
+#include "lib/parallel.h"
 #include "lib/zone.h"
 
 namespace strata::kernels::cpu {
 namespace {
 
+// Note [Threads in a reduction over dims]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Threads never share an accumulator, so no result depends on the thread count:
+//  - every dim but the last kept (x.sum(-1)): each row is one output, summed by one thread, rows split;
+//  - the last dim kept (x.sum(0) of a matrix): each thread takes a slice of the columns for every row;
+//  - anything else (several reduced dims around a kept one): one thread, in row-major order.
+// The order of additions into one accumulator is the same in every case as on one thread.
 template <typename T>
-void accumulate(const T* __restrict x, const Shape& s, const Shape& out_strides, double* __restrict acc) {
+int accumulate(const T* __restrict x, const Shape& s, const Shape& out_strides, double* __restrict acc) {
   if (s.ndim == 0) {
     acc[0] += double(x[0]);
-    return;
+    return 1;
   }
+  const auto& loops = vectorized::loops().of<T>();
   // The innermost dim in one loop: its output stride is 0 (reduced) or 1 (kept).
   const int last = s.ndim - 1;
   const int64_t inner = s[last], inner_stride = out_strides[last];
   int64_t rows = 1;
   for (int i = 0; i < last; ++i) rows *= s[i];
-  if (inner == 0) return;
-  Shape idx;
-  idx.ndim = last;
-  for (int64_t r = 0; r < rows; ++r) {
-    int64_t at = 0;
-    for (int i = 0; i < last; ++i) at += idx[i] * out_strides[i];
-    const T* row = x + r * inner;
-    double* o = acc + at;
-    if (inner_stride == 0) {
-      double sum = 0;
-      for (int64_t j = 0; j < inner; ++j) sum += double(row[j]);
-      o[0] += sum;
-    } else {
-      for (int64_t j = 0; j < inner; ++j) o[j] += double(row[j]);
-    }
-    for (int i = last - 1; i >= 0 && ++idx[i] == s[i]; --i) idx[i] = 0;  // the next row, row-major
+  if (inner == 0 || rows == 0) return 1;
+  bool rows_kept = true;
+  for (int i = 0; i < last; ++i) rows_kept = rows_kept && (out_strides[i] != 0 || s[i] == 1);
+  if (inner_stride == 0 && rows_kept) {  // one output per row, at row r of the output
+    const int64_t grain = std::max<int64_t>(1, parallel::kGrainSize / inner);
+    const int threads = parallel::threads_for(0, rows, grain);
+    parallel::parallel_for(0, rows, grain, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) acc[r] += loops.sum(x + r * inner, inner);
+    });
+    return threads;
   }
+  auto rows_in_order = [&](int64_t col_begin, int64_t col_end) {
+    Shape idx;
+    idx.ndim = last;
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t at = 0;
+      for (int i = 0; i < last; ++i) at += idx[i] * out_strides[i];
+      const T* row = x + r * inner;
+      double* o = acc + at;
+      if (inner_stride == 0) {
+        o[0] += loops.sum(row, inner);
+      } else {
+        loops.accumulate(row + col_begin, o + col_begin, col_end - col_begin);
+      }
+      for (int i = last - 1; i >= 0 && ++idx[i] == s[i]; --i) idx[i] = 0;  // the next row, row-major
+    }
+  };
+  if (inner_stride == 0) {
+    rows_in_order(0, inner);
+    return 1;
+  }
+  const int64_t grain = std::max<int64_t>(16, parallel::kGrainSize / rows);  // columns, each read `rows` times
+  const int threads = parallel::threads_for(0, inner, grain);
+  parallel::parallel_for(0, inner, grain, rows_in_order);
+  return threads;
 }
 
 Tensor reduce(const char* op, const Tensor& self, const Shape& dim, bool keepdim, std::optional<DType> dtype,
@@ -50,7 +82,8 @@ Tensor reduce(const char* op, const Tensor& self, const Shape& dim, bool keepdim
   if (is_half(out_dtype)) return round_from_f32(reduce(op, self, dim, keepdim, DType::kF32, mean), out_dtype);
   check_cpu_input(op, self);
   const op_shapes::Reduction r = op_shapes::reduce_dims(op, self.sizes(), dim, keepdim);
-  STRATA_ZONE(zone, Layer::kLibrary, mean ? "mean (loop, f64 accumulator)" : "sum (loop, f64 accumulator)");
+  const char* base = mean ? "mean (loop, f64 accumulator)" : "sum (loop, f64 accumulator)";
+  STRATA_ZONE(zone, Layer::kLibrary, base);
   const Shape& s = self.sizes();
   Shape out_strides;
   out_strides.ndim = s.ndim;
@@ -60,11 +93,9 @@ Tensor reduce(const char* op, const Tensor& self, const Shape& dim, bool keepdim
     stride *= r.kept[i];
   }
   std::vector<double> acc(static_cast<size_t>(r.out.numel()), 0.0);
-  if (self.dtype() == DType::kF32) {
-    accumulate(self.data<float>(), s, out_strides, acc.data());
-  } else {
-    accumulate(self.data<double>(), s, out_strides, acc.data());
-  }
+  const int threads = self.dtype() == DType::kF32 ? accumulate(self.data<float>(), s, out_strides, acc.data())
+                                                  : accumulate(self.data<double>(), s, out_strides, acc.data());
+  zone.rename(ran_name(base, false, threads));
   // mean of nothing is 0/0 = NaN, as torch's
   if (mean) {
     for (double& a : acc) a /= double(r.count);
