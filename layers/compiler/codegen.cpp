@@ -1,39 +1,121 @@
 // Code generation: one C++ translation unit per fused kernel and dtype (Inductor's C++ backend is the
 // model, without its explicit vector classes). The loop is plain C++ over contiguous rows with __restrict
 // pointers and one local per fused op, which GCC and Clang vectorise at -O3 -march=native; each op's
-// expression is the lowering table's (lowering.h), written as the eager kernel computes it.
+// expression is the lowering table's (lowering.h), written as the eager kernel computes it, and its math
+// calls are SLEEF's as in the eager loops (Note [Vector math]). The compiled graph runs the kernel on the
+// intra-op threads (Note [Intra-op threads] in lib/parallel.h).
 #include <algorithm>
 #include <string>
 
+#include "layers/compiler/erf_f32_text.h"
 #include "layers/compiler/internal.h"
 #include "layers/compiler/lowering.h"
+#include "layers/kernels/cpu/cpu_kernels.h"
 
 namespace strata::compiler::detail {
 namespace {
 
 // Note [Vector math]
 // ~~~~~~~~~~~~~~~~~~
-// A loop that calls erf, exp, tanh or pow does not vectorise with plain libm calls: the compiler cannot
-// call a scalar function on a vector. glibc's libmvec has vector variants of them (_ZGVdN8v_erff: 8 floats
-// in AVX2 registers), and OpenMP's `declare simd` on the declaration tells the compiler they exist, so
-// the loop (under `omp simd`, -fopenmp-simd: no OpenMP runtime) calls them 8 or 4 lanes at a time.
-// glibc's own headers declare them only under -ffast-math, which strata does not use: it would also
-// allow reassociation and drop NaN semantics, and fused results must stay those of eager to rounding.
-// libmvec's functions (tanh since glibc 2.35, pow since 2.22) are within 4 ulp of the scalar ones, far
-// inside the dtype tolerances.
-const char* math_prelude(DType dtype) {
-  if (dtype == DType::kF64) {
-    return "extern \"C\" {\n#pragma omp declare simd notinbranch\ndouble erf(double);\n"
-           "#pragma omp declare simd notinbranch\ndouble exp(double);\n"
-           "#pragma omp declare simd notinbranch\ndouble tanh(double);\n"
-           "#pragma omp declare simd notinbranch\ndouble pow(double, double);\n}\n"
-           "#define m_erf erf\n#define m_exp exp\n#define m_tanh tanh\n#define m_pow pow\n#define m_sqrt __builtin_sqrt\n\n";
+// The generated loop calls erf, exp, tanh and pow as the eager CPU loops do: SLEEF's vector functions for
+// the instruction set the eager loops chose (layers/kernels/cpu/vectorized/loops.h), so that eager
+// against compiled compares fusion and host tax, not two math libraries, and a compiled op gives the
+// eager op's bits. The loop stays scalar C++ under `omp simd` (-fopenmp-simd: no OpenMP runtime); each
+// math call is declared `omp declare simd`, which tells the compiler that vector variants exist under the
+// x86 vector ABI's names (_ZGVdN8v_<name>: 8 floats in an AVX2 register), and the prelude defines every
+// variant the compiler may call (SSE, AVX, AVX2, AVX-512 widths, and the scalar one for a remainder) by
+// padding its lanes into one vector of the eager loops' width and calling SLEEF's function for it: every
+// element goes through the same SLEEF routine as in eager, the remainder too. No multiply-add is fused
+// (-ffp-contract=off, as the eager loops are built), so the arithmetic around it rounds as eager's does.
+// On a CPU without AVX2 the eager loops are the portable ones (libm, one element at a time) and so is the
+// generated code. The prelude names the SLEEF functions, so the kernel cache's key (the source) changes
+// with the instruction set and the library.
+struct MathFn {
+  const char* name;  // m_<name> in the lowering table
+  int args;
+};
+constexpr MathFn kMathFns[] = {{"erf", 1}, {"exp", 1}, {"tanh", 1}, {"pow", 2}};
+
+std::string math_prelude(DType dtype) {
+  const bool f64 = dtype == DType::kF64;
+  const std::string t = f64 ? "double" : "float";
+  const int bytes = kernels::cpu::cpu_vector_bytes();
+  if (bytes == 0) {
+    std::string s = "#include <cmath>\n";
+    for (const MathFn& f : kMathFns)
+      s += "#define m_" + std::string(f.name) + " " + f.name + (f64 ? "" : "f") + "\n";
+    return s + "#define m_sqrt " + (f64 ? "__builtin_sqrt" : "__builtin_sqrtf") + "\n\n";
   }
-  return "extern \"C\" {\n#pragma omp declare simd notinbranch\nfloat erff(float);\n"
-         "#pragma omp declare simd notinbranch\nfloat expf(float);\n"
-         "#pragma omp declare simd notinbranch\nfloat tanhf(float);\n"
-         "#pragma omp declare simd notinbranch\nfloat powf(float, float);\n}\n"
-         "#define m_erf erff\n#define m_exp expf\n#define m_tanh tanhf\n#define m_pow powf\n#define m_sqrt __builtin_sqrtf\n\n";
+  const int lanes = bytes / (f64 ? 8 : 4);
+  const std::string isa = bytes == 64 ? "avx512f" : "avx2";
+  const std::string native = std::string(bytes == 64 ? "__m512" : "__m256") + (f64 ? "d" : "");
+  std::string s = "#include <sleef.h>\n#include <cstdint>\n#include <cstring>\n\n";
+  s += "typedef " + t + " strata_full __attribute__((vector_size(" + std::to_string(bytes) + ")));\n";
+  s += "constexpr int kStrataLanes = " + std::to_string(lanes) + ";\n";
+  // Apply a full-width function to V lanes of any vector: padded with zeros, one full vector at a time.
+  s += "template <int V, typename Vec, typename F>\n"
+       "static inline Vec strata_lanes(F f, const Vec* xs, int nargs) {\n"
+       "  Vec r;\n"
+       "  for (int o = 0; o < V; o += kStrataLanes) {\n"
+       "    const int n = V - o < kStrataLanes ? V - o : kStrataLanes;\n"
+       "    strata_full full[2] = {};\n"
+       "    for (int a = 0; a < nargs; ++a) std::memcpy(&full[a], reinterpret_cast<const T*>(&xs[a]) + o, n * sizeof(T));\n"
+       "    const strata_full y = f(full[0], full[1]);\n"
+       "    std::memcpy(reinterpret_cast<T*>(&r) + o, &y, n * sizeof(T));\n"
+       "  }\n"
+       "  return r;\n"
+       "}\n";
+  // The variants' widths for T under the x86 vector ABI: (mangling letter, lanes, bytes).
+  const struct { char letter; int bytes; } abi[] = {{'b', 16}, {'c', 32}, {'d', 32}, {'e', 64}};
+  // The eager loops' own functions (layers/kernels/cpu/vectorized/vec.h): SLEEF's, tanh its 3.5-ulp one,
+  // and for f32 erf Note [A faster erf for f32], whose text is embedded here as the eager build compiles it.
+  auto sleef = [&](const std::string& name) {
+    return "Sleef_" + name + (f64 ? "d" : "f") + std::to_string(lanes) + (name == "tanh" ? "_u35" : "_u10") + isa;
+  };
+  if (!f64) {
+    s += "typedef int32_t strata_bits __attribute__((vector_size(" + std::to_string(bytes) + ")));\n"
+         "struct StrataV {\n  strata_full v;\n  StrataV() = default;\n"
+         "  StrataV(float s) { for (int i = 0; i < kStrataLanes; ++i) v[i] = s; }\n"
+         "  explicit StrataV(strata_full r) : v(r) {}\n};\n"
+         "inline StrataV operator+(StrataV a, StrataV b) { return StrataV(a.v + b.v); }\n"
+         "inline StrataV operator-(StrataV a, StrataV b) { return StrataV(a.v - b.v); }\n"
+         "inline StrataV operator*(StrataV a, StrataV b) { return StrataV(a.v * b.v); }\n"
+         "inline StrataV operator/(StrataV a, StrataV b) { return StrataV(a.v / b.v); }\n";
+    s += kErfF32Text;
+    s += "static inline strata_full strata_erf_full(strata_full x, strata_full) {\n"
+         "  const strata_bits sign = (strata_bits)(-strata_full{});  // -0.0: the sign bit alone\n"
+         "  return strata_erf_f32(StrataV(x),\n"
+         "      [](StrataV v) { return StrataV((strata_full)" + sleef("exp") + "((" + native + ")v.v)); },\n"
+         "      [sign](StrataV v) { return StrataV((strata_full)((strata_bits)v.v & ~sign)); },\n"
+         "      [sign](StrataV m, StrataV g) { return StrataV((strata_full)(((strata_bits)m.v & ~sign) | ((strata_bits)g.v & sign))); }).v;\n"
+         "}\n";
+  }
+  for (const MathFn& f : kMathFns) {
+    const std::string call = f.args == 1 ? sleef(f.name) + "((" + native + ")x)" : sleef(f.name) + "((" + native + ")x, (" + native + ")y)";
+    if (f64 || std::string(f.name) != "erf")
+      s += "static inline strata_full strata_" + std::string(f.name) + "_full(strata_full x, [[maybe_unused]] strata_full y) { return (strata_full)" + call + "; }\n";
+    const std::string params = f.args == 1 ? "v" : "vv";
+    s += "extern \"C\" {\n#pragma omp declare simd notinbranch\n" + t + " m_" + f.name + "(" + (f.args == 1 ? t : t + ", " + t) +
+         ") __asm__(\"strata_m_" + f.name + "\");\n}\n";
+    // The scalar one (a loop's remainder).
+    s += "extern \"C\" __attribute__((visibility(\"hidden\"))) " + t + " strata_m_" + f.name + "_1(" + t + " x" +
+         (f.args == 2 ? ", " + t + " y" : "") + ") __asm__(\"strata_m_" + f.name + "\");\n";
+    s += "extern \"C\" " + t + " strata_m_" + f.name + "_1(" + t + " x" + (f.args == 2 ? ", " + t + " y" : "") +
+         ") {\n  const " + t + " xs[2] = {x, " + (f.args == 2 ? "y" : "x") + "};\n  return strata_lanes<1>(strata_" + f.name +
+         "_full, xs, " + std::to_string(f.args) + ");\n}\n";
+    for (const auto& v : abi) {
+      const int vl = v.bytes / (f64 ? 8 : 4);
+      const std::string vt = "strata_v" + std::string(1, v.letter) + "_" + f.name;
+      const std::string mangled = std::string("_ZGV") + v.letter + "N" + std::to_string(vl) + params + "_strata_m_" + f.name;
+      s += "typedef " + t + " " + vt + " __attribute__((vector_size(" + std::to_string(v.bytes) + ")));\n";
+      s += "extern \"C\" __attribute__((visibility(\"hidden\"))) " + vt + " " + vt + "_fn(" + vt + " x" +
+           (f.args == 2 ? ", " + vt + " y" : "") + ") __asm__(\"" + mangled + "\");\n";
+      s += "extern \"C\" " + vt + " " + vt + "_fn(" + vt + " x" + (f.args == 2 ? ", " + vt + " y" : "") + ") {\n  const " + vt +
+           " xs[2] = {x, " + (f.args == 2 ? "y" : "x") + "};\n  return strata_lanes<" + std::to_string(vl) + ">(strata_" + f.name +
+           "_full, xs, " + std::to_string(f.args) + ");\n}\n";
+    }
+  }
+  return s + "#define m_sqrt " + (f64 ? "__builtin_sqrt" : "__builtin_sqrtf") + "\n\n";
 }
 
 }  // namespace

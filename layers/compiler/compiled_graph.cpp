@@ -29,10 +29,15 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "layers/compiler/internal.h"
 #include "layers/dispatch/dispatch.h"
 #include "lib/host_clock.h"
+#include "lib/parallel.h"
 #include "lib/zone.h"
 
 namespace strata::compiler {
@@ -71,8 +76,45 @@ struct StepCall {
 };
 using StepKernel = Tensor(DispatchKeySet, const StepCall&);
 
+// The generated loop on the intra-op threads (Note [Intra-op threads] in lib/parallel.h), as the eager
+// loops run: rows [r0, r1) of a [rows, cols] output in ranges of rows. Returns the threads it used.
+int run_rows(detail::KernelEntry entry, const void* const* inputs, void* out, int64_t r0, int64_t r1, int64_t cols) {
+  const int64_t grain = std::max<int64_t>(1, parallel::kGrainSize / std::max<int64_t>(cols, 1));
+  const int threads = parallel::threads_for(r0, r1, grain);
+  parallel::parallel_for(r0, r1, grain, [&](int64_t b, int64_t e) { entry(inputs, out, b, e, cols); });
+  return threads;
+}
+
+// A pointwise kernel over n elements, as one row: each thread's range is a row of its own, the inputs' and
+// the output's pointers moved to its first element (every input of a pointwise kernel is read at i).
+int run_elements(detail::KernelEntry entry, const std::vector<const void*>& inputs, void* out, int64_t n,
+                 size_t itemsize) {
+  const int threads = parallel::threads_for(0, n, parallel::kGrainSize);
+  parallel::parallel_for(0, n, parallel::kGrainSize, [&](int64_t b, int64_t e) {
+    std::vector<const void*> moved(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) moved[i] = static_cast<const char*>(inputs[i]) + size_t(b) * itemsize;
+    entry(moved.data(), static_cast<char*>(out) + size_t(b) * itemsize, 0, 1, e - b);
+  });
+  return threads;
+}
+
+// "k0 (generated loop, 2 threads)": the step's zone name with the threads its call used, interned once
+// per (step, threads) (Note [Zone names made at run time] in lib/zone.h).
+const char* with_threads(const char* zone, int threads) {
+  thread_local std::map<std::pair<const char*, int>, const char*> t_names;
+  const auto key = std::make_pair(zone, threads);
+  if (auto it = t_names.find(key); it != t_names.end()) return it->second;
+  std::string text = zone;
+  if (!text.empty() && text.back() == ')') text.pop_back();
+  text += ", " + std::to_string(threads) + (threads == 1 ? " thread)" : " threads)");
+  const char* name = intern_zone_name(text);
+  t_names.emplace(key, name);
+  return name;
+}
+
 // The GEMM through OpenBLAS, in blocks of rows when asked, the epilogue on each block after its GEMM.
-void gemm_with_epilogue(const StepCall& call, const void* const* inputs, Tensor& out) {
+// Returns the threads the epilogue used.
+int gemm_with_epilogue(const StepCall& call, const void* const* inputs, Tensor& out) {
   const Node& n = call.impl.graph.nodes[call.step.gemm];
   const Tensor& a = call.env[*n.args[0].value];
   const Tensor& b = call.env[*n.args[1].value];
@@ -80,12 +122,12 @@ void gemm_with_epilogue(const StepCall& call, const void* const* inputs, Tensor&
   const int64_t m = a.size(0), k = a.size(1), cols = out.size(1);
   const int64_t ldb = linear ? k : cols;
   const CBLAS_TRANSPOSE trans_b = linear ? CblasTrans : CblasNoTrans;
-  if (m == 0 || cols == 0) return;
+  if (m == 0 || cols == 0) return 1;
   if (k == 0) {  // an empty sum: BLAS refuses the zero leading dimension, and the product is zeros
     std::memset(out.data_ptr(), 0, out.nbytes());
-    call.step.entry(inputs, out.data_ptr(), 0, m, cols);
-    return;
+    return run_rows(call.step.entry, inputs, out.data_ptr(), 0, m, cols);
   }
+  int threads = 1;
   const int64_t block = call.impl.options.gemm_row_block > 0 ? std::min(call.impl.options.gemm_row_block, m) : m;
   for (int64_t r0 = 0; r0 < m; r0 += block) {
     const int64_t rows = std::min(block, m - r0);
@@ -96,8 +138,9 @@ void gemm_with_epilogue(const StepCall& call, const void* const* inputs, Tensor&
       cblas_dgemm(CblasRowMajor, CblasNoTrans, trans_b, int(rows), int(cols), int(k), 1.0, a.data<double>() + r0 * k,
                   int(k), b.data<double>(), int(ldb), 0.0, out.data<double>() + r0 * cols, int(cols));
     }
-    call.step.entry(inputs, out.data_ptr(), r0, r0 + rows, cols);
+    threads = std::max(threads, run_rows(call.step.entry, inputs, out.data_ptr(), r0, r0 + rows, cols));
   }
+  return threads;
 }
 
 // The CPU kernel of every generated fused kernel: output allocation and the generated code.
@@ -109,11 +152,10 @@ Tensor run_generated_cpu(DispatchKeySet, const StepCall& call) {
   for (size_t in : k.inputs) inputs.push_back(call.env[in].data_ptr());
   const ValueMeta& m = call.impl.graph.nodes[k.output].meta;
   Tensor out = Tensor::empty(m.shape, m.dtype, m.device);
-  if (k.kind == KernelKind::kGemmEpilogue) {
-    gemm_with_epilogue(call, inputs.data(), out);
-  } else {
-    call.step.entry(inputs.data(), out.data_ptr(), 0, 1, out.numel());
-  }
+  const int threads = k.kind == KernelKind::kGemmEpilogue
+                          ? gemm_with_epilogue(call, inputs.data(), out)
+                          : run_elements(call.step.entry, inputs, out.data_ptr(), out.numel(), element_size(m.dtype));
+  zone.rename(with_threads(call.step.zone, threads));
   return out;
 }
 

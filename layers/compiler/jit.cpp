@@ -32,8 +32,11 @@
 #include <map>
 #include <mutex>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "layers/compiler/internal.h"
+#include "layers/kernels/cpu/cpu_kernels.h"
 #include "lib/zone.h"
 #include "lib/host_clock.h"
 #include "lib/machine.h"
@@ -45,9 +48,17 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// -fopenmp-simd and libmvec: Note [Vector math] in codegen.cpp.
-constexpr const char* kFlags[] = {"-O3", "-march=native", "-std=c++17", "-fPIC", "-shared", "-fopenmp-simd"};
-constexpr const char* kLibs[] = {"-lmvec", "-lm"};
+// -fopenmp-simd, -ffp-contract=off and SLEEF: Note [Vector math] in codegen.cpp.
+constexpr const char* kFlags[] = {"-O3", "-march=native", "-std=c++17", "-fPIC", "-shared", "-fopenmp-simd", "-ffp-contract=off"};
+
+// The vector width the loop is compiled for: the eager loops' (GCC prefers 256-bit vectors on AVX-512
+// CPUs, and each 8-lane call would then fill half of a 16-lane SLEEF call).
+std::vector<std::string> compile_flags() {
+  std::vector<std::string> flags(std::begin(kFlags), std::end(kFlags));
+  if (kernels::cpu::cpu_vector_bytes() == 64) flags.emplace_back("-mprefer-vector-width=512");
+  return flags;
+}
+constexpr const char* kLibs[] = {"-lsleef", "-lm"};
 
 std::string getenv_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
@@ -159,7 +170,7 @@ namespace {
 // Runs the compiler without a shell, its output into `log`; returns the exit status (or -signal).
 int run_compiler(const std::string& cxx, const std::string& source, const std::string& output, const std::string& log) {
   std::vector<std::string> args = {cxx};
-  for (const char* f : kFlags) args.emplace_back(f);
+  for (const std::string& f : compile_flags()) args.emplace_back(f);
   args.insert(args.end(), {"-o", output, source});
   for (const char* l : kLibs) args.emplace_back(l);
   int spawn_error = 0;
@@ -315,7 +326,7 @@ KernelEntry build_kernel(KernelBuild& build, const Toolchain& tc, const CacheDir
   std::lock_guard<std::mutex> lock(mutex);
   std::string key_text = "abi=" + std::to_string(kKernelAbi) + "\ndtype=" + std::string(dtype_name(build.dtype)) + "\ncxx=" + tc.identity +
                          "\ncpu=" + cpu_model() + "\nflags=";
-  for (const char* f : kFlags) key_text += std::string(f) + " ";
+  for (const std::string& f : compile_flags()) key_text += f + " ";
   for (const char* l : kLibs) key_text += std::string(l) + " ";
   build.key = hex16(fnv1a(key_text + "\n" + build.source));
   const std::string text = build.source + "\nextern \"C\" const char strata_kernel_key[] = \"" + build.key + "\";\n";
