@@ -18,6 +18,12 @@
 // scratch in the nodes of the graph it walks, and the replayed graph is a fresh one, so the two walks
 // share nothing. A node has kMaxArgs edges: an output that depends on more tensors requiring grad cannot
 // have one, and strata.compile runs such a call eagerly and says why (_compile.py).
+// Because the replay recomputes from the inputs and parameters as they are at backward time, one of them
+// changed in place since the forward (an optimizer step, x.relu_()) would give a gradient of other values,
+// silently. So the node records each one's storage version when it is made, and apply() refuses, in
+// PyTorch's words (as eager autograd does for a tensor a node saved), when any has moved. This is
+// stricter than eager for a tensor no eager node would have saved (add's operands): the replay reads every
+// input and parameter, so it cannot tell which ones the gradient would not have needed.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -86,7 +92,11 @@ class CompiledFunctionBackward final : public Node {
         graph_(std::move(graph)),
         output_(output),
         sources_(std::move(sources)),
-        values_(std::move(values)) {}
+        values_(std::move(values)),
+        versions_(values_.size(), 0) {
+    for (size_t id = 0; id < values_.size(); ++id)
+      if (values_[id].defined()) versions_[id] = values_[id].storage()->version();
+  }
   const char* name() const override { return "CompiledFunctionBackward"; }
   size_t num_saved() const override {  // the inputs and constants kept for the replay
     return size_t(std::count_if(values_.begin(), values_.end(), [](const Tensor& t) { return t.defined(); }));
@@ -103,6 +113,7 @@ class CompiledFunctionBackward final : public Node {
     std::vector<Tensor> leaves;
     for (size_t id = 0; id < g.nodes.size(); ++id) {
       if (!values_[id].defined()) continue;
+      check_version(g.nodes[id], values_[id], versions_[id]);
       env[id] = detached_alias(values_[id]);
     }
     for (size_t id : sources_) {
@@ -127,10 +138,26 @@ class CompiledFunctionBackward final : public Node {
   }
 
  private:
+  // PyTorch's words (as RecordedNode::check_version's), naming the input or parameter.
+  static void check_version(const compiler::Node& n, const Tensor& t, uint32_t saved) {
+    const uint32_t now = t.storage()->version();
+    if (now == saved) return;
+    const std::string which = n.kind == compiler::NodeKind::kInput ? "input " + std::to_string(n.input_index)
+                                                                    : std::string("a parameter (constant)");
+    throw UsageError("one of the variables needed for gradient computation has been modified by an inplace "
+                     "operation: [" + std::string(dtype_name(t.dtype())) + " [" + t.sizes().str() + "] " +
+                     t.device().str() + "], " + which + " of the compiled function, is at version " +
+                     std::to_string(now) + "; expected version " + std::to_string(saved) +
+                     " instead. Hint: CompiledFunctionBackward replays the forward from its inputs and "
+                     "parameters, and an in-place op changed this one after the forward; change it after "
+                     "backward(), or use the out-of-place op.");
+  }
+
   compiler::CompiledGraph graph_;
   size_t output_;
   std::vector<size_t> sources_;
   std::vector<Tensor> values_;
+  std::vector<uint32_t> versions_;  // each value's storage version when the forward ran
   bool released_ = false;
 };
 

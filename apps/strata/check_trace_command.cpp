@@ -14,6 +14,7 @@
 
 #include "apps/strata/commands.h"
 #include "lib/error.h"
+#include "lib/input_file.h"
 #include "measure/harness.h"
 #include "reports/checker/chrome_trace_check.h"
 
@@ -24,48 +25,22 @@ namespace {
 // the JSON parser needs roughly ten times the text in memory, so 256 MiB keeps a check within a few GiB.
 constexpr size_t kMaxTraceBytes = size_t{256} << 20;
 
-// The whole of `path`, which must be a regular file of at most kMaxTraceBytes. A FIFO, a device
-// (/dev/zero) or a directory is refused before anything is read: the first would block, the second
-// never ends. O_NONBLOCK keeps even open() from waiting on a FIFO; the size is checked again while
-// reading, because /proc files say 0 and a file may grow.
+// The whole of `path`, which must be a regular file of at most kMaxTraceBytes (Note [Reading a file
+// strata did not write] in lib/input_file.h): a FIFO, a device (/dev/zero) or a directory is refused
+// before anything is read.
 std::string read_trace_file(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) throw UsageError("cannot read '" + path + "': " + std::strerror(errno));
-  struct Closer {
-    int fd;
-    ~Closer() { close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (fstat(fd, &st) != 0) throw Error("cannot read '" + path + "' (fstat): " + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) {
-    const char* kind = S_ISDIR(st.st_mode)    ? "a directory"
-                       : S_ISFIFO(st.st_mode) ? "a named pipe (FIFO)"
-                       : S_ISCHR(st.st_mode)  ? "a character device"
-                       : S_ISBLK(st.st_mode)  ? "a block device"
-                       : S_ISSOCK(st.st_mode) ? "a socket"
-                                              : "not a regular file";
-    throw UsageError("cannot check '" + path + "': it is " + kind + "; check-trace reads a trace file (a regular file)");
+  InputFile f = read_regular_file(path, kMaxTraceBytes, &measure::stop_if_interrupted);
+  switch (f.failure) {
+    case InputFile::Failure::kNone: return std::move(f.bytes);
+    case InputFile::Failure::kCannotOpen: throw UsageError("cannot read '" + path + "': it " + f.why);
+    case InputFile::Failure::kNotRegular:
+      throw UsageError("cannot check '" + path + "': it " + f.why + "; check-trace reads a trace file (a regular file)");
+    case InputFile::Failure::kTooLarge:
+      throw UsageError("cannot check '" + path + "': it is larger than " + format_bytes(double(kMaxTraceBytes)) +
+                       ", the most check-trace reads (strata's own traces are a few MiB)");
+    case InputFile::Failure::kReadError: break;
   }
-  auto too_large = [&] {
-    return UsageError("cannot check '" + path + "': it is larger than " + format_bytes(double(kMaxTraceBytes)) +
-                      ", the most check-trace reads (strata's own traces are a few MiB)");
-  };
-  if (static_cast<uint64_t>(st.st_size) > kMaxTraceBytes) throw too_large();
-  std::string text;
-  text.reserve(static_cast<size_t>(st.st_size));
-  char buf[1 << 16];
-  while (true) {
-    measure::stop_if_interrupted();
-    const ssize_t n = read(fd, buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw Error("cannot read '" + path + "' (read): " + std::strerror(errno));
-    }
-    if (n == 0) break;
-    if (text.size() + static_cast<size_t>(n) > kMaxTraceBytes) throw too_large();
-    text.append(buf, static_cast<size_t>(n));
-  }
-  return text;
+  throw Error("cannot read '" + path + "': it " + f.why);
 }
 
 // Note [Out of memory while parsing]: under a memory limit (ulimit -v, a container's), a std::bad_alloc

@@ -22,6 +22,7 @@
 #include "gpu_validation_status.h"
 #include "lib/error.h"
 #include "lib/nearest_name.h"
+#include "lib/child_process.h"
 #include "lib/output_file.h"
 #include "measure/cpu_threads.h"
 #include "measure/device_session.h"
@@ -35,6 +36,7 @@ void on_signal(int) {
   // script sees one code for "interrupted, no report" (docs/errors.md).
   if (strata::measure::g_interrupted.exchange(true)) {
     strata::remove_pending_output();
+    strata::end_pending_child();  // a compiler strata waits for ends with it (Note [Waiting for a child])
     const char msg[] = "\nstrata: error: interrupted: a second signal while inside one call; no report written\n";
     ssize_t ignored = write(STDERR_FILENO, msg, sizeof msg - 1);
     (void)ignored;
@@ -42,6 +44,7 @@ void on_signal(int) {
   }
   // A write waiting for a reader that does not read (a pipe, a terminal) gives up at once.
   strata::interrupt_output_writes();
+  strata::interrupt_child_waits();
 }
 
 std::string as_typed(const std::string& s) { return strata::quote_typed(s); }

@@ -12,6 +12,7 @@
 #include "apps/strata/commands.h"
 #include "layers/compiler/sass.h"
 #include "lib/error.h"
+#include "lib/input_file.h"
 #include "measure/devices/module_file.h"
 
 namespace strata::app {
@@ -64,8 +65,9 @@ int run_sass(const std::string& module_option) {
     why = "this build has no CUDA layers, so no libstrata_cuda.so; name a module with --module";
 #endif
     if (module.empty()) throw UnavailableError("strata sass: " + why);
-  } else if (::access(module.c_str(), R_OK) != 0) {
-    throw UsageError("--module " + quote_typed(module) + ": " + std::strerror(errno));
+  } else if (const std::string why = check_regular_file(module); !why.empty()) {
+    // cuobjdump would wait forever on a FIFO (Note [Reading a file strata did not write]).
+    throw UsageError("--module " + quote_typed(module) + ": it " + why + "; give a shared object or executable file");
   }
   const compiler::EmbeddedCode code =
       compiler::parse_cuobjdump_list(compiler::run_tool({cuobjdump, "--list-elf", "--list-ptx", module}));

@@ -253,7 +253,7 @@ CompiledGraph compile(const Captured& captured, const CompileOptions& options) {
   detail::Toolchain tc;
   detail::CacheDir cache;
   if (generates && !options.device_kernel) {  // a graph of extern kernels, or a GPU's, needs no C++ compiler
-    tc = detail::resolve_compiler(options.cxx);
+    tc = detail::resolve_compiler(options.cxx, options.compile_timeout_s);
     cache = detail::resolve_cache_dir(options.cache_dir);
     t.compiler = tc.path;
     t.cache_dir = cache.path;
@@ -291,6 +291,10 @@ CompiledGraph compile(const Captured& captured, const CompileOptions& options) {
         s->table.set_kernel(DispatchKey::kCPU, reinterpret_cast<void*>(&run_generated_cpu),
                             "layers/compiler (generated, " + b.library_path + ")");
         (b.cache_hit ? t.cache_hits : t.cache_misses) += 1;
+        if (!b.cache_refused.empty()) {  // said where every front end shows the cache (the note)
+          t.cache_note += std::string(t.cache_note.empty() ? "" : "; ") + "the cached " + b.name + " (" +
+                          b.library_path + ") was refused and compiled again: " + b.cache_refused;
+        }
       }
       t.codegen_ns += b.codegen_ns;
       t.compile_ns += b.compile_ns;

@@ -167,6 +167,9 @@ struct CompileOptions {
   std::string cache_dir;
   // "" = $CXX, else the first of c++, g++, clang++ on PATH. One executable (a name or a path).
   std::string cxx;
+  // Seconds one kernel's compile may take before the compiler is killed and the compile fails
+  // (KernelCompileError); 0 = $STRATA_COMPILE_TIMEOUT, else 300 (Note [Waiting for a child]).
+  double compile_timeout_s = 0;
   // Rows of C per cblas_?gemm call in a GEMM-epilogue kernel, the epilogue running on each block while it
   // is in cache; 0 = one GEMM call over all rows, then one fused pass. bench/compiled_bench measures both
   // (docs/performance.md); 0 is the default because it measured faster here.
@@ -202,6 +205,9 @@ struct KernelBuild {
   DType dtype = DType::kF32;
   std::string key;        // the cache key: hash of source, dtype, compiler identity and flags
   bool cache_hit = false; // loaded from the cache without compiling
+  // Why a file under the key was refused and compiled over (cut short, damaged, not a regular file: Note
+  // [A sealed kernel object] in jit.cpp); "" otherwise.
+  std::string cache_refused;
   double codegen_ns = 0;  // generating the source and its key
   double compile_ns = 0;  // the compiler's wall time (0 on a hit)
   double load_ns = 0;     // dlopen + dlsym + the ABI check

@@ -23,6 +23,7 @@
 #include <string>
 #include <utility>
 
+#include "layers/compiler/internal.h"
 #include "layers/compiler/lowering.h"
 #include "layers/kernels/pointwise_math.h"
 
@@ -30,10 +31,12 @@ namespace strata::compiler {
 namespace lowering {
 namespace {
 
-// A scalar as a C++ literal of the kernel's type (exact: %.17g round-trips a double).
+// A scalar as a C++ literal of the kernel's type (exact: %.17g round-trips a double). -0.0 is spelled
+// so: %.17g writes "-0", the int 0 negated, which is +0.0 once converted.
 std::string literal(double d) {
   if (std::isnan(d)) return "T(__builtin_nan(\"\"))";
   if (std::isinf(d)) return d > 0 ? "T(__builtin_inf())" : "T(-__builtin_inf())";
+  if (d == 0.0) return std::signbit(d) ? "T(-0.0)" : "T(0)";
   char buf[40];
   std::snprintf(buf, sizeof buf, "T(%.17g)", d);
   return buf;
@@ -41,9 +44,6 @@ std::string literal(double d) {
 
 std::string literal(const binding::IValue& v) { return literal(v.to_double()); }
 
-std::string relu(const std::vector<std::string>& t, const Node&) {
-  return "(" + t[0] + " > T(0) ? " + t[0] + " : T(0))";
-}
 std::string add(const std::vector<std::string>& t, const Node& n) {
   return "(" + t[0] + " + " + literal(n.args[2].scalar) + " * " + t[1] + ")";
 }
@@ -142,11 +142,10 @@ PointwiseExpr find_functor_gradient(const std::string& op, kernels::math::MathLi
   return found;
 }
 
-}  // namespace
-
-PointwiseExpr find_pointwise(const std::string& op) {
+// relu has no row: its functor's `x < 0 ? 0 : x` keeps NaN and -0.0 as eager does (a row written as
+// `x > 0 ? x : 0` turned both into +0).
+const std::map<std::string, PointwiseExpr>& table() {
   static const std::map<std::string, PointwiseExpr> kTable = {
-      {"relu", &relu},
       {"add", &add},
       {"gelu", &gelu},
       {"threshold_backward", &threshold_backward},
@@ -162,10 +161,35 @@ PointwiseExpr find_pointwise(const std::string& op) {
       {"pow", &pow},
       {"tanh_backward", &tanh_backward},
   };
-  auto it = kTable.find(op);
-  if (it != kTable.end()) return it->second;
+  return kTable;
+}
+
+template <typename... Fns>
+void add_functor_names(std::vector<std::string>& names, kernels::math::MathList<Fns...>) {
+  (names.emplace_back(Fns::kName), ...);
+}
+template <typename... Fns>
+void add_gradient_names(std::vector<std::string>& names, kernels::math::MathList<Fns...>) {
+  (names.emplace_back(Fns::kGradientName), ...);
+}
+
+}  // namespace
+
+PointwiseExpr find_pointwise(const std::string& op) {
+  auto it = table().find(op);
+  if (it != table().end()) return it->second;
   if (PointwiseExpr e = find_functor(op, kernels::math::UnaryMath{})) return e;
   return find_functor_gradient(op, kernels::math::UnaryGradientMath{});
+}
+
+std::vector<std::string> pointwise_ops() {
+  std::vector<std::string> names;
+  for (const auto& [name, expr] : table()) names.push_back(name);
+  add_functor_names(names, kernels::math::UnaryMath{});
+  add_gradient_names(names, kernels::math::UnaryGradientMath{});
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
 }
 
 bool is_gemm(const std::string& op) { return op == "matmul" || op == "linear"; }
@@ -249,6 +273,19 @@ class Planner {
     kernel_of_[id] = target;
   }
 
+  // A kernel's name joins its ops' names, and it names the generated source's file, whose name may not
+  // pass 255 bytes: a chain of 49 ops failed with "File name too long". A long name keeps its first ops
+  // whole, then the count of ops and a hash of the full name, so that two long chains differ by name
+  // (the header comment of the source still lists every call).
+  static void bound_name(FusedKernel& k) {
+    constexpr size_t kMaxName = 96;
+    if (k.name.size() <= kMaxName) return;
+    const std::string tail = "_" + std::to_string(k.nodes.size()) + "ops_" + detail::hex16(detail::fnv1a(k.name)).substr(0, 8);
+    std::string head = k.name.substr(0, kMaxName - tail.size());
+    head.erase(head.find_last_of('_'));  // whole op names only
+    k.name = head + tail;
+  }
+
   FusionPlan finish() {
     FusionPlan plan;
     for (FusedKernel& k : kernels_) {
@@ -265,6 +302,7 @@ class Planner {
             k.inputs.push_back(*a.value);
         }
       }
+      bound_name(k);
       plan.kernels.push_back(std::move(k));
     }
     // Each kernel's inputs are earlier kernels' outputs (or inputs, constants), made before its last node.

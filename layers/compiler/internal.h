@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,15 +42,22 @@ size_t gemm_node(const Graph& graph, const FusedKernel& kernel);
 // Runs args[0] (a path) without a shell, its stdout and stderr into `log`; returns the exit status, or
 // -signal, or kCouldNotStart with the reason in *spawn_error (errno). The C++ JIT and ptxas both run a
 // compiler this way (the PTX module reaches it through the program, Note [The PTX module]).
+// The child runs in a process group of its own and is killed past `timeout_s` seconds (then kTimedOut is
+// returned; < 0: compile_timeout_from_env(), 0: no limit), or on a signal (then Error(kInterrupted) is
+// thrown): Note [Waiting for a child] in lib/child_process.h.
 inline constexpr int kCouldNotStart = -1000;
-int run_logged(std::vector<std::string> args, const std::string& log, int* spawn_error = nullptr);
+inline constexpr int kTimedOut = -1001;
+int run_logged(std::vector<std::string> args, const std::string& log, int* spawn_error = nullptr,
+               double timeout_s = -1);
 
 struct Toolchain {
   std::string path;      // resolved executable
   std::string identity;  // what the cache key holds of it
+  double timeout_s = 0;  // how long one compile may take (0: no limit)
 };
-// Throws CompilerUnavailableError when there is none (Note [Finding the compiler] in jit.cpp).
-Toolchain resolve_compiler(const std::string& requested);
+// Throws CompilerUnavailableError when there is none (Note [Finding the compiler] in jit.cpp). The
+// timeout is `timeout_s` when positive, else compile_timeout_from_env() (which may throw UsageError).
+Toolchain resolve_compiler(const std::string& requested, double timeout_s = 0);
 
 struct CacheDir {
   std::string path;
@@ -63,8 +71,14 @@ uint64_t fnv1a(const std::string& text);
 std::string hex16(uint64_t value);
 // Throws Error naming the path when it cannot be written.
 void write_file(const std::string& path, const std::string& text);
-// The file's bytes, "" when it cannot be read.
+// The largest file the caches read (a kernel's object or PTX is KiBs to a few MiB).
+inline constexpr uint64_t kMaxCacheFileBytes = uint64_t{64} << 20;
+// The file's bytes, "" when it cannot be read or is not a regular file of at most kMaxCacheFileBytes.
 std::string read_file(const std::string& path);
+// A cache entry's bytes (Note [Reading a file strata did not write] in lib/input_file.h): nullopt with
+// `refused` empty when there is none (a miss), nullopt with the reason when what is there is not a
+// regular file of at most kMaxCacheFileBytes (a FIFO, a link to /dev/zero), which is then compiled over.
+std::optional<std::string> read_cache_entry(const std::string& path, std::string& refused);
 // A name in `dir` that no other process or thread uses: "<dir>/.<key><ext>.tmp.<pid>.<n>".
 std::string temp_name_in(const std::string& dir, const std::string& key, const char* ext);
 // Writes `text` to a temporary in `dir`, then renames it onto <dir>/<key><ext> (atomic within a

@@ -25,21 +25,25 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "layers/compiler/internal.h"
 #include "layers/kernels/cpu/cpu_kernels.h"
-#include "lib/zone.h"
+#include "lib/child_process.h"
 #include "lib/host_clock.h"
+#include "lib/input_file.h"
 #include "lib/machine.h"
+#include "lib/zone.h"
 
 extern char** environ;
 
@@ -112,11 +116,18 @@ void write_file(const std::string& path, const std::string& text) {
   if (!f) throw Error("compiler: could not write " + path + ": " + std::strerror(errno));
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
+std::string read_file(const std::string& path) { return read_regular_file(path, kMaxCacheFileBytes).bytes; }
+
+std::optional<std::string> read_cache_entry(const std::string& path, std::string& refused) {
+  refused.clear();
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) return std::nullopt;  // a miss
+  InputFile f = read_regular_file(path, kMaxCacheFileBytes);
+  if (f.ok()) return std::move(f.bytes);
+  // A dangling symlink is a miss too: compiling renames a file over it.
+  if (f.failure == InputFile::Failure::kCannotOpen && ::stat(path.c_str(), &st) != 0 && errno == ENOENT) return std::nullopt;
+  refused = "the cached file " + f.why;
+  return std::nullopt;
 }
 
 // A name in the cache directory no other process or thread uses: the temporary the compiler writes.
@@ -144,7 +155,9 @@ std::string write_into_cache(const std::string& dir, const std::string& key, con
   return path;
 }
 
-int run_logged(std::vector<std::string> args, const std::string& log, int* spawn_error) {
+int run_logged(std::vector<std::string> args, const std::string& log, int* spawn_error, double timeout_s) {
+  if (timeout_s < 0) timeout_s = compile_timeout_from_env();
+  const std::string what = fs::path(args[0]).filename().string() + " (" + args[0] + ")";
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -152,29 +165,36 @@ int run_logged(std::vector<std::string> args, const std::string& log, int* spawn
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  // A process group of its own, so that a timeout or a signal ends the driver and what it started
+  // (Note [Waiting for a child] in lib/child_process.h).
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
   pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+  const int rc = ::posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
   if (rc != 0) {
     if (spawn_error != nullptr) *spawn_error = rc;
     return kCouldNotStart;
   }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+  bool timed_out = false;
+  const int status = wait_for_child(pid, timeout_s, what, timed_out);
+  return timed_out ? kTimedOut : status;
 }
 
 namespace {
 
 // Runs the compiler without a shell, its output into `log`; returns the exit status (or -signal).
-int run_compiler(const std::string& cxx, const std::string& source, const std::string& output, const std::string& log) {
+int run_compiler(const Toolchain& tc, const std::string& source, const std::string& output, const std::string& log) {
+  const std::string& cxx = tc.path;
   std::vector<std::string> args = {cxx};
   for (const std::string& f : compile_flags()) args.emplace_back(f);
   args.insert(args.end(), {"-o", output, source});
   for (const char* l : kLibs) args.emplace_back(l);
   int spawn_error = 0;
-  const int status = run_logged(std::move(args), log, &spawn_error);
+  const int status = run_logged(std::move(args), log, &spawn_error, tc.timeout_s);
   if (status == kCouldNotStart) throw CompilerUnavailableError("compiler: could not run " + cxx + ": " + std::strerror(spawn_error));
   return status;
 }
@@ -184,9 +204,58 @@ struct Loaded {
   std::string why_not;  // when entry is null
 };
 
-// dlopen + the ABI and key checks. Handles stay open for the process's life: a kernel may be called by
-// any CompiledGraph at any time, and the objects are small.
+// Note [A sealed kernel object]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// dlopen maps a file and trusts it: a truncated or damaged object under a key's name killed the process
+// with SIGBUS when a page past the end was touched, and a FIFO there hung it. So an object is sealed
+// before it is renamed into the cache: a fixed-length trailer (ELF loaders ignore bytes past what the
+// headers describe) holds the object's size and its FNV-1a hash. Before dlopen, the file is read as a
+// regular file of bounded size (lib/input_file.h) and both are checked; anything else under the name
+// (cut short, an edited byte, no trailer, not a regular file) is refused with the reason, compiled over
+// and reported (KernelBuild::cache_refused). The file is checked, then mapped by name: the cache is
+// only ever changed by renames, so what was checked is what is mapped.
+constexpr char kSealFormat[] = "\nstrata-kernel-object v1 bytes=%016llx fnv1a=%016llx\n";
+constexpr size_t kSealBytes = sizeof("\nstrata-kernel-object v1 bytes=") - 1 + 16 + sizeof(" fnv1a=") - 1 + 16 + 1;
+
+std::string seal_text(unsigned long long size, unsigned long long hash) {
+  char buf[kSealBytes + 1];
+  std::snprintf(buf, sizeof buf, kSealFormat, size, hash);
+  return std::string(buf, kSealBytes);
+}
+std::string seal_of(const std::string& object) { return seal_text(object.size(), fnv1a(object)); }
+
+// "" when `bytes` (a whole file) is a sealed object whose size and hash hold, else why not.
+std::string check_seal(const std::string& bytes) {
+  if (bytes.size() < kSealBytes) return "it is " + std::to_string(bytes.size()) + " bytes, too short for a kernel";
+  const std::string object = bytes.substr(0, bytes.size() - kSealBytes);
+  unsigned long long size = 0, hash = 0;
+  const std::string seal = bytes.substr(object.size());
+  if (std::sscanf(seal.c_str(), kSealFormat, &size, &hash) != 2 || seal != seal_text(size, hash)) {
+    return "it has no strata seal (cut short, or not written by this strata)";
+  }
+  if (size != object.size())
+    return "its seal records " + std::to_string(size) + " bytes and it holds " + std::to_string(object.size());
+  if (hash != fnv1a(object)) return "its content does not match the hash in its seal (damaged)";
+  return "";
+}
+
+// Appends the seal to the compiler's output (still a temporary, not yet renamed into the cache).
+void seal_object(const std::string& path) {
+  const InputFile f = read_regular_file(path, kMaxCacheFileBytes);
+  if (!f.ok()) throw Error("compiler: the compiled kernel " + path + " " + f.why);
+  std::ofstream out(path, std::ios::binary | std::ios::app);
+  out << seal_of(f.bytes);
+  out.close();
+  if (!out) throw Error("compiler: could not write " + path + ": " + std::strerror(errno));
+}
+
+// The seal's check, then dlopen + the ABI and key checks. Handles stay open for the process's life: a
+// kernel may be called by any CompiledGraph at any time, and the objects are small.
 Loaded load(const std::string& path, const std::string& key) {
+  std::string refused;
+  const std::optional<std::string> bytes = read_cache_entry(path, refused);
+  if (!bytes) return {nullptr, refused.empty() ? "the file is gone" : refused};
+  if (std::string why = check_seal(*bytes); !why.empty()) return {nullptr, "the cached file " + why};
   void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) return {nullptr, std::string("dlopen failed: ") + ::dlerror()};
   auto abi = reinterpret_cast<int (*)()>(::dlsym(handle, "strata_kernel_abi"));
@@ -216,16 +285,55 @@ void compile_into_cache(const KernelBuild& build, const std::string& text, const
   const std::string log = work + "/compiler.log";
   write_file(source, text);
   const std::string tmp = temp_name_in(cache.path, build.key, ".so");
-  const int status = run_compiler(tc.path, source, tmp, log);
+  const std::string what = "the generated kernel " + build.name + " (" + std::string(dtype_name(build.dtype)) + ")";
+  int status = 0;
+  {
+    const PendingTemporary pending(tmp);  // removed if a signal ends the compile
+    try {
+      status = run_compiler(tc, source, tmp, log);
+    } catch (const Error& e) {
+      if (e.code() == ExitCode::kInterrupted) {
+        std::error_code ec;
+        fs::remove_all(work, ec);
+      }
+      throw;
+    }
+  }
+  if (status == kTimedOut) {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    char limit[32];
+    std::snprintf(limit, sizeof limit, "%g", tc.timeout_s);
+    throw KernelCompileError("compiler: " + what + " did not compile within " + limit + " s: " + tc.path +
+                                 " was still running and was killed. The limit is STRATA_COMPILE_TIMEOUT (seconds, "
+                                 "default 300, 0 for none) or the compile_timeout option; the source is kept at " + source,
+                             source);
+  }
   if (status != 0) {
     std::error_code ec;
     fs::remove(tmp, ec);
     std::string out = read_file(log);
     if (out.size() > 4000) out = "...\n" + out.substr(out.size() - 4000);
-    throw KernelCompileError("compiler: the generated kernel " + build.name + " (" + std::string(dtype_name(build.dtype)) +
-                                 ") did not compile: " + tc.path + " exited with " + std::to_string(status) +
+    throw KernelCompileError("compiler: " + what + " did not compile: " + tc.path + " exited with " + std::to_string(status) +
                                  "; the source is kept at " + source + "; the compiler said:\n" + out,
                              source);
+  }
+  struct stat st {};
+  if (::lstat(tmp.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size == 0) {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    fs::remove_all(work, ec);
+    throw CompilerUnavailableError("no working C++ compiler: " + tc.path + " exited with 0 but wrote no shared object for " +
+                                   what + " (it was asked for one with -o). The compiled path needs a C++ compiler "
+                                   "that builds shared objects (g++ or clang++): set CXX to one. Eager and graph "
+                                   "replay do not need it.");
+  }
+  try {
+    seal_object(tmp);
+  } catch (const Error&) {
+    std::error_code ec;
+    fs::remove(tmp, ec);
+    throw;
   }
   if (::rename(tmp.c_str(), so_path.c_str()) != 0) {
     const std::string why = std::strerror(errno);
@@ -249,7 +357,7 @@ void compile_into_cache(const KernelBuild& build, const std::string& text, const
 // looked up on PATH. Its identity in the cache key is its resolved path, size and modification time: an
 // upgraded compiler is a different file, and reading those costs a stat, where asking it for its version
 // would cost a process start on every compile, cache hits included.
-Toolchain resolve_compiler(const std::string& requested) {
+Toolchain resolve_compiler(const std::string& requested, double timeout_s) {
   const bool from_env = requested.empty() && std::getenv("CXX") != nullptr && *std::getenv("CXX") != '\0';
   const std::string name = requested.empty() ? getenv_or("CXX", "") : requested;
   std::string path;
@@ -280,6 +388,7 @@ Toolchain resolve_compiler(const std::string& requested) {
   ::stat(path.c_str(), &st);
   Toolchain tc;
   tc.path = path;
+  tc.timeout_s = timeout_s > 0 ? timeout_s : compile_timeout_from_env();
   tc.identity = (ec ? path : real.string()) + " size=" + std::to_string(st.st_size) +
                 " mtime=" + std::to_string(int64_t(st.st_mtim.tv_sec)) + "." + std::to_string(int64_t(st.st_mtim.tv_nsec));
   return tc;
@@ -335,7 +444,8 @@ KernelEntry build_kernel(KernelBuild& build, const Toolchain& tc, const CacheDir
   // Each phase in a Frontend-layer zone of its own (setup, not a call's work): the Chrome trace of
   // `strata trace PROGRAM --mode compiled` shows them beside the timed calls.
   int64_t t0 = host_clock::now_ns();
-  if (::access(build.library_path.c_str(), F_OK) == 0) {
+  struct stat st {};
+  if (::lstat(build.library_path.c_str(), &st) == 0) {
     STRATA_ZONE(zone, Layer::kFrontend, "load (kernel cache hit)");
     Loaded hit = load(build.library_path, build.key);
     build.load_ns = double(host_clock::now_ns() - t0);
@@ -344,6 +454,7 @@ KernelEntry build_kernel(KernelBuild& build, const Toolchain& tc, const CacheDir
       return hit.entry;
     }
     zone.rename("load (cache file refused)");
+    build.cache_refused = hit.why_not;
     // A file of another ABI or a foreign one under this name: compiled again below, atomically replaced.
   }
   t0 = host_clock::now_ns();
@@ -372,7 +483,8 @@ KernelBuild jit_compile(const std::string& name, DType dtype, const std::string&
   build.name = name;
   build.dtype = dtype;
   build.source = source;
-  detail::build_kernel(build, detail::resolve_compiler(options.cxx), detail::resolve_cache_dir(options.cache_dir));
+  detail::build_kernel(build, detail::resolve_compiler(options.cxx, options.compile_timeout_s),
+                       detail::resolve_cache_dir(options.cache_dir));
   return build;
 }
 

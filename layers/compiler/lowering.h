@@ -20,6 +20,10 @@ using PointwiseExpr = std::string (*)(const std::vector<std::string>& tensors, c
 // The lowering of a pointwise op, or null: a pointwise op the table does not know is not fused.
 PointwiseExpr find_pointwise(const std::string& op);
 
+// Every op find_pointwise() lowers: the table's rows and the functors' ops, sorted (what the tests
+// iterate to hold every lowering to its eager kernel).
+std::vector<std::string> pointwise_ops();
+
 // matmul and linear: a GEMM whose output tile can carry an epilogue.
 bool is_gemm(const std::string& op);
 

@@ -20,6 +20,7 @@
 
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "layers/compiler/compiler_cuda.h"
@@ -135,8 +136,10 @@ Ptx cached_ptx(const CudaKernel& kernel, const std::string& arch, const std::str
   int64_t t0 = host_clock::now_ns();
   {
     STRATA_ZONE(zone, Layer::kFrontend, "read (PTX cache)");
-    if (::access(path.c_str(), F_OK) == 0) {
-      out.refused = parse_cached(detail::read_file(path), key, out);
+    // A FIFO or a link to /dev/zero under the name is refused unread (Note [Reading a file strata did
+    // not write] in lib/input_file.h), and compiled over as a damaged file is.
+    if (const std::optional<std::string> bytes = detail::read_cache_entry(path, out.refused)) {
+      out.refused = parse_cached(*bytes, key, out);
       out.cache_hit = out.refused.empty();
     }
   }

@@ -2,7 +2,12 @@
 // --emit cpp, `strata compare PROGRAM`'s three columns, no compiler (exit 4), and what is refused (exit 2).
 // Each test has a kernel cache of its own (STRATA_CACHE_DIR), so that a cache hit is one this test made.
 #include <doctest/doctest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <algorithm>
 #include <set>
@@ -280,4 +285,75 @@ TEST_CASE("strata ops lists the programs") {
   REQUIRE(r.exit_code == 0);
   for (const char* p : {"mlp BxIN", "relu_matmul N or MxKxN", "linear_gelu BxINxOUT", "gelu_tanh N"})
     CHECK_MESSAGE(test::contains(r.out, p), std::string(p));
+}
+
+namespace {
+
+// A stand-in C++ compiler that writes its pid and sleeps (exec: the pid is the sleep's), so that a test
+// can see whether strata left it running.
+std::string sleeping_compiler(const test::TempDir& dir) {
+  const std::string path = dir.file("slow-c++");
+  {
+    std::ofstream f(path);
+    f << "#!/bin/sh\necho $$ > '" << dir.file("compiler.pid") << ".tmp'\nmv '" << dir.file("compiler.pid")
+      << ".tmp' '" << dir.file("compiler.pid") << "'\nexec sleep 60\n";
+  }
+  ::chmod(path.c_str(), 0700);
+  return path;
+}
+
+pid_t wait_for_pid_file(const std::string& path) {
+  for (int i = 0; i < 3000 && !test::exists(path); ++i) usleep(10000);
+  pid_t pid = 0;
+  std::ifstream(path) >> pid;
+  return pid;
+}
+
+bool no_temporaries(const std::string& cache) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(cache, ec))
+    if (e.path().filename().string().find(".tmp.") != std::string::npos) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("a compiler that hangs: killed past STRATA_COMPILE_TIMEOUT, exit 1, nothing left in the cache") {
+  const test::TempDir dir;
+  const auto options = with_cache(dir, {"CXX=" + sleeping_compiler(dir), "STRATA_COMPILE_TIMEOUT=0.5"});
+  const test::RunResult r = test::run_strata(test::cpu({"trace", "relu_matmul", "16", "--mode", "compiled"}), options);
+  test::check_refused(r, 1, "did not compile within 0.5 s");
+  const pid_t pid = wait_for_pid_file(dir.file("compiler.pid"));
+  REQUIRE(pid > 0);
+  CHECK(::kill(pid, 0) != 0);  // not left running
+  CHECK(no_temporaries(dir.file("kernels")));
+  test::check_refused(test::run_strata(test::cpu({"trace", "relu_matmul", "16", "--mode", "compiled"}),
+                                       with_cache(dir, {"STRATA_COMPILE_TIMEOUT=soon"})),
+                      2, "STRATA_COMPILE_TIMEOUT='soon'");
+}
+
+TEST_CASE("SIGTERM, or SIGINT twice, while the compiler runs: exit 130, the compiler killed, no temporary") {
+  for (const std::vector<int> signals : {std::vector<int>{SIGTERM}, std::vector<int>{SIGINT, SIGINT}}) {
+    CAPTURE(signals.size());
+    const test::TempDir dir;
+    test::Subprocess p(test::cpu({"trace", "relu_matmul", "16", "--mode", "compiled"}),
+                       with_cache(dir, {"CXX=" + sleeping_compiler(dir)}));
+    const pid_t compiler = wait_for_pid_file(dir.file("compiler.pid"));  // strata is waiting for it now
+    REQUIRE(compiler > 0);
+    for (int sig : signals) ::kill(p.pid(), sig);
+    const test::RunResult r = p.wait(60);
+    CHECK(r.exit_code == 130);
+    CHECK(r.out.empty());
+    usleep(100000);  // a SIGKILLed group is gone at once; the reaping of the orphan may take a moment
+    CHECK(::kill(compiler, 0) != 0);
+    CHECK(no_temporaries(dir.file("kernels")));
+  }
+}
+
+TEST_CASE("CXX=/bin/true (exits 0, writes nothing): exit 4, saying the compiler produced no object") {
+  const test::TempDir dir;
+  const test::RunResult r = test::run_strata(test::cpu({"trace", "relu_matmul", "16", "--mode", "compiled"}),
+                                             with_cache(dir, {"CXX=/bin/true"}));
+  test::check_refused(r, 4, "wrote no shared object");
+  CHECK(no_temporaries(dir.file("kernels")));
 }

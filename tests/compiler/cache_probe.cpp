@@ -3,6 +3,7 @@
 // error against the float64 reference.
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include "layers/compiler/compiler.h"
 #include "layers/frontend/frontend.h"
@@ -20,8 +21,10 @@ int main() {
     const Tensor out = g.run({x, y}).at(0);
     std::vector<double> ref = reference::add(x, y, 1.0);
     for (double& v : ref) v = v > 0 ? v : 0;
-    std::printf("hits %d misses %d error %.3g\n", g.timings().cache_hits, g.timings().cache_misses,
-                reference::relative_error(out, ref));
+    const bool refused = !g.builds().empty() && !g.builds()[0].cache_refused.empty() &&
+                         g.timings().cache_note.find("was refused") != std::string::npos;
+    std::printf("hits %d misses %d error %.3g refused %d\n", g.timings().cache_hits, g.timings().cache_misses,
+                reference::relative_error(out, ref), refused ? 1 : 0);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cache_probe: %s\n", e.what());

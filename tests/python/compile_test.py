@@ -158,6 +158,24 @@ class CompileTest(unittest.TestCase):
         self.assertEqual(len(scaled.recompiles), 3)
         self.assertEqual(scaled.versions[0].calls, 3)
 
+    def test_a_constant_guard_compares_bits_signed_zeros_and_nan(self):
+        # mul(x, -0.0) and mul(x, 0.0) differ in the sign of every zero: -0.0 == 0.0 must not reuse a version.
+        @strata.compile(cache_dir=CACHE)
+        def scaled(x, s):
+            return strata.mul(x, s)
+
+        x = self.t(3, 5)
+        pos = scaled(x, 0.0).numpy()
+        neg = scaled(x, -0.0).numpy()
+        self.assertEqual(len(scaled.versions), 2)
+        self.assertEqual(scaled.recompiles[0]["reasons"], ["s: value 0.0 -> -0.0"])
+        self.assertEqual(int(np.signbit(pos[x.numpy() > 0]).sum()), 0)
+        self.assertEqual(int(np.signbit(neg[x.numpy() > 0]).sum()), int((x.numpy() > 0).sum()))
+        scaled(x, float("nan"))
+        scaled(x, float("nan"))  # another NaN object, the same bits: the same version
+        scaled(x, (-0.0) * 1)
+        self.assertEqual(len(scaled.versions), 3)
+
     def test_a_recompile_for_a_new_shape_is_a_cache_hit(self):
         cache = tempfile.mkdtemp(prefix="strata-compile-shape-")
         try:
@@ -312,6 +330,26 @@ class CompileTest(unittest.TestCase):
                 y2 = compiled(x, w)
                 strata.sum(y2).backward()
                 strata.sum(y2).backward()
+
+    def test_compiled_backward_refuses_an_input_or_parameter_changed_in_place(self):
+        # Eager raises torch's error when a tensor a node saved was changed in place; the compiled backward
+        # replays from the inputs and parameters, so it must raise too rather than return a wrong gradient.
+        w_param = self.t(4, 5, requires_grad=True)
+        for changed in ("input", "parameter"):
+            compiled = strata.compile(lambda x: strata.relu(strata.matmul(x, w_param)), cache_dir=CACHE)
+            x = self.t(3, 4, requires_grad=True)
+            y = compiled(x)
+            self.assertEqual(y.grad_fn, "CompiledFunctionBackward")
+            with strata.no_grad():  # an optimizer's step between forward and backward
+                (x if changed == "input" else w_param).mul_(-2.5)
+            with self.assertRaises(strata.UsageError) as caught:
+                strata.sum(y).backward()
+            self.assertIn("modified by an inplace operation", str(caught.exception))
+            self.assertIn("expected version", str(caught.exception))
+            # Unchanged, the same compiled function's backward runs.
+            y = compiled(x)
+            strata.sum(y).backward()
+            self.assertIsNotNone(x.grad)
 
     def test_cold_phases_and_a_cache_hit_on_a_second_compile(self):
         cache = tempfile.mkdtemp(prefix="strata-compile-hit-")

@@ -15,6 +15,7 @@ versions] and Note [Graph breaks].
 """
 import functools
 import inspect
+import struct
 import threading
 
 from . import _strata
@@ -43,19 +44,48 @@ if CompilerUnavailableError is None:
 _DEFAULT_CACHE_SIZE_LIMIT = 8
 
 
+class _ExactFloat:
+    """A float constant as the guard key holds it: equal by its bits, since == makes -0.0 equal 0.0 (a
+    graph specialised on a zero's sign would be reused for the other sign) and NaN unequal to itself (a
+    NaN constant would never find its version). Printed as the float."""
+    __slots__ = ("value", "bits")
+
+    def __init__(self, value):
+        self.value = value
+        self.bits = struct.pack("<d", value)
+
+    def __eq__(self, other):
+        return isinstance(other, _ExactFloat) and self.bits == other.bits
+
+    def __hash__(self):
+        return hash(self.bits)
+
+    def __repr__(self):
+        return repr(self.value)
+
+
+def _exact(value):
+    """A constant with every float in it compared by its bits (_ExactFloat)."""
+    if type(value) is float:
+        return _ExactFloat(value)
+    if isinstance(value, tuple):
+        return tuple(_exact(v) for v in value)
+    return value
+
+
 def _describe(value):
     """A constant argument's part of the guard key (tensors are described in C++: _strata._guard_key)."""
     if isinstance(value, (list, tuple)):
         if any(isinstance(v, _strata.Tensor) for v in value):
             raise TypeError("strata.compile: tensors inside a list or tuple argument are not supported; pass each "
                             "tensor as an argument of its own")
-        return ("constant", type(value).__name__, tuple(value))
+        return ("constant", type(value).__name__, _exact(tuple(value)))
     try:
         hash(value)
     except TypeError:
         raise TypeError(f"strata.compile: a non-tensor argument is a constant of the graph and must be hashable "
                         f"(int, float, str, bool, None, a tuple of them); got {type(value).__name__}") from None
-    return ("constant", type(value).__name__, value)
+    return ("constant", type(value).__name__, _exact(value))
 
 
 def _key(args, kwargs, values):
