@@ -28,7 +28,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (keyword_only && !a.keyword_only) std::abort();  // '*' splits the list once
     keyword_only = a.keyword_only;
     if (a.default_value && a.default_value->is_none() && a.type != ArgType::kOptionalTensor &&
-        a.type != ArgType::kOptionalScalarType)
+        a.type != ArgType::kOptionalScalarType && a.type != ArgType::kOptionalFloat)
       std::abort();
     for (size_t j = 0; j < i; ++j)
       if (schema.arguments[j].name == a.name) std::abort();

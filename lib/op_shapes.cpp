@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <string>
+#include <utility>
 
 #include "lib/error.h"
 
@@ -325,6 +326,63 @@ Reduction reduce_dims(const char* op, const Shape& self, const Shape& dim, bool 
     if (reduced) r.count *= self[i];
     if (!reduced || keepdim) r.out[r.out.ndim++] = r.kept[i];
   }
+  return r;
+}
+
+}  // namespace strata::op_shapes
+
+namespace strata::op_shapes {
+
+RowsAround rows_around(const char* op, const Shape& self, int64_t dim) {
+  const int64_t n = self.ndim == 0 ? 1 : self.ndim;
+  if (dim < -n || dim >= n) {
+    throw IndexRangeError(std::string(op) + "(): Dimension out of range (expected to be in range of [" +
+                          std::to_string(-n) + ", " + std::to_string(n - 1) + "], but got " + std::to_string(dim) +
+                          ") for a tensor of size " + bracket(self));
+  }
+  RowsAround r;
+  r.dim = dim < 0 ? dim + n : dim;
+  for (int i = 0; i < self.ndim; ++i) {
+    if (i < r.dim) r.outer *= self[i];
+    else if (i == r.dim) r.size = self[i];
+    else r.inner *= self[i];
+  }
+  return r;
+}
+
+double rms_norm_eps(DType dtype, std::optional<double> eps) {
+  if (eps) return *eps;
+  switch (dtype) {
+    case DType::kF32: return 1.1920928955078125e-07;  // 2^-23
+    case DType::kF64: return 2.220446049250313e-16;   // 2^-52
+    case DType::kF16: return 0.0009765625;            // 2^-10
+    case DType::kBF16: return 0.0078125;              // 2^-7
+  }
+  return 0;
+}
+
+NormRows norm_rows(const char* op, const Shape& input, const Shape& normalized_shape, const Shape* weight,
+                   const Shape* bias) {
+  if (normalized_shape.ndim == 0) {
+    throw UsageError(std::string(op) + "(): Expected normalized_shape to be at least 1-dimensional, i.e., "
+                     "containing at least one element, but got normalized_shape = []");
+  }
+  const int lead = input.ndim - normalized_shape.ndim;
+  bool fits = lead >= 0;
+  for (int i = 0; fits && i < normalized_shape.ndim; ++i) fits = input[lead + i] == normalized_shape[i];
+  if (!fits) {
+    throw UsageError(std::string(op) + "(): Given normalized_shape=" + bracket(normalized_shape) +
+                     ", expected input with shape [*, " + normalized_shape.str() + "], but got input of size " +
+                     bracket(input));
+  }
+  for (const auto& [what, shape] : {std::pair{"weight", weight}, std::pair{"bias", bias}}) {
+    if (shape != nullptr && !(*shape == normalized_shape)) {
+      throw UsageError(std::string(op) + "(): Expected " + what + " to be of same shape as normalized_shape, but got " +
+                       what + " of shape " + bracket(*shape) + " and normalized_shape = " + bracket(normalized_shape));
+    }
+  }
+  NormRows r;
+  for (int i = 0; i < input.ndim; ++i) (i < lead ? r.rows : r.cols) *= input[i];
   return r;
 }
 

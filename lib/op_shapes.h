@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 
 #include "lib/tensor.h"
 
@@ -111,5 +112,29 @@ struct Reduction {
   int64_t count = 1;
 };
 Reduction reduce_dims(const char* op, const Shape& self, const Shape& dim, bool keepdim);
+
+}  // namespace strata::op_shapes
+
+namespace strata::op_shapes {
+
+// softmax / log_softmax and their gradients (Note [Normalization ops] in layers/ops/normalization.h): the
+// tensor seen as [outer, size, inner] around `dim`, which is wrapped as torch wraps it (a 0-d tensor takes
+// 0 or -1 and is one row of one element); a dim out of range is an IndexRangeError in torch's words.
+struct RowsAround {
+  int64_t dim = 0;  // wrapped into [0, ndim)
+  int64_t outer = 1, size = 1, inner = 1;
+};
+RowsAround rows_around(const char* op, const Shape& self, int64_t dim);
+
+// layer_norm / rms_norm and their gradients: `normalized_shape` must be the input's last dims (at least
+// one), and a weight or bias (null: absent) must have exactly that shape; either mistake is a UsageError
+// naming both shapes, in torch's words. The input is then [rows, cols], cols the normalized elements.
+struct NormRows {
+  int64_t rows = 1, cols = 1;
+};
+NormRows norm_rows(const char* op, const Shape& input, const Shape& normalized_shape, const Shape* weight,
+                   const Shape* bias);
+// rms_norm's eps: as given, or for None torch.finfo(dtype).eps of the input's dtype (torch's default).
+double rms_norm_eps(DType dtype, std::optional<double> eps);
 
 }  // namespace strata::op_shapes

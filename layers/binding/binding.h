@@ -28,6 +28,8 @@ class IValue {
   IValue(int64_t i) : value_(i) {}
   IValue(int i) : value_(static_cast<int64_t>(i)) {}
   IValue(double d) : value_(d) {}
+  // A float? argument (rms_norm's eps): None or the number.
+  IValue(std::optional<double> d) : value_(d ? decltype(value_)(*d) : decltype(value_)()) {}
   IValue(bool b) : value_(b) {}
   IValue(DType d) : value_(d) {}  // a ScalarType argument (to_copy's dtype)
   IValue(Shape list) : value_(list) {}  // an int[] argument (view's size, permute's dims): at most 4 ints
@@ -56,8 +58,8 @@ class IValue {
 };
 
 // A boxed value as the C++ argument type T of an operator's Signature (const Tensor&, int64_t, double,
-// bool, DType, std::optional<DType>, const Shape& for int[]), once it has been checked against the schema. A None given for a
-// Tensor? is an undefined Tensor, for a ScalarType? an empty optional.
+// bool, DType, std::optional<DType>, std::optional<double> for float?, const Shape& for int[]), once it has been checked
+// against the schema. A None given for a Tensor? is an undefined Tensor, for a ScalarType? or a float? an empty optional.
 template <typename T>
 decltype(auto) unbox(const IValue& v) {
   if constexpr (std::is_same_v<T, const Tensor&>) {
@@ -71,6 +73,8 @@ decltype(auto) unbox(const IValue& v) {
     return v.to_dtype();
   } else if constexpr (std::is_same_v<T, std::optional<DType>>) {
     return v.is_dtype() ? std::optional<DType>(v.to_dtype()) : std::nullopt;
+  } else if constexpr (std::is_same_v<T, std::optional<double>>) {
+    return v.is_none() ? std::nullopt : std::optional<double>(v.to_double());
   } else if constexpr (std::is_same_v<T, const Shape&>) {
     return v.to_int_list();
   } else {
@@ -82,7 +86,17 @@ decltype(auto) unbox(const IValue& v) {
 // kIntList is `int[]`: a list of at most Shape::kMaxDims ints (the dims strata's tensors can have), held
 // as a Shape; no default (every view operator that takes one needs it). `int[N]` (conv2d's `int[2] stride=1`)
 // is one with a size: a single int is taken for all N (the default too), as PyTorch's IntArrayRef[N] takes it.
-enum class ArgType { kTensor, kOptionalTensor, kInt, kFloat, kBool, kScalarType, kOptionalScalarType, kIntList };
+enum class ArgType {
+  kTensor,
+  kOptionalTensor,
+  kInt,
+  kFloat,
+  kBool,
+  kScalarType,
+  kOptionalScalarType,
+  kIntList,
+  kOptionalFloat,  // float? (rms_norm's eps=None): None or a number
+};
 const char* arg_type_name(ArgType type);
 
 struct Argument {

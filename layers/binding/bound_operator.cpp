@@ -21,6 +21,7 @@ const char* arg_type_name(ArgType type) {
     case ArgType::kScalarType: return "ScalarType";
     case ArgType::kOptionalScalarType: return "ScalarType?";
     case ArgType::kIntList: return "int[]";
+    case ArgType::kOptionalFloat: return "float?";
   }
   return "?";
 }
@@ -61,6 +62,7 @@ bool accepts(ArgType type, const IValue& v) {
     case ArgType::kScalarType: return v.is_dtype();
     case ArgType::kOptionalScalarType: return v.is_dtype() || v.is_none();
     case ArgType::kIntList: return v.is_int_list();
+    case ArgType::kOptionalFloat: return v.is_double() || v.is_int() || v.is_none();
   }
   return false;
 }
@@ -152,6 +154,7 @@ bool schema_type_matches(ArgType t) {
   if constexpr (std::is_same_v<T, double>) return t == ArgType::kFloat;
   if constexpr (std::is_same_v<T, DType>) return t == ArgType::kScalarType;
   if constexpr (std::is_same_v<T, std::optional<DType>>) return t == ArgType::kOptionalScalarType;
+  if constexpr (std::is_same_v<T, std::optional<double>>) return t == ArgType::kOptionalFloat;
   if constexpr (std::is_same_v<T, const Shape&>) return t == ArgType::kIntList;
   return t == ArgType::kBool;
 }

@@ -84,8 +84,10 @@ class Parser {
       if (!optional) arg.writes = alias_annotation();
     } else if (type == "ScalarType") {
       arg.type = optional ? ArgType::kOptionalScalarType : ArgType::kScalarType;
+    } else if (type == "float" && optional) {
+      arg.type = ArgType::kOptionalFloat;
     } else if (optional) {
-      fail("'?' only after Tensor or ScalarType");
+      fail("'?' only after Tensor, ScalarType or float");
     } else if (type == "int" && consume('[')) {
       while (pos_ < text_.size() && std::isdigit(uc(text_[pos_])) && arg.list_size <= Shape::kMaxDims)
         arg.list_size = arg.list_size * 10 + (text_[pos_++] - '0');
@@ -100,7 +102,7 @@ class Parser {
       arg.type = ArgType::kBool;
     } else {
       pos_ -= type.size();
-      fail("a type (Tensor, Tensor?, int, int[], int[N], float, bool, ScalarType, ScalarType?)");
+      fail("a type (Tensor, Tensor?, int, int[], int[N], float, float?, bool, ScalarType, ScalarType?)");
     }
     skip_space();
     arg.name = identifier("argument name");
@@ -117,8 +119,8 @@ class Parser {
     while (pos_ < text_.size() && text_[pos_] != ',' && text_[pos_] != ')' && !std::isspace(uc(text_[pos_]))) ++pos_;
     std::string_view token = text_.substr(start, pos_ - start);
     if (token == "None") {
-      if (type != ArgType::kOptionalTensor && type != ArgType::kOptionalScalarType)
-        fail_at(start, "a default that fits the type (None is for Tensor? and ScalarType?)");
+      if (type != ArgType::kOptionalTensor && type != ArgType::kOptionalScalarType && type != ArgType::kOptionalFloat)
+        fail_at(start, "a default that fits the type (None is for Tensor?, ScalarType? and float?)");
       return IValue();
     }
     if (type == ArgType::kBool) {
@@ -135,7 +137,7 @@ class Parser {
       while (list.ndim < list_size) list[list.ndim++] = v;
       return IValue(list);
     }
-    if (type == ArgType::kFloat) {
+    if (type == ArgType::kFloat || type == ArgType::kOptionalFloat) {
       double v = 0;
       auto [end, ec] = std::from_chars(token.data(), token.data() + token.size(), v);
       if (ec != std::errc() || end != token.data() + token.size()) fail_at(start, "a number default");

@@ -7,7 +7,9 @@
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <memory>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -190,6 +192,10 @@ void record_arg(RecordedNode& node, const BackwardDecl&, size_t i, const T& v) {
   if constexpr (std::is_arithmetic_v<T>) node.save_scalar(i, static_cast<double>(v));
 }
 inline void record_arg(RecordedNode& node, const BackwardDecl&, size_t i, const Shape& list) { node.save_int_list(i, list); }
+// A float? (rms_norm's eps): the number, or NaN for None (the formula resolves None as the kernel did).
+inline void record_arg(RecordedNode& node, const BackwardDecl&, size_t i, const std::optional<double>& v) {
+  node.save_scalar(i, v ? *v : std::numeric_limits<double>::quiet_NaN());
+}
 // Whether a view op's output is a header over the storage of tensor argument `t`: then it is a recorded
 // view of its base (Note [Views and their base's history] in lib/tensor.h).
 template <typename T>

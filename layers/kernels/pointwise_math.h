@@ -115,6 +115,25 @@ struct Silu {
   }
 };
 
+struct Sigmoid {
+  static constexpr const char* kName = "sigmoid";
+  static constexpr bool kVectorMath = true, kGradientVectorMath = false;  // exp; y (1 - y)
+  static constexpr const char* kGradientName = "sigmoid_backward";
+  static constexpr const char* kFormula = "1 / (1 + exp(-x))";
+  static constexpr const char* kGradientFormula = "grad * y (1 - y)";
+  // 1 / (1 + exp(-x)), as PyTorch's CPU and CUDA kernels: a large negative x gives +0 once exp(-x)
+  // overflows to inf, -inf gives 0, +inf gives 1, NaN stays NaN.
+  template <typename T>
+  STRATA_HOST_DEVICE static T forward(T x) {
+    return T(1) / (T(1) + exp_of(-x));
+  }
+  // d/dx sigmoid(x) = y * (1 - y), from the saved output y (PyTorch's sigmoid_backward(grad, output)).
+  template <typename T>
+  STRATA_HOST_DEVICE static T gradient(T grad, T y) {
+    return grad * (T(1) - y) * y;
+  }
+};
+
 // Whether a functor's forward (kVectorMath) or gradient (kGradientVectorMath) calls erf_of, exp_of or
 // tanh_of: on the CPU those are SLEEF's vector functions, and the library row says so.
 template <typename Fn>
@@ -125,7 +144,7 @@ inline constexpr bool kGradientCallsVectorMath = Fn::kGradientVectorMath;
 // The functors each backend instantiates: every forward, and every gradient.
 template <typename... Fns>
 struct MathList {};
-using UnaryMath = MathList<Relu, Gelu, Tanh, Silu>;
-using UnaryGradientMath = MathList<Gelu, Tanh, Silu>;
+using UnaryMath = MathList<Relu, Gelu, Tanh, Silu, Sigmoid>;
+using UnaryGradientMath = MathList<Gelu, Tanh, Silu, Sigmoid>;
 
 }  // namespace strata::kernels::math

@@ -1,7 +1,7 @@
 // Note [One declaration per operator]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Every operator strata knows is one struct, in its family's header (gemm.h, conv.h, pointwise.h, views.h,
-// gradients.h, reductions.h, copy.h, inplace.h: parts of this file), and the list below names them all:
+// gradients.h, reductions.h, copy.h, inplace.h, normalization.h: parts of this file), and the list below names them all:
 // the analogue of PyTorch's native_functions.yaml (plus the node name derivatives.yaml gives). A
 // declaration says
 //   kName, kAlias     the operator's name (binding, dispatcher, reports) and another the CLI accepts
@@ -103,6 +103,7 @@ struct OpList;
 #include "layers/ops/reductions.h"  // IWYU pragma: export
 #include "layers/ops/copy.h"  // IWYU pragma: export
 #include "layers/ops/inplace.h"  // IWYU pragma: export
+#include "layers/ops/normalization.h"  // IWYU pragma: export
 
 namespace strata::ops {
 
@@ -167,7 +168,7 @@ using CoreOps = OpList<Matmul, Linear, Conv2d, Relu, Add, Gelu, ToCopy, Mul, Mul
                       Reshape, Expand, Narrow, Select, Slice, Unsqueeze, Squeeze, Contiguous, SliceBackward, SumTo,
                       ReluInPlace, AddInPlace, MulInPlace, MulScalarInPlace, SumDim, MeanDim, Mean, Div, DivScalar,
                       AsStridedScatter>;
-using AllOps = JoinedLists<CoreOps, PointwiseFunctorOps, InPlaceArithmeticOps>::type;
+using AllOps = JoinedLists<CoreOps, PointwiseFunctorOps, InPlaceArithmeticOps, NormalizationOps>::type;
 
 template <typename Op>
 constexpr size_t op_index() {

@@ -97,9 +97,51 @@ inline GradList Silu::backward(const RecordedNode& node, const Tensor& grad) {
   return g;
 }
 
+// The logistic function (torch.sigmoid, torch.nn.functional.sigmoid): a functor op, saving its result
+// as PyTorch's SigmoidBackward0 does (the gradient is y * (1 - y)).
+struct Sigmoid {
+  static constexpr const char* kName = "sigmoid";
+  static constexpr std::string_view kAlias = "";
+  static constexpr const char* kSchema = "sigmoid(Tensor self) -> Tensor";
+  static constexpr const char* kTorchName = "torch.sigmoid";  // the --peer torch counterpart
+  using Signature = Tensor(const Tensor& self);
+  static constexpr KernelDecl kCpu{&kernels::cpu::unary<kernels::math::Sigmoid>,
+                                   "layers/kernels/cpu/pointwise.cpp (unary loop over math::Sigmoid)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::unary<kernels::math::Sigmoid>,
+                                    "layers/kernels/cuda/pointwise.cu (unary_kernel<math::Sigmoid>)"};
+  static constexpr auto kReference = &reference::sigmoid;
+  static constexpr auto kReferenceBackward = &reference::sigmoid_backward_of;  // float64 gradients
+  static constexpr BackwardDecl kBackward{"SigmoidBackward", 0, /*saves_result=*/true};  // y * (1 - y) needs y
+  // SigmoidBackward: sigmoid_backward(grad, result) (defined below SigmoidBackward, whose entry point it calls).
+  static GradList backward(const RecordedNode& node, const Tensor& grad);
+};
+inline constexpr EntryPoint<Sigmoid> sigmoid{};  // NOLINT(readability-identifier-naming): called like a function
+
+// SigmoidBackward's call (PyTorch's aten::sigmoid_backward(grad_output, output)): grad * y * (1 - y).
+struct SigmoidBackward {
+  static constexpr const char* kName = "sigmoid_backward";
+  static constexpr std::string_view kAlias = "";
+  static constexpr const char* kSchema = "sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor";
+  static constexpr const char* kTorchName = "torch.ops.aten.sigmoid_backward";  // the --peer torch counterpart
+  using Signature = Tensor(const Tensor& grad_output, const Tensor& output);
+  static constexpr KernelDecl kCpu{&kernels::cpu::unary_gradient<kernels::math::Sigmoid>,
+                                   "layers/kernels/cpu/pointwise.cpp (gradient loop over math::Sigmoid)"};
+  static constexpr KernelDecl kCuda{&kernels::cuda::unary_gradient<kernels::math::Sigmoid>,
+                                    "layers/kernels/cuda/pointwise.cu (unary_gradient_kernel<math::Sigmoid>)"};
+  static constexpr auto kReference = &reference::sigmoid_backward;
+  static constexpr BackwardDecl kBackward{"SigmoidBackwardBackward", 0};
+};
+inline constexpr EntryPoint<SigmoidBackward> sigmoid_backward{};  // NOLINT(readability-identifier-naming)
+
+inline GradList Sigmoid::backward(const RecordedNode& node, const Tensor& grad) {
+  GradList g;
+  g[0] = ops::sigmoid_backward(grad, node.result());
+  return g;
+}
+
 // The pointwise ops declared after AllOps was split by family, in `strata ops` order: they follow the
 // core list in AllOps (layers/ops/operators.h). A new pointwise op joins this list, here.
-using PointwiseFunctorOps = OpList<Silu, SiluBackward>;
+using PointwiseFunctorOps = OpList<Silu, SiluBackward, Sigmoid, SigmoidBackward>;
 
 // ---- The tanh GELU's ops ---------------------------------------------------------------------------------
 // 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3))), the program the compiled path fuses (docs/compiled.md).

@@ -82,7 +82,7 @@ TEST_CASE("malformed schemas: the message names the column and what was expected
   CHECK(schema_error("f(Tensor) -> Tensor").find("expected argument name at column 9, found ')'") !=
         std::string::npos);
   CHECK(schema_error("f(Tensr a) -> Tensor")
-            .find("expected a type (Tensor, Tensor?, int, int[], int[N], float, bool, ScalarType, ScalarType?) at column 3") != std::string::npos);
+            .find("expected a type (Tensor, Tensor?, int, int[], int[N], float, float?, bool, ScalarType, ScalarType?) at column 3") != std::string::npos);
   CHECK(schema_error("f(int? a) -> Tensor").find("'?' only after Tensor") != std::string::npos);
   CHECK(schema_error("f(Tensor a, Tensor a) -> Tensor").find("a second argument named 'a'") !=
         std::string::npos);
@@ -127,7 +127,17 @@ TEST_CASE("ScalarType arguments: required, optional with a None default, or a dt
   CHECK(s.arguments[2].default_value->to_dtype() == DType::kBF16);
   CHECK(schema_error("f(ScalarType d=f8) -> Tensor").find("a dtype default (f32, f64, f16, bf16) at column 16") !=
         std::string::npos);
-  CHECK(schema_error("f(ScalarType d=None) -> Tensor").find("None is for Tensor? and ScalarType?") != std::string::npos);
+  CHECK(schema_error("f(ScalarType d=None) -> Tensor").find("None is for Tensor?, ScalarType? and float?") != std::string::npos);
+}
+
+TEST_CASE("float? arguments: None or a number, as rms_norm's eps") {
+  const Schema s = parse_schema("f(Tensor self, float? eps=None, float? scale=0.5) -> Tensor");
+  REQUIRE(s.arguments.size() == 3);
+  CHECK(s.arguments[1].type == ArgType::kOptionalFloat);
+  CHECK(s.arguments[1].default_value->is_none());
+  CHECK(s.arguments[2].default_value->to_double() == 0.5);
+  CHECK(std::string(arg_type_name(ArgType::kOptionalFloat)) == "float?");
+  CHECK(schema_error("f(int? a) -> Tensor").find("'?' only after Tensor, ScalarType or float") != std::string::npos);
 }
 
 TEST_CASE("control bytes in a schema are shown escaped, and do not cut the message short") {

@@ -310,7 +310,79 @@ def _sum_to_reference(g, x):
     return g.sum(axis=axes).reshape(x.shape)
 
 
+# Note [Normalization ops]: a random dim of either sign; the norms over 1 or more last dims, weight and bias
+# present or not.
+def _inputs_softmax(rng, t):
+    shape = _random_shape(rng, 1, 4)
+    dim = rng.randrange(len(shape))
+    return [t(*shape), dim - len(shape) if rng.random() < 0.5 else dim], {}
+
+
+def _inputs_softmax_backward(rng, t):
+    shape = _random_shape(rng, 1, 4)
+    return [t(*shape), t(*shape), rng.randrange(len(shape))], {}
+
+
+def _inputs_norm(rng, t, params, grad=False, weight_grad=False):
+    shape = _random_shape(rng, 1, 4)
+    ns = tuple(shape[len(shape) - rng.randint(1, len(shape)):])
+    args = ([t(*shape)] if grad else []) + [t(*shape), ns]
+    if not weight_grad:
+        args += [t(*ns) if rng.random() < 0.7 else None for _ in range(params)]
+    args.append(rng.choice([1e-5, 1e-3, 0.1]))
+    return args, {}
+
+
+def _np_softmax(x, dim, log=False):
+    m = np.max(x, axis=dim, keepdims=True)
+    s = np.sum(np.exp(x - m), axis=dim, keepdims=True)
+    return x - m - np.log(s) if log else np.exp(x - m) / s
+
+
+def _np_norm(x, ns, w, b, eps, rms):
+    axes = tuple(range(x.ndim - len(ns), x.ndim))
+    mean = 0.0 if rms else np.mean(x, axis=axes, keepdims=True)
+    y = (x - mean) / np.sqrt(np.mean((x - mean) ** 2, axis=axes, keepdims=True) + eps)
+    return y * (1 if w is None else w) + (0 if b is None else b)
+
+
+def _np_norm_input_grad(g, x, ns, w, eps, rms):
+    axes = tuple(range(x.ndim - len(ns), x.ndim))
+    mean = 0.0 if rms else np.mean(x, axis=axes, keepdims=True)
+    rstd = 1 / np.sqrt(np.mean((x - mean) ** 2, axis=axes, keepdims=True) + eps)
+    xhat, gw = (x - mean) * rstd, g * (1 if w is None else w)
+    return rstd * (gw - (0 if rms else np.mean(gw, axis=axes, keepdims=True))
+                   - xhat * np.mean(gw * xhat, axis=axes, keepdims=True))
+
+
+def _np_norm_weight_grad(g, x, ns, eps, rms):
+    axes = tuple(range(x.ndim - len(ns), x.ndim))
+    mean = 0.0 if rms else np.mean(x, axis=axes, keepdims=True)
+    rstd = 1 / np.sqrt(np.mean((x - mean) ** 2, axis=axes, keepdims=True) + eps)
+    return np.sum(g * (x - mean) * rstd, axis=tuple(range(x.ndim - len(ns))))
+
+
 CASES = {
+    "softmax": (_inputs_softmax, lambda x, dim: _np_softmax(x, dim)),
+    "log_softmax": (_inputs_softmax, lambda x, dim: _np_softmax(x, dim, True)),
+    "_softmax_backward_data": (_inputs_softmax_backward,
+                               lambda g, y, dim: y * (g - np.sum(g * y, axis=dim, keepdims=True))),
+    "_log_softmax_backward_data": (_inputs_softmax_backward,
+                                   lambda g, y, dim: g - np.exp(y) * np.sum(g, axis=dim, keepdims=True)),
+    "layer_norm": (lambda rng, t: _inputs_norm(rng, t, 2),
+                   lambda x, ns, w=None, b=None, eps=1e-5: _np_norm(x, ns, w, b, eps, False)),
+    # eps given: None means finfo of the input's dtype, which the reference (over float64 values) cannot
+    # know; tests/python/normalization_test.py checks None per dtype.
+    "rms_norm": (lambda rng, t: _inputs_norm(rng, t, 1),
+                 lambda x, ns, w=None, eps=None: _np_norm(x, ns, w, None, eps, True)),
+    "layer_norm_input_backward": (lambda rng, t: _inputs_norm(rng, t, 1, grad=True),
+                                  lambda g, x, ns, w=None, eps=1e-5: _np_norm_input_grad(g, x, ns, w, eps, False)),
+    "rms_norm_input_backward": (lambda rng, t: _inputs_norm(rng, t, 1, grad=True),
+                                lambda g, x, ns, w=None, eps=1e-6: _np_norm_input_grad(g, x, ns, w, eps, True)),
+    "layer_norm_weight_backward": (lambda rng, t: _inputs_norm(rng, t, 0, grad=True, weight_grad=True),
+                                   lambda g, x, ns, eps=1e-5: _np_norm_weight_grad(g, x, ns, eps, False)),
+    "rms_norm_weight_backward": (lambda rng, t: _inputs_norm(rng, t, 0, grad=True, weight_grad=True),
+                                 lambda g, x, ns, eps=1e-6: _np_norm_weight_grad(g, x, ns, eps, True)),
     "matmul": (_inputs_matmul, lambda a, b: a @ b),
     "linear": (_inputs_linear, lambda x, w, b: x @ w.T + (0 if b is None else b)),
     "conv2d": (_inputs_conv2d, conv2d_reference),

@@ -173,7 +173,8 @@ def _method(fn):
 
 # The operators as Tensor methods, as torch's: x.relu(), x.matmul(w), x.add(y, alpha=2), x.sum(). Each is
 # the function strata.NAME with the tensor first, so the checks, overloads and rows are the same.
-for _name in ("matmul", "relu", "tanh", "add", "sub", "mul", "div", "pow", "sum", "mean"):  # the ones torch.Tensor has
+for _name in ("matmul", "relu", "tanh", "add", "sub", "mul", "div", "pow", "sum", "mean", "sigmoid", "softmax",
+              "log_softmax"):  # the ones torch.Tensor has
     if _name in FUNCTIONS:
         setattr(Tensor, _name, _method(FUNCTIONS[_name]))
 

@@ -131,7 +131,9 @@ def _check(op, arg, position, value):
                     raise TypeError(f"{op}(): argument '{arg['name']}' (position {position}) must be a tuple of "
                                     f"ints, but found element of type {type(v).__name__}")
             return tuple(int(v) for v in value)
-    elif kind == "float":
+    elif kind in ("float", "float?"):
+        if value is None and kind == "float?":
+            return value
         if not isinstance(value, bool) and isinstance(value, numbers.Real):
             try:
                 return float(value)
@@ -147,6 +149,7 @@ def _check(op, arg, position, value):
         if isinstance(value, str) or isinstance(value, type) or isinstance(value, np.dtype):
             return _dtype_arg(value, op)  # strata's short name; an unknown one is a ValueError
     expected = {"Tensor?": "Tensor or None", "ScalarType": "a dtype", "ScalarType?": "a dtype or None",
+                "float?": "float or None",
                 "int[]": "a tuple of ints"}.get(kind, "an int or a tuple of ints" if kind.startswith("int[") else kind)
     raise TypeError(f"{op}(): argument '{arg['name']}' (position {position}) must be {expected}, "
                     f"not {_type_name(value)}")
@@ -252,6 +255,7 @@ def _make(op):
         signature_text.append(f"{a['name']}={default}")
         check = {"Tensor": "type({0}) is _T", "Tensor?": "({0} is None or type({0}) is _T)",
                  "int": "type({0}) is int", "float": "type({0}) is float", "bool": "type({0}) is bool",
+                 "float?": "({0} is None or type({0}) is float)",
                  # The extension checks each element of a tuple (an int, in range) as it boxes it.
                  "int[]": "type({0}) is tuple",
                  # int[2] (conv2d's stride): an int stands for both dims; the binding layer widens it.

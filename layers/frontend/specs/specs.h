@@ -11,3 +11,4 @@
 #include "layers/frontend/specs/reductions.h"  // IWYU pragma: export
 #include "layers/frontend/specs/copy.h"  // IWYU pragma: export
 #include "layers/frontend/specs/inplace.h"  // IWYU pragma: export
+#include "layers/frontend/specs/normalization.h"  // IWYU pragma: export

@@ -47,6 +47,27 @@ Tensor to_copy(const Tensor& self, std::optional<DType> dtype);
 Tensor sum_dim(const Tensor& self, const Shape& dim, bool keepdim, std::optional<DType> dtype);
 Tensor mean_dim(const Tensor& self, const Shape& dim, bool keepdim, std::optional<DType> dtype);
 Tensor mean(const Tensor& self, std::optional<DType> dtype);
+// The normalization ops (layers/kernels/cpu/normalization.cpp, Note [Normalization ops] in
+// layers/ops/normalization.h): softmax and log_softmax over one dim, layer_norm and rms_norm over the
+// last dims (weight and bias may be undefined; rms_norm's eps None is finfo(dtype).eps).
+Tensor softmax(const Tensor& self, int64_t dim);
+Tensor log_softmax(const Tensor& self, int64_t dim);
+Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps);
+Tensor rms_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight, std::optional<double> eps);
+// Their gradient ops: softmax's and log_softmax's from the saved output (torch's _softmax_backward_data,
+// _log_softmax_backward_data); the norms' input and weight gradients from the saved input (mean and rstd
+// recomputed per row).
+Tensor softmax_backward_data(const Tensor& grad_output, const Tensor& output, int64_t dim);
+Tensor log_softmax_backward_data(const Tensor& grad_output, const Tensor& output, int64_t dim);
+Tensor layer_norm_input_backward(const Tensor& grad_output, const Tensor& input, const Shape& normalized_shape,
+                                 const Tensor& weight, double eps);
+Tensor layer_norm_weight_backward(const Tensor& grad_output, const Tensor& input, const Shape& normalized_shape,
+                                  double eps);
+Tensor rms_norm_input_backward(const Tensor& grad_output, const Tensor& input, const Shape& normalized_shape,
+                               const Tensor& weight, double eps);
+Tensor rms_norm_weight_backward(const Tensor& grad_output, const Tensor& input, const Shape& normalized_shape,
+                                double eps);
 
 // ---- Gradient ops: what the backward formulas (layers/ops/operators.h) call -------------------------
 // op(self) @ op(other), op = transpose where the flag is 1 (cblas_?gemm's Trans flags): MmBackward's and

@@ -64,6 +64,24 @@ Tensor mean_dim(const Tensor& self, const Shape& dim, bool keepdim, std::optiona
 Tensor mean(const Tensor& self, std::optional<DType> dtype);
 // A copy converted to `dtype` (the input's own when empty): the cast Autocast calls; strata's own kernel.
 Tensor to_copy(const Tensor& self, std::optional<DType> dtype);
+// The normalization ops and their gradient ops (Note [Normalization ops] in layers/ops/normalization.h):
+// strata's own kernels (normalization.cu), a block per row, sums in the f32 or f64 accumulator of the
+// dtype (Math<T>::Acc) reduced over the block's threads.
+Tensor softmax(const Tensor& self, int64_t dim);
+Tensor log_softmax(const Tensor& self, int64_t dim);
+Tensor layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps);
+Tensor rms_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight, std::optional<double> eps);
+Tensor softmax_backward_data(const Tensor& grad_output, const Tensor& output, int64_t dim);
+Tensor log_softmax_backward_data(const Tensor& grad_output, const Tensor& output, int64_t dim);
+Tensor layer_norm_input_backward(const Tensor& grad_output, const Tensor& input, const Shape& normalized_shape,
+                                 const Tensor& weight, double eps);
+Tensor layer_norm_weight_backward(const Tensor& grad_output, const Tensor& input, const Shape& normalized_shape,
+                                  double eps);
+Tensor rms_norm_input_backward(const Tensor& grad_output, const Tensor& input, const Shape& normalized_shape,
+                               const Tensor& weight, double eps);
+Tensor rms_norm_weight_backward(const Tensor& grad_output, const Tensor& input, const Shape& normalized_shape,
+                                double eps);
 
 // ---- Gradient ops: what the backward formulas (layers/ops/operators.h) call -------------------------
 // op(self) @ op(other), op = transpose where the flag is 1 (cblas_?gemm's Trans flags): MmBackward's and

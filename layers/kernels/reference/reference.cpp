@@ -208,6 +208,12 @@ std::vector<double> silu(const Tensor& self) {
   return v;
 }
 
+std::vector<double> sigmoid(const Tensor& self) {
+  auto v = to_double(self);
+  for (double& x : v) x = 1.0 / (1.0 + std::exp(-x));
+  return v;
+}
+
 namespace {
 
 // Broadcasting in the reference: each output element's coordinates, mapped to an operand's flat index by
@@ -468,6 +474,25 @@ std::vector<double> silu_backward(const Tensor& grad_output, const Tensor& self)
 }
 
 Grads silu_backward_of(const Tensor& grad, const Tensor& self) { return {silu_backward(grad, self)}; }
+
+std::vector<double> sigmoid_backward(const Tensor& grad_output, const Tensor& output) {
+  op_shapes::same_shape("sigmoid_backward", grad_output.sizes(), output.sizes());
+  auto g = to_double(grad_output);
+  const auto y = to_double(output);
+  for (size_t i = 0; i < g.size(); ++i) g[i] *= y[i] * (1.0 - y[i]);
+  return g;
+}
+
+// From x itself (s(x) * (1 - s(x)) in double), not from a kernel's rounded output.
+Grads sigmoid_backward_of(const Tensor& grad, const Tensor& self) {
+  auto g = to_double(grad);
+  const auto x = to_double(self);
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double s = 1.0 / (1.0 + std::exp(-x[i]));
+    g[i] *= s * (1.0 - s);
+  }
+  return {g};
+}
 
 Grads sum_backward(const Tensor& grad, const Tensor& self) { return {expand_as(grad, self)}; }
 

@@ -24,6 +24,8 @@ std::vector<double> add(const Tensor& self, const Tensor& other, double alpha);
 std::vector<double> gelu(const Tensor& self);
 // x * sigmoid(x) (PyTorch's silu).
 std::vector<double> silu(const Tensor& self);
+// 1 / (1 + exp(-x)) (torch.sigmoid).
+std::vector<double> sigmoid(const Tensor& self);
 // The tanh GELU's ops (layers/ops/operators.h: mul, mul.Scalar, add.Scalar, sub, sub.Scalar, tanh, pow).
 std::vector<double> mul(const Tensor& self, const Tensor& other);
 std::vector<double> mul_scalar(const Tensor& self, double other);
@@ -52,6 +54,7 @@ std::vector<double> threshold_backward(const Tensor& grad_output, const Tensor& 
 std::vector<double> tanh_backward(const Tensor& grad_output, const Tensor& output);
 std::vector<double> gelu_backward(const Tensor& grad_output, const Tensor& self);
 std::vector<double> silu_backward(const Tensor& grad_output, const Tensor& self);
+std::vector<double> sigmoid_backward(const Tensor& grad_output, const Tensor& output);  // grad * y * (1 - y)
 std::vector<double> bias_backward(const Tensor& grad_output);
 std::vector<double> conv2d_input_backward(const Tensor& grad_output, const Tensor& input, const Tensor& weight,
                                           const Shape& stride, const Shape& padding, const Shape& dilation,
@@ -73,6 +76,7 @@ Grads relu_backward(const Tensor& grad, const Tensor& self);
 Grads add_backward(const Tensor& grad, const Tensor& self, const Tensor& other, double alpha);
 Grads gelu_backward_of(const Tensor& grad, const Tensor& self);
 Grads silu_backward_of(const Tensor& grad, const Tensor& self);
+Grads sigmoid_backward_of(const Tensor& grad, const Tensor& self);
 Grads sum_backward(const Tensor& grad, const Tensor& self);
 Grads mul_backward(const Tensor& grad, const Tensor& self, const Tensor& other);
 Grads mul_scalar_backward(const Tensor& grad, const Tensor& self, double other);
@@ -87,6 +91,31 @@ Grads to_copy_backward(const Tensor& grad, const Tensor& self, std::optional<DTy
 Grads sum_dim_backward(const Tensor& grad, const Tensor& self, const Shape& dim, bool keepdim, std::optional<DType> dtype);
 Grads mean_dim_backward(const Tensor& grad, const Tensor& self, const Shape& dim, bool keepdim, std::optional<DType> dtype);
 Grads mean_backward(const Tensor& grad, const Tensor& self, std::optional<DType> dtype);
+
+// The normalization ops (layers/kernels/reference/normalization.cpp): softmax and log_softmax over a dim,
+// layer_norm and rms_norm over the last dims, their gradient ops, and the gradients of each argument.
+std::vector<double> softmax(const Tensor& self, int64_t dim);
+std::vector<double> log_softmax(const Tensor& self, int64_t dim);
+std::vector<double> softmax_backward_data(const Tensor& grad_output, const Tensor& output, int64_t dim);
+std::vector<double> log_softmax_backward_data(const Tensor& grad_output, const Tensor& output, int64_t dim);
+Grads softmax_backward_of(const Tensor& grad, const Tensor& self, int64_t dim);
+Grads log_softmax_backward_of(const Tensor& grad, const Tensor& self, int64_t dim);
+std::vector<double> layer_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight,
+                               const Tensor& bias, double eps);
+std::vector<double> layer_norm_input_backward(const Tensor& grad_output, const Tensor& input,
+                                              const Shape& normalized_shape, const Tensor& weight, double eps);
+std::vector<double> layer_norm_weight_backward(const Tensor& grad_output, const Tensor& input,
+                                               const Shape& normalized_shape, double eps);
+Grads layer_norm_backward(const Tensor& grad, const Tensor& input, const Shape& normalized_shape, const Tensor& weight,
+                          const Tensor& bias, double eps);
+std::vector<double> rms_norm(const Tensor& input, const Shape& normalized_shape, const Tensor& weight,
+                             std::optional<double> eps);
+std::vector<double> rms_norm_input_backward(const Tensor& grad_output, const Tensor& input,
+                                            const Shape& normalized_shape, const Tensor& weight, double eps);
+std::vector<double> rms_norm_weight_backward(const Tensor& grad_output, const Tensor& input,
+                                             const Shape& normalized_shape, double eps);
+Grads rms_norm_backward(const Tensor& grad, const Tensor& input, const Shape& normalized_shape, const Tensor& weight,
+                        std::optional<double> eps);
 
 // Views (docs/views.md): the values each view shows, row-major, and the gradients scattered back.
 std::vector<double> transpose(const Tensor& self, int64_t dim0, int64_t dim1);
