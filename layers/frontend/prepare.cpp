@@ -23,20 +23,14 @@ namespace {
 
 using binding::IValue;
 
-// Sizes multiply in 128 bits and are refused past 2^63: "matmul 99999x99999x99999" must be a clear
-// refusal, never a wrapped-around small allocation. Even 128 bits wrap: an im2col workspace is a product
-// of five sizes of up to ~2^33 each, so every partial product saturates at 2^64 (anything that large is
-// refused anyway, and 2^64 times one more size still fits in 128 bits).
+// Each tensor's bytes are lib's one overflow-checked count (Note [One byte count], saturated at 2^64),
+// summed in 128 bits and refused past 2^63: "matmul 99999x99999x99999" must be a clear refusal, never a
+// wrapped-around small allocation (an im2col workspace is a product of five sizes of up to ~2^33 each).
 class ByteCount {
  public:
-  void add_tensor(std::span<const int64_t> dims, size_t element) {
-    constexpr unsigned __int128 kSaturated = static_cast<unsigned __int128>(1) << 64;
-    unsigned __int128 n = element;
-    for (int64_t d : dims) n = std::min(n * static_cast<unsigned __int128>(d), kSaturated);
-    total_ += n;
-  }
+  void add_tensor(std::span<const int64_t> dims, size_t element) { total_ += byte_count(dims, element); }
   size_t value(const OpSpec& spec) const {
-    if (total_ > static_cast<unsigned __int128>(INT64_MAX)) {
+    if (total_ > kMaxTensorBytes) {
       throw UsageError(spec.text + " would need more than 2^63 bytes; choose smaller sizes");
     }
     return static_cast<size_t>(total_);
@@ -334,8 +328,10 @@ Tensor make_input_view(const Tensor& arg, const std::string& name, std::string_v
   }
   Shape wide = arg.sizes();
   const int last = arg.dim() - 1;
-  wide[last] *= step;
-  check_fits(static_cast<size_t>(wide.numel()) * element_size(arg.dtype()), available_bytes, arg.device(),
+  if (__builtin_mul_overflow(wide[last], step, &wide[last])) wide[last] = INT64_MAX;  // refused just below
+  const unsigned __int128 bytes = byte_count(std::span<const int64_t>(wide.dims.data(), size_t(wide.ndim)),
+                                             element_size(arg.dtype()));
+  check_fits(bytes > kMaxTensorBytes ? SIZE_MAX : static_cast<size_t>(bytes), available_bytes, arg.device(),
              "--view " + name + "=" + std::string(kind) + " (a buffer " + std::to_string(step) + "x the size of '" +
                  name + "')");
   base = random_tensor(wide, arg.dtype(), arg.device(), seed);

@@ -444,10 +444,16 @@ inline GradList Slice::backward(const RecordedNode& node, const Tensor& grad) {
   const int64_t dim = views::wrap_dim("slice", static_cast<int64_t>(node.scalar(1)), self.dim(), self);
   // The start the forward used: clamped into [0, size] as Python's slices are. Saved as a double, exact
   // for every start that can be inside a tensor (below 2^53).
-  const int64_t n = self.size(static_cast<int>(dim)), start = static_cast<int64_t>(node.scalar(2));
+  // Past 2^53 the double is not the int, and past 2^63 casting it back is undefined: such a start is past
+  // the end (any size is below 2^63), and a step past the size took one element, where any step reads
+  // the same (x[1::2**62]).
+  const int64_t n = self.size(static_cast<int>(dim));
+  const double start_saved = node.scalar(2), step_saved = node.scalar(4);
+  const int64_t start = start_saved >= 0x1p62 ? n : start_saved <= -0x1p62 ? -n : static_cast<int64_t>(start_saved);
   const int64_t first = start < 0 ? std::max<int64_t>(start + n, 0) : std::min(start, n);
+  const int64_t step = grad.size(static_cast<int>(dim)) <= 1 ? 1 : static_cast<int64_t>(step_saved);
   GradList g;
-  g[0] = ops::slice_backward(grad, self, dim, first, static_cast<int64_t>(node.scalar(4)));
+  g[0] = ops::slice_backward(grad, self, dim, first, step);
   return g;
 }
 
