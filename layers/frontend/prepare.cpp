@@ -353,6 +353,13 @@ void apply_input_views(PreparedCall& call, const std::vector<std::string>& views
       throw UsageError("--view " + quote_typed(v) + ": expected NAME=KIND with NAME a tensor argument of " +
                        schema.name + " (" + tensors + ")");
     }
+    // One view per operand, as apply_sequence_views says: a second one would replace the first unseen.
+    for (const PreparedCall::InputView& earlier : call.views) {
+      if (earlier.arg == i) {
+        throw UsageError("--view " + name + " is given twice (" + earlier.kind + " and " + v.substr(eq + 1) +
+                         "); give one view per tensor");
+      }
+    }
     const Tensor& arg = call.args[i].tensor();
     Tensor base;
     Tensor view = make_input_view(arg, name, std::string_view(v).substr(eq + 1), seed * 1000003 + 1000 + ++stream,
