@@ -92,12 +92,14 @@ size_t required_bytes(const OpSpec& spec, DType dtype) {
 size_t peak_bytes(const OpSpec& spec, DType given, DType computed, const Device& device) {
   // Note [Half types on the CPU]: a half-precision kernel there runs on f32 copies of its operands, makes
   // an f32 output, and its workspace (conv's columns) is f32 too.
-  const bool widened = device.is_cpu() && (computed == DType::kBF16 || computed == DType::kF16);
+  // A view computes nothing: no widened copies, and its output is a header (SpecCall::output_is_view).
+  const bool view = spec.call.output_is_view;
+  const bool widened = !view && device.is_cpu() && (computed == DType::kBF16 || computed == DType::kF16);
   ByteCount bytes;
   auto add_tensors = [&](DType dtype, bool outputs) {
     for (const SpecArg& a : spec.call.args)
       if (a.is_tensor) bytes.add_tensor(std::span<const int64_t>(a.shape.dims.data(), size_t(a.shape.ndim)), element_size(dtype));
-    if (outputs)
+    if (outputs && !view)
       for (const Shape& o : spec.call.outputs) bytes.add_tensor(std::span<const int64_t>(o.dims.data(), size_t(o.ndim)), element_size(dtype));
   };
   add_tensors(computed, true);
