@@ -44,7 +44,9 @@ TEST_CASE("plan replay of a view op runs each call on the op's own input, as eag
   const std::pair<const char*, const char*> cases[] = {
       {"transpose", "8x6"}, {"t", "5x3"}, {"unsqueeze", "4x6"}, {"permute", "2x3x4"}, {"expand", "3x5"},
       {"select", "4x6"}, {"slice", "4x10"}, {"narrow", "3x9"}, {"view", "4x6x2"}, {"squeeze", "3x1x4"}};
-  for (const auto& [op, dims] : cases) {
+  for (const auto& c : cases) {  // no structured binding: clang 14 cannot CAPTURE one
+    const char* op = c.first;
+    const char* dims = c.second;
     CAPTURE(std::string(op));
     auto spec = frontend::parse_op_spec(op, dims);
     auto call = frontend::prepare_call(spec, DType::kF64, kCPU, 11, false, SIZE_MAX);
