@@ -144,6 +144,13 @@ DType promote_types(DType a, DType b) {
   return DType::kF32;  // f32 with a half type, or f16 with bf16
 }
 
+DType result_type(const Tensor& self, const Tensor& other) {
+  // Note [Type promotion]: one category (floating) for every strata dtype, so a 0-d operand never wins.
+  if (self.dim() == 0 && other.dim() > 0) return other.dtype();
+  if (other.dim() == 0 && self.dim() > 0) return self.dtype();
+  return promote_types(self.dtype(), other.dtype());
+}
+
 namespace {
 // torch's size text: "[4, 3, 3, 3]".
 std::string sizes_text(const Shape& s) {

@@ -42,7 +42,13 @@ Shape broadcast(const char* op, const Shape& self, const Shape& other);
 // PyTorch's rule for two tensors of strata's floating types: the wider wins (f32 + f64 -> f64, f16 + f32
 // -> f32), and f16 with bf16, neither of which holds the other's values, gives f32. A Python number is not
 // a tensor here (mul.Scalar and friends keep the tensor's dtype), as torch's wrapped numbers do not promote.
+// A 0-d tensor beside a dimensioned one takes part only when its category is higher (torch's
+// result_type: integral < floating < complex); every strata dtype is floating, so the dimensioned
+// operand's dtype wins: [n] f32 * 0-d f64 is f32, [n] bf16 * 0-d f16 is bf16. Two 0-d tensors, or two
+// dimensioned ones, promote by promote_types.
 DType promote_types(DType a, DType b);
+// The dtype a binary op of `self` and `other` computes in, by the rule above.
+DType result_type(const Tensor& self, const Tensor& other);
 
 // The largest stride, padding and dilation conv2d takes (BLAS and cuDNN index with int).
 inline constexpr int64_t kMaxConvArgument = 2147483647;

@@ -34,6 +34,25 @@ bool operator==(const Shape& a, const Shape& b) {
   return true;
 }
 
+unsigned __int128 byte_count(std::span<const int64_t> sizes, size_t element) {
+  constexpr unsigned __int128 kSaturated = static_cast<unsigned __int128>(1) << 64;
+  unsigned __int128 n = element;
+  for (int64_t d : sizes) n = std::min(n * static_cast<unsigned __int128>(d), kSaturated);
+  return n;
+}
+
+size_t checked_nbytes(const Shape& sizes, DType dtype) {
+  const unsigned __int128 bytes = byte_count(std::span<const int64_t>(sizes.dims.data(), size_t(sizes.ndim)),
+                                             element_size(dtype));
+  if (bytes > kMaxTensorBytes) {
+    const bool saturated = bytes >= static_cast<unsigned __int128>(1) << 64;
+    throw UsageError("a tensor of size [" + sizes.str() + "] " + std::string(dtype_name(dtype)) + " needs " +
+                     (saturated ? std::string("2^64 bytes or more") : format_bytes(double(bytes))) +
+                     "; one tensor holds at most 2^63 - 1 bytes (" + format_bytes(double(kMaxTensorBytes)) + ")");
+  }
+  return static_cast<size_t>(bytes);
+}
+
 namespace {
 // Row-major strides of a contiguous tensor of `sizes`. Sizes whose products overflow int64 (possible with
 // a zero among them: [0, 2^62, 2^62] holds nothing, but its strides do not fit) are refused here, for
@@ -60,7 +79,7 @@ Tensor Tensor::empty(const Shape& sizes, DType dtype, Device device) {
   t.strides_ = contiguous_strides(sizes);
   t.dtype_ = dtype;
   t.device_ = device;
-  t.storage_ = allocator_for(device).allocate(t.nbytes(), device);
+  t.storage_ = allocator_for(device).allocate(checked_nbytes(sizes, dtype), device);
   t.meta_ = t.new_identity();  // Note [Autograd identity]
   return t;
 }

@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 
 #include "lib/device.h"
@@ -33,11 +34,27 @@ struct Shape {
   friend bool operator==(const Shape& a, const Shape& b);
 };
 
+// Note [One byte count]
+// ~~~~~~~~~~~~~~~~~~~~~
+// Every size in bytes is one overflow-checked product before anything is allocated (c10's
+// safe_multiplies_u64): the elements of `sizes` times `element`, multiplied in 128 bits and saturated at
+// 2^64, so no product wraps to a small number. Tensor::empty refuses past kMaxTensorBytes, and the
+// frontend's memory checks (required_bytes, peak_bytes) sum the same counts. A wrapped count was a small
+// allocation written past its end: ones(1).expand(2**62).contiguous() asked for 2^64 bytes of f32, which
+// wrapped to 0.
+inline constexpr uint64_t kMaxTensorBytes = static_cast<uint64_t>(INT64_MAX);  // byte offsets are int64
+unsigned __int128 byte_count(std::span<const int64_t> sizes, size_t element);
+// byte_count of `sizes` in `dtype`, or a UsageError naming the size, the bytes and the limit past
+// kMaxTensorBytes. `sizes` must be non-negative.
+size_t checked_nbytes(const Shape& sizes, DType dtype);
+
 class Tensor {
  public:
   Tensor() = default;
 
-  // Uninitialised memory from the device's allocator. The caller checks sizes first (frontend does).
+  // Uninitialised memory from the device's allocator. Refuses a size whose bytes pass kMaxTensorBytes
+  // (Note [One byte count]); whether the memory is there is the caller's check (the frontend's) or the
+  // allocator's.
   static Tensor empty(const Shape& sizes, DType dtype, Device device);
   // A contiguous tensor over memory someone else owns (the Python package's zero-copy from_numpy): the
   // storage's deleter releases it. The storage must hold at least sizes.numel() elements.

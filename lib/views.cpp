@@ -21,8 +21,16 @@ std::string list_text(const Shape& s) {
   throw UsageError(std::string(op) + "(): " + what + " (tensor of size " + shape_text(self.sizes()) + ")");
 }
 
-// The header every view returns: Library work, named so that the row says no data moved.
-Tensor make_view(const Tensor& self, const Shape& sizes, const Shape& strides, int64_t offset) {
+// The header every view returns: Library work, named so that the row says no data moved. Its element
+// count must fit in int64, as torch's safe_compute_numel checks: ones(1).expand(2**62, 4) holds 2^64
+// elements, a count that wrapped to 0 (Note [One byte count] counts the bytes when one is materialised).
+Tensor make_view(const char* op, const Tensor& self, const Shape& sizes, const Shape& strides, int64_t offset) {
+  int64_t numel = 1;
+  for (int i = 0; i < sizes.ndim; ++i) {
+    if (__builtin_mul_overflow(numel, sizes[i], &numel)) {
+      refuse(op, self, "the result's size " + list_text(sizes) + " holds more elements than fit in 64 bits");
+    }
+  }
   return self.as_strided(sizes, strides, offset);
 }
 
@@ -43,22 +51,22 @@ Tensor transpose(const Tensor& self, int64_t dim0, int64_t dim1) {
   const int nd = self.dim();
   const auto a = static_cast<int>(wrap_dim("transpose", dim0, nd, self));
   const auto b = static_cast<int>(wrap_dim("transpose", dim1, nd, self));
-  if (nd == 0) return make_view(self, self.sizes(), self.strides(), self.storage_offset());
+  if (nd == 0) return make_view("transpose", self, self.sizes(), self.strides(), self.storage_offset());
   Shape sizes = self.sizes(), strides = self.strides();
   std::swap(sizes[a], sizes[b]);
   std::swap(strides[a], strides[b]);
-  return make_view(self, sizes, strides, self.storage_offset());
+  return make_view("transpose", self, sizes, strides, self.storage_offset());
 }
 
 Tensor t(const Tensor& self) {
   if (self.dim() > 2)
     refuse("t", self, "expects a tensor with at most 2 dimensions, got " + std::to_string(self.dim()));
   STRATA_ZONE(zone, Layer::kLibrary, "t (view: strides swapped, no data moved)");
-  if (self.dim() < 2) return make_view(self, self.sizes(), self.strides(), self.storage_offset());
+  if (self.dim() < 2) return make_view("t", self, self.sizes(), self.strides(), self.storage_offset());
   Shape sizes = self.sizes(), strides = self.strides();
   std::swap(sizes[0], sizes[1]);
   std::swap(strides[0], strides[1]);
-  return make_view(self, sizes, strides, self.storage_offset());
+  return make_view("t", self, sizes, strides, self.storage_offset());
 }
 
 Tensor permute(const Tensor& self, const Shape& dims) {
@@ -78,7 +86,7 @@ Tensor permute(const Tensor& self, const Shape& dims) {
     sizes[i] = self.size(d);
     strides[i] = self.stride(d);
   }
-  return make_view(self, sizes, strides, self.storage_offset());
+  return make_view("permute", self, sizes, strides, self.storage_offset());
 }
 
 Shape infer_size(const char* op, const Shape& size, const Tensor& self) {
@@ -152,7 +160,7 @@ Tensor view(const Tensor& self, const Shape& size) {
            "shape " + list_text(size) + " needs a copy: the strides " + shape_text(self.strides()) +
                " span more than one contiguous run of memory (use reshape, or contiguous() first)");
   }
-  return make_view(self, sizes, *strides, self.storage_offset());
+  return make_view("view", self, sizes, *strides, self.storage_offset());
 }
 
 Tensor expand(const Tensor& self, const Shape& size) {
@@ -184,7 +192,7 @@ Tensor expand(const Tensor& self, const Shape& size) {
     sizes[i] = want;
     strides[i] = want == self.size(own) ? self.stride(own) : 0;
   }
-  return make_view(self, sizes, strides, self.storage_offset());
+  return make_view("expand", self, sizes, strides, self.storage_offset());
 }
 
 Tensor slice(const Tensor& self, int64_t dim, int64_t start, int64_t end, int64_t step) {
@@ -197,9 +205,18 @@ Tensor slice(const Tensor& self, int64_t dim, int64_t start, int64_t end, int64_
   start = clamp(start);
   end = std::max(clamp(end), start);
   Shape sizes = self.sizes(), strides = self.strides();
-  sizes[d] = (end - start + step - 1) / step;
-  strides[d] = self.stride(d) * step;
-  return make_view(self, sizes, strides, self.storage_offset() + start * self.stride(d));
+  // ceil((end - start) / step) without end - start + step - 1, which wraps for a step near 2^63.
+  sizes[d] = end == start ? 0 : (end - start - 1) / step + 1;
+  // A step past the size takes one element, whose stride means nothing: torch's stride * step wraps
+  // there, strata keeps the stride it has. A wrapping stride of more than one element is refused.
+  if (__builtin_mul_overflow(self.stride(d), step, &strides[d])) {
+    if (sizes[d] > 1) {
+      refuse("slice", self, "step " + std::to_string(step) + " times the stride " + std::to_string(self.stride(d)) +
+                                " of dim " + std::to_string(d) + " does not fit in 64 bits");
+    }
+    strides[d] = self.stride(d);
+  }
+  return make_view("slice", self, sizes, strides, self.storage_offset() + start * self.stride(d));
 }
 
 Tensor narrow(const Tensor& self, int64_t dim, int64_t start, int64_t length) {
@@ -212,7 +229,8 @@ Tensor narrow(const Tensor& self, int64_t dim, int64_t start, int64_t length) {
                           shape_text(self.sizes()) + ")");
   }
   if (start < 0) start += n;
-  if (length < 0 || start + length > n) {
+  // length > n - start, not start + length > n: that sum wraps for a length near 2^63 (start is in [0, n]).
+  if (length < 0 || length > n - start) {
     refuse("narrow", self,
            "start " + std::to_string(start) + " + length " + std::to_string(length) + " exceeds dim " +
                std::to_string(d) + " of size " + std::to_string(n));
@@ -220,7 +238,7 @@ Tensor narrow(const Tensor& self, int64_t dim, int64_t start, int64_t length) {
   STRATA_ZONE(zone, Layer::kLibrary, "narrow (view: offset and size, no data moved)");
   Shape sizes = self.sizes();
   sizes[d] = length;
-  return make_view(self, sizes, self.strides(), self.storage_offset() + start * self.stride(d));
+  return make_view("narrow", self, sizes, self.strides(), self.storage_offset() + start * self.stride(d));
 }
 
 Tensor select(const Tensor& self, int64_t dim, int64_t index) {
@@ -240,7 +258,7 @@ Tensor select(const Tensor& self, int64_t dim, int64_t index) {
     sizes[sizes.ndim++] = self.size(i);
     strides[strides.ndim++] = self.stride(i);
   }
-  return make_view(self, sizes, strides, self.storage_offset() + index * self.stride(d));
+  return make_view("select", self, sizes, strides, self.storage_offset() + index * self.stride(d));
 }
 
 Tensor unsqueeze(const Tensor& self, int64_t dim) {
@@ -270,21 +288,21 @@ Tensor unsqueeze(const Tensor& self, int64_t dim) {
     strides[i] = self.stride(j);
     ++j;
   }
-  return make_view(self, sizes, strides, self.storage_offset());
+  return make_view("unsqueeze", self, sizes, strides, self.storage_offset());
 }
 
 Tensor squeeze(const Tensor& self, int64_t dim) {
   const auto d = static_cast<int>(wrap_dim("squeeze", dim, self.dim(), self));
   STRATA_ZONE(zone, Layer::kLibrary, "squeeze (view: a dim of size 1 removed, no data moved)");
   if (self.dim() == 0 || self.size(d) != 1)
-    return make_view(self, self.sizes(), self.strides(), self.storage_offset());
+    return make_view("squeeze", self, self.sizes(), self.strides(), self.storage_offset());
   Shape sizes, strides;
   for (int i = 0; i < self.dim(); ++i) {
     if (i == d) continue;
     sizes[sizes.ndim++] = self.size(i);
     strides[strides.ndim++] = self.stride(i);
   }
-  return make_view(self, sizes, strides, self.storage_offset());
+  return make_view("squeeze", self, sizes, strides, self.storage_offset());
 }
 
 }  // namespace strata::views

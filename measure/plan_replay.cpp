@@ -2,7 +2,8 @@
 // through the full stack with a plan recorder active (layers/dispatch records every resolved backend
 // kernel call with its arguments); replay then calls exactly those kernels, skipping binding and
 // dispatch. What replay saves is therefore precisely the binding + dispatch cost, which is the point.
-#include <unordered_map>
+#include <map>
+#include <tuple>
 
 #include "layers/dispatch/dispatch.h"
 #include "lib/error.h"
@@ -13,28 +14,42 @@
 namespace strata::measure {
 namespace {
 
+// What makes two tensors the same tensor for a plan's links: where they start, and how they are laid out
+// over that memory (a view of the same address with other sizes or strides is another tensor).
+struct HeaderKey {
+  const void* data;
+  Shape sizes, strides;
+  static HeaderKey of(const Tensor& t) { return {t.data_ptr(), t.sizes(), t.strides()}; }
+  friend bool operator<(const HeaderKey& a, const HeaderKey& b) {
+    return std::tie(a.data, a.sizes.ndim, a.sizes.dims, a.strides.dims) <
+           std::tie(b.data, b.sizes.ndim, b.sizes.dims, b.strides.dims);
+  }
+};
+
 class PlanReplay final : public Replay {
  public:
   explicit PlanReplay(std::vector<PlanStep> steps) : steps_(std::move(steps)), links_(steps_.size()) {
     // Which earlier step's output each step read at capture (a sequence: relu reads linear's output).
-    // Capture-time outputs are all alive here, so their addresses are distinct; the map holds the latest
-    // step to produce each address, so one pass over the steps finds every link. (A scan of every earlier
-    // step per argument was quadratic: a parameter no step produces was looked for in all of them, 24 s
-    // at 64k steps.) Building can still take a while for the largest plans: a signal ends it.
-    std::unordered_map<const void*, size_t> producer;
-    producer.reserve(steps_.size());
+    // Capture-time outputs are all alive here; the map holds the latest step to produce each tensor, so
+    // one pass over the steps finds every link. (A scan of every earlier step per argument was quadratic:
+    // a parameter no step produces was looked for in all of them, 24 s at 64k steps.) Building can still
+    // take a while for the largest plans: a signal ends it.
+    // A tensor is its whole header, not its address: a view op's output starts where its input does, so
+    // keyed by address, compare transpose's K calls each read the previous call's transpose (relative
+    // error 1.26 against eager) and unsqueeze's ran out of dims.
+    std::map<HeaderKey, size_t> producer;
     std::vector<bool> feeds(steps_.size(), false);
     for (size_t j = 0; j < steps_.size(); ++j) {
       if ((j & 1023) == 0) stop_if_interrupted();
       for (size_t a = 0; a < steps_[j].tensor_args.size(); ++a) {
         const Tensor& arg = *steps_[j].tensor_args[a];
         if (!arg.defined()) continue;
-        if (const auto it = producer.find(arg.data_ptr()); it != producer.end()) {
+        if (const auto it = producer.find(HeaderKey::of(arg)); it != producer.end()) {
           links_[j].push_back({a, it->second});
           feeds[it->second] = true;
         }
       }
-      if (steps_[j].output.defined()) producer[steps_[j].output.data_ptr()] = j;
+      if (steps_[j].output.defined()) producer[HeaderKey::of(steps_[j].output)] = j;
     }
     for (PlanStep& step : steps_) step.output = Tensor();  // only the latest outputs are kept from here on
     keep_ = std::move(feeds);

@@ -259,7 +259,18 @@ void bind_tensor(py::module_& m) {
       .def_property_readonly("shape", [](const Tensor& t) { return shape_tuple(t.sizes()); })
       .def_property_readonly("dtype", [](const Tensor& t) { return python_dtype_name(t.dtype()); })
       .def_property_readonly("device", [](const Tensor& t) { return t.device().str(); })
-      .def_property("requires_grad", &Tensor::requires_grad, &Tensor::set_requires_grad)
+      // torch's setter: only a leaf's flag changes; a computed tensor's (a view of a tensor that requires
+      // grad included) follows its inputs, and setting it either way raises, in torch's words.
+      .def_property("requires_grad", &Tensor::requires_grad,
+                    [](Tensor& t, bool value) {
+                      if (!t.is_leaf()) {
+                        throw UsageError(std::string("you can only change requires_grad flags of leaf variables.") +
+                                         (value ? "" : " If you want to use a computed variable in a subgraph that "
+                                                       "doesn't require differentiation use var_no_grad = var.detach().") +
+                                         " (this tensor was computed by " + t.grad_fn()->name() + ")");
+                      }
+                      t.set_requires_grad(value);
+                    })
       .def_property_readonly("grad_fn", [](const Tensor& t) -> py::object {
         const std::shared_ptr<GradNode> fn = t.grad_fn();
         if (fn == nullptr) return py::none();

@@ -20,6 +20,7 @@
 #include "apps/strata/commands.h"
 #include "apps/strata/python_frontend.h"
 #include "gpu_validation_status.h"
+#include "layers/compiler/compiler_cuda.h"
 #include "lib/error.h"
 #include "lib/nearest_name.h"
 #include "lib/child_process.h"
@@ -115,6 +116,15 @@ void add_threads_option(CLI::App* cmd, strata::app::TraceOptions& t) {
                   "STRATA_NUM_THREADS, else the CPUs available)");
 }
 
+// Options whose empty string means "not given" (--emit, --arch, --autocast, --peer): an explicit empty
+// value (`--emit ''`, a shell variable that expanded to nothing) was taken as absent and the run went on
+// without what was asked. Refused here, naming what is allowed; CLI11 prefixes the option's name.
+CLI::Validator named_value(const std::string& allowed) {
+  return CLI::Validator(
+      [allowed](std::string& v) { return v.empty() ? "the value is empty; allowed: " + allowed : std::string(); },
+      "");
+}
+
 // The conv-only options, so that giving one to another op can be refused (it would be ignored).
 struct ConvFlags {
   std::vector<CLI::Option*> options;
@@ -180,7 +190,8 @@ ConvFlags add_op_options(CLI::App* cmd, strata::app::TraceOptions& t, int64_t& o
       ->transform(integer);
   cmd->add_flag("--time", t.gemm_algo.time, "with --algos: time every candidate on the call's operands (CUDA events)");
   cmd->add_option("--autocast", t.autocast,
-                  "bf16 | f16: the Autocast key casts matmul/linear/conv inputs to it (docs/autocast.md)");
+                  "bf16 | f16: the Autocast key casts matmul/linear/conv inputs to it (docs/autocast.md)")
+      ->check(named_value("bf16, f16"));
   cmd->add_option("--view", t.views,
                   "NAME=t | NAME=sliceN: the input NAME (self, other, input, weight...; mlp: input, 0.weight, "
                   "0.bias, 2.weight...) as a transposed view or every N-th element of its last dim (repeatable; "
@@ -191,7 +202,8 @@ ConvFlags add_op_options(CLI::App* cmd, strata::app::TraceOptions& t, int64_t& o
                   "cli | python: call the op from C++, or as strata.<op>(...) through `import strata` in the "
                   "embedded interpreter (docs/python.md)")
       ->capture_default_str();
-  cmd->add_option("--peer", t.peer, "torch: also run the op through PyTorch, same inputs, timed the same way");
+  cmd->add_option("--peer", t.peer, "torch: also run the op through PyTorch, same inputs, timed the same way")
+      ->check(named_value("torch"));
   // An empty path would read as "no file requested" later on: refuse it here instead of ignoring it.
   const CLI::Validator non_empty([](std::string& v) { return v.empty() ? std::string("output path is empty") : ""; },
                                  "FILE");
@@ -224,7 +236,8 @@ ConvFlags add_sweep_options(CLI::App* cmd, strata::app::SweepOptions& s, int64_t
       ->transform(whole_number<uint64_t>());
   cmd->add_flag("--requires-grad", t.requires_grad, "inputs require grad: the Autograd key records a backward node");
   cmd->add_flag("--tf32", t.tf32, "f32 matmul/linear/conv on TF32 tensor cores (CUDA only)");
-  cmd->add_option("--autocast", t.autocast, "bf16 | f16: the Autocast key casts matmul/linear/conv inputs to it");
+  cmd->add_option("--autocast", t.autocast, "bf16 | f16: the Autocast key casts matmul/linear/conv inputs to it")
+      ->check(named_value("bf16, f16"));
   cmd->add_flag("--no-device-timing", t.no_device_timing, "do not start CUPTI: host timers only");
   add_threads_option(cmd, t);
   cmd->add_flag("--compare", s.compare, "also replay at every size (CUDA Graph on a GPU, plan replay on the CPU)");
@@ -320,10 +333,16 @@ void add_trace_command(CLI::App& app, Commands& commands) {
   trace->add_option("--emit", t.emit,
                     "cpp | ptx | sass: with --mode compiled, print the generated C++ of every fused kernel, or the "
                     "same kernels as CUDA C with NVRTC's PTX and ptxas's registers, spills and shared memory, or "
-                    "their SASS (cuobjdump or nvdisasm) with each kernel's instruction mix");
+                    "their SASS (cuobjdump or nvdisasm) with each kernel's instruction mix")
+      ->check(named_value("cpp, ptx, sass (with --mode compiled)"));
   trace->add_option("--arch", t.arch,
                     "with --emit ptx or sass: sm_80 | sm_86 | sm_89 | sm_90 | sm_100 | sm_120 (default: this machine's "
-                    "GPU, else sm_90)");
+                    "GPU, else sm_90)")
+      ->check(named_value([] {
+        std::string archs;
+        for (const std::string& a : strata::compiler::cuda::known_archs()) archs += (archs.empty() ? "" : ", ") + a;
+        return archs + " (with --emit ptx or sass)";
+      }()));
   trace->footer("op formats:\n" + strata::frontend::spec_help() + strata::frontend::sequence_help() + kExamples);
 }
 

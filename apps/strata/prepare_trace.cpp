@@ -2,6 +2,7 @@
 // is allocated or any file is touched; the device chosen and its session opened; the memory the run will
 // hold checked against the machine; then the inputs. And the parts of a report that describe what was
 // prepared (describe_context). See prepared_trace.h.
+#include <algorithm>
 #include <optional>
 #include <sstream>
 
@@ -197,7 +198,10 @@ void check_memory_budget(const TraceOptions& options, const Prepared& prepared,
     const Device device = prepared.choice.device;
     const size_t forward_bytes = sequence ? frontend::peak_bytes(*sequence, prepared.dtype, in, device)
                                           : frontend::peak_bytes(prepared.spec, prepared.dtype, in, device);
-    frontend::check_fits(2 * forward_bytes, measure::available_bytes(device), device,
+    // A view's forward allocates no output, but its backward makes the output's gradient: count it
+    // (required_bytes counts every output, SpecCall::output_is_view).
+    const size_t logical_bytes = sequence ? 0 : frontend::required_bytes(prepared.spec, prepared.dtype);
+    frontend::check_fits(2 * std::max(forward_bytes, logical_bytes), measure::available_bytes(device), device,
                          prepared.spec.text + " with --backward (leave out --backward, or choose smaller sizes)");
   }
 }

@@ -87,7 +87,9 @@ size_t required_bytes(const OpSpec& spec, DType dtype);
 // - on the CPU a bf16/f16 computation widens its operands to f32 copies and makes an f32 output before
 //   rounding it (Note [Half types on the CPU]): the call's tensors again in f32, and its workspace in f32.
 // A bf16 matmul 2048 under --autocast peaks at twice what the f32 inputs alone suggest; counting only
-// those let a run past the check be ended by the OOM killer. Used by trace, compare and sweep alike.
+// those let a run past the check be ended by the OOM killer. A view op (SpecCall::output_is_view) holds
+// its inputs only: its output is a header over them, and it widens nothing. Used by trace, compare and
+// sweep alike.
 size_t peak_bytes(const OpSpec& spec, DType given, DType computed, const Device& device);
 
 // Throws UsageError with the bytes needed and the bytes available when `bytes` will not fit.

@@ -23,20 +23,14 @@ namespace {
 
 using binding::IValue;
 
-// Sizes multiply in 128 bits and are refused past 2^63: "matmul 99999x99999x99999" must be a clear
-// refusal, never a wrapped-around small allocation. Even 128 bits wrap: an im2col workspace is a product
-// of five sizes of up to ~2^33 each, so every partial product saturates at 2^64 (anything that large is
-// refused anyway, and 2^64 times one more size still fits in 128 bits).
+// Each tensor's bytes are lib's one overflow-checked count (Note [One byte count], saturated at 2^64),
+// summed in 128 bits and refused past 2^63: "matmul 99999x99999x99999" must be a clear refusal, never a
+// wrapped-around small allocation (an im2col workspace is a product of five sizes of up to ~2^33 each).
 class ByteCount {
  public:
-  void add_tensor(std::span<const int64_t> dims, size_t element) {
-    constexpr unsigned __int128 kSaturated = static_cast<unsigned __int128>(1) << 64;
-    unsigned __int128 n = element;
-    for (int64_t d : dims) n = std::min(n * static_cast<unsigned __int128>(d), kSaturated);
-    total_ += n;
-  }
+  void add_tensor(std::span<const int64_t> dims, size_t element) { total_ += byte_count(dims, element); }
   size_t value(const OpSpec& spec) const {
-    if (total_ > static_cast<unsigned __int128>(INT64_MAX)) {
+    if (total_ > kMaxTensorBytes) {
       throw UsageError(spec.text + " would need more than 2^63 bytes; choose smaller sizes");
     }
     return static_cast<size_t>(total_);
@@ -98,12 +92,14 @@ size_t required_bytes(const OpSpec& spec, DType dtype) {
 size_t peak_bytes(const OpSpec& spec, DType given, DType computed, const Device& device) {
   // Note [Half types on the CPU]: a half-precision kernel there runs on f32 copies of its operands, makes
   // an f32 output, and its workspace (conv's columns) is f32 too.
-  const bool widened = device.is_cpu() && (computed == DType::kBF16 || computed == DType::kF16);
+  // A view computes nothing: no widened copies, and its output is a header (SpecCall::output_is_view).
+  const bool view = spec.call.output_is_view;
+  const bool widened = !view && device.is_cpu() && (computed == DType::kBF16 || computed == DType::kF16);
   ByteCount bytes;
   auto add_tensors = [&](DType dtype, bool outputs) {
     for (const SpecArg& a : spec.call.args)
       if (a.is_tensor) bytes.add_tensor(std::span<const int64_t>(a.shape.dims.data(), size_t(a.shape.ndim)), element_size(dtype));
-    if (outputs)
+    if (outputs && !view)
       for (const Shape& o : spec.call.outputs) bytes.add_tensor(std::span<const int64_t>(o.dims.data(), size_t(o.ndim)), element_size(dtype));
   };
   add_tensors(computed, true);
@@ -334,8 +330,10 @@ Tensor make_input_view(const Tensor& arg, const std::string& name, std::string_v
   }
   Shape wide = arg.sizes();
   const int last = arg.dim() - 1;
-  wide[last] *= step;
-  check_fits(static_cast<size_t>(wide.numel()) * element_size(arg.dtype()), available_bytes, arg.device(),
+  if (__builtin_mul_overflow(wide[last], step, &wide[last])) wide[last] = INT64_MAX;  // refused just below
+  const unsigned __int128 bytes = byte_count(std::span<const int64_t>(wide.dims.data(), size_t(wide.ndim)),
+                                             element_size(arg.dtype()));
+  check_fits(bytes > kMaxTensorBytes ? SIZE_MAX : static_cast<size_t>(bytes), available_bytes, arg.device(),
              "--view " + name + "=" + std::string(kind) + " (a buffer " + std::to_string(step) + "x the size of '" +
                  name + "')");
   base = random_tensor(wide, arg.dtype(), arg.device(), seed);
@@ -356,6 +354,13 @@ void apply_input_views(PreparedCall& call, const std::vector<std::string>& views
     if (eq == std::string::npos || i == call.args.size()) {
       throw UsageError("--view " + quote_typed(v) + ": expected NAME=KIND with NAME a tensor argument of " +
                        schema.name + " (" + tensors + ")");
+    }
+    // One view per operand, as apply_sequence_views says: a second one would replace the first unseen.
+    for (const PreparedCall::InputView& earlier : call.views) {
+      if (earlier.arg == i) {
+        throw UsageError("--view " + name + " is given twice (" + earlier.kind + " and " + v.substr(eq + 1) +
+                         "); give one view per tensor");
+      }
     }
     const Tensor& arg = call.args[i].tensor();
     Tensor base;

@@ -41,6 +41,10 @@ struct SpecArg {
 struct SpecCall {
   std::vector<SpecArg> args;
   std::vector<Shape> outputs;  // from the op's shape rule: what the frontend sizes memory for
+  // A view op's output is a header over its input's storage: the call allocates none of `outputs`, so
+  // peak_bytes leaves them out (expand 90000x90000 is a view of 360 KB, not 30 GiB); what materialises
+  // the output (--check's reference, --backward's gradient of it) still counts it (required_bytes).
+  bool output_is_view = false;
   std::string description;  // "[1024x1024] @ [1024x1024]"
   std::string gemm_shape;   // "1024x1024x1024" (MxKxN) for GEMM-based ops, "" otherwise
   double flops = 0;         // floating-point operations of one call

@@ -36,8 +36,7 @@ struct Sum {
   static constexpr KernelDecl kCuda{&kernels::cuda::sum, "layers/kernels/cuda/pointwise.cu (strata's own reduction)"};
   static constexpr auto kReference = &reference::sum;
   static constexpr auto kReferenceBackward = &reference::sum_backward;  // float64 gradients
-  // Saves self for its shape only: strata's nodes save tensors, not sizes (docs/autograd.md).
-  static constexpr BackwardDecl kBackward{"SumBackward", 0b1};
+  static constexpr BackwardDecl kBackward{"SumBackward", 0};  // self's sizes are kept anyway
   // SumBackward: expand_as(grad, self).
   static GradList backward(const RecordedNode& node, const Tensor& grad);
 };

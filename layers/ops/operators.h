@@ -182,13 +182,20 @@ constexpr size_t op_index() {
 // Each returns the gradient of every argument whose needs_grad is true, by argument position, and calls
 // only operators (dispatcher calls): see Note [The autograd graph].
 
+// A tensor of `sizes` for a gradient op's argument that gives only a shape (sum_to's, expand_as's and
+// slice_backward's `self`): zero strides over the gradient's first element, in its dtype and on its
+// device, so nothing is allocated and the forward's input is not kept alive (Note [Broadcast gradients]).
+inline Tensor shape_header(const Tensor& grad, const Shape& sizes) {
+  Shape zeros;
+  zeros.ndim = sizes.ndim;
+  return grad.as_strided(sizes, zeros, grad.storage_offset());
+}
+
 // A gradient of `shape`'s broadcast (the batch dims matmul broadcast) summed back to `shape`, as sum_to
 // does for the broadcasting ops (Note [Broadcast gradients] below).
 inline Tensor summed_to(const Tensor& g, const Shape& shape) {
   if (g.sizes() == shape) return g;
-  Shape zeros;
-  zeros.ndim = shape.ndim;
-  return ops::sum_to(g, g.as_strided(shape, zeros, g.storage_offset()));
+  return ops::sum_to(g, shape_header(g, shape));
 }
 
 // Note [matmul's gradient]
@@ -275,11 +282,7 @@ inline GradList Relu::backward(const RecordedNode& node, const Tensor& grad) {
 inline Tensor gradient_of_operand(const RecordedNode& node, size_t i, const Tensor& grad) {
   const Shape& operand = node.input_sizes(i);
   Tensor g = grad;
-  if (!(g.sizes() == operand)) {
-    Shape zeros;
-    zeros.ndim = operand.ndim;
-    g = ops::sum_to(g, g.as_strided(operand, zeros, g.storage_offset()));
-  }
+  if (!(g.sizes() == operand)) g = ops::sum_to(g, shape_header(g, operand));
   return g.dtype() == node.input_dtype(i) ? g : ops::to_copy(g, node.input_dtype(i));
 }
 
@@ -377,7 +380,7 @@ inline GradList ToCopy::backward(const RecordedNode& node, const Tensor& grad) {
 
 inline GradList Sum::backward(const RecordedNode& node, const Tensor& grad) {
   GradList g;
-  g[0] = ops::expand_as(grad, node.input(0));
+  g[0] = ops::expand_as(grad, shape_header(grad, node.input_sizes(0)));
   return g;
 }
 
@@ -407,7 +410,7 @@ inline GradList Permute::backward(const RecordedNode& node, const Tensor& grad) 
 // it when its strides allow, as PyTorch's ViewBackward).
 inline GradList reshape_back(const RecordedNode& node, const Tensor& grad) {
   GradList g;
-  g[0] = ops::reshape(grad, node.input(0).sizes());
+  g[0] = ops::reshape(grad, node.input_sizes(0));
   return g;
 }
 inline GradList View::backward(const RecordedNode& node, const Tensor& grad) { return reshape_back(node, grad); }
@@ -417,12 +420,12 @@ inline GradList Squeeze::backward(const RecordedNode& node, const Tensor& grad) 
 
 inline GradList Expand::backward(const RecordedNode& node, const Tensor& grad) {
   GradList g;
-  g[0] = ops::sum_to(grad, node.input(0));
+  g[0] = ops::sum_to(grad, shape_header(grad, node.input_sizes(0)));
   return g;
 }
 
 inline GradList Narrow::backward(const RecordedNode& node, const Tensor& grad) {
-  const Tensor& self = node.input(0);
+  const Tensor self = shape_header(grad, node.input_sizes(0));  // only its sizes are read
   const int64_t dim = views::wrap_dim("narrow", static_cast<int64_t>(node.scalar(1)), self.dim(), self);
   const auto start = static_cast<int64_t>(node.scalar(2));
   GradList g;
@@ -431,7 +434,7 @@ inline GradList Narrow::backward(const RecordedNode& node, const Tensor& grad) {
 }
 
 inline GradList Select::backward(const RecordedNode& node, const Tensor& grad) {
-  const Tensor& self = node.input(0);
+  const Tensor self = shape_header(grad, node.input_sizes(0));  // only its sizes are read
   const int64_t dim = views::wrap_dim("select", static_cast<int64_t>(node.scalar(1)), self.dim(), self);
   const auto index = static_cast<int64_t>(node.scalar(2));
   GradList g;
@@ -441,14 +444,20 @@ inline GradList Select::backward(const RecordedNode& node, const Tensor& grad) {
 }
 
 inline GradList Slice::backward(const RecordedNode& node, const Tensor& grad) {
-  const Tensor& self = node.input(0);
+  const Tensor self = shape_header(grad, node.input_sizes(0));  // only its sizes are read
   const int64_t dim = views::wrap_dim("slice", static_cast<int64_t>(node.scalar(1)), self.dim(), self);
   // The start the forward used: clamped into [0, size] as Python's slices are. Saved as a double, exact
   // for every start that can be inside a tensor (below 2^53).
-  const int64_t n = self.size(static_cast<int>(dim)), start = static_cast<int64_t>(node.scalar(2));
+  // Past 2^53 the double is not the int, and past 2^63 casting it back is undefined: such a start is past
+  // the end (any size is below 2^63), and a step past the size took one element, where any step reads
+  // the same (x[1::2**62]).
+  const int64_t n = self.size(static_cast<int>(dim));
+  const double start_saved = node.scalar(2), step_saved = node.scalar(4);
+  const int64_t start = start_saved >= 0x1p62 ? n : start_saved <= -0x1p62 ? -n : static_cast<int64_t>(start_saved);
   const int64_t first = start < 0 ? std::max<int64_t>(start + n, 0) : std::min(start, n);
+  const int64_t step = grad.size(static_cast<int>(dim)) <= 1 ? 1 : static_cast<int64_t>(step_saved);
   GradList g;
-  g[0] = ops::slice_backward(grad, self, dim, first, static_cast<int64_t>(node.scalar(4)));
+  g[0] = ops::slice_backward(grad, self, dim, first, step);
   return g;
 }
 

@@ -147,7 +147,7 @@ struct WithPromotion<Inner, Tensor(const Tensor&, const Tensor&, Rest...)> {
   static Tensor fn(DispatchKeySet ks, const Tensor& self, const Tensor& other, Rest... rest) {
     if (self.dtype() == other.dtype()) [[likely]]
       return Inner::fn(ks, self, other, rest...);
-    const DType common = op_shapes::promote_types(self.dtype(), other.dtype());
+    const DType common = op_shapes::result_type(self, other);
     return Inner::fn(ks, promoted_for_kernel(self, common), promoted_for_kernel(other, common), rest...);
   }
 };

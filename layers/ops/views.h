@@ -16,8 +16,11 @@ namespace strata::ops {
 // read a transposed operand as it is (Note [Transposed GEMM operands], layers/kernels/cpu/gemm.cpp).
 // The backward of a view is a view or a copy of the gradient: transpose and permute transpose it back,
 // view/reshape/(un)squeeze reshape it, expand sums it down (sum_to), narrow/select/slice write it into
-// zeros of the input's shape (slice_backward). Each node saves its input, which costs nothing (the view
-// holds the same Storage) and gives the formula the input's sizes (docs/autograd.md).
+// zeros of the input's shape (slice_backward). A node saves no tensor: the formula needs only the input's
+// sizes, which every node keeps (RecordedNode::input_sizes), as torch's view nodes keep self_sym_sizes. A
+// saved input would carry its version (Note [Saved tensors and versions]), and an in-place write into the
+// base after the view, which changes none of the sizes the formula reads, would fail backward for nothing:
+// b = L * 1; b[2].add_(b[0]); b.sum().backward().
 
 struct Transpose {
   static constexpr const char* kName = "transpose";
@@ -28,7 +31,7 @@ struct Transpose {
   static constexpr KernelDecl kCuda{&views::transpose, "lib/views.cpp (view: strides swapped)"};
   static constexpr auto kReference = &reference::transpose;
   static constexpr auto kReferenceBackward = &reference::transpose_backward;
-  static constexpr BackwardDecl kBackward{"TransposeBackward", 0b1};
+  static constexpr BackwardDecl kBackward{"TransposeBackward", 0};
   static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr bool kStridedInputs = true;
 };
@@ -43,7 +46,7 @@ struct TransposeMatrix {
   static constexpr KernelDecl kCuda{&views::t, "lib/views.cpp (view: strides swapped)"};
   static constexpr auto kReference = &reference::t;
   static constexpr auto kReferenceBackward = &reference::t_backward;
-  static constexpr BackwardDecl kBackward{"TBackward", 0b1};
+  static constexpr BackwardDecl kBackward{"TBackward", 0};
   static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr bool kStridedInputs = true;
 };
@@ -58,7 +61,7 @@ struct Permute {
   static constexpr KernelDecl kCuda{&views::permute, "lib/views.cpp (view: strides reordered)"};
   static constexpr auto kReference = &reference::permute;
   static constexpr auto kReferenceBackward = &reference::permute_backward;
-  static constexpr BackwardDecl kBackward{"PermuteBackward", 0b1};
+  static constexpr BackwardDecl kBackward{"PermuteBackward", 0};
   static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr bool kStridedInputs = true;
 };
@@ -73,7 +76,7 @@ struct View {
   static constexpr KernelDecl kCuda{&views::view, "lib/views.cpp (view: new sizes and strides; refused if a copy is needed)"};
   static constexpr auto kReference = &reference::view;
   static constexpr auto kReferenceBackward = &reference::reshape_backward;
-  static constexpr BackwardDecl kBackward{"ViewBackward", 0b1};
+  static constexpr BackwardDecl kBackward{"ViewBackward", 0};
   static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr bool kStridedInputs = true;
 };
@@ -92,7 +95,7 @@ struct Reshape {
   static constexpr KernelDecl kCuda{&reshape_kernel, "layers/ops/operators.h (a view, or contiguous() then a view)"};
   static constexpr auto kReference = &reference::reshape;
   static constexpr auto kReferenceBackward = &reference::reshape_backward;
-  static constexpr BackwardDecl kBackward{"ReshapeBackward", 0b1};
+  static constexpr BackwardDecl kBackward{"ReshapeBackward", 0};
   static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr bool kStridedInputs = true;
 };
@@ -107,7 +110,7 @@ struct Expand {
   static constexpr KernelDecl kCuda{&views::expand, "lib/views.cpp (view: stride 0 where broadcast)"};
   static constexpr auto kReference = &reference::expand;
   static constexpr auto kReferenceBackward = &reference::expand_backward;
-  static constexpr BackwardDecl kBackward{"ExpandBackward", 0b1};
+  static constexpr BackwardDecl kBackward{"ExpandBackward", 0};
   static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr bool kStridedInputs = true;
 };
@@ -122,7 +125,7 @@ struct Narrow {
   static constexpr KernelDecl kCuda{&views::narrow, "lib/views.cpp (view: offset and size)"};
   static constexpr auto kReference = &reference::narrow;
   static constexpr auto kReferenceBackward = &reference::narrow_backward;
-  static constexpr BackwardDecl kBackward{"NarrowBackward", 0b1};
+  static constexpr BackwardDecl kBackward{"NarrowBackward", 0};
   static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr bool kStridedInputs = true;
 };
@@ -137,7 +140,7 @@ struct Select {
   static constexpr KernelDecl kCuda{&views::select, "lib/views.cpp (view: offset, one dim fewer)"};
   static constexpr auto kReference = &reference::select;
   static constexpr auto kReferenceBackward = &reference::select_backward;
-  static constexpr BackwardDecl kBackward{"SelectBackward", 0b1};
+  static constexpr BackwardDecl kBackward{"SelectBackward", 0};
   static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr bool kStridedInputs = true;
 };
@@ -154,7 +157,7 @@ struct Slice {
   static constexpr KernelDecl kCuda{&views::slice, "lib/views.cpp (view: offset and stride)"};
   static constexpr auto kReference = &reference::slice;
   static constexpr auto kReferenceBackward = &reference::slice_backward_of;
-  static constexpr BackwardDecl kBackward{"SliceBackward", 0b1};
+  static constexpr BackwardDecl kBackward{"SliceBackward", 0};
   static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr bool kStridedInputs = true;
 };
@@ -169,7 +172,7 @@ struct Unsqueeze {
   static constexpr KernelDecl kCuda{&views::unsqueeze, "lib/views.cpp (view: a dim of size 1 added)"};
   static constexpr auto kReference = &reference::unsqueeze;
   static constexpr auto kReferenceBackward = &reference::squeeze_backward;
-  static constexpr BackwardDecl kBackward{"UnsqueezeBackward", 0b1};
+  static constexpr BackwardDecl kBackward{"UnsqueezeBackward", 0};
   static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr bool kStridedInputs = true;
 };
@@ -184,7 +187,7 @@ struct Squeeze {
   static constexpr KernelDecl kCuda{&views::squeeze, "lib/views.cpp (view: a dim of size 1 removed)"};
   static constexpr auto kReference = &reference::squeeze;
   static constexpr auto kReferenceBackward = &reference::squeeze_backward;
-  static constexpr BackwardDecl kBackward{"SqueezeBackward", 0b1};
+  static constexpr BackwardDecl kBackward{"SqueezeBackward", 0};
   static GradList backward(const RecordedNode& node, const Tensor& grad);
   static constexpr bool kStridedInputs = true;
 };

@@ -382,6 +382,45 @@ TEST_CASE("--view: an unknown argument or kind, a transposed view of a 1-D input
                 "expected NAME=KIND with NAME one of mlp 4x8x2's tensors: input, 0.weight, 0.bias");
 }
 
+TEST_CASE("an empty --emit, --arch, --autocast or --peer is refused with exit 2, not taken as absent") {
+  // Each option's empty string meant "not given": --emit '' traced without the listing asked for.
+  struct Case {
+    std::vector<std::string> args;
+    const char* message;
+  };
+  const Case cases[] = {
+      {{"trace", "relu_matmul", "8", "--mode", "compiled", "--emit", ""}, "--emit: the value is empty; allowed: cpp, ptx, sass"},
+      {{"trace", "relu", "8", "--emit="}, "--emit: "},  // CLI11's own refusal: "1 required TEXT missing"
+      {{"trace", "relu_matmul", "8", "--mode", "compiled", "--emit", "ptx", "--arch", ""},
+       "--arch: the value is empty; allowed: sm_80, sm_86"},
+      {{"trace", "matmul", "8", "--autocast", ""}, "--autocast: the value is empty; allowed: bf16, f16"},
+      {{"compare", "matmul", "8", "--autocast="}, "--autocast: "},
+      {{"sweep", "matmul", "8,16", "--autocast", ""}, "--autocast: the value is empty"},
+      {{"trace", "relu", "8", "--peer", ""}, "--peer: the value is empty; allowed: torch"},
+      {{"compare", "relu", "8", "--peer", ""}, "--peer: the value is empty; allowed: torch"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = c.args;
+    args.insert(args.begin() + 1, {"--device", "cpu"});
+    CAPTURE(args.back());
+    check_refused(run_strata(args), 2, c.message);
+  }
+}
+
+TEST_CASE("--view twice for one operand: exit 2 naming the operand, for trace and compare, any kinds") {
+  // Only the last view applied before; one view per tensor, as a sequence's --view already says.
+  for (const char* command : {"trace", "compare"}) {
+    CAPTURE(std::string(command));
+    check_refused(run_strata(cpu({command, "matmul", "8", "--view", "other=t", "--view", "other=slice2"})), 2,
+                  "--view other is given twice (t and slice2); give one view per tensor");
+    check_refused(run_strata(cpu({command, "add", "8x4", "--view", "self=slice3", "--view", "other=t", "--view",
+                                  "self=slice3"})),
+                  2, "--view self is given twice (slice3 and slice3)");
+  }
+  // Two different operands are two views, as before.
+  CHECK(run_strata(cpu({"trace", "matmul", "8", "--view", "self=t", "--view", "other=slice2"})).exit_code == 0);
+}
+
 TEST_CASE("--algos / --algo / --time: bad values, other ops and the CPU are refused (exit 2), no GPU is exit 4") {
   for (const char* command : {"trace", "compare"}) {
     CAPTURE(std::string(command));

@@ -483,3 +483,17 @@ TEST_CASE("--view other=t: x @ w.t() is one GEMM with the op flag, no copy - --v
   CHECK(figure("steady.implicit_copies_per_call") == 2);
   CHECK(contains(r.out, "copied 2 strided inputs to contiguous memory per call (self 4.00 KiB, other 4.00 KiB)"));
 }
+
+TEST_CASE("trace of a huge view runs: the memory check counts what is allocated, not the view's logical size") {
+  // expand 300000x300000 is a [1x300000] input (1.2 MB) and a header of 360 TB; it was refused. What
+  // materialises the view is still refused: --check's float64 reference, --backward's output gradient.
+  for (const char* spec : {"300000x300000", "100000x100x100x100"}) {
+    CAPTURE(std::string(spec));
+    const RunResult r = run_strata(cpu({"trace", "expand", spec}));
+    check_no_crash(r);
+    CHECK(r.exit_code == 0);
+    CHECK(contains(r.out, "expand"));
+    check_refused(run_strata(cpu({"trace", "expand", spec, "--check"})), 2, "--check's float64 reference");
+    check_refused(run_strata(cpu({"trace", "expand", spec, "--requires-grad", "--backward"})), 2, "with --backward");
+  }
+}

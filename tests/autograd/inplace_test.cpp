@@ -166,3 +166,49 @@ TEST_CASE("in-place ops on tensors that require grad: a leaf is refused as torch
   CHECK(x.requires_grad());
   CHECK(x.is_leaf());
 }
+
+TEST_CASE("a view's backward needs only its input's sizes: an in-place write into the base after it is no error") {
+  // b = L * 1; b[2].add_(b[0]); b.sum().backward() raised "modified by an inplace operation": the
+  // SelectBackward of b[0] saved b at version 0, and add_ moved it. torch's view nodes keep self's sizes,
+  // not self; strata's keep RecordedNode::input_sizes. Each variant writes rows of b from a view of row 0
+  // made before the write, so row 0's gradient counts how many rows it was added into.
+  struct Variant {
+    const char* name;
+    Tensor (*other)(const Tensor& b);  // a view of row 0 with the shape of b[1:3]
+    int64_t rows_written;             // b[3 - rows_written : 3] += other
+  };
+  const Variant variants[] = {
+      {"select", [](const Tensor& b) { return ops::select(b, 0, 0); }, 1},
+      {"narrow + squeeze", [](const Tensor& b) { return ops::squeeze(ops::narrow(b, 0, 0, 1), 0); }, 1},
+      {"slice, step 3", [](const Tensor& b) { return ops::slice(b, 0, 0, 4, 3); }, 2},  // rows 0 and 3
+      {"unsqueeze + expand", [](const Tensor& b) { return ops::expand(ops::unsqueeze(ops::select(b, 0, 0), 0), Shape{2, 3}); }, 2},
+      {"reshape + view", [](const Tensor& b) { return ops::view(ops::slice(ops::reshape(b, Shape{12}), 0, 0, 3, 1), Shape{3}); }, 1},
+  };
+  for (const Variant& v : variants) {
+    CAPTURE(std::string(v.name));
+    Tensor leaf = rnd(Shape{4, 3}, DType::kF64);
+    leaf.set_requires_grad(true);
+    const Tensor b = ops::mul(leaf, 1.0);
+    const Tensor other = v.other(b);
+    REQUIRE(other.grad_fn() != nullptr);
+    CHECK(other.grad_fn()->num_saved() == 0);  // the view node keeps no tensor
+    static_cast<void>(ops::add_(ops::slice(b, 0, 3 - v.rows_written, 3, 1), other, 1.0));
+    autograd::backward(ops::sum(b), Tensor());
+    // d sum(b') / dL: 1 everywhere; row 0 also once per row it was added into, except the slice variant,
+    // whose row 3 was read (added into row 2) and written (row 2 only: rows 1..2 get rows 0 and 3).
+    std::vector<double> expected(12, 1.0);
+    if (std::string(v.name) == "slice, step 3") {
+      expected[0] = expected[1] = expected[2] = 2.0;   // row 0 into row 1
+      expected[9] = expected[10] = expected[11] = 2.0;  // row 3 into row 2
+    } else {
+      for (int c = 0; c < 3; ++c) expected[static_cast<size_t>(c)] += static_cast<double>(v.rows_written);
+    }
+    CHECK(reference::to_double(leaf.grad()) == expected);
+  }
+  // A saved tensor that the formula reads is still checked: relu's output written after relu is refused.
+  Tensor leaf = rnd(Shape{6}, DType::kF64);
+  leaf.set_requires_grad(true);
+  const Tensor r = ops::relu(ops::mul(leaf, 1.0));
+  static_cast<void>(ops::add_(ops::narrow(r, 0, 0, 2), ops::narrow(r, 0, 2, 2), 1.0));
+  CHECK_THROWS_AS(autograd::backward(ops::sum(r), Tensor()), UsageError);
+}

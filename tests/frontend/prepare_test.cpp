@@ -187,3 +187,30 @@ TEST_CASE("prepare_call builds the operator's arguments, figures and a matching 
   CHECK(spec.call.outputs.front() == Shape{2, 6, 4, 3});
   CHECK_FALSE(call.args[0].tensor().requires_grad());
 }
+
+TEST_CASE("peak_bytes counts what a view op allocates - its input - not the view's logical size") {
+  // expand 90000x90000 was refused for 30 GiB: it is a [1x90000] input (360 KB) and a header over it.
+  // A view computes nothing, so no f32 widening of a half dtype either; required_bytes, which --check's
+  // reference and --backward's output gradient are sized by, still counts the logical output.
+  struct Case {
+    const char* op;
+    const char* spec;
+    uint64_t input_elements, output_elements;
+  };
+  const Case views[] = {{"expand", "90000x90000", 90000, 90000ull * 90000},
+                        {"expand", "300x300x300x300", 300ull * 300 * 300, 300ull * 300 * 300 * 300},
+                        {"transpose", "64x48", 64 * 48, 64 * 48},
+                        {"unsqueeze", "7x5", 35, 35},
+                        {"view", "6x8x10", 480, 480}};
+  for (const Case& c : views) {
+    CAPTURE(std::string(c.op) + " " + c.spec);
+    const OpSpec spec = parse_op_spec(c.op, c.spec);
+    for (const DType dtype : {DType::kF32, DType::kBF16}) {
+      CHECK(peak_bytes(spec, dtype, dtype, kCPU) == c.input_elements * element_size(dtype));
+      CHECK(required_bytes(spec, dtype) == (c.input_elements + c.output_elements) * element_size(dtype));
+    }
+  }
+  // An op that may copy (reshape of a strided --view input) or does (contiguous) still counts its output.
+  CHECK(peak_bytes(parse_op_spec("reshape", "6x8x10"), DType::kF32, DType::kF32, kCPU) == 2 * 480 * 4);
+  CHECK(peak_bytes(parse_op_spec("relu", "10"), DType::kF32, DType::kF32, kCPU) == 2 * 10 * 4);
+}

@@ -2,11 +2,13 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "lib/device.h"
 #include "lib/error.h"
 #include "lib/storage.h"
 #include "lib/tensor.h"
+#include "tests/support/error_text.h"
 
 using namespace strata;
 
@@ -137,4 +139,23 @@ TEST_CASE("Tensor::to keeps a view's layout on the other device: its storage spa
   CHECK(base.to(other).is_contiguous());
   CHECK(Tensor::empty(Shape{0, 3}, DType::kF32, kCPU).to(other).numel() == 0);
   register_allocator(DeviceType::kCUDA, before);
+}
+
+TEST_CASE("Tensor::empty refuses a byte count past 2^63 - 1, counted once and overflow-checked") {
+  // Note [One byte count]: the elements fit in int64, their bytes do not. f32 [2^62] is 2^64 bytes, which
+  // wrapped to 0; f64 [2^61 + 3] wrapped to 24 bytes. Both are refused, naming the size and the limit.
+  const std::string refused = test::message_of<UsageError>(
+      [] { (void)Tensor::empty(Shape{int64_t{1} << 62}, DType::kF32, kCPU); });
+  CHECK(refused.find("[4611686018427387904] f32") != std::string::npos);
+  CHECK(refused.find("2^63 - 1 bytes") != std::string::npos);
+  CHECK_THROWS_AS(Tensor::empty(Shape{(int64_t{1} << 61) + 3}, DType::kF64, kCPU), UsageError);
+  CHECK_THROWS_AS(Tensor::empty(Shape{int64_t{1} << 31, int64_t{1} << 31, 2}, DType::kF16, kCPU), UsageError);
+  // The count itself: exact below the limit, saturated at 2^64 past it, zero with a zero among the sizes.
+  const int64_t dims[] = {3, 5, 7};
+  CHECK(byte_count(dims, 8) == 3 * 5 * 7 * 8);
+  const int64_t huge[] = {int64_t{1} << 62, int64_t{1} << 62, int64_t{1} << 62};
+  CHECK(byte_count(huge, 4) == static_cast<unsigned __int128>(1) << 64);
+  const int64_t with_zero[] = {int64_t{1} << 62, int64_t{1} << 62, 0};
+  CHECK(byte_count(with_zero, 2) == 0);
+  CHECK(checked_nbytes(Shape{(int64_t{1} << 62) - 1}, DType::kF16) == ((uint64_t{1} << 62) - 1) * 2);  // < 2^63
 }

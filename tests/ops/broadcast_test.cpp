@@ -289,6 +289,47 @@ TEST_CASE("add, sub, mul and div of two dtypes compute in the promoted one, agai
   CHECK(ops::mul(rnd(Shape{4}, DType::kF16, seed), 2.0).dtype() == DType::kF16);
 }
 
+TEST_CASE("a 0-d tensor beside a dimensioned one does not promote it, as PyTorch's result_type") {
+  // Every strata dtype is floating, one category: the dimensioned operand's dtype wins whatever the 0-d
+  // one's ([n] f32 * 0-d f64 is f32, [n] bf16 * 0-d f16 is bf16); two 0-d or two dimensioned operands
+  // promote as promote_types. A [1] tensor is dimensioned.
+  const uint64_t seed = run_seed();
+  CAPTURE(seed);
+  for (const DType dim_dtype : kAllDTypes)
+    for (const DType scalar_dtype : kAllDTypes) {
+      CAPTURE(dtype_name(dim_dtype));
+      CAPTURE(dtype_name(scalar_dtype));
+      const Tensor d = rnd(Shape{2, 3}, dim_dtype, seed), one = rnd(Shape{1}, dim_dtype, seed + 3);
+      const Tensor s = rnd(Shape{}, scalar_dtype, seed + 1), s2 = rnd(Shape{}, dim_dtype, seed + 2);
+      CHECK(op_shapes::result_type(d, s) == dim_dtype);
+      CHECK(op_shapes::result_type(s, one) == dim_dtype);
+      CHECK(op_shapes::result_type(s, s2) == op_shapes::promote_types(scalar_dtype, dim_dtype));
+      CHECK(op_shapes::result_type(one, rnd(Shape{4}, scalar_dtype, seed + 4)) ==
+            op_shapes::promote_types(scalar_dtype, dim_dtype));
+    }
+  // Through the ops, values against the reference and each gradient in its operand's dtype and shape.
+  for (const Binary& op : binaries()) {
+    CAPTURE(op.name);
+    Tensor a = rnd(Shape{3, 4}, DType::kBF16, seed), b = operand_b(op, Shape{}, DType::kF64, seed + 1);
+    a.set_requires_grad(true);
+    b.set_requires_grad(true);
+    for (const bool scalar_first : {false, true}) {
+      if (scalar_first && op.divides) continue;  // a bf16 divisor may be near 0
+      const Tensor out = scalar_first ? op.run(b, a) : op.run(a, b);
+      CHECK(out.dtype() == DType::kBF16);
+      CHECK(out.sizes() == Shape{3, 4});
+      CHECK(reference::relative_error(out, scalar_first ? op.ref(b, a) : op.ref(a, b)) <=
+            reference::tolerance(DType::kBF16));
+    }
+    autograd::backward(op.run(a, b), rnd(Shape{3, 4}, DType::kBF16, seed + 2));
+    CHECK(a.grad().dtype() == DType::kBF16);
+    CHECK(b.grad().dtype() == DType::kF64);
+    CHECK(b.grad().dim() == 0);
+  }
+  CHECK(ops::mul(rnd(Shape{}, DType::kF16, seed), rnd(Shape{}, DType::kBF16, seed + 1)).dtype() == DType::kF32);
+  CHECK(ops::mul(rnd(Shape{5}, DType::kF16, seed), rnd(Shape{5}, DType::kBF16, seed + 1)).dtype() == DType::kF32);
+}
+
 #if STRATA_TRACING
 TEST_CASE("the promoted operand's cast is a to_copy call of its own - one dtype makes none") {
   const Tensor a = rnd(Shape{8}, DType::kF32, 8), b = rnd(Shape{8}, DType::kF64, 9);

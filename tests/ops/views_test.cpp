@@ -296,3 +296,53 @@ TEST_CASE("bad input: dims, indices and sizes out of range are refused with the 
           view.call(std::vector<binding::IValue>{binding::IValue(x), binding::IValue(int64_t{6})});
         }).find("argument 'size' (position 2) must be int[], not int") != std::string::npos);
 }
+
+TEST_CASE("extreme sizes: a huge expanded view is refused when materialised, never a wrapped allocation") {
+  // Note [One byte count]: an expanded view holds one element; a kernel that needs its elements laid out
+  // (contiguous, the pointwise ops' outputs, sum's contiguous input) asks Tensor::empty for its bytes. f64
+  // [2^61 + 2^10] is 2^64 + 2^13 bytes, which wrapped to 8 KiB; each op is refused before a byte is written.
+  const Tensor one = rnd(Shape{1}, 31, DType::kF64);
+  const Tensor huge = ops::expand(one, Shape{(int64_t{1} << 61) + 1024});
+  CHECK(huge.numel() == (int64_t{1} << 61) + 1024);
+  CHECK(huge.storage() == one.storage());  // still a view: nothing allocated yet
+  CHECK_THROWS_AS(ops::contiguous(huge), UsageError);
+  CHECK_THROWS_AS(ops::relu(huge), UsageError);
+  CHECK_THROWS_AS(ops::mul(huge, 3.0), UsageError);
+  CHECK_THROWS_AS(ops::add(huge, huge, 1.0), UsageError);
+  CHECK_THROWS_AS(ops::sum(huge), UsageError);
+  // A view whose element count passes int64 is refused by the view itself (torch's numel overflow check).
+  const std::string refused = message_of<UsageError>([&] { ops::expand(rnd(Shape{1, 1}, 32), Shape{int64_t{1} << 62, 8}); });
+  CHECK(refused.find("more elements than fit in 64 bits") != std::string::npos);
+  // A view of a huge view that is small again reads the one element.
+  const Tensor small = ops::narrow(huge, 0, (int64_t{1} << 61) - 5, 3);
+  CHECK(small.numel() == 3);
+  CHECK(reference::to_double(ops::contiguous(small)) == std::vector<double>(3, reference::to_double(one)[0]));
+}
+
+TEST_CASE("extreme arguments: narrow and slice compute their sizes without overflow, as torch's") {
+  const Tensor x = rnd(Shape{4, 6}, 33);
+  // start + length wrapped negative for a length near 2^63; refused as any length past the end is.
+  for (const int64_t length : {INT64_MAX, INT64_MAX - 1, int64_t{1} << 62}) {
+    const std::string refused = message_of<UsageError>([&] { ops::narrow(x, 0, 1, length); });
+    CHECK(refused.find("exceeds dim 0 of size 4") != std::string::npos);
+    CHECK(message_of<UsageError>([&] { ops::narrow(x, 1, -2, length); }).find("exceeds dim 1 of size 6") !=
+          std::string::npos);
+  }
+  // A step past the size takes one element (torch: x[1::100] is [1, 6]); a step near 2^63 made
+  // end - start + step - 1 wrap to a negative size.
+  for (const int64_t step : {int64_t{7}, int64_t{100}, INT64_MAX - 2, INT64_MAX}) {
+    const Tensor s = ops::slice(x, 0, 1, INT64_MAX, step);
+    CHECK(s.sizes() == Shape{1, 6});
+    CHECK(reference::to_double(ops::contiguous(s)) == reference::to_double(ops::contiguous(ops::select(x, 0, 1))));
+    const Tensor c = ops::slice(x, 1, 2, 6, step);  // the last dim, whose stride is 1
+    CHECK(c.sizes() == Shape{4, 1});
+  }
+  CHECK(ops::slice(x, 0, 4, INT64_MAX, INT64_MAX).sizes() == Shape{0, 6});  // past the end: empty
+  CHECK(ops::slice(x, 0, 0, 4, 3).sizes() == Shape{2, 6});                 // rows 0 and 3
+  // Backward through such a slice writes the one element's gradient back to row 1.
+  Tensor leaf = rnd(Shape{4, 6}, 34);
+  leaf.set_requires_grad(true);
+  autograd::backward(ops::sum(ops::slice(leaf, 0, 1, INT64_MAX, INT64_MAX - 2)), Tensor());
+  const std::vector<double> grad = reference::to_double(leaf.grad());
+  for (size_t i = 0; i < grad.size(); ++i) CHECK(grad[i] == (i / 6 == 1 ? 1.0 : 0.0));
+}

@@ -104,6 +104,32 @@ class BackwardTest(unittest.TestCase):
             y.backward("ones")
 
 
+class RequiresGradFlagTest(unittest.TestCase):
+    def test_only_a_leafs_flag_changes_as_torch(self):
+        # torch raises RuntimeError "you can only change requires_grad flags of leaf variables." for a
+        # computed tensor, a view of one that requires grad included, whichever value is set; the
+        # flag was accepted and dropped silently before.
+        x = strata.randn(4, 3, seed=5, requires_grad=True)
+        for what, make in [("mul", lambda: x * 2.0), ("view", lambda: x[1]), ("transpose", lambda: x.t()),
+                           ("view of a view", lambda: x[1:3].unsqueeze(0))]:
+            for value in (False, True):
+                y = make()
+                with self.subTest(what, value=value), self.assertRaisesRegex(
+                        RuntimeError, "you can only change requires_grad flags of leaf variables"):
+                    y.requires_grad = value
+                self.assertTrue(y.requires_grad)
+                self.assertIsNotNone(y.grad_fn)
+        # A leaf, and a view of a tensor that needs no grad (a leaf too), take either value.
+        leaf = strata.randn(3, seed=6)
+        leaf.requires_grad = True
+        self.assertTrue(leaf.requires_grad)
+        leaf.requires_grad = False
+        self.assertFalse(leaf.requires_grad)
+        v = strata.randn(3, 2, seed=7)[0]
+        v.requires_grad = True
+        self.assertTrue(v.requires_grad and v.is_leaf)
+
+
 class AddBackwardTest(unittest.TestCase):
     def test_alpha_scales_the_gradient_without_cancelling(self):
         # torch: b.grad == alpha; strata gave exactly 0 for 1e-8 (grad + (alpha - 1) * grad in f32).

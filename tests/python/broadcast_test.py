@@ -121,6 +121,36 @@ class AgainstTorchTest(unittest.TestCase):
         self.assertEqual((strata.randn(3, dtype="float16") * 2.0).dtype, "float16")
         self.assertEqual((torch.randn(3).half() * 2.0).dtype, torch.float16)
 
+    def test_zero_dim_operands_promote_as_torch(self):
+        # torch's result_type: a 0-d tensor beside a dimensioned one of the same category (every strata
+        # dtype is floating) does not promote it; two 0-d or two dimensioned tensors promote as usual.
+        seed = random.SystemRandom().randrange(2**32)
+        tdt = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16,
+               "bfloat16": torch.bfloat16}
+        shapes = [((3, 2), ()), ((), (2,)), ((), ()), ((1,), (4,))]
+        for name, f in OPS:
+            for da in tdt:
+                for db in tdt:
+                    for sa, sb in shapes:
+                        with self.subTest(op=name, dtypes=(da, db), shapes=(sa, sb), seed=seed):
+                            x = strata.randn(*sa, dtype=da, seed=seed, requires_grad=True)
+                            y = strata.randn(*sb, dtype=db, seed=seed + 1, requires_grad=True)
+                            tx = torch.tensor(x.numpy_float64(), dtype=tdt[da], requires_grad=True)
+                            ty = torch.tensor(y.numpy_float64(), dtype=tdt[db], requires_grad=True)
+                            out, tout = f(x, y), f(tx, ty)
+                            self.assertEqual(tdt[out.dtype], tout.dtype)
+                            self.assertEqual(out.shape, tuple(tout.shape))
+                            # strata casts the 0-d operand to the result's dtype; torch reads it in
+                            # float for a half result: one more rounding of the scalar, within 2 ulps.
+                            tol = 2 * TOLERANCE[out.dtype]
+                            np.testing.assert_allclose(out.numpy_float64(), tout.detach().double().numpy(),
+                                                       rtol=tol, atol=tol)
+                            strata.sum(out).backward()
+                            tout.sum().backward()
+                            self.assertEqual(tdt[x.grad.dtype], tx.grad.dtype)
+                            self.assertEqual(tdt[y.grad.dtype], ty.grad.dtype)
+                            self.assertEqual(y.grad.shape, tuple(ty.grad.shape))
+
     def test_mismatch_raises_what_torch_raises(self):
         with self.assertRaises(RuntimeError):
             torch.ones(3, 4) + torch.ones(3)

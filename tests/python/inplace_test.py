@@ -174,6 +174,23 @@ class InPlaceGradientsAgainstTorch(unittest.TestCase):
                 self.same(s.grad, t.grad)
         return ys
 
+    def test_write_into_the_base_after_views_of_it(self):
+        # b[2].add_(b[0]) raised "modified by an inplace operation" (b[0]'s SelectBackward saved b), where
+        # torch computes the gradient: a view's backward reads only its input's sizes. Variants through
+        # narrow, a stepped slice, unsqueeze + expand and reshape, with a multiplier so that the view's own
+        # gradient is not all ones.
+        programs = {
+            "select": lambda lib, L: (lambda b: (b[2].add_(b[0]), b * 3.0)[1])(L * 1),
+            "narrow": lambda lib, L: (lambda b: (b.narrow(0, 1, 2).add_(b.narrow(0, 0, 1)), b * b)[1])(L * 1),
+            "stepped slice": lambda lib, L: (lambda b: (b[1:3].add_(b[::3]), b * 2.0)[1])(L * 1),
+            "unsqueeze + expand": lambda lib, L: (lambda b: (b[1:3].sub_(b[0].unsqueeze(0).expand(2, 5)),
+                                                             b * b)[1])(L * 1),
+            "reshape": lambda lib, L: (lambda b: (b[3].add_(b.reshape(20)[5:10]), b * 1.5)[1])(L * 1),
+        }
+        for name, program in programs.items():
+            with self.subTest(name, seed=self.seed):
+                self.run_both(program, (4, 5))
+
     def test_relu_after_mul(self):
         def program(lib, x):
             y = x * 2

@@ -170,6 +170,40 @@ class ViewsTest(unittest.TestCase):
             x.transpose(0, 2**70)
         self.assertTrue(issubclass(strata.IndexRangeError, strata.UsageError))
 
+    def test_huge_expanded_views_raise_when_materialised(self):
+        # An expanded view holds one element; laying its elements out needs their bytes, counted once and
+        # overflow-checked: f64 [2**61 + 7] is just past 2**64 bytes and wrapped to a 56-byte buffer that
+        # the kernels wrote past. Every op that materialises it raises strata.UsageError instead.
+        one = self.rand(1).double()
+        huge = one.expand(2**61 + 7)
+        self.assertEqual(huge.shape, (2**61 + 7,))
+        for what, f in [("contiguous", lambda: huge.contiguous()), ("clone", lambda: huge.clone()),
+                        ("mul", lambda: huge * 3.0), ("add", lambda: huge + huge), ("relu", lambda: strata.relu(huge)),
+                        ("sum", lambda: huge.sum()), ("index after mul", lambda: (huge * 3.0)[2**21].item())]:
+            with self.subTest(what), self.assertRaisesRegex(strata.UsageError, r"at most 2\^63 - 1 bytes"):
+                f()
+        with self.assertRaisesRegex(ValueError, "more elements than fit in 64 bits"):
+            self.rand(1, 1).expand(2**62, 4)
+        # A small view of it is fine, and reads the one element.
+        self.assertEqual(huge[2**60:2**60 + 3].contiguous().tolist(), [one.item()] * 3)
+
+    def test_extreme_narrow_and_slice_arguments(self):
+        x = self.rand(4, 6)
+        for length in (2**63 - 1, 2**63 - 2, 2**62):
+            with self.subTest(length=length), self.assertRaisesRegex(ValueError, "exceeds dim 0 of size 4"):
+                x.narrow(0, 1, length)
+        # A step past the size takes one element; near 2**63 it once made a negative size.
+        for step in (5, 100, 2**62, 2**63 - 3, 2**63 - 1):
+            with self.subTest(step=step):
+                self.assertEqual(x[1::step].shape, (1, 6))
+                self.assertEqual(x[1::step].contiguous().tolist(), [x[1].tolist()])
+                self.assertEqual(x[:, 2::step].shape, (4, 1))
+        if torch is not None:  # torch agrees where its own stride * step does not wrap
+            t = torch.tensor(np.asarray(x))
+            for step in (5, 100, 2**40):
+                self.assertEqual(tuple(t[1::step].shape), x[1::step].shape)
+                self.assertEqual(tuple(t[:, 2::step].shape), x[:, 2::step].shape)
+
     def test_bad_indices_raise_as_torch(self):
         x = self.rand(2, 3)
         # A negative step, as torch's basic indexing (numpy would reverse).

@@ -21,6 +21,7 @@ inline SpecCall view_spec(const std::vector<int64_t>& d, std::vector<SpecArg> ex
   c.args = {SpecArg::tensor(s)};
   for (SpecArg& a : extra) c.args.push_back(a);
   c.outputs = {out};
+  c.output_is_view = true;
   c.description = spec_text::bracket(s) + " " + what + " -> " + spec_text::bracket(out);
   return c;
 }
@@ -43,7 +44,9 @@ inline SpecCall merge_spec(const char* op, std::vector<int64_t>& d, std::string_
     size[size.ndim++] = -1;
     out[out.ndim++] = d[d.size() - 2] * d[d.size() - 1];
   }
-  return view_spec(d, {SpecArg::int_list(size)}, out, std::string(op) + int_list_text(size));
+  SpecCall c = view_spec(d, {SpecArg::int_list(size)}, out, std::string(op) + int_list_text(size));
+  c.output_is_view = std::string_view(op) == "view";  // reshape copies a strided input (--view's)
+  return c;
 }
 
 template <>

@@ -247,15 +247,21 @@ void check_scatter_region(const Tensor& self, const Tensor& src, const Shape& si
                      size.str() + "], and the stride (" + std::to_string(stride.ndim) +
                      " values) one value per dim of size");
   }
-  int64_t last = storage_offset;  // the region's furthest element, for a region that holds any
+  // The region's furthest element, for a region that holds any, overflow-checked: a stride near 2^63 once
+  // wrapped the sum to a small number that passed, and the write landed outside self.
+  int64_t last = storage_offset;
+  bool wraps = false;
   for (int i = 0; i < size.ndim; ++i) {
     if (stride[i] < 0) throw UsageError("as_strided_scatter: strides must be non-negative, got " + stride.str());
-    last += (size[i] - 1) * stride[i];
+    int64_t reach = 0;
+    wraps = wraps || (size[i] > 0 && (__builtin_mul_overflow(size[i] - 1, stride[i], &reach) ||
+                                      __builtin_add_overflow(last, reach, &last)));
   }
-  if (src.numel() > 0 && (storage_offset < 0 || last >= self.numel())) {
+  if (src.numel() > 0 && (storage_offset < 0 || wraps || last >= self.numel())) {
     throw UsageError("as_strided_scatter: the region (size [" + size.str() + "], stride [" + stride.str() +
-                     "], offset " + std::to_string(storage_offset) + ") reaches element " + std::to_string(last) +
-                     " of self [" + self.sizes().str() + "], which has " + std::to_string(self.numel()));
+                     "], offset " + std::to_string(storage_offset) + ") reaches element " +
+                     (wraps ? std::string("2^63 or beyond") : std::to_string(last)) + " of self [" +
+                     self.sizes().str() + "], which has " + std::to_string(self.numel()));
   }
 }
 }  // namespace

@@ -658,3 +658,20 @@ TEST_CASE("sum.dim_IntList and mean.dim: empty tensors, 0-d tensors and the refu
   CHECK_THROWS_WITH_AS(cpu::mean_dim(a, Shape{0, -2}, false, std::nullopt),
                        doctest::Contains("dim 0 appears multiple times in the list of dims"), UsageError);
 }
+
+TEST_CASE("as_strided_scatter refuses a region whose reach overflows int64, and writes nothing outside self") {
+  // The furthest element offset + sum((size - 1) * stride) wrapped past 2^63 to a small number that
+  // passed the bounds check, and the write landed outside self. Strides near 2^63 / (size - 1), and
+  // offsets that push a sum just past INT64_MAX, are refused; a region just inside self still writes.
+  const Tensor self = rnd(Shape{4, 6}, DType::kF32, 41);
+  const Tensor src = rnd(Shape{2, 3}, DType::kF32, 42);
+  const int64_t near = (int64_t{1} << 62) + (int64_t{1} << 61);  // x2 passes INT64_MAX, and wraps to negative
+  for (const auto& [stride, offset] : std::vector<std::pair<Shape, int64_t>>{
+           {Shape{near, 1}, 0}, {Shape{1, INT64_MAX}, 0}, {Shape{INT64_MAX / 2, INT64_MAX / 2}, 3},
+           {Shape{6, 2}, INT64_MAX - 5}}) {
+    CHECK_THROWS_AS(kernels::cpu::as_strided_scatter(self, src, Shape{2, 3}, stride, offset), UsageError);
+  }
+  const Tensor out = kernels::cpu::as_strided_scatter(self, src, Shape{2, 3}, Shape{6, 2}, 13);  // reaches 23
+  const std::vector<double> got = reference::to_double(out);
+  CHECK(got == reference::as_strided_scatter(self, src, Shape{2, 3}, Shape{6, 2}, 13));
+}
