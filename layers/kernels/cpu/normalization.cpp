@@ -1,8 +1,9 @@
 // softmax, log_softmax, layer_norm, rms_norm and their gradient ops on the CPU (Note [Normalization ops]
 // in layers/ops/normalization.h): plain loops, one row at a time, sums in a double accumulator (as
 // reduce.cpp's), the elementwise math in the tensor's own type (f32, f64; half types widened to f32, Note
-// [Half types on the CPU]). Not threaded yet: each row is independent, so splitting the row loop over
-// threads changes no result.
+// [Half types on the CPU]). The rows split across the intra-op threads: each row is independent, so the
+// thread count changes no result (the weight gradient's column sums stay on one thread, rows in order).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -11,6 +12,7 @@
 #include "layers/kernels/cpu/cpu_common.h"
 #include "layers/kernels/cpu/cpu_kernels.h"
 #include "lib/op_shapes.h"
+#include "lib/parallel.h"
 #include "lib/zone.h"
 
 namespace strata::kernels::cpu {
@@ -22,9 +24,19 @@ void check(const char* op, const Tensor& t) {
 
 // ---- softmax and log_softmax over one dim: rows of `size` elements `inner` apart -------------------------
 
+// The rows split across the intra-op threads (Note [Intra-op threads] in lib/parallel.h): `fn(o)` for each
+// outer index o, every one of which covers `per_outer` elements no other touches.
+template <typename F>
+void for_outer(int64_t outer, int64_t per_outer, const F& fn) {
+  const int64_t grain = std::max<int64_t>(1, parallel::kGrainSize / std::max<int64_t>(1, per_outer));
+  parallel::parallel_for(0, outer, grain, [&](int64_t b, int64_t e) {
+    for (int64_t o = b; o < e; ++o) fn(o);
+  });
+}
+
 template <typename T>
 void softmax_rows(const T* x, T* y, const op_shapes::RowsAround& r, bool log) {
-  for (int64_t o = 0; o < r.outer; ++o) {
+  for_outer(r.outer, r.size * r.inner, [&](int64_t o) {
     for (int64_t i = 0; i < r.inner; ++i) {
       const T* xr = x + o * r.size * r.inner + i;
       T* yr = y + o * r.size * r.inner + i;
@@ -41,13 +53,13 @@ void softmax_rows(const T* x, T* y, const op_shapes::RowsAround& r, bool log) {
         for (int64_t j = 0; j < r.size; ++j) yr[j * r.inner] = T(std::exp(double(xr[j * r.inner] - max)) * inv);
       }
     }
-  }
+  });
 }
 
 // softmax: grad_input = y * (g - sum(g * y)); log_softmax: g - exp(y) * sum(g), over each row.
 template <typename T>
 void softmax_backward_rows(const T* g, const T* y, T* gi, const op_shapes::RowsAround& r, bool log) {
-  for (int64_t o = 0; o < r.outer; ++o) {
+  for_outer(r.outer, r.size * r.inner, [&](int64_t o) {
     for (int64_t i = 0; i < r.inner; ++i) {
       const int64_t base = o * r.size * r.inner + i;
       double sum = 0;
@@ -60,7 +72,7 @@ void softmax_backward_rows(const T* g, const T* y, T* gi, const op_shapes::RowsA
         gi[at] = log ? T(double(g[at]) - std::exp(double(y[at])) * sum) : T(double(y[at]) * (double(g[at]) - sum));
       }
     }
-  }
+  });
 }
 
 Tensor softmax_op(const char* op, const Tensor& self, int64_t dim, bool log) {
@@ -115,7 +127,7 @@ void row_stats(const T* x, int64_t cols, double eps, bool rms, double& mean, dou
 
 template <typename T>
 void norm_rows(const T* x, const T* w, const T* b, T* y, const op_shapes::NormRows& n, double eps, bool rms) {
-  for (int64_t r = 0; r < n.rows; ++r) {
+  for_outer(n.rows, n.cols, [&](int64_t r) {
     const T* xr = x + r * n.cols;
     T* yr = y + r * n.cols;
     double mean = 0, rstd = 0;
@@ -126,7 +138,7 @@ void norm_rows(const T* x, const T* w, const T* b, T* y, const op_shapes::NormRo
       if (b != nullptr) v += double(b[j]);
       yr[j] = T(v);
     }
-  }
+  });
 }
 
 // d input: rstd * (gw - mean(gw) - xhat * mean(gw * xhat)), gw = g * weight, xhat = (x - mean) * rstd;
@@ -134,15 +146,21 @@ void norm_rows(const T* x, const T* w, const T* b, T* y, const op_shapes::NormRo
 template <typename T>
 void norm_backward_rows(const T* g, const T* x, const T* w, T* gi, double* gw_out, const op_shapes::NormRows& n,
                         double eps, bool rms) {
-  for (int64_t r = 0; r < n.rows; ++r) {
+  if (gw_out != nullptr) {  // one accumulator per column across all rows: one thread, rows in order
+    for (int64_t r = 0; r < n.rows; ++r) {
+      const T* xr = x + r * n.cols;
+      const T* gr = g + r * n.cols;
+      double mean = 0, rstd = 0;
+      row_stats(xr, n.cols, eps, rms, mean, rstd);
+      for (int64_t j = 0; j < n.cols; ++j) gw_out[j] += double(gr[j]) * (double(xr[j]) - mean) * rstd;
+    }
+    return;
+  }
+  for_outer(n.rows, n.cols, [&](int64_t r) {
     const T* xr = x + r * n.cols;
     const T* gr = g + r * n.cols;
     double mean = 0, rstd = 0;
     row_stats(xr, n.cols, eps, rms, mean, rstd);
-    if (gw_out != nullptr) {
-      for (int64_t j = 0; j < n.cols; ++j) gw_out[j] += double(gr[j]) * (double(xr[j]) - mean) * rstd;
-      continue;
-    }
     double sum_gw = 0, sum_gw_xhat = 0;
     for (int64_t j = 0; j < n.cols; ++j) {
       const double gw = double(gr[j]) * (w != nullptr ? double(w[j]) : 1.0);
@@ -156,7 +174,7 @@ void norm_backward_rows(const T* g, const T* x, const T* w, T* gi, double* gw_ou
       const double xhat = (double(xr[j]) - mean) * rstd;
       gir[j] = T(rstd * (gw - mean_gw - xhat * mean_gw_xhat));
     }
-  }
+  });
 }
 
 template <typename T>
