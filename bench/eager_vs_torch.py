@@ -101,21 +101,26 @@ def gemm_cases():
 
 
 def interleaved_us(fns, budget_s, min_rounds=5):
-    """Each function's median time per call in microseconds: rounds of a few calls each, the functions
-    taking turns within a round, until the budget is spent (at least min_rounds rounds)."""
+    """Each function's median time per call in microseconds: rounds in which the functions take turns,
+    each turn ~2 ms of untimed calls then ~4 ms timed, until the budget is spent (at least min_rounds).
+    The untimed calls matter on few cores: after a torch call its OpenMP workers spin for a while, and
+    after a strata call strata's do, each holding a core the other side's workers then wait for."""
     for f in fns:
         f()  # warm: allocator, pool threads, lazy loading
     per_call = [f_time(f) for f in fns]
-    calls = max(1, int(2e-3 / max(per_call)))  # ~2 ms per function per round
+    calls = [max(1, int(4e-3 / t)) for t in per_call]
+    warm = [max(1, int(2e-3 / t)) for t in per_call]
     samples = [[] for _ in fns]
     deadline = time.perf_counter() + budget_s
     rounds = 0
     while rounds < min_rounds or time.perf_counter() < deadline:
         for i, f in enumerate(fns):
-            t0 = time.perf_counter_ns()
-            for _ in range(calls):
+            for _ in range(warm[i]):
                 f()
-            samples[i].append((time.perf_counter_ns() - t0) / calls / 1e3)
+            t0 = time.perf_counter_ns()
+            for _ in range(calls[i]):
+                f()
+            samples[i].append((time.perf_counter_ns() - t0) / calls[i] / 1e3)
         rounds += 1
     return [statistics.median(s) for s in samples]
 

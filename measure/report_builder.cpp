@@ -35,8 +35,8 @@ reports::Environment host_environment() {
 
 std::string cpu_device_name(const reports::Environment& env) {
   return "cpu (" + std::to_string(env.intra_op_threads) + (env.intra_op_threads == 1 ? " intra-op thread, " : " intra-op threads, ") +
-         env.cpu_loops + " loops, " +
-         std::to_string(env.blas_threads) + " OpenBLAS threads)";
+         env.cpu_loops + " loops, " + std::to_string(env.blas_threads) +
+         (env.blas_threads == 1 ? " OpenBLAS thread)" : " OpenBLAS threads)");
 }
 
 void describe_cpu_device(TraceReport& report) {

@@ -95,7 +95,9 @@ std::string math_prelude(DType dtype) {
     if (f64 || std::string(f.name) != "erf")
       s += "static inline strata_full strata_" + std::string(f.name) + "_full(strata_full x, [[maybe_unused]] strata_full y) { return (strata_full)" + call + "; }\n";
     const std::string params = f.args == 1 ? "v" : "vv";
-    s += "extern \"C\" {\n#pragma omp declare simd notinbranch\n" + t + " m_" + f.name + "(" + (f.args == 1 ? t : t + ", " + t) +
+    // const: no side effects (SLEEF sets no errno), which lets the vectoriser if-convert a loop that also
+    // selects (relu's `v < 0 ? 0 : v`): without it GCC keeps that loop scalar, one padded call per element.
+    s += "extern \"C\" {\n#pragma omp declare simd notinbranch\n__attribute__((const)) " + t + " m_" + f.name + "(" + (f.args == 1 ? t : t + ", " + t) +
          ") __asm__(\"strata_m_" + f.name + "\");\n}\n";
     // The scalar one (a loop's remainder).
     s += "extern \"C\" __attribute__((visibility(\"hidden\"))) " + t + " strata_m_" + f.name + "_1(" + t + " x" +

@@ -151,7 +151,8 @@ TEST_CASE("the Environment is the machine's, and the CPU is named with its threa
   CHECK_FALSE(env.cpu_loops.empty());
   CHECK(cpu_device_name(env) == "cpu (" + std::to_string(env.intra_op_threads) +
                                     (env.intra_op_threads == 1 ? " intra-op thread, " : " intra-op threads, ") +
-                                    env.cpu_loops + " loops, " + std::to_string(env.blas_threads) + " OpenBLAS threads)");
+                                    env.cpu_loops + " loops, " + std::to_string(env.blas_threads) +
+                                    (env.blas_threads == 1 ? " OpenBLAS thread)" : " OpenBLAS threads)"));
 }
 
 }  // namespace
