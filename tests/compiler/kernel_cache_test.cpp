@@ -117,7 +117,9 @@ TEST_CASE("a damaged cached kernel is refused and compiled over, in a process th
          fs::create_symlink("/dev/zero", p);
        }},
   };
-  for (const auto& [what, damage] : damages) {
+  for (const auto& entry : damages) {  // not a structured binding: clang 14 cannot capture one in CAPTURE
+    const auto& what = entry.first;
+    const auto& damage = entry.second;
     CAPTURE(what);
     damage(so, size);
     const ProbeResult r = run_probe(cache);
