@@ -177,7 +177,7 @@ def inductor_code_kind():
 
 def run(threads_list, sizes, budget, quick):
     print(f"strata vs torch eager, CPU, f32; python {sys.version.split()[0]}; torch {torch.__version__}; "
-          f"strata loops: {strata.profile and _cpu_loops()}")
+          f"strata loops: {_cpu_loops()}")
     for threads in threads_list:
         strata.set_num_threads(threads)
         torch.set_num_threads(threads)
