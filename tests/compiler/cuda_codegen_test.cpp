@@ -10,6 +10,7 @@
 #include "layers/compiler/compiler_cuda.h"
 #include "layers/frontend/sequence.h"
 #include "tests/support/error_text.h"
+#include "tests/support/scoped_env.h"
 #include "tests/support/subprocess.h"
 
 namespace strata {
@@ -17,24 +18,7 @@ namespace {
 
 namespace cc = compiler::cuda;
 
-// Sets an environment variable for one scope, restoring what was there.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::string& value) : name_(name) {
-    const char* old = std::getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    ::setenv(name, value.c_str(), 1);
-  }
-  ~ScopedEnv() { had_ ? (void)::setenv(name_, old_.c_str(), 1) : (void)::unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
+using test::ScopedEnv;
 
 // The named program compiled for the CPU, as `strata trace PROGRAM --mode compiled` compiles it; its
 // kernels then as CUDA C.

@@ -19,6 +19,7 @@
 #include "lib/zone.h"
 #include "tests/kernels/fresh_seed.h"
 #include "tests/support/error_text.h"
+#include "tests/support/scoped_env.h"
 #include "tests/support/subprocess.h"
 
 namespace strata {
@@ -34,30 +35,7 @@ compiler::CompileOptions options_in(const test::TempDir& dir) {
 
 double gelu(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
 
-// Sets an environment variable for one scope, restoring what was there.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    if (old != nullptr) old_ = old;
-    had_ = old != nullptr;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      ::setenv(name_, old_.c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
+using test::ScopedEnv;
 
 // linear -> relu, and matmul -> add -> gelu: each one GEMM kernel with an epilogue, and (x + y) -> gelu ->
 // relu as one loop, at random sizes; compiled, eager and float64 agree.

@@ -22,6 +22,7 @@
 #include "layers/kernels/reference/reference.h"
 #include "layers/ops/operators.h"
 #include "tests/support/error_text.h"
+#include "tests/support/scoped_env.h"
 #include "tests/support/subprocess.h"
 
 namespace strata {
@@ -29,29 +30,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      ::setenv(name_, old_.c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::string old_;
-  bool had_ = false;
-};
+using test::ScopedEnv;
 
 // The names in a directory (none when it does not exist).
 std::vector<std::string> entries_of(const std::string& dir) {
