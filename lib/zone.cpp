@@ -1,8 +1,10 @@
 #include "lib/zone.h"
 
 #include <algorithm>
+#include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <unordered_set>
 
 #include "lib/host_clock.h"
@@ -16,6 +18,19 @@ const char* intern_zone_name(std::string_view text) {
   static std::mutex mutex;
   const std::lock_guard<std::mutex> lock(mutex);
   return pool->emplace(text).first->c_str();
+}
+
+const char* zone_name_with_threads(const char* base, const char* what, int threads) {
+  thread_local std::map<std::tuple<const char*, const char*, int>, const char*> t_names;
+  const auto key = std::make_tuple(base, what, threads);
+  if (auto it = t_names.find(key); it != t_names.end()) return it->second;
+  std::string text = base;
+  if (!text.empty() && text.back() == ')') text.pop_back();
+  if (what != nullptr) text += std::string(", ") + what;
+  text += ", " + std::to_string(threads) + (threads == 1 ? " thread)" : " threads)");
+  const char* name = intern_zone_name(text);
+  t_names.emplace(key, name);
+  return name;
 }
 
 double measure_zone_cost_ns() {

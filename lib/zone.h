@@ -55,6 +55,12 @@ class Zone {
 // pool stays small. Returns a pointer valid until the process exits; thread-safe.
 const char* intern_zone_name(std::string_view text);
 
+// What a call ran, in its zone's name: `base` ("tanh (cpu loop)") with ", <what>, N threads)" in place of
+// its closing parenthesis ("tanh (cpu loop, SLEEF AVX-512, 2 threads)"; no `what` when it is null).
+// Interned once per (base, what, threads); `base` and `what` must outlive the process (literals, interned
+// names), since they key a per-thread cache that makes a repeated call one small map lookup.
+const char* zone_name_with_threads(const char* base, const char* what, int threads);
+
 // The measured cost of one zone (open + close) into an active timeline on this machine, in ns: the best
 // of three rounds of 20000. What `strata trace` and strata.profile() call a probe's cost.
 double measure_zone_cost_ns();

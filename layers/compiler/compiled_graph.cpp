@@ -29,9 +29,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "layers/compiler/internal.h"
@@ -98,19 +96,6 @@ int run_elements(detail::KernelEntry entry, const std::vector<const void*>& inpu
   return threads;
 }
 
-// "k0 (generated loop, 2 threads)": the step's zone name with the threads its call used, interned once
-// per (step, threads) (Note [Zone names made at run time] in lib/zone.h).
-const char* with_threads(const char* zone, int threads) {
-  thread_local std::map<std::pair<const char*, int>, const char*> t_names;
-  const auto key = std::make_pair(zone, threads);
-  if (auto it = t_names.find(key); it != t_names.end()) return it->second;
-  std::string text = zone;
-  if (!text.empty() && text.back() == ')') text.pop_back();
-  text += ", " + std::to_string(threads) + (threads == 1 ? " thread)" : " threads)");
-  const char* name = intern_zone_name(text);
-  t_names.emplace(key, name);
-  return name;
-}
 
 // The GEMM through OpenBLAS, in blocks of rows when asked, the epilogue on each block after its GEMM.
 // Returns the threads the epilogue used.
@@ -155,7 +140,7 @@ Tensor run_generated_cpu(DispatchKeySet, const StepCall& call) {
   const int threads = k.kind == KernelKind::kGemmEpilogue
                           ? gemm_with_epilogue(call, inputs.data(), out)
                           : run_elements(call.step.entry, inputs, out.data_ptr(), out.numel(), element_size(m.dtype));
-  zone.rename(with_threads(call.step.zone, threads));
+  zone.rename(zone_name_with_threads(call.step.zone, nullptr, threads));  // "k0 (generated loop, 2 threads)"
   return out;
 }
 

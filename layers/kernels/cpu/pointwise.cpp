@@ -6,10 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <map>
-#include <mutex>
 #include <string>
-#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -34,19 +31,11 @@ const char* loop_name(DType dtype, const char* native, const char* bf16, const c
 }  // namespace
 
 const char* ran_name(const char* base, bool vector_math, int threads) {
-  thread_local std::map<std::tuple<const char*, bool, int>, const char*> t_names;
-  const auto key = std::make_tuple(base, vector_math, threads);
-  if (auto it = t_names.find(key); it != t_names.end()) return it->second;
-  std::string text = base;
-  if (!text.empty() && text.back() == ')') text.pop_back();
-  const vectorized::Isa isa = vectorized::loops().isa;
-  text += ", ";
-  if (vector_math && isa != vectorized::Isa::kPortable) text += "SLEEF ";
-  text += vectorized::isa_name(isa);
-  text += ", " + std::to_string(threads) + (threads == 1 ? " thread)" : " threads)");
-  const char* name = intern_zone_name(text);
-  t_names.emplace(key, name);
-  return name;
+  // The two labels of this process's loops, made once: "AVX-512" and "SLEEF AVX-512" (the portable loops
+  // call libm, not SLEEF).
+  static const std::string kIsa = vectorized::isa_name(vectorized::loops().isa);
+  static const std::string kMath = vectorized::loops().isa == vectorized::Isa::kPortable ? kIsa : "SLEEF " + kIsa;
+  return zone_name_with_threads(base, vector_math ? kMath.c_str() : kIsa.c_str(), threads);
 }
 
 // ---- Gradient ops (the backward formulas' calls, layers/ops/operators.h) ------------------------------
