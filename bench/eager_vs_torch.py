@@ -175,7 +175,7 @@ def inductor_code_kind():
     return "unknown (no generated C++ found in its cache)"
 
 
-def run(threads_list, sizes, budget, quick):
+def run(threads_list, sizes, budget, quick, ops=None, with_chains=True):
     print(f"strata vs torch eager, CPU, f32; python {sys.version.split()[0]}; torch {torch.__version__}; "
           f"strata loops: {_cpu_loops()}")
     for threads in threads_list:
@@ -186,6 +186,8 @@ def run(threads_list, sizes, budget, quick):
         worst = {}
         for label, n in sizes:
             for name, s_call, t_call in pointwise_cases(n):
+                if ops and name not in ops:
+                    continue
                 s_us, t_us = interleaved_us([s_call, t_call], budget)
                 lib_us, what = library_row(s_call, calls=5 if n >= 1 << 24 else 20)
                 ratio = s_us / t_us
@@ -193,14 +195,18 @@ def run(threads_list, sizes, budget, quick):
                     worst[name] = max(worst.get(name, 0.0), ratio)
                 print(f"{name:<22} {label:>5} {s_us:>11.1f} {lib_us:>11.1f} {t_us:>10.1f} {ratio:>6.2f}  {what}")
         for name, s_call, t_call in gemm_cases() if not quick else gemm_cases()[:2]:
+            if ops and name.split()[0] not in ops:
+                continue
             s_us, t_us = interleaved_us([s_call, t_call], budget)
             lib_us, what = library_row(s_call, calls=5)
             print(f"{name:<22} {'':>5} {s_us:>11.1f} {lib_us:>11.1f} {t_us:>10.1f} {s_us / t_us:>6.2f}  {what}")
         over = {k: v for k, v in worst.items() if v > 1.25}
-        print(f"pointwise ops and reductions at 1M+: worst ratio {max(worst.values()):.2f} "
-              f"({max(worst, key=worst.get)}); above the 1.25 target: " +
-              (", ".join(f"{k} {v:.2f}" for k, v in sorted(over.items())) if over else "none"))
-        chains(budget)
+        if worst:
+            print(f"pointwise ops and reductions at 1M+: worst ratio {max(worst.values()):.2f} "
+                f"({max(worst, key=worst.get)}); above the 1.25 target: " +
+                (", ".join(f"{k} {v:.2f}" for k, v in sorted(over.items())) if over else "none"))
+        if with_chains:
+            chains(budget)
 
 
 def chains(budget):
@@ -238,11 +244,15 @@ def main():
     ap.add_argument("--quick", action="store_true", help="4K and 1M only, short budgets")
     ap.add_argument("--threads", default="1,2", help="thread counts to run, comma-separated (default 1,2)")
     ap.add_argument("--budget", type=float, default=None, help="seconds per op and size (default 0.4, quick 0.15)")
+    ap.add_argument("--ops", default="", help="only these ops, comma-separated as the table names them "
+                    "(e.g. tanh,gelu,sum(dim=0),matmul); leaves out the chains unless --chains")
+    ap.add_argument("--chains", action="store_true", help="run the chains also when --ops is given")
     args = ap.parse_args()
+    ops = [o.strip() for o in args.ops.split(",") if o.strip()]
     threads = [int(t) for t in args.threads.split(",") if t]
     sizes = [(k, v) for k, v in SIZES.items() if not (args.quick and k == "16M")]
     budget = args.budget if args.budget is not None else (0.15 if args.quick else 0.4)
-    run(threads, sizes, budget, args.quick)
+    run(threads, sizes, budget, args.quick, ops, with_chains=not ops or args.chains)
 
 
 if __name__ == "__main__":

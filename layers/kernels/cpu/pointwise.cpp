@@ -13,6 +13,7 @@
 
 #include "layers/kernels/cpu/cpu_common.h"
 #include "layers/kernels/cpu/cpu_kernels.h"
+#include "layers/kernels/cpu/sum_rows.h"
 #include "layers/kernels/cpu/vectorized/loops.h"
 #include "layers/kernels/pointwise_math.h"
 #include "lib/op_shapes.h"
@@ -57,33 +58,10 @@ void bias_backward_loop(const T* __restrict g, const Shape& s, T* __restrict out
   }
 }
 
-// Note [Sums that do not depend on the thread count]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// A sum is cut into blocks of kSumBlock elements, whatever the thread count: each block is summed in
-// double in one fixed order (vectorized/loops.cpp), the threads take whole blocks, and the blocks' sums are
-// added in block order. So `strata --threads 1` and `--threads 8` give the same bits, as the float64
-// reference check and a user comparing runs expect; torch's cascade sum in f32 is within the same bound.
-constexpr int64_t kSumBlock = 16384;
-
 template <typename T>
 T sum_loop(const T* x, int64_t n, int& threads) {
-  const int64_t blocks = (n + kSumBlock - 1) / kSumBlock;
-  if (blocks <= 1) {
-    threads = 1;
-    return T(vectorized::loops().of<T>().sum(x, n));
-  }
-  std::vector<double> partial(static_cast<size_t>(blocks));
-  const auto& loops = vectorized::loops().of<T>();
-  const int64_t grain = std::max<int64_t>(1, parallel::kGrainSize / kSumBlock);
-  threads = parallel::threads_for(0, blocks, grain);
-  parallel::parallel_for(0, blocks, grain, [&](int64_t b, int64_t e) {
-    for (int64_t k = b; k < e; ++k) {
-      const int64_t begin = k * kSumBlock;
-      partial[static_cast<size_t>(k)] = loops.sum(x + begin, std::min(kSumBlock, n - begin));
-    }
-  });
   double acc = 0;
-  for (double p : partial) acc += p;
+  threads = sum_rows(x, 1, n, &acc);  // Note [Sums that do not depend on the thread count]
   return T(acc);
 }
 
@@ -416,18 +394,21 @@ struct GradientTag {};  // gives a functor's gradient loop its own set of names
 
 template <typename Fn>
 Tensor unary(const Tensor& self) {
-  constexpr size_t kIndex = vectorized::index_of<Fn>(math::UnaryMath{});
   return map1(
       Fn::kName, loop_names_of<Fn>(Fn::kName), self,
-      [](const auto* a, auto* out, int64_t n) { loops_of(a).unary[kIndex](a, out, n); }, math::kCallsVectorMath<Fn>);
+      [](const auto* a, auto* out, int64_t n) {
+        loops_of(a).unary[vectorized::index_of<Fn>(math::UnaryMath{})](a, out, n);
+      },
+      math::kCallsVectorMath<Fn>);
 }
 
 template <typename Fn>
 Tensor unary_gradient(const Tensor& grad_output, const Tensor& saved) {
-  constexpr size_t kIndex = vectorized::index_of<Fn>(math::UnaryGradientMath{});
   return map2(
       Fn::kGradientName, loop_names_of<std::pair<Fn, GradientTag>>(Fn::kGradientName), grad_output, saved,
-      [](const auto* g, const auto* s, auto* out, int64_t n) { loops_of(g).gradient[kIndex](g, s, out, n); },
+      [](const auto* g, const auto* s, auto* out, int64_t n) {
+        loops_of(g).gradient[vectorized::index_of<Fn>(math::UnaryGradientMath{})](g, s, out, n);
+      },
       [](auto g, auto s) { return Fn::gradient(g, s); }, Operands::kSameShape, math::kGradientCallsVectorMath<Fn>);
 }
 

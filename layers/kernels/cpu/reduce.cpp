@@ -10,6 +10,7 @@
 
 #include "layers/kernels/cpu/cpu_common.h"
 #include "layers/kernels/cpu/cpu_kernels.h"
+#include "layers/kernels/cpu/sum_rows.h"
 #include "layers/kernels/cpu/vectorized/loops.h"
 #include "lib/op_shapes.h"
 #include "lib/parallel.h"
@@ -21,7 +22,9 @@ namespace {
 // Note [Threads in a reduction over dims]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // Threads never share an accumulator, so no result depends on the thread count:
-//  - every dim but the last kept (x.sum(-1)): each row is one output, summed by one thread, rows split;
+//  - the reduced dims are the trailing ones (x.sum(-1), x.sum((1, 2)), x.mean() over every dim): each
+//    output is the sum of one contiguous row, summed in fixed blocks as sum is (sum_rows.h; Note [Sums that
+//    do not depend on the thread count]), the blocks of every row split across the threads;
 //  - the last dim kept (x.sum(0) of a matrix): each thread takes a slice of the columns for every row;
 //  - anything else (several reduced dims around a kept one): one thread, in row-major order.
 // The order of additions into one accumulator is the same in every case as on one thread.
@@ -31,6 +34,17 @@ int accumulate(const T* __restrict x, const Shape& s, const Shape& out_strides, 
     acc[0] += double(x[0]);
     return 1;
   }
+  // The reduced dims (output stride 0; a dim of size 1 goes either way) a trailing run: contiguous rows.
+  int first_reduced = s.ndim;
+  while (first_reduced > 0 && (out_strides[first_reduced - 1] == 0 || s[first_reduced - 1] == 1)) --first_reduced;
+  bool leading_kept = true;
+  for (int i = 0; i < first_reduced; ++i) leading_kept = leading_kept && (out_strides[i] != 0 || s[i] == 1);
+  if (leading_kept && first_reduced < s.ndim) {
+    int64_t rows = 1, inner = 1;
+    for (int i = 0; i < first_reduced; ++i) rows *= s[i];
+    for (int i = first_reduced; i < s.ndim; ++i) inner *= s[i];
+    return sum_rows(x, rows, inner, acc);
+  }
   const auto& loops = vectorized::loops().of<T>();
   // The innermost dim in one loop: its output stride is 0 (reduced) or 1 (kept).
   const int last = s.ndim - 1;
@@ -38,16 +52,6 @@ int accumulate(const T* __restrict x, const Shape& s, const Shape& out_strides, 
   int64_t rows = 1;
   for (int i = 0; i < last; ++i) rows *= s[i];
   if (inner == 0 || rows == 0) return 1;
-  bool rows_kept = true;
-  for (int i = 0; i < last; ++i) rows_kept = rows_kept && (out_strides[i] != 0 || s[i] == 1);
-  if (inner_stride == 0 && rows_kept) {  // one output per row, at row r of the output
-    const int64_t grain = std::max<int64_t>(1, parallel::kGrainSize / inner);
-    const int threads = parallel::threads_for(0, rows, grain);
-    parallel::parallel_for(0, rows, grain, [&](int64_t b, int64_t e) {
-      for (int64_t r = b; r < e; ++r) acc[r] += loops.sum(x + r * inner, inner);
-    });
-    return threads;
-  }
   auto rows_in_order = [&](int64_t col_begin, int64_t col_end) {
     Shape idx;
     idx.ndim = last;
@@ -101,12 +105,10 @@ Tensor reduce(const char* op, const Tensor& self, const Shape& dim, bool keepdim
     for (double& a : acc) a /= double(r.count);
   }
   Tensor out = Tensor::empty(r.out, out_dtype, self.device());
-  for (size_t i = 0; i < acc.size(); ++i) {
-    if (out_dtype == DType::kF32) {
-      out.data<float>()[i] = static_cast<float>(acc[i]);
-    } else {
-      out.data<double>()[i] = acc[i];
-    }
+  if (out_dtype == DType::kF32) {
+    std::transform(acc.begin(), acc.end(), out.data<float>(), [](double a) { return static_cast<float>(a); });
+  } else {
+    std::copy(acc.begin(), acc.end(), out.data<double>());
   }
   return out;
 }

@@ -185,13 +185,18 @@ TEST_CASE("the CPU kernels give the same bits on 1, 2 and 3 threads") {
   std::memcpy(x.data<float>(), host.data(), host.size() * sizeof(float));
   Tensor rows = Tensor::empty(Shape{n / 37, 37}, DType::kF32, kCPU);
   std::memcpy(rows.data<float>(), host.data(), size_t(rows.numel()) * sizeof(float));
+  // Three rows of several sum blocks each (sum_rows.h): the blocks of every row split across the threads.
+  Tensor long_rows = Tensor::empty(Shape{3, n / 3}, DType::kF32, kCPU);
+  std::memcpy(long_rows.data<float>(), host.data(), size_t(long_rows.numel()) * sizeof(float));
   std::vector<std::vector<double>> results;
   for (int threads : {1, 2, 3}) {
     parallel::set_num_threads(threads, "test");
     std::vector<double> r;
     for (const Tensor& t : {kernels::cpu::sum(x), kernels::cpu::tanh(x), kernels::cpu::gelu(x),
                             kernels::cpu::add(x, x, 0.5), kernels::cpu::sum_dim(rows, Shape{1}, false, std::nullopt),
-                            kernels::cpu::sum_dim(rows, Shape{0}, false, std::nullopt)}) {
+                            kernels::cpu::sum_dim(rows, Shape{0}, false, std::nullopt),
+                            kernels::cpu::sum_dim(long_rows, Shape{1}, false, std::nullopt),
+                            kernels::cpu::mean(rows, std::nullopt)}) {
       const auto v = reference::to_double(t);
       r.insert(r.end(), v.begin(), v.end());
     }
@@ -203,5 +208,15 @@ TEST_CASE("the CPU kernels give the same bits on 1, 2 and 3 threads") {
     size_t differ = 0;
     for (size_t i = 0; i < results[0].size(); ++i) differ += !same_bits(results[k][i], results[0][i]);
     CHECK(differ == 0);
+  }
+  // The long rows' sums, against float64 sums of the same values: within f32's rounding of the result.
+  const auto got = reference::to_double(kernels::cpu::sum_dim(long_rows, Shape{1}, false, std::nullopt));
+  for (int64_t r = 0; r < 3; ++r) {
+    double want = 0, magnitude = 0;
+    for (int64_t j = 0; j < n / 3; ++j) {
+      want += double(host[size_t(r * (n / 3) + j)]);
+      magnitude += std::fabs(double(host[size_t(r * (n / 3) + j)]));
+    }
+    CHECK(std::fabs(got[size_t(r)] - want) <= 1e-6 * magnitude);
   }
 }
