@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <string>
 
-#include "layers/compiler/erf_f32_text.h"
+#include "layers/compiler/math_f32_text.h"
 #include "layers/compiler/internal.h"
 #include "layers/compiler/lowering.h"
 #include "layers/kernels/cpu/cpu_kernels.h"
@@ -18,15 +18,16 @@ namespace {
 // Note [Vector math]
 // ~~~~~~~~~~~~~~~~~~
 // The generated loop calls erf, exp, tanh and pow as the eager CPU loops do: SLEEF's vector functions for
-// the instruction set the eager loops chose (layers/kernels/cpu/vectorized/loops.h), so that eager
+// the instruction set the eager loops chose (layers/kernels/cpu/vectorized/loops.h), and for f32 erf and
+// tanh the text of the eager loops' own (math_f32.h, embedded with its explicit multiply-adds), so that eager
 // against compiled compares fusion and host tax, not two math libraries, and a compiled op gives the
 // eager op's bits. The loop stays scalar C++ under `omp simd` (-fopenmp-simd: no OpenMP runtime); each
 // math call is declared `omp declare simd`, which tells the compiler that vector variants exist under the
 // x86 vector ABI's names (_ZGVdN8v_<name>: 8 floats in an AVX2 register), and the prelude defines every
 // variant the compiler may call (SSE, AVX, AVX2, AVX-512 widths, and the scalar one for a remainder) by
-// padding its lanes into one vector of the eager loops' width and calling SLEEF's function for it: every
-// element goes through the same SLEEF routine as in eager, the remainder too. No multiply-add is fused
-// (-ffp-contract=off, as the eager loops are built), so the arithmetic around it rounds as eager's does.
+// padding its lanes into one vector of the eager loops' width and calling the eager function for it:
+// every element goes through the same routine as in eager, the remainder too. No other multiply-add is
+// fused (-ffp-contract=off, as the eager loops are built), so the arithmetic around it rounds as eager's.
 // On a CPU without AVX2 the eager loops are the portable ones (libm, one element at a time) and so is the
 // generated code. The prelude names the SLEEF functions, so the kernel cache's key (the source) changes
 // with the instruction set and the library.
@@ -49,7 +50,7 @@ std::string math_prelude(DType dtype) {
   const int lanes = bytes / (f64 ? 8 : 4);
   const std::string isa = bytes == 64 ? "avx512f" : "avx2";
   const std::string native = std::string(bytes == 64 ? "__m512" : "__m256") + (f64 ? "d" : "");
-  std::string s = "#include <sleef.h>\n#include <cstdint>\n#include <cstring>\n\n";
+  std::string s = "#include <immintrin.h>\n#include <sleef.h>\n#include <cstdint>\n#include <cstring>\n\n";
   s += "typedef " + t + " strata_full __attribute__((vector_size(" + std::to_string(bytes) + ")));\n";
   s += "constexpr int kStrataLanes = " + std::to_string(lanes) + ";\n";
   // Apply a full-width function to V lanes of any vector: padded with zeros, one full vector at a time.
@@ -67,32 +68,23 @@ std::string math_prelude(DType dtype) {
        "}\n";
   // The variants' widths for T under the x86 vector ABI: (mangling letter, lanes, bytes).
   const struct { char letter; int bytes; } abi[] = {{'b', 16}, {'c', 32}, {'d', 32}, {'e', 64}};
-  // The eager loops' own functions (layers/kernels/cpu/vectorized/vec.h): SLEEF's, tanh its 3.5-ulp one,
-  // and for f32 erf Note [A faster erf for f32], whose text is embedded here as the eager build compiles it.
+  // The eager loops' own functions (layers/kernels/cpu/vectorized/vec.h): SLEEF's (f64 tanh its 3.5-ulp
+  // one), and for f32 erf and tanh math_f32.h's, whose text is embedded here as the eager build compiles it.
   auto sleef = [&](const std::string& name) {
     return "Sleef_" + name + (f64 ? "d" : "f") + std::to_string(lanes) + (name == "tanh" ? "_u35" : "_u10") + isa;
   };
   if (!f64) {
-    s += "typedef int32_t strata_bits __attribute__((vector_size(" + std::to_string(bytes) + ")));\n"
-         "struct StrataV {\n  strata_full v;\n  StrataV() = default;\n"
-         "  StrataV(float s) { for (int i = 0; i < kStrataLanes; ++i) v[i] = s; }\n"
-         "  explicit StrataV(strata_full r) : v(r) {}\n};\n"
-         "inline StrataV operator+(StrataV a, StrataV b) { return StrataV(a.v + b.v); }\n"
-         "inline StrataV operator-(StrataV a, StrataV b) { return StrataV(a.v - b.v); }\n"
-         "inline StrataV operator*(StrataV a, StrataV b) { return StrataV(a.v * b.v); }\n"
-         "inline StrataV operator/(StrataV a, StrataV b) { return StrataV(a.v / b.v); }\n";
-    s += kErfF32Text;
-    s += "static inline strata_full strata_erf_full(strata_full x, strata_full) {\n"
-         "  const strata_bits sign = (strata_bits)(-strata_full{});  // -0.0: the sign bit alone\n"
-         "  return strata_erf_f32(StrataV(x),\n"
-         "      [](StrataV v) { return StrataV((strata_full)" + sleef("exp") + "((" + native + ")v.v)); },\n"
-         "      [sign](StrataV v) { return StrataV((strata_full)((strata_bits)v.v & ~sign)); },\n"
-         "      [sign](StrataV m, StrataV g) { return StrataV((strata_full)(((strata_bits)m.v & ~sign) | ((strata_bits)g.v & sign))); }).v;\n"
-         "}\n";
+    // math_f32.h's multiply-add at this width, then its text: erf and tanh as the eager f32 loops have them.
+    s += "static inline strata_full strata_fma(strata_full a, strata_full b, strata_full c) {\n"
+         "  return (strata_full)" + std::string(bytes == 64 ? "_mm512_fmadd_ps" : "_mm256_fmadd_ps") + "((" + native +
+         ")a, (" + native + ")b, (" + native + ")c);\n}\n";
+    s += kMathF32Text;
+    s += "static inline strata_full strata_erf_full(strata_full x, strata_full) { return strata_erf_f32(x); }\n"
+         "static inline strata_full strata_tanh_full(strata_full x, strata_full) { return strata_tanh_f32(x); }\n";
   }
   for (const MathFn& f : kMathFns) {
     const std::string call = f.args == 1 ? sleef(f.name) + "((" + native + ")x)" : sleef(f.name) + "((" + native + ")x, (" + native + ")y)";
-    if (f64 || std::string(f.name) != "erf")
+    if (f64 || (std::string(f.name) != "erf" && std::string(f.name) != "tanh"))
       s += "static inline strata_full strata_" + std::string(f.name) + "_full(strata_full x, [[maybe_unused]] strata_full y) { return (strata_full)" + call + "; }\n";
     const std::string params = f.args == 1 ? "v" : "vv";
     // const: no side effects (SLEEF sets no errno), which lets the vectoriser if-convert a loop that also

@@ -4,17 +4,32 @@
 // Vec<T> holds one register of T (GCC's vector extension, which Clang speaks too) and has the operators
 // and the *_of calls the functors use, so `Fn::forward(Vec<float>)` compiles from the same text as
 // `Fn::forward(float)`: arithmetic lane by lane, a comparison gives a Mask, select_of picks lanes by it
-// (found by argument-dependent lookup), exp_of / tanh_of / pow_of call SLEEF's functions for this
-// instruction set (1 ulp; tanh 3.5), erf_of SLEEF's for f64 and Note [A faster erf for f32] for f32. The AVX2 build uses SLEEF's avx2 variants, the AVX-512 build its
-// avx512f ones; both need a CPU that runs them, which loops.cpp's caller checked.
+// (found by argument-dependent lookup), exp_of / pow_of call SLEEF's functions for this instruction set
+// (1 ulp), and so do erf_of and tanh_of for f64 (tanh SLEEF's 3.5-ulp one); f32 erf and tanh are
+// math_f32.h's (Note [A faster erf for f32], Note [exp and tanh for f32]). The AVX2 build uses SLEEF's
+// avx2 variants, the AVX-512 build its avx512f ones; both need a CPU that runs them, which loops.cpp's
+// caller checked.
 #pragma once
 
+#include <immintrin.h>
 #include <sleef.h>
 
 #include <cstdint>
 #include <cstring>
 
-#include "layers/kernels/cpu/vectorized/erf_f32.h"
+// math_f32.h's multiply-add, for this build's vector width.
+#if STRATA_CPU_VECTOR_BYTES == 64
+typedef float strata_f32_vector __attribute__((vector_size(64)));
+static inline strata_f32_vector strata_fma(strata_f32_vector a, strata_f32_vector b, strata_f32_vector c) {
+  return (strata_f32_vector)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
+}
+#else
+typedef float strata_f32_vector __attribute__((vector_size(32)));
+static inline strata_f32_vector strata_fma(strata_f32_vector a, strata_f32_vector b, strata_f32_vector c) {
+  return (strata_f32_vector)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
+}
+#endif
+#include "layers/kernels/cpu/vectorized/math_f32.h"
 
 namespace strata::kernels::cpu::vectorized::STRATA_CPU_CAPABILITY {
 
@@ -102,31 +117,16 @@ inline Vec<double> sqrt_of(Vec<double> x) { return Vec<double>(Vec<double>::Raw(
   inline Vec<float> fn(Vec<float> x) { return Vec<float>(Vec<float>::Raw(STRATA_SLEEF_F(name, ulp)(NativeF(x.v)))); } \
   inline Vec<double> fn(Vec<double> x) { return Vec<double>(Vec<double>::Raw(STRATA_SLEEF_D(name, ulp)(NativeD(x.v)))); }
 STRATA_SLEEF_UNARY(exp_of, exp, u10)
-// tanh: SLEEF's 3.5-ulp function, which costs a third of its 1-ulp one (1.7 ms for 1M floats against
-// 0.6 on AVX-512 here) and is as accurate as the f32 and f64 tolerances need; libm's is within 2 ulp.
-STRATA_SLEEF_UNARY(tanh_of, tanh, u35)
 #undef STRATA_SLEEF_UNARY
-
-template <typename T>
-Vec<T> abs_of(Vec<T> x) {
-  using Bits = typename Lanes<T>::Bits;
-  using Raw = typename Lanes<T>::Raw;
-  return Vec<T>(Raw(Bits(x.v) & ~Bits(Raw(Vec<T>(T(-0.0)).v))));
-}
-// The magnitude of `mag` with the sign of `sign`.
-template <typename T>
-Vec<T> copysign_of(Vec<T> mag, Vec<T> sign) {
-  using Bits = typename Lanes<T>::Bits;
-  using Raw = typename Lanes<T>::Raw;
-  const Bits sign_bit = Bits(Raw(Vec<T>(T(-0.0)).v));
-  return Vec<T>(Raw((Bits(mag.v) & ~sign_bit) | (Bits(sign.v) & sign_bit)));
+// tanh: f32 by Note [exp and tanh for f32]; f64 SLEEF's 3.5-ulp function, which costs a third of its
+// 1-ulp one and is as accurate as the f64 tolerance needs (libm's is within 2 ulp).
+inline Vec<float> tanh_of(Vec<float> x) { return Vec<float>(strata_tanh_f32(x.v)); }
+inline Vec<double> tanh_of(Vec<double> x) {
+  return Vec<double>(Vec<double>::Raw(STRATA_SLEEF_D(tanh, u35)(NativeD(x.v))));
 }
 
-// erf: f32 by Note [A faster erf for f32] (erf_f32.h), f64 SLEEF's 1-ulp function.
-inline Vec<float> erf_of(Vec<float> x) {
-  return strata_erf_f32(x, [](Vec<float> v) { return exp_of(v); }, [](Vec<float> v) { return abs_of(v); },
-                        [](Vec<float> m, Vec<float> s) { return copysign_of(m, s); });
-}
+// erf: f32 by Note [A faster erf for f32] (math_f32.h), f64 SLEEF's 1-ulp function.
+inline Vec<float> erf_of(Vec<float> x) { return Vec<float>(strata_erf_f32(x.v)); }
 inline Vec<double> erf_of(Vec<double> x) {
   return Vec<double>(Vec<double>::Raw(STRATA_SLEEF_D(erf, u10)(NativeD(x.v))));
 }
