@@ -15,6 +15,7 @@
 
 #include "layers/kernels/cpu/cpu_common.h"
 #include "layers/kernels/cpu/cpu_kernels.h"
+#include "layers/kernels/cpu/vectorized/loops.h"
 #include "lib/zone.h"
 
 namespace strata::kernels::cpu {
@@ -123,7 +124,16 @@ template <DType From, DType To>
 void convert_loop(const void* src, void* dst, int64_t n) {
   const auto* __restrict in = static_cast<const typename Element<From>::Storage*>(src);
   auto* __restrict out = static_cast<typename Element<To>::Storage*>(dst);
-  if constexpr (From == To) {
+  const vectorized::Loops& loops = vectorized::loops();  // f32 <-> half: the vector builds' (F16C) loops
+  if constexpr (From == DType::kF16 && To == DType::kF32) {
+    loops.f16_to_f32(in, out, n);
+  } else if constexpr (From == DType::kF32 && To == DType::kF16) {
+    loops.f32_to_f16(in, out, n);
+  } else if constexpr (From == DType::kBF16 && To == DType::kF32) {
+    loops.bf16_to_f32(in, out, n);
+  } else if constexpr (From == DType::kF32 && To == DType::kBF16) {
+    loops.f32_to_bf16(in, out, n);
+  } else if constexpr (From == To) {
     std::memcpy(out, in, static_cast<size_t>(n) * sizeof *in);
   } else if constexpr (To == DType::kF64) {
     for (int64_t i = 0; i < n; ++i) out[i] = static_cast<double>(Element<From>::to_f32(in[i]));

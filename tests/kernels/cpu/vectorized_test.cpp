@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "layers/kernels/cpu/cpu_common.h"  // the scalar half conversions
 #include "layers/kernels/cpu/cpu_kernels.h"
 #include "layers/kernels/reference/reference.h"
 #include "lib/error.h"
@@ -145,6 +146,65 @@ TEST_CASE("every vector build agrees with the portable loops") {
     CHECK(fast.isa == isa);
     compare_builds<float>(fast, portable);
     compare_builds<double>(fast, portable);
+  }
+}
+
+TEST_CASE("every build's half conversions give the scalar conversions' bits (a NaN for a NaN)") {
+  INFO("seed " << run_seed());
+  // Every 16-bit pattern as f16 and as bf16; f32 patterns at random, near the half types' rounding
+  // boundaries (low bits 0x0fff..0x1001 and 0x7fff..0x8001: ties and their neighbours), subnormal,
+  // overflowing, infinite and NaN.
+  std::vector<uint16_t> halves(65536);
+  for (size_t i = 0; i < halves.size(); ++i) halves[i] = uint16_t(i);
+  std::mt19937 rng{uint32_t(run_seed())};
+  std::vector<float> floats;
+  for (int i = 0; i < 200000; ++i) {
+    uint32_t bits = uint32_t(rng());
+    if (i % 4 == 1) bits = (bits & ~0x1fffu) | (0x0fffu + rng() % 3);
+    if (i % 4 == 2) bits = (bits & ~0xffffu) | (0x7fffu + rng() % 3);
+    if (i % 8 == 3) bits = (bits & 0x807fffffu) | ((100u + rng() % 50) << 23);  // f16 subnormal .. overflow
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    floats.push_back(f);
+  }
+  for (float f : {0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, std::numeric_limits<float>::infinity(),
+                  -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(), 5.9604645e-8f,
+                  2.9802322e-8f, 2.9802326e-8f, 3.3895314e38f, 3.4028235e38f})
+    floats.push_back(f);
+  auto same = [](uint32_t a, uint32_t b, bool a_nan, bool b_nan) { return a_nan ? b_nan : a == b; };
+  for (vec::Isa isa : vector_isas()) {
+    CAPTURE(std::string(vec::isa_name(isa)));
+    const vec::Loops l = vec::loops_for(isa);
+    std::vector<float> wide(halves.size());
+    l.f16_to_f32(halves.data(), wide.data(), int64_t(halves.size()));
+    size_t differ = 0;
+    for (size_t i = 0; i < halves.size(); ++i) {
+      const float want = kernels::cpu::half_bits_to_float(halves[i]);
+      differ += !same_bits(double(wide[i]), double(want)) && !(std::isnan(wide[i]) && std::isnan(want));
+    }
+    CHECK(differ == 0);
+    l.bf16_to_f32(halves.data(), wide.data(), int64_t(halves.size()));
+    differ = 0;
+    for (size_t i = 0; i < halves.size(); ++i) {
+      const float want = kernels::cpu::bf16_bits_to_float(halves[i]);
+      differ += !same_bits(double(wide[i]), double(want)) && !(std::isnan(wide[i]) && std::isnan(want));
+    }
+    CHECK(differ == 0);
+    std::vector<uint16_t> narrow(floats.size());
+    l.f32_to_f16(floats.data(), narrow.data(), int64_t(floats.size()) - 3);  // an odd length: the padded tail
+    differ = 0;
+    for (size_t i = 0; i + 3 < floats.size(); ++i) {
+      const uint16_t want = kernels::cpu::float_to_half_bits(floats[i]);
+      differ += !same(narrow[i], want, (narrow[i] & 0x7fffu) > 0x7c00u, (want & 0x7fffu) > 0x7c00u);
+    }
+    CHECK(differ == 0);
+    l.f32_to_bf16(floats.data(), narrow.data(), int64_t(floats.size()));
+    differ = 0;
+    for (size_t i = 0; i < floats.size(); ++i) {
+      const uint16_t want = kernels::cpu::float_to_bf16_bits(floats[i]);
+      differ += !same(narrow[i], want, (narrow[i] & 0x7fffu) > 0x7f80u, (want & 0x7fffu) > 0x7f80u);
+    }
+    CHECK(differ == 0);
   }
 }
 

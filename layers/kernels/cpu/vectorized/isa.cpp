@@ -23,11 +23,11 @@ const char* isa_name(Isa isa) {
 bool cpu_runs(Isa isa) {
   switch (isa) {
     case Isa::kAvx512:
-      // SLEEF's avx512f functions and the loops need AVX-512 Foundation only; GCC's check includes the
-      // operating system's support for the registers' state.
-      return __builtin_cpu_supports("avx512f");
+      // SLEEF's avx512f functions and the loops need AVX-512 Foundation (and F16C for the half
+      // conversions); GCC's check includes the operating system's support for the registers' state.
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c");
     case Isa::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
     case Isa::kPortable:
       break;
   }

@@ -9,6 +9,8 @@
 
 #if STRATA_CPU_VECTOR_BYTES
 #include "layers/kernels/cpu/vectorized/vec.h"
+#else
+#include "layers/kernels/cpu/cpu_common.h"  // the scalar half conversions
 #endif
 
 #define STRATA_CAT2(a, b) a##b
@@ -186,6 +188,59 @@ void accumulate(const T* __restrict row, double* __restrict acc, int64_t n) {
   for (int64_t j = 0; j < n; ++j) acc[j] += double(row[j]);
 }
 
+void bf16_to_f32(const uint16_t* __restrict in, float* __restrict out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const uint32_t x = uint32_t(in[i]) << 16;
+    std::memcpy(out + i, &x, sizeof x);
+  }
+}
+
+// Round to nearest even; a NaN stays a quiet NaN (convert.cpp's float_to_bf16_bits, without its branch).
+void f32_to_bf16(const float* __restrict in, uint16_t* __restrict out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t x;
+    std::memcpy(&x, in + i, sizeof x);
+    const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+    out[i] = uint16_t((x & 0x7fffffffu) > 0x7f800000u ? (x >> 16) | 0x40u : rounded);
+  }
+}
+
+#if STRATA_CPU_VECTOR_BYTES
+// F16C, 8 at a time (every AVX2 and AVX-512 CPU has it; isa.cpp checks); the rest through a padded vector.
+void f16_to_f32(const uint16_t* __restrict in, float* __restrict out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
+  if (i < n) {
+    uint16_t buf[8] = {};
+    float res[8];
+    std::memcpy(buf, in + i, size_t(n - i) * sizeof(uint16_t));
+    _mm256_storeu_ps(res, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(buf))));
+    std::memcpy(out + i, res, size_t(n - i) * sizeof(float));
+  }
+}
+
+void f32_to_f16(const float* __restrict in, uint16_t* __restrict out, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT));
+  if (i < n) {
+    float buf[8] = {};
+    uint16_t res[8];
+    std::memcpy(buf, in + i, size_t(n - i) * sizeof(float));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(res), _mm256_cvtps_ph(_mm256_loadu_ps(buf), _MM_FROUND_TO_NEAREST_INT));
+    std::memcpy(out + i, res, size_t(n - i) * sizeof(uint16_t));
+  }
+}
+#else
+void f16_to_f32(const uint16_t* __restrict in, float* __restrict out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = half_bits_to_float(in[i]);
+}
+
+void f32_to_f16(const float* __restrict in, uint16_t* __restrict out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = float_to_half_bits(in[i]);
+}
+#endif
+
 template <typename T, typename... Fns>
 auto unary_table(math::MathList<Fns...>) {
   return std::array<void (*)(const T*, T*, int64_t), sizeof...(Fns)>{&unary<Fns, T>...};
@@ -225,6 +280,10 @@ Loops STRATA_CAT(make_loops_, STRATA_CPU_CAPABILITY)() {
   l.isa = here::kIsa;
   l.f32 = here::typed_loops<float>();
   l.f64 = here::typed_loops<double>();
+  l.f16_to_f32 = &here::f16_to_f32;
+  l.f32_to_f16 = &here::f32_to_f16;
+  l.bf16_to_f32 = &here::bf16_to_f32;
+  l.f32_to_bf16 = &here::f32_to_bf16;
   return l;
 }
 

@@ -5,7 +5,7 @@
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // ATen compiles its CPU kernels once per CPU capability (DEFAULT, AVX2, AVX512) and picks one at run time;
 // strata does the same with loops.cpp: built three times (layers/kernels/cpu/CMakeLists.txt), as the
-// portable loop (baseline x86-64: the functors' scalar math, libm), with -mavx2 -mfma (8 floats a vector)
+// portable loop (baseline x86-64: the functors' scalar math, libm), with -mavx2 -mfma -mf16c (8 floats a vector)
 // and with -mavx512f (16), each into a namespace of its own so no instruction of one build can reach
 // another through an inline function. The vector builds evaluate the functors of
 // layers/kernels/pointwise_math.h on vectors (vec.h): the same source that the CUDA kernel instantiates,
@@ -73,6 +73,13 @@ struct Loops {
   Isa isa = Isa::kPortable;
   TypedLoops<float> f32;
   TypedLoops<double> f64;
+  // The half types to and from f32, rounding to nearest even (NaN stays NaN): F16C's instructions for f16
+  // in the vector builds, bf16 by integer arithmetic the compiler vectorises; bit for bit the scalar
+  // conversions of convert.cpp (for a NaN: a NaN).
+  void (*f16_to_f32)(const uint16_t* in, float* out, int64_t n);
+  void (*f32_to_f16)(const float* in, uint16_t* out, int64_t n);
+  void (*bf16_to_f32)(const uint16_t* in, float* out, int64_t n);
+  void (*f32_to_bf16)(const float* in, uint16_t* out, int64_t n);
   template <typename T>
   const TypedLoops<T>& of() const {
     if constexpr (std::is_same_v<T, float>) {
