@@ -3,6 +3,7 @@
 // so that machine noise hits them alike; each figure is the median over rounds of the mean call time.
 //
 //   bench/overhead_bench [--rounds R] [--rows-only]
+//   valgrind --tool=callgrind bench/overhead_bench --calls-only N   (instructions per call, by function)
 //
 // The last section gives the binding and dispatch rows as `strata trace` computes them (self time of the
 // spans, median per call) with the caches warm and with them evicted between calls, and in units of the
@@ -167,9 +168,16 @@ struct RawSgemm {
 int main(int argc, char** argv) {
   int rounds = 31;
   bool rows_only = false;  // --rows-only: the last section alone (a quick check of the binding and dispatch rows)
+  long calls_only = 0;     // --calls-only N: N untraced n=16 calls and nothing else, for callgrind
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--rounds") == 0 && i + 1 < argc) rounds = std::max(3, std::atoi(argv[i + 1]));
     if (std::strcmp(argv[i], "--rows-only") == 0) rows_only = true;
+    if (std::strcmp(argv[i], "--calls-only") == 0 && i + 1 < argc) calls_only = std::max(1L, std::atol(argv[i + 1]));
+  }
+  if (calls_only > 0) {
+    StrataMatmul strata_mm(16);
+    for (long i = 0; i < calls_only; ++i) strata_mm();
+    return 0;
   }
   host_clock::calibrate();
   const auto clock = host_clock::info();

@@ -73,6 +73,25 @@ Shape contiguous_strides(const Shape& sizes) {
 }
 }  // namespace
 
+// Note [Contiguity kept with the strides]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A matmul asks is_contiguous about ten times (the checks, the operands, the view test), and walking the
+// dims each time cost ~330 instructions of a ~2,500-instruction overhead (callgrind, bench/overhead_bench
+// --calls-only): the header keeps the answer, as TensorImpl keeps is_contiguous_, set with the strides.
+// PyTorch's rule: a tensor with no elements is contiguous whatever its strides (there is nothing to lay
+// out), so contiguous() returns it and x[:, ::2] of an empty x reads as torch's does.
+namespace {
+bool contiguous_layout(const Shape& sizes, const Shape& strides) {
+  if (sizes.numel() == 0) return true;
+  int64_t stride = 1;
+  for (int i = sizes.ndim - 1; i >= 0; --i) {
+    if (sizes[i] != 1 && strides[i] != stride) return false;
+    stride *= sizes[i];
+  }
+  return true;
+}
+}  // namespace
+
 Tensor Tensor::empty(const Shape& sizes, DType dtype, Device device) {
   Tensor t;
   t.sizes_ = sizes;
@@ -101,6 +120,7 @@ Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, const Shape& sizes
   t.storage_ = std::move(storage);
   t.sizes_ = sizes;
   t.strides_ = strides;
+  t.contiguous_ = contiguous_layout(sizes, strides);
   t.dtype_ = dtype;
   t.device_ = t.storage_->device();
   t.meta_ = t.new_identity();
@@ -118,6 +138,7 @@ Tensor::Tensor(ViewOf, const Tensor& base, const Shape& sizes, const Shape& stri
       dtype_(base.dtype_),
       is_view_(true),
       no_grad_view_((base.is_view_ && base.no_grad_view_) || !tensor_detail::t_grad_enabled),
+      contiguous_(contiguous_layout(sizes, strides)),
       device_(base.device_),
       base_meta_(base.is_view_ ? base.base_meta_ : base.meta_) {}
 
@@ -140,17 +161,6 @@ std::shared_ptr<AutogradMeta> Tensor::new_identity() const {
   return meta;
 }
 
-bool Tensor::is_contiguous() const {
-  // PyTorch's rule: a tensor with no elements is contiguous whatever its strides (there is nothing to lay
-  // out), so contiguous() returns it and x[:, ::2] of an empty x reads as torch's does.
-  if (numel() == 0) return true;
-  int64_t stride = 1;
-  for (int i = sizes_.ndim - 1; i >= 0; --i) {
-    if (sizes_[i] != 1 && strides_[i] != stride) return false;
-    stride *= sizes_[i];
-  }
-  return true;
-}
 
 void* Tensor::data_ptr() const {
   if (!storage_) return nullptr;
@@ -182,6 +192,7 @@ Tensor Tensor::to(Device device) const {
   // The copy is a tensor of its own (not a view of the one-dimensional span): it keeps empty()'s identity.
   out.sizes_ = sizes_;
   out.strides_ = is_contiguous() ? contiguous_strides(sizes_) : strides_;
+  out.contiguous_ = contiguous_;
   out.meta_->geometry = Geometry{out.sizes_, out.strides_, 0};
   out.meta_->requires_grad = requires_grad();
   return out;
@@ -223,6 +234,7 @@ Tensor Tensor::view_base() const {
   base.storage_ = storage_;
   base.sizes_ = base_meta_->geometry.sizes;
   base.strides_ = base_meta_->geometry.strides;
+  base.contiguous_ = contiguous_layout(base.sizes_, base.strides_);
   base.offset_ = base_meta_->geometry.offset;
   base.dtype_ = dtype_;  // no view op changes the dtype
   base.device_ = device_;

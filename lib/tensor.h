@@ -77,7 +77,8 @@ class Tensor {
   size_t nbytes() const { return static_cast<size_t>(numel()) * element_size(dtype_); }
   DType dtype() const { return dtype_; }
   Device device() const { return device_; }
-  bool is_contiguous() const;
+  // Kept with the strides (Note [Contiguity kept with the strides]): a kernel asks it several times a call.
+  bool is_contiguous() const { return contiguous_; }
 
   void* data_ptr() const;
   template <typename T>
@@ -170,6 +171,7 @@ class Tensor {
   DType dtype_ = DType::kF32;
   bool is_view_ = false;
   bool no_grad_view_ = false;
+  bool contiguous_ = true;  // of sizes_ and strides_: set wherever they are
   Device device_ = kCPU;
   // The identity (Note [Autograd identity]): every tensor made by empty/from_storage has one from birth,
   // a view gets its own when autograd attaches a node, a saved copy has none.

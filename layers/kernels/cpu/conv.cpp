@@ -201,7 +201,8 @@ Tensor conv2d(const Tensor& input, const Tensor& weight, const Tensor& bias, con
   op_shapes::check_operands("conv2d", check_cpu_input, input, weight, bias);
   auto g = op_shapes::conv2d(input.sizes(), weight.sizes(), bias.defined() ? &bias.sizes() : nullptr, stride,
                              padding, dilation, groups);
-  const Tensor x = widen_to_f32(input), w = widen_to_f32(weight), b = widen_to_f32(bias);
+  Tensor wide_x, wide_w, wide_b;
+  const Tensor &x = as_f32(input, wide_x), &w = as_f32(weight, wide_w), &b = as_f32(bias, wide_b);
   Tensor out = Tensor::empty(g.output(), x.dtype(), input.device());
   if (x.dtype() == DType::kF32) {
     conv2d_impl<float>(x, w, b, g, out);

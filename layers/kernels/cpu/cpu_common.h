@@ -40,6 +40,13 @@ inline bool is_half(DType d) { return d == DType::kBF16 || d == DType::kF16; }
 // Note [Half types on the CPU] (convert.cpp): a bf16/f16 tensor as an f32 copy (in a "widen" zone); any
 // other tensor, and an undefined one, as it is.
 Tensor widen_to_f32(const Tensor& t);
+// The tensor a kernel computes on: `t` itself unless it is bf16/f16, else its f32 copy, kept in `widened`.
+// A reference, not a copy: a Tensor's header holds shared pointers, and each copy is two atomic counts.
+inline const Tensor& as_f32(const Tensor& t, Tensor& widened) {
+  if (!t.defined() || !is_half(t.dtype())) return t;
+  widened = widen_to_f32(t);
+  return widened;
+}
 // An f32 result rounded to `to` (in a "round" zone), or `t` itself when it already has that dtype.
 Tensor round_from_f32(Tensor t, DType to);
 

@@ -154,7 +154,8 @@ Tensor matmul(const Tensor& self, const Tensor& other) {
   STRATA_ZONE(zone, Layer::kLibrary, "matmul (cpu)");
   op_shapes::check_operands("matmul", check_gemm_input, self, other);
   const op_shapes::MatmulGeometry g = op_shapes::matmul_geometry(self.sizes(), other.sizes());
-  const Tensor a = widen_to_f32(self), b = widen_to_f32(other);
+  Tensor wide_a, wide_b;
+  const Tensor &a = as_f32(self, wide_a), &b = as_f32(other, wide_b);
   const bool views = !self.is_contiguous() || !other.is_contiguous();
   if (self.dim() == 2 && other.dim() == 2) {  // the 2-D product, as it always was
     const Operand oa = operand(a, false), ob = operand(b, false);
@@ -192,7 +193,8 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   STRATA_ZONE(zone, Layer::kLibrary, "linear (cpu)");
   op_shapes::check_operands("linear", check_gemm_input, input, weight, bias);
   Shape out_shape = op_shapes::linear(input.sizes(), weight.sizes(), bias.defined() ? &bias.sizes() : nullptr);
-  const Tensor x = widen_to_f32(input), w = widen_to_f32(weight), b = widen_to_f32(bias);
+  Tensor wide_x, wide_w, wide_b;
+  const Tensor &x = as_f32(input, wide_x), &w = as_f32(weight, wide_w), &b = as_f32(bias, wide_b);
   const bool matrices = input.dim() >= 2 && !input.is_contiguous();  // read matrix by matrix
   const Operand ox = input.dim() == 1 || input.is_contiguous() ? Operand{false, std::max<int64_t>(1, x.size(x.dim() - 1))}
                                                                 : operand(x, false);

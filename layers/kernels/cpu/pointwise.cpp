@@ -187,7 +187,8 @@ Tensor map1(const char* op, const LoopNames& names, const Tensor& self, const Lo
   const char* base = loop_name(self.dtype(), names.native, names.bf16, names.f16);
   STRATA_ZONE(zone, Layer::kLibrary, base);
   check_cpu_input(op, self);
-  const Tensor x = widen_to_f32(self);
+  Tensor widened;
+  const Tensor& x = as_f32(self, widened);
   Tensor out = Tensor::empty(x.sizes(), x.dtype(), x.device());
   auto run = [&](auto tag) {
     using T = decltype(tag);
@@ -248,7 +249,8 @@ Tensor map2(const char* op, const LoopNames& names, const Tensor& self, const Te
   op_shapes::check_operands(op, check_cpu_input, self, other);
   const Shape shape = operands == Operands::kBroadcast ? op_shapes::broadcast(op, self.sizes(), other.sizes())
                                                        : op_shapes::same_shape(op, self.sizes(), other.sizes());
-  const Tensor a = widen_to_f32(self), b = widen_to_f32(other);
+  Tensor wide_a, wide_b;
+  const Tensor &a = as_f32(self, wide_a), &b = as_f32(other, wide_b);
   Tensor out = Tensor::empty(shape, a.dtype(), self.device());
   if (self.sizes() == other.sizes()) {
     auto run = [&](auto tag) {
