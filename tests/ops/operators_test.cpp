@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -157,4 +158,24 @@ TEST_CASE("div's f16 gradient: two rounded steps overflow one ulp early, and the
   REQUIRE(reference::to_double(other.grad())[0] == -INFINITY);
   CHECK(reference::relative_error(other.grad(), want) == doctest::Approx((65536 - 65507.009084959915) / 65507.009084959915));
   CHECK(reference::relative_error(other.grad(), want) <= reference::tolerance(DType::kF16));
+}
+
+TEST_CASE("every kernel declaration names a source file that exists") {
+  // `strata ops` prints where each kernel lives ("layers/kernels/cpu/reduce.cpp (loop, ...)"): the path
+  // is written by hand in the declaration, so a renamed file must fail here, not mislead a reader.
+  size_t checked = 0;
+  auto check = [&](const char* op, const char* where) {
+    const std::string text = where;
+    const std::string path = text.substr(0, text.find(' '));
+    CAPTURE(std::string(op));
+    CAPTURE(text);
+    CHECK(std::filesystem::is_regular_file(std::filesystem::path(STRATA_SOURCE_DIR) / path));
+    ++checked;
+  };
+  ops::AllOps::for_each([&](auto decl) {
+    using Op = decltype(decl);
+    if constexpr (ops::kHasKernel<decltype(Op::kCpu)>) check(Op::kName, Op::kCpu.where);
+    if constexpr (ops::kHasKernel<decltype(Op::kCuda)>) check(Op::kName, Op::kCuda.where);
+  });
+  CHECK(checked > 100);
 }
