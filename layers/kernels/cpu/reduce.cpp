@@ -26,7 +26,9 @@ namespace {
 //    output is the sum of one contiguous row, summed in fixed blocks as sum is (sum_rows.h; Note [Sums that
 //    do not depend on the thread count]), the blocks of every row split across the threads;
 //  - the last dim kept (x.sum(0) of a matrix): each thread takes a slice of the columns for every row;
-//  - anything else (several reduced dims around a kept one): one thread, in row-major order.
+//  - anything else (reduced dims between kept ones, x.sum((0, 2))): the input is first copied with the
+//    kept dims outermost (the threaded strided copy, as TensorIterator reorders dims), then summed as
+//    trailing dims are.
 // The order of additions into one accumulator is the same in every case as on one thread.
 template <typename T>
 int accumulate(const T* __restrict x, const Shape& s, const Shape& out_strides, double* __restrict acc) {
@@ -45,10 +47,11 @@ int accumulate(const T* __restrict x, const Shape& s, const Shape& out_strides, 
     for (int i = first_reduced; i < s.ndim; ++i) inner *= s[i];
     return sum_rows(x, rows, inner, acc);
   }
+  // Otherwise the last dim is kept (needs_reorder sent the rest through a reordering copy): every row is
+  // added into its outputs, one slice of the columns per thread.
   const auto& loops = vectorized::loops().of<T>();
-  // The innermost dim in one loop: its output stride is 0 (reduced) or 1 (kept).
   const int last = s.ndim - 1;
-  const int64_t inner = s[last], inner_stride = out_strides[last];
+  const int64_t inner = s[last];
   int64_t rows = 1;
   for (int i = 0; i < last; ++i) rows *= s[i];
   if (inner == 0 || rows == 0) return 1;
@@ -58,24 +61,48 @@ int accumulate(const T* __restrict x, const Shape& s, const Shape& out_strides, 
     for (int64_t r = 0; r < rows; ++r) {
       int64_t at = 0;
       for (int i = 0; i < last; ++i) at += idx[i] * out_strides[i];
-      const T* row = x + r * inner;
-      double* o = acc + at;
-      if (inner_stride == 0) {
-        o[0] += loops.sum(row, inner);
-      } else {
-        loops.accumulate(row + col_begin, o + col_begin, col_end - col_begin);
-      }
+      loops.accumulate(x + r * inner + col_begin, acc + at + col_begin, col_end - col_begin);
       for (int i = last - 1; i >= 0 && ++idx[i] == s[i]; --i) idx[i] = 0;  // the next row, row-major
     }
   };
-  if (inner_stride == 0) {
-    rows_in_order(0, inner);
-    return 1;
-  }
   const int64_t grain = std::max<int64_t>(16, parallel::kGrainSize / rows);  // columns, each read `rows` times
   const int threads = parallel::threads_for(0, inner, grain);
   parallel::parallel_for(0, inner, grain, rows_in_order);
   return threads;
+}
+
+// Whether the last dim is reduced with others that do not all follow every kept dim (x.sum((0, 2)) of a
+// 3-D tensor): the case neither the row sums nor the column loop of accumulate() can take.
+bool needs_reorder(const Shape& s, const Shape& out_strides) {
+  int last_kept = -1, first_reduced = s.ndim;
+  for (int i = 0; i < s.ndim; ++i) {
+    if (s[i] == 1) continue;  // either way
+    if (out_strides[i] == 0) first_reduced = std::min(first_reduced, i);
+    else last_kept = i;
+  }
+  if (first_reduced == s.ndim || last_kept < first_reduced) return false;  // nothing reduced, or trailing
+  return out_strides[s.ndim - 1] == 0;                                    // the last dim reduced, not trailing
+}
+
+// A contiguous copy of x with its kept dims first (in order), then its reduced ones: each output's
+// elements one contiguous row, rows in the output's order.
+Tensor kept_dims_outermost(const Tensor& x, const Shape& out_strides) {
+  const Shape& s = x.sizes();
+  Shape sizes, strides;
+  sizes.ndim = strides.ndim = s.ndim;
+  int at = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int i = 0; i < s.ndim; ++i) {
+      const bool reduced = out_strides[i] == 0 && s[i] != 1;
+      if (reduced != (pass == 1)) continue;
+      sizes[at] = s[i];
+      strides[at] = x.stride(i);
+      ++at;
+    }
+  }
+  Tensor out = Tensor::empty(sizes, x.dtype(), x.device());
+  strided_copy(out, x.as_strided(sizes, strides, x.storage_offset()));
+  return out;
 }
 
 Tensor reduce(const char* op, const Tensor& self, const Shape& dim, bool keepdim, std::optional<DType> dtype,
@@ -97,8 +124,15 @@ Tensor reduce(const char* op, const Tensor& self, const Shape& dim, bool keepdim
     stride *= r.kept[i];
   }
   std::vector<double> acc(static_cast<size_t>(r.out.numel()), 0.0);
-  const int threads = self.dtype() == DType::kF32 ? accumulate(self.data<float>(), s, out_strides, acc.data())
-                                                  : accumulate(self.data<double>(), s, out_strides, acc.data());
+  int threads = 1;
+  if (needs_reorder(s, out_strides)) {
+    const Tensor kept_first = kept_dims_outermost(self, out_strides);
+    threads = self.dtype() == DType::kF32 ? sum_rows(kept_first.data<float>(), r.out.numel(), r.count, acc.data())
+                                          : sum_rows(kept_first.data<double>(), r.out.numel(), r.count, acc.data());
+  } else {
+    threads = self.dtype() == DType::kF32 ? accumulate(self.data<float>(), s, out_strides, acc.data())
+                                          : accumulate(self.data<double>(), s, out_strides, acc.data());
+  }
   zone.rename(ran_name(base, false, threads));
   // mean of nothing is 0/0 = NaN, as torch's
   if (mean) {

@@ -248,6 +248,9 @@ TEST_CASE("the CPU kernels give the same bits on 1, 2 and 3 threads") {
   // Three rows of several sum blocks each (sum_rows.h): the blocks of every row split across the threads.
   Tensor long_rows = Tensor::empty(Shape{3, n / 3}, DType::kF32, kCPU);
   std::memcpy(long_rows.data<float>(), host.data(), size_t(long_rows.numel()) * sizeof(float));
+  // Reduced dims around a kept one: copied with the kept dim outermost, then summed as rows.
+  Tensor cube = Tensor::empty(Shape{7, 5, n / 35}, DType::kF32, kCPU);
+  std::memcpy(cube.data<float>(), host.data(), size_t(cube.numel()) * sizeof(float));
   std::vector<std::vector<double>> results;
   for (int threads : {1, 2, 3}) {
     parallel::set_num_threads(threads, "test");
@@ -256,7 +259,8 @@ TEST_CASE("the CPU kernels give the same bits on 1, 2 and 3 threads") {
                             kernels::cpu::add(x, x, 0.5), kernels::cpu::sum_dim(rows, Shape{1}, false, std::nullopt),
                             kernels::cpu::sum_dim(rows, Shape{0}, false, std::nullopt),
                             kernels::cpu::sum_dim(long_rows, Shape{1}, false, std::nullopt),
-                            kernels::cpu::mean(rows, std::nullopt)}) {
+                            kernels::cpu::mean(rows, std::nullopt),
+                            kernels::cpu::sum_dim(cube, Shape{0, 2}, false, std::nullopt)}) {
       const auto v = reference::to_double(t);
       r.insert(r.end(), v.begin(), v.end());
     }
