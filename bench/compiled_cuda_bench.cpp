@@ -2,7 +2,8 @@
 // against what the hardware and the library reach on the same work, side by side in one run:
 //  1. a generated pointwise kernel (gelu_tanh's eight calls fused into one: reads x once, writes y once)
 //     against a device-to-device cudaMemcpyAsync of the same bytes on the same stream: bandwidth, read
-//     plus write counted on both sides, and the kernel's as a fraction of the copy's (target >= 80%);
+//     plus write counted on both sides, and the kernel's as a fraction of the copy's (target >= 80%), and
+//     strata's own eager relu, tanh and add kernels on the same input against the same copy;
 //  2. relu_matmul N compiled (one cublasLtMatmul with the RELU epilogue, when cuBLASLt has that kernel)
 //     against cuBLAS's GEMM alone on the same operands (strata's CUDA matmul: cublasGemmEx; target at most
 //     1.02x) and against eager's two kernels (the GEMM, then strata's relu kernel, through the dispatcher).
@@ -135,9 +136,33 @@ nlohmann::json pointwise(const Options& o) {
               gb_per_s(2.0 * double(bytes), kernel_ns));
   std::printf("the generated kernel reaches %.1f%% of the copy's bandwidth (target >= 80%%: %s)\n", 100 * fraction,
               fraction >= 0.8 ? "met" : "NOT met");
+  // strata's own eager CUDA pointwise kernels on the same input, through their kernel entry points (a
+  // unary op reads and writes the bytes once, add reads twice): bandwidth against the same copy's.
+  struct Eager {
+    const char* name;
+    double bytes_moved;
+    std::function<void()> call;
+  };
+  const Tensor& x = sequence.input;
+  const Eager eager[] = {
+      {"eager: strata's relu kernel", 2.0 * double(bytes), [&] { (void)kernels::cuda::relu(x); }},
+      {"eager: strata's tanh kernel", 2.0 * double(bytes), [&] { (void)kernels::cuda::tanh(x); }},
+      {"eager: strata's add kernel", 3.0 * double(bytes), [&] { (void)kernels::cuda::add(x, x, 1.0); }},
+  };
+  const double copy_gbs = gb_per_s(2.0 * double(bytes), copy_ns);
+  nlohmann::json eager_json = nlohmann::json::array();
+  for (const Eager& e : eager) {
+    const double ns = median_call_ns(o, e.call);
+    const double gbs = gb_per_s(e.bytes_moved, ns), f = copy_gbs > 0 ? gbs / copy_gbs : 0;
+    std::printf("%-44s %9.1f us %9.1f GB/s  %.1f%% of the copy's (target >= 80%%: %s)\n", e.name, ns / 1e3, gbs,
+                100 * f, f >= 0.8 ? "met" : "NOT met");
+    eager_json.push_back({{"kernel", e.name}, {"ns", ns}, {"bytes_read_and_written", e.bytes_moved},
+                          {"fraction_of_memcpy_bandwidth", f}, {"target_met", f >= 0.8}});
+  }
   return {{"program", "gelu_tanh " + std::to_string(o.elements)}, {"kernel_path", kernel_path(program)},
           {"bytes_read_and_written", 2.0 * double(bytes)}, {"memcpy_ns", copy_ns}, {"kernel_ns", kernel_ns},
-          {"fraction_of_memcpy_bandwidth", fraction}, {"target_met", fraction >= 0.8}};
+          {"fraction_of_memcpy_bandwidth", fraction}, {"target_met", fraction >= 0.8},
+          {"eager_kernels", eager_json}};
 }
 
 nlohmann::json relu_matmul(const Options& o) {
