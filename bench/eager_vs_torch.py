@@ -2,7 +2,7 @@
 every op the two share at 4K, 1M and 16M elements (GEMM and conv at three shapes each), on 1 and 2
 threads (strata.set_num_threads and torch.set_num_threads), calls interleaved so that a noisy machine
 slows both sides alike. For each op: strata's whole call from Python and its library row (strata.profile(),
-the kernel alone, with what ran: "tanh (cpu loop, SLEEF AVX-512, 2 threads)"), torch's whole call, and
+the kernel alone, with what ran: "silu (cpu loop, SLEEF AVX-512, 2 threads)"), torch's whole call, and
 the ratio strata / torch of the whole calls (the issue's target: at most 1.25 for pointwise ops and
 reductions at 1M and 16M). Then the gelu_tanh chain (8 ops) and relu(gelu(x + y/2) + x), eager and
 compiled on both sides, with each side's compiled / eager speedup, and which code torch.compile

@@ -19,12 +19,13 @@ inline void check_cpu_input(const char* op, const Tensor& t) {
   if (!t.is_contiguous()) throw UsageError(std::string(op) + ": CPU kernel needs contiguous tensors");
 }
 
-// What ran, in the loop's name for the library row: "tanh (cpu loop, SLEEF AVX-512, 2 threads)" from
-// "tanh (cpu loop)", the instruction set of the loops this process chose (vectorized/loops.h) and the
-// threads the call used; `vector_math`: the loop called SLEEF. Made once per (loop, threads) and interned
+// What ran, in the loop's name for the library row: "tanh (cpu loop, strata tanh AVX-512, 2 threads)" from
+// "tanh (cpu loop)", the vector math the loop calls (`math`: "SLEEF", "strata tanh"; nullptr for none;
+// the portable loops call libm and say only "portable"), the instruction set of the loops this process
+// chose (vectorized/loops.h) and the threads the call used. Made once per (loop, threads) and interned
 // (Note [Zone names made at run time] in lib/zone.h); a thread keeps the ones it used, so a call pays one
 // small map lookup.
-const char* ran_name(const char* base, bool vector_math, int threads);
+const char* ran_name(const char* base, const char* math, int threads);
 
 // range(b, e) over [0, n) on the intra-op threads (Note [Intra-op threads] in lib/parallel.h); returns
 // the number of threads it ran on.

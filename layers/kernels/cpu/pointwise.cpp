@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <map>
+#include <mutex>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -31,12 +33,26 @@ const char* loop_name(DType dtype, const char* native, const char* bf16, const c
 
 }  // namespace
 
-const char* ran_name(const char* base, bool vector_math, int threads) {
-  // The two labels of this process's loops, made once: "AVX-512" and "SLEEF AVX-512" (the portable loops
-  // call libm, not SLEEF).
+const char* ran_name(const char* base, const char* math, int threads) {
+  // This process's instruction set ("AVX-512"), and per math label ("SLEEF") the two joined, made once per
+  // label: "SLEEF AVX-512". The portable loops call libm, whatever the label.
   static const std::string kIsa = vectorized::isa_name(vectorized::loops().isa);
-  static const std::string kMath = vectorized::loops().isa == vectorized::Isa::kPortable ? kIsa : "SLEEF " + kIsa;
-  return zone_name_with_threads(base, vector_math ? kMath.c_str() : kIsa.c_str(), threads);
+  if (math == nullptr || vectorized::loops().isa == vectorized::Isa::kPortable) {
+    return zone_name_with_threads(base, kIsa.c_str(), threads);
+  }
+  thread_local std::vector<std::pair<const char*, const char*>> seen;  // label -> interned "label ISA"
+  for (const auto& [label, joined] : seen)
+    if (label == math) return zone_name_with_threads(base, joined, threads);
+  static std::mutex mutex;
+  static std::map<const char*, std::string> joined;  // node-based: the strings never move
+  const char* text = nullptr;
+  {
+    std::lock_guard lock(mutex);
+    auto it = joined.try_emplace(math, std::string(math) + " " + kIsa).first;
+    text = it->second.c_str();
+  }
+  seen.emplace_back(math, text);
+  return zone_name_with_threads(base, text, threads);
 }
 
 // ---- Gradient ops (the backward formulas' calls, layers/ops/operators.h) ------------------------------
@@ -97,7 +113,7 @@ Tensor threshold_backward(const Tensor& grad_output, const Tensor& self, double 
     return split(self.numel(), [&](int64_t b, int64_t e) { loops.threshold_backward(g + b, x + b, T(threshold), o + b, e - b); });
   };
   const int threads = self.dtype() == DType::kF32 ? run(float{}) : run(double{});
-  zone.rename(ran_name("threshold_backward (cpu loop)", false, threads));
+  zone.rename(ran_name("threshold_backward (cpu loop)", nullptr, threads));
   return out;
 }
 
@@ -130,7 +146,7 @@ Tensor sum(const Tensor& self) {
   } else {
     out.data<double>()[0] = sum_loop(self.data<double>(), self.numel(), threads);
   }
-  zone.rename(ran_name("sum (cpu loop)", false, threads));
+  zone.rename(ran_name("sum (cpu loop)", nullptr, threads));
   return out;
 }
 
@@ -174,6 +190,25 @@ Tensor expand_as(const Tensor& self, const Tensor& other) {
 namespace {
 
 // The zone names of one op's loop: the native one and the two half-type ones (string literals).
+// The vector math a loop calls, per element type, for its row ("SLEEF"); nullptr where it calls none.
+struct MathLabels {
+  const char* f32 = nullptr;
+  const char* f64 = nullptr;
+  const char* of(DType d) const { return d == DType::kF32 ? f32 : f64; }
+};
+
+// Where a functor's f32 loop calls strata's own vector math (vectorized/math_f32.h) instead of SLEEF's.
+template <typename Fn>
+constexpr const char* kF32Forward = "SLEEF";
+template <>
+constexpr const char* kF32Forward<math::Tanh> = "strata tanh";
+template <>
+constexpr const char* kF32Forward<math::Gelu> = "A&S erf";
+template <typename Fn>
+constexpr const char* kF32Gradient = "SLEEF";
+template <>
+constexpr const char* kF32Gradient<math::Gelu> = "A&S erf + SLEEF";
+
 struct LoopNames {
   const char* native;
   const char* bf16;
@@ -181,9 +216,9 @@ struct LoopNames {
 };
 
 // out = loop(self) elementwise: `loop(in, out, n)` is called with float or double pointers on each
-// thread's range. `vector_math`: the loop calls SLEEF (the row says so).
+// thread's range. `math`: the vector math the loop calls, which the row names.
 template <typename Loop>
-Tensor map1(const char* op, const LoopNames& names, const Tensor& self, const Loop& loop, bool vector_math = false) {
+Tensor map1(const char* op, const LoopNames& names, const Tensor& self, const Loop& loop, MathLabels math = {}) {
   const char* base = loop_name(self.dtype(), names.native, names.bf16, names.f16);
   STRATA_ZONE(zone, Layer::kLibrary, base);
   check_cpu_input(op, self);
@@ -197,7 +232,7 @@ Tensor map1(const char* op, const LoopNames& names, const Tensor& self, const Lo
     return split(x.numel(), [&](int64_t b, int64_t e) { loop(in + b, o + b, e - b); });
   };
   const int threads = x.dtype() == DType::kF32 ? run(float{}) : run(double{});
-  zone.rename(ran_name(base, vector_math, threads));
+  zone.rename(ran_name(base, math.of(x.dtype()), threads));
   return round_from_f32(std::move(out), self.dtype());
 }
 
@@ -243,7 +278,7 @@ enum class Operands { kBroadcast, kSameShape };
 // the scalar `f(a, b)` through the broadcast loop otherwise.
 template <typename Loop, typename F>
 Tensor map2(const char* op, const LoopNames& names, const Tensor& self, const Tensor& other, const Loop& loop, F f,
-            Operands operands = Operands::kBroadcast, bool vector_math = false) {
+            Operands operands = Operands::kBroadcast, MathLabels math = {}) {
   const char* base = loop_name(self.dtype(), names.native, names.bf16, names.f16);
   STRATA_ZONE(zone, Layer::kLibrary, base);
   op_shapes::check_operands(op, check_cpu_input, self, other);
@@ -261,14 +296,14 @@ Tensor map2(const char* op, const LoopNames& names, const Tensor& self, const Te
       return split(a.numel(), [&](int64_t begin, int64_t end) { loop(pa + begin, pb + begin, o + begin, end - begin); });
     };
     const int threads = a.dtype() == DType::kF32 ? run(float{}) : run(double{});
-    zone.rename(ran_name(base, vector_math, threads));
+    zone.rename(ran_name(base, math.of(a.dtype()), threads));
     return round_from_f32(std::move(out), self.dtype());
   }
   const Tensor va = views::expand(a, shape), vb = views::expand(b, shape);
   STRATA_ZONE(loop_zone, Layer::kLibrary, "broadcast loop (expanded views read through their strides, no copy)");
   const int threads =
       a.dtype() == DType::kF32 ? broadcast_loop(va, vb, out.data<float>(), f) : broadcast_loop(va, vb, out.data<double>(), f);
-  zone.rename(ran_name(base, vector_math, threads));
+  zone.rename(ran_name(base, math.of(a.dtype()), threads));
   return round_from_f32(std::move(out), self.dtype());
 }
 
@@ -364,13 +399,13 @@ Tensor sub_scalar(const Tensor& self, double number, double alpha) {
 // pow (vectorized/loops.cpp), as ATen's pow_tensor_scalar kernel; the compiled path lowers pow the same way.
 Tensor pow(const Tensor& self, double exponent) {
   static constexpr double kSpecial[] = {0.0, 1.0, 0.5, -0.5, -1.0, 2.0, 3.0, -2.0};
-  const bool vector_math = std::find(std::begin(kSpecial), std::end(kSpecial), exponent) == std::end(kSpecial);
+  const bool sleef = std::find(std::begin(kSpecial), std::end(kSpecial), exponent) == std::end(kSpecial);
   return map1(
       "pow", {"pow (cpu loop)", "pow (cpu loop, bf16 widened to f32)", "pow (cpu loop, f16 widened to f32)"}, self,
       [exponent](const auto* a, auto* out, int64_t n) {
         loops_of(a).pow(a, exponent, out, n);
       },
-      vector_math);
+      sleef ? MathLabels{"SLEEF", "SLEEF"} : MathLabels{});
 }
 
 // ---- The unary ops of layers/kernels/pointwise_math.h ------------------------------------------------------
@@ -401,7 +436,7 @@ Tensor unary(const Tensor& self) {
       [](const auto* a, auto* out, int64_t n) {
         loops_of(a).unary[vectorized::index_of<Fn>(math::UnaryMath{})](a, out, n);
       },
-      math::kCallsVectorMath<Fn>);
+      math::kCallsVectorMath<Fn> ? MathLabels{kF32Forward<Fn>, "SLEEF"} : MathLabels{});
 }
 
 template <typename Fn>
@@ -411,7 +446,8 @@ Tensor unary_gradient(const Tensor& grad_output, const Tensor& saved) {
       [](const auto* g, const auto* s, auto* out, int64_t n) {
         loops_of(g).gradient[vectorized::index_of<Fn>(math::UnaryGradientMath{})](g, s, out, n);
       },
-      [](auto g, auto s) { return Fn::gradient(g, s); }, Operands::kSameShape, math::kGradientCallsVectorMath<Fn>);
+      [](auto g, auto s) { return Fn::gradient(g, s); }, Operands::kSameShape,
+      math::kGradientCallsVectorMath<Fn> ? MathLabels{kF32Gradient<Fn>, "SLEEF"} : MathLabels{});
 }
 
 // Every functor's loops, instantiated: the addresses, kept in a table with external linkage, make the

@@ -133,7 +133,7 @@ Tensor reduce(const char* op, const Tensor& self, const Shape& dim, bool keepdim
     threads = self.dtype() == DType::kF32 ? accumulate(self.data<float>(), s, out_strides, acc.data())
                                           : accumulate(self.data<double>(), s, out_strides, acc.data());
   }
-  zone.rename(ran_name(base, false, threads));
+  zone.rename(ran_name(base, nullptr, threads));
   // mean of nothing is 0/0 = NaN, as torch's
   if (mean) {
     for (double& a : acc) a /= double(r.count);
