@@ -199,10 +199,6 @@ class StrataCall final : public PythonCall {
   StrataCall(const frontend::PreparedCall& call, const std::string& package_dir) {
     py::module_ strata = import_strata(package_dir);
     const std::string name = call.op->schema().name;
-    if (!py::hasattr(strata, name.c_str())) {
-      throw UnavailableError("the strata package in " + package_dir + " has no function " + name);
-    }
-    fn_ = strata.attr(name.c_str());
     // The frontend's probes (Note [The python and pybind11 rows]) record into the active timeline, which
     // is the harness's: this module shares the program's strata (Note [The Python module]).
     strata.attr("_ops").attr("set_rows")(true);
@@ -214,10 +210,37 @@ class StrataCall final : public PythonCall {
       made += (made.empty() ? " with " : ", ") + call.op->schema().arguments[view.arg].name + " = " + text;
     }
     python_arguments(call, args_, kwargs_, views);
-    expression_ = "strata." + name + "(" + argument_text(call) + ")" +
+    expression_ = public_function(strata, name, package_dir) + "(" + argument_text(call) + ")" +
                   (made.empty() ? "" : made + " made once before the calls");
   }
   ~StrataCall() override = default;
+
+  // Sets fn_ to what a user types for operator `name` and returns it as written: strata.mul(self, 2.0)
+  // for mul.Scalar, as torch.mul(x, 2.0) is aten::mul.Scalar (Note [Overloads]). The public function
+  // of an overloaded name picks by the arguments' types; it is asked which operator these arguments pick,
+  // and where that is not `name` the operator's own function is called (strata.OPERATORS["mul.Scalar"]),
+  // so that the frontend always runs the op it traces.
+  std::string public_function(const py::module_& strata, const std::string& name, const std::string& package_dir) {
+    const std::string base = name.substr(0, name.find('.'));
+    py::dict functions = strata.attr("FUNCTIONS");
+    py::dict operators = strata.attr("OPERATORS");
+    if (!operators.contains(name)) {
+      throw UnavailableError("the strata package in " + package_dir + " has no operator " + name +
+                             " (strata.OPERATORS); rebuild it with this strata");
+    }
+    if (functions.contains(base)) {
+      py::object fn = functions[py::str(base)];
+      const bool picks_name = py::hasattr(fn, "overload")
+                                  ? fn.attr("overload")(*args_, **kwargs_).cast<std::string>() == name
+                                  : fn.is(operators[py::str(name)]);
+      if (picks_name) {
+        fn_ = fn;
+        return "strata." + base;
+      }
+    }
+    fn_ = operators[py::str(name)];
+    return "strata.OPERATORS[\"" + name + "\"]";
+  }
 
   binding::IValue call() override {
     PyObject* out = PyObject_Call(fn_.ptr(), args_.ptr(), kwargs_.ptr());

@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "reports/formats/chrome_trace.h"
 #include "reports/checker/chrome_trace_check.h"
@@ -191,6 +193,49 @@ TEST_CASE("--frontend python passes the CLI's arguments the way the schema says"
   CHECK(conv.doc["frontend_call"].get<std::string>().rfind(
             "strata.conv2d(input, weight, bias, (2, 2), (1, 1), (1, 1), 1) in the embedded", 0) == 0);
   CHECK(conv.doc["check"]["passed"] == true);
+}
+
+namespace {
+
+// The operators `strata ops` lists, by name ("mul.Scalar"), and a spec each one's frontend takes.
+std::vector<std::pair<std::string, std::string>> every_listed_op() {
+  const RunResult r = run_strata({"ops"});
+  REQUIRE(r.exit_code == 0);
+  std::vector<std::pair<std::string, std::string>> ops;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t paren = line.find('(');
+    if (line.empty() || line[0] == ' ' || paren == std::string::npos || !contains(line, ") -> ")) continue;
+    const std::string name = line.substr(0, paren);
+    const std::string spec = name == "matmul" || name == "linear" || name == "gemm" ? "4x6x5"
+                             : name.rfind("conv2d", 0) == 0                        ? "1x2x6x6"
+                             : name == "squeeze"                                    ? "4x1x6"
+                                                                                    : "4x6";
+    ops.emplace_back(name, spec);
+  }
+  return ops;
+}
+
+}  // namespace
+
+TEST_CASE("--frontend python runs every listed operator, overloads through the name a user types") {
+  const auto ops = every_listed_op();
+  CHECK(ops.size() > 60);
+  for (const auto& op : ops) {
+    const std::string& name = op.first;
+    INFO(name << " " << op.second);
+    const Reported py = run_reported(cpu({"trace", name, op.second, "--frontend", "python", "--check"}));
+    check_no_crash(py.run);
+    REQUIRE(py.run.exit_code == 0);
+    // mul.Scalar is strata.mul(self, 2.0), as aten::mul.Scalar is torch.mul(x, 2.0).
+    const std::string base = name.substr(0, name.find('.'));
+    CHECK(py.doc["frontend_call"].get<std::string>().rfind("strata." + base + "(", 0) == 0);
+    CHECK(py.doc["steady"]["rows"][0]["layer"] == "python");
+    // The same operator on the same seeded inputs as from C++: the same error, to the last digit.
+    const Reported cli = run_reported(cpu({"trace", name, op.second, "--check"}));
+    REQUIRE(cli.run.exit_code == 0);
+    CHECK(cli.doc["check"]["relative_error"] == py.doc["check"]["relative_error"]);
+  }
 }
 
 TEST_CASE("compare --frontend python: the eager calls go through Python, the replay does not") {

@@ -342,17 +342,23 @@ def _resolver(base, overloads):
     number_kind = number_arg["type"]
     schemas = f"{op_a['schema']} | {op_b['schema']}"
 
-    def resolved(*args, **kwargs):
+    tensor_pick, number_pick = (op_a["name"], tensor_fn), (op_b["name"], number_fn)
+
+    def pick(args, kwargs):
         value = args[position] if len(args) > position else kwargs.get(key, _MISSING)
         if type(value) is Tensor:
-            return tensor_fn(*args, **kwargs)
+            return tensor_pick
         if value is _MISSING:  # the overload with a default takes it; else the Tensor one says what is missing
-            return (number_fn if number_arg["has_default"] else tensor_fn)(*args, **kwargs)
+            return number_pick if number_arg["has_default"] else tensor_pick
         if number_kind in ("float", "int") and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
             raise TypeError(f"{base}(): argument '{key}' (position {position + 1}) must be Tensor or "
                             f"{number_kind}, not {_type_name(value)}; schemas: {schemas}")
-        return number_fn(*args, **kwargs)
+        return number_pick
 
+    def resolved(*args, **kwargs):
+        return pick(args, kwargs)[1](*args, **kwargs)
+
+    resolved.overload = lambda *args, **kwargs: pick(args, kwargs)[0]
     resolved.__name__ = resolved.__qualname__ = base
     resolved.__doc__ = (f"{op_a['schema']}\n{op_b['schema']}\n\nstrata's {base}: {op_a['name']} for a Tensor "
                         f"'{key}', {op_b['name']} for a number, each through the binding layer and the dispatcher.")
@@ -372,10 +378,13 @@ def _dim_resolver(base, overloads):
     plain_takes_dtype = any(a["name"] == "dtype" for a in plain_op["arguments"])
     schemas = f"{plain_op['schema']} | {dim_op['schema']}"
 
+    def plain(dim, keepdim, dtype):
+        return dim is None and keepdim is False and (dtype is None or plain_takes_dtype)
+
     def resolved(input, dim=None, keepdim=False, *, dtype=None):
+        if plain(dim, keepdim, dtype):
+            return plain_fn(input) if dtype is None else plain_fn(input, dtype=dtype)
         if dim is None:
-            if keepdim is False and (dtype is None or plain_takes_dtype):
-                return plain_fn(input) if dtype is None else plain_fn(input, dtype=dtype)
             dim = ()
         elif isinstance(dim, numbers.Integral) and not isinstance(dim, bool):
             dim = (int(dim),)
@@ -385,6 +394,10 @@ def _dim_resolver(base, overloads):
         return dim_fn(input, tuple(dim), keepdim) if dtype is None else dim_fn(input, tuple(dim), keepdim,
                                                                                  dtype=dtype)
 
+    def overload(input, dim=None, keepdim=False, *, dtype=None):
+        return plain_op["name"] if plain(dim, keepdim, dtype) else dim_op["name"]
+
+    resolved.overload = overload
     resolved.__name__ = resolved.__qualname__ = base
     resolved.__doc__ = (f"{plain_op['schema']}\n{dim_op['schema']}\n\nstrata's {base}: {plain_op['name']} "
                         f"without dim, {dim_op['name']} with one, each through the binding layer and the "
@@ -394,7 +407,8 @@ def _dim_resolver(base, overloads):
 
 def _public(operators, functions):
     """The module's functions by Python name: an operator's own function, or for a name with overloads
-    ("mul" and "mul.Scalar") one function that picks between them."""
+    ("mul" and "mul.Scalar") one function that picks between them; its overload(*args, **kwargs) names the
+    operator a call with those arguments runs (the embedded frontend checks it calls the op it traces)."""
     groups = {}
     for op in operators:
         groups.setdefault(op["name"].split(".")[0], []).append((op, functions[op["name"]]))
