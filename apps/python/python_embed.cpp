@@ -38,32 +38,54 @@ size_t embedded_available_bytes(Device device) { return measure::available_bytes
 namespace strata::python_module {
 namespace {
 
-// An activated virtual environment (VIRTUAL_ENV, as `source VENV/bin/activate` sets it; scripts/install-deps
-// makes one with torch 2.x, docs/build.md) is honoured as its own python would: its site-packages after
-// PYTHONPATH and before the system's, so its torch wins over Debian's. The embedded interpreter cannot
-// find the environment itself (its prefix comes from libpython, not from VENV/bin/python). It must be
-// made from a python of the same version as the embedded one: its compiled packages are built for that.
+// Note [The embedded Python's environment]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The embedded interpreter cannot find a virtual environment itself (its prefix comes from libpython, not
+// from VENV/bin/python), so it is told which one, as `strata sass` finds its tools (Note [Finding the
+// disassemblers]): an activated environment (VIRTUAL_ENV, as `source VENV/bin/activate` sets it), else the
+// project's environment where scripts/install-python-deps makes it ($STRATA_VENV, else
+// $XDG_CACHE_HOME/strata/venv, else ~/.cache/strata/venv; torch 2.x, docs/build.md), else none (Debian's
+// dist-packages alone). The chosen one is honoured as its own python would: its site-packages after
+// PYTHONPATH and before the system's, so its torch wins over Debian's. It must be made from a python of
+// the same version as the embedded one (its compiled packages are built for that): one whose
+// lib/pythonX.Y/site-packages does not exist for this version is not used. Reports name the one used.
 constexpr const char* kUseVirtualEnvSource = R"py(
 import os, site, sys
-venv = os.environ.get("VIRTUAL_ENV", "")
+if os.environ.get("VIRTUAL_ENV"):
+    venv, source = os.environ["VIRTUAL_ENV"], "VIRTUAL_ENV"
+elif os.environ.get("STRATA_VENV"):
+    venv, source = os.environ["STRATA_VENV"], "STRATA_VENV"
+else:
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.environ.get("HOME", "/"), ".cache")
+    venv, source = os.path.join(cache, "strata", "venv"), "the project's, made by scripts/install-python-deps"
 packages = os.path.join(venv, "lib", "python%d.%d" % sys.version_info[:2], "site-packages")
-if venv and os.path.isdir(packages) and packages not in sys.path:
-    system = [i for i, p in enumerate(sys.path) if p.endswith(("site-packages", "dist-packages"))]
-    at = system[0] if system else len(sys.path)
-    before = list(sys.path)
-    site.addsitedir(packages)  # also runs the environment's .pth files
-    added = [p for p in sys.path if p not in before]
-    sys.path[:] = before[:at] + added + before[at:]
+if not os.path.isdir(packages):
+    environment = f"none ({source}: {venv} has no {packages[len(venv) + 1:]})"
+else:
+    environment = f"{venv} ({source})"
+    if packages not in sys.path:
+        system = [i for i, p in enumerate(sys.path) if p.endswith(("site-packages", "dist-packages"))]
+        at = system[0] if system else len(sys.path)
+        before = list(sys.path)
+        site.addsitedir(packages)  # also runs the environment's .pth files
+        added = [p for p in sys.path if p not in before]
+        sys.path[:] = before[:at] + added + before[at:]
 )py";
+
+std::string& environment_used() {
+  static std::string s_environment;
+  return s_environment;
+}
 
 void use_virtual_env() {
   try {
     py::dict scope;  // not __main__'s globals
     py::exec(kUseVirtualEnvSource, scope);
+    environment_used() = scope["environment"].cast<std::string>();
   } catch (py::error_already_set& e) {
-    const char* venv = std::getenv("VIRTUAL_ENV");
-    throw UnavailableError(std::string("VIRTUAL_ENV=") + (venv != nullptr ? venv : "") +
-                           " could not be used by the embedded Python: " + python_error_text(e));
+    throw UnavailableError("the embedded Python could not use its environment (Note [The embedded Python's "
+                           "environment]: VIRTUAL_ENV, else STRATA_VENV, else ~/.cache/strata/venv): " +
+                           python_error_text(e));
   }
 }
 
@@ -82,6 +104,11 @@ std::string python_tuple_text(const Shape& list) {
 }
 
 }  // namespace
+
+std::string python_environment() {
+  ensure_interpreter();
+  return environment_used();
+}
 
 std::string python_error_text(py::error_already_set& e) {
   std::string text = e.what();
@@ -252,6 +279,7 @@ class StrataCall final : public PythonCall {
     return binding::IValue(result.cast<const Tensor&>());
   }
   std::string expression() const override { return expression_; }
+  std::string environment() const override { return python_environment(); }
 
  private:
   py::object fn_;
@@ -271,6 +299,7 @@ PythonInfo describe(const std::string& package_dir) {
   PythonInfo info;
   info.executable = STRATA_PYTHON_EXECUTABLE;
   info.library = library_path();
+  info.environment = python_environment();
   try {
     py::module_ strata = import_strata(package_dir);
     info.package_dir = py::str(strata.attr("__file__")).cast<std::string>();

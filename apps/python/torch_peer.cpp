@@ -180,10 +180,11 @@ class TorchCall final : public PeerCall {
     try {
       ns = torch_peer_namespace();
     } catch (py::error_already_set& e) {
-      throw UnavailableError(std::string("PyTorch is not importable by ") + STRATA_PYTHON_EXECUTABLE + " (" +
-                             python_error_text(e) +
-                             "): run scripts/install-deps and set VIRTUAL_ENV to the environment it made (torch "
-                             "2.x, docs/build.md), or install python3-torch (Debian, torch 1.13)");
+      throw UnavailableError(std::string("PyTorch is not importable by the embedded ") + STRATA_PYTHON_EXECUTABLE +
+                             " with environment " + python_environment() + " (" + python_error_text(e) +
+                             "): run scripts/install-python-deps (it makes ~/.cache/strata/venv with torch 2.x, "
+                             "used by default; docs/build.md), or set VIRTUAL_ENV or STRATA_VENV to an environment "
+                             "with torch, or install python3-torch (Debian, torch 1.13)");
     }
     torch_ = py::module_::import("torch");
     const std::string name = call.op->schema().name;
@@ -222,9 +223,14 @@ class TorchCall final : public PeerCall {
     }
     namespace_ = ns;
     expression_ = entry[1].cast<std::string>() + "(" + argument_text(call) + ")";
+    // Which torch, and from where: the embedded Python finds an environment by itself (Note [The embedded
+    // Python's environment]), so the report says which one it used.
+    const std::string torch_file = py::str(torch_.attr("__file__")).cast<std::string>();
     version_ = "PyTorch " + torch_.attr("__version__").cast<std::string>() + " (" +
                std::to_string(torch_.attr("get_num_threads")().cast<int>()) + " intra-op threads; " +
-               ns["cuda_description"]().cast<std::string>() + ")";
+               ns["cuda_description"]().cast<std::string>() + "; " + torch_file.substr(0, torch_file.rfind('/')) +
+               ", Python " + py::module_::import("platform").attr("python_version")().cast<std::string>() +
+               " embedded from " + STRATA_PYTHON_EXECUTABLE + ")";
   }
 
   void call() override {

@@ -93,7 +93,8 @@ std::string frontend_description(const Prepared& p) {
   std::snprintf(setup, sizeof setup,
                 " (setup, not in the cold call: libstrata_python.so loaded in %.1f ms, interpreter + import strata %.1f ms)",
                 python_load_ns() / 1e6, g_strata_setup_ns / 1e6);
-  return p.python_call->expression() + " in the embedded " + STRATA_PYTHON_EXECUTABLE + setup;
+  return p.python_call->expression() + " in the embedded " + STRATA_PYTHON_EXECUTABLE + " with environment " +
+         p.python_call->environment() + setup;
 #else
   return "";
 #endif
@@ -159,6 +160,7 @@ void print_python_info(std::ostream& out) {
   }
   const python_module::PythonInfo info = module->describe(package);
   out << "python: " << info.executable << " " << info.version << " (embedded: " << info.library << ")\n";
+  out << "  environment: " << info.environment << "\n";
   out << "  strata package: " << (info.package_error.empty() ? info.package_dir : info.package_error) << "\n";
   if (!info.torch_version.empty()) {
     out << "  torch: " << info.torch_version << " (" << info.torch_cuda << "): --peer torch works\n";

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -273,6 +274,9 @@ TEST_CASE("trace --peer torch: torch's wall beside strata's, torch.profiler's ro
   CHECK(peer["name"] == "torch");
   CHECK(peer["expression"] == "torch.nn.functional.linear(input, weight, bias)");
   CHECK(peer["version"].get<std::string>().rfind("PyTorch ", 0) == 0);
+  // Which torch and which Python: the report names where torch was imported from.
+  CHECK(contains(peer["version"].get<std::string>(), std::string(" embedded from ") + STRATA_TEST_PYTHON + ")"));
+  CHECK(contains(peer["version"].get<std::string>(), "/torch, Python 3."));
   // The table prints what the report holds: the peer line, both walls side by side, torch.profiler's rows.
   CHECK(contains(r.out, "\npeer: " + peer["expression"].get<std::string>() + "   " + peer["version"].get<std::string>() + "\n"));
   const std::string wall = table_line(r.out, "wall median");
@@ -394,13 +398,72 @@ TEST_CASE("--peer torch without an importable torch: exit 4 naming the python an
   const RunResult r = run_strata(cpu({"trace", "matmul", "8", "--frontend", "python", "--peer", "torch", "--json",
                                       json_path}),
                                  options);
-  check_refused(r, 4, std::string("PyTorch is not importable by ") + STRATA_TEST_PYTHON +
-                          " (ImportError: no torch in this test)");
+  check_refused(r, 4, std::string("PyTorch is not importable by the embedded ") + STRATA_TEST_PYTHON +
+                          " with environment ");
+  CHECK(contains(r.err, " (ImportError: no torch in this test): run scripts/install-python-deps"));
   CHECK(contains(r.err, "install python3-torch"));
   CHECK(!file_exists(json_path));
   const RunResult devices = run_strata({"devices"}, options);
   CHECK(devices.exit_code == 0);
   CHECK(contains(devices.out, "torch: not importable (ImportError: no torch in this test)"));
+}
+
+namespace {
+
+// A virtual environment at `venv` for the embedded Python's version whose torch is a stand-in reporting
+// `version`: which environment the embedded interpreter found shows in the version the peer reports.
+void write_environment_with_torch(const std::string& venv, const std::string& version) {
+  FILE* p = popen(STRATA_TEST_PYTHON " -c \"import sys; print('%d.%d' % sys.version_info[:2], end='')\"", "r");
+  REQUIRE(p != nullptr);
+  char version_text[16] = {};
+  const size_t n = fread(version_text, 1, sizeof version_text - 1, p);
+  REQUIRE(pclose(p) == 0);
+  const std::string torch = venv + "/lib/python" + std::string(version_text, n) + "/site-packages/torch";
+  REQUIRE(system(("mkdir -p " + torch + "/nn").c_str()) == 0);
+  std::ofstream(torch + "/__init__.py") << "__version__ = '" << version << "'\n"
+                                          "float32, float64, float16, bfloat16 = 'f32', 'f64', 'f16', 'bf16'\n"
+                                          "class version:\n    cuda = None\n"
+                                          "class cuda:\n    is_available = staticmethod(lambda: False)\n"
+                                          "from . import nn\n";
+  std::ofstream(torch + "/nn/__init__.py") << "from . import functional\n";
+  std::ofstream(torch + "/nn/functional.py") << "";
+}
+
+}  // namespace
+
+TEST_CASE("the embedded Python finds the project's environment without VIRTUAL_ENV, and says which") {
+  TempDir dir;
+  // Where scripts/install-python-deps makes it: $STRATA_VENV, else $XDG_CACHE_HOME/strata/venv.
+  write_environment_with_torch(dir.path() + "/cache/strata/venv", "0.0-project");
+  write_environment_with_torch(dir.path() + "/chosen", "0.0-chosen");
+  write_environment_with_torch(dir.path() + "/active", "0.0-active");
+  struct Case {
+    std::vector<std::string> env;
+    std::string environment, torch;
+  };
+  const std::string cache = "XDG_CACHE_HOME=" + dir.path() + "/cache";
+  const Case cases[] = {
+      {{"VIRTUAL_ENV=", "STRATA_VENV=", cache}, dir.path() + "/cache/strata/venv (the project's", "0.0-project"},
+      {{"VIRTUAL_ENV=", "STRATA_VENV=" + dir.path() + "/chosen", cache}, dir.path() + "/chosen (STRATA_VENV)",
+       "0.0-chosen"},
+      {{"VIRTUAL_ENV=" + dir.path() + "/active", "STRATA_VENV=" + dir.path() + "/chosen", cache},
+       dir.path() + "/active (VIRTUAL_ENV)", "0.0-active"},
+  };
+  for (const Case& c : cases) {
+    RunOptions options;
+    options.env = c.env;
+    const RunResult r = run_strata({"devices"}, options);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(contains(r.out, "\n  environment: " + c.environment));
+    CHECK(contains(r.out, "\n  torch: " + c.torch + " (built without CUDA): --peer torch works"));
+  }
+  // None there: the report says so, and where it looked.
+  RunOptions none;
+  none.env = {"VIRTUAL_ENV=", "STRATA_VENV=", "XDG_CACHE_HOME=" + dir.path() + "/empty"};
+  const RunResult r = run_strata({"devices"}, none);
+  CHECK(contains(r.out, "\n  environment: none (the project's, made by scripts/install-python-deps: " + dir.path() +
+                            "/empty/strata/venv has no lib/python3."));
 }
 
 TEST_CASE("--peer torch when torch refuses the op: exit 4 with torch's message, nothing written") {
