@@ -58,8 +58,8 @@ frontend::SequenceSpec parse_sequence(const TraceOptions& options, Prepared& pre
     throw UsageError(options.conv.given + " apply to conv only; " + options.op + " takes no conv options");
   if (options.frontend != "cli" || !options.peer.empty()) {
     throw UsageError(python_option(options) + " drives one operator through Python; " + options.op +
-                     " is a sequence of operators, run from C++ only (leave it out, or trace one of its ops: "
-                     "linear, relu)");
+                     " is a sequence of operators, run from C++ only (leave it out, or trace one of its ops: " +
+                     frontend::sequence_operator_names(options.op) + ")");
   }
   if (!options.views.empty() && options.op != "mlp") {
     throw UsageError("--view names a tensor of mlp (input, 0.weight, 0.bias, ...); " + options.op +
