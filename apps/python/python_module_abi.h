@@ -97,6 +97,9 @@ class PeerCall {
   virtual std::string work() const = 0;        // what one call does: "forward", "forward + y.sum().backward()"
   // Relative error of the last result against `strata_result` (|a-b| / |b| over all elements, float64).
   virtual double relative_difference(const Tensor& strata_result) = 0;
+  // torch's result, as float64, of one plain call on copies of `fresh`'s inputs (converted as the peer's
+  // own are; `fresh` is left as it was): an in-place op's comparison, on inputs no call has written.
+  virtual std::vector<double> result_on(const frontend::PreparedCall& fresh) = 0;
   // `calls` calls under torch.profiler; rows with self times per call, and the profiler's resolution per
   // event when it is coarse (1000 ns when every reading was whole microseconds, else 0). Empty with `why`
   // set when the profiler is not available.

@@ -198,6 +198,7 @@ class TorchCall final : public PeerCall {
     fn_ = entry[0];
     const Device device = call.args.front().tensor().device();
     const std::string torch_device = device.is_cpu() ? "cpu" : "cuda:" + std::to_string(device.index);
+    device_ = torch_device;
     cuda_ = device.is_cuda();
     try {
       if (cuda_ && !torch_.attr("cuda").attr("is_available")().cast<bool>()) {
@@ -290,6 +291,21 @@ class TorchCall final : public PeerCall {
     return reference::relative_error(strata_result, ref);
   }
 
+  std::vector<double> result_on(const frontend::PreparedCall& fresh) override {
+    try {
+      py::tuple strata_args;
+      py::dict kwargs;
+      python_arguments(fresh, strata_args, kwargs);
+      py::tuple args(strata_args.size());
+      py::object convert = namespace_["convert"];
+      for (size_t i = 0; i < strata_args.size(); ++i) args[i] = convert(strata_args[i], device_);
+      py::array_t<double> values = namespace_["result_float64"](fn_(*args, **kwargs));
+      return std::vector<double>(values.data(), values.data() + values.size());
+    } catch (py::error_already_set& e) {
+      throw UnavailableError("--peer torch: " + expression_ + " on fresh inputs raised " + python_error_text(e));
+    }
+  }
+
   std::vector<reports::PeerReport::ProfileRow> profile(int calls, double& resolution_ns, std::string& why) override {
     std::vector<reports::PeerReport::ProfileRow> rows;
     try {
@@ -330,7 +346,7 @@ class TorchCall final : public PeerCall {
   py::tuple args_;
   py::dict kwargs_;
   bool cuda_ = false;
-  std::string expression_, version_;
+  std::string expression_, version_, device_;
 };
 
 }  // namespace

@@ -45,6 +45,22 @@ void validate_values(const TraceOptions& o) {
   }
 }
 
+}  // namespace
+
+frontend::PreparedCall fresh_inputs(const Prepared& prepared, const TraceOptions& options) {
+  const size_t available = measure::available_bytes(prepared.choice.device);
+  frontend::PreparedCall fresh = frontend::prepare_call(prepared.spec, prepared.dtype, prepared.choice.device,
+                                                        options.seed, options.requires_grad, available);
+  frontend::apply_input_views(fresh, options.views, options.seed, available);
+  return fresh;
+}
+
+bool writes_in_place(const frontend::PreparedCall& call) {
+  return call.op != nullptr && !call.op->schema().arguments.empty() && call.op->schema().arguments.front().writes;
+}
+
+namespace {
+
 // "--frontend python" or "--peer torch": the option that asked for Python, for the refusals that name it.
 std::string python_option(const TraceOptions& options) {
   return options.frontend != "cli" ? "--frontend " + options.frontend : "--peer " + options.peer;
