@@ -124,6 +124,42 @@ class TorchObjectsTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "unknown dtype torch.int64: strata has the floating dtypes"):
             strata.ones(2, dtype=torch.int64)
 
+    def test_an_operators_dtype_takes_torch_dtypes(self):
+        # sum(x, dtype=torch.float64) said "must be a dtype or None, not dtype". The same values as torch's,
+        # specials and an empty tensor included.
+        rows = np.array([[1.5, -0.0, 3.25], [np.inf, 2.0, -1.0], [np.nan, 1.0, 0.5], [1e-3, -2.5, 7.0]], np.float32)
+        for data in (rows, np.zeros((0, 3), np.float32)):
+            x, t = strata.from_numpy(data.copy()), torch.from_numpy(data.copy())
+            for dtype in (torch.float64, torch.float32, torch.float16):
+                calls = ((lambda m, a, d: m.sum(a, dtype=d)), (lambda m, a, d: a.sum(1, dtype=d)),
+                         (lambda m, a, d: a.mean(dim=0, keepdim=True, dtype=d)),
+                         (lambda m, a, d: m.mean(a, dtype=d)))
+                for i, call in enumerate(calls):
+                    with self.subTest(shape=data.shape, dtype=dtype, call=i):
+                        got, want = call(strata, x, dtype), call(torch, t, dtype)
+                        self.assertEqual(got.dtype, str(want.dtype).removeprefix("torch."))
+                        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-3, equal_nan=True)
+        with self.assertRaisesRegex(ValueError, "unknown dtype torch.int64"):
+            strata.sum(strata.ones(2), dtype=torch.int64)
+
+    def test_backward_with_a_gradient_of_another_dtype_is_cast_as_torch_casts_it(self):
+        # It failed deep in the walk ("threshold_backward: dtypes differ"); torch casts the gradient to the
+        # output's dtype before the first node.
+        data = np.array([1.5, -0.0, -2.0, 0.25, np.inf], np.float32)
+        grad = np.array([1e-8 + 1.0, 3.0, np.nan, -0.0, 2.0], np.float64)
+        for op in ("relu", "tanh", "sigmoid"):
+            for gdtype in (np.float64, np.float16):
+                with self.subTest(op=op, grad=gdtype.__name__):
+                    a = strata.from_numpy(data.copy()).requires_grad_(True)
+                    ta = torch.from_numpy(data.copy()).requires_grad_(True)
+                    getattr(strata, op)(a).backward(strata.from_numpy(grad.astype(gdtype)))
+                    getattr(torch, op)(ta).backward(torch.from_numpy(grad.astype(gdtype)))
+                    self.assertEqual(a.grad.dtype, "float32")
+                    np.testing.assert_array_equal(a.grad.numpy(), ta.grad.numpy())
+        y = strata.relu(strata.ones(2, requires_grad=True))
+        with self.assertRaisesRegex(strata.UsageError, r"the gradient has shape \[3\], the tensor \[2\]"):
+            y.backward(strata.ones(3, dtype=strata.float64))
+
 
 class OperatorArgumentsTest(unittest.TestCase):
     def test_numpy_on_the_left(self):

@@ -23,7 +23,7 @@ import threading
 import numpy as np
 
 from . import _strata
-from ._tensor import Tensor, _dtype_arg
+from ._tensor import Tensor, _dtype_arg, _torch_name
 
 _Parameter = inspect.Parameter
 
@@ -146,7 +146,8 @@ def _check(op, arg, position, value):
     elif kind in ("ScalarType", "ScalarType?"):
         if value is None and kind == "ScalarType?":
             return value
-        if isinstance(value, str) or isinstance(value, type) or isinstance(value, np.dtype):
+        if (isinstance(value, (str, type, np.dtype))
+                or _torch_name(value, "dtype") is not None):  # torch.float64, as a torch user writes it
             return _dtype_arg(value, op)  # strata's short name; an unknown one is a ValueError
     expected = {"Tensor?": "Tensor or None", "ScalarType": "a dtype", "ScalarType?": "a dtype or None",
                 "float?": "float or None",
