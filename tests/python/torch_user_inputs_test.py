@@ -142,6 +142,26 @@ class TorchObjectsTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "unknown dtype torch.int64"):
             strata.sum(strata.ones(2), dtype=torch.int64)
 
+    def test_squeeze_takes_a_tuple_of_dims_as_torch(self):
+        values = np.array([np.nan, -0.0, np.inf, 1.5, -2.0, 0.25], np.float32).reshape(1, 3, 1, 2)
+        for data in (values, np.zeros((1, 0, 1), np.float32)):
+            for dims in ((0, 2), (0, 1), (), (-1, 0), [2], (1,), 0, -1, None):
+                with self.subTest(shape=data.shape, dims=dims):
+                    got = strata.from_numpy(data.copy()).squeeze(dims) if dims is not None else \
+                        strata.squeeze(strata.from_numpy(data.copy()))
+                    want = torch.from_numpy(data.copy()).squeeze(dims) if dims is not None else \
+                        torch.squeeze(torch.from_numpy(data.copy()))
+                    self.assertEqual(got.shape, tuple(want.shape))
+                    if data.size:  # an empty tensor's strides differ between reshape's and torch's alias
+                        self.assertEqual(got.stride(), want.stride())
+                    np.testing.assert_array_equal(got.numpy(), want.numpy())
+                    np.testing.assert_array_equal(np.signbit(got.numpy()), np.signbit(want.numpy()))
+        self.assertEqual(strata.squeeze(strata.ones(1, 2, 1), (0, 2)).shape, (2,))
+        with self.assertRaisesRegex(strata.UsageError, "dim 0 appears multiple times in the list of dims"):
+            strata.ones(1, 2).squeeze((0, -2))
+        with self.assertRaisesRegex(IndexError, "Dimension out of range"):
+            strata.ones(1, 2).squeeze((0, 2))
+
     def test_backward_with_a_gradient_of_another_dtype_is_cast_as_torch_casts_it(self):
         # It failed deep in the walk ("threshold_backward: dtypes differ"); torch casts the gradient to the
         # output's dtype before the first node.

@@ -285,6 +285,8 @@ Tensor.requires_grad_ = _requires_grad_
 
 from . import _views  # noqa: E402,F401  (Tensor's view methods and indexing)
 
+squeeze = _views._squeeze  # strata.squeeze(x, (0, 2)) and strata.squeeze(x), as x.squeeze takes them
+
 # `from strata import *` brings every operator except those named like a Python builtin (the gradient op
 # `sum`, and `pow`): a star import must not shadow them. They stay strata.sum etc.
 import builtins as _builtins  # noqa: E402

@@ -32,10 +32,21 @@ def _T(self):
 
 
 def _squeeze(self, dim=None):
-    if dim is not None:
+    """torch's squeeze: every dim of size 1 (dim=None), one dim, or a tuple of dims (torch 2.0), each left
+    as it is when its size is not 1."""
+    if dim is None:
+        # Every dim of size 1 removed: one reshape, always a view (dims of size 1 carry no layout).
+        return OPERATORS["reshape"](self, tuple(s for s in self.shape if s != 1))
+    if not isinstance(dim, (tuple, list)):
         return OPERATORS["squeeze"](self, dim)
-    # Every dim of size 1 removed: one reshape, always a view (dims of size 1 carry no layout).
-    return OPERATORS["reshape"](self, tuple(s for s in self.shape if s != 1))
+    dims = [_dim_index(d, self.ndim, "squeeze") for d in dim]
+    for d in dims:
+        if dims.count(d) > 1:
+            raise UsageError(f"squeeze(): dim {d} appears multiple times in the list of dims")
+    out = OPERATORS["reshape"](self, tuple(self.shape)) if not dims else self  # a view, as torch's, for ()
+    for d in sorted(dims, reverse=True):  # the highest first: each squeeze leaves the lower dims' numbers
+        out = OPERATORS["squeeze"](out, d)
+    return out
 
 
 def _mT(self):  # noqa: N802 (torch's name)
