@@ -142,6 +142,58 @@ class TorchObjectsTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "unknown dtype torch.int64"):
             strata.sum(strata.ones(2), dtype=torch.int64)
 
+    def test_gelu_approximate_tanh_as_torch(self):
+        specials = np.array([np.nan, -0.0, 0.0, np.inf, -np.inf, 1.5, -2.0, 0.25, 10.0, -10.0, 3e-4], np.float32)
+        for data in (specials, np.random.default_rng(7).standard_normal((4, 9)), np.zeros((0, 3), np.float32)):
+            for approximate in ("tanh", "none"):
+                if approximate == "none" and np.isinf(data).any():
+                    continue  # torch 2.15's erf gelu gives NaN at inf, strata's inf: not this test's subject
+                with self.subTest(dtype=data.dtype, shape=data.shape, approximate=approximate):
+                    got = strata.gelu(strata.from_numpy(data.copy()), approximate=approximate).numpy()
+                    want = torch.nn.functional.gelu(torch.from_numpy(data.copy()), approximate=approximate).numpy()
+                    np.testing.assert_allclose(got, want, rtol=1e-5 if data.dtype == np.float32 else 1e-12,
+                                               atol=1e-7, equal_nan=True)
+                    np.testing.assert_array_equal(np.signbit(got[want == 0]), np.signbit(want[want == 0]))
+        # Its gradient too: each of its calls records its node.
+        data = np.random.default_rng(8).standard_normal(16).astype(np.float32)
+        a = strata.from_numpy(data.copy()).requires_grad_(True)
+        ta = torch.from_numpy(data.copy()).requires_grad_(True)
+        strata.gelu(a, approximate="tanh").sum().backward()
+        torch.nn.functional.gelu(ta, approximate="tanh").sum().backward()
+        np.testing.assert_allclose(a.grad.numpy(), ta.grad.numpy(), rtol=1e-5, atol=1e-6)
+        with self.assertRaisesRegex(ValueError, "approximate argument must be either none or tanh"):
+            strata.gelu(strata.ones(2), approximate="erf")
+
+    def test_conv2d_unbatched_and_padding_strings_as_torch(self):
+        rng = np.random.default_rng(9)
+        x = rng.standard_normal((2, 3, 7, 6)).astype(np.float32)
+        x[0, 0, 1, 2], x[1, 2, 3, 3], x[0, 1, 0, 0] = np.nan, np.inf, -0.0
+        b = rng.standard_normal(4).astype(np.float32)
+        cases = [((4, 3, 3, 3), {"padding": "same"}), ((4, 3, 3, 5), {"padding": "same", "dilation": (2, 1)}),
+                 ((4, 3, 3, 3), {"padding": "valid"}), ((4, 3, 2, 2), {"padding": "valid", "stride": 2}),
+                 ((4, 3, 3, 3), {"padding": 1, "stride": 2}), ((4, 1, 3, 3), {"padding": "same", "groups": 3})]
+        for shape, kwargs in cases:
+            w = rng.standard_normal(shape).astype(np.float32)
+            if kwargs.get("groups") == 3:
+                w = rng.standard_normal((3, 1, 3, 3)).astype(np.float32)
+            bias = b[:w.shape[0]]
+            for batched in (True, False):
+                with self.subTest(weight=w.shape, kwargs=kwargs, batched=batched):
+                    xs = x if batched else x[1]
+                    got = strata.conv2d(strata.from_numpy(xs.copy()), strata.from_numpy(w), strata.from_numpy(bias),
+                                        **kwargs).numpy()
+                    want = torch.nn.functional.conv2d(torch.from_numpy(xs.copy()), torch.from_numpy(w),
+                                                      torch.from_numpy(bias), **kwargs).numpy()
+                    self.assertEqual(got.shape, want.shape)
+                    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, equal_nan=True)
+        x3, w2 = strata.ones(3, 5, 5), strata.ones(2, 3, 2, 2)
+        with self.assertRaisesRegex(strata.UsageError, "asymmetric padding strata's conv2d does not have"):
+            strata.conv2d(x3, w2, padding="same")
+        with self.assertRaisesRegex(ValueError, "not supported for strided convolutions"):
+            strata.conv2d(x3, strata.ones(2, 3, 3, 3), padding="same", stride=2)
+        with self.assertRaisesRegex(ValueError, "invalid padding string 'full'"):
+            strata.conv2d(x3, w2, padding="full")
+
     def test_squeeze_takes_a_tuple_of_dims_as_torch(self):
         values = np.array([np.nan, -0.0, np.inf, 1.5, -2.0, 0.25], np.float32).reshape(1, 3, 1, 2)
         for data in (values, np.zeros((1, 0, 1), np.float32)):

@@ -17,12 +17,14 @@ _exit_failed when the call raised, so that a profile counts failed calls apart. 
 and pybind11 rows] in apps/python/probes.h.
 """
 import inspect
+import math
 import numbers
 import threading
 
 import numpy as np
 
 from . import _strata
+from ._errors import UsageError
 from ._tensor import Tensor, _dtype_arg, _torch_name
 
 _Parameter = inspect.Parameter
@@ -429,3 +431,81 @@ SCHEMAS = {op["name"]: op["schema"] for op in _strata.operators()}
 OPERATORS = {op["name"]: _make(op) for op in _strata.operators()}
 # What `strata.<name>` is: OPERATORS' functions, with one function per overloaded name.
 FUNCTIONS = _public(_strata.operators(), OPERATORS)
+
+
+# Note [Torch's forms of an operator's arguments]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# Some arguments torch takes are forms of the same operator call, which torch itself turns into it before
+# its kernel runs: conv2d on an unbatched [C,H,W] input is the batched call on input.unsqueeze(0), then
+# squeeze(0); padding='valid' is 0 and padding='same' the symmetric padding dilation*(k-1)/2 of each
+# spatial dim. strata.conv2d takes them the same way, each as the strata calls torch makes (an unsqueeze,
+# the conv2d, a squeeze); what would need an operator strata does not have (the asymmetric padding of
+# 'same' with an even kernel extent, torch's F.pad) is refused saying so. The function keeps the operator's
+# overload() (the embedded frontend asks which operator a call runs).
+def _conv2d_as_torch(conv2d):
+    def resolved(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+        if isinstance(padding, str):
+            padding = _padding_from_string(padding, weight, stride, dilation)
+        if type(input) is Tensor and input.ndim == 3:
+            out = conv2d(OPERATORS["unsqueeze"](input, 0), weight, bias, stride, padding, dilation, groups)
+            return OPERATORS["squeeze"](out, 0)
+        return conv2d(input, weight, bias, stride, padding, dilation, groups)
+
+    resolved.overload = lambda *args, **kwargs: "conv2d"
+    resolved.__name__ = resolved.__qualname__ = "conv2d"
+    resolved.__signature__ = inspect.signature(conv2d)
+    resolved.__doc__ = (f"{SCHEMAS['conv2d']}\n\nstrata's conv2d, with torch's forms: an unbatched [C,H,W] input "
+                        "(unsqueezed, then squeezed) and padding='valid' or 'same' (Note [Torch's forms of an "
+                        "operator's arguments] in strata/_ops.py).")
+    return resolved
+
+
+def _padding_from_string(padding, weight, stride, dilation):
+    if padding == "valid":
+        return 0
+    if padding != "same":
+        raise ValueError(f"conv2d(): invalid padding string '{padding}', should be one of {{'valid', 'same'}}")
+    strides = stride if isinstance(stride, (tuple, list)) else (stride, stride)
+    if any(s != 1 for s in strides):
+        raise ValueError("conv2d(): padding='same' is not supported for strided convolutions (as torch)")
+    if type(weight) is not Tensor or weight.ndim != 4:
+        raise TypeError("conv2d(): padding='same' needs a 4-D weight [K, C/groups, R, S]")
+    dilations = dilation if isinstance(dilation, (tuple, list)) else (dilation, dilation)
+    pads = []
+    for extent, d in zip(weight.shape[2:], dilations):
+        total = d * (extent - 1)
+        if total % 2:
+            raise UsageError(f"conv2d(): padding='same' with a kernel extent of {total + 1} (dilation {d}, size "
+                             f"{extent}) needs {total // 2} zeros before and {total - total // 2} after, an "
+                             "asymmetric padding strata's conv2d does not have (torch pads the input first with "
+                             "F.pad); give padding as ints, or an odd kernel size")
+        pads.append(total // 2)
+    return tuple(pads)
+
+
+FUNCTIONS["conv2d"] = _conv2d_as_torch(FUNCTIONS["conv2d"])
+
+
+def _gelu_as_torch(gelu):
+    """gelu(x, approximate='none' | 'tanh') as torch.nn.functional.gelu: 'none' is strata's gelu (erf); 'tanh'
+    is the tanh form, made of strata's pointwise operators as the gelu_tanh program makes it (eight calls:
+    strata has no fused kernel for it; docs/compiled.md fuses them). Note [Torch's forms of an operator's
+    arguments]."""
+    k = math.sqrt(2.0 / math.pi)
+
+    def resolved(self, approximate="none"):
+        if approximate == "none":
+            return gelu(self)
+        if approximate != "tanh":
+            raise ValueError(f"gelu(): approximate argument must be either none or tanh, not {approximate!r}")
+        inner = OPERATORS["add"](self, OPERATORS["mul.Scalar"](OPERATORS["pow"](self, 3.0), 0.044715))
+        t = OPERATORS["add.Scalar"](OPERATORS["tanh"](OPERATORS["mul.Scalar"](inner, k)), 1.0)
+        return OPERATORS["mul"](OPERATORS["mul.Scalar"](self, 0.5), t)
+
+    resolved.overload = lambda *args, **kwargs: "gelu"
+    resolved.__name__ = resolved.__qualname__ = "gelu"
+    resolved.__doc__ = f"{SCHEMAS['gelu']}\n\n" + _gelu_as_torch.__doc__
+    return resolved
+
+
+FUNCTIONS["gelu"] = _gelu_as_torch(FUNCTIONS["gelu"])
