@@ -143,7 +143,8 @@ if "mul" in FUNCTIONS and "add" in FUNCTIONS:
     Tensor.__rsub__ = _rsub
 if "div" in FUNCTIONS:
     # x / y (div), x / 2.0 (div.Scalar): true division, IEEE as torch's (x / 0 is inf, 0 / 0 NaN).
-    Tensor.__truediv__ = lambda self, other: FUNCTIONS["div"](self, other)
+    _true_division = FUNCTIONS["div"].true_division
+    Tensor.__truediv__ = lambda self, other: _true_division(self, other)
 if "div" in FUNCTIONS and "pow" in FUNCTIONS:
     def _rtruediv(self, other):
         """2.0 / x as torch computes it (torch.Tensor.__rtruediv__ is reciprocal(self) * other): pow(x, -1),
@@ -224,7 +225,7 @@ for _name in ("relu_", "add_", "sub_", "mul_", "div_"):
 # allows for every floating dtype); an other that would grow x's shape is refused. Anything else than a
 # Tensor or a real number gives Python's TypeError.
 def _python_in_place(dunder, name):
-    fn = FUNCTIONS[name]
+    fn = getattr(FUNCTIONS[name], "true_division", FUNCTIONS[name])  # x /= y: div_ without rounding_mode
 
     def method(self, other):
         if not isinstance(other, Tensor) and (isinstance(other, bool) or not isinstance(other, _numbers.Real)):

@@ -509,3 +509,28 @@ def _gelu_as_torch(gelu):
 
 
 FUNCTIONS["gelu"] = _gelu_as_torch(FUNCTIONS["gelu"])
+
+
+def _div_as_torch(div, name):
+    """div(x, y, *, rounding_mode=None) as torch's: None is true division (div / div.Scalar); 'trunc' and
+    'floor' round the quotient, which needs a kernel strata does not have, and say so rather than
+    "unexpected keyword argument"."""
+    def resolved(*args, rounding_mode=None, **kwargs):
+        if rounding_mode is None:
+            return div(*args, **kwargs)
+        if rounding_mode not in ("trunc", "floor"):
+            raise ValueError(f"{name}(): expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
+                             f"{rounding_mode!r} (as torch)")
+        raise TypeError(f"{name}(): rounding_mode={rounding_mode!r} rounds the quotient, and strata has no "
+                        f"{rounding_mode} division kernel (torch's aten::div.Tensor_mode, floor_divide); use "
+                        "rounding_mode=None, true division")
+
+    resolved.overload = div.overload
+    resolved.true_division = div  # for x / y and x /= y, which take no rounding_mode: no frame more per call
+    resolved.__name__ = resolved.__qualname__ = name
+    resolved.__doc__ = div.__doc__ + "\n\nrounding_mode=None only: " + _div_as_torch.__doc__
+    return resolved
+
+
+for _name in ("div", "div_"):
+    FUNCTIONS[_name] = _div_as_torch(FUNCTIONS[_name], _name)
