@@ -27,6 +27,16 @@ class TensorDataTest(unittest.TestCase):
                     strata.tensor(data)
                 self.assertIn(words, str(caught.exception))
 
+    def test_what_needs_a_dtype_strata_lacks_is_refused_naming_the_dtypes(self):
+        # strata has floating dtypes only: an int64 or bool array (torch.from_numpy takes both) is refused with
+        # the dtypes strata has and the conversion to make.
+        for array in (np.arange(3), np.array([True, False]), np.arange(3, dtype=np.int32)):
+            with self.subTest(dtype=array.dtype):
+                with self.assertRaisesRegex(TypeError, f"from_numpy\\(\\): strata takes float32, float64 or float16 "
+                                                       f"arrays, not {array.dtype} \\(strata has floating dtypes only: "
+                                                       "float32, float64, float16, bfloat16; convert first"):
+                    strata.from_numpy(array)
+
     def test_numbers_beyond_float64(self):
         with self.assertRaisesRegex(OverflowError, r"tensor\(\): data: an int of 1329 bits is out of float64's range"):
             strata.tensor(10**400)

@@ -5,6 +5,8 @@ frontend function generated from its schema (strata._ops): the python, pybind11,
 library rows of a view are those of any operator, and a view shares its tensor's storage."""
 import numbers
 
+import numpy as np
+
 from . import _strata
 from ._errors import UsageError
 from ._ops import OPERATORS, follow_rows
@@ -146,9 +148,10 @@ def _walk(self, index):
         elif type(it) is slice:
             out = _slice_dim(out, dim, it)
             dim += 1
-        elif isinstance(it, bool) or isinstance(it, Tensor):
+        elif isinstance(it, (bool, Tensor, list, np.ndarray)):
             raise TypeError(f"strata indexes with ints, slices, None and ...; not {type(it).__name__} "
-                            "(advanced indexing is not implemented)")
+                            "(torch's advanced indexing, x[[0, 2]] or a mask: strata has no index_select or gather operator; "
+                            "select the rows one by one, or slice)")
         elif isinstance(it, numbers.Integral):  # numpy's ints and other integral types
             out = _select(out, dim, int(it))
         else:
