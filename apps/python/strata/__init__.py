@@ -286,7 +286,9 @@ Tensor.requires_grad_ = _requires_grad_
 
 from . import _views  # noqa: E402,F401  (Tensor's view methods and indexing)
 
-squeeze = _views._squeeze  # strata.squeeze(x, (0, 2)) and strata.squeeze(x), as x.squeeze takes them
+# strata.squeeze(x, (0, 2)) and strata.squeeze(x), as x.squeeze takes them; FUNCTIONS too, so that the
+# embedded frontend times what a user's strata.squeeze runs.
+FUNCTIONS["squeeze"] = squeeze = _views._squeeze
 
 # `from strata import *` brings every operator except those named like a Python builtin (the gradient op
 # `sum`, and `pow`): a star import must not shadow them. They stay strata.sum etc.
