@@ -14,6 +14,7 @@
 #include "apps/python/profile.h"
 #include "layers/binding/binding.h"
 #include "layers/ops/operators.h"
+#include "lib/child_process.h"
 #include "lib/error.h"
 
 namespace py = pybind11;
@@ -39,7 +40,35 @@ PyObject* g_usage_error = nullptr;
 PyObject* g_index_error = nullptr;
 PyObject* g_unavailable_error = nullptr;
 
+// Note [Ctrl-C while strata waits for a child]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// strata.compile's C++ compiler (and ptxas) runs while this thread holds the GIL, so a Ctrl-C only sets
+// Python's signal flag; nothing would raise until the compile ended. wait_for_child polls a check every
+// 10 ms (Note [Waiting for a child] in lib/child_process.h); the extension's check runs Python's signal
+// handlers, and when one raised (KeyboardInterrupt), keeps that exception here and says "interrupted": the
+// wait kills the child's process group, removes its temporary from the kernel cache and throws
+// Error(kInterrupted), which set_strata_error turns back into the kept exception. So the user sees the
+// KeyboardInterrupt their handler raised, and nothing of the compile is left.
+thread_local PyObject* g_signal_type = nullptr;
+thread_local PyObject* g_signal_value = nullptr;
+thread_local PyObject* g_signal_traceback = nullptr;
+
+bool python_signal_raised() {
+  if (PyGILState_Check() == 0) return false;  // a wait on a thread without the GIL: no Python to ask
+  if (PyErr_CheckSignals() == 0) return false;
+  Py_XDECREF(g_signal_type);
+  Py_XDECREF(g_signal_value);
+  Py_XDECREF(g_signal_traceback);
+  PyErr_Fetch(&g_signal_type, &g_signal_value, &g_signal_traceback);
+  return true;
+}
+
 void set_strata_error(const Error& e) {
+  if (e.code() == ExitCode::kInterrupted && g_signal_type != nullptr) {
+    PyErr_Restore(g_signal_type, g_signal_value, g_signal_traceback);  // steals the references
+    g_signal_type = g_signal_value = g_signal_traceback = nullptr;
+    return;
+  }
   if (dynamic_cast<const IndexRangeError*>(&e) != nullptr) PyErr_SetString(g_index_error, e.what());
   else if (dynamic_cast<const UsageError*>(&e) != nullptr) PyErr_SetString(g_usage_error, e.what());
   else if (dynamic_cast<const UnavailableError*>(&e) != nullptr) PyErr_SetString(g_unavailable_error, e.what());
@@ -382,6 +411,7 @@ void create_exceptions(py::module_& m) {
   m.attr("UsageError") = py::reinterpret_borrow<py::object>(g_usage_error);
   m.attr("IndexRangeError") = py::reinterpret_borrow<py::object>(g_index_error);
   m.attr("UnavailableError") = py::reinterpret_borrow<py::object>(g_unavailable_error);
+  set_child_wait_check(&python_signal_raised);  // Note [Ctrl-C while strata waits for a child]
   // pybind11's dispatcher asks its translators; strata's classes are translated here, anything else is
   // left to pybind11's own (RuntimeError with the message).
   py::register_exception_translator([](std::exception_ptr p) {

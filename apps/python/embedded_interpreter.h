@@ -16,6 +16,9 @@ namespace strata::python_module {
 
 // The first line of a Python exception's text (pybind11 appends the traceback after it).
 std::string python_error_text(pybind11::error_already_set& e);
+// The virtual environment the interpreter uses, "/root/.cache/strata/venv (VIRTUAL_ENV)", or "none (why)"
+// (Note [The embedded Python's environment] in python_embed.cpp).
+std::string python_environment();
 // Starts the interpreter once (no Python signal handlers; never finalised: Note [The Python module]).
 void ensure_interpreter();
 // Imports strata from `package_dir` with this module's copy of the extension as strata._strata;

@@ -38,32 +38,54 @@ size_t embedded_available_bytes(Device device) { return measure::available_bytes
 namespace strata::python_module {
 namespace {
 
-// An activated virtual environment (VIRTUAL_ENV, as `source VENV/bin/activate` sets it; scripts/install-deps
-// makes one with torch 2.x, docs/build.md) is honoured as its own python would: its site-packages after
-// PYTHONPATH and before the system's, so its torch wins over Debian's. The embedded interpreter cannot
-// find the environment itself (its prefix comes from libpython, not from VENV/bin/python). It must be
-// made from a python of the same version as the embedded one: its compiled packages are built for that.
+// Note [The embedded Python's environment]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The embedded interpreter cannot find a virtual environment itself (its prefix comes from libpython, not
+// from VENV/bin/python), so it is told which one, as `strata sass` finds its tools (Note [Finding the
+// disassemblers]): an activated environment (VIRTUAL_ENV, as `source VENV/bin/activate` sets it), else the
+// project's environment where scripts/install-python-deps makes it ($STRATA_VENV, else
+// $XDG_CACHE_HOME/strata/venv, else ~/.cache/strata/venv; torch 2.x, docs/build.md), else none (Debian's
+// dist-packages alone). The chosen one is honoured as its own python would: its site-packages after
+// PYTHONPATH and before the system's, so its torch wins over Debian's. It must be made from a python of
+// the same version as the embedded one (its compiled packages are built for that): one whose
+// lib/pythonX.Y/site-packages does not exist for this version is not used. Reports name the one used.
 constexpr const char* kUseVirtualEnvSource = R"py(
 import os, site, sys
-venv = os.environ.get("VIRTUAL_ENV", "")
+if os.environ.get("VIRTUAL_ENV"):
+    venv, source = os.environ["VIRTUAL_ENV"], "VIRTUAL_ENV"
+elif os.environ.get("STRATA_VENV"):
+    venv, source = os.environ["STRATA_VENV"], "STRATA_VENV"
+else:
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.environ.get("HOME", "/"), ".cache")
+    venv, source = os.path.join(cache, "strata", "venv"), "the project's, made by scripts/install-python-deps"
 packages = os.path.join(venv, "lib", "python%d.%d" % sys.version_info[:2], "site-packages")
-if venv and os.path.isdir(packages) and packages not in sys.path:
-    system = [i for i, p in enumerate(sys.path) if p.endswith(("site-packages", "dist-packages"))]
-    at = system[0] if system else len(sys.path)
-    before = list(sys.path)
-    site.addsitedir(packages)  # also runs the environment's .pth files
-    added = [p for p in sys.path if p not in before]
-    sys.path[:] = before[:at] + added + before[at:]
+if not os.path.isdir(packages):
+    environment = f"none ({source}: {venv} has no {packages[len(venv) + 1:]})"
+else:
+    environment = f"{venv} ({source})"
+    if packages not in sys.path:
+        system = [i for i, p in enumerate(sys.path) if p.endswith(("site-packages", "dist-packages"))]
+        at = system[0] if system else len(sys.path)
+        before = list(sys.path)
+        site.addsitedir(packages)  # also runs the environment's .pth files
+        added = [p for p in sys.path if p not in before]
+        sys.path[:] = before[:at] + added + before[at:]
 )py";
+
+std::string& environment_used() {
+  static std::string s_environment;
+  return s_environment;
+}
 
 void use_virtual_env() {
   try {
     py::dict scope;  // not __main__'s globals
     py::exec(kUseVirtualEnvSource, scope);
+    environment_used() = scope["environment"].cast<std::string>();
   } catch (py::error_already_set& e) {
-    const char* venv = std::getenv("VIRTUAL_ENV");
-    throw UnavailableError(std::string("VIRTUAL_ENV=") + (venv != nullptr ? venv : "") +
-                           " could not be used by the embedded Python: " + python_error_text(e));
+    throw UnavailableError("the embedded Python could not use its environment (Note [The embedded Python's "
+                           "environment]: VIRTUAL_ENV, else STRATA_VENV, else ~/.cache/strata/venv): " +
+                           python_error_text(e));
   }
 }
 
@@ -82,6 +104,11 @@ std::string python_tuple_text(const Shape& list) {
 }
 
 }  // namespace
+
+std::string python_environment() {
+  ensure_interpreter();
+  return environment_used();
+}
 
 std::string python_error_text(py::error_already_set& e) {
   std::string text = e.what();
@@ -199,10 +226,6 @@ class StrataCall final : public PythonCall {
   StrataCall(const frontend::PreparedCall& call, const std::string& package_dir) {
     py::module_ strata = import_strata(package_dir);
     const std::string name = call.op->schema().name;
-    if (!py::hasattr(strata, name.c_str())) {
-      throw UnavailableError("the strata package in " + package_dir + " has no function " + name);
-    }
-    fn_ = strata.attr(name.c_str());
     // The frontend's probes (Note [The python and pybind11 rows]) record into the active timeline, which
     // is the harness's: this module shares the program's strata (Note [The Python module]).
     strata.attr("_ops").attr("set_rows")(true);
@@ -214,10 +237,37 @@ class StrataCall final : public PythonCall {
       made += (made.empty() ? " with " : ", ") + call.op->schema().arguments[view.arg].name + " = " + text;
     }
     python_arguments(call, args_, kwargs_, views);
-    expression_ = "strata." + name + "(" + argument_text(call) + ")" +
+    expression_ = public_function(strata, name, package_dir) + "(" + argument_text(call) + ")" +
                   (made.empty() ? "" : made + " made once before the calls");
   }
   ~StrataCall() override = default;
+
+  // Sets fn_ to what a user types for operator `name` and returns it as written: strata.mul(self, 2.0)
+  // for mul.Scalar, as torch.mul(x, 2.0) is aten::mul.Scalar (Note [Overloads]). The public function
+  // of an overloaded name picks by the arguments' types; it is asked which operator these arguments pick,
+  // and where that is not `name` the operator's own function is called (strata.OPERATORS["mul.Scalar"]),
+  // so that the frontend always runs the op it traces.
+  std::string public_function(const py::module_& strata, const std::string& name, const std::string& package_dir) {
+    const std::string base = name.substr(0, name.find('.'));
+    py::dict functions = strata.attr("FUNCTIONS");
+    py::dict operators = strata.attr("OPERATORS");
+    if (!operators.contains(name)) {
+      throw UnavailableError("the strata package in " + package_dir + " has no operator " + name +
+                             " (strata.OPERATORS); rebuild it with this strata");
+    }
+    if (functions.contains(base)) {
+      py::object fn = functions[py::str(base)];
+      const bool picks_name = py::hasattr(fn, "overload")
+                                  ? fn.attr("overload")(*args_, **kwargs_).cast<std::string>() == name
+                                  : fn.is(operators[py::str(name)]);
+      if (picks_name) {
+        fn_ = fn;
+        return "strata." + base;
+      }
+    }
+    fn_ = operators[py::str(name)];
+    return "strata.OPERATORS[\"" + name + "\"]";
+  }
 
   binding::IValue call() override {
     PyObject* out = PyObject_Call(fn_.ptr(), args_.ptr(), kwargs_.ptr());
@@ -229,6 +279,7 @@ class StrataCall final : public PythonCall {
     return binding::IValue(result.cast<const Tensor&>());
   }
   std::string expression() const override { return expression_; }
+  std::string environment() const override { return python_environment(); }
 
  private:
   py::object fn_;
@@ -248,6 +299,7 @@ PythonInfo describe(const std::string& package_dir) {
   PythonInfo info;
   info.executable = STRATA_PYTHON_EXECUTABLE;
   info.library = library_path();
+  info.environment = python_environment();
   try {
     py::module_ strata = import_strata(package_dir);
     info.package_dir = py::str(strata.attr("__file__")).cast<std::string>();

@@ -44,7 +44,7 @@
 #include "layers/frontend/frontend.h"
 #include "reports/model/report.h"
 
-inline constexpr int kStrataPythonModuleVersion = 3;
+inline constexpr int kStrataPythonModuleVersion = 4;
 
 namespace strata::python_module {
 
@@ -53,6 +53,7 @@ struct PythonInfo {
   std::string executable;     // the python whose library is embedded ("/usr/bin/python3")
   std::string version;        // sys.version, first line
   std::string library;        // path of the libpython the module mapped
+  std::string environment;    // the virtual environment it uses, or "none (why)" (Note [The embedded Python's environment])
   std::string package_dir;    // where `strata` was imported from
   std::string package_error;  // why `import strata` failed ("" when it worked)
   std::string torch_version;  // "" when torch is not importable
@@ -66,6 +67,7 @@ class PythonCall {
   virtual ~PythonCall() = default;
   virtual binding::IValue call() = 0;        // throws strata::Error with the Python exception's text
   virtual std::string expression() const = 0;  // "strata.matmul(a, b)"
+  virtual std::string environment() const = 0;  // as PythonInfo::environment
 };
 
 // What the peer does around the op so that both sides time the same work: strata's --backward and
@@ -95,6 +97,9 @@ class PeerCall {
   virtual std::string work() const = 0;        // what one call does: "forward", "forward + y.sum().backward()"
   // Relative error of the last result against `strata_result` (|a-b| / |b| over all elements, float64).
   virtual double relative_difference(const Tensor& strata_result) = 0;
+  // torch's result, as float64, of one plain call on copies of `fresh`'s inputs (converted as the peer's
+  // own are; `fresh` is left as it was): an in-place op's comparison, on inputs no call has written.
+  virtual std::vector<double> result_on(const frontend::PreparedCall& fresh) = 0;
   // `calls` calls under torch.profiler; rows with self times per call, and the profiler's resolution per
   // event when it is coarse (1000 ns when every reading was whole microseconds, else 0). Empty with `why`
   // set when the profiler is not available.

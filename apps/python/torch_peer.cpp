@@ -180,10 +180,11 @@ class TorchCall final : public PeerCall {
     try {
       ns = torch_peer_namespace();
     } catch (py::error_already_set& e) {
-      throw UnavailableError(std::string("PyTorch is not importable by ") + STRATA_PYTHON_EXECUTABLE + " (" +
-                             python_error_text(e) +
-                             "): run scripts/install-deps and set VIRTUAL_ENV to the environment it made (torch "
-                             "2.x, docs/build.md), or install python3-torch (Debian, torch 1.13)");
+      throw UnavailableError(std::string("PyTorch is not importable by the embedded ") + STRATA_PYTHON_EXECUTABLE +
+                             " with environment " + python_environment() + " (" + python_error_text(e) +
+                             "): run scripts/install-python-deps (it makes ~/.cache/strata/venv with torch 2.x, "
+                             "used by default; docs/build.md), or set VIRTUAL_ENV or STRATA_VENV to an environment "
+                             "with torch, or install python3-torch (Debian, torch 1.13)");
     }
     torch_ = py::module_::import("torch");
     const std::string name = call.op->schema().name;
@@ -197,6 +198,7 @@ class TorchCall final : public PeerCall {
     fn_ = entry[0];
     const Device device = call.args.front().tensor().device();
     const std::string torch_device = device.is_cpu() ? "cpu" : "cuda:" + std::to_string(device.index);
+    device_ = torch_device;
     cuda_ = device.is_cuda();
     try {
       if (cuda_ && !torch_.attr("cuda").attr("is_available")().cast<bool>()) {
@@ -222,9 +224,14 @@ class TorchCall final : public PeerCall {
     }
     namespace_ = ns;
     expression_ = entry[1].cast<std::string>() + "(" + argument_text(call) + ")";
+    // Which torch, and from where: the embedded Python finds an environment by itself (Note [The embedded
+    // Python's environment]), so the report says which one it used.
+    const std::string torch_file = py::str(torch_.attr("__file__")).cast<std::string>();
     version_ = "PyTorch " + torch_.attr("__version__").cast<std::string>() + " (" +
                std::to_string(torch_.attr("get_num_threads")().cast<int>()) + " intra-op threads; " +
-               ns["cuda_description"]().cast<std::string>() + ")";
+               ns["cuda_description"]().cast<std::string>() + "; " + torch_file.substr(0, torch_file.rfind('/')) +
+               ", Python " + py::module_::import("platform").attr("python_version")().cast<std::string>() +
+               " embedded from " + STRATA_PYTHON_EXECUTABLE + ")";
   }
 
   void call() override {
@@ -284,6 +291,21 @@ class TorchCall final : public PeerCall {
     return reference::relative_error(strata_result, ref);
   }
 
+  std::vector<double> result_on(const frontend::PreparedCall& fresh) override {
+    try {
+      py::tuple strata_args;
+      py::dict kwargs;
+      python_arguments(fresh, strata_args, kwargs);
+      py::tuple args(strata_args.size());
+      py::object convert = namespace_["convert"];
+      for (size_t i = 0; i < strata_args.size(); ++i) args[i] = convert(strata_args[i], device_);
+      py::array_t<double> values = namespace_["result_float64"](fn_(*args, **kwargs));
+      return std::vector<double>(values.data(), values.data() + values.size());
+    } catch (py::error_already_set& e) {
+      throw UnavailableError("--peer torch: " + expression_ + " on fresh inputs raised " + python_error_text(e));
+    }
+  }
+
   std::vector<reports::PeerReport::ProfileRow> profile(int calls, double& resolution_ns, std::string& why) override {
     std::vector<reports::PeerReport::ProfileRow> rows;
     try {
@@ -324,7 +346,7 @@ class TorchCall final : public PeerCall {
   py::tuple args_;
   py::dict kwargs_;
   bool cuda_ = false;
-  std::string expression_, version_;
+  std::string expression_, version_, device_;
 };
 
 }  // namespace

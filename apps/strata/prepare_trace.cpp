@@ -45,6 +45,22 @@ void validate_values(const TraceOptions& o) {
   }
 }
 
+}  // namespace
+
+frontend::PreparedCall fresh_inputs(const Prepared& prepared, const TraceOptions& options) {
+  const size_t available = measure::available_bytes(prepared.choice.device);
+  frontend::PreparedCall fresh = frontend::prepare_call(prepared.spec, prepared.dtype, prepared.choice.device,
+                                                        options.seed, options.requires_grad, available);
+  frontend::apply_input_views(fresh, options.views, options.seed, available);
+  return fresh;
+}
+
+bool writes_in_place(const frontend::PreparedCall& call) {
+  return call.op != nullptr && !call.op->schema().arguments.empty() && call.op->schema().arguments.front().writes;
+}
+
+namespace {
+
 // "--frontend python" or "--peer torch": the option that asked for Python, for the refusals that name it.
 std::string python_option(const TraceOptions& options) {
   return options.frontend != "cli" ? "--frontend " + options.frontend : "--peer " + options.peer;
@@ -58,8 +74,8 @@ frontend::SequenceSpec parse_sequence(const TraceOptions& options, Prepared& pre
     throw UsageError(options.conv.given + " apply to conv only; " + options.op + " takes no conv options");
   if (options.frontend != "cli" || !options.peer.empty()) {
     throw UsageError(python_option(options) + " drives one operator through Python; " + options.op +
-                     " is a sequence of operators, run from C++ only (leave it out, or trace one of its ops: "
-                     "linear, relu)");
+                     " is a sequence of operators, run from C++ only (leave it out, or trace one of its ops: " +
+                     frontend::sequence_operator_names(options.op) + ")");
   }
   if (!options.views.empty() && options.op != "mlp") {
     throw UsageError("--view names a tensor of mlp (input, 0.weight, 0.bias, ...); " + options.op +

@@ -52,6 +52,13 @@ void describe_harness_run(reports::TraceReport& report, const measure::HarnessRe
 // fallthrough leaves no span of its own) and the notes say why. trace and sweep both print key paths.
 void describe_autocast_fallthrough(const Prepared& prepared, std::string& keys, std::vector<std::string>& notes);
 
+// The trace's inputs made again, as before its first call (the same seed and views): what an in-place op's
+// --check and --peer torch comparison read, since every timed call wrote the trace's own (Note [In-place
+// operators]).
+frontend::PreparedCall fresh_inputs(const Prepared& prepared, const TraceOptions& options);
+// Whether the call writes its first argument (relu_, add_, div_.Scalar...).
+bool writes_in_place(const frontend::PreparedCall& call);
+
 // What --mode and --emit allow, with the rest of the options (program_command.cpp); called by
 // prepare_trace before anything is allocated. `sequence`: the op is mlp or a named program.
 void check_mode_options(const TraceOptions& options, bool sequence);

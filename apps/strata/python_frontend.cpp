@@ -4,8 +4,10 @@
 #include <cstdio>
 #include <string>
 
+#include "layers/kernels/reference/reference.h"
 #include "lib/error.h"
 #include "lib/host_clock.h"
+#include "lib/timeline.h"
 #include "measure/harness.h"
 #include "reports/formats/table.h"
 
@@ -93,13 +95,14 @@ std::string frontend_description(const Prepared& p) {
   std::snprintf(setup, sizeof setup,
                 " (setup, not in the cold call: libstrata_python.so loaded in %.1f ms, interpreter + import strata %.1f ms)",
                 python_load_ns() / 1e6, g_strata_setup_ns / 1e6);
-  return p.python_call->expression() + " in the embedded " + STRATA_PYTHON_EXECUTABLE + setup;
+  return p.python_call->expression() + " in the embedded " + STRATA_PYTHON_EXECUTABLE + " with environment " +
+         p.python_call->environment() + setup;
 #else
   return "";
 #endif
 }
 
-reports::PeerReport run_peer(Prepared& p, int64_t warmup, int64_t repeat, const binding::IValue& strata_result,
+reports::PeerReport run_peer(Prepared& p, const TraceOptions& options, int64_t warmup, int64_t repeat, const binding::IValue& strata_result,
                              const std::vector<double>& strata_untraced_ns, Timeline& timeline) {
   python_module::PeerCall& peer = *p.peer_call;
   reports::PeerReport rep;
@@ -130,12 +133,19 @@ reports::PeerReport run_peer(Prepared& p, int64_t warmup, int64_t repeat, const 
   }
   rep.wall = reports::Distribution::of(wall);
   rep.strata_wall = reports::Distribution::of(strata_untraced_ns);
-  // An in-place op (Note [In-place operators]) has written each side's input once per call, and the
-  // sides made different numbers of calls (strata's traced ones too): their results are not comparable,
-  // and none is printed (strata's own --check is against the float64 reference).
-  const bool in_place = p.call.op != nullptr && !p.call.op->schema().arguments.empty() &&
-                        p.call.op->schema().arguments.front().writes;
-  if (strata_result.is_tensor() && !in_place) rep.relative_difference = peer.relative_difference(strata_result.tensor());
+  if (writes_in_place(p.call)) {
+    // An in-place op (Note [In-place operators]) has written each side's input once per call, and the
+    // sides made different numbers of calls (strata's traced ones too), so their last results are not
+    // comparable: each side makes one call on fresh copies of the same inputs instead, torch's first (its
+    // copies are converted before strata's call writes them), strata's untraced.
+    frontend::PreparedCall fresh = fresh_inputs(p, options);
+    const std::vector<double> torch_values = peer.result_on(fresh);
+    const tracing::ActiveScope untraced(nullptr);
+    rep.relative_difference = reference::relative_error(fresh.op->call(fresh.args).tensor(), torch_values);
+    rep.difference_of = "one call each on fresh copies of the inputs: an in-place op's timed calls wrote them";
+  } else if (strata_result.is_tensor()) {
+    rep.relative_difference = peer.relative_difference(strata_result.tensor());
+  }
   // The profiler's own overhead changes what it measures; it runs after the timed calls, on its own.
   rep.profiled_calls = static_cast<int>(std::min<int64_t>(std::max<int64_t>(repeat, 1), 100));
   rep.profile = peer.profile(rep.profiled_calls, rep.profile_resolution_ns, rep.profile_note);
@@ -159,6 +169,7 @@ void print_python_info(std::ostream& out) {
   }
   const python_module::PythonInfo info = module->describe(package);
   out << "python: " << info.executable << " " << info.version << " (embedded: " << info.library << ")\n";
+  out << "  environment: " << info.environment << "\n";
   out << "  strata package: " << (info.package_error.empty() ? info.package_dir : info.package_error) << "\n";
   if (!info.torch_version.empty()) {
     out << "  torch: " << info.torch_version << " (" << info.torch_cuda << "): --peer torch works\n";

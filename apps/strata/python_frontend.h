@@ -28,8 +28,8 @@ std::string frontend_description(const Prepared& prepared);
 
 // --peer torch: a cold call, `warmup` warm-ups and `repeat` timed calls of the peer, each timed on the host
 // clock; one span per timed call into `timeline` (for the Chrome trace), then torch.profiler's figures
-// and the relative difference from `strata_result`.
-reports::PeerReport run_peer(Prepared& prepared, int64_t warmup, int64_t repeat, const binding::IValue& strata_result,
+// and the relative difference from `strata_result` (for an in-place op, of one call each on fresh inputs).
+reports::PeerReport run_peer(Prepared& prepared, const TraceOptions& options, int64_t warmup, int64_t repeat, const binding::IValue& strata_result,
                              const std::vector<double>& strata_untraced_ns, Timeline& timeline);
 
 // `strata devices`: which Python --frontend python would use, where the strata package is, and torch.

@@ -249,16 +249,13 @@ void check_result(reports::TraceReport& report, const measure::HarnessResult& ru
                   const TraceOptions& options) {
   const frontend::PreparedCall& call = prepared.call;
   report.check.ran = true;
-  if (!call.op->schema().arguments.empty() && call.op->schema().arguments.front().writes) {
+  if (writes_in_place(call)) {
     // An in-place op (Note [In-place operators]): every timed call wrote self, so self is no longer the
     // inputs' values but thousands of calls away from them: div_ by values under 1 in magnitude grows
     // self to inf (inf - inf made the error NaN, and the check failed on a correct kernel), mul_ shrinks it
     // to zeros (and the check passed whatever the kernel computed). The check is one call on fresh inputs,
     // the trace's own (the same seed and views), untraced, against their reference.
-    frontend::PreparedCall fresh =
-        frontend::prepare_call(prepared.spec, prepared.dtype, prepared.choice.device, options.seed, options.requires_grad,
-                               measure::available_bytes(prepared.choice.device));
-    frontend::apply_input_views(fresh, options.views, options.seed, measure::available_bytes(prepared.choice.device));
+    frontend::PreparedCall fresh = fresh_inputs(prepared, options);
     const std::vector<double> expected = frontend::reference_result(prepared.spec, fresh);
     const tracing::ActiveScope untraced(nullptr);
     report.check.relative_error = reference::relative_error(fresh.op->call(fresh.args).tensor(), expected);
@@ -307,7 +304,7 @@ int run_trace(const TraceOptions& options) {
   Timeline peer_timeline(16);
   std::optional<reports::PeerReport> peer;
   if (prepared.peer_call)
-    peer = run_peer(prepared, run.warmup, run.repeat, run.last_result, run.untraced_ns, peer_timeline);
+    peer = run_peer(prepared, options, run.warmup, run.repeat, run.last_result, run.untraced_ns, peer_timeline);
 
   reports::TraceReport report = describe_context(prepared, options);
   describe_measured_calls(report, timeline, run, prepared);

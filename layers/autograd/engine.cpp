@@ -52,6 +52,16 @@ BackwardRecord backward(const Tensor& root, const Tensor& grad, const BackwardOp
       throw UsageError("backward: the gradient has shape [" + seed.sizes().str() + "], the tensor [" +
                        root.sizes().str() + "]; they must match");
     }
+    if (seed.device() != root.device()) {
+      throw UsageError("backward: the gradient is on " + seed.device().str() + ", the tensor on " +
+                       root.device().str() + "; they must be on one device (as torch's 'invalid gradient')");
+    }
+    if (seed.dtype() != root.dtype()) {
+      // As torch's engine (validate_outputs) casts a gradient to its tensor's dtype: a float64 gradient of
+      // a float32 result is float32 from the first node on, which every formula's kernels expect.
+      NoGradGuard no_grad;
+      seed = ops::to_copy(seed, root.dtype());
+    }
   } else {
     if (root.numel() != 1) {
       throw UsageError("backward: grad can be implicitly created only for scalar outputs; the tensor has shape [" +

@@ -145,6 +145,21 @@ size_t peak_bytes(const SequenceSpec& spec, DType given, DType computed, const D
   return static_cast<size_t>(total);
 }
 
+std::string sequence_operator_names(std::string_view op) {
+  // The smallest of each: mlp with one hidden layer has every kind of step an mlp has (linear, relu);
+  // 1x1x1 is each program's op spec (matmul, linear, a shape).
+  const std::string_view dims = op == "mlp" ? "1x1x1x1" : "1x1x1";
+  const Sequence s = prepare_sequence(parse_sequence_spec(op, dims), DType::kF32, kCPU, 0, false, SIZE_MAX);
+  std::vector<std::string> names;
+  for (const SequenceStep& step : s.steps) {
+    const std::string& name = step.op->schema().name;
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
+  std::string text;
+  for (const std::string& name : names) text += (text.empty() ? "" : ", ") + name;
+  return text;
+}
+
 Sequence prepare_sequence(const SequenceSpec& spec, DType dtype, Device device, uint64_t seed, bool requires_grad,
                           size_t available_bytes, std::optional<DType> computed) {
   if (is_program(spec.name)) return prepare_program(spec, dtype, device, seed, requires_grad, available_bytes);

@@ -39,6 +39,9 @@ struct SequenceSpec {
 bool is_sequence(std::string_view op);
 // The named programs, "relu_matmul, linear_gelu" (programs.cpp): what --mode graph | compiled run besides mlp.
 std::string program_names();
+// The operators a sequence calls, each once, in the order of its first call: "pow, mul.Scalar, add, tanh,
+// add.Scalar, mul" for gelu_tanh. Read from the steps of the sequence itself, made at the smallest size.
+std::string sequence_operator_names(std::string_view op);
 // The sequences' spec formats, for --help and for the unknown-op message (after spec_help()).
 std::string sequence_help();
 // Throws UsageError naming what was wrong: fewer than three sizes, more than kMaxMlpLayers Linears, and

@@ -116,6 +116,7 @@ json peer(const PeerReport& p) {
   if (!p.profile_note.empty()) out["profiler"]["note"] = p.profile_note;
   if (p.profile_resolution_ns > 0) out["profiler"]["resolution_ns_per_event"] = p.profile_resolution_ns;
   if (p.relative_difference >= 0) out["relative_difference_vs_strata"] = p.relative_difference;
+  if (!p.difference_of.empty()) out["relative_difference_of"] = p.difference_of;
   return out;
 }
 

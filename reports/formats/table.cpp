@@ -70,7 +70,7 @@ void print_peer(const TraceReport& rep, const PeerReport& p, std::ostream& out) 
   if (p.relative_difference >= 0) {
     std::snprintf(buf, sizeof buf, "strata's result vs %s's: relative difference %.3g", p.name.c_str(),
                   p.relative_difference);
-    out << buf << "\n";
+    out << buf << (p.difference_of.empty() ? "" : " (" + p.difference_of + ")") << "\n";
   }
 }
 

@@ -73,6 +73,7 @@ struct PeerReport {
   double setup_ns = 0;     // import torch and making its inputs, once (not in the cold call)
   Distribution strata_wall;  // strata's untraced calls of the same run, to set beside `wall`
   double relative_difference = -1;  // of strata's result against torch's (reference::relative_error); <0: none
+  std::string difference_of;  // what was compared when not the last timed call's results ("" when it was)
   struct ProfileRow {
     std::string name;     // "aten::mm", or a kernel's name
     bool kernel = false;  // GPU kernel: self time on the device; else an aten op's self CPU time

@@ -4,11 +4,14 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "reports/formats/chrome_trace.h"
 #include "reports/checker/chrome_trace_check.h"
@@ -193,6 +196,49 @@ TEST_CASE("--frontend python passes the CLI's arguments the way the schema says"
   CHECK(conv.doc["check"]["passed"] == true);
 }
 
+namespace {
+
+// The operators `strata ops` lists, by name ("mul.Scalar"), and a spec each one's frontend takes.
+std::vector<std::pair<std::string, std::string>> every_listed_op() {
+  const RunResult r = run_strata({"ops"});
+  REQUIRE(r.exit_code == 0);
+  std::vector<std::pair<std::string, std::string>> ops;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    const size_t paren = line.find('(');
+    if (line.empty() || line[0] == ' ' || paren == std::string::npos || !contains(line, ") -> ")) continue;
+    const std::string name = line.substr(0, paren);
+    const std::string spec = name == "matmul" || name == "linear" || name == "gemm" ? "4x6x5"
+                             : name.rfind("conv2d", 0) == 0                        ? "1x2x6x6"
+                             : name == "squeeze"                                    ? "4x1x6"
+                                                                                    : "4x6";
+    ops.emplace_back(name, spec);
+  }
+  return ops;
+}
+
+}  // namespace
+
+TEST_CASE("--frontend python runs every listed operator, overloads through the name a user types") {
+  const auto ops = every_listed_op();
+  CHECK(ops.size() > 60);
+  for (const auto& op : ops) {
+    const std::string& name = op.first;
+    INFO(name << " " << op.second);
+    const Reported py = run_reported(cpu({"trace", name, op.second, "--frontend", "python", "--check"}));
+    check_no_crash(py.run);
+    REQUIRE(py.run.exit_code == 0);
+    // mul.Scalar is strata.mul(self, 2.0), as aten::mul.Scalar is torch.mul(x, 2.0).
+    const std::string base = name.substr(0, name.find('.'));
+    CHECK(py.doc["frontend_call"].get<std::string>().rfind("strata." + base + "(", 0) == 0);
+    CHECK(py.doc["steady"]["rows"][0]["layer"] == "python");
+    // The same operator on the same seeded inputs as from C++: the same error, to the last digit.
+    const Reported cli = run_reported(cpu({"trace", name, op.second, "--check"}));
+    REQUIRE(cli.run.exit_code == 0);
+    CHECK(cli.doc["check"]["relative_error"] == py.doc["check"]["relative_error"]);
+  }
+}
+
 TEST_CASE("compare --frontend python: the eager calls go through Python, the replay does not") {
   const Reported r = run_reported(cpu({"compare", "relu", "4096", "--frontend", "python", "--check"}));
   check_no_crash(r.run);
@@ -228,6 +274,9 @@ TEST_CASE("trace --peer torch: torch's wall beside strata's, torch.profiler's ro
   CHECK(peer["name"] == "torch");
   CHECK(peer["expression"] == "torch.nn.functional.linear(input, weight, bias)");
   CHECK(peer["version"].get<std::string>().rfind("PyTorch ", 0) == 0);
+  // Which torch and which Python: the report names where torch was imported from.
+  CHECK(contains(peer["version"].get<std::string>(), std::string(" embedded from ") + STRATA_TEST_PYTHON + ")"));
+  CHECK(contains(peer["version"].get<std::string>(), "/torch, Python 3."));
   // The table prints what the report holds: the peer line, both walls side by side, torch.profiler's rows.
   CHECK(contains(r.out, "\npeer: " + peer["expression"].get<std::string>() + "   " + peer["version"].get<std::string>() + "\n"));
   const std::string wall = table_line(r.out, "wall median");
@@ -293,6 +342,35 @@ TEST_CASE("--peer torch times the same work as strata: --backward and --autocast
   CHECK(peer["relative_difference_vs_strata"].get<double>() < 1e-2);
 }
 
+TEST_CASE("--peer torch compares an in-place op's result: one call each on fresh copies of the inputs") {
+  if (const std::string why = torch_missing(); !why.empty()) {
+    MESSAGE("skipped: " << why);
+    return;
+  }
+  int in_place = 0;
+  for (const auto& op : every_listed_op()) {
+    const std::string base = op.first.substr(0, op.first.find('.'));
+    if (base.back() != '_') continue;
+    ++in_place;
+    INFO(op.first);
+    // div_ by values under 1 grows self to inf over the timed calls: the last results could not compare.
+    const Reported r = run_reported(cpu({"trace", op.first, "64", "--frontend", "python", "--peer", "torch"}));
+    check_no_crash(r.run);
+    REQUIRE(r.run.exit_code == 0);
+    const auto& peer = r.doc["peer"];
+    REQUIRE(peer.contains("relative_difference_vs_strata"));
+    CHECK(peer["relative_difference_vs_strata"].get<double>() < 1e-6);
+    CHECK(contains(peer["relative_difference_of"].get<std::string>(), "fresh copies of the inputs"));
+    CHECK(contains(r.run.out, "\nstrata's result vs torch's: relative difference "));
+  }
+  CHECK(in_place >= 9);
+  // An out-of-place op compares its last results, and says nothing more.
+  const Reported plain = run_reported(cpu({"trace", "div", "64", "--frontend", "python", "--peer", "torch"}));
+  REQUIRE(plain.run.exit_code == 0);
+  CHECK(plain.doc["peer"]["relative_difference_vs_strata"].get<double>() < 1e-6);
+  CHECK_FALSE(plain.doc["peer"].contains("relative_difference_of"));
+}
+
 TEST_CASE("--peer torch whose autocast computes another dtype than strata's: exit 4, nothing written") {
   TempDir dir;
   write_float32_only_torch(dir.path());
@@ -349,13 +427,72 @@ TEST_CASE("--peer torch without an importable torch: exit 4 naming the python an
   const RunResult r = run_strata(cpu({"trace", "matmul", "8", "--frontend", "python", "--peer", "torch", "--json",
                                       json_path}),
                                  options);
-  check_refused(r, 4, std::string("PyTorch is not importable by ") + STRATA_TEST_PYTHON +
-                          " (ImportError: no torch in this test)");
+  check_refused(r, 4, std::string("PyTorch is not importable by the embedded ") + STRATA_TEST_PYTHON +
+                          " with environment ");
+  CHECK(contains(r.err, " (ImportError: no torch in this test): run scripts/install-python-deps"));
   CHECK(contains(r.err, "install python3-torch"));
   CHECK(!file_exists(json_path));
   const RunResult devices = run_strata({"devices"}, options);
   CHECK(devices.exit_code == 0);
   CHECK(contains(devices.out, "torch: not importable (ImportError: no torch in this test)"));
+}
+
+namespace {
+
+// A virtual environment at `venv` for the embedded Python's version whose torch is a stand-in reporting
+// `version`: which environment the embedded interpreter found shows in the version the peer reports.
+void write_environment_with_torch(const std::string& venv, const std::string& version) {
+  FILE* p = popen(STRATA_TEST_PYTHON " -c \"import sys; print('%d.%d' % sys.version_info[:2], end='')\"", "r");
+  REQUIRE(p != nullptr);
+  char version_text[16] = {};
+  const size_t n = fread(version_text, 1, sizeof version_text - 1, p);
+  REQUIRE(pclose(p) == 0);
+  const std::string torch = venv + "/lib/python" + std::string(version_text, n) + "/site-packages/torch";
+  REQUIRE(system(("mkdir -p " + torch + "/nn").c_str()) == 0);
+  std::ofstream(torch + "/__init__.py") << "__version__ = '" << version << "'\n"
+                                          "float32, float64, float16, bfloat16 = 'f32', 'f64', 'f16', 'bf16'\n"
+                                          "class version:\n    cuda = None\n"
+                                          "class cuda:\n    is_available = staticmethod(lambda: False)\n"
+                                          "from . import nn\n";
+  std::ofstream(torch + "/nn/__init__.py") << "from . import functional\n";
+  std::ofstream(torch + "/nn/functional.py") << "";
+}
+
+}  // namespace
+
+TEST_CASE("the embedded Python finds the project's environment without VIRTUAL_ENV, and says which") {
+  TempDir dir;
+  // Where scripts/install-python-deps makes it: $STRATA_VENV, else $XDG_CACHE_HOME/strata/venv.
+  write_environment_with_torch(dir.path() + "/cache/strata/venv", "0.0-project");
+  write_environment_with_torch(dir.path() + "/chosen", "0.0-chosen");
+  write_environment_with_torch(dir.path() + "/active", "0.0-active");
+  struct Case {
+    std::vector<std::string> env;
+    std::string environment, torch;
+  };
+  const std::string cache = "XDG_CACHE_HOME=" + dir.path() + "/cache";
+  const Case cases[] = {
+      {{"VIRTUAL_ENV=", "STRATA_VENV=", cache}, dir.path() + "/cache/strata/venv (the project's", "0.0-project"},
+      {{"VIRTUAL_ENV=", "STRATA_VENV=" + dir.path() + "/chosen", cache}, dir.path() + "/chosen (STRATA_VENV)",
+       "0.0-chosen"},
+      {{"VIRTUAL_ENV=" + dir.path() + "/active", "STRATA_VENV=" + dir.path() + "/chosen", cache},
+       dir.path() + "/active (VIRTUAL_ENV)", "0.0-active"},
+  };
+  for (const Case& c : cases) {
+    RunOptions options;
+    options.env = c.env;
+    const RunResult r = run_strata({"devices"}, options);
+    INFO(r.out << r.err);
+    CHECK(r.exit_code == 0);
+    CHECK(contains(r.out, "\n  environment: " + c.environment));
+    CHECK(contains(r.out, "\n  torch: " + c.torch + " (built without CUDA): --peer torch works"));
+  }
+  // None there: the report says so, and where it looked.
+  RunOptions none;
+  none.env = {"VIRTUAL_ENV=", "STRATA_VENV=", "XDG_CACHE_HOME=" + dir.path() + "/empty"};
+  const RunResult r = run_strata({"devices"}, none);
+  CHECK(contains(r.out, "\n  environment: none (the project's, made by scripts/install-python-deps: " + dir.path() +
+                            "/empty/strata/venv has no lib/python3."));
 }
 
 TEST_CASE("--peer torch when torch refuses the op: exit 4 with torch's message, nothing written") {

@@ -1,8 +1,11 @@
 // `strata sass` end to end: the real binary with a stand-in cuobjdump (a script, written here, that prints
 // the committed real listings of tests/compiler/data/sass), and the refusal when there is no cuobjdump.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
+#include <string>
+#include <utility>
 
 #include "layers/compiler/sass.h"
 #include "tests/apps/e2e.h"
@@ -64,6 +67,27 @@ TEST_CASE("strata sass --module that does not exist: exit 2") {
   const RunResult r =
       run_strata({"sass", "--module", dir.file("absent.so")}, {.env = {"CUOBJDUMP=" + fake_cuobjdump(dir)}});
   check_refused(r, 2, "--module");
+}
+
+TEST_CASE("strata sass --module that is no regular file: exit 2 at once, naming what it is (no hang)") {
+  TempDir dir;
+  REQUIRE(::mkfifo(dir.file("fifo").c_str(), 0600) == 0);
+  REQUIRE(::symlink("/dev/zero", dir.file("zero.so").c_str()) == 0);
+  REQUIRE(::symlink(dir.file("fifo").c_str(), dir.file("fifo.so").c_str()) == 0);
+  REQUIRE(::mkdir(dir.file("dir.so").c_str(), 0700) == 0);
+  const std::pair<std::string, std::string> modules[] = {
+      {dir.file("fifo"), "is a named pipe (FIFO)"},
+      {dir.file("fifo.so"), "is a named pipe (FIFO)"},
+      {dir.file("zero.so"), "is a character device"},
+      {"/dev/zero", "is a character device"},
+      {dir.file("dir.so"), "is a directory"}};
+  for (const auto& m : modules) {
+    INFO(m.first);
+    // Subprocess::wait's timeout would kill a hung run: its SIGKILL fails check_refused's exit code.
+    Subprocess p({"sass", "--module", m.first}, {.env = {"CUOBJDUMP=" + fake_cuobjdump(dir)}});
+    const RunResult r = p.wait(20);
+    check_refused(r, 2, "--module '" + m.first + "': it " + m.second);
+  }
 }
 
 // The real thing: this build's libstrata_cuda.so through the cuobjdump compiler::find_cuda_tool finds (the

@@ -279,4 +279,15 @@ TEST_CASE("mlp is a sequence from C++: --frontend python and --peer torch are re
                 "--frontend python drives one operator through Python; mlp is a sequence of operators");
   test::check_refused(test::run_strata(test::cpu({"trace", "mlp", "4x16x3", "--peer", "torch"})), 2,
                 "--peer torch drives one operator through Python; mlp is a sequence of operators");
+  // The ops it names are the sequence's own (each program's steps, each op once, in call order).
+  const std::pair<const char*, const char*> named[] = {
+      {"mlp", "trace one of its ops: linear, relu)"},
+      {"relu_matmul", "trace one of its ops: matmul, relu)"},
+      {"linear_gelu", "trace one of its ops: linear, gelu)"},
+      {"gelu_tanh", "trace one of its ops: pow, mul.Scalar, add, tanh, add.Scalar, mul)"}};
+  for (const auto& p : named) {
+    INFO(p.first);
+    test::check_refused(test::run_strata(test::cpu({"trace", p.first, "8x8x8", "--frontend", "python"})), 2,
+                        p.second);
+  }
 }

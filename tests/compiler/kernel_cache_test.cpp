@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "layers/compiler/compiler.h"
+#include "layers/compiler/internal.h"
 #include "layers/frontend/frontend.h"
 #include "layers/kernels/reference/reference.h"
 #include "layers/ops/operators.h"
@@ -113,6 +114,48 @@ TEST_CASE("a damaged cached kernel is refused and compiled over, in a process th
     CHECK(again.refused == 0);
   }
   for (const auto& e : fs::directory_iterator(cache)) CHECK(e.path().filename().string().find(".tmp.") == std::string::npos);
+}
+
+// The read both caches go through (the kernel objects above, and the PTX cache of --emit ptx, whose
+// cached_ptx needs a CUDA build): a cached .ptx that is no regular file is refused at once, unread, with
+// the reason, and compiled over; a dangling link is a miss.
+TEST_CASE("a cached .ptx that is a FIFO, a link to /dev/zero, a directory or too large: refused at once, unread") {
+  const test::TempDir dir;
+  struct Entry {
+    const char* what;
+    void (*make)(const std::string& path);
+    const char* refused;  // "" for a miss
+  };
+  const Entry entries[] = {
+      {"a FIFO", [](const std::string& p) { REQUIRE(::mkfifo(p.c_str(), 0600) == 0); }, "is a named pipe (FIFO)"},
+      {"a link to /dev/zero", [](const std::string& p) { fs::create_symlink("/dev/zero", p); },
+       "is a character device"},
+      {"a link to a FIFO",
+       [](const std::string& p) {
+         REQUIRE(::mkfifo((p + ".fifo").c_str(), 0600) == 0);
+         fs::create_symlink(p + ".fifo", p);
+       },
+       "is a named pipe (FIFO)"},
+      {"a directory", [](const std::string& p) { fs::create_directory(p); }, "is a directory"},
+      {"over the size bound", [](const std::string& p) {
+         std::ofstream(p).close();
+         fs::resize_file(p, compiler::detail::kMaxCacheFileBytes + 1);  // sparse: no disk used
+       }, "larger than"},
+      {"a dangling link", [](const std::string& p) { fs::create_symlink(p + ".gone", p); }, ""},
+  };
+  int n = 0;
+  for (const Entry& e : entries) {
+    const std::string what = e.what;
+    CAPTURE(what);
+    const std::string path = dir.file("k" + std::to_string(n++) + ".ptx");
+    e.make(path);
+    std::string refused;
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK_FALSE(compiler::detail::read_cache_entry(path, refused).has_value());
+    CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));  // never blocked, never read whole
+    CHECK(test::contains(refused, e.refused));
+    CHECK(refused.empty() == (*e.refused == '\0'));
+  }
 }
 
 compiler::Captured relu_add() {

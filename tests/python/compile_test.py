@@ -7,7 +7,12 @@ import math
 import os
 import random
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
+import textwrap
+import time
 import unittest
 
 import numpy as np
@@ -393,6 +398,46 @@ class CompileTest(unittest.TestCase):
         self.assertGreater(library[0]["time"]["median"], 0)
         # The table has a block for the compiled function, headed by its name.
         self.assertTrue(any(line.startswith("strata.compile(relu_matmul)  ") for line in p.table().splitlines()))
+
+    def test_ctrl_c_during_the_compile_raises_keyboardinterrupt_kills_the_compiler_and_keeps_nothing(self):
+        # A compiler that writes its pid and sleeps; the compile holds the GIL, so without strata's check
+        # (Note [Ctrl-C while strata waits for a child] in apps/python/crossing.cpp) the KeyboardInterrupt
+        # would come only after the sleep. Run in a child Python, which gets the SIGINT a terminal's Ctrl-C
+        # would send it; the compiler is in a process group of its own, as then.
+        work = tempfile.mkdtemp(prefix="strata-compile-sigint-")
+        self.addCleanup(shutil.rmtree, work, ignore_errors=True)
+        cxx, pid_file, cache = (os.path.join(work, name) for name in ("slow-c++", "compiler.pid", "cache"))
+        with open(cxx, "w") as f:
+            f.write(f"#!/bin/sh\necho $$ > '{pid_file}.tmp'\nmv '{pid_file}.tmp' '{pid_file}'\nexec sleep 60\n")
+        os.chmod(cxx, 0o755)
+        script = textwrap.dedent(f"""
+            import strata
+            f = strata.compile(lambda a: strata.relu(a) * 2.0, cache_dir={cache!r}, cxx={cxx!r})
+            try:
+                f(strata.randn(16))
+            except KeyboardInterrupt:
+                print("KeyboardInterrupt")
+            """)
+        package = os.path.dirname(os.path.dirname(strata.__file__))
+        env = dict(os.environ, PYTHONPATH=package + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        child = subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: child.poll() is None and child.kill())
+        deadline = time.monotonic() + 60
+        while not os.path.exists(pid_file):
+            self.assertIsNone(child.poll(), "the child ended before its compiler started")
+            self.assertLess(time.monotonic(), deadline, "the compiler never started")
+            time.sleep(0.02)
+        compiler = int(open(pid_file).read())
+        sent = time.monotonic()
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=30)
+        self.assertEqual(child.returncode, 0, err)
+        self.assertEqual(out.strip(), "KeyboardInterrupt", err)
+        self.assertLess(time.monotonic() - sent, 10)  # the compiler sleeps 60 s
+        with self.assertRaises(ProcessLookupError):  # killed and reaped, not left running
+            os.kill(compiler, 0)
+        self.assertEqual(os.listdir(cache), [])  # no temporary, no kernel
 
     def test_refusals(self):
         x, w = self.t(3, 4), self.t(4, 2)

@@ -144,6 +144,20 @@ class DivTest(unittest.TestCase):
             with self.assertRaisesRegex(TypeError, r"strata has no floor division.*use `/` or strata.div"):
                 call()
 
+    def test_rounding_mode_none_is_true_division_and_the_others_say_why_not(self):
+        x, y = strata.randn(4, seed=2), strata.randn(4, seed=3)
+        np.testing.assert_array_equal(strata.div(x, y, rounding_mode=None).numpy(), (x / y).numpy())
+        np.testing.assert_array_equal(x.div(2.0, rounding_mode=None).numpy(), (x / 2.0).numpy())
+        for mode in ("trunc", "floor"):
+            for call in (lambda: strata.div(x, y, rounding_mode=mode), lambda: x.div(2.0, rounding_mode=mode),
+                         lambda: x.clone().div_(y, rounding_mode=mode)):
+                with self.assertRaisesRegex(TypeError, f"rounding_mode='{mode}' rounds the quotient, and strata has "
+                                                       f"no {mode} division kernel"):
+                    call()
+        with self.assertRaisesRegex(ValueError, "expected rounding_mode to be one of None, 'trunc', or 'floor' but "
+                                                "found 'round'"):
+            strata.div(x, y, rounding_mode="round")
+
 
 def _sum_to(g, shape):
     lead = g.ndim - len(shape)

@@ -27,6 +27,16 @@ class TensorDataTest(unittest.TestCase):
                     strata.tensor(data)
                 self.assertIn(words, str(caught.exception))
 
+    def test_what_needs_a_dtype_strata_lacks_is_refused_naming_the_dtypes(self):
+        # strata has floating dtypes only: an int64 or bool array (torch.from_numpy takes both) is refused with
+        # the dtypes strata has and the conversion to make.
+        for array in (np.arange(3), np.array([True, False]), np.arange(3, dtype=np.int32)):
+            with self.subTest(dtype=array.dtype):
+                with self.assertRaisesRegex(TypeError, f"from_numpy\\(\\): strata takes float32, float64 or float16 "
+                                                       f"arrays, not {array.dtype} \\(strata has floating dtypes only: "
+                                                       "float32, float64, float16, bfloat16; convert first"):
+                    strata.from_numpy(array)
+
     def test_numbers_beyond_float64(self):
         with self.assertRaisesRegex(OverflowError, r"tensor\(\): data: an int of 1329 bits is out of float64's range"):
             strata.tensor(10**400)
@@ -123,6 +133,114 @@ class TorchObjectsTest(unittest.TestCase):
         self.assertEqual(strata.ones(2, device=torch.device("cpu")).device, "cpu")
         with self.assertRaisesRegex(ValueError, "unknown dtype torch.int64: strata has the floating dtypes"):
             strata.ones(2, dtype=torch.int64)
+
+    def test_an_operators_dtype_takes_torch_dtypes(self):
+        # sum(x, dtype=torch.float64) said "must be a dtype or None, not dtype". The same values as torch's,
+        # specials and an empty tensor included.
+        rows = np.array([[1.5, -0.0, 3.25], [np.inf, 2.0, -1.0], [np.nan, 1.0, 0.5], [1e-3, -2.5, 7.0]], np.float32)
+        for data in (rows, np.zeros((0, 3), np.float32)):
+            x, t = strata.from_numpy(data.copy()), torch.from_numpy(data.copy())
+            for dtype in (torch.float64, torch.float32, torch.float16):
+                calls = ((lambda m, a, d: m.sum(a, dtype=d)), (lambda m, a, d: a.sum(1, dtype=d)),
+                         (lambda m, a, d: a.mean(dim=0, keepdim=True, dtype=d)),
+                         (lambda m, a, d: m.mean(a, dtype=d)))
+                for i, call in enumerate(calls):
+                    with self.subTest(shape=data.shape, dtype=dtype, call=i):
+                        got, want = call(strata, x, dtype), call(torch, t, dtype)
+                        self.assertEqual(got.dtype, str(want.dtype).removeprefix("torch."))
+                        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-3, equal_nan=True)
+        with self.assertRaisesRegex(ValueError, "unknown dtype torch.int64"):
+            strata.sum(strata.ones(2), dtype=torch.int64)
+
+    def test_gelu_approximate_tanh_as_torch(self):
+        specials = np.array([np.nan, -0.0, 0.0, np.inf, -np.inf, 1.5, -2.0, 0.25, 10.0, -10.0, 3e-4], np.float32)
+        for data in (specials, np.random.default_rng(7).standard_normal((4, 9)), np.zeros((0, 3), np.float32)):
+            for approximate in ("tanh", "none"):
+                if approximate == "none" and np.isinf(data).any():
+                    continue  # torch 2.15's erf gelu gives NaN at inf, strata's inf: not this test's subject
+                with self.subTest(dtype=data.dtype, shape=data.shape, approximate=approximate):
+                    got = strata.gelu(strata.from_numpy(data.copy()), approximate=approximate).numpy()
+                    want = torch.nn.functional.gelu(torch.from_numpy(data.copy()), approximate=approximate).numpy()
+                    np.testing.assert_allclose(got, want, rtol=1e-5 if data.dtype == np.float32 else 1e-12,
+                                               atol=1e-7, equal_nan=True)
+                    np.testing.assert_array_equal(np.signbit(got[want == 0]), np.signbit(want[want == 0]))
+        # Its gradient too: each of its calls records its node.
+        data = np.random.default_rng(8).standard_normal(16).astype(np.float32)
+        a = strata.from_numpy(data.copy()).requires_grad_(True)
+        ta = torch.from_numpy(data.copy()).requires_grad_(True)
+        strata.gelu(a, approximate="tanh").sum().backward()
+        torch.nn.functional.gelu(ta, approximate="tanh").sum().backward()
+        np.testing.assert_allclose(a.grad.numpy(), ta.grad.numpy(), rtol=1e-5, atol=1e-6)
+        with self.assertRaisesRegex(ValueError, "approximate argument must be either none or tanh"):
+            strata.gelu(strata.ones(2), approximate="erf")
+
+    def test_conv2d_unbatched_and_padding_strings_as_torch(self):
+        rng = np.random.default_rng(9)
+        x = rng.standard_normal((2, 3, 7, 6)).astype(np.float32)
+        x[0, 0, 1, 2], x[1, 2, 3, 3], x[0, 1, 0, 0] = np.nan, np.inf, -0.0
+        b = rng.standard_normal(4).astype(np.float32)
+        cases = [((4, 3, 3, 3), {"padding": "same"}), ((4, 3, 3, 5), {"padding": "same", "dilation": (2, 1)}),
+                 ((4, 3, 3, 3), {"padding": "valid"}), ((4, 3, 2, 2), {"padding": "valid", "stride": 2}),
+                 ((4, 3, 3, 3), {"padding": 1, "stride": 2}), ((4, 1, 3, 3), {"padding": "same", "groups": 3})]
+        for shape, kwargs in cases:
+            w = rng.standard_normal(shape).astype(np.float32)
+            if kwargs.get("groups") == 3:
+                w = rng.standard_normal((3, 1, 3, 3)).astype(np.float32)
+            bias = b[:w.shape[0]]
+            for batched in (True, False):
+                with self.subTest(weight=w.shape, kwargs=kwargs, batched=batched):
+                    xs = x if batched else x[1]
+                    got = strata.conv2d(strata.from_numpy(xs.copy()), strata.from_numpy(w), strata.from_numpy(bias),
+                                        **kwargs).numpy()
+                    want = torch.nn.functional.conv2d(torch.from_numpy(xs.copy()), torch.from_numpy(w),
+                                                      torch.from_numpy(bias), **kwargs).numpy()
+                    self.assertEqual(got.shape, want.shape)
+                    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, equal_nan=True)
+        x3, w2 = strata.ones(3, 5, 5), strata.ones(2, 3, 2, 2)
+        with self.assertRaisesRegex(strata.UsageError, "asymmetric padding strata's conv2d does not have"):
+            strata.conv2d(x3, w2, padding="same")
+        with self.assertRaisesRegex(ValueError, "not supported for strided convolutions"):
+            strata.conv2d(x3, strata.ones(2, 3, 3, 3), padding="same", stride=2)
+        with self.assertRaisesRegex(ValueError, "invalid padding string 'full'"):
+            strata.conv2d(x3, w2, padding="full")
+
+    def test_squeeze_takes_a_tuple_of_dims_as_torch(self):
+        values = np.array([np.nan, -0.0, np.inf, 1.5, -2.0, 0.25], np.float32).reshape(1, 3, 1, 2)
+        for data in (values, np.zeros((1, 0, 1), np.float32)):
+            for dims in ((0, 2), (0, 1), (), (-1, 0), [2], (1,), 0, -1, None):
+                with self.subTest(shape=data.shape, dims=dims):
+                    got = strata.from_numpy(data.copy()).squeeze(dims) if dims is not None else \
+                        strata.squeeze(strata.from_numpy(data.copy()))
+                    want = torch.from_numpy(data.copy()).squeeze(dims) if dims is not None else \
+                        torch.squeeze(torch.from_numpy(data.copy()))
+                    self.assertEqual(got.shape, tuple(want.shape))
+                    if data.size:  # an empty tensor's strides differ between reshape's and torch's alias
+                        self.assertEqual(got.stride(), want.stride())
+                    np.testing.assert_array_equal(got.numpy(), want.numpy())
+                    np.testing.assert_array_equal(np.signbit(got.numpy()), np.signbit(want.numpy()))
+        self.assertEqual(strata.squeeze(strata.ones(1, 2, 1), (0, 2)).shape, (2,))
+        with self.assertRaisesRegex(strata.UsageError, "dim 0 appears multiple times in the list of dims"):
+            strata.ones(1, 2).squeeze((0, -2))
+        with self.assertRaisesRegex(IndexError, "Dimension out of range"):
+            strata.ones(1, 2).squeeze((0, 2))
+
+    def test_backward_with_a_gradient_of_another_dtype_is_cast_as_torch_casts_it(self):
+        # It failed deep in the walk ("threshold_backward: dtypes differ"); torch casts the gradient to the
+        # output's dtype before the first node.
+        data = np.array([1.5, -0.0, -2.0, 0.25, np.inf], np.float32)
+        grad = np.array([1e-8 + 1.0, 3.0, np.nan, -0.0, 2.0], np.float64)
+        for op in ("relu", "tanh", "sigmoid"):
+            for gdtype in (np.float64, np.float16):
+                with self.subTest(op=op, grad=gdtype.__name__):
+                    a = strata.from_numpy(data.copy()).requires_grad_(True)
+                    ta = torch.from_numpy(data.copy()).requires_grad_(True)
+                    getattr(strata, op)(a).backward(strata.from_numpy(grad.astype(gdtype)))
+                    getattr(torch, op)(ta).backward(torch.from_numpy(grad.astype(gdtype)))
+                    self.assertEqual(a.grad.dtype, "float32")
+                    np.testing.assert_array_equal(a.grad.numpy(), ta.grad.numpy())
+        y = strata.relu(strata.ones(2, requires_grad=True))
+        with self.assertRaisesRegex(strata.UsageError, r"the gradient has shape \[3\], the tensor \[2\]"):
+            y.backward(strata.ones(3, dtype=strata.float64))
 
 
 class OperatorArgumentsTest(unittest.TestCase):

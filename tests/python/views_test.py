@@ -156,7 +156,8 @@ class ViewsTest(unittest.TestCase):
             x.view(1, 1, 1, 2, 3)
         with self.assertRaisesRegex(TypeError, "must be a tuple of ints, but found element of type float"):
             x.view(2.0, 3)
-        with self.assertRaisesRegex(TypeError, "advanced indexing is not implemented"):
+        with self.assertRaisesRegex(TypeError, "torch's advanced indexing, x\\[\\[0, 2\\]\\] or a mask: strata has no "
+                                               "index_select or gather operator"):
             x[True]
         # A 0-d tensor takes no index, as torch's (the int fast path of __getitem__ falls back to say so).
         with self.assertRaisesRegex(IndexError, "too many indices for tensor of dimension 0"):
@@ -219,10 +220,13 @@ class ViewsTest(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, r"select\(\): argument 'index' \(position 3\) must be an int in "
                                     r"\[-2\*\*63, 2\*\*63\), got 18446744073709551615"):
             x[np.uint64(2**64 - 1)]
-        # A bool and a Tensor are advanced indexing, which strata does not implement; a float is no index.
-        for index in (True, (0, False), x[0], (slice(None), x)):
+        # A bool, a Tensor, a list and an array are advanced indexing, which strata does not have; a float
+        # is no index.
+        for index in (True, (0, False), x[0], (slice(None), x), [0, 1], (0, [1]), np.array([0, 1])):
             with self.assertRaisesRegex(TypeError, r"^strata indexes with ints, slices, None and \.\.\.; not "
-                                        r"(bool|Tensor) \(advanced indexing is not implemented\)$"):
+                                        r"(bool|Tensor|list|ndarray) \(torch's advanced indexing, x\[\[0, 2\]\] or a "
+                                        r"mask: strata has no index_select or gather operator; select the rows one "
+                                        r"by one, or slice\)$"):
                 x[index]
         with self.assertRaisesRegex(TypeError, "not float$"):
             x[0, 1.5]

@@ -143,7 +143,8 @@ if "mul" in FUNCTIONS and "add" in FUNCTIONS:
     Tensor.__rsub__ = _rsub
 if "div" in FUNCTIONS:
     # x / y (div), x / 2.0 (div.Scalar): true division, IEEE as torch's (x / 0 is inf, 0 / 0 NaN).
-    Tensor.__truediv__ = lambda self, other: FUNCTIONS["div"](self, other)
+    _true_division = FUNCTIONS["div"].true_division
+    Tensor.__truediv__ = lambda self, other: _true_division(self, other)
 if "div" in FUNCTIONS and "pow" in FUNCTIONS:
     def _rtruediv(self, other):
         """2.0 / x as torch computes it (torch.Tensor.__rtruediv__ is reciprocal(self) * other): pow(x, -1),
@@ -224,7 +225,7 @@ for _name in ("relu_", "add_", "sub_", "mul_", "div_"):
 # allows for every floating dtype); an other that would grow x's shape is refused. Anything else than a
 # Tensor or a real number gives Python's TypeError.
 def _python_in_place(dunder, name):
-    fn = FUNCTIONS[name]
+    fn = getattr(FUNCTIONS[name], "true_division", FUNCTIONS[name])  # x /= y: div_ without rounding_mode
 
     def method(self, other):
         if not isinstance(other, Tensor) and (isinstance(other, bool) or not isinstance(other, _numbers.Real)):
@@ -284,6 +285,10 @@ def _requires_grad_(self, requires_grad=True):
 Tensor.requires_grad_ = _requires_grad_
 
 from . import _views  # noqa: E402,F401  (Tensor's view methods and indexing)
+
+# strata.squeeze(x, (0, 2)) and strata.squeeze(x), as x.squeeze takes them; FUNCTIONS too, so that the
+# embedded frontend times what a user's strata.squeeze runs.
+FUNCTIONS["squeeze"] = squeeze = _views._squeeze
 
 # `from strata import *` brings every operator except those named like a Python builtin (the gradient op
 # `sum`, and `pow`): a star import must not shadow them. They stay strata.sum etc.

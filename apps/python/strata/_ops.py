@@ -17,13 +17,15 @@ _exit_failed when the call raised, so that a profile counts failed calls apart. 
 and pybind11 rows] in apps/python/probes.h.
 """
 import inspect
+import math
 import numbers
 import threading
 
 import numpy as np
 
 from . import _strata
-from ._tensor import Tensor, _dtype_arg
+from ._errors import UsageError
+from ._tensor import Tensor, _dtype_arg, _torch_name
 
 _Parameter = inspect.Parameter
 
@@ -146,7 +148,8 @@ def _check(op, arg, position, value):
     elif kind in ("ScalarType", "ScalarType?"):
         if value is None and kind == "ScalarType?":
             return value
-        if isinstance(value, str) or isinstance(value, type) or isinstance(value, np.dtype):
+        if (isinstance(value, (str, type, np.dtype))
+                or _torch_name(value, "dtype") is not None):  # torch.float64, as a torch user writes it
             return _dtype_arg(value, op)  # strata's short name; an unknown one is a ValueError
     expected = {"Tensor?": "Tensor or None", "ScalarType": "a dtype", "ScalarType?": "a dtype or None",
                 "float?": "float or None",
@@ -342,17 +345,23 @@ def _resolver(base, overloads):
     number_kind = number_arg["type"]
     schemas = f"{op_a['schema']} | {op_b['schema']}"
 
-    def resolved(*args, **kwargs):
+    tensor_pick, number_pick = (op_a["name"], tensor_fn), (op_b["name"], number_fn)
+
+    def pick(args, kwargs):
         value = args[position] if len(args) > position else kwargs.get(key, _MISSING)
         if type(value) is Tensor:
-            return tensor_fn(*args, **kwargs)
+            return tensor_pick
         if value is _MISSING:  # the overload with a default takes it; else the Tensor one says what is missing
-            return (number_fn if number_arg["has_default"] else tensor_fn)(*args, **kwargs)
+            return number_pick if number_arg["has_default"] else tensor_pick
         if number_kind in ("float", "int") and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
             raise TypeError(f"{base}(): argument '{key}' (position {position + 1}) must be Tensor or "
                             f"{number_kind}, not {_type_name(value)}; schemas: {schemas}")
-        return number_fn(*args, **kwargs)
+        return number_pick
 
+    def resolved(*args, **kwargs):
+        return pick(args, kwargs)[1](*args, **kwargs)
+
+    resolved.overload = lambda *args, **kwargs: pick(args, kwargs)[0]
     resolved.__name__ = resolved.__qualname__ = base
     resolved.__doc__ = (f"{op_a['schema']}\n{op_b['schema']}\n\nstrata's {base}: {op_a['name']} for a Tensor "
                         f"'{key}', {op_b['name']} for a number, each through the binding layer and the dispatcher.")
@@ -372,10 +381,13 @@ def _dim_resolver(base, overloads):
     plain_takes_dtype = any(a["name"] == "dtype" for a in plain_op["arguments"])
     schemas = f"{plain_op['schema']} | {dim_op['schema']}"
 
+    def plain(dim, keepdim, dtype):
+        return dim is None and keepdim is False and (dtype is None or plain_takes_dtype)
+
     def resolved(input, dim=None, keepdim=False, *, dtype=None):
+        if plain(dim, keepdim, dtype):
+            return plain_fn(input) if dtype is None else plain_fn(input, dtype=dtype)
         if dim is None:
-            if keepdim is False and (dtype is None or plain_takes_dtype):
-                return plain_fn(input) if dtype is None else plain_fn(input, dtype=dtype)
             dim = ()
         elif isinstance(dim, numbers.Integral) and not isinstance(dim, bool):
             dim = (int(dim),)
@@ -385,6 +397,10 @@ def _dim_resolver(base, overloads):
         return dim_fn(input, tuple(dim), keepdim) if dtype is None else dim_fn(input, tuple(dim), keepdim,
                                                                                  dtype=dtype)
 
+    def overload(input, dim=None, keepdim=False, *, dtype=None):
+        return plain_op["name"] if plain(dim, keepdim, dtype) else dim_op["name"]
+
+    resolved.overload = overload
     resolved.__name__ = resolved.__qualname__ = base
     resolved.__doc__ = (f"{plain_op['schema']}\n{dim_op['schema']}\n\nstrata's {base}: {plain_op['name']} "
                         f"without dim, {dim_op['name']} with one, each through the binding layer and the "
@@ -394,7 +410,8 @@ def _dim_resolver(base, overloads):
 
 def _public(operators, functions):
     """The module's functions by Python name: an operator's own function, or for a name with overloads
-    ("mul" and "mul.Scalar") one function that picks between them."""
+    ("mul" and "mul.Scalar") one function that picks between them; its overload(*args, **kwargs) names the
+    operator a call with those arguments runs (the embedded frontend checks it calls the op it traces)."""
     groups = {}
     for op in operators:
         groups.setdefault(op["name"].split(".")[0], []).append((op, functions[op["name"]]))
@@ -414,3 +431,106 @@ SCHEMAS = {op["name"]: op["schema"] for op in _strata.operators()}
 OPERATORS = {op["name"]: _make(op) for op in _strata.operators()}
 # What `strata.<name>` is: OPERATORS' functions, with one function per overloaded name.
 FUNCTIONS = _public(_strata.operators(), OPERATORS)
+
+
+# Note [Torch's forms of an operator's arguments]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# Some arguments torch takes are forms of the same operator call, which torch itself turns into it before
+# its kernel runs: conv2d on an unbatched [C,H,W] input is the batched call on input.unsqueeze(0), then
+# squeeze(0); padding='valid' is 0 and padding='same' the symmetric padding dilation*(k-1)/2 of each
+# spatial dim. strata.conv2d takes them the same way, each as the strata calls torch makes (an unsqueeze,
+# the conv2d, a squeeze); what would need an operator strata does not have (the asymmetric padding of
+# 'same' with an even kernel extent, torch's F.pad) is refused saying so. The function keeps the operator's
+# overload() (the embedded frontend asks which operator a call runs).
+def _conv2d_as_torch(conv2d):
+    def resolved(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+        if isinstance(padding, str):
+            padding = _padding_from_string(padding, weight, stride, dilation)
+        if type(input) is Tensor and input.ndim == 3:
+            out = conv2d(OPERATORS["unsqueeze"](input, 0), weight, bias, stride, padding, dilation, groups)
+            return OPERATORS["squeeze"](out, 0)
+        return conv2d(input, weight, bias, stride, padding, dilation, groups)
+
+    resolved.overload = lambda *args, **kwargs: "conv2d"
+    resolved.__name__ = resolved.__qualname__ = "conv2d"
+    resolved.__signature__ = inspect.signature(conv2d)
+    resolved.__doc__ = (f"{SCHEMAS['conv2d']}\n\nstrata's conv2d, with torch's forms: an unbatched [C,H,W] input "
+                        "(unsqueezed, then squeezed) and padding='valid' or 'same' (Note [Torch's forms of an "
+                        "operator's arguments] in strata/_ops.py).")
+    return resolved
+
+
+def _padding_from_string(padding, weight, stride, dilation):
+    if padding == "valid":
+        return 0
+    if padding != "same":
+        raise ValueError(f"conv2d(): invalid padding string '{padding}', should be one of {{'valid', 'same'}}")
+    strides = stride if isinstance(stride, (tuple, list)) else (stride, stride)
+    if any(s != 1 for s in strides):
+        raise ValueError("conv2d(): padding='same' is not supported for strided convolutions (as torch)")
+    if type(weight) is not Tensor or weight.ndim != 4:
+        raise TypeError("conv2d(): padding='same' needs a 4-D weight [K, C/groups, R, S]")
+    dilations = dilation if isinstance(dilation, (tuple, list)) else (dilation, dilation)
+    pads = []
+    for extent, d in zip(weight.shape[2:], dilations):
+        total = d * (extent - 1)
+        if total % 2:
+            raise UsageError(f"conv2d(): padding='same' with a kernel extent of {total + 1} (dilation {d}, size "
+                             f"{extent}) needs {total // 2} zeros before and {total - total // 2} after, an "
+                             "asymmetric padding strata's conv2d does not have (torch pads the input first with "
+                             "F.pad); give padding as ints, or an odd kernel size")
+        pads.append(total // 2)
+    return tuple(pads)
+
+
+FUNCTIONS["conv2d"] = _conv2d_as_torch(FUNCTIONS["conv2d"])
+
+
+def _gelu_as_torch(gelu):
+    """gelu(x, approximate='none' | 'tanh') as torch.nn.functional.gelu: 'none' is strata's gelu (erf); 'tanh'
+    is the tanh form, made of strata's pointwise operators as the gelu_tanh program makes it (eight calls:
+    strata has no fused kernel for it; docs/compiled.md fuses them). Note [Torch's forms of an operator's
+    arguments]."""
+    k = math.sqrt(2.0 / math.pi)
+
+    def resolved(self, approximate="none"):
+        if approximate == "none":
+            return gelu(self)
+        if approximate != "tanh":
+            raise ValueError(f"gelu(): approximate argument must be either none or tanh, not {approximate!r}")
+        inner = OPERATORS["add"](self, OPERATORS["mul.Scalar"](OPERATORS["pow"](self, 3.0), 0.044715))
+        t = OPERATORS["add.Scalar"](OPERATORS["tanh"](OPERATORS["mul.Scalar"](inner, k)), 1.0)
+        return OPERATORS["mul"](OPERATORS["mul.Scalar"](self, 0.5), t)
+
+    resolved.overload = lambda *args, **kwargs: "gelu"
+    resolved.__name__ = resolved.__qualname__ = "gelu"
+    resolved.__doc__ = f"{SCHEMAS['gelu']}\n\n" + _gelu_as_torch.__doc__
+    return resolved
+
+
+FUNCTIONS["gelu"] = _gelu_as_torch(FUNCTIONS["gelu"])
+
+
+def _div_as_torch(div, name):
+    """div(x, y, *, rounding_mode=None) as torch's: None is true division (div / div.Scalar); 'trunc' and
+    'floor' round the quotient, which needs a kernel strata does not have, and say so rather than
+    "unexpected keyword argument"."""
+    def resolved(*args, rounding_mode=None, **kwargs):
+        if rounding_mode is None:
+            return div(*args, **kwargs)
+        if rounding_mode not in ("trunc", "floor"):
+            raise ValueError(f"{name}(): expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
+                             f"{rounding_mode!r} (as torch)")
+        raise TypeError(f"{name}(): rounding_mode={rounding_mode!r} rounds the quotient, and strata has no "
+                        f"{rounding_mode} division kernel (torch's aten::div.Tensor_mode, floor_divide); use "
+                        "rounding_mode=None, true division")
+
+    resolved.overload = div.overload
+    resolved.true_division = div  # for x / y and x /= y, which take no rounding_mode: no frame more per call
+    resolved.__name__ = resolved.__qualname__ = name
+    resolved.__doc__ = div.__doc__ + "\n\nrounding_mode=None only: " + _div_as_torch.__doc__
+    return resolved
+
+
+for _name in ("div", "div_"):
+    FUNCTIONS[_name] = _div_as_torch(FUNCTIONS[_name], _name)

@@ -288,7 +288,9 @@ def from_numpy(array, requires_grad=False):
         raise TypeError(f"from_numpy(): expected a numpy.ndarray, not {type(array).__name__}")
     dt = array.dtype
     if dt.newbyteorder("=") not in _NUMPY_DTYPES:
-        raise TypeError(f"from_numpy(): strata takes float32, float64 or float16 arrays, not {dt}")
+        raise TypeError(f"from_numpy(): strata takes float32, float64 or float16 arrays, not {dt} (strata has "
+                        "floating dtypes only: float32, float64, float16, bfloat16; convert first, "
+                        "a.astype(np.float32))")
     if array.ndim > 4:
         raise ValueError(f"from_numpy(): strata tensors have at most 4 dimensions, got {array.ndim}")
     if not dt.isnative:

@@ -5,6 +5,8 @@ frontend function generated from its schema (strata._ops): the python, pybind11,
 library rows of a view are those of any operator, and a view shares its tensor's storage."""
 import numbers
 
+import numpy as np
+
 from . import _strata
 from ._errors import UsageError
 from ._ops import OPERATORS, follow_rows
@@ -32,10 +34,25 @@ def _T(self):
 
 
 def _squeeze(self, dim=None):
-    if dim is not None:
+    """torch's squeeze: every dim of size 1 (dim=None), one dim, or a tuple of dims (torch 2.0), each left
+    as it is when its size is not 1."""
+    if dim is None:
+        # Every dim of size 1 removed: one reshape, always a view (dims of size 1 carry no layout).
+        return OPERATORS["reshape"](self, tuple(s for s in self.shape if s != 1))
+    if not isinstance(dim, (tuple, list)):
         return OPERATORS["squeeze"](self, dim)
-    # Every dim of size 1 removed: one reshape, always a view (dims of size 1 carry no layout).
-    return OPERATORS["reshape"](self, tuple(s for s in self.shape if s != 1))
+    dims = [_dim_index(d, self.ndim, "squeeze") for d in dim]
+    for d in dims:
+        if dims.count(d) > 1:
+            raise UsageError(f"squeeze(): dim {d} appears multiple times in the list of dims")
+    out = OPERATORS["reshape"](self, tuple(self.shape)) if not dims else self  # a view, as torch's, for ()
+    for d in sorted(dims, reverse=True):  # the highest first: each squeeze leaves the lower dims' numbers
+        out = OPERATORS["squeeze"](out, d)
+    return out
+
+
+# The one operator a call runs, where it is one (the embedded frontend asks: strata._ops._public).
+_squeeze.overload = lambda self, dim=None: "squeeze" if isinstance(dim, numbers.Integral) else ""
 
 
 def _mT(self):  # noqa: N802 (torch's name)
@@ -135,9 +152,10 @@ def _walk(self, index):
         elif type(it) is slice:
             out = _slice_dim(out, dim, it)
             dim += 1
-        elif isinstance(it, bool) or isinstance(it, Tensor):
+        elif isinstance(it, (bool, Tensor, list, np.ndarray)):
             raise TypeError(f"strata indexes with ints, slices, None and ...; not {type(it).__name__} "
-                            "(advanced indexing is not implemented)")
+                            "(torch's advanced indexing, x[[0, 2]] or a mask: strata has no index_select or gather operator; "
+                            "select the rows one by one, or slice)")
         elif isinstance(it, numbers.Integral):  # numpy's ints and other integral types
             out = _select(out, dim, int(it))
         else:
