@@ -237,7 +237,11 @@ class TorchObjectsTest(unittest.TestCase):
                     getattr(strata, op)(a).backward(strata.from_numpy(grad.astype(gdtype)))
                     getattr(torch, op)(ta).backward(torch.from_numpy(grad.astype(gdtype)))
                     self.assertEqual(a.grad.dtype, "float32")
-                    np.testing.assert_array_equal(a.grad.numpy(), ta.grad.numpy())
+                    # The cast is exact; tanh's and sigmoid's own values agree to f32 rounding (strata's f32
+                    # tanh is within a few ulp of torch's): NaN where torch's is, -0.0 where torch's is.
+                    got, want = a.grad.numpy(), ta.grad.numpy()
+                    np.testing.assert_allclose(got, want, rtol=2e-6, atol=0)
+                    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
         y = strata.relu(strata.ones(2, requires_grad=True))
         with self.assertRaisesRegex(strata.UsageError, r"the gradient has shape \[3\], the tensor \[2\]"):
             y.backward(strata.ones(3, dtype=strata.float64))
