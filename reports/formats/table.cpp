@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace strata::reports {
 
@@ -19,6 +20,70 @@ std::string default_what(const BreakdownRow& r) {
   std::string s;
   for (const std::string& n : r.names) s += (s.empty() ? "" : " > ") + n;
   return s;
+}
+
+// torch's rows beside strata's, one line per row (Note [torch's rows] in apps/python/torch_layers.cpp): a
+// dispatch row of torch's stands beside strata's row of the same key ("AutogradCPU" beside "Autograd").
+void print_peer_rows(const TraceReport& rep, const PeerReport& p, std::ostream& out) {
+  if (p.rows.empty()) {
+    if (!p.rows_note.empty()) out << "torch's rows: none: " << p.rows_note << "\n";
+    return;
+  }
+  char buf[240];
+  std::snprintf(buf, sizeof buf,
+                "torch's call in strata's rows: %d calls with probes on the wheel's entry points, %.3g probes per "
+                "call, each %s + %s taken out:",
+                p.layered_calls, p.probes_per_call, format_ns(p.probe_outer_ns).c_str(),
+                format_ns(p.probe_inner_ns).c_str());
+  out << buf << "\n";
+  const std::string ours = "strata (" + rep.frontend + ")";
+  out << pad("layer", 10) << pad("key", 26) << lpad(ours, 14) << lpad(p.name, 12) << "   " << p.name << "'s parts\n";
+  std::vector<bool> used(rep.steady.rows.size(), false);
+  auto strata_row = [&](RowKind kind, const std::string& torch_key) -> const BreakdownRow* {
+    for (size_t i = 0; i < rep.steady.rows.size(); ++i) {
+      const BreakdownRow& r = rep.steady.rows[i];
+      if (used[i] || r.kind != kind || !r.applicable) continue;
+      if (kind == RowKind::kDispatch && (r.key.empty() || torch_key.rfind(r.key, 0) != 0)) continue;
+      used[i] = true;
+      return &r;
+    }
+    return nullptr;
+  };
+  auto line = [&](const std::string& layer, const std::string& key, const std::string& a, const std::string& b,
+                  const std::string& parts) {
+    out << pad(layer, 10) << pad(key, 26) << lpad(a, 14) << lpad(b, 12) << "   " << truncate(parts, 60) << "\n";
+  };
+  double strata_sum = 0;
+  auto strata_rest = [&](RowKind kind) {
+    for (size_t i = 0; i < rep.steady.rows.size(); ++i) {
+      const BreakdownRow& r = rep.steady.rows[i];
+      if (used[i] || r.kind != kind || !r.applicable) continue;
+      used[i] = true;
+      strata_sum += r.ns.median;
+      line(row_kind_name(kind), r.key, format_ns(r.ns.median), "-", "");
+    }
+  };
+  RowKind previous = RowKind::kPython;
+  for (const PeerReport::LayerRow& t : p.rows) {
+    if (t.kind != previous) strata_rest(previous);
+    previous = t.kind;
+    const BreakdownRow* s = strata_row(t.kind, t.key);
+    std::string parts;
+    for (const std::string& n : t.names) parts += (parts.empty() ? "" : ", ") + n;
+    std::string key = t.key;
+    if (s != nullptr && !s->key.empty() && s->key != t.key) key = s->key + " / " + t.key;
+    if (s != nullptr) strata_sum += s->ns.median;
+    line(row_kind_name(t.kind), key, s != nullptr ? format_ns(s->ns.median) : "-", format_ns(t.ns.median), parts);
+  }
+  for (RowKind k : {RowKind::kPython, RowKind::kPybind11, RowKind::kBinding, RowKind::kDispatch, RowKind::kLibrary})
+    strata_rest(k);
+  const double rest = p.in_no_row_ns();
+  line("in no row", "", "-", format_ns(rest),
+       percent(std::fabs(rest), p.rows_wall.median) + " of the untraced wall" +
+           (std::fabs(rest) > 0.05 * p.rows_wall.median ? ", over 5%: the rows did not reconcile" : ""));
+  line("wall", "untraced median", format_ns(p.strata_wall.median), format_ns(p.rows_wall.median),
+       "torch: calls made between the probed ones");
+  for (const std::string& n : p.inseparable) out << "  not separable: " << n << "\n";
 }
 
 // --peer: strata's wall and torch's side by side, both from the same interpreter on the same host clock,
@@ -72,6 +137,7 @@ void print_peer(const TraceReport& rep, const PeerReport& p, std::ostream& out) 
                   p.relative_difference);
     out << buf << "\n";
   }
+  print_peer_rows(rep, p, out);
 }
 
 }  // namespace
