@@ -179,9 +179,11 @@ constexpr size_t kStubBytes = 32;  // mov r11d, imm32 (6) + jmp [rip] (6) + addr
 
 // The libraries whose GOT slots lead to torch's entry points.
 bool is_torch_library(const std::string& path) {
-  for (const char* name : {"/libtorch_python.so", "/libtorch_cpu.so", "/libtorch.so"}) {
+  // The wheel's plain names, or a distribution's versioned ones (Debian's libtorch_cpu.so.1.13).
+  const std::string file = path.substr(path.rfind('/') + 1);
+  for (const char* name : {"libtorch_python.so", "libtorch_cpu.so", "libtorch.so"}) {
     const size_t n = std::strlen(name);
-    if (path.size() >= n && path.compare(path.size() - n, n, name) == 0) return true;
+    if (file.compare(0, n, name) == 0 && (file.size() == n || file[n] == '.')) return true;
   }
   return false;
 }
@@ -241,11 +243,11 @@ struct Mappings {
 // Writes one pointer-sized word, opening its page for writing when it is not writable and closing it after.
 void write_word(const Mappings& maps, void** address, void* value) {
   const int prot = maps.protection(address);
-  if (prot < 0) throw Error("--peer torch: a probe slot is in no mapping of this process");
+  if (prot < 0) throw Error("a probe slot is in no mapping of this process");
   const long page = sysconf(_SC_PAGESIZE);
   void* base = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(address) & ~uintptr_t(page - 1));
   if ((prot & PROT_WRITE) == 0 && mprotect(base, size_t(page), prot | PROT_WRITE) != 0)
-    throw Error("--peer torch: cannot open a probe slot for writing: " + std::string(std::strerror(errno)));
+    throw Error("cannot open a probe slot for writing: " + std::string(std::strerror(errno)));
   __atomic_store_n(address, value, __ATOMIC_RELEASE);
   if ((prot & PROT_WRITE) == 0) mprotect(base, size_t(page), prot);
 }
@@ -293,7 +295,7 @@ int scan_library(dl_phdr_info* info, size_t /*size*/, void* data) {
 
 Interposer::Interposer(const std::vector<PyObject*>& builtins) {
 #if !defined(__x86_64__) || !defined(__linux__)
-  throw UnavailableError("--peer torch: torch's rows need the x86-64 Linux probes (docs/torch-layers.md)");
+  throw UnavailableError("torch's rows need the x86-64 Linux probes (docs/torch-layers.md)");
 #endif
   add_target({"strata_torch_probe_empty", ProbeKind::kCalibration, ""},
              reinterpret_cast<void*>(&strata_torch_probe_empty));
@@ -314,6 +316,11 @@ Interposer::Interposer(const std::vector<PyObject*>& builtins) {
   find_got_slots();
   // The recording thread's c10 key sets: dlsym of a thread-local symbol answers this thread's copy.
   void* c10 = dlopen("libc10.so", RTLD_NOLOAD | RTLD_LAZY);
+  for (const std::string& lib : libraries_) {  // a distribution's versioned libc10 beside its libtorch
+    if (c10 != nullptr) break;
+    const std::string dir = lib.substr(0, lib.rfind('/') + 1);
+    c10 = dlopen((dir + "libc10.so").c_str(), RTLD_NOLOAD | RTLD_LAZY);
+  }
   if (c10 != nullptr) {
     g_tls = static_cast<const uint64_t*>(dlsym(c10, "_ZN3c104impl26raw_local_dispatch_key_setE"));
     dlclose(c10);
@@ -322,7 +329,7 @@ Interposer::Interposer(const std::vector<PyObject*>& builtins) {
   const long page = sysconf(_SC_PAGESIZE);
   stubs_size_ = (targets_.size() * kStubBytes + size_t(page) - 1) / size_t(page) * size_t(page);
   void* mem = mmap(nullptr, stubs_size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (mem == MAP_FAILED) throw Error("--peer torch: cannot map the probes' stubs: " + std::string(std::strerror(errno)));
+  if (mem == MAP_FAILED) throw Error("cannot map the probes' stubs: " + std::string(std::strerror(errno)));
   stubs_ = mem;
   auto* code = static_cast<unsigned char*>(mem);
   const auto trampoline = reinterpret_cast<uint64_t>(&strata_torch_probe_trampoline);
@@ -335,7 +342,7 @@ Interposer::Interposer(const std::vector<PyObject*>& builtins) {
     std::memcpy(s + 12, &trampoline, 8);
   }
   if (mprotect(mem, stubs_size_, PROT_READ | PROT_EXEC) != 0)
-    throw Error("--peer torch: cannot make the probes' stubs executable: " + std::string(std::strerror(errno)));
+    throw Error("cannot make the probes' stubs executable: " + std::string(std::strerror(errno)));
   g_real = real_.data();
 }
 
@@ -353,8 +360,9 @@ uint32_t Interposer::add_target(ProbeTarget target, void* real) {
 void Interposer::find_got_slots() {
   GotScan scan;
   dl_iterate_phdr(scan_library, &scan);
+  libraries_ = scan.libraries;
   if (scan.libraries.empty())
-    throw UnavailableError("--peer torch: none of libtorch_python.so, libtorch_cpu.so, libtorch.so is mapped in this "
+    throw UnavailableError("none of libtorch_python.so, libtorch_cpu.so, libtorch.so is mapped in this "
                            "process after `import torch`: torch's rows need them");
   std::vector<std::pair<std::string, uint32_t>> known;  // symbol -> target, sorted as found
   for (const auto& [name, address] : scan.slots) {
@@ -388,7 +396,7 @@ void Interposer::find_got_slots() {
   const bool any_op = std::any_of(targets_.begin(), targets_.end(),
                                   [](const ProbeTarget& t) { return t.kind == ProbeKind::kOpCall; });
   if (!any_op)
-    throw UnavailableError("--peer torch: no at::_ops::<op>::call entry point is reached through the GOT of " +
+    throw UnavailableError("no at::_ops::<op>::call entry point is reached through the GOT of " +
                            scan.libraries.front() + " (a wheel built with -Bsymbolic, or stripped): torch's "
                            "dispatch rows cannot be measured in this build");
 }

@@ -83,6 +83,7 @@ class Interposer {
   std::vector<ProbeTarget> targets_;
   std::vector<void*> real_;  // per target: where the probe forwards to
   std::vector<Slot> slots_;
+  std::vector<std::string> libraries_;  // the torch libraries found, full paths
   std::vector<MethodSlot> methods_;
   void* stubs_ = nullptr;
   size_t stubs_size_ = 0;
