@@ -4,8 +4,10 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -291,6 +293,105 @@ TEST_CASE("--peer torch times the same work as strata: --backward and --autocast
   CHECK(peer["work"] == "forward, under torch.autocast(\"cpu\", torch.bfloat16)");
   // Both computed in bfloat16 from the same f32 values: the results agree to bf16 rounding, not f32's.
   CHECK(peer["relative_difference_vs_strata"].get<double>() < 1e-2);
+}
+
+// torch's rows of a JSON report's peer: "layer" or "layer/key" -> median.
+std::map<std::string, double> peer_rows(const nlohmann::json& peer) {
+  std::map<std::string, double> rows;
+  for (const auto& row : peer["rows"]) {
+    const std::string id = row["layer"].get<std::string>() + (row.contains("key") ? "/" + row["key"].get<std::string>() : "");
+    rows[id] = row["time"]["median"].get<double>();
+  }
+  return rows;
+}
+
+TEST_CASE("trace --peer torch: torch's call in strata's rows, one per key, reconciled with its untraced wall") {
+  if (const std::string why = torch_missing(); !why.empty()) {
+    MESSAGE("skipped: " << why);
+    return;
+  }
+  TempDir dir;
+  const std::string json_path = dir.path() + "/r.json", trace_path = dir.path() + "/t.json";
+  // 40 calls (cpu()'s 3 are too few for medians that reconcile): two blocks of probed calls.
+  const RunResult r = run_strata({"trace", "matmul", "16", "--peer", "torch", "--repeat", "40", "--warmup", "2", "--device",
+                                  "cpu", "--json", json_path, "--chrome-trace", trace_path});
+  check_no_crash(r);
+  INFO(r.out << r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto peer = nlohmann::json::parse(read_file(json_path))["peer"];
+  REQUIRE_FALSE(peer.contains("rows_note"));
+  const auto rows = peer_rows(peer);
+  // torch.matmul: its C function, then the dispatcher's AutogradCPU (matmul, mm) and CPU (mm) kernels, the
+  // BLAS routine under them.
+  for (const char* id : {"python", "binding", "dispatch/AutogradCPU", "dispatch/CPU", "library"})
+    CHECK_MESSAGE(rows.count(id) == 1, id);
+  CHECK(rows.at("library") > 0);
+  const auto& measure = peer["rows_measure"];
+  CHECK(measure["probed_calls"] == 40);
+  CHECK(measure["probe_cost_outer_ns"].get<double>() > 0);
+  // What no row holds is the untraced wall less the rows, and small beside it: the probes' cost was taken
+  // out (left in, 8 probes per call would put the rows some 25% over on this call).
+  double sum = 0;
+  for (const auto& [id, median] : rows) sum += median;
+  const double wall = measure["untraced_wall"]["median"].get<double>();
+  CHECK(measure["in_no_row_ns"].get<double>() == doctest::Approx(wall - sum).epsilon(1e-9));
+  CHECK(std::fabs(wall - sum) < 0.15 * wall);
+  // The table prints the same rows, torch's column beside strata's.
+  CHECK(contains(table_line(r.out, "dispatch  AutogradCPU"), strata::reports::format_ns(rows.at("dispatch/AutogradCPU"))));
+  CHECK(contains(table_line(r.out, "in no row"), strata::reports::format_ns(measure["in_no_row_ns"].get<double>())));
+  // The probes changed nothing torch computes.
+  CHECK(peer["relative_difference_vs_strata"].get<double>() == 0);
+  // The Chrome trace's torch peer process holds every probed call's spans, per layer.
+  check_trace_file(trace_path);
+  CHECK(trace_event_counts(trace_path, "harness")["torch peer call, probed"] == 40);
+  CHECK(trace_event_counts(trace_path, "dispatch")["AutogradCPU: aten::mm"] == 40);
+  CHECK(trace_event_counts(trace_path, "library")["sgemm_"] == 40);  // the wheel's MKL, by its Fortran name
+
+  // Under autocast the AutocastCPU key has its row; an in-place op's ADInplaceOrView too.
+  const Reported ac = run_reported(cpu({"trace", "matmul", "16", "--autocast", "bf16", "--peer", "torch"}));
+  REQUIRE(ac.run.exit_code == 0);
+  CHECK(peer_rows(ac.doc["peer"]).count("dispatch/AutocastCPU") == 1);
+  const Reported ip = run_reported(cpu({"trace", "relu_", "256", "--peer", "torch"}));
+  REQUIRE(ip.run.exit_code == 0);
+  CHECK(peer_rows(ip.doc["peer"]).count("dispatch/ADInplaceOrView") == 1);
+}
+
+// A stand-in torch without torch's libraries: the op runs, its rows cannot be measured.
+void write_libraryless_torch(const std::string& dir) {
+  REQUIRE(system(("mkdir -p " + dir + "/torch/nn").c_str()) == 0);
+  std::ofstream(dir + "/torch/__init__.py") << "__version__ = '0.0-libraryless'\n"
+                                               "float32, float64, float16, bfloat16 = 'f32', 'f64', 'f16', 'bf16'\n"
+                                               "class Tensor:\n"
+                                               "    dtype = 'torch.float32'\n"
+                                               "    def to(self, *a): return self\n"
+                                               "    def requires_grad_(self, v): return self\n"
+                                               "    def relu_(self): return self\n"
+                                               "def from_numpy(a): return Tensor()\n"
+                                               "def get_num_threads(): return 1\n"
+                                               "class cuda:\n"
+                                               "    is_available = staticmethod(lambda: False)\n"
+                                               "class version:\n"
+                                               "    cuda = None\n"
+                                               "from . import nn\n";
+  std::ofstream(dir + "/torch/nn/__init__.py") << "from . import functional\n";
+  std::ofstream(dir + "/torch/nn/functional.py") << "\n";
+}
+
+TEST_CASE("--peer torch whose libraries are not found: strata's rows and torch's wall, then exit 4 saying why") {
+  TempDir dir;
+  write_libraryless_torch(dir.path());
+  RunOptions options;
+  options.env = {"PYTHONPATH=" + dir.path()};
+  const std::string json_path = dir.path() + "/r.json";
+  const RunResult r = run_strata(cpu({"trace", "relu_", "64", "--peer", "torch", "--json", json_path}), options);
+  check_no_crash(r);
+  INFO(r.out << r.err);
+  CHECK(r.exit_code == 4);
+  CHECK(contains(r.err, "--peer torch: torch's rows: none of libtorch_python.so, libtorch_cpu.so, libtorch.so is mapped"));
+  CHECK(contains(r.out, "\nbinding "));  // strata's own table is printed
+  const auto peer = nlohmann::json::parse(read_file(json_path))["peer"];
+  CHECK(peer["rows"].empty());
+  CHECK(peer["wall"]["median"].get<double>() > 0);
 }
 
 TEST_CASE("--peer torch whose autocast computes another dtype than strata's: exit 4, nothing written") {
