@@ -22,9 +22,17 @@ std::string default_what(const BreakdownRow& r) {
   return s;
 }
 
+// One of strata's rows as the peer table sets it beside torch's.
+struct StrataRow {
+  RowKind kind;
+  std::string key;  // a dispatch row's key; one that names no torch key stands alone
+  double ns;
+};
+
 // torch's rows beside strata's, one line per row (Note [torch's rows] in apps/python/torch_layers.cpp): a
 // dispatch row of torch's stands beside strata's row of the same key ("AutogradCPU" beside "Autograd").
-void print_peer_rows(const TraceReport& rep, const PeerReport& p, std::ostream& out) {
+void print_peer_rows(const std::string& ours, const std::vector<StrataRow>& strata, double strata_wall,
+                     const PeerReport& p, std::ostream& out) {
   if (p.rows.empty()) {
     if (!p.rows_note.empty()) out << "torch's rows: none: " << p.rows_note << "\n";
     return;
@@ -36,13 +44,12 @@ void print_peer_rows(const TraceReport& rep, const PeerReport& p, std::ostream& 
                 p.layered_calls, p.probes_per_call, format_ns(p.probe_outer_ns).c_str(),
                 format_ns(p.probe_inner_ns).c_str());
   out << buf << "\n";
-  const std::string ours = "strata (" + rep.frontend + ")";
   out << pad("layer", 10) << pad("key", 26) << lpad(ours, 14) << lpad(p.name, 12) << "   " << p.name << "'s parts\n";
-  std::vector<bool> used(rep.steady.rows.size(), false);
-  auto strata_row = [&](RowKind kind, const std::string& torch_key) -> const BreakdownRow* {
-    for (size_t i = 0; i < rep.steady.rows.size(); ++i) {
-      const BreakdownRow& r = rep.steady.rows[i];
-      if (used[i] || r.kind != kind || !r.applicable) continue;
+  std::vector<bool> used(strata.size(), false);
+  auto strata_row = [&](RowKind kind, const std::string& torch_key) -> const StrataRow* {
+    for (size_t i = 0; i < strata.size(); ++i) {
+      const StrataRow& r = strata[i];
+      if (used[i] || r.kind != kind) continue;
       if (kind == RowKind::kDispatch && (r.key.empty() || torch_key.rfind(r.key, 0) != 0)) continue;
       used[i] = true;
       return &r;
@@ -53,37 +60,40 @@ void print_peer_rows(const TraceReport& rep, const PeerReport& p, std::ostream& 
                   const std::string& parts) {
     out << pad(layer, 10) << pad(key, 26) << lpad(a, 14) << lpad(b, 12) << "   " << truncate(parts, 60) << "\n";
   };
-  double strata_sum = 0;
   auto strata_rest = [&](RowKind kind) {
-    for (size_t i = 0; i < rep.steady.rows.size(); ++i) {
-      const BreakdownRow& r = rep.steady.rows[i];
-      if (used[i] || r.kind != kind || !r.applicable) continue;
+    for (size_t i = 0; i < strata.size(); ++i) {
+      if (used[i] || strata[i].kind != kind) continue;
       used[i] = true;
-      strata_sum += r.ns.median;
-      line(row_kind_name(kind), r.key, format_ns(r.ns.median), "-", "");
+      line(row_kind_name(kind), strata[i].key, format_ns(strata[i].ns), "-", "");
     }
   };
   RowKind previous = RowKind::kPython;
   for (const PeerReport::LayerRow& t : p.rows) {
     if (t.kind != previous) strata_rest(previous);
     previous = t.kind;
-    const BreakdownRow* s = strata_row(t.kind, t.key);
+    const StrataRow* s = strata_row(t.kind, t.key);
     std::string parts;
     for (const std::string& n : t.names) parts += (parts.empty() ? "" : ", ") + n;
     std::string key = t.key;
     if (s != nullptr && !s->key.empty() && s->key != t.key) key = s->key + " / " + t.key;
-    if (s != nullptr) strata_sum += s->ns.median;
-    line(row_kind_name(t.kind), key, s != nullptr ? format_ns(s->ns.median) : "-", format_ns(t.ns.median), parts);
+    line(row_kind_name(t.kind), key, s != nullptr ? format_ns(s->ns) : "-", format_ns(t.ns.median), parts);
   }
   for (RowKind k : {RowKind::kPython, RowKind::kPybind11, RowKind::kBinding, RowKind::kDispatch, RowKind::kLibrary})
     strata_rest(k);
   const double rest = p.in_no_row_ns();
   line("in no row", "", "-", format_ns(rest),
        percent(std::fabs(rest), p.rows_wall.median) + " of the untraced wall" +
-           (std::fabs(rest) > 0.05 * p.rows_wall.median ? ", over 5%: the rows did not reconcile" : ""));
-  line("wall", "untraced median", format_ns(p.strata_wall.median), format_ns(p.rows_wall.median),
+           (std::fabs(rest) > 0.05 * p.rows_wall.median ? " (over 5%)" : ""));
+  line("wall", "untraced median", format_ns(strata_wall), format_ns(p.rows_wall.median),
        "torch: calls made between the probed ones");
   for (const std::string& n : p.inseparable) out << "  not separable: " << n << "\n";
+}
+
+void print_peer_rows(const TraceReport& rep, const PeerReport& p, std::ostream& out) {
+  std::vector<StrataRow> strata;
+  for (const BreakdownRow& r : rep.steady.rows)
+    if (r.applicable) strata.push_back({r.kind, r.key, r.ns.median});
+  print_peer_rows("strata (" + rep.frontend + ")", strata, p.strata_wall.median, p, out);
 }
 
 // --peer: strata's wall and torch's side by side, both from the same interpreter on the same host clock,
@@ -269,6 +279,14 @@ void print_peer_comparison(const Comparison& c, const PeerComparison& p, std::os
                 p.replay_kind.empty() ? "-" : format_ns(p.setup_ns).c_str());
   out << buf << "\n";
   if (!p.note.empty()) out << "note: " << p.note << "\n";
+  // strata's eager rows per op are one dispatch figure over every key: it stands alone, beside none of
+  // torch's per-key rows.
+  std::vector<StrataRow> strata{{RowKind::kPython, "", c.eager.python},
+                                {RowKind::kBinding, "", c.eager.binding},
+                                {RowKind::kDispatch, "all keys", c.eager.dispatch},
+                                {RowKind::kLibrary, "", c.eager.library}};
+  if (c.eager.python <= 0) strata.erase(strata.begin());
+  print_peer_rows("strata eager", strata, c.eager.wall, p.layered, out);
 }
 
 }  // namespace
