@@ -365,7 +365,9 @@ void Interposer::find_got_slots() {
     throw UnavailableError("none of libtorch_python.so, libtorch_cpu.so, libtorch.so is mapped in this "
                            "process after `import torch`: torch's rows need them");
   std::vector<std::pair<std::string, uint32_t>> known;  // symbol -> target, sorted as found
-  for (const auto& [name, address] : scan.slots) {
+  for (const auto& slot : scan.slots) {
+    const std::string& name = slot.first;
+    void** const address = slot.second;
     uint32_t t = 0;
     auto it = std::find_if(known.begin(), known.end(), [&](const auto& k) { return k.first == name; });
     if (it != known.end()) {

@@ -678,6 +678,15 @@ void TorchCall::layers(int calls, reports::PeerReport& rep, Timeline& timeline) 
                               "driver) was reached through the GOT: the library's work, if any, is inside the lowest "
                               "dispatch row");
   }
+  const auto& binding_names = std::find_if(rep.rows.begin(), rep.rows.end(), [](const auto& r) {
+    return r.kind == reports::RowKind::kBinding;
+  });
+  if (binding_names != rep.rows.end() &&
+      std::find(binding_names->names.begin(), binding_names->names.end(), "torch._C run_backward") !=
+          binding_names->names.end()) {
+    rep.inseparable.push_back("binding: torch._C run_backward holds the autograd engine's own work (the graph walk, "
+                              "each node's call) beside its argument handling: the wheel exports no point between them");
+  }
   if (any_unread_key) {
     rep.inseparable.push_back("dispatch/?: the key of some dispatcher entries could not be read from this torch");
   }
