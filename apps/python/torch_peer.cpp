@@ -607,6 +607,7 @@ void TorchCall::layers(int calls, reports::PeerReport& rep, Timeline& timeline) 
   };
   add_name(rows.front(), plain ? "the interpreter's call, freeing the last result" : "torch's Python code, the interpreter");
   bool any_library = false, any_unread_key = false;
+  std::map<std::string, double> op_self;  // over every probed call
   size_t probes_total = 0;
   for (size_t c = 0; c < spans.size(); ++c) {
     const std::vector<ProbeSpan>& call = spans[c];
@@ -629,10 +630,12 @@ void TorchCall::layers(int calls, reports::PeerReport& rep, Timeline& timeline) 
     int tops = 0;
     const int32_t base = static_cast<int32_t>(timeline.spans().size());
     timeline.add_span(Layer::kHarness, kept_name("torch peer call, probed"), walls[c].first, walls[c].second, -1, 0);
+    std::vector<std::string> op_of(call.size());  // the aten op a span runs under, as torch.profiler names it
     for (size_t i = 0; i < call.size(); ++i) {
       const ProbeSpan& s = call[i];
       const torch_layers::ProbeTarget& t = targets[s.target];
       const double self = total[i] - child_total[i] - children[i] * cost.outer_ns - cost.inner_ns;
+      if (s.parent >= 0) op_of[i] = op_of[size_t(s.parent)];
       if (s.parent < 0) top += total[i], ++tops;
       reports::RowKind kind = reports::RowKind::kLibrary;
       std::string key, name = library_name(t.symbol);
@@ -649,9 +652,12 @@ void TorchCall::layers(int calls, reports::PeerReport& rep, Timeline& timeline) 
         any_unread_key = any_unread_key || k.empty();
         layer = Layer::kDispatch;
         name = label;
+        op_of[i] = label.substr(0, label.find('.'));
       } else {
         any_library = true;
       }
+      // An op's self time as torch.profiler counts it: from the dispatcher's entry, less the ops it calls.
+      if (t.kind != ProbeKind::kBinding && !op_of[i].empty()) op_self[op_of[i]] += self;
       RowSamples& r = row(kind, key);
       r.ns.back() += self;
       add_name(r, name);
@@ -662,6 +668,7 @@ void TorchCall::layers(int calls, reports::PeerReport& rep, Timeline& timeline) 
     rows.front().ns.back() += total_wall(walls[c]) - top - tops * cost.outer_ns;
   }
   rep.probes_per_call = spans.empty() ? 0 : double(probes_total) / double(spans.size());
+  for (const auto& op : op_self) rep.op_self.push_back({op.first, op.second / double(spans.size())});
   for (RowSamples& r : rows) {
     reports::PeerReport::LayerRow out;
     out.kind = r.kind;

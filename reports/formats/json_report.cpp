@@ -110,6 +110,9 @@ void peer_rows(const PeerReport& p, json& out) {
                            {"untraced_wall", distribution(p.rows_wall)},
                            {"in_no_row_ns", p.in_no_row_ns()},
                            {"inseparable", p.inseparable}};
+    json ops = json::object();
+    for (const PeerReport::OpSelf& o : p.op_self) ops[o.name] = o.ns_per_call;
+    out["rows_measure"]["op_self_ns_per_call"] = ops;
   }
   if (!p.rows_note.empty()) out["rows_note"] = p.rows_note;
 }

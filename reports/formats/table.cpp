@@ -127,10 +127,17 @@ void print_peer(const TraceReport& rep, const PeerReport& p, std::ostream& out) 
       const bool unresolved = p.profile_resolution_ns > 0 && r.calls_per_call > 0 &&
                               r.self_ns_per_call / r.calls_per_call < p.profile_resolution_ns;
       any_unresolved = any_unresolved || unresolved;
-      std::snprintf(buf, sizeof buf, "%s  x%.3g per call", r.kernel ? "  (kernel, device time)" : "  (aten op, CPU)",
-                    r.calls_per_call);
+      std::string probed;
+      for (const PeerReport::OpSelf& o : p.op_self)
+        if (!r.kernel && o.name == r.name) probed = "   probes: " + format_ns(o.ns_per_call);
+      std::snprintf(buf, sizeof buf, "%s  x%.3g per call%s", r.kernel ? "  (kernel, device time)" : "  (aten op, CPU)",
+                    r.calls_per_call, probed.c_str());
       out << "  " << pad(truncate(r.name, 40), 42) << lpad(format_ns(r.self_ns_per_call) + (unresolved ? "*" : ""), 12)
           << buf << "\n";
+    }
+    if (!p.op_self.empty()) {
+      out << "  (probes: the op's self time per call in torch's rows below, from their own calls, without the "
+             "profiler's overhead)\n";
     }
     if (any_unresolved) {
       std::snprintf(buf, sizeof buf,

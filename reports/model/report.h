@@ -99,6 +99,13 @@ struct PeerReport {
   double probe_outer_ns = 0;       // one probe's measured cost outside the span it records (in its caller)
   double probe_inner_ns = 0;       // and inside it
   std::vector<std::string> inseparable;  // what the wheel's entry points cannot split, in words
+  // Per aten op ("aten::mm"), its self time per call from the probes (mean over the probed calls, as
+  // torch.profiler's rows are): from the dispatcher's entry, less the ops it calls.
+  struct OpSelf {
+    std::string name;
+    double ns_per_call = 0;
+  };
+  std::vector<OpSelf> op_self;
   std::string rows_note;           // why there are no rows (the command then exits 4)
   Distribution rows_wall;          // untraced calls made between the probed ones, to reconcile the rows with
   // rows_wall's median minus the sum of the rows' medians: what no row holds (signed)

@@ -339,6 +339,10 @@ TEST_CASE("trace --peer torch: torch's call in strata's rows, one per key, recon
   // The table prints the same rows, torch's column beside strata's.
   CHECK(contains(table_line(r.out, "dispatch  AutogradCPU"), strata::reports::format_ns(rows.at("dispatch/AutogradCPU"))));
   CHECK(contains(table_line(r.out, "in no row"), strata::reports::format_ns(measure["in_no_row_ns"].get<double>())));
+  // Each aten op's self time from the probes stands beside torch.profiler's own on its line.
+  const double mm_self = measure["op_self_ns_per_call"]["aten::mm"].get<double>();
+  CHECK(mm_self > rows.at("library"));  // mm's self time holds the BLAS call under it
+  CHECK(contains(table_line(r.out, "  aten::mm"), "probes: " + strata::reports::format_ns(mm_self)));
   // The probes changed nothing torch computes.
   CHECK(peer["relative_difference_vs_strata"].get<double>() == 0);
   // The Chrome trace's torch peer process holds every probed call's spans, per layer.
