@@ -175,6 +175,13 @@ def profile(fn, args, kwargs, sync, calls, cuda):
     return [(k, kernel, us * 1e3 / calls, count / calls) for k, kernel, us, count in rows], 1000.0 if whole_us else 0.0
 
 
+def same_result(a, b):
+    """Whether two results are bit for bit the same tensor values (or the same tuple of them)."""
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(same_result(x, y) for x, y in zip(a, b))
+    return bool(torch.equal(a.detach(), b.detach()))
+
+
 def reached_builtins(fn, args, kwargs):
     """The builtins one call of fn reaches from Python code (sys.setprofile's c_call events); the caller
     keeps torch's own (Note [torch's rows])."""
@@ -304,6 +311,7 @@ class TorchCall final : public PeerCall {
     }
     torch_ = py::module_::import("torch");
     const std::string name = call.op->schema().name;
+    in_place_ = !call.op->schema().arguments.empty() && call.op->schema().arguments.front().writes;
     py::dict ops = ns["OPS"];
     if (!ops.contains(name)) {
       std::string known;
@@ -443,6 +451,7 @@ class TorchCall final : public PeerCall {
   py::tuple args_;
   py::dict kwargs_;
   bool cuda_ = false;
+  bool in_place_ = false;  // Note [In-place operators]: each call writes its first input
   std::string expression_, version_;
 };
 
@@ -532,11 +541,13 @@ void TorchCall::layers(int calls, reports::PeerReport& rep, Timeline& timeline) 
     last = py::reinterpret_steal<py::object>(out);
     return true;
   };
+  py::object untraced_result;  // of the last untraced call, to hold the probed calls' result against
   for (int done = 0; done < calls && failure.empty(); done += kBlock) {
     const int n = std::min(kBlock, calls - done);
     std::pair<uint64_t, uint64_t> wall;
     for (int i = 0; i < n && timed_call(wall); ++i) untraced.push_back(total_wall(wall));
     if (!failure.empty()) break;
+    untraced_result = last;
     probes->install();
     for (int i = 0; i < n; ++i) {
       probes->begin_call();
@@ -549,6 +560,15 @@ void TorchCall::layers(int calls, reports::PeerReport& rep, Timeline& timeline) 
       walls.push_back(wall);
     }
     probes->remove();
+  }
+  // The probes change nothing torch computes: the last probed call's result against the last untraced one's,
+  // bit for bit (an in-place op's calls each start from the previous one's output, so there it is not asked).
+  if (failure.empty() && !in_place_ && last && untraced_result) {
+    try {
+      rep.probed_result_identical = namespace_["same_result"](untraced_result, last).cast<bool>() ? 1 : 0;
+    } catch (py::error_already_set& e) {
+      rep.probed_result_identical = -1;
+    }
   }
   last = py::object();
   if (!failure.empty()) {

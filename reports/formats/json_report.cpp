@@ -113,6 +113,7 @@ void peer_rows(const PeerReport& p, json& out) {
     json ops = json::object();
     for (const PeerReport::OpSelf& o : p.op_self) ops[o.name] = o.ns_per_call;
     out["rows_measure"]["op_self_ns_per_call"] = ops;
+    if (p.probed_result_identical >= 0) out["rows_measure"]["probed_result_identical"] = p.probed_result_identical == 1;
   }
   if (!p.rows_note.empty()) out["rows_note"] = p.rows_note;
 }

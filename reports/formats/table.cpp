@@ -87,6 +87,10 @@ void print_peer_rows(const std::string& ours, const std::vector<StrataRow>& stra
   line("wall", "untraced median", format_ns(strata_wall), format_ns(p.rows_wall.median),
        "torch: calls made between the probed ones");
   for (const std::string& n : p.inseparable) out << "  not separable: " << n << "\n";
+  if (p.probed_result_identical >= 0) {
+    out << "  " << p.name << "'s result with the probes in: "
+        << (p.probed_result_identical == 1 ? "bit for bit the same as without" : "DIFFERENT from without") << "\n";
+  }
 }
 
 void print_peer_rows(const TraceReport& rep, const PeerReport& p, std::ostream& out) {

@@ -106,6 +106,9 @@ struct PeerReport {
     double ns_per_call = 0;
   };
   std::vector<OpSelf> op_self;
+  // The last probed call's result against the last untraced call's, bit for bit: 1 the same, 0 not,
+  // -1 not compared (an in-place op, or no rows).
+  int probed_result_identical = -1;
   std::string rows_note;           // why there are no rows (the command then exits 4)
   Distribution rows_wall;          // untraced calls made between the probed ones, to reconcile the rows with
   // rows_wall's median minus the sum of the rows' medians: what no row holds (signed)
