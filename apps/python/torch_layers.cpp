@@ -463,6 +463,15 @@ ProbeCost Interposer::calibrate() {
   return {outer[outer.size() / 2], inner[inner.size() / 2]};
 }
 
+bool Interposer::restored() const {
+  if (installed_) return false;
+  for (const Slot& s : slots_)
+    if (s.original != nullptr && *s.address != s.original) return false;
+  for (const MethodSlot& m : methods_)
+    if (m.original != nullptr && m.def->ml_meth != m.original) return false;
+  return true;
+}
+
 void Interposer::begin_call() {
   g_spans.clear();
   g_open.clear();

@@ -55,6 +55,8 @@ class Interposer {
 
   void install();
   void remove();
+  // Every slot and method pointer install() changed holds its old value again (after remove()).
+  bool restored() const;
   ProbeCost calibrate();  // between install() and remove() or not: it uses its own stub only
 
   void begin_call();                       // a new call's spans start
@@ -69,12 +71,12 @@ class Interposer {
  private:
   struct Slot {
     void** address;
-    void* original;
+    void* original = nullptr;
     uint32_t target;
   };
   struct MethodSlot {
     PyMethodDef* def;
-    PyCFunction original;
+    PyCFunction original = nullptr;
     uint32_t target;
   };
   uint32_t add_target(ProbeTarget target, void* real);

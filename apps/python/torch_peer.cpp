@@ -571,6 +571,7 @@ void TorchCall::layers(int calls, reports::PeerReport& rep, Timeline& timeline) 
     }
   }
   last = py::object();
+  if (failure.empty() && !probes->restored()) failure = "a probed entry point did not get its old value back";
   if (!failure.empty()) {
     rep.rows_note = failure;
     return;
