@@ -315,12 +315,18 @@ Interposer::Interposer(const std::vector<PyObject*>& builtins) {
   }
   find_got_slots();
   // The recording thread's c10 key sets: dlsym of a thread-local symbol answers this thread's copy.
-  void* c10 = dlopen("libc10.so", RTLD_NOLOAD | RTLD_LAZY);
-  for (const std::string& lib : libraries_) {  // a distribution's versioned libc10 beside its libtorch
-    if (c10 != nullptr) break;
-    const std::string dir = lib.substr(0, lib.rfind('/') + 1);
-    c10 = dlopen((dir + "libc10.so").c_str(), RTLD_NOLOAD | RTLD_LAZY);
-  }
+  // libc10 as mapped: the wheel's libc10.so, or a distribution's versioned one (libc10.so.1.13).
+  std::string c10_path;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        const std::string path = info->dlpi_name != nullptr ? info->dlpi_name : "";
+        const std::string file = path.substr(path.rfind('/') + 1);
+        if (file.rfind("libc10.so", 0) != 0) return 0;
+        *static_cast<std::string*>(data) = path;
+        return 1;
+      },
+      &c10_path);
+  void* c10 = c10_path.empty() ? nullptr : dlopen(c10_path.c_str(), RTLD_NOLOAD | RTLD_LAZY);
   if (c10 != nullptr) {
     g_tls = static_cast<const uint64_t*>(dlsym(c10, "_ZN3c104impl26raw_local_dispatch_key_setE"));
     dlclose(c10);
