@@ -42,9 +42,10 @@
 
 #include "layers/binding/binding.h"
 #include "layers/frontend/frontend.h"
+#include "lib/timeline.h"
 #include "reports/model/report.h"
 
-inline constexpr int kStrataPythonModuleVersion = 4;
+inline constexpr int kStrataPythonModuleVersion = 5;
 
 namespace strata::python_module {
 
@@ -106,6 +107,11 @@ class PeerCall {
   virtual std::vector<reports::PeerReport::ProfileRow> profile(int calls, double& resolution_ns, std::string& why) = 0;
   // `warmup` untimed and `rounds` timed rounds of `k` calls, eager, then through torch's replay.
   virtual PeerRounds compare_rounds(int64_t k, int64_t warmup, int64_t rounds) = 0;
+  // torch's rows: `calls` calls with probes on torch's entry points (Note [torch's rows] in
+  // torch_layers.cpp), their spans added to `timeline`, the rows set in `report` (whose `wall` holds the
+  // untraced calls already). Sets report.rows_note, and no rows, when this torch or platform offers no way
+  // in; the probes are removed before it returns either way.
+  virtual void layers(int calls, reports::PeerReport& report, Timeline& timeline) = 0;
 };
 
 }  // namespace strata::python_module

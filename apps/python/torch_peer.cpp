@@ -5,11 +5,15 @@
 #include <pybind11/numpy.h>
 #include <pybind11/stl.h>
 
+#include <deque>
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "apps/python/embedded_interpreter.h"
+#include "apps/python/torch_layers.h"
 #include "layers/kernels/reference/reference.h"
 #include "layers/ops/operators.h"
 #include "lib/error.h"
@@ -169,6 +173,126 @@ def profile(fn, args, kwargs, sync, calls, cuda):
     # mean under that is read as what it is.
     whole_us = bool(totals) and all(t.is_integer() for t in totals)
     return [(k, kernel, us * 1e3 / calls, count / calls) for k, kernel, us, count in rows], 1000.0 if whole_us else 0.0
+
+
+def same_result(a, b):
+    """Whether two results are bit for bit the same tensor values (or the same tuple of them)."""
+    if isinstance(a, (tuple, list)):
+        return len(a) == len(b) and all(same_result(x, y) for x, y in zip(a, b))
+    return bool(torch.equal(a.detach(), b.detach()))
+
+
+def reached_builtins(fn, args, kwargs):
+    """The builtins one call of fn reaches from Python code (sys.setprofile's c_call events); the caller
+    keeps torch's own (Note [torch's rows])."""
+    import sys
+    seen = []
+
+    def watch(frame, event, arg):
+        if event == "c_call" and not any(arg is s for s in seen):
+            seen.append(arg)
+    sys.setprofile(watch)
+    try:
+        fn(*args, **kwargs)
+    finally:
+        sys.setprofile(None)
+    return seen
+
+
+def input_keys(args, kwargs):
+    """The union of the inputs' dispatch key sets, as raw words."""
+    keys = 0
+    for v in list(args) + list(kwargs.values()):
+        for t in (v if isinstance(v, (list, tuple)) else [v]):
+            if isinstance(t, torch.Tensor):
+                keys |= torch._C._dispatch_keys(t).raw_repr()
+    return keys
+
+
+def tls_logical():
+    """c10's thread-local key sets as the dispatcher reads them (the stored words are XORed with defaults)."""
+    return (torch._C._dispatch_tls_local_include_set().raw_repr(),
+            torch._C._dispatch_tls_local_exclude_set().raw_repr())
+
+
+_OP_NAMES = {}
+_TABLES = {}
+
+
+def op_name(op_struct):
+    """at::_ops::<struct> -> "aten::add.Tensor": the struct is the name and overload joined by '_'."""
+    if not _OP_NAMES:
+        for full in torch._C._dispatch_get_all_op_names():
+            ns, _, rest = full.partition("::")
+            if ns != "aten":
+                continue
+            name, _, overload = rest.partition(".")
+            _OP_NAMES[name + ("_" + overload if overload else "")] = (name, overload)
+    return _OP_NAMES.get(op_struct)
+
+
+def table(name, overload):
+    """Per key of the op's dispatch table: whether it falls through (the dispatcher skips it)."""
+    full = "aten::" + name + ("." + overload if overload else "")
+    if full not in _TABLES:
+        rows = {}
+        for line in torch._C._dispatch_dump_table(full).splitlines():
+            key, sep, what = line.partition(":")
+            if sep:
+                rows[key.strip()] = "fallthrough" in what
+        _TABLES[full] = rows
+    return _TABLES[full]
+
+
+def key_set_in_memory_return(name, overload):
+    """Whether the op's C++ function returns through a hidden pointer (then the key set is the second
+    integer argument, else the first): a Tensor, SymInt, Scalar or list by value does; a Tensor& (a
+    mutable alias), a tuple of them, a number or nothing does not."""
+    schema = torch._C._dispatch_find_schema_or_throw("aten::" + name, overload).schema()
+    def by_reference(r):
+        return str(r.type) == "Tensor" and r.alias_info is not None and r.alias_info.is_write
+    rets = schema.returns
+    if not rets or all(by_reference(r) for r in rets):
+        return False
+    return not (len(rets) == 1 and str(rets[0].type) in ("bool", "float", "int", "ScalarType"))
+
+
+def highest_key(keys, name, overload):
+    """The key the dispatcher runs for this key set: the highest one whose table entry does not fall through."""
+    rows = table(name, overload)
+    ks = torch._C.DispatchKeySet.from_raw_repr(keys)
+    for _ in range(64):
+        k = ks.highestPriorityTypeId()
+        key = str(k).split(".")[-1]
+        if key == "Undefined":
+            return ""
+        if key in rows and not rows[key]:
+            return key
+        ks = ks.remove(k)
+    return ""
+
+
+def resolve_keys(items, inputs, masks):
+    """items: (redispatch?, op struct, arg0, arg1, stored TLS included, stored TLS excluded). Per item:
+    (op name, key; "" when it could not be read)."""
+    out = []
+    for redispatch, op_struct, a0, a1, inc, exc in items:
+        names = op_name(op_struct)
+        if names is None:
+            out.append((op_struct, ""))
+            continue
+        name, overload = names
+        label = "aten::" + name + ("." + overload if overload else "")
+        try:
+            if redispatch:
+                keys = a1 if key_set_in_memory_return(name, overload) else a0
+            else:
+                inc, exc = inc ^ masks[0], exc ^ masks[1]
+                keys = (inputs | inc) & ~exc
+            out.append((label, highest_key(keys & ((1 << 64) - 1), name, overload)))
+        except Exception:
+            out.append((label, ""))
+    return out
 )py";
 
 class TorchCall final : public PeerCall {
@@ -188,6 +312,7 @@ class TorchCall final : public PeerCall {
     }
     torch_ = py::module_::import("torch");
     const std::string name = call.op->schema().name;
+    in_place_ = !call.op->schema().arguments.empty() && call.op->schema().arguments.front().writes;
     py::dict ops = ns["OPS"];
     if (!ops.contains(name)) {
       std::string known;
@@ -323,6 +448,8 @@ class TorchCall final : public PeerCall {
     return rows;
   }
 
+  void layers(int calls, reports::PeerReport& rep, Timeline& timeline) override;
+
  private:
   // Once, after the first call: torch computed in the dtype strata did, or the two sides did different
   // work (torch 1.13's CPU autocast, for one, knows no float16: it warns and computes float32).
@@ -346,8 +473,276 @@ class TorchCall final : public PeerCall {
   py::tuple args_;
   py::dict kwargs_;
   bool cuda_ = false;
+  bool in_place_ = false;  // Note [In-place operators]: each call writes its first input
   std::string expression_, version_, device_;
 };
+
+// A name the Chrome trace keeps a pointer to (spans hold `const char*`), alive as long as the process.
+const char* kept_name(const std::string& name) {
+  static std::deque<std::string> names;
+  for (const std::string& n : names)
+    if (n == name) return n.c_str();
+  names.push_back(name);
+  return names.back().c_str();
+}
+
+// "sgemm_" stays; ATen's loop drivers get their C++ names.
+std::string library_name(const std::string& symbol) {
+  if (symbol.rfind("_ZN2at18TensorIteratorBase8for_each", 0) == 0) return "TensorIteratorBase::for_each";
+  if (symbol.rfind("_ZN2at18TensorIteratorBase15serial_for_each", 0) == 0) return "TensorIteratorBase::serial_for_each";
+  return symbol;
+}
+
+double total_wall(const std::pair<uint64_t, uint64_t>& w) {
+  return double(host_clock::ticks_to_ns(w.second) - host_clock::ticks_to_ns(w.first));
+}
+
+// One row being filled: per probed call, its time.
+struct RowSamples {
+  reports::RowKind kind;
+  std::string key;
+  std::vector<std::string> names;
+  std::vector<double> ns;
+};
+
+void TorchCall::layers(int calls, reports::PeerReport& rep, Timeline& timeline) {
+  using torch_layers::ProbeKind;
+  using torch_layers::ProbeSpan;
+  const bool plain = wrapped_.is_none();
+  py::object fn = plain ? fn_ : wrapped_;
+  py::tuple args = plain ? args_ : py::tuple();
+  py::dict kwargs = plain ? kwargs_ : py::dict();
+  std::unique_ptr<torch_layers::Interposer> probes;
+  uint64_t masks[2] = {0, 0};
+  try {
+    std::vector<PyObject*> builtins{fn_.ptr()};
+    py::list reached = namespace_["reached_builtins"](fn, args, kwargs);
+    for (auto b : reached) builtins.push_back(b.ptr());
+    probes = std::make_unique<torch_layers::Interposer>(builtins);
+    uint64_t included = 0, excluded = 0;
+    if (!probes->read_tls(included, excluded)) {
+      rep.rows_note = "this torch's libc10.so exports no c10::impl::raw_local_dispatch_key_set, so the key of a "
+                      "dispatcher call cannot be read (docs/torch-layers.md)";
+      return;
+    }
+    py::tuple logical = namespace_["tls_logical"]();
+    masks[0] = included ^ logical[0].cast<uint64_t>();
+    masks[1] = excluded ^ logical[1].cast<uint64_t>();
+  } catch (py::error_already_set& e) {
+    rep.rows_note = "this torch lacks what its rows need: " + python_error_text(e);
+    return;
+  } catch (const Error& e) {
+    rep.rows_note = e.what();
+    return;
+  }
+  const torch_layers::ProbeCost cost = probes->calibrate();
+  rep.probe_outer_ns = cost.outer_ns;
+  rep.probe_inner_ns = cost.inner_ns;
+
+  // The calls, made as call() makes them (the previous result is freed inside the timed window), in
+  // blocks: untraced calls, then as many with the probes in, so that both see the machine in one state and
+  // the rows are reconciled with untraced calls of the same moment.
+  constexpr int kBlock = 20;
+  std::vector<std::vector<ProbeSpan>> spans;
+  std::vector<std::pair<uint64_t, uint64_t>> walls;
+  std::vector<double> untraced;
+  spans.reserve(size_t(calls));
+  py::object last;
+  std::string failure;
+  auto timed_call = [&](std::pair<uint64_t, uint64_t>& wall) {
+    wall.first = host_clock::ticks();
+    last = py::object();
+    PyObject* out = PyObject_Call(fn.ptr(), args.ptr(), kwargs.ptr());
+    if (out != nullptr && cuda_) sync_();
+    wall.second = host_clock::ticks();
+    if (out == nullptr) {
+      py::error_already_set e;
+      failure = expression_ + " raised with the probes in: " + python_error_text(e);
+      return false;
+    }
+    last = py::reinterpret_steal<py::object>(out);
+    return true;
+  };
+  py::object untraced_result;  // of the last untraced call, to hold the probed calls' result against
+  for (int done = 0; done < calls && failure.empty(); done += kBlock) {
+    const int n = std::min(kBlock, calls - done);
+    std::pair<uint64_t, uint64_t> wall;
+    for (int i = 0; i < n && timed_call(wall); ++i) untraced.push_back(total_wall(wall));
+    if (!failure.empty()) break;
+    untraced_result = last;
+    probes->install();
+    for (int i = 0; i < n; ++i) {
+      probes->begin_call();
+      if (!timed_call(wall)) break;
+      if (!probes->balanced()) {
+        failure = "an exception went through a probe: a span was left open";
+        break;
+      }
+      spans.push_back(probes->spans());
+      walls.push_back(wall);
+    }
+    probes->remove();
+  }
+  // The probes change nothing torch computes: the last probed call's result against the last untraced one's,
+  // bit for bit (an in-place op's calls each start from the previous one's output, so there it is not asked).
+  if (failure.empty() && !in_place_ && last && untraced_result) {
+    try {
+      rep.probed_result_identical = namespace_["same_result"](untraced_result, last).cast<bool>() ? 1 : 0;
+    } catch (py::error_already_set& e) {
+      rep.probed_result_identical = -1;
+    }
+  }
+  last = py::object();
+  if (failure.empty() && !probes->restored()) failure = "a probed entry point did not get its old value back";
+  if (!failure.empty()) {
+    rep.rows_note = failure;
+    return;
+  }
+  rep.rows_wall = reports::Distribution::of(untraced);
+  rep.layered_calls = calls;
+
+  // The key of every distinct dispatcher entry, asked of torch once.
+  const std::vector<torch_layers::ProbeTarget>& targets = probes->targets();
+  using KeyQuery = std::tuple<bool, std::string, uint64_t, uint64_t, uint64_t, uint64_t>;
+  std::map<KeyQuery, size_t> queries;
+  py::list items;
+  auto query_of = [&](const ProbeSpan& s) {
+    const torch_layers::ProbeTarget& t = targets[s.target];
+    const bool redispatch = t.kind == ProbeKind::kOpRedispatch;
+    // A call's key depends on the thread-local sets, a redispatch's on its arguments only.
+    return KeyQuery{redispatch, t.op_struct, redispatch ? s.arg0 : 0, redispatch ? s.arg1 : 0,
+                    redispatch ? 0 : s.tls_included, redispatch ? 0 : s.tls_excluded};
+  };
+  for (const auto& call : spans) {
+    for (const ProbeSpan& s : call) {
+      const ProbeKind kind = targets[s.target].kind;
+      if (kind != ProbeKind::kOpCall && kind != ProbeKind::kOpRedispatch) continue;
+      KeyQuery q = query_of(s);
+      if (queries.count(q) != 0) continue;
+      queries.emplace(q, queries.size());
+      items.append(py::make_tuple(std::get<0>(q), std::get<1>(q), std::get<2>(q), std::get<3>(q), std::get<4>(q),
+                                  std::get<5>(q)));
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> resolved;  // per query: op label, key
+  try {
+    py::list out = namespace_["resolve_keys"](items, namespace_["input_keys"](args_, kwargs_),
+                                               py::make_tuple(masks[0], masks[1]));
+    for (auto item : out) {
+      py::tuple t = item.cast<py::tuple>();
+      resolved.emplace_back(t[0].cast<std::string>(), t[1].cast<std::string>());
+    }
+  } catch (py::error_already_set& e) {
+    rep.rows_note = "this torch could not name the dispatch keys: " + python_error_text(e);
+    return;
+  }
+
+  // Each span's self time, less the probes' cost, into its row; the rest of the wall is the python row.
+  std::vector<RowSamples> rows{{reports::RowKind::kPython, "", {}, {}}};
+  auto row = [&](reports::RowKind kind, const std::string& key) -> RowSamples& {
+    for (RowSamples& r : rows)
+      if (r.kind == kind && r.key == key) return r;
+    rows.push_back({kind, key, {}, std::vector<double>(rows.front().ns.size(), 0.0)});
+    return rows.back();
+  };
+  auto add_name = [](RowSamples& r, const std::string& n) {
+    if (std::find(r.names.begin(), r.names.end(), n) == r.names.end()) r.names.push_back(n);
+  };
+  add_name(rows.front(), plain ? "the interpreter's call, freeing the last result" : "torch's Python code, the interpreter");
+  bool any_library = false, any_unread_key = false;
+  std::map<std::string, double> op_self;  // over every probed call
+  size_t probes_total = 0;
+  for (size_t c = 0; c < spans.size(); ++c) {
+    const std::vector<ProbeSpan>& call = spans[c];
+    for (RowSamples& r : rows) r.ns.push_back(0.0);
+    std::vector<double> total(call.size()), child_total(call.size(), 0.0);
+    std::vector<int> children(call.size(), 0);
+    std::vector<bool> reaches_dispatch(call.size(), false);
+    for (size_t i = 0; i < call.size(); ++i) {
+      total[i] = double(host_clock::ticks_to_ns(call[i].end) - host_clock::ticks_to_ns(call[i].begin));
+      const ProbeKind kind = targets[call[i].target].kind;
+      for (int32_t p = call[i].parent; p >= 0 && (kind == ProbeKind::kOpCall || kind == ProbeKind::kOpRedispatch);
+           p = call[size_t(p)].parent)
+        reaches_dispatch[size_t(p)] = true;
+      if (call[i].parent >= 0) {
+        child_total[size_t(call[i].parent)] += total[i];
+        children[size_t(call[i].parent)] += 1;
+      }
+    }
+    double top = 0;
+    int tops = 0;
+    const int32_t base = static_cast<int32_t>(timeline.spans().size());
+    timeline.add_span(Layer::kHarness, kept_name("torch peer call, probed"), walls[c].first, walls[c].second, -1, 0);
+    std::vector<std::string> op_of(call.size());  // the aten op a span runs under, as torch.profiler names it
+    for (size_t i = 0; i < call.size(); ++i) {
+      const ProbeSpan& s = call[i];
+      const torch_layers::ProbeTarget& t = targets[s.target];
+      const double self = total[i] - child_total[i] - children[i] * cost.outer_ns - cost.inner_ns;
+      if (s.parent >= 0) op_of[i] = op_of[size_t(s.parent)];
+      if (s.parent < 0) top += total[i], ++tops;
+      reports::RowKind kind = reports::RowKind::kLibrary;
+      std::string key, name = library_name(t.symbol);
+      Layer layer = Layer::kLibrary;
+      if (t.kind == ProbeKind::kBinding) {
+        const bool binding = reaches_dispatch[i];
+        kind = binding ? reports::RowKind::kBinding : reports::RowKind::kPython;
+        layer = binding ? Layer::kBinding : Layer::kPython;
+        name = "torch._C " + t.symbol;
+      } else if (t.kind == ProbeKind::kOpCall || t.kind == ProbeKind::kOpRedispatch) {
+        const auto& [label, k] = resolved[queries.at(query_of(s))];
+        kind = reports::RowKind::kDispatch;
+        key = k.empty() ? "?" : k;
+        any_unread_key = any_unread_key || k.empty();
+        layer = Layer::kDispatch;
+        name = label;
+        op_of[i] = label.substr(0, label.find('.'));
+      } else {
+        any_library = true;
+      }
+      // An op's self time as torch.profiler counts it: from the dispatcher's entry, less the ops it calls.
+      if (t.kind != ProbeKind::kBinding && !op_of[i].empty()) op_self[op_of[i]] += self;
+      RowSamples& r = row(kind, key);
+      r.ns.back() += self;
+      add_name(r, name);
+      const std::string span_name = kind == reports::RowKind::kDispatch ? key + ": " + name : name;
+      timeline.add_span(layer, kept_name(span_name), s.begin, s.end, s.parent < 0 ? base : base + 1 + s.parent, 0);
+    }
+    probes_total += call.size();
+    rows.front().ns.back() += total_wall(walls[c]) - top - tops * cost.outer_ns;
+  }
+  rep.probes_per_call = spans.empty() ? 0 : double(probes_total) / double(spans.size());
+  for (const auto& op : op_self) rep.op_self.push_back({op.first, op.second / double(spans.size())});
+  for (RowSamples& r : rows) {
+    reports::PeerReport::LayerRow out;
+    out.kind = r.kind;
+    out.key = r.key;
+    out.names = r.names;
+    out.ns = reports::Distribution::of(r.ns);
+    rep.rows.push_back(std::move(out));
+  }
+  // python first, then binding, then the dispatch rows in the order the dispatcher walked them, library last.
+  std::stable_sort(rep.rows.begin(), rep.rows.end(),
+                   [](const auto& a, const auto& b) { return static_cast<int>(a.kind) < static_cast<int>(b.kind); });
+  if (!any_library) {
+    rep.inseparable.push_back("library: no kernel-library entry point (a BLAS routine, ATen's TensorIterator loop "
+                              "driver) was reached through the GOT: the library's work, if any, is inside the lowest "
+                              "dispatch row");
+  }
+  const auto& binding_names = std::find_if(rep.rows.begin(), rep.rows.end(), [](const auto& r) {
+    return r.kind == reports::RowKind::kBinding;
+  });
+  if (binding_names != rep.rows.end() &&
+      std::find(binding_names->names.begin(), binding_names->names.end(), "torch._C run_backward") !=
+          binding_names->names.end()) {
+    rep.inseparable.push_back("binding: torch._C run_backward holds the autograd engine's own work (the graph walk, "
+                              "each node's call) beside its argument handling: the wheel exports no point between them");
+  }
+  if (any_unread_key) {
+    rep.inseparable.push_back("dispatch/?: the key of some dispatcher entries could not be read from this torch");
+  }
+  rep.inseparable.push_back("each dispatch row holds the dispatcher's own work (key set, table lookup) and the "
+                            "kernel that key runs: the wheel exports no point between them");
+}
 
 }  // namespace
 

@@ -203,6 +203,11 @@ reports::PeerComparison compare_peer(const Prepared& prepared, const CompareOpti
   if (!r.replay_ns.empty()) c.replay_ns = reports::Distribution::of(r.replay_ns).median / double(k);
   c.setup_ns = r.setup_ns;
   c.rounds = r.eager_ns.size();
+  // torch's rows, from their own probed calls after the rounds (the comparison's Chrome trace has no
+  // torch process, so their spans are not kept).
+  c.layered.name = "torch";
+  Timeline spans(16);
+  peer.layers(static_cast<int>(std::min<int64_t>(std::max<int64_t>(k * rounds, 1), 200)), c.layered, spans);
   return c;
 }
 
@@ -403,8 +408,14 @@ int run_compare(const CompareOptions& options) {
   if (prepared.sequence) add_forwards_note(ctx, c, prepared, options, k);
   add_load_note(ctx);
   const std::string header = compare_header(ctx, prepared, rounds.replay->kind());
-  return write_command_output(options.trace, compare_output(header, c, ctx, prepared, rounds, compiled, timeline), std::cout,
-                              std::cerr);
+  const int code = write_command_output(
+      options.trace, compare_output(header, c, ctx, prepared, rounds, compiled, timeline), std::cout, std::cerr);
+  // As trace: torch's rows that could not be measured make the run exit 4 after everything is written.
+  if (code == 0 && c.peer && !c.peer->layered.rows_note.empty()) {
+    std::cerr << "strata: --peer torch: torch's rows: " << c.peer->layered.rows_note << "\n";
+    return static_cast<int>(ExitCode::kUnavailable);
+  }
+  return code;
 }
 
 }  // namespace strata::app

@@ -149,6 +149,8 @@ reports::PeerReport run_peer(Prepared& p, const TraceOptions& options, int64_t w
   // The profiler's own overhead changes what it measures; it runs after the timed calls, on its own.
   rep.profiled_calls = static_cast<int>(std::min<int64_t>(std::max<int64_t>(repeat, 1), 100));
   rep.profile = peer.profile(rep.profiled_calls, rep.profile_resolution_ns, rep.profile_note);
+  // torch's rows: their own calls with the probes in, after every untraced one (Note [torch's rows]).
+  peer.layers(static_cast<int>(std::min<int64_t>(std::max<int64_t>(repeat, 1), 200)), rep, timeline);
   return rep;
 }
 

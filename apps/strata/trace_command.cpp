@@ -317,8 +317,15 @@ int run_trace(const TraceOptions& options) {
   }
   if (options.check) check_result(report, run, prepared, options);
   if (options.backward) describe_backward(report, timeline, run, prepared, options);
-  return write_command_output(options, trace_output(report, timeline, peer_timeline, run, session), std::cout,
-                              std::cerr);
+  const int code = write_command_output(options, trace_output(report, timeline, peer_timeline, run, session),
+                                        std::cout, std::cerr);
+  // torch's rows could not be measured (Note [torch's rows]): every other figure is written, and the run
+  // says what was missing with the exit code of a request this machine cannot serve.
+  if (code == 0 && report.peer && !report.peer->rows_note.empty()) {
+    std::cerr << "strata: --peer torch: torch's rows: " << report.peer->rows_note << "\n";
+    return static_cast<int>(ExitCode::kUnavailable);
+  }
+  return code;
 }
 
 }  // namespace strata::app

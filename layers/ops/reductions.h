@@ -20,6 +20,7 @@ namespace strata::ops {
 
 struct SumDim {
   static constexpr const char* kName = "sum.dim_IntList";
+  static constexpr const char* kTorchName = "torch.sum";  // the --peer torch counterpart
   static constexpr std::string_view kAlias = "";
   static constexpr const char* kSchema =
       "sum.dim_IntList(Tensor self, int[] dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor";

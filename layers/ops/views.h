@@ -24,6 +24,7 @@ namespace strata::ops {
 
 struct Transpose {
   static constexpr const char* kName = "transpose";
+  static constexpr const char* kTorchName = "torch.transpose";  // the --peer torch counterpart
   static constexpr std::string_view kAlias = "";
   static constexpr const char* kSchema = "transpose(Tensor self, int dim0, int dim1) -> Tensor";
   using Signature = Tensor(const Tensor& self, int64_t dim0, int64_t dim1);
@@ -39,6 +40,7 @@ inline constexpr EntryPoint<Transpose> transpose{};  // NOLINT(readability-ident
 
 struct TransposeMatrix {
   static constexpr const char* kName = "t";
+  static constexpr const char* kTorchName = "torch.t";  // the --peer torch counterpart
   static constexpr std::string_view kAlias = "";
   static constexpr const char* kSchema = "t(Tensor self) -> Tensor";
   using Signature = Tensor(const Tensor& self);
@@ -69,6 +71,7 @@ inline constexpr EntryPoint<Permute> permute{};  // NOLINT(readability-identifie
 
 struct View {
   static constexpr const char* kName = "view";
+  static constexpr const char* kTorchName = "torch.Tensor.view";  // the --peer torch counterpart
   static constexpr std::string_view kAlias = "";
   static constexpr const char* kSchema = "view(Tensor self, int[] size) -> Tensor";
   using Signature = Tensor(const Tensor& self, const Shape& size);

@@ -93,6 +93,31 @@ json backward(const BackwardReport& b) {
   return doc;
 }
 
+// torch's rows, in the shape of strata's (breakdown's rows), with what they do not hold beside them.
+void peer_rows(const PeerReport& p, json& out) {
+  json rows = json::array();
+  for (const PeerReport::LayerRow& r : p.rows) {
+    json row{{"layer", row_kind_name(r.kind)}, {"names", r.names}, {"time", distribution(r.ns)}};
+    if (!r.key.empty()) row["key"] = r.key;
+    rows.push_back(row);
+  }
+  out["rows"] = rows;
+  if (!p.rows.empty()) {
+    out["rows_measure"] = {{"probed_calls", p.layered_calls},
+                           {"probes_per_call", p.probes_per_call},
+                           {"probe_cost_outer_ns", p.probe_outer_ns},
+                           {"probe_cost_inner_ns", p.probe_inner_ns},
+                           {"untraced_wall", distribution(p.rows_wall)},
+                           {"in_no_row_ns", p.in_no_row_ns()},
+                           {"inseparable", p.inseparable}};
+    json ops = json::object();
+    for (const PeerReport::OpSelf& o : p.op_self) ops[o.name] = o.ns_per_call;
+    out["rows_measure"]["op_self_ns_per_call"] = ops;
+    if (p.probed_result_identical >= 0) out["rows_measure"]["probed_result_identical"] = p.probed_result_identical == 1;
+  }
+  if (!p.rows_note.empty()) out["rows_note"] = p.rows_note;
+}
+
 json peer(const PeerReport& p) {
   json profile = json::array();
   for (const PeerReport::ProfileRow& r : p.profile) {
@@ -117,6 +142,7 @@ json peer(const PeerReport& p) {
   if (p.profile_resolution_ns > 0) out["profiler"]["resolution_ns_per_event"] = p.profile_resolution_ns;
   if (p.relative_difference >= 0) out["relative_difference_vs_strata"] = p.relative_difference;
   if (!p.difference_of.empty()) out["relative_difference_of"] = p.difference_of;
+  peer_rows(p, out);
   return out;
 }
 
@@ -241,6 +267,7 @@ std::string comparison_json(const Comparison& c, const TraceReport& ctx) {
                    {"eager", p.eager_ns},    {"replay_kind", p.replay_kind},
                    {"replay", p.replay_kind.empty() ? json(nullptr) : json(p.replay_ns)},
                    {"setup_ns", p.setup_ns}, {"note", p.note}};
+    peer_rows(p.layered, doc["peer"]);
   }
   return json_text(doc);
 }

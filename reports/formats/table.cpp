@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace strata::reports {
 
@@ -19,6 +20,84 @@ std::string default_what(const BreakdownRow& r) {
   std::string s;
   for (const std::string& n : r.names) s += (s.empty() ? "" : " > ") + n;
   return s;
+}
+
+// One of strata's rows as the peer table sets it beside torch's.
+struct StrataRow {
+  RowKind kind;
+  std::string key;  // a dispatch row's key; one that names no torch key stands alone
+  double ns;
+};
+
+// torch's rows beside strata's, one line per row (Note [torch's rows] in apps/python/torch_layers.cpp): a
+// dispatch row of torch's stands beside strata's row of the same key ("AutogradCPU" beside "Autograd").
+void print_peer_rows(const std::string& ours, const std::vector<StrataRow>& strata, double strata_wall,
+                     const PeerReport& p, std::ostream& out) {
+  if (p.rows.empty()) {
+    if (!p.rows_note.empty()) out << "torch's rows: none: " << p.rows_note << "\n";
+    return;
+  }
+  char buf[240];
+  std::snprintf(buf, sizeof buf,
+                "torch's call in strata's rows: %d calls with probes on the wheel's entry points, %.3g probes per "
+                "call, each %s + %s taken out:",
+                p.layered_calls, p.probes_per_call, format_ns(p.probe_outer_ns).c_str(),
+                format_ns(p.probe_inner_ns).c_str());
+  out << buf << "\n";
+  out << pad("layer", 10) << pad("key", 26) << lpad(ours, 14) << lpad(p.name, 12) << "   " << p.name << "'s parts\n";
+  std::vector<bool> used(strata.size(), false);
+  auto strata_row = [&](RowKind kind, const std::string& torch_key) -> const StrataRow* {
+    for (size_t i = 0; i < strata.size(); ++i) {
+      const StrataRow& r = strata[i];
+      if (used[i] || r.kind != kind) continue;
+      if (kind == RowKind::kDispatch && (r.key.empty() || torch_key.rfind(r.key, 0) != 0)) continue;
+      used[i] = true;
+      return &r;
+    }
+    return nullptr;
+  };
+  auto line = [&](const std::string& layer, const std::string& key, const std::string& a, const std::string& b,
+                  const std::string& parts) {
+    out << pad(layer, 10) << pad(key, 26) << lpad(a, 14) << lpad(b, 12) << "   " << truncate(parts, 60) << "\n";
+  };
+  auto strata_rest = [&](RowKind kind) {
+    for (size_t i = 0; i < strata.size(); ++i) {
+      if (used[i] || strata[i].kind != kind) continue;
+      used[i] = true;
+      line(row_kind_name(kind), strata[i].key, format_ns(strata[i].ns), "-", "");
+    }
+  };
+  RowKind previous = RowKind::kPython;
+  for (const PeerReport::LayerRow& t : p.rows) {
+    if (t.kind != previous) strata_rest(previous);
+    previous = t.kind;
+    const StrataRow* s = strata_row(t.kind, t.key);
+    std::string parts;
+    for (const std::string& n : t.names) parts += (parts.empty() ? "" : ", ") + n;
+    std::string key = t.key;
+    if (s != nullptr && !s->key.empty() && s->key != t.key) key = s->key + " / " + t.key;
+    line(row_kind_name(t.kind), key, s != nullptr ? format_ns(s->ns) : "-", format_ns(t.ns.median), parts);
+  }
+  for (RowKind k : {RowKind::kPython, RowKind::kPybind11, RowKind::kBinding, RowKind::kDispatch, RowKind::kLibrary})
+    strata_rest(k);
+  const double rest = p.in_no_row_ns();
+  line("in no row", "", "-", format_ns(rest),
+       percent(std::fabs(rest), p.rows_wall.median) + " of the untraced wall" +
+           (std::fabs(rest) > 0.05 * p.rows_wall.median ? " (over 5%)" : ""));
+  line("wall", "untraced median", format_ns(strata_wall), format_ns(p.rows_wall.median),
+       "torch: calls made between the probed ones");
+  for (const std::string& n : p.inseparable) out << "  not separable: " << n << "\n";
+  if (p.probed_result_identical >= 0) {
+    out << "  " << p.name << "'s result with the probes in: "
+        << (p.probed_result_identical == 1 ? "bit for bit the same as without" : "DIFFERENT from without") << "\n";
+  }
+}
+
+void print_peer_rows(const TraceReport& rep, const PeerReport& p, std::ostream& out) {
+  std::vector<StrataRow> strata;
+  for (const BreakdownRow& r : rep.steady.rows)
+    if (r.applicable) strata.push_back({r.kind, r.key, r.ns.median});
+  print_peer_rows("strata (" + rep.frontend + ")", strata, p.strata_wall.median, p, out);
 }
 
 // --peer: strata's wall and torch's side by side, both from the same interpreter on the same host clock,
@@ -52,10 +131,17 @@ void print_peer(const TraceReport& rep, const PeerReport& p, std::ostream& out) 
       const bool unresolved = p.profile_resolution_ns > 0 && r.calls_per_call > 0 &&
                               r.self_ns_per_call / r.calls_per_call < p.profile_resolution_ns;
       any_unresolved = any_unresolved || unresolved;
-      std::snprintf(buf, sizeof buf, "%s  x%.3g per call", r.kernel ? "  (kernel, device time)" : "  (aten op, CPU)",
-                    r.calls_per_call);
+      std::string probed;
+      for (const PeerReport::OpSelf& o : p.op_self)
+        if (!r.kernel && o.name == r.name) probed = "   probes: " + format_ns(o.ns_per_call);
+      std::snprintf(buf, sizeof buf, "%s  x%.3g per call%s", r.kernel ? "  (kernel, device time)" : "  (aten op, CPU)",
+                    r.calls_per_call, probed.c_str());
       out << "  " << pad(truncate(r.name, 40), 42) << lpad(format_ns(r.self_ns_per_call) + (unresolved ? "*" : ""), 12)
           << buf << "\n";
+    }
+    if (!p.op_self.empty()) {
+      out << "  (probes: the op's self time per call in torch's rows below, from their own calls, without the "
+             "profiler's overhead)\n";
     }
     if (any_unresolved) {
       std::snprintf(buf, sizeof buf,
@@ -72,6 +158,7 @@ void print_peer(const TraceReport& rep, const PeerReport& p, std::ostream& out) 
                   p.relative_difference);
     out << buf << (p.difference_of.empty() ? "" : " (" + p.difference_of + ")") << "\n";
   }
+  print_peer_rows(rep, p, out);
 }
 
 }  // namespace
@@ -203,6 +290,14 @@ void print_peer_comparison(const Comparison& c, const PeerComparison& p, std::os
                 p.replay_kind.empty() ? "-" : format_ns(p.setup_ns).c_str());
   out << buf << "\n";
   if (!p.note.empty()) out << "note: " << p.note << "\n";
+  // strata's eager rows per op are one dispatch figure over every key: it stands alone, beside none of
+  // torch's per-key rows.
+  std::vector<StrataRow> strata{{RowKind::kPython, "", c.eager.python},
+                                {RowKind::kBinding, "", c.eager.binding},
+                                {RowKind::kDispatch, "all keys", c.eager.dispatch},
+                                {RowKind::kLibrary, "", c.eager.library}};
+  if (c.eager.python <= 0) strata.erase(strata.begin());
+  print_peer_rows("strata eager", strata, c.eager.wall, p.layered, out);
 }
 
 }  // namespace

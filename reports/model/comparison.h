@@ -11,6 +11,7 @@
 
 #include "lib/timeline.h"
 #include "reports/model/breakdown.h"
+#include "reports/model/report.h"
 
 namespace strata::reports {
 
@@ -41,6 +42,8 @@ struct PeerComparison {
   double eager_ns = 0, replay_ns = 0;  // median round / K
   double setup_ns = 0;                 // the capture, or the first compiled call (which compiles)
   size_t rounds = 0;
+  // torch's eager call in strata's rows (docs/torch-layers.md): only the rows' fields are set.
+  PeerReport layered;
 };
 
 struct Comparison {

@@ -20,3 +20,13 @@ void add_rate_figures(TraceReport& rep) {
 }
 
 }  // namespace strata::reports
+
+namespace strata::reports {
+
+double PeerReport::in_no_row_ns() const {
+  double sum = 0;
+  for (const LayerRow& r : rows) sum += r.ns.median;
+  return rows_wall.median - sum;
+}
+
+}  // namespace strata::reports

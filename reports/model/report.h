@@ -84,6 +84,36 @@ struct PeerReport {
   int profiled_calls = 0;
   double profile_resolution_ns = 0;  // the profiler's reading granularity per event when coarse, else 0
   std::string profile_note;  // why there is no profile, when there is none
+
+  // torch's call in strata's rows, measured by probes on the wheel's own entry points (Note [torch's rows]
+  // in apps/python/torch_layers.cpp, docs/torch-layers.md): python, binding, one dispatch row per key,
+  // library. Each row is a distribution over the probed calls, the probes' measured cost taken out.
+  struct LayerRow {
+    RowKind kind = RowKind::kPython;
+    std::string key;                 // the dispatch key as PyTorch names it ("AutogradCPU"); "" for other rows
+    std::vector<std::string> names;  // what the row is made of ("aten::mm", "sgemm_"), in first-seen order
+    Distribution ns;
+  };
+  std::vector<LayerRow> rows;
+  int layered_calls = 0;           // calls made with the probes in
+  double probes_per_call = 0;
+  double probe_outer_ns = 0;       // one probe's measured cost outside the span it records (in its caller)
+  double probe_inner_ns = 0;       // and inside it
+  std::vector<std::string> inseparable;  // what the wheel's entry points cannot split, in words
+  // Per aten op ("aten::mm"), its self time per call from the probes (mean over the probed calls, as
+  // torch.profiler's rows are): from the dispatcher's entry, less the ops it calls.
+  struct OpSelf {
+    std::string name;
+    double ns_per_call = 0;
+  };
+  std::vector<OpSelf> op_self;
+  // The last probed call's result against the last untraced call's, bit for bit: 1 the same, 0 not,
+  // -1 not compared (an in-place op, or no rows).
+  int probed_result_identical = -1;
+  std::string rows_note;           // why there are no rows (the command then exits 4)
+  Distribution rows_wall;          // untraced calls made between the probed ones, to reconcile the rows with
+  // rows_wall's median minus the sum of the rows' medians: what no row holds (signed)
+  double in_no_row_ns() const;
 };
 
 struct TraceReport {
