@@ -36,6 +36,8 @@ try:
 except ImportError as e:
     sys.exit(f"eager_vs_torch: torch is not importable ({e}); scripts/install-python-deps makes the environment")
 
+# Untimed calls of one side before its timed ones (Note in interleaved_us); --settle-ms sets it.
+SETTLE_S = 20e-3
 SIZES = {"4K": 4096, "1M": 1 << 20, "16M": 1 << 24}
 
 
@@ -102,14 +104,16 @@ def gemm_cases():
 
 def interleaved_us(fns, budget_s, min_rounds=5):
     """Each function's median time per call in microseconds: rounds in which the functions take turns,
-    each turn ~2 ms of untimed calls then ~4 ms timed, until the budget is spent (at least min_rounds).
-    The untimed calls matter on few cores: after a torch call its OpenMP workers spin for a while, and
-    after a strata call strata's do, each holding a core the other side's workers then wait for."""
+    each turn SETTLE_S (20 ms) of untimed calls then ~4 ms timed, until the budget is spent (at least
+    min_rounds). The untimed calls matter on few cores: after a torch call its OpenMP workers (libgomp)
+    spin for a while, and after a strata call strata's do, each holding a core the other side's workers
+    then wait for. Measured on the 2-core VM with 2 threads a side: after 2 ms of settling strata's 1M
+    calls read 1.4-1.8x torch's, after 20 ms 0.87-1.07x, the ratio their minimum times give alone."""
     for f in fns:
         f()  # warm: allocator, pool threads, lazy loading
     per_call = [f_time(f) for f in fns]
     calls = [max(1, int(4e-3 / t)) for t in per_call]
-    warm = [max(1, int(2e-3 / t)) for t in per_call]
+    warm = [max(1, int(SETTLE_S / t)) for t in per_call]
     samples = [[] for _ in fns]
     deadline = time.perf_counter() + budget_s
     rounds = 0
@@ -132,7 +136,11 @@ def f_time(f):
 
 
 def library_row(call, calls=20):
-    """strata's library row for `call`: (median in us, what ran), from strata.profile()."""
+    """strata's library row for `call`: (median in us, what ran), from strata.profile(), after SETTLE_S of
+    untimed calls (interleaved_us says why)."""
+    deadline = time.perf_counter() + SETTLE_S
+    while time.perf_counter() < deadline:
+        call()
     with strata.profile() as p:
         for _ in range(calls):
             call()
@@ -247,8 +255,12 @@ def main():
     ap.add_argument("--ops", default="", help="only these ops, comma-separated as the table names them "
                     "(e.g. tanh,gelu,sum(dim=0),matmul); leaves out the chains unless --chains")
     ap.add_argument("--chains", action="store_true", help="run the chains also when --ops is given")
+    ap.add_argument("--settle-ms", type=float, default=20.0,
+                    help="untimed calls of a side before its timed ones, in ms (default 20; see interleaved_us)")
     args = ap.parse_args()
     ops = [o.strip() for o in args.ops.split(",") if o.strip()]
+    global SETTLE_S
+    SETTLE_S = args.settle_ms / 1e3
     threads = [int(t) for t in args.threads.split(",") if t]
     sizes = [(k, v) for k, v in SIZES.items() if not (args.quick and k == "16M")]
     budget = args.budget if args.budget is not None else (0.15 if args.quick else 0.4)

@@ -166,21 +166,32 @@ void fill(T* __restrict out, T value, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = value;
 }
 
-// Sixteen running sums in double, element i into sum i % 16, then added in order: one fixed order of
-// additions, so every build (and every thread count, Note [Sums that do not depend on the thread count])
-// gives the same bits, and the vector builds add 16 lanes at a time.
+// Running sums in double, in one fixed order of additions, so every build (and every thread count, Note
+// [Sums that do not depend on the thread count]) gives the same bits: the range is read as four streams
+// side by side (four equal parts, each a multiple of 16 long, 16 running sums each; the rest into the
+// first stream's), then the 64 sums added in order. Four streams, not one: a single sequential read
+// reached 8.9 GB/s from memory on one core here, four 16.3 (sum of 16M floats), as ATen's reduction reads
+// several rows at once; the vector builds add 16 lanes at a time.
 template <typename T>
 double sum(const T* __restrict x, int64_t n) {
-  constexpr int kK = 16;
-  double acc[kK] = {};
-  int64_t i = 0;
-  for (; i + kK <= n; i += kK) {
-    for (int k = 0; k < kK; ++k) acc[k] += double(x[i + k]);
+  constexpr int kK = 16, kStreams = 4;
+  double acc[kStreams][kK] = {};
+  const int64_t part = n / (kStreams * kK) * kK;
+  for (int64_t i = 0; i < part; i += kK) {
+    for (int s = 0; s < kStreams; ++s) {
+      for (int k = 0; k < kK; ++k) acc[s][k] += double(x[s * part + i + k]);
+    }
   }
-  for (int k = 0; i < n; ++i, ++k) acc[k] += double(x[i]);
-  double s = 0;
-  for (double v : acc) s += v;
-  return s;
+  int64_t i = kStreams * part;
+  for (; i + kK <= n; i += kK) {
+    for (int k = 0; k < kK; ++k) acc[0][k] += double(x[i + k]);
+  }
+  for (int k = 0; i < n; ++i, ++k) acc[0][k] += double(x[i]);
+  double total = 0;
+  for (const auto& stream : acc) {
+    for (double v : stream) total += v;
+  }
+  return total;
 }
 
 template <typename T>
