@@ -12,6 +12,9 @@
 namespace strata::app {
 
 int run_trace(const TraceOptions& options);
+// --count instructions: runs this command line again under callgrind, returns its exit code
+// (count_instructions.cpp, Note [Instructions per row] in measure/instruction_count.h).
+int run_trace_under_callgrind();
 int run_sweep(const SweepOptions& options);
 int run_compare(const CompareOptions& options);
 int run_ops();

@@ -335,6 +335,10 @@ void add_trace_command(CLI::App& app, Commands& commands) {
                     "same kernels as CUDA C with NVRTC's PTX and ptxas's registers, spills and shared memory, or "
                     "their SASS (cuobjdump or nvdisasm) with each kernel's instruction mix")
       ->check(named_value("cpp, ptx, sass (with --mode compiled)"));
+  trace->add_option("--count", t.count,
+                    "instructions: run the calls under valgrind's callgrind and give every host row the instructions "
+                    "it executed itself, median per call (docs/instructions.md)")
+      ->check(named_value("instructions"));
   trace->add_option("--arch", t.arch,
                     "with --emit ptx or sass: sm_80 | sm_86 | sm_89 | sm_90 | sm_100 | sm_120 (default: this machine's "
                     "GPU, else sm_90)")

@@ -19,6 +19,7 @@
 #include "lib/zone.h"
 #include "measure/device_session.h"
 #include "measure/harness.h"
+#include "measure/instruction_count.h"
 #include "measure/report_builder.h"
 #include "reports/model/figures.h"
 #include "reports/model/units.h"
@@ -289,16 +290,59 @@ CommandOutput trace_output(const reports::TraceReport& report, const Timeline& t
   return output;
 }
 
+// --count instructions (Note [Instructions per row]): what it can count, checked before valgrind starts,
+// and the options the child runs with: the CPU (a GPU's work is no instruction of this CPU, and CUDA under
+// valgrind is not a run worth timing) and few calls (each boundary writes a dump).
+TraceOptions counting_options(const TraceOptions& options) {
+  TraceOptions counted = options;
+  if (options.count.empty()) return counted;
+  if (options.count != "instructions")
+    throw UsageError("unknown --count '" + options.count + "'; allowed: instructions");
+  if (!options.peer.empty())
+    throw UsageError("--count instructions counts strata's own rows; torch's (--peer torch) are not counted yet "
+                     "(docs/instructions.md): leave out one of the two");
+  if (options.frontend != "cli")
+    throw UsageError("--count instructions counts calls made from the CLI (--frontend cli); --frontend " +
+                     options.frontend + " is not counted yet (docs/instructions.md)");
+  if (options.device != "auto" && options.device != "cpu")
+    throw UsageError("--count instructions counts the CPU's calls; --device " + options.device +
+                     " is not counted (allowed: cpu, auto)");
+  counted.device = "cpu";
+  if (!counted.repeat && !options.budget_given) counted.repeat = 10;
+  return counted;
+}
+
+// The instructions of each host row, and binding + dispatch together as one figure (the overhead that
+// tests/apps/count_instructions.sh holds under a bound), with a note that the times are valgrind's.
+void describe_instructions(reports::TraceReport& report, const Timeline& timeline, const measure::HarnessResult& run,
+                           const std::vector<uint64_t>& self_instructions) {
+  const std::vector<double> binding_dispatch =
+      measure::attribute_instructions(report.steady, timeline, run.timed_ids, self_instructions);
+  report.figures.set("instructions.binding_dispatch", reports::median_of(binding_dispatch), "instructions");
+  report.notes.push_back("instructions: counted under valgrind's callgrind, each row's own (its spans minus their "
+                         "children), median per call over " + std::to_string(run.timed_ids.size()) +
+                         " calls; the times were taken under valgrind too, many times slower than a normal run: "
+                         "read them only against each other");
+}
+
 }  // namespace
 
-int run_trace(const TraceOptions& options) {
+int run_trace(const TraceOptions& typed) {
+  const TraceOptions options = counting_options(typed);
+  const bool counting = !options.count.empty();
+  if (counting && !measure::counting_instructions_here()) return run_trace_under_callgrind();
   Prepared prepared = prepare_trace(options);
+  if (counting && prepared.sequence)
+    throw UsageError("--count instructions counts one op's calls; " + options.op + " is a sequence of ops, not counted yet");
   if (prepared.sequence && options.mode != "eager") return run_program_trace(options, prepared);
   if (prepared.sequence) return run_sequence_trace(options, prepared);
   measure::DeviceSession& session = *prepared.session;
 
   Timeline timeline;
+  std::optional<measure::InstructionCounter> counter;
+  if (counting) counter.emplace(timeline);
   const measure::HarnessResult run = measure::run_harness(prepared.call, harness_options(options, prepared), timeline, session);
+  const std::vector<uint64_t> self_instructions = counter ? counter->finish() : std::vector<uint64_t>{};
   session.finish(timeline);
   // --peer: after strata's calls and the device session's flush, so neither run sees the other's work.
   Timeline peer_timeline(16);
@@ -309,6 +353,7 @@ int run_trace(const TraceOptions& options) {
   reports::TraceReport report = describe_context(prepared, options);
   describe_measured_calls(report, timeline, run, prepared);
   describe_op_rows(report, run, prepared, options.backward);
+  if (counting) describe_instructions(report, timeline, run, self_instructions);
   add_run_figures(report, session);
   add_implicit_copy_note(report, prepared);
   if (peer) {

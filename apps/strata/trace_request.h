@@ -44,6 +44,7 @@ struct TraceOptions {
   frontend::ConvOptions conv;
   std::string frontend = "cli";  // --frontend cli | python (python_frontend.h)
   std::string peer;              // --peer torch, or "" for none
+  std::string count;             // --count instructions, or "" (docs/instructions.md)
   // trace PROGRAM --mode eager | graph | compiled (program_command.cpp, docs/compiled.md); --emit cpp
   // prints the compiled graph's generated source, --emit ptx its kernels as CUDA C and PTX for --arch
   // ("" = the GPU's, else sm_90).

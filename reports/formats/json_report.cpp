@@ -23,6 +23,7 @@ json breakdown(const LayerBreakdown& b) {
     if (!r.key.empty()) row["key"] = r.key;
     if (!r.what.empty()) row["what"] = r.what;
     if (r.applicable) row["time"] = distribution(r.ns);
+    if (r.instructions >= 0) row["instructions"] = json{{"unit", "instructions"}, {"median", r.instructions}};
     rows.push_back(row);
   }
   json kernels = json::array();

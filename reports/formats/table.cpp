@@ -161,6 +161,13 @@ void print_peer(const TraceReport& rep, const PeerReport& p, std::ostream& out) 
   print_peer_rows(rep, p, out);
 }
 
+// An instruction count, whole, in groups of three digits: "12,345".
+std::string format_instructions(double count) {
+  std::string digits = std::to_string(static_cast<uint64_t>(std::llround(count)));
+  for (size_t at = digits.size(); at > 3; at -= 3) digits.insert(at - 3, ",");
+  return digits;
+}
+
 }  // namespace
 
 void print_trace_table(const TraceReport& rep, std::ostream& out) {
@@ -170,7 +177,11 @@ void print_trace_table(const TraceReport& rep, std::ostream& out) {
       << "\n";
   if (!rep.device_reason.empty()) out << "device: " << rep.device_reason << "\n";
   if (!rep.frontend_what.empty()) out << "frontend: " << rep.frontend << ": " << rep.frontend_what << "\n";
-  out << pad("layer", 10) << pad("what", kWhat) << lpad("median", 11) << lpad("p90", 11) << lpad("share", 8) << "\n";
+  // Under --count instructions (Note [Instructions per row] in measure/instruction_count.h): one more column.
+  bool counted = false;
+  for (const BreakdownRow& r : rep.steady.rows) counted = counted || r.instructions >= 0;
+  out << pad("layer", 10) << pad("what", kWhat) << lpad("median", 11) << lpad("p90", 11) << lpad("share", 8)
+      << (counted ? lpad("instructions", 14) : "") << "\n";
   const double wall = rep.steady.wall.median;
   for (const BreakdownRow& r : rep.steady.rows) {
     const std::string what = r.what.empty() ? default_what(r) : r.what;
@@ -180,7 +191,9 @@ void print_trace_table(const TraceReport& rep, std::ostream& out) {
     }
     out << pad(row_kind_name(r.kind), 10) << pad(truncate(what, kWhat - 1), kWhat)
         << lpad(format_ns(r.ns.median) + (r.below_resolution ? "*" : ""), 11)
-        << lpad(format_ns(r.ns.p90), 11) << lpad(percent(r.ns.median, wall), 8) << "\n";
+        << lpad(format_ns(r.ns.p90), 11) << lpad(percent(r.ns.median, wall), 8);
+    if (counted) out << lpad(r.instructions >= 0 ? format_instructions(r.instructions) : "-", 14);
+    out << "\n";
   }
   std::string rate;
   if (const Figure* bandwidth = rep.figures.find("achieved_bytes_per_s")) {

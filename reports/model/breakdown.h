@@ -50,6 +50,9 @@ struct BreakdownRow {
   // The median is under twice the measured cost of one probe (a zone's open + close): below what the
   // host timers resolve, so the table marks it instead of printing it as a measured fact.
   bool below_resolution = false;
+  // Under `--count instructions`: the instructions the row's spans executed themselves, median per call
+  // (Note [Instructions per row] in measure/instruction_count.h); -1 when not counted.
+  double instructions = -1;
 
   std::string id() const;  // "binding", "dispatch/Autograd": how the JSON and the analysis name a row
   double total() const;    // sum over the calls: the one way to total a row
