@@ -1,4 +1,6 @@
 // Which build of loops.cpp this process runs (Note [One loop source per instruction set] in loops.h).
+#include <cpuid.h>
+
 #include <cstdlib>
 #include <string>
 
@@ -20,14 +22,23 @@ const char* isa_name(Isa isa) {
   return "portable";
 }
 
+namespace {
+// F16C (the half conversions of the vector builds), from CPUID leaf 1 (ECX bit 29): Clang's
+// __builtin_cpu_supports has no name for it.
+bool cpu_has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+}  // namespace
+
 bool cpu_runs(Isa isa) {
   switch (isa) {
     case Isa::kAvx512:
-      // SLEEF's avx512f functions and the loops need AVX-512 Foundation (and F16C for the half
-      // conversions); GCC's check includes the operating system's support for the registers' state.
-      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("f16c");
+      // SLEEF's avx512f functions and the loops need AVX-512 Foundation (and F16C); GCC's check includes
+      // the operating system's support for the registers' state.
+      return __builtin_cpu_supports("avx512f") && cpu_has_f16c();
     case Isa::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
     case Isa::kPortable:
       break;
   }

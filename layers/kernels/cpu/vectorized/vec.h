@@ -19,14 +19,14 @@
 
 // math_f32.h's multiply-add, for this build's vector width.
 #if STRATA_CPU_VECTOR_BYTES == 64
-typedef float strata_f32_vector __attribute__((vector_size(64)));
-static inline strata_f32_vector strata_fma(strata_f32_vector a, strata_f32_vector b, strata_f32_vector c) {
-  return (strata_f32_vector)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
+typedef float StrataF32Vector __attribute__((vector_size(64)));
+static inline StrataF32Vector strata_fma(StrataF32Vector a, StrataF32Vector b, StrataF32Vector c) {
+  return (StrataF32Vector)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
 }
 #else
-typedef float strata_f32_vector __attribute__((vector_size(32)));
-static inline strata_f32_vector strata_fma(strata_f32_vector a, strata_f32_vector b, strata_f32_vector c) {
-  return (strata_f32_vector)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
+typedef float StrataF32Vector __attribute__((vector_size(32)));
+static inline StrataF32Vector strata_fma(StrataF32Vector a, StrataF32Vector b, StrataF32Vector c) {
+  return (StrataF32Vector)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
 }
 #endif
 #include "layers/kernels/cpu/vectorized/math_f32.h"
